@@ -1,0 +1,1 @@
+"""Kernel programs (installed as warpy.kernels) and the rules that pick a configuration from a shape."""

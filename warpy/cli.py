@@ -1,0 +1,68 @@
+"""The `warpy` command.
+
+Each verb imports its implementation lazily, so `warpy --help` stays fast and a verb
+that needs CUDA does not make the others need it. Errors a user can cause are one line
+(`error: ...`) and exit status 2; set WARPY_TRACEBACK=1 to see the traceback of any error.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Optional
+
+import typer
+
+import warpy
+
+app = typer.Typer(
+    name="warpy",
+    help="warpy: a kernel DSL for NVIDIA tensor-core GPUs (sm_90a Hopper, sm_100a Blackwell).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"warpy {warpy.__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Optional[bool] = typer.Option(
+        None, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
+    """warpy: a kernel DSL for NVIDIA tensor-core GPUs (sm_90a Hopper, sm_100a Blackwell)."""
+
+
+def _user_errors() -> tuple[type[BaseException], ...]:
+    from warpy.errors import WarpyError
+    from warpy.layout import LayoutError
+
+    return (WarpyError, LayoutError)
+
+
+def main() -> None:
+    try:
+        app()
+    except SystemExit:
+        raise
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        sys.exit(130)
+    except BaseException as e:  # one line for the user, the traceback on request
+        if os.environ.get("WARPY_TRACEBACK"):
+            raise
+        if isinstance(e, _user_errors()):
+            print(f"error: {e}", file=sys.stderr)
+            sys.exit(2)
+        print(f"internal error: {type(e).__name__}: {e} (WARPY_TRACEBACK=1 shows where)", file=sys.stderr)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Opcode families, one module per family."""

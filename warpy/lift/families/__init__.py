@@ -1,0 +1,1 @@
+"""Lift rules, one module per opcode family (keyed like warpy.isa.families)."""
