@@ -1,6 +1,55 @@
 """warpy.layout: the typed layout algebra (pure Python; imports nothing else of warpy or CUDA)."""
 
+from warpy.layout.algebra import (
+    Tiler,
+    blocked_product,
+    coalesce,
+    complement,
+    composition,
+    cosize,
+    crd2idx,
+    flat_divide,
+    flat_product,
+    idx2crd,
+    left_inverse,
+    logical_divide,
+    logical_product,
+    make_layout,
+    raked_product,
+    right_inverse,
+    size,
+    tiled_divide,
+    tiled_product,
+    zipped_divide,
+    zipped_product,
+)
 from warpy.layout.core import Layout, LayoutError
 from warpy.layout.swizzle import Swizzle, SwizzledLayout
 
-__all__ = ["Layout", "LayoutError", "Swizzle", "SwizzledLayout"]
+__all__ = [
+    "Layout",
+    "LayoutError",
+    "Swizzle",
+    "SwizzledLayout",
+    "Tiler",
+    "blocked_product",
+    "coalesce",
+    "complement",
+    "composition",
+    "cosize",
+    "crd2idx",
+    "flat_divide",
+    "flat_product",
+    "idx2crd",
+    "left_inverse",
+    "logical_divide",
+    "logical_product",
+    "make_layout",
+    "raked_product",
+    "right_inverse",
+    "size",
+    "tiled_divide",
+    "tiled_product",
+    "zipped_divide",
+    "zipped_product",
+]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Iterator, Union
+from typing import Iterator
 
 import attrs
 
@@ -33,7 +33,7 @@ def _check_tuple(t: object, what: str) -> IntTuple:
     raise LayoutError(f"{what} must be an int or a nested tuple of ints, not {t!r}")
 
 
-@attrs.frozen(eq=True, hash=True, repr=False)
+@attrs.frozen(eq=True, hash=True, repr=False, init=False)
 class Layout:
     """A map from the coordinates of `shape` to integers: `sum(c_i * stride_i)`.
 
@@ -53,7 +53,7 @@ class Layout:
         stride = _check_tuple(stride, "stride")
         if not congruent(shape, stride):
             raise LayoutError(f"shape {to_str(shape)} and stride {to_str(stride)} are not congruent")
-        self.__attrs_init__(shape, stride)  # type: ignore[attr-defined]
+        self.__attrs_init__(shape, stride)
 
     # --- evaluation -------------------------------------------------------------------
     def __call__(self, *crd: IntTuple) -> int:
@@ -160,7 +160,7 @@ def crd2idx(crd: IntTuple, shape: IntTuple, stride: IntTuple) -> int:
     """Evaluate a layout at a coordinate; an int at any level is a flat index into that sub-shape."""
     if isinstance(crd, int):
         if isinstance(shape, int):
-            if not 0 <= crd < shape and shape != 1 and crd != 0:
+            if not 0 <= crd < shape:
                 raise LayoutError(f"coordinate {crd} is out of range for extent {shape}")
             assert isinstance(stride, int)
             return crd * stride
