@@ -51,11 +51,12 @@ def idx2crd(idx: int, shape: Layout | IntTuple, stride: IntTuple | None = None) 
     if isinstance(shape, Layout):
         if stride is not None:
             raise LayoutError("idx2crd(idx, layout) takes no stride")
-        shape, stride = shape.shape, shape.stride
-    lay = Layout(shape, stride)
-    if stride is None:
+        lay = shape
+    else:
+        lay = Layout(shape, stride)
+    if stride is None and not isinstance(shape, Layout):
         if not 0 <= idx < lay.size():
-            raise LayoutError(f"index {idx} is out of range for shape {to_str(shape)} (size {lay.size()})")
+            raise LayoutError(f"index {idx} is out of range for shape {to_str(lay.shape)} (size {lay.size()})")
         return natural_idx2crd(idx, lay.shape)
     leaves = tuple((idx // d) % s if d else 0 for s, d in zip(flatten(lay.shape), flatten(lay.stride)))
     return unflatten(leaves, lay.shape)
