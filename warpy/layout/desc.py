@@ -266,9 +266,16 @@ def check_smem_desc(desc: int, tile: SmemTile, addr: int, arch: Arch) -> None:
     image = desc_image(f, tile.major, tile.dtype)
     actual = _tile_address(tile, addr)
     rows, kk = _footprint(tile)
+    owner: dict[int, tuple[int, int]] = {}
     for r in range(rows):
         for k in range(kk):
             hw, lay = image(r, k), actual(r, k)
+            if hw in owner:
+                raise LayoutError(
+                    f"the tile's layout aliases: (row {r}, k {k}) and {owner[hw]} share byte {hw:#x}"
+                    " (a physical operand tile must be alias-free)"
+                )
+            owner[hw] = (r, k)
             if hw != lay:
                 raise LayoutError(
                     f"the {arch} descriptor cannot express this {tile.major}-major {tile.dtype} tile"
