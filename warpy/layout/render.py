@@ -17,6 +17,7 @@ from typing import Protocol, Sequence, Union
 
 import attrs
 
+from warpy.layout.algebra import coalesce
 from warpy.layout.core import Layout, LayoutError
 from warpy.layout.inttuple import IntTuple, flatten, product, to_str
 from warpy.layout.swizzle import Swizzle, SwizzledLayout
@@ -218,10 +219,16 @@ Indexable = Union[Layout, SwizzledLayout, Renderable]
 
 def coord_expr(obj: Indexable, crd: CoordExpr) -> Expr:
     """The expression of `obj` at a coordinate whose leaves are terms."""
-    if isinstance(obj, Layout):
-        return crd2idx_expr(crd, obj.shape, obj.stride)
-    if isinstance(obj, SwizzledLayout):
-        return swizzle_expr(obj.swizzle, add(const(obj.offset), crd2idx_expr(crd, obj.layout.shape, obj.layout.stride)))
+    if isinstance(obj, (Layout, SwizzledLayout)):
+        lay = obj if isinstance(obj, Layout) else obj.layout
+        if isinstance(crd, Expr):
+            # One flat index for the whole shape: the coalesced layout is the same function with
+            # the fewest modes, so the fewest divisions and moduli.
+            lay = coalesce(lay)
+        linear = crd2idx_expr(crd, lay.shape, lay.stride)
+        if isinstance(obj, Layout):
+            return linear
+        return swizzle_expr(obj.swizzle, add(const(obj.offset), linear))
     return obj.coord_expr(crd)
 
 
