@@ -300,7 +300,14 @@ def parse_warnings(log: str, resources: Sequence[KernelResources] = ()) -> tuple
     return tuple(out)
 
 
+_RE_LINE_ERROR = re.compile(r"^ptxas\s+(\S+), line (\d+); error\s*:\s*(.*)$")
+
+
 def _first_error(log: str) -> str:
+    """The first error with its line ("kernel.ptx line 6: Unknown modifier '.u33'"), else the fatal one."""
+    for line in log.splitlines():
+        if m := _RE_LINE_ERROR.match(line.strip()):
+            return f"{m.group(1)} line {m.group(2)}: {m.group(3).strip()}"
     for line in log.splitlines():
         if m := _RE_ERROR.match(line.strip()):
             return m.group(1).strip()
@@ -394,7 +401,10 @@ def _run_ptxas(ptxas: Ptxas, ptx: str, arch: str, flags: Sequence[str]) -> tuple
             r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
         except subprocess.TimeoutExpired:
             raise PtxasError(f"ptxas did not finish within 600 s for {arch}") from None
-        log = (r.stdout.rstrip("\n") + "\n" + r.stderr).replace(str(src), "kernel.ptx")
+        # The temporary path and the compile time vary from run to run; drop them so that a cache
+        # entry depends on its key alone.
+        lines = (r.stdout + "\n" + r.stderr).replace(str(src), "kernel.ptx").splitlines()
+        log = "\n".join(ln for ln in lines if ln.strip() and "Compile time =" not in ln) + "\n"
         if r.returncode != 0 or not out.is_file():
             raise PtxasError(f"ptxas failed for {arch}: {_first_error(log)}", log)
         return out.read_bytes(), log
