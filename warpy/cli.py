@@ -39,6 +39,21 @@ def _root(
     """warpy: a kernel DSL for NVIDIA tensor-core GPUs (sm_90a Hopper, sm_100a Blackwell)."""
 
 
+@app.command("layout")
+def layout_cmd(
+    expr: str = typer.Argument(..., help='An expression, e.g. "composition((6,2):(8,2), (4,3):(3,1))".'),
+    table: bool = typer.Option(False, "--table", help="Also print the layout's values as a 2-D table."),
+) -> None:
+    """Evaluate a layout-algebra expression and print the result in CuTe notation."""
+    from warpy.layout.lang import evaluate, show
+    from warpy.layout.lang import table as value_table
+
+    value = evaluate(expr)
+    typer.echo(show(value))
+    if table:
+        typer.echo(value_table(value))
+
+
 def _user_errors() -> tuple[type[BaseException], ...]:
     from warpy.errors import WarpyError
     from warpy.layout import LayoutError
