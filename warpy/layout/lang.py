@@ -105,11 +105,11 @@ class _Parser:
             if tok not in FUNCTIONS:
                 raise LayoutError(f"unknown function {tok!r} (known: {', '.join(sorted(FUNCTIONS))})")
             self.take("(")
-            args = [] if self.peek() == ")" else None
-            if args is None:
-                args = self.items(")")
-            else:
+            args: list[object] = []
+            if self.peek() == ")":
                 self.take(")")
+            else:
+                args = self.items(")")
             try:
                 return FUNCTIONS[tok](*args)
             except TypeError as e:
