@@ -128,3 +128,25 @@ def test_tma_box_mn_major_split():
     t = smem_tile(128, 64, "bf16", "MN", 128)
     box = tma_box(g, t)
     assert (box.dims, box.strides, box.box) == ((64, 1024, 64), (8192, 128), (64, 64, 2))
+
+
+def test_refusals_say_why():
+    from warpy.layout.smem import SmemTile, swizzle_for_span
+    from warpy.layout.swizzle import SwizzledLayout
+
+    t64 = smem_tile(64, 64, "bf16", "K", 64)
+    wrong_atom = SmemTile(64, 64, "bf16", "K", 128, SwizzledLayout(swizzle_for_span(128), t64.layout.layout, 0))
+    with pytest.raises(LayoutError, match="wrong swizzle atom"):
+        umma_smem_desc(wrong_atom)
+    with pytest.raises(LayoutError, match="misaligned base"):
+        gmma_smem_desc(smem_tile(64, 64, "bf16", "K", 128), addr=0x480)
+    with pytest.raises(LayoutError, match="16-byte aligned"):
+        umma_smem_desc(smem_tile(64, 64, "bf16", "K", 0), addr=0x408)
+    padded = Layout(((8, 8), (8, 2)), ((16, 136), (2, 1088)))  # 8-row groups 136 bytes apart
+    t = SmemTile(64, 16, "bf16", "K", 0, SwizzledLayout(swizzle_for_span(0), padded, 0))
+    with pytest.raises(LayoutError, match="not a multiple of 16"):
+        umma_smem_desc(t)
+    with pytest.raises(LayoutError, match="only K-major"):
+        gmma_smem_desc(smem_tile(64, 64, "tf32", "MN", 128))
+    with pytest.raises(LayoutError, match="not a multiple of 64"):
+        smem_tile(128, 32, "bf16", "K", 128)

@@ -257,6 +257,21 @@ def smem_desc_fields(tile: SmemTile, addr: int, arch: Arch) -> SmemDescFields:
     return SmemDescFields(arch, start=start, lbo=lbo, sbo=sbo, swizzle=span)
 
 
+def _diagnose(tile: SmemTile) -> str:
+    """The structural reason a tile is not canonical, where one of the usual ones applies."""
+    e = tile.elem_bytes
+    line_step, elem_step = ((1, 0), (0, 1)) if tile.major == "K" else ((0, 1), (1, 0))
+    what = "rows" if tile.major == "K" else "K-rows"
+    line = _probe(tile, (0, 0), line_step)
+    elem = _probe(tile, (0, 0), elem_step)
+    if elem != e:
+        return f"; consecutive elements along the contiguous extent are {elem} bytes apart, not {e}"
+    if line != tile.span_bytes:
+        atom = f"the {tile.swizzle}-byte swizzle atom" if tile.swizzle else "an unswizzled core matrix"
+        return f"; wrong swizzle atom: {what} are {line} bytes apart but {atom} has {tile.span_bytes}-byte {what}"
+    return ""
+
+
 def check_smem_desc(desc: int, tile: SmemTile, addr: int, arch: Arch) -> None:
     """The decider: the image `desc` describes must equal the tile's layout at every coordinate it reads."""
     f = decode_gmma_desc(desc) if arch == "sm90" else decode_umma_desc(desc)
@@ -280,7 +295,7 @@ def check_smem_desc(desc: int, tile: SmemTile, addr: int, arch: Arch) -> None:
                 raise LayoutError(
                     f"the {arch} descriptor cannot express this {tile.major}-major {tile.dtype} tile"
                     f" (swizzle {tile.swizzle or 'none'}): at (row {r}, k {k}) the MMA would read {hw:#x}"
-                    f" but the layout puts the element at {lay:#x}"
+                    f" but the layout puts the element at {lay:#x}{_diagnose(tile)}"
                 )
 
 

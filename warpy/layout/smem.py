@@ -201,24 +201,23 @@ class SmemTile:
         return [s.offset - self.offset for s in self.k_steps(k_per_mma)]
 
 
-def _tile_linear(major: Major, rows: int, cols: int, e: int, swizzle: int, parent: tuple[int, int]) -> Layout:
-    """The linear (pre-swizzle) byte layout of a canonical rows x cols tile; `parent` sizes the column strides."""
-    prow, pcol = parent
+def _tile_linear(major: Major, rows: int, cols: int, e: int, swizzle: int) -> Layout:
+    """The linear (pre-swizzle) byte layout of a canonical rows x cols tile.
+
+    One line of an atom is `span` bytes (the swizzle span, 16 without swizzle) in both majors; 8
+    lines make an atom; atoms stack along the strided extent; columns of atoms follow.
+    """
     span = swizzle if swizzle else CORE_ROW_BYTES
-    se = span // e  # elements per span
+    se = span // e  # elements per line
     if major == "K":
-        row_stride = span if swizzle else CORE_ROW_BYTES
-        group = CORE_ROWS * row_stride
-        col_stride = prow * span
-        row_mode: tuple[tuple[int, int], tuple[int, int]] = ((CORE_ROWS, rows // CORE_ROWS), (row_stride, group))
-        k_mode = ((se, cols // se), (e, col_stride))
-        return Layout((row_mode[0], k_mode[0]), (row_mode[1], k_mode[1]))
-    krow_stride = span if swizzle else CORE_ROW_BYTES
-    group = CORE_ROWS * krow_stride
-    col_stride = pcol * span
-    mn_mode = ((se, rows // se), (e, col_stride))
-    k_mode2 = ((CORE_ROWS, cols // CORE_ROWS), (krow_stride, group))
-    return Layout((mn_mode[0], k_mode2[0]), (mn_mode[1], k_mode2[1]))
+        return Layout(
+            ((CORE_ROWS, rows // CORE_ROWS), (se, cols // se)),
+            ((span, CORE_ROWS * span), (e, rows * span)),
+        )
+    return Layout(
+        ((se, rows // se), (CORE_ROWS, cols // CORE_ROWS)),
+        ((e, cols * span), (span, CORE_ROWS * span)),
+    )
 
 
 def _restrict(parent: Layout, major: Major, rows: int, cols: int, se: int) -> Layout:
@@ -254,7 +253,7 @@ def smem_tile(rows: int, cols: int, dtype: str, major: str = "K", swizzle: int =
     if contig % se:
         what = f"the {swizzle}-byte swizzle span" if swizzle else "16 bytes"
         raise LayoutError(f"{mj}-major {d} tile: {cname} = {contig} is not a multiple of {se} elements ({what})")
-    lin = _tile_linear(mj, rows, cols, e, swizzle, parent=(rows, cols))
+    lin = _tile_linear(mj, rows, cols, e, swizzle)
     return SmemTile(rows, cols, d, mj, swizzle, SwizzledLayout(sw, lin, 0))
 
 
