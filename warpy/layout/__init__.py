@@ -24,9 +24,35 @@ from warpy.layout.algebra import (
     zipped_product,
 )
 from warpy.layout.core import Layout, LayoutError
-from warpy.layout.swizzle import Swizzle, SwizzledLayout
+from warpy.layout.render import Expr, count_divmod, index_expr, to_c, to_python
+from warpy.layout.swizzle import (
+    SW32,
+    SW32_ATOM,
+    SW64,
+    SW64_ATOM,
+    SW128,
+    SW128_ATOM,
+    SWIZZLE_ATOMS,
+    Swizzle,
+    SwizzledLayout,
+    swizzle_atom,
+    swizzle_bytes,
+    swizzle_elements,
+)
+from warpy.layout.typed import (
+    Composite,
+    Restriction,
+    Space,
+    TypedLayout,
+    compose,
+    decide,
+    logical,
+    physical,
+    thread_value,
+)
 
 __all__ = [
+    # the fixed public surface (CuTe's names)
     "Layout",
     "LayoutError",
     "Swizzle",
@@ -52,4 +78,31 @@ __all__ = [
     "tiled_product",
     "zipped_divide",
     "zipped_product",
+    # swizzles and the shared-memory swizzle atoms
+    "SW32",
+    "SW32_ATOM",
+    "SW64",
+    "SW64_ATOM",
+    "SW128",
+    "SW128_ATOM",
+    "SWIZZLE_ATOMS",
+    "swizzle_atom",
+    "swizzle_bytes",
+    "swizzle_elements",
+    # typed layouts and strict composition
+    "Composite",
+    "Restriction",
+    "Space",
+    "TypedLayout",
+    "compose",
+    "decide",
+    "logical",
+    "physical",
+    "thread_value",
+    # index arithmetic as text
+    "Expr",
+    "count_divmod",
+    "index_expr",
+    "to_c",
+    "to_python",
 ]
