@@ -1,1 +1,107 @@
-"""Opcode families, one module per family."""
+"""Opcode families, one module per family, and the registry `ALL` (key -> record).
+
+`lookup(name, mods)` finds an instruction's record: the record whose key's first word is the
+instruction's name and whose further key words all appear among its modifiers, the most key words
+winning (`UTCATOMSWS.2CTA.FIND_AND_SET.ALIGN` -> `UTCATOMSWS.FIND_AND_SET`). The modifiers left
+over must match the record's modifier groups.
+"""
+
+from __future__ import annotations
+
+from warpy.errors import WarpyError
+from warpy.isa.families import alu, blackwell, clc, control, hopper, memory, sync, tma
+from warpy.isa.families.base import SEM_CLASSES, Arg, Opcode, describe, operand_fits
+from warpy.isa.instr import Instr
+from warpy.isa.operands import Imm, Operand, R, RVec, UR, URVec
+
+MODULES = (alu, control, memory, sync, tma, hopper, blackwell, clc)
+FAMILIES: dict[str, list[Opcode]] = {m.__name__.rsplit(".", 1)[1]: m.OPCODES for m in MODULES}
+
+ALL: dict[str, Opcode] = {}
+for _fam in FAMILIES.values():
+    for _op in _fam:
+        if _op.key in ALL:
+            raise RuntimeError(f"opcode {_op.key} is defined twice")
+        ALL[_op.key] = _op
+
+_BY_NAME: dict[str, list[Opcode]] = {}
+for _op in ALL.values():
+    _BY_NAME.setdefault(_op.key_words[0], []).append(_op)
+for _lst in _BY_NAME.values():
+    _lst.sort(key=lambda o: -len(o.key_words))
+
+
+def lookup(name: str, mods: tuple[str, ...] = ()) -> tuple[Opcode, tuple[str, ...]]:
+    """The record of an instruction, and its modifiers other than the key's words."""
+    for op in _BY_NAME.get(name, []):
+        rest = list(mods)
+        ok = True
+        for w in op.key_words[1:]:
+            if w in rest:
+                rest.remove(w)
+            else:
+                ok = False
+                break
+        if ok:
+            return op, tuple(rest)
+    mn = ".".join((name,) + mods)
+    raise WarpyError(f"unknown opcode {mn} (warpy.isa.families knows {', '.join(sorted(ALL))})")
+
+
+def record(i: Instr) -> Opcode:
+    return lookup(i.name, i.mods)[0]
+
+
+def fits(op: Operand, arg: Arg) -> bool:
+    return any(operand_fits(op, k) for k in arg.kinds())
+
+
+def form_of(i: Instr) -> tuple[Opcode, tuple[Arg, ...]]:
+    """The record and the operand signature an instruction uses (raises naming the bad operand)."""
+    rec, rest = lookup(i.name, i.mods)
+    where = i.mnemonic
+    rec.check_mods(rest, where)
+    cands = [f for f in rec.forms if len(f) == len(i.ops)]
+    if not cands:
+        rec.form_for(len(i.ops), where)  # raises with the arities
+    best: tuple[Arg, ...] = cands[0]
+    best_bad = -1
+    for f in cands:
+        bad = next((k for k, (op, arg) in enumerate(zip(i.ops, f)) if not fits(op, arg)), None)
+        if bad is None:
+            return rec, f
+        if bad > best_bad:
+            best, best_bad = f, bad
+    op, arg = i.ops[best_bad], best[best_bad]
+    raise WarpyError(f"{where}: operand {best_bad} ({arg.name}) must be {arg.kind.replace('|', ' or ')}, not {describe(op)}")
+
+
+def validate(i: Instr) -> Opcode:
+    """Check an instruction against its record; raise WarpyError naming the operand that is wrong."""
+    rec, form = form_of(i)
+    for k, (op, arg) in enumerate(zip(i.ops, form)):
+        if arg.width is not None and isinstance(op, (RVec, URVec)) and op.width:
+            want = arg.width(lookup(i.name, i.mods)[1])
+            if want != op.width:
+                raise WarpyError(f"{i.mnemonic}: operand {k} ({arg.name}) needs {want} registers, {op.name} has {op.width}")
+        if arg.width is not None and isinstance(op, (R, UR)) and not isinstance(op, Imm):
+            pass
+    return rec
+
+
+def defs_uses(i: Instr) -> tuple[list[Operand], list[Operand]]:
+    """The operands whose registers the instruction writes, and those it reads (guard included)."""
+    _, form = form_of(i)
+    d: list[Operand] = []
+    u: list[Operand] = []
+    if i.guard is not None:
+        u.append(i.guard)
+    for op, arg in zip(i.ops, form):
+        if "d" in arg.role and isinstance(op, (R, UR, RVec, URVec)) or ("d" in arg.role and type(op).__name__ in ("P", "UP")):
+            d.append(op)
+        if "u" in arg.role or not isinstance(op, (R, UR, RVec, URVec)) and type(op).__name__ not in ("P", "UP"):
+            u.append(op)
+    return d, u
+
+
+__all__ = ["ALL", "FAMILIES", "MODULES", "SEM_CLASSES", "Opcode", "Arg", "lookup", "record", "validate", "defs_uses"]

@@ -1,0 +1,36 @@
+"""Control flow: branches, exit, warp convergence, no-op."""
+
+from __future__ import annotations
+
+from warpy.isa.families._util import ins
+from warpy.isa.families.base import Opcode, a
+from warpy.isa.instr import Instr
+from warpy.isa.operands import LabelRef
+
+F = "control"
+
+OPCODES: list[Opcode] = [
+    Opcode("BRA", F, "branch", ((a("target", "label"),), (a("p", "UP"), a("target", "label"))),
+           mods=(r"U", r"ANY|DIV"), ptx="bra / @p bra",
+           doc="jump; guarded by a predicate it is a conditional branch; `BRA.U !UP0, L` tests a uniform predicate"),
+    Opcode("EXIT", F, "exit", ((),), ptx="exit / ret", doc="the thread leaves"),
+    Opcode("NOP", F, "nop", ((),), ptx="(none)", doc="nothing"),
+    Opcode("WARPSYNC", F, "warp-sync", ((),), mods=(r"!ALL",), ptx="bar.warp.sync 0xffffffff",
+           doc="reconverge the warp"),
+]
+
+
+def bra(target: str) -> Instr:
+    return ins("BRA", "", LabelRef(target))
+
+
+def exit_() -> Instr:
+    return ins("EXIT", "")
+
+
+def nop() -> Instr:
+    return ins("NOP", "")
+
+
+def warpsync_all() -> Instr:
+    return ins("WARPSYNC", "ALL")

@@ -1,0 +1,68 @@
+"""Loads and stores: shared (`LDS/STS`), global (`LDG/STG` through a memory descriptor), and the
+matrix transposing forms (`LDSM/STSM`). The data operand is a vector as wide as the access."""
+
+from __future__ import annotations
+
+from typing import Union
+
+from warpy.isa.families._util import ins
+from warpy.isa.families.base import Opcode, a
+from warpy.isa.instr import Instr
+from warpy.isa.operands import GMem, Mem, R, RVec
+
+F = "memory"
+SIZE = r"U8|S8|U16|S16|64|128"
+
+
+def _w(mods: tuple[str, ...]) -> int:
+    return 4 if "128" in mods else 2 if "64" in mods else 1
+
+
+def _wm(mods: tuple[str, ...]) -> int:
+    return int(mods[-1]) if mods and mods[-1] in ("1", "2", "4") else 1
+
+
+OPCODES: list[Opcode] = [
+    Opcode("LDS", F, "load-shared", ((a("d", "Rv", "d", _w), a("addr", "mem")),), mods=(SIZE,),
+           ptx="ld.shared", doc="d = shared[addr]"),
+    Opcode("STS", F, "store-shared", ((a("addr", "mem"), a("v", "Rv", "u", _w)),), mods=(SIZE,),
+           ptx="st.shared", doc="shared[addr] = v"),
+    Opcode("LDG", F, "load-global", ((a("d", "Rv", "d", _w), a("addr", "gmem")),), mods=(r"!E", SIZE),
+           ptx="ld.global", doc="d = global[addr]"),
+    Opcode("STG", F, "store-global", ((a("addr", "gmem"), a("v", "Rv", "u", _w)),), mods=(r"!E", SIZE),
+           ptx="st.global", doc="global[addr] = v"),
+    Opcode("LDSM", F, "load-matrix", ((a("d", "Rv", "d", _wm), a("addr", "mem")),),
+           mods=(r"!16", r"!M88", r"T", r"!1|2|4"), ptx="ldmatrix.sync.aligned.m8n8.xN[.trans].shared.b16",
+           doc="each lane gets its fragment of N 8x8 b16 matrices whose rows the lanes address"),
+    Opcode("STSM", F, "store-matrix", ((a("addr", "mem"), a("v", "Rv", "u", _wm)),),
+           mods=(r"!16", r"!M88", r"T", r"!1|2|4"), ptx="stmatrix.sync.aligned.m8n8.xN[.trans].shared.b16",
+           doc="the inverse of LDSM"),
+]
+
+
+def _size(width: int) -> str:
+    return {1: "", 2: "64", 4: "128"}[width]
+
+
+def lds(d: Union[R, RVec], addr: Mem) -> Instr:
+    return ins("LDS", _size(d.width if isinstance(d, RVec) else 1), d, addr)
+
+
+def sts(addr: Mem, v: Union[R, RVec]) -> Instr:
+    return ins("STS", _size(v.width if isinstance(v, RVec) else 1), addr, v)
+
+
+def ldg(d: Union[R, RVec], addr: GMem) -> Instr:
+    return ins("LDG", ("E." + _size(d.width if isinstance(d, RVec) else 1)).rstrip("."), d, addr)
+
+
+def stg(addr: GMem, v: Union[R, RVec]) -> Instr:
+    return ins("STG", ("E." + _size(v.width if isinstance(v, RVec) else 1)).rstrip("."), addr, v)
+
+
+def ldsm(d: RVec, addr: Mem, trans: bool = False) -> Instr:
+    return ins("LDSM", f"16.M88{'.T' if trans else ''}.{d.width}", d, addr)
+
+
+def stsm(addr: Mem, v: RVec, trans: bool = False) -> Instr:
+    return ins("STSM", f"16.M88{'.T' if trans else ''}.{v.width}", addr, v)

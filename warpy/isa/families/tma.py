@@ -1,0 +1,70 @@
+"""The tensor memory accelerator: tensor copies through a tensor map, bulk copies, and their
+completion.
+
+The first operand of a tensor copy is a tuple of consecutive uniform registers (a `URVec`):
+loads `[dst, bar, c0, c1, ...]` (shared destination, mbarrier, coordinates, innermost first),
+stores and reductions `[src, c0, c1, ...]`. A multicast load takes the CTA mask as a third
+operand (a uniform register). The tensor map is named: `tmap[a]`.
+"""
+
+from __future__ import annotations
+
+from warpy.isa.families._util import ins
+from warpy.isa.families.base import Opcode, a
+from warpy.isa.instr import Instr
+from warpy.isa.operands import Kw, Mem, TmapRef, UR
+
+F = "tma"
+DIM = r"!1D|2D|3D|4D|5D"
+
+OPCODES: list[Opcode] = [
+    Opcode("UTMALDG", F, "tma-load", ((a("args", "mem"), a("map", "tmap")), (a("args", "mem"), a("map", "tmap"), a("mask", "UR"))),
+           mods=(DIM, r"MULTICAST", r"2CTA"), single_issue=True,
+           ptx="cp.async.bulk.tensor.Nd.shared::cluster.global.tile.mbarrier::complete_tx::bytes[.multicast::cluster][.cta_group::2]",
+           doc="copy the box at (c0, c1, ...) into shared memory at dst (in every CTA of mask), completing bytes on bar"),
+    Opcode("UTMASTG", F, "tma-store", ((a("args", "mem"), a("map", "tmap")),), mods=(DIM,), single_issue=True,
+           ptx="cp.async.bulk.tensor.Nd.global.shared::cta.tile.bulk_group",
+           doc="copy the box from shared memory at src to the tensor at (c0, c1, ...)"),
+    Opcode("UTMAREDG", F, "tma-reduce", ((a("args", "mem"), a("map", "tmap")),), mods=(DIM, r"!ADD|MIN|MAX|INC|DEC|AND|OR|XOR"),
+           single_issue=True, ptx="cp.reduce.async.bulk.tensor.Nd.global.shared::cta.op.tile.bulk_group",
+           doc="reduce the box from shared memory into the tensor"),
+    Opcode("UTMAPF", F, "tma-prefetch", ((a("args", "mem"), a("map", "tmap")),), mods=(DIM,), single_issue=True,
+           ptx="cp.async.bulk.prefetch.tensor.Nd.L2.global.tile", doc="prefetch the box into L2 (args: [c0, c1, ...])"),
+    Opcode("UBLKCP", F, "bulk-copy", ((a("dst", "mem"), a("src", "mem"), a("size", "UR")),), mods=(r"!S|G", r"!S|G"),
+           single_issue=True, ptx="cp.async.bulk.dst.src", doc="copy size bytes (.S.G: global to shared; .G.S: back)"),
+    Opcode("UTMACMDFLUSH", F, "bulk-commit", ((),), single_issue=True, ptx="cp.async.bulk.commit_group",
+           doc="close the group of bulk stores issued so far"),
+    Opcode("DEPBAR", F, "bulk-wait", ((a("sb", "kw:SB0"), a("n", "I")),), mods=(r"!LE",),
+           ptx="cp.async.bulk.wait_group[.read] n", doc="wait until at most n bulk groups are outstanding"),
+]
+
+
+def _dim(args: Mem, first: int) -> str:
+    from warpy.isa.operands import URVec
+
+    if not isinstance(args.base, URVec):
+        raise TypeError("the TMA argument tuple must be a uniform-register vector")
+    return f"{args.base.width - first}D"
+
+
+def tma_load(args: Mem, tmap: str, mask: UR | None = None, two_cta: bool = False) -> Instr:
+    mods = _dim(args, 2) + (".MULTICAST" if mask is not None else "") + (".2CTA" if two_cta else "")
+    if mask is not None:
+        return ins("UTMALDG", mods, args, TmapRef(tmap), mask)
+    return ins("UTMALDG", mods, args, TmapRef(tmap))
+
+
+def tma_store(args: Mem, tmap: str) -> Instr:
+    return ins("UTMASTG", _dim(args, 1), args, TmapRef(tmap))
+
+
+def tma_reduce_add(args: Mem, tmap: str) -> Instr:
+    return ins("UTMAREDG", _dim(args, 1) + ".ADD", args, TmapRef(tmap))
+
+
+def bulk_commit() -> Instr:
+    return ins("UTMACMDFLUSH", "")
+
+
+def bulk_wait(n: int = 0) -> Instr:
+    return ins("DEPBAR", "LE", Kw("SB0"), n)
