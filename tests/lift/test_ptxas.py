@@ -48,6 +48,7 @@ def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     monkeypatch.delenv("WARPY_PTXAS", raising=False)
     monkeypatch.delenv("CUDA_HOME", raising=False)
     monkeypatch.setattr(P, "_wheel_ptxas", lambda: None)
+    monkeypatch.setattr(P, "DEFAULT_CUDA_HOMES", ())
     empty = tmp_path / "empty"
     empty.mkdir()
     monkeypatch.setenv("PATH", str(empty))
@@ -83,6 +84,10 @@ def test_discovery_order(clean_env: Path, monkeypatch: pytest.MonkeyPatch) -> No
             monkeypatch.delenv("CUDA_HOME")
         else:
             monkeypatch.setenv("PATH", str(tmp / "empty"))
+    # last, the conventional toolkit folder
+    monkeypatch.setattr(P, "DEFAULT_CUDA_HOMES", (str(home_p.parent.parent),))
+    assert P.find_ptxas().found_by == "default"
+    monkeypatch.setattr(P, "DEFAULT_CUDA_HOMES", ())
     with pytest.raises(WarpyError, match=r"^no ptxas found: set WARPY_PTXAS"):
         P.find_ptxas()
 

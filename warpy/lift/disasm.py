@@ -218,7 +218,7 @@ class Disassembler:
 
 def _wheel_nvdisasm() -> Path | None:
     try:
-        import nvidia  # type: ignore[import-not-found]
+        import nvidia  # type: ignore[import-untyped,import-not-found,unused-ignore]
     except ImportError:
         return None
     for root in getattr(nvidia, "__path__", []):

@@ -1,7 +1,8 @@
 """The ptxas driver: find ptxas, assemble PTX into a cubin, cache it, report resources and warnings.
 
 ptxas is found in this order: `$WARPY_PTXAS` (a path to the binary), the `nvidia-cuda-nvcc-cu12`
-wheel (`site-packages/nvidia/cuda_nvcc/bin/ptxas`), `$CUDA_HOME/bin/ptxas`, then `ptxas` on `PATH`.
+wheel (`site-packages/nvidia/cuda_nvcc/bin/ptxas`), `$CUDA_HOME/bin/ptxas`, `ptxas` on `PATH`, and
+last `/usr/local/cuda/bin/ptxas`.
 
 Cubins are cached in memory and on disk (`$WARPY_CACHE`, else `~/.cache/warpy`, under `cubin/`),
 keyed by a hash of (PTX text, the ptxas `--version` text, the extra flags, the target). A cache entry
@@ -37,6 +38,9 @@ from warpy.errors import WarpyError
 
 ARCHES = ("sm_90a", "sm_100a")
 
+# Searched after PATH, when nothing else gave a ptxas.
+DEFAULT_CUDA_HOMES = ("/usr/local/cuda",)
+
 # The kinds of warning that fail an assembly unless allowed.
 FAILING_KINDS = ("wgmma-serialized", "setmaxnreg-ignored", "spill")
 
@@ -62,7 +66,7 @@ class Ptxas:
     """One ptxas binary: where it is, how it was found, and its version."""
 
     path: str
-    found_by: str  # "WARPY_PTXAS" | "wheel" | "CUDA_HOME" | "PATH"
+    found_by: str  # "WARPY_PTXAS" | "wheel" | "CUDA_HOME" | "PATH" | "default"
     version: str  # e.g. "12.9.86"
     version_text: str  # the whole `--version` output: part of the cache key
 
@@ -136,7 +140,7 @@ class Cubin:
 def _wheel_ptxas() -> Path | None:
     """ptxas from the nvidia-cuda-nvcc-cu12 wheel, if installed (nvidia is a namespace package)."""
     try:
-        import nvidia  # type: ignore[import-not-found]
+        import nvidia  # type: ignore[import-untyped,import-not-found,unused-ignore]
     except ImportError:
         return None
     for root in getattr(nvidia, "__path__", []):
@@ -155,6 +159,9 @@ def _candidates() -> list[tuple[str, Path | None]]:
     out.append(("CUDA_HOME", Path(home) / "bin" / "ptxas" if home else None))
     on_path = shutil.which("ptxas")
     out.append(("PATH", Path(on_path) if on_path else None))
+    for home in DEFAULT_CUDA_HOMES:  # last resort: the conventional toolkit location
+        p = Path(home) / "bin" / "ptxas"
+        out.append(("default", p if p.is_file() else None))
     return out
 
 
@@ -258,7 +265,7 @@ def parse_resources(log: str) -> tuple[KernelResources, ...]:
             if c := _RE_CMEM0.search(line):
                 f["const0_bytes"] = int(c.group(1))
     return tuple(
-        KernelResources(name=n, is_entry=n in entries, **fields[n])  # type: ignore[arg-type]
+        KernelResources(name=n, is_entry=n in entries, **fields[n])
         for n in order
     )
 
@@ -300,7 +307,7 @@ def parse_warnings(log: str, resources: Sequence[KernelResources] = ()) -> tuple
     return tuple(out)
 
 
-_RE_LINE_ERROR = re.compile(r"^ptxas\s+(\S+), line (\d+); error\s*:\s*(.*)$")
+_RE_LINE_ERROR = re.compile(r"^ptxas\s+(\S+), line (\d+); (?:error|fatal)\s*:\s*(.*)$")
 
 
 def _first_error(log: str) -> str:
