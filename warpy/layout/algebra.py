@@ -196,7 +196,41 @@ def _compose_layouts(a: Layout, b: Layout) -> Layout:
         assert isinstance(bl.stride, int)
         return _compose_mode(outer, bl.shape, bl.stride, a, b)
 
-    return go(b)
+    result = go(b)
+    if len(outer) > 1 and not _modes_disjoint(b):
+        _check_distributes(a, b, result)
+    return result
+
+
+#: Above this many coordinates, a composition whose distributivity the interval test cannot show
+#: is refused rather than checked point by point.
+DISTRIBUTIVITY_CHECK_LIMIT = 1 << 16
+
+
+def _modes_disjoint(b: Layout) -> bool:
+    """True when the inner layout's modes occupy disjoint ranges [d, d*s) of the outer's index.
+
+    Composition distributes over the inner layout's modes (the way CuTe computes it, one mode at
+    a time) when their images add without carries in the outer's mixed radix. Disjoint ranges,
+    each aligned by the stride divisibility condition, guarantee that.
+    """
+    live = sorted((d, s) for s, d in _pairs(b) if s != 1 and d != 0)
+    return all(d0 * s0 <= d1 for (d0, s0), (d1, _) in zip(live, live[1:]))
+
+
+def _check_distributes(a: Layout, b: Layout, result: Layout) -> None:
+    n = b.size()
+    if n > DISTRIBUTIVITY_CHECK_LIMIT:
+        raise LayoutError(
+            f"composition({a}, {b}) is not admissible: the inner layout's modes overlap in the outer's "
+            f"coordinates, and with {n} coordinates distributivity is not checked point by point"
+        )
+    for i in range(n):
+        if result(i) != a(b(i)):
+            raise LayoutError(
+                f"composition({a}, {b}) is not admissible: the inner layout's modes overlap in the outer's "
+                f"coordinates and do not add without carries (at index {i}: {result(i)} != {a(b(i))})"
+            )
 
 
 def composition(a: Layout, b: Tiler) -> Layout:
@@ -350,30 +384,34 @@ def _append(layout: Layout, rank: int) -> Layout:
 
 
 def _zip(l0: Layout, l1: Layout) -> Layout:
+    """CuTe's zip of two layouts: mode i of the result is (l0's mode i, l1's mode i)."""
     if not isinstance(l0.shape, tuple):
         return make_layout(make_layout(l0, l1))
-    if l1.rank() != l0.rank() or not isinstance(l1.shape, tuple):
+    m0, m1 = _flat_modes(l0), _flat_modes(l1)  # an int-shaped layout is its own mode 0
+    if len(m0) != len(m1):
         raise LayoutError(f"cannot zip {l0} with {l1}: their ranks differ")
-    return make_layout(*(make_layout(l0[i], l1[i]) for i in range(l0.rank())))
+    return make_layout(*(make_layout(x, y) for x, y in zip(m0, m1)))
 
 
-def _rank_sensitive_product(a: Layout, tiler: Layout | int) -> tuple[Layout, Layout]:
+def _rank_sensitive_product(a: Layout, tiler: Layout | int) -> tuple[Layout, Layout, int]:
     b = _as_layout(tiler, "a blocked/raked product's tiler")
     r = max(a.rank(), b.rank())
     p = logical_product(_append(a, r), _append(b, r))
-    return p[0], p[1]
+    return p[0], p[1], r
 
 
 def blocked_product(a: Layout, tiler: Layout | int) -> Layout:
     """Each mode of the result is (a's mode, tiler's mode): copies of `a` as contiguous blocks."""
-    block, tiles = _rank_sensitive_product(a, tiler)
-    return _zip(block, tiles)
+    block, tiles, r = _rank_sensitive_product(a, tiler)
+    # Rank 1: one mode (block, tiles), whatever the arrangement's own nesting (CuTe would not compile
+    # a rank-1 zip of a nested arrangement).
+    return make_layout(make_layout(block, tiles)) if r == 1 else _zip(block, tiles)
 
 
 def raked_product(a: Layout, tiler: Layout | int) -> Layout:
     """Each mode of the result is (tiler's mode, a's mode): copies of `a` interleaved."""
-    block, tiles = _rank_sensitive_product(a, tiler)
-    return _zip(tiles, block)
+    block, tiles, r = _rank_sensitive_product(a, tiler)
+    return make_layout(make_layout(tiles, block)) if r == 1 else _zip(tiles, block)
 
 
 def zipped_product(a: Layout, tiler: Tiler) -> Layout:
