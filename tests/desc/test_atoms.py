@@ -63,7 +63,7 @@ def test_wgmma_shared_operands_are_broadcast():
 
 
 @given(st.sampled_from([1, 2]), st.data())
-@PROFILE
+@settings(deadline=None, max_examples=20)
 def test_umma_atoms_are_bijections(cta_group, data):
     m = data.draw(st.sampled_from([64, 128] if cta_group == 1 else [128, 256]))
     step = 8 if cta_group == 1 else 16

@@ -229,3 +229,37 @@ def test_tma_refuses_a_split_of_a_ragged_row():
     tile = smem_tile(128, 128, "bf16", "K", 128)
     with pytest.raises(LayoutError, match="multiple of 64"):
         tma_box(Layout((256, 200), (208, 1)), tile)
+
+
+@PROFILE
+@given(legal_tiles())
+def test_tma_decider_refuses_mutated_boxes(case):
+    import attrs
+
+    from warpy.layout.desc import check_tma_box
+
+    tile, _ = case
+    rows, cols = tile.rows * 2, tile.cols * 2
+    g = Layout((rows, cols), (cols, 1)) if tile.major == "K" else Layout((rows, cols), (1, rows))
+    box = tma_box(g, tile)
+    check_tma_box(box, g, tile)
+    mutants = []
+    for other in (0, 32, 64, 128):
+        if other != box.swizzle and box.box[0] * tile.elem_bytes <= (other or 1 << 30):
+            mutants.append(("swizzle", attrs.evolve(box, swizzle=other)))
+    mutants.append(("outer stride", attrs.evolve(box, strides=(box.strides[0] + 16,) + box.strides[1:])))
+    outer = 1 if box.rank == 2 else 2
+    bigger = list(box.box)
+    bigger[outer] += 1
+    if bigger[outer] <= 256:
+        mutants.append(("box grown", attrs.evolve(box, box=tuple(bigger))))
+    if box.box[outer] > 1:
+        smaller = list(box.box)
+        smaller[outer] -= 1
+        mutants.append(("box shrunk", attrs.evolve(box, box=tuple(smaller))))
+    for why, bad in mutants:
+        with pytest.raises(LayoutError):
+            check_tma_box(bad, g, tile)
+            pytest.fail(f"accepted: {why}")
+    with pytest.raises(LayoutError, match="aligned"):
+        check_tma_box(box, g, tile, addr=64)

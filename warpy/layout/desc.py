@@ -196,9 +196,10 @@ def desc_image(f: SmemDescFields, major: str, dtype: str) -> Callable[[int, int]
 
 def _tile_address(tile: SmemTile, addr: int) -> Callable[[int, int], int]:
     sw = tile.layout.swizzle
+    rows, ks = tile.linear_tables()
 
     def at(r: int, k: int) -> int:
-        return int(sw(addr + tile.linear(r, k)))
+        return sw(addr + rows[r] + ks[k])
 
     return at
 
@@ -468,15 +469,6 @@ class TmaSlice:
     coord_offset: tuple[int, ...]
 
 
-@attrs.frozen
-class _TmaPlan:
-    box: TmaBox
-    tile_box: tuple[int, ...]  # the whole tile's box before slicing
-    split: bool
-    slice_dim: int
-    slices: tuple[TmaSlice, ...]
-
-
 def _global_modes(g: Layout) -> tuple[list[int], list[int]]:
     if g.rank() < 2:
         raise LayoutError(f"global layout {g} needs at least the modes (rows, cols)")
@@ -489,7 +481,9 @@ def _global_modes(g: Layout) -> tuple[list[int], list[int]]:
     return shape, stride
 
 
-def _tma_plan(global_layout: Layout, tile: SmemTile, multicast: int, oob_fill: str, l2_promotion: int) -> _TmaPlan:
+def _tma_plan(
+    global_layout: Layout, tile: SmemTile, multicast: int, oob_fill: str, l2_promotion: int
+) -> tuple[TmaBox, tuple[TmaSlice, ...]]:
     e = tile.elem_bytes
     gshape, gstride = _global_modes(global_layout)
     contig_mode, outer_mode = (1, 0) if tile.major == "K" else (0, 1)
@@ -552,46 +546,69 @@ def _tma_plan(global_layout: Layout, tile: SmemTile, multicast: int, oob_fill: s
         oob_fill=oob_fill,
         l2_promotion=l2_promotion,
     )
-    plan = _TmaPlan(tmap, tuple(tile_box), split, slice_dim, slices)
-    check_tma_box(plan, global_layout, tile)
-    return plan
+    check_tma_box(tmap, global_layout, tile, multicast)
+    return tmap, slices
 
 
-def check_tma_box(plan: _TmaPlan, global_layout: Layout, tile: SmemTile, addr: int = 0) -> None:
-    """The decider: every tile element, as the sliced boxes write it (box traversal innermost first,
-    packed, swizzled by the box's mode on the absolute address), lands where the tile's layout puts it
-    and comes from where the global layout keeps it."""
-    box = plan.box
+def _slice_dim(box: TmaBox, global_layout: Layout) -> int:
+    """The outermost box dimension that is not a batch mode: the one multicast slices."""
+    return box.rank - (global_layout.rank() - 2) - 1
+
+
+def check_tma_box(box: TmaBox, global_layout: Layout, tile: SmemTile, multicast: int = 1, addr: int = 0) -> None:
+    """The decider. It rebuilds what the `multicast` copies of `box` do, from the box alone: CTA i
+    copies the box at coordinates shifted by i boxes along the outermost non-batch dimension, into
+    shared memory i * box_bytes further on. Traversal is innermost first, packed, and swizzled by the
+    box's mode on the absolute address. Every element read must be a tile element, must land where
+    the tile's layout puts it, and every tile element must be read exactly once."""
     e = tile.elem_bytes
-    if addr % repeat_bytes(box.swizzle) or addr % 128:
-        raise LayoutError(f"shared address {addr:#x} is not aligned to the {max(128, repeat_bytes(box.swizzle))}-byte swizzle repeat")
-    sw = swizzle_for_span(box.swizzle)
-    gstride_bytes = (0,) + box.strides  # dim 0 has element stride 1
-    box_strides = [e]
-    for b in box.box[:-1]:
-        box_strides.append(box_strides[-1] * b)
-    seen = 0
-    span = tile.span_elems
+    rep = max(128, repeat_bytes(box.swizzle))
+    if addr % rep:
+        raise LayoutError(f"shared address {addr:#x} is not aligned to {rep} bytes (TMA destination / swizzle repeat)")
+    if box.elem_bytes != e:
+        raise LayoutError(f"the box moves {box.dtype} but the tile holds {tile.dtype}")
+    if box.swizzle != tile.swizzle:
+        raise LayoutError(f"the box swizzles {box.swizzle} bytes but the tile's swizzle atom is {tile.swizzle} bytes")
+    _, gstride = _global_modes(global_layout)
+    where: dict[int, tuple[int, int]] = {}
     for r in range(tile.rows):
         for k in range(tile.cols):
-            contig, outer = (k, r) if tile.major == "K" else (r, k)
-            crd = [contig % span, outer, contig // span] if plan.split else [contig, outer]
-            crd += [0] * (box.rank - len(crd))
-            cta = crd[plan.slice_dim] // box.box[plan.slice_dim]
-            local = list(crd)
-            local[plan.slice_dim] -= cta * box.box[plan.slice_dim]
-            packed = plan.slices[cta].smem_offset + sum(c * s for c, s in zip(local, box_strides))
-            smem = sw(addr + packed)
-            want = sw(addr + tile.linear(r, k) - tile.offset)
-            if smem != want:
+            where.setdefault((r * gstride[0] + k * gstride[1]) * e, (r, k))
+    lin_rows, lin_ks = tile.linear_tables()
+    if len(where) != tile.rows * tile.cols:
+        raise LayoutError(f"the global layout {global_layout} aliases elements of the tile")
+    sw = swizzle_for_span(box.swizzle)
+    sd = _slice_dim(box, global_layout)
+    packed_stride = [e]
+    for b in box.box[:-1]:
+        packed_stride.append(packed_stride[-1] * b)
+    seen: set[tuple[int, int]] = set()
+    for cta in range(multicast):
+        for flat in range(box.box_bytes // e):
+            crd, rest = [], flat
+            for b in box.box:
+                crd.append(rest % b)
+                rest //= b
+            packed = sum(c * s for c, s in zip(crd, packed_stride))
+            crd[sd] += cta * box.box[sd]
+            for d, (c, ext) in enumerate(zip(crd, box.dims)):
+                if c >= ext:
+                    raise LayoutError(f"CTA {cta}'s box runs past global extent {ext} of dimension {d}")
+            gbyte = crd[0] * e + sum(c * st for c, st in zip(crd[1:], box.strides))
+            if gbyte not in where:
+                raise LayoutError(f"CTA {cta}'s box reads global byte {gbyte:#x}, which is not an element of the tile")
+            r, k = where[gbyte]
+            if (r, k) in seen:
+                raise LayoutError(f"tile element (row {r}, k {k}) is copied twice")
+            seen.add((r, k))
+            got = sw(addr + cta * box.box_bytes + packed)
+            want = sw(addr + lin_rows[r] + lin_ks[k] - tile.offset)
+            if got != want:
                 raise LayoutError(
-                    f"the TMA box writes tile element (row {r}, k {k}) to {smem:#x} but the tile's layout has it at {want:#x}"
+                    f"the TMA box writes tile element (row {r}, k {k}) to {got:#x} but the tile's layout has it at {want:#x}"
                 )
-            gbyte = crd[0] * e + sum(c * s for c, s in zip(crd[1:], gstride_bytes[1:]))
-            if gbyte != global_layout((r, k) + (0,) * (global_layout.rank() - 2)) * e:
-                raise LayoutError(f"the TMA box reads tile element (row {r}, k {k}) from the wrong global address")
-            seen += 1
-    assert seen == tile.rows * tile.cols
+    if len(seen) != tile.rows * tile.cols:
+        raise LayoutError(f"the boxes copy {len(seen)} of the tile's {tile.rows * tile.cols} elements")
 
 
 def tma_box(
@@ -604,12 +621,12 @@ def tma_box(
     """The tensor map that copies one `smem_tile` out of `global_layout` (in elements, modes
     (rows, cols, batch...)) with one box, split 3-D when a row is wider than the swizzle span; with
     `multicast = n`, the box each of n CTAs issues (see `tma_multicast_slices`)."""
-    return _tma_plan(global_layout, smem_tile, multicast, oob_fill, l2_promotion).box
+    return _tma_plan(global_layout, smem_tile, multicast, oob_fill, l2_promotion)[0]
 
 
 def tma_multicast_slices(global_layout: Layout, smem_tile: SmemTile, multicast: int) -> tuple[TmaSlice, ...]:
     """Where each CTA's slice of a multicast box lands and which coordinates it starts at."""
-    return _tma_plan(global_layout, smem_tile, multicast, "zero", 0).slices
+    return _tma_plan(global_layout, smem_tile, multicast, "zero", 0)[1]
 
 
 __all__ = [

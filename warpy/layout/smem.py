@@ -146,6 +146,14 @@ class SmemTile:
         """The address before the swizzle (offset + linear layout)."""
         return self.layout.offset + self.layout.layout((row, k))
 
+    def linear_tables(self) -> tuple[list[int], list[int]]:
+        """`linear(row, k) == rows[row] + ks[k]`: a layout is a sum over its modes, so two short
+        tables evaluate it everywhere (the deciders visit every coordinate)."""
+        lay = self.layout.layout
+        rows = [self.layout.offset + lay[0](r) for r in range(self.rows)]
+        ks = [lay[1](k) for k in range(self.cols)]
+        return rows, ks
+
     def element_layout(self) -> Layout:
         """The unswizzled linear part in elements (every byte stride divided by the element size)."""
         lay = self.layout.layout
