@@ -149,6 +149,12 @@ class RVec:
             raise WarpyError(f"element {i} of {self.name} (a vector of {self.width}) is out of range")
         return R(elem_name(self.name, i))
 
+    def sub(self, start: int, width: int) -> "RVec":
+        """Elements start..start+width-1 as a vector (e.g. 4 accumulator registers for one STG.128)."""
+        if self.width and not (0 <= start and start + width <= self.width):
+            raise WarpyError(f"elements {start}..{start + width - 1} of {self.name} (a vector of {self.width}) are out of range")
+        return RVec(elem_name(self.name, start), width)
+
     def __str__(self) -> str:
         return self.name
 
@@ -176,6 +182,9 @@ def elem_name(vec: str, i: int) -> str:
         m = PHYS_RE[kind].fullmatch(vec)
         if m:
             return f"{kind}{int(m.group(1)) + i}"
+    base, dot, start = vec.partition(".")
+    if dot:
+        return f"{base}.{int(start) + i}"
     return f"{vec}.{i}"
 
 

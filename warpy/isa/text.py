@@ -340,9 +340,9 @@ class _Reader:
                 raise ParseError(ln, col, f"{base!r} is not a declared register (add `.reg KIND {base}`)")
             kind, width = d.kind, d.width
             if dot:
-                if not idx.isdigit() or int(idx) >= width:
+                if not idx.isdigit() or int(idx) + max(want_vec, 1) > width:
                     raise ParseError(ln, col, f"{t!r}: {base} has {width} registers")
-                width = 1
+                width = want_vec if want_vec > 1 else 1
                 base = t
         elif dot:
             raise ParseError(ln, col, f"{t!r}: a physical register has no elements")
@@ -352,7 +352,7 @@ class _Reader:
             return P(base, neg) if kind == "P" else UP(base, neg)
         if tok.startswith("!"):
             raise ParseError(ln, col, f"'!' negates predicates only, not {tok!r}")
-        if width > 1 or (want_vec and physical_kind(base) is not None and want_vec > 1):
+        if width > 1 or (want_vec > 1 and physical_kind(base) is not None):
             if neg or inv:
                 raise ParseError(ln, col, f"a register vector cannot be negated: {tok!r}")
             w = width if width > 1 else want_vec

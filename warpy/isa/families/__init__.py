@@ -12,7 +12,7 @@ from warpy.errors import WarpyError
 from warpy.isa.families import alu, blackwell, clc, control, hopper, memory, sync, tma
 from warpy.isa.families.base import SEM_CLASSES, Arg, Opcode, describe, operand_fits
 from warpy.isa.instr import Instr
-from warpy.isa.operands import Imm, Operand, R, RVec, UR, URVec
+from warpy.isa.operands import Imm, Operand, P, R, RVec, UP, UR, URVec
 
 MODULES = (alu, control, memory, sync, tma, hopper, blackwell, clc)
 FAMILIES: dict[str, list[Opcode]] = {m.__name__.rsplit(".", 1)[1]: m.OPCODES for m in MODULES}
@@ -97,10 +97,13 @@ def defs_uses(i: Instr) -> tuple[list[Operand], list[Operand]]:
     if i.guard is not None:
         u.append(i.guard)
     for op, arg in zip(i.ops, form):
-        if "d" in arg.role and isinstance(op, (R, UR, RVec, URVec)) or ("d" in arg.role and type(op).__name__ in ("P", "UP")):
-            d.append(op)
-        if "u" in arg.role or not isinstance(op, (R, UR, RVec, URVec)) and type(op).__name__ not in ("P", "UP"):
-            u.append(op)
+        if isinstance(op, (R, UR, P, UP, RVec, URVec)):
+            if "d" in arg.role:
+                d.append(op)
+            if "u" in arg.role:
+                u.append(op)
+        else:
+            u.append(op)  # registers inside an address or descriptor operand are read
     return d, u
 
 
