@@ -54,6 +54,18 @@ def layout_cmd(
         typer.echo(value_table(value))
 
 
+@app.command("expand")
+def expand_cmd(
+    target: str = typer.Argument(..., help="An example (example-pipe), a FILE.py defining build(), or a FILE.sass."),
+    arch: str = typer.Option("sm_90a", "--arch", help="Target: sm_90a or sm_100a."),
+    coloured: bool = typer.Option(False, "--coloured", help="Print the register-coloured form instead of the named one."),
+) -> None:
+    """Print a program's SASS text: `+` derived addresses, `~` loop/ring bookkeeping."""
+    from warpy.isa.expand import expand
+
+    typer.echo(expand(target, arch, coloured), nl=False)
+
+
 def _user_errors() -> tuple[type[BaseException], ...]:
     from warpy.errors import WarpyError
     from warpy.layout import LayoutError
