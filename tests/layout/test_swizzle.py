@@ -89,3 +89,9 @@ def test_swizzled_layout_keeps_working() -> None:
         swizzle_atom(16)
     with pytest.raises(LayoutError, match="major must be"):
         swizzle_atom(128, 2, "M")
+
+
+def test_composition_keeps_the_swizzle() -> None:
+    half = composition(SW128_ATOM, (8, 64))
+    assert isinstance(half, SwizzledLayout) and str(half) == "Sw<3,4,3> o (8,64):(128,1)"
+    assert all(half(r, k) == SW128_ATOM(r, k) for r in range(8) for k in range(64))

@@ -12,9 +12,10 @@ alone), or a tuple of tilers, applied by mode (CuTe's `Tile`; a tuple of ints is
 
 from __future__ import annotations
 
-from typing import Union
+from typing import Union, overload
 
 from warpy.layout.core import Layout, LayoutError
+from warpy.layout.swizzle import SwizzledLayout
 from warpy.layout.inttuple import IntTuple, flatten, prefix_product, product, to_str, unflatten
 from warpy.layout.inttuple import idx2crd as natural_idx2crd
 
@@ -233,8 +234,21 @@ def _check_distributes(a: Layout, b: Layout, result: Layout) -> None:
             )
 
 
-def composition(a: Layout, b: Tiler) -> Layout:
-    """`R(c) = a(b(c))` for every coordinate c of b (CuTe's composition; b may be a tiler)."""
+@overload
+def composition(a: Layout, b: Tiler) -> Layout: ...
+
+
+@overload
+def composition(a: SwizzledLayout, b: Tiler) -> SwizzledLayout: ...
+
+
+def composition(a: Layout | SwizzledLayout, b: Tiler) -> Layout | SwizzledLayout:
+    """`R(c) = a(b(c))` for every coordinate c of b (CuTe's composition; b may be a tiler).
+
+    A swizzled outer layout keeps its swizzle and offset: `swizzle(offset + (layout o b)(c))`.
+    """
+    if isinstance(a, SwizzledLayout):
+        return SwizzledLayout(a.swizzle, composition(a.layout, b), a.offset)
     if b is None:
         return a
     if isinstance(b, tuple):
