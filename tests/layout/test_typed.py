@@ -218,6 +218,16 @@ def test_logical_through_logical_then_physical(inner: Layout, data: st.DataObjec
         assert form.values() == c.values()
 
 
+def test_broadcast_survives_simplification() -> None:
+    # 32 threads reading the same 4 values: the strided form marks its stride-0 mode broadcast
+    c = compose(physical(P("(32,4):(0,1)"), broadcast=(0,)), logical(P("(4,32):(32,1)")))
+    s = c.simplify()
+    assert isinstance(s, TypedLayout) and str(s) == "physical (4,32):(1,0) broadcast[1]"
+    # a broadcast mode with a stride aliases in the strided form too: the composite stays
+    c = compose(physical(P("(2,4):(2,1)"), broadcast=(0,)), logical(P("8:1")))
+    assert c.simplify() is c
+
+
 # --- restrictions -------------------------------------------------------------------------
 
 

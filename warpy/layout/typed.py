@@ -228,12 +228,16 @@ class Composite:
         form = decide(self)
         if form is None:
             return self
-        outer = self.outer.simplify() if isinstance(self.outer, Composite) else self.outer
-        bcast = outer.broadcast if isinstance(outer, TypedLayout) else frozenset()
-        if bcast:
-            # Broadcast marks name the outer's leaves; the strided form has the inner's: keep the composite.
+        if self.space is not Space.PHYSICAL:
+            return TypedLayout(form, self.space)
+        # Broadcast marks name the outer's leaves; in the strided form, mark its stride-0 leaves.
+        # If the form still aliases elsewhere (a broadcast mode with a stride), keep the composite.
+        base = form.layout if isinstance(form, SwizzledLayout) else form
+        leaves = zip(flatten(base.shape), flatten(base.stride))
+        zero = frozenset(k for k, (s, d) in enumerate(leaves) if d == 0 and s > 1)
+        if alias_problem(base, zero) is not None:
             return self
-        return TypedLayout(form, self.space)
+        return TypedLayout(form, Space.PHYSICAL, zero)
 
     def divmod_counts(self) -> tuple[int, Optional[int]]:
         """(divisions+moduli of the composite, of the strided form or None), same inputs."""
