@@ -143,6 +143,8 @@ def test_products() -> None:
 def test_inverses() -> None:
     assert str(right_inverse(P("(4,8):(8,1)"))) == "(8,4):(4,1)"
     assert str(right_inverse(P("(2,4):(1,2)"))) == "8:1"
+    assert str(right_inverse(P("(4,8):(1,4)"))) == "32:1"
+    assert str(right_inverse(P("(4,8):(1,5)"))) == "4:1"
     assert str(right_inverse(P("4:2"))) == "1:0"
     assert str(right_inverse(P("(4,2):(1,8)"))) == "4:1"
     assert str(right_inverse(P("((2,2),3):((6,1),2)"))) == "(6,2):(2,1)"
