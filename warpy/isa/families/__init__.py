@@ -45,7 +45,7 @@ def lookup(name: str, mods: tuple[str, ...] = ()) -> tuple[Opcode, tuple[str, ..
         if ok:
             return op, tuple(rest)
     mn = ".".join((name,) + mods)
-    raise WarpyError(f"unknown opcode {mn} (warpy.isa.families knows {', '.join(sorted(ALL))})")
+    raise WarpyError(f"unknown opcode {mn} (warpy.isa.families.ALL lists the {len(ALL)} known)")
 
 
 def record(i: Instr) -> Opcode:

@@ -1,0 +1,134 @@
+"""Address derivation: every derived operand equals its buffer's layout at the coordinates.
+
+The reference comes from the `.buffer` lines of the printed text (parsed back), never from the
+derivation: a ring of swizzled tiles walked by a k-loop, run through every iteration by the
+scalar interpreter, in the named and in the coloured form.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from warpy.errors import WarpyError
+from warpy.isa.families import control
+from warpy.isa.interp import Machine, note_value, run
+from warpy.isa.program import Program
+from warpy.isa.text import BufferDecl, Kernel, parse
+from warpy.layout import Layout, Swizzle, SwizzledLayout
+
+DSMEM = 0x400
+
+
+def reference(decl: BufferDecl, form: str, coords: list[int], arch: str) -> int:
+    off = decl.layout(*coords) if len(coords) > 1 else decl.layout(coords[0])
+    addr = DSMEM + decl.base + off
+    if form == "addr":
+        return addr
+    if form.endswith(".lo"):
+        return ((addr >> 4) & 0x3FFF) | (1 << 16)
+    lay = decl.layout.layout if isinstance(decl.layout, SwizzledLayout) else decl.layout
+    row_stride = lay[lay.rank() - 2].stride
+    span = {0: 0, 1: 32, 2: 64, 3: 128}[decl.layout.swizzle.bits] if isinstance(decl.layout, SwizzledLayout) else 0
+    if form == "gdesc.hi":
+        return (8 * row_stride >> 4) | ({0: 0, 128: 1, 64: 2, 32: 3}[span] << 30)
+    return (8 * row_stride >> 4) | (1 << 14) | ({0: 0, 128: 2, 64: 4, 32: 6}[span] << 29)
+
+
+def check_notes(k: Kernel) -> int:
+    """Run the kernel; compare every note with the reference; return how many were checked."""
+    checked = 0
+    bad: list[str] = []
+
+    def on_step(pc: int, i, m: Machine, before: dict[str, int]) -> None:  # type: ignore[no-untyped-def]
+        nonlocal checked
+        for note in i.notes:
+            env = lambda name: before.get(name, 0)  # noqa: E731
+            coords = [c.eval(env) for c in note.coords]
+            want = reference(k.header.buffer(note.buffer), note.form, coords, k.header.sm)
+            got = note_value(m, i, note, before)
+            checked += 1
+            if got != want:
+                bad.append(f"line {pc}: {i}: {got:#x} != {want:#x}")
+
+    run(k, Machine(sym={"dsmem": DSMEM}), on_step=on_step)
+    assert not bad, "\n".join(bad[:10])
+    return checked
+
+
+def ring_program(depth: int, k_tiles: int, span: int, rows: int, sm: str, row_offsets: tuple[int, ...]) -> Program:
+    p = Program("derive", sm, threads=32)
+    k_elems = span // 2
+    tile = SwizzledLayout(Swizzle({32: 1, 64: 2, 128: 3}[span], 4, 3), Layout((rows, k_elems), (span, 2)))
+    sa = p.smem_ring("sa", depth, tile, "bf16")
+    sx = p.smem("sx", Layout((k_tiles, 8), (64, 4)), "fp32")
+    stage = p.pipe("stage", depth)
+    inp = stage.consumer("cs")
+    out = p.ur("out")
+    form = "gdesc" if sm == "sm_90a" else "udesc"
+    with p.loop("k", k_tiles) as k:
+        with inp.stage():
+            inp.wait_full()
+            for j in range(k_elems // 16):
+                p.derive_into(out, f"{form}.lo", inp.slot(sa, 0, 16 * j))
+                for r in row_offsets:
+                    p.derive_into(out, "addr", inp.slot(sa, r % rows, (16 * j + r) % k_elems))
+            p.derive_into(out, "addr", sx.at(k, 3))
+            p.derive_into(out, "addr", sx.at(k * 1, 0))
+            inp.free()
+    p.emit(control.exit_())
+    return p
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    depth=st.integers(1, 5),
+    k_tiles=st.integers(1, 9),
+    span=st.sampled_from([32, 64, 128]),
+    rows=st.sampled_from([8, 64, 128]),
+    sm=st.sampled_from(["sm_90a", "sm_100a"]),
+    row_offsets=st.lists(st.integers(0, 127), max_size=3).map(tuple),
+)
+def test_every_derived_operand_matches_the_layout(depth, k_tiles, span, rows, sm, row_offsets):  # type: ignore[no-untyped-def]
+    p = ring_program(depth, k_tiles, span, rows, sm, row_offsets)
+    named = parse(p.text())
+    n = check_notes(named)
+    # per iteration: one wait + one free (noted) + descriptors + addresses + 2 inductions
+    per_iter = 2 + (span // 32) * (1 + len(row_offsets)) + 2
+    assert n >= k_tiles * per_iter
+    coloured = parse(str(p.coloured()))
+    assert check_notes(coloured) == n
+
+
+def test_ring_values_are_one_multiply_add_at_the_top_ahead_of_the_wait():
+    p = ring_program(4, 3, 128, 64, "sm_90a", (5,))
+    text = p.text()
+    lines = text.splitlines()
+    head = lines.index(next(x for x in lines if x.startswith("LOOP_k")))
+    wait = next(n for n, x in enumerate(lines) if x.startswith("WAIT_"))
+    top = lines[head + 1 : wait]
+    assert all(x.startswith("+ UIMAD ") for x in top), top
+    assert "+ UIMAD sa_gdesc@cs, cs_stage, 0x200, sa_gdesc  // gdesc.lo sa[cs_stage, 0, 0]" in top
+    # an induction for the k-affine buffer: set before the loop, stepped at its end
+    assert "+ UIADD3 sx@k, sx_base, 0x0, URZ  // addr sx[k, 0]" in lines
+    assert "+ UIADD3 sx@k, sx@k, 0x40, URZ" in lines
+    # ring bookkeeping is marked ~
+    assert "~ @!cs_stays_p LOP3.LUT cs_parity, cs_parity, 0x80000000, RZ, 0x3c, !PT" in lines
+
+
+def test_a_descriptor_that_cannot_start_at_a_swizzled_row_is_refused():
+    p = Program("bad", "sm_90a", threads=32)
+    tile = SwizzledLayout(Swizzle(3, 4, 3), Layout((64, 64), (128, 2)))
+    sa = p.smem_ring("sa", 2, tile, "bf16")
+    with pytest.raises(WarpyError, match="not a swizzle-atom row"):
+        p.derive_into(p.ur("d"), "gdesc.lo", sa.at(0, 1, 0))
+
+
+def test_a_value_not_affine_in_the_index_is_refused():
+    p = Program("bad", "sm_90a", threads=32)
+    # a swizzled buffer whose stage stride is inside the swizzle's bits: not affine in the stage
+    sx = p.smem("sx", SwizzledLayout(Swizzle(3, 4, 3), Layout((8, 8), (128, 16))), "bf16")
+    with p.loop("k", 8) as k:
+        with pytest.raises(WarpyError, match="not affine"):
+            p.derive_into(p.ur("d"), "addr", sx.at(1, k))
