@@ -76,8 +76,9 @@ OPCODES: list[Opcode] = [
     Opcode("UPLOP3", F, "predicate", (
         (a("p", "UP", "d"), a("q", "UP", "d"), a("a", "UP"), a("b", "UP"), a("c", "UP"), a("lut", "I"), a("lut2", "I")),
     ), mods=(r"!LUT",), ptx="predicate logic", doc="p = lut(a, b, c) (uniform)"),
-    Opcode("R2UR", F, "alu", ((a("d", "UR", "d"), a("a", "R")),), mods=(r"BROADCAST",), ptx="(register file move)",
-           doc="d = a (a warp-uniform value moved to the uniform datapath)"),
+    Opcode("R2UR", F, "alu", ((a("d", "UR", "d"), a("a", "R")), (a("p", "P", "d"), a("d", "UR", "d"), a("a", "R"))),
+           mods=(r"BROADCAST",), ptx="(register file move)",
+           doc="d = a (a warp-uniform value moved to the uniform datapath; the P form also reports whether it was uniform)"),
     Opcode("S2R", F, "special-reg", ((a("d", "R", "d"), a("sr", "sreg")),), ptx="mov.u32 %r, %tid.x ...",
            doc="d = special register"),
     Opcode("S2UR", F, "special-reg", ((a("d", "UR", "d"), a("sr", "sreg")),), ptx="mov.u32 %r, %ctaid.x ...",

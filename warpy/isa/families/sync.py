@@ -51,7 +51,7 @@ OPCODES: list[Opcode] = [
            doc="wait for the cluster barrier's phase (acquire)"),
     Opcode("NANOSLEEP", F, "sleep", ((a("ns", "I|R"),),), mods=(r"SYNCS",), ptx="nanosleep.u32 / try_wait suspend hint",
            doc="sleep about ns nanoseconds (.SYNCS: the back-off of an mbarrier wait loop)"),
-    Opcode("FENCE.VIEW.ASYNC", F, "fence", ((),), mods=(r"!S|G",), ptx="fence.proxy.async.shared::cta (.S) / .global (.G)",
+    Opcode("FENCE.VIEW.ASYNC", F, "fence", ((),), mods=(r"!S|G|T",), ptx="fence.proxy.async.shared::cta (.S) / .global (.G); .T: ptxas emits it around tcgen05 stores",
            doc="order this thread's generic-proxy accesses before later async-proxy (TMA, tensor core) ones"),
     Opcode("FENCE.MBARRIER_INIT", F, "fence", ((),), ptxas_emits=False, ptx="fence.mbarrier_init.release.cluster",
            doc="make mbarrier inits visible to the cluster and the async proxy; ptxas emits no instruction of this name"),

@@ -28,7 +28,7 @@ OPCODES: list[Opcode] = [
     Opcode("UTMAREDG", F, "tma-reduce", ((a("args", "mem"), a("map", "tmap")),), mods=(DIM, r"!ADD|MIN|MAX|INC|DEC|AND|OR|XOR"),
            single_issue=True, ptx="cp.reduce.async.bulk.tensor.Nd.global.shared::cta.op.tile.bulk_group",
            doc="reduce the box from shared memory into the tensor"),
-    Opcode("UTMAPF", F, "tma-prefetch", ((a("args", "mem"), a("map", "tmap")),), mods=(DIM,), single_issue=True,
+    Opcode("UTMAPF", F, "tma-prefetch", ((a("args", "mem"), a("map", "tmap")),), mods=(r"!L2", DIM), single_issue=True,
            ptx="cp.async.bulk.prefetch.tensor.Nd.L2.global.tile", doc="prefetch the box into L2 (args: [c0, c1, ...])"),
     Opcode("UBLKCP", F, "bulk-copy", ((a("dst", "mem"), a("src", "mem"), a("size", "UR")),), mods=(r"!S|G", r"!S|G"),
            single_issue=True, ptx="cp.async.bulk.dst.src", doc="copy size bytes (.S.G: global to shared; .G.S: back)"),
