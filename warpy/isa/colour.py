@@ -19,7 +19,7 @@ import attrs
 from warpy.errors import WarpyError
 from warpy.isa.families import defs_uses
 from warpy.isa.instr import Instr, Label, Line
-from warpy.isa.operands import P, R, RVec, UP, UR, URVec, is_physical, physical_kind, regs_of
+from warpy.isa.operands import LabelRef, P, R, RVec, UP, UR, URVec, is_physical, physical_kind, regs_of
 from warpy.isa.text import Header, Kernel, RegDecl
 
 LIMITS = {"R": 255, "UR": 63, "P": 7, "UP": 7}
@@ -28,7 +28,7 @@ Cell = tuple[str, int]  # (named register, element)
 
 
 def _cells(r: object, decls: dict[str, RegDecl]) -> list[Cell]:
-    name = r.name  # type: ignore[attr-defined]
+    name: str = getattr(r, "name")
     if name in ("RZ", "URZ", "PT", "UPT"):
         return []
     base, dot, idx = name.partition(".")
@@ -61,7 +61,7 @@ def _succ(lines: list[Line]) -> dict[int, list[int]]:
         nxt = [n + 1] if n + 1 < len(lines) else []
         if isinstance(x, Instr):
             if x.name == "BRA":
-                tgt = [labels[o.name] for o in x.ops if type(o).__name__ == "LabelRef" and o.name in labels]  # type: ignore[attr-defined]
+                tgt = [labels[o.name] for o in x.ops if isinstance(o, LabelRef) and o.name in labels]
                 cond = x.guard is not None or any(isinstance(o, UP) for o in x.ops)
                 out[n] = tgt + (nxt if cond else [])
                 continue
@@ -198,7 +198,7 @@ def colour(k: Kernel) -> Kernel:
     new_lines: list[Line] = []
     for x in lines:
         if isinstance(x, Instr):
-            new_lines.append(x.rename(ren, name_of))  # type: ignore[arg-type]
+            new_lines.append(x.rename(ren, name_of))
         else:
             new_lines.append(x)
     header = attrs.evolve(k.header, regs=())

@@ -126,7 +126,7 @@ def pipe_sm100(k_tiles: int = 8, depth: int = 4) -> Program:
     w1 = p.p("is_mma_warp")
     p.emit(alu.isetp("EQ", w1, warp, 1))
     with p.when(w1):
-        p.emit_at(tmem_slot.at(0), lambda a: blackwell.tmem_alloc(a, n), operand=0)
+        p.emit_at(tmem_slot.at(0), lambda a: blackwell.tmem_alloc(a, n))
         p.emit(blackwell.tmem_relinquish())
     p.emit(sync.bar_sync(0))
     tword = p.r("tmem_word")
@@ -158,7 +158,7 @@ def pipe_sm100(k_tiles: int = 8, depth: int = 4) -> Program:
                               umma_idesc_bf16(m, n), accumulate if j == 0 else True)
                 p.emit(alu.umov(first, 1))
                 inp.free_commit()
-        p.emit_at(acc_full.at(0), lambda b: blackwell.utcbar(b), operand=0)
+        p.emit_at(acc_full.at(0), lambda b: blackwell.utcbar(b))
         # the accumulator is read by the epilogue; the MMA warp frees the columns at the end
         p.wait(acc_full.at(0), _zero(p))
         p.emit(blackwell.tmem_dealloc(p.tmem_base, n))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Callable, Union
+from typing import Any, Callable, Union
 
 import attrs
 
@@ -148,7 +148,7 @@ class Instr:
             out.extend(regs_of(op))
         return out
 
-    def rename(self, f: Callable[[Reg], Reg], fname: Callable[[str], str]) -> "Instr":
+    def rename(self, f: Callable[[Any], Any], fname: Callable[[str], str]) -> "Instr":
         return attrs.evolve(
             self,
             guard=None if self.guard is None else f(self.guard),

@@ -101,8 +101,7 @@ class Machine:
         g, o = self.get, i.ops
         n = i.name
         if n in ("IADD3", "UIADD3"):
-            a, b, c = o[-3:]
-            self.set(o[0], g(a) + g(b) + g(c))
+            self.set(o[0], g(o[-3]) + g(o[-2]) + g(o[-1]))
         elif n in ("IMAD", "UIMAD"):
             if "WIDE" in i.mods:
                 self.set64(o[0], g(o[1]) * g(o[2]) + self.get64(o[3]))
@@ -128,15 +127,14 @@ class Machine:
         elif n in ("SEL", "USEL"):
             self.set(o[0], g(o[1]) if g(o[3]) else g(o[2]))
         elif n in ("ISETP", "UISETP"):
-            a, b = g(o[2]), g(o[3])
+            x, y = g(o[2]), g(o[3])
             if "U32" not in i.mods:
-                a = a - (1 << 32) if a >> 31 else a
-                b = b - (1 << 32) if b >> 31 else b
-            cmp = i.mods[0]
-            t = {"EQ": a == b, "NE": a != b, "LT": a < b, "LE": a <= b, "GT": a > b, "GE": a >= b}[cmp]
-            c = g(o[4])
-            op = i.mods[-1]
-            self.set(o[0], (t and c) if op == "AND" else (t or c) if op == "OR" else (t != bool(c)))
+                x = x - (1 << 32) if x >> 31 else x
+                y = y - (1 << 32) if y >> 31 else y
+            t = {"EQ": x == y, "NE": x != y, "LT": x < y, "LE": x <= y, "GT": x > y, "GE": x >= y}[i.mods[0]]
+            z = bool(g(o[4]))
+            logic = i.mods[-1]
+            self.set(o[0], (t and z) if logic == "AND" else (t or z) if logic == "OR" else (t != z))
         elif n in ("PLOP3", "UPLOP3"):
             self.set(o[0], lut3(g(o[5]), g(o[2]), g(o[3]), g(o[4]), bits=1))
         elif n in ("LDC", "ULDC", "LDCU"):

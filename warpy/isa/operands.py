@@ -12,7 +12,7 @@ are the same in both.
 from __future__ import annotations
 
 import re
-from typing import Union
+from typing import Any, Callable, Union
 
 import attrs
 
@@ -361,8 +361,8 @@ def regs_of(op: Operand) -> list[Reg]:
     return []
 
 
-def map_regs(op: Operand, f: "callable[[Reg], Reg]") -> Operand:  # type: ignore[valid-type]
-    """The operand with every register replaced by f(register)."""
+def map_regs(op: Operand, f: Callable[[Any], Any]) -> Operand:
+    """The operand with every register replaced by f(register) (f keeps each register's kind)."""
     if isinstance(op, (R, UR, P, UP, RVec, URVec)):
         return f(op)  # type: ignore[no-any-return]
     if isinstance(op, Mem):

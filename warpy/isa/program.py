@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-from typing import Iterator, Optional, Sequence, Union
+from typing import Callable, Iterator, Optional, Sequence, Union
 
 import attrs
 
@@ -741,7 +741,7 @@ class Program:
             if form.startswith(("gdesc", "udesc")):
                 if off % 16:
                     raise WarpyError(f"{buf.name}: a descriptor start {off:#x} is not 16-byte aligned")
-                lin = buf.layout.layout([c.eval(env) for c in ref.coords]) if isinstance(buf.layout, SwizzledLayout) else off
+                lin = buf.layout.layout(tuple(c.eval(env) for c in ref.coords)) if isinstance(buf.layout, SwizzledLayout) else off
                 if lin != off:
                     raise WarpyError(f"{ref.note(form)}: the tile's origin is not a swizzle-atom row; no descriptor can start there")
                 return off >> 4
@@ -834,17 +834,17 @@ class Program:
             sc.memo[key] = new
             reg = new
         # ring positions: one multiply-add at the top of the iteration
-        for i, c in rings:
-            done.append((i, c))
+        for ri, c in rings:
+            done.append((ri, c))
             key = ("ring", form, buf.name, tuple((id(j), k) for j, k in done))
             found = self._find_memo(key)
             if found is not None:
                 reg = found
                 continue
-            sc = self._visible(i)
-            assert isinstance(i, Ring)
-            new = self.ur(f"{buf.name}{suffix}@{i.name}")
-            ln = alu.uimad(new, i.stage, c, reg)
+            sc = self._visible(ri)
+            assert isinstance(ri, Ring)
+            new = self.ur(f"{buf.name}{suffix}@{ri.name}")
+            ln = alu.uimad(new, ri.stage, c, reg)
             note = self._exact_note(form, ref, done)
             if note is not None:
                 ln = ln.noted(note)
@@ -869,10 +869,10 @@ class Program:
             return None
         return part.note(form)
 
-    def emit_at(self, ref: Ref, make: "callable[[Mem], Instr]", guard: Union[P, UP, None] = None, operand: int = 1) -> Instr:  # type: ignore[valid-type]
+    def emit_at(self, ref: Ref, make: Callable[[Mem], Instr], guard: Union[P, UP, None] = None) -> Instr:
         """Emit an instruction whose memory operand is ref's address (derived), noted."""
         reg, off = self.value_reg("addr", ref)
-        i = make(Mem(reg, offset=off))  # type: ignore[operator]
+        i = make(Mem(reg, offset=off))
         k = next(n for n, o in enumerate(i.ops) if isinstance(o, Mem))
         i = i.noted(ref.note("addr", k)).guarded(guard)
         return self.emit(i)
@@ -923,7 +923,7 @@ class Program:
 
             for n in range(b.n):
                 crd = idx2crd(n, b.layout.shape)
-                crd_t = crd if isinstance(crd, tuple) else (crd,)
+                crd_t: tuple[int, ...] = tuple(int(x) for x in crd) if isinstance(crd, tuple) else (crd,)  # type: ignore[arg-type]
                 cnt = counts(crd_t)
                 if cnt != last:
                     t = (1 << 20) - cnt
@@ -939,7 +939,7 @@ class Program:
         else:
             self.emit(sync.bar_sync(0))
 
-    def _barrier_counts(self, b: BarrierArray) -> "callable[[tuple[int, ...]], int]":  # type: ignore[valid-type]
+    def _barrier_counts(self, b: BarrierArray) -> Callable[[tuple[int, ...]], int]:
         for pp in self._pipes:
             if pp.bars is b:
                 return lambda crd: pp.fills if crd[0] == 0 else pp.frees
@@ -977,7 +977,7 @@ class Program:
         elif isinstance(c, R):
             self.emit(alu.r2ur(dst, c))
         else:
-            ix = as_ix(c)  # type: ignore[arg-type]
+            ix = as_ix(c)
             if not ix.terms:
                 self.emit(alu.umov(dst, ix.const))
                 return

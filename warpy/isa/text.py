@@ -386,7 +386,7 @@ class _Reader:
             raise ParseError(ln, col, f"cannot read the address [{inner}]")
         if base is not None and not isinstance(base, (R, UR, RVec, URVec)):
             raise ParseError(ln, col, f"an address is made of R or UR registers, not {base}")
-        return Mem(base, ubase, offset, wide)  # type: ignore[arg-type]
+        return Mem(base, ubase, offset, wide)
 
     def operand(self, tok: str, ln: int, col: int) -> Operand:
         t = tok.strip()
