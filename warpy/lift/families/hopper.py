@@ -1,0 +1,76 @@
+"""Lift rules of the Hopper tensor-core family: wgmma (`HGMMA`), its fence/commit/wait, setmaxnreg.
+
+`HGMMA.64xNxK.D.AB d, gdesc[descs], c[, scale][, gsb0]` → `wgmma.mma_async.sync.aligned.m64nNkK.d.ab.ab
+{d}, adesc, bdesc, scale-d, 1, 1[, 0, 0]` with `adesc = {descs.0, descs.1}`, `bdesc = {descs.2,
+descs.3}`; scale-d is 0 when c is `RZ` (d = A·B), else the `scale` predicate (default true).
+Both operands are K-major (no transpose: the SASS text has no transpose flag). `gsb0` has no PTX
+of its own (ptxas marks the last HGMMA before a commit)."""
+
+from __future__ import annotations
+
+from warpy.isa.instr import Instr
+from warpy.isa.operands import Desc, Imm, Kw, UP
+from warpy.lift.families._ctx import LiftContext, Rule
+
+DT = {"F32": "f32", "F16": "f16", "BF16": "bf16", "E4M3": "e4m3", "E5M2": "e5m2", "TF32": "tf32"}
+
+
+def _hgmma(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
+    shape, dt, ab = rest[0], rest[1], rest[2]
+    _, n, k = shape.split("x")
+    width = int(n) // 2 if dt == "F32" else int(n) // 4
+    ops = [o for o in i.ops if not isinstance(o, Kw)]
+    d, descs, cc = ops[0], ops[1], ops[2]
+    scale = ops[3] if len(ops) > 3 else None
+    assert isinstance(descs, Desc)
+    v = c.elems(descs.reg, 4)
+    ad, bd = c.tmp("td"), c.tmp("td")
+    c.emit(f"mov.b64 {ad}, {{{v[0]}, {v[1]}}}")
+    c.emit(f"mov.b64 {bd}, {{{v[2]}, {v[3]}}}")
+    if c.is_zero(cc):
+        sd = "0"
+    elif scale is None:
+        sd = "1"
+    else:
+        assert isinstance(scale, UP)
+        sd = "1" if c.is_true(scale) else "0" if c.is_false(scale) else c.pred(scale)
+    if not c.is_zero(cc):
+        if c.elems(cc, width) != c.elems(d, width):
+            raise c.error("HGMMA accumulates into its destination: c must be d (or RZ)")
+    regs = ", ".join(c.elems(d, width))
+    trans = ", 0, 0" if ab in ("BF16", "F16") else ""
+    c.emit(f"wgmma.mma_async.sync.aligned.m64n{n}k{k}.{DT[dt]}.{DT[ab]}.{DT[ab]} {{{regs}}}, {ad}, {bd}, {sd}, 1, 1{trans}")
+
+
+def _arrive(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
+    c.emit("wgmma.fence.sync.aligned")
+
+
+def _commit(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
+    c.emit("wgmma.commit_group.sync.aligned")
+
+
+def _wait(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
+    n = i.ops[1]
+    assert isinstance(n, Imm)
+    c.emit(f"wgmma.wait_group.sync.aligned {n.value}")
+
+
+def _setmaxnreg(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
+    n = i.ops[-1]
+    assert isinstance(n, Imm)
+    if "DEALLOC" in rest:
+        c.emit(f"setmaxnreg.dec.sync.aligned.u32 {n.value}")
+        return
+    c.emit(f"setmaxnreg.inc.sync.aligned.u32 {n.value}")
+    if len(i.ops) == 2:  # setmaxnreg.inc returns once the registers are granted
+        c.emit(f"mov.pred {c.pred_dst(i.ops[0])}, 1")
+
+
+RULES: dict[str, Rule] = {
+    "HGMMA": _hgmma,
+    "WARPGROUP.ARRIVE": _arrive,
+    "WGMMA.COMMIT": _commit,
+    "WARPGROUP.DEPBAR": _wait,
+    "USETMAXREG": _setmaxnreg,
+}

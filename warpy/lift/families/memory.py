@@ -1,0 +1,80 @@
+"""Lift rules of the memory family: shared and global loads/stores, ldmatrix/stmatrix."""
+
+from __future__ import annotations
+
+from warpy.isa.instr import Instr
+from warpy.lift.families._ctx import LiftContext, Rule
+
+_TYPE = {"U8": "u8", "S8": "s8", "U16": "u16", "S16": "s16"}
+
+
+def _shape(rest: tuple[str, ...], store: bool) -> tuple[str, int]:
+    for m in rest:
+        if m in _TYPE:
+            t = _TYPE[m]
+            return (t.replace("s", "b").replace("u", "b") if store else t), 1
+        if m == "64":
+            return "v2.b32", 2
+        if m == "128":
+            return "v4.b32", 4
+    return "b32", 1
+
+
+def _vec(c: LiftContext, op: object, n: int, store: bool) -> str:
+    regs = c.elems(op, n)  # type: ignore[arg-type]
+    if store and regs[0] == "0" and n == 1:
+        return "0"
+    return regs[0] if n == 1 else "{" + ", ".join(regs) + "}"
+
+
+def _lds(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
+    d, a = i.ops
+    ty, n = _shape(rest, False)
+    addr = c.smem_addr(a)
+    regs = [c.dst(d)] if n == 1 else c.elems(d, n)
+    c.emit(f"ld.shared.{ty} {regs[0] if n == 1 else '{' + ', '.join(regs) + '}'}, {addr}")
+
+
+def _sts(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
+    a, v = i.ops
+    ty, n = _shape(rest, True)
+    addr = c.smem_addr(a)
+    c.emit(f"st.shared.{ty} {addr}, {_vec(c, v, n, True)}")
+
+
+def _ldg(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
+    d, g = i.ops
+    ty, n = _shape(rest, False)
+    addr = c.gmem_addr(g)
+    regs = [c.dst(d)] if n == 1 else c.elems(d, n)
+    c.emit(f"ld.global.{ty} {regs[0] if n == 1 else '{' + ', '.join(regs) + '}'}, {addr}")
+
+
+def _stg(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
+    g, v = i.ops
+    ty, n = _shape(rest, True)
+    addr = c.gmem_addr(g)
+    c.emit(f"st.global.{ty} {addr}, {_vec(c, v, n, True)}")
+
+
+def _num(rest: tuple[str, ...]) -> int:
+    return int(rest[-1])
+
+
+def _ldsm(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
+    d, a = i.ops
+    n = _num(rest)
+    trans = ".trans" if "T" in rest else ""
+    addr = c.smem_addr(a)
+    c.emit(f"ldmatrix.sync.aligned.m8n8.x{n}{trans}.shared.b16 {{{', '.join(c.elems(d, n))}}}, {addr}")
+
+
+def _stsm(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
+    a, v = i.ops
+    n = _num(rest)
+    trans = ".trans" if "T" in rest else ""
+    addr = c.smem_addr(a)
+    c.emit(f"stmatrix.sync.aligned.m8n8.x{n}{trans}.shared.b16 {addr}, {{{', '.join(c.elems(v, n))}}}")
+
+
+RULES: dict[str, Rule] = {"LDS": _lds, "STS": _sts, "LDG": _ldg, "STG": _stg, "LDSM": _ldsm, "STSM": _stsm}

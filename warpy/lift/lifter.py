@@ -1,0 +1,282 @@
+"""SASS text → PTX: each instruction becomes the PTX that asks for the same work.
+
+`lift(text_or_kernel, target=None) -> str` and `build(kernel, target=None) -> Cubin` (lift,
+assemble with ptxas, then check the disassembly). The rules live in `warpy.lift.families`, one
+module per opcode family of `warpy.isa.families`, keyed like the isa's records.
+
+The known differences between the two sides, handled here:
+
+- **Single-issue instructions** (records with `single_issue=True`: TMA copies and the bulk commit,
+  `UTCHMMA`, `UTCBAR`, the CLC try-cancel) do their work once per warp. The lifter runs their
+  issuing PTX on the lane `elect.sync` picks at the kernel's entry (`%pe`, one lane per warp,
+  computed once with the entry's active mask). So such an instruction must be reached by the lane
+  elected at entry: by the whole warp, as warpy programs issue them (a region entered by a lane
+  subset that excludes that lane would skip the work). A uniform guard (`@UP`) on one becomes a
+  branch around it; a per-lane guard (`@P`) means "the warp issues it if P holds in any lane"
+  (`vote.any`, then the same branch).
+- The tensor-memory allocation (`UTCATOMSWS.FIND_AND_SET`) becomes one `tcgen05.alloc`, executed by
+  the whole warp like the dealloc and relinquish (they are `.sync.aligned` in PTX).
+- A try-wait's sleep (`@!done NANOSLEEP` right after `SYNCS.PHASECHK.TRANS64.TRYWAIT done`) becomes
+  the try-wait's suspend-time hint.
+- `PREEXIT` / `ACQBULK` become `griddepcontrol.launch_dependents` / `griddepcontrol.wait`.
+- A kernel naming both `.cta_group`s (`UTCHMMA` and `UTCHMMA.2CTA`, ...) is refused: PTX allows one.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Optional, Union
+
+from warpy.errors import WarpyError
+from warpy.isa.families import ALL, lookup
+from warpy.isa.instr import Comment, Instr, Label
+from warpy.isa.operands import Imm, P, UP
+from warpy.isa.text import ARCHS, Kernel, parse
+from warpy.lift.families import RULES, WARP_COLLECTIVE
+from warpy.lift.families._ctx import LiftContext, ident
+from warpy.lift.families.sync import lift_trywait
+
+#: `.version` of the emitted PTX: PTX ISA 8.7 (CUDA 12.8) has every sm_90a and sm_100a feature
+#: the rules use, and both ptxas 12.8+/12.9 and CUDA 13.0's ptxas accept it.
+PTX_VERSION = "8.7"
+
+#: tcgen05 records that carry a `.cta_group` (`.2CTA` or not)
+CTA_GROUP_RECORDS = frozenset({"UTCHMMA", "UTCBAR", "UTCATOMSWS.FIND_AND_SET", "UTCATOMSWS.AND"})
+
+#: semantic classes whose SASS ptxas re-selects freely (an IADD3 may become IMAD.IADD or vanish,
+#: a MOV an IMAD.MOV, an ISETP may fold into a branch): not asked for in the disassembly check
+REWRITTEN = frozenset({
+    "alu", "compare", "predicate", "special-reg", "const-load", "vote", "branch", "exit", "nop",
+    "warp-sync", "elect", "sleep",
+})
+
+Program = object  # anything with .kernel() -> Kernel (warpy.isa.program.Program)
+
+
+def as_kernel(x: Union[str, Kernel, Program]) -> Kernel:
+    if isinstance(x, Kernel):
+        return x
+    if isinstance(x, str):
+        return parse(x)
+    k = getattr(x, "kernel", None)
+    if callable(k):
+        got = k()
+        if isinstance(got, Kernel):
+            return got
+    raise WarpyError(f"lift takes SASS text, a parsed Kernel or a Program, not {type(x).__name__}")
+
+
+def cta_group(kernel: Kernel) -> int:
+    """1 or 2: the `.cta_group` the kernel's tcgen05 instructions name (refusing a kernel naming both)."""
+    seen: dict[int, str] = {}
+    for ln in kernel.lines:
+        if not isinstance(ln, Instr):
+            continue
+        rec, _ = lookup(ln.name, ln.mods)
+        if rec.key in CTA_GROUP_RECORDS:
+            g = 2 if "2CTA" in ln.mods else 1
+            seen.setdefault(g, ln.mnemonic)
+    if len(seen) == 2:
+        raise WarpyError(
+            f"kernel {kernel.header.kernel} names both cta_groups ({seen[1]} and {seen[2]}); PTX allows one .cta_group per kernel"
+        )
+    return next(iter(seen), 1)
+
+
+def _check_target(kernel: Kernel, target: str) -> None:
+    if target not in ARCHS:
+        raise WarpyError(f"target {target!r} is not one of {', '.join(ARCHS)}")
+    for ln in kernel.lines:
+        if isinstance(ln, Instr):
+            rec, _ = lookup(ln.name, ln.mods)
+            if target not in rec.archs:
+                raise WarpyError(f"{ln.mnemonic} is not an instruction of {target} (only {', '.join(sorted(rec.archs))})")
+
+
+def _is_sleep_of(nxt: object, done: object) -> bool:
+    return (
+        isinstance(nxt, Instr) and nxt.name == "NANOSLEEP" and isinstance(nxt.guard, P) and isinstance(done, P)
+        and nxt.guard.neg and nxt.guard.name == done.name and not done.neg
+    )
+
+
+def _lift_one(c: LiftContext, i: Instr, rest: tuple[str, ...], hint: Optional[str] = None) -> None:
+    rec, _ = lookup(i.name, i.mods)
+    if hint is not None:
+        lift_trywait(c, i, rest, hint)
+    else:
+        RULES[rec.key](c, i, rest)
+
+
+def _body(c: LiftContext) -> None:
+    lines = list(c.kernel.lines)
+    k = 0
+    while k < len(lines):
+        ln = lines[k]
+        k += 1
+        if isinstance(ln, Label):
+            c.place_label(ident(ln.name))
+            continue
+        if isinstance(ln, Comment):
+            c.lines.append(f"    // {ln.text}")
+            continue
+        assert isinstance(ln, Instr)
+        rec, rest = lookup(ln.name, ln.mods)
+        c.where = f"{ln.mnemonic}"
+        c.lines.append(f"    // {str(ln).strip()}")
+        hint = None
+        if rec.key == "SYNCS.PHASECHK" and "TRYWAIT" in rest and k < len(lines) and _is_sleep_of(lines[k], ln.ops[0]):
+            sleep = lines[k]
+            assert isinstance(sleep, Instr)
+            ns = sleep.ops[0]
+            hint = str(ns.value) if isinstance(ns, Imm) else c.src(ns)
+            c.lines.append(f"    // {str(sleep).strip()}  (the try-wait's suspend-time hint)")
+            k += 1
+        single = rec.single_issue and rec.key not in WARP_COLLECTIVE
+        g = ln.guard
+        if g is not None and c.is_true(g):
+            g = None
+        if g is not None and c.is_false(g):
+            c.lines.append("    // (never: guarded by !PT)")
+            continue
+        if g is None:
+            _lift_one(c, ln, rest, hint)
+            continue
+        if single or isinstance(g, UP):
+            # a branch around the instruction (for a per-lane guard: taken when no lane holds it)
+            skip = c.label("skip")
+            if isinstance(g, P) and single:
+                m = c.tmp()
+                any_ = c.tmp("tp")
+                c.emit(f"activemask.b32 {m}")
+                c.emit(f"vote.sync.any.pred {any_}, {c.pred_neg(g)}, {m}")
+                c.emit(f"@!{any_} bra {skip}")
+            else:
+                c.emit(f"@{_negate(c.pred_neg(g))} bra {skip}")
+            _lift_one(c, ln, rest, hint)
+            c.place_label(skip)
+            continue
+        # per-lane predication: one line takes the guard, several go behind a branch
+        start = len(c.lines)
+        _lift_one(c, ln, rest, hint)
+        produced = [x for x in c.lines[start:] if not x.lstrip().startswith("//")]
+        if len(produced) == 1 and not produced[0].lstrip().startswith("@"):
+            idx = c.lines.index(produced[0], start)
+            c.lines[idx] = f"    @{c.pred_neg(g)} " + produced[0].lstrip()
+        else:
+            body = c.lines[start:]
+            del c.lines[start:]
+            skip = c.label("skip")
+            c.emit(f"@{_negate(c.pred_neg(g))} bra {skip}")
+            c.lines.extend(body)
+            c.place_label(skip)
+    c.where = ""
+
+
+def _negate(p: str) -> str:
+    if p == "%pt":
+        return "%pf"
+    if p == "%pf":
+        return "%pt"
+    return p[1:] if p.startswith("!") else "!" + p
+
+
+def lift(x: Union[str, Kernel, Program], target: Optional[str] = None) -> str:
+    """The PTX of a kernel (SASS text, a parsed Kernel, or a Program), for its `.sm` or `target`."""
+    kernel = as_kernel(x)
+    h = kernel.header
+    target = target or h.sm
+    _check_target(kernel, target)
+    c = LiftContext(kernel, target)
+    c.cta_group = cta_group(kernel)
+    _body(c)
+
+    out = [f"// warpy lift: kernel {h.kernel} for {target}", f".version {PTX_VERSION}", f".target {target}",
+           ".address_size 64", "", ".extern .shared .align 1024 .b8 dsmem[];", ""]
+    params = []
+    for name, typ in h.kernel_params():
+        if typ == "tmap":
+            params.append(f"    .param .align 64 .b8 {ident(name)}[128]")
+        else:
+            params.append(f"    .param .{typ} {ident(name)}")
+    out.append(f".visible .entry {h.kernel}(" + ("\n" + ",\n".join(params) + "\n" if params else "") + ")")
+    out.append(f".maxntid {h.threads}, 1, 1")
+    if h.maxnreg is not None:
+        out.append(f".maxnreg {h.maxnreg}")
+    if tuple(h.cluster) != (1, 1, 1):
+        out.append(f".reqnctapercluster {h.cluster[0]}, {h.cluster[1]}, {h.cluster[2]}")
+    out.append("{")
+    for kind, pre in (("R", "r"), ("UR", "ur")):
+        if c.phys_max[kind] >= 0:
+            out.append(f"    .reg .b32 %{pre}<{c.phys_max[kind] + 1}>;")
+        if c.named_count[kind]:
+            out.append(f"    .reg .b32 %{pre}n<{c.named_count[kind]}>;")
+    for kind, pre in (("P", "p"), ("UP", "up")):
+        if c.phys_max[kind] >= 0:
+            out.append(f"    .reg .pred %{pre}<{c.phys_max[kind] + 1}>;")
+        if c.named_count[kind]:
+            out.append(f"    .reg .pred %{pre}n<{c.named_count[kind]}>;")
+    for pre, ty in (("t", "b32"), ("td", "b64"), ("tp", "pred"), ("tq", "b128"), ("th", "b16")):
+        if c.temp_count[pre]:
+            out.append(f"    .reg .{ty} %{pre}<{c.temp_count[pre]}>;")
+    out.append("    .reg .b32 %tz;")
+    out.append("    .reg .pred %pt, %pf, %pe;")
+    if c.tmaps_used:
+        out.append(f"    .reg .b64 %tm<{len(c.tmaps_used)}>;")
+    out.append("    setp.eq.u32 %pt, 0, 0;")
+    out.append("    setp.ne.u32 %pf, 0, 0;")
+    if c.uses_elect:
+        out.append("    // single-issue instructions run on the lane elected here, once per warp")
+        out.append("    activemask.b32 %tz;")
+        out.append("    elect.sync _|%pe, %tz;")
+    for name, reg in c.tmaps_used.items():
+        out.append(f"    mov.b64 {reg}, {ident(name)};")
+        out.append(f"    cvta.param.u64 {reg}, {reg};")
+    out.extend(c.lines)
+    out.append("    exit;")
+    out.append("}")
+    return "\n".join(out) + "\n"
+
+
+def expected_opcodes(kernel: Kernel, target: Optional[str] = None) -> list[str]:
+    """The SASS spellings the disassembly must show: every instruction of the kernel whose record
+    says ptxas emits an instruction of that name, outside the freely re-selected ALU/control classes.
+    Spellings are the text's mnemonic, except where ptxas prints it differently."""
+    out: list[str] = []
+    for ln in kernel.lines:
+        if not isinstance(ln, Instr):
+            continue
+        rec, rest = lookup(ln.name, ln.mods)
+        if not rec.ptxas_emits or rec.sem in REWRITTEN:
+            continue
+        words = [ln.name] + list(ln.mods)
+        if rec.key == "UTCATOMSWS.AND":
+            words = [w for w in words if w != "2CTA"]  # ptxas prints the pair's dealloc without .2CTA
+        if rec.key == "BAR.ARV":
+            words = ["BAR.ARV"]
+        if rec.key == "DEPBAR":
+            words = ["DEPBAR", "LE"]
+        spelling = ".".join(words)
+        if spelling not in out:
+            out.append(spelling)
+    return out
+
+
+def build(x: Union[str, Kernel, Program], target: Optional[str] = None, *, check: bool = True,
+          allow: Iterable[str] = (), flags: Iterable[str] = ()) -> "Cubin":  # noqa: F821
+    """Lift, assemble with ptxas (warnings that matter fail unless allowed) and, with `check`, run
+    the disassembly check: every opcode of `expected_opcodes` must appear in the cubin."""
+    from warpy.lift.disasm import check_opcodes
+    from warpy.lift.ptxas import assemble
+
+    kernel = as_kernel(x)
+    target = target or kernel.header.sm
+    ptx = lift(kernel, target)
+    cubin = assemble(ptx, target, tuple(flags), tuple(allow))
+    if check:
+        want = expected_opcodes(kernel, target)
+        if want:
+            check_opcodes(want, cubin, kernel.header.kernel)
+    return cubin
+
+
+__all__ = ["lift", "build", "expected_opcodes", "cta_group", "as_kernel", "PTX_VERSION", "ALL"]
