@@ -125,3 +125,13 @@ def test_spellings_match_ptxas(tmp_path: pathlib.Path) -> None:
         if not any(key in seen[a] for a in rec.archs):
             problems.append(f"{key}: ptxas emitted no such instruction in the probes")
     assert not problems, "\n".join(sorted(set(problems)))
+
+
+@pytest.mark.parametrize("arch", ["sm_90a", "sm_100a"])
+def test_the_examples_use_every_opcode_of_their_target(arch: str) -> None:
+    """warpy.isa.examples is the lifter's and checker's coverage: every record of a target appears."""
+    from warpy.isa.examples import EXAMPLES
+
+    used = {families.record(i).key for build in EXAMPLES.values() for i in build(arch).kernel().instrs()}
+    assert sorted(k for k, op in ALL.items() if arch in op.archs and k not in used) == []
+    assert all(arch in ALL[k].archs for k in used)

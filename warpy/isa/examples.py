@@ -19,13 +19,17 @@ TMEM lane's columns on sm_100a.
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
-from warpy.isa.families import alu, blackwell, control, hopper, memory, sync
+from warpy.isa.families import alu, blackwell, clc, control, hopper, memory, sync, tma
 from warpy.isa.operands import RZ, URZ, CBank, GMem, Mem
 from warpy.isa.program import Program
 from warpy.layout import Layout, Swizzle, SwizzledLayout
 from warpy.layout.tma import TmaBox
+
+if TYPE_CHECKING:
+    from warpy.isa.operands import P, RVec
+    from warpy.isa.program import BarrierArray, Param, SmemBuffer, TensorMap
 
 SW128 = Swizzle(3, 4, 3)
 
@@ -204,3 +208,227 @@ EXAMPLES: dict[str, Callable[[str], Program]] = {
 }
 
 _ = (Mem, sync)
+
+
+def features_sm90() -> Program:
+    """Every sm_90a opcode family in one (small, not meaningful) kernel: a 2-CTA cluster, TMA
+    multicast, a remote arrive through mapa, named barriers, ldmatrix/stmatrix, TMA store and
+    reduce-add with the bulk-group wait, dependent launch, setmaxnreg."""
+    p = Program("features_sm90", "sm_90a", threads=256, cluster=(2, 1, 1), maxnreg=168)
+    ta = p.tmap("a", TmaBox("bf16", (256, 64), (512,), (64, 64), swizzle=128))
+    tc = p.tmap("c", TmaBox("fp32", (64, 64), (256,), (32, 64)))
+    out = p.param("out", "u64")
+    n = p.param("n", "u32")
+    sa = p.smem_ring("sa", 2, k_major_tile(64), "bf16")
+    stile = p.smem("sc", Layout((32, 64), (4, 128)), "fp32")
+    stage = p.pipe("stage", 2, fills=1, frees=2)
+    bulk_bar = p.barriers("bulk_full", 1)
+    p.init_barriers(cluster_sync=True)
+    warp = p.warp_index()
+    rank = p.ur("rank")
+    p.emit(alu.s2ur(rank, "SR_CgaCtaId"))
+    p.emit(sync.acqbulk())
+    with p.role("producer", range(4, 8)):
+        p.emit(hopper.setmaxnreg_dealloc(40))
+        w4 = p.p("is_loader")
+        p.emit(alu.isetp("EQ", w4, warp, 4))
+        with p.when(w4):
+            leader = p.elect()
+            mask = p.ur("mask")
+            p.emit(alu.umov(mask, 0x3))
+            prod = stage.producer("ps")
+            with p.loop("k", 4) as k:
+                with prod.stage():
+                    prod.wait_empty(sleep=0x20)
+                    prod.arrive_full(leader, tx_bytes=64 * 64 * 2)
+                    p.tma_load(prod.slot(sa), ta, [k * 64, rank], prod.full, mask=mask)
+            p.emit(sync.preexit())
+    with p.role("consumer", range(0, 4)):
+        ok = p.up("regs_granted")
+        p.emit(hopper.setmaxnreg_try_alloc(ok, 232))
+        acc = p.rvec("acc", 32)
+        leader = p.elect()
+        peer = p.ur("peer")
+        p.emit(alu.ulop3(peer, rank, 1, URZ, 0x3C))
+        cons = stage.consumer("cs")
+        with p.loop("k", 4):
+            with cons.stage():
+                cons.wait_full()
+                p.emit(hopper.warpgroup_arrive())
+                p.hgmma(acc, cons.slot(sa), cons.slot(sa), 64, False, end=True)
+                p.emit(hopper.wgmma_commit())
+                p.emit(hopper.warpgroup_wait(0))
+                cons.free(leader)
+                cons.free_remote(peer, leader)
+        _generic_tail(p, acc, stile, tc, out, n, leader, bulk_bar)
+    p.emit(sync.cluster_arrive())
+    p.emit(sync.cluster_wait())
+    p.emit(control.exit_())
+    return p
+
+
+def features_sm100() -> Program:
+    """Every sm_100a family in one small kernel: a CTA pair issuing 2-CTA UMMA with a multicast
+    commit, cluster launch control (try-cancel and query), TMEM store/load, dealloc."""
+    m, n = 256, 128
+    p = Program("features_sm100", "sm_100a", threads=128, cluster=(2, 1, 1))
+    ta = p.tmap("a", TmaBox("bf16", (128, 256), (256,), (64, 128), swizzle=128))
+    sa = p.smem_ring("sa", 2, k_major_tile(128), "bf16")
+    sb = p.smem_ring("sb", 2, k_major_tile(64), "bf16")
+    stage = p.pipe("stage", 2, fills=1, frees=1)
+    clc_bar = p.barriers("clc_full", 1, count=1)
+    resp = p.smem_words("clc_resp", 1, "b128")
+    tmem_slot = p.smem_words("tmem_slot", 1)
+    acc = p.tmem("acc", Layout((128, n), (1 << 16, 1)), n)
+    tc = p.tmap("c", TmaBox("fp32", (64, 64), (256,), (32, 64)))
+    out = p.param("out", "u64")
+    nparam = p.param("n", "u32")
+    stile = p.smem("sc", Layout((32, 64), (4, 128)), "fp32")
+    bulk_bar = p.barriers("bulk_full", 1)
+    p.init_barriers(cluster_sync=True)
+    p.emit(sync.acqbulk())
+    warp = p.warp_index()
+    rank = p.ur("rank")
+    p.emit(alu.s2ur(rank, "SR_CgaCtaId"))
+    w1 = p.p("is_mma_warp")
+    p.emit(alu.isetp("EQ", w1, warp, 1))
+    with p.when(w1):
+        p.emit_at(tmem_slot.at(0), lambda s: blackwell.tmem_alloc(s, n, two_cta=True))
+        p.emit(blackwell.tmem_relinquish())
+    p.emit(blackwell.tc_fence_before())
+    p.emit(sync.cluster_arrive())
+    p.emit(sync.cluster_wait())
+    p.emit(blackwell.tc_fence_after())
+    tword = p.r("tmem_word")
+    p.emit_at(tmem_slot.at(0), lambda s: memory.lds(tword, s))
+    p.tmem_base = p.ur("tmem_base")
+    p.emit(alu.r2ur(p.tmem_base, tword))
+    with p.role("producer", range(0, 1)):
+        leader = p.elect()
+        prod = stage.producer("ps")
+        with p.loop("k", 2) as k:
+            with prod.stage():
+                prod.wait_empty()
+                prod.arrive_full(leader, tx_bytes=2 * 128 * 64 * 2)
+                p.tma_load(prod.slot(sa), ta, [k * 64, 0], prod.full, two_cta=True)
+                p.tma_load(prod.slot(sb), ta, [k * 64, 128], prod.full, two_cta=True)
+    with p.role("mma", range(1, 2)):
+        lead = p.up("pair_leader")
+        p.emit(alu.uisetp("EQ", lead, rank, 0))
+        mask = p.ur("mask")
+        p.emit(alu.umov(mask, 0x3))
+        cons = stage.consumer("cs")
+        with p.loop("k", 2):
+            with cons.stage():
+                cons.wait_full()
+                p.utchmma(cons.slot(sa), cons.slot(sb), acc.at(0, 0), umma_idesc_bf16(m, n), True, two_cta=True, guard=lead)
+                cons.free_commit(mask=mask, two_cta=True, guard=lead)
+        # ask for the next tile: the response lands in clc_resp, 16 bytes complete on clc_full
+        leader = p.elect()
+        sixteen = p.r("sixteen")
+        p.emit(alu.mov(sixteen, 16))
+        p.emit_at(clc_bar.at(0), lambda b: sync.arrive_expect_tx(b, sixteen), guard=leader)
+        cbar = p.ur("clc_bar_addr")
+        p.derive_into(cbar, "addr", clc_bar.at(0))
+        p.emit_at(resp.at(0), lambda r: clc.try_cancel(r, Mem(cbar)))
+        p.wait(clc_bar.at(0), _zero(p))
+        answer = p.rvec("answer", 4)
+        p.emit_at(resp.at(0), lambda r: memory.lds(answer, r))
+        got = p.p("got_tile")
+        next_x = p.r("next_x")
+        p.emit(clc.query_canceled(got, answer))
+        p.emit(clc.query_ctaid_x(next_x, answer).guarded(got))
+        v = p.rvec("v", 8)
+        p.emit(blackwell.ldtm(v, p.tmem_base))
+        p.emit(blackwell.tmem_wait_ld())
+        p.emit(blackwell.sttm(p.tmem_base, v))
+        p.emit(blackwell.tmem_wait_st())
+        p.emit(hopper.setmaxnreg_dealloc(64))
+        _generic_tail(p, v, stile, tc, out, nparam, leader, bulk_bar)
+        p.emit(blackwell.tmem_dealloc(p.tmem_base, n, two_cta=True))
+        peer = p.ur("peer")
+        remote = p.ur("remote")
+        p.emit(alu.ulop3(peer, rank, 1, URZ, 0x3C))
+        p.derive_into(remote, "addr", clc_bar.at(0))
+        p.emit(alu.mapa(remote, peer, remote))
+        p.emit(sync.arrive_remote(Mem(remote)))
+    p.emit(sync.cluster_arrive())
+    p.emit(sync.cluster_wait())
+    p.emit(control.exit_())
+    return p
+
+
+def _generic_tail(p: Program, acc: "RVec", stile: "SmemBuffer", tc: "TensorMap", out: "Param", n: "Param", leader: "P",
+                  bulk_bar: "BarrierArray") -> None:
+    """Instructions both targets have, in one block (so every family record is exercised)."""
+    frag = p.rvec("frag", 4)
+    for j in range(4):
+        p.emit(alu.f2fp_bf16(frag[j], acc[2 * j + 1], acc[2 * j]))
+    tid = p.r("tid")
+    row = p.r("row")
+    p.emit(alu.lop3(row, tid, 0x7F, RZ, 0xC0))
+    saddr = p.r("saddr")
+    sbase = p.ur("sc_addr")
+    p.derive_into(sbase, "addr", stile.at(0, 0))
+    p.emit(alu.imad(saddr, row, 16, sbase))
+    p.emit(memory.stsm(Mem(saddr), frag))
+    p.emit(memory.ldsm(frag, Mem(saddr)))
+    p.emit(memory.sts(Mem(saddr, offset=0x40), frag[0]))
+    p.emit(memory.lds(frag[1], Mem(saddr, offset=0x40)))
+    # a few more ALU and predicate forms
+    t = p.r("t")
+    u = p.ur("u")
+    sel_p = p.p("sel_p")
+    any_p = p.up("any_p")
+    p.emit(alu.isetp("NE", sel_p, row, 0))
+    p.emit(alu.sel(t, row, 7, sel_p))
+    p.emit(alu.lea(t, t, row, 2))
+    p.emit(alu.prmt(t, t, 0x3210, row))
+    p.emit(alu.voteu_any(any_p, sel_p))
+    p.emit(alu.uplop3_mov(any_p, any_p))
+    p.emit(alu.umov(u, 5))
+    p.emit(alu.usel(u, u, 9, any_p))
+    p.emit(alu.ulea(u, u, u, 3))
+    p.emit(control.warpsync_all())
+    p.emit(control.nop())
+    p.emit(sync.nanosleep(0x20))
+    p.emit(sync.fence_proxy_async())
+    p.emit(sync.bar_arv(1, 256))
+    p.emit(sync.bar_sync(1, 128))
+    with p.when(leader):
+        p.tma_store(stile.at(0, 0), tc, [0, 0])
+        p.tma_store(stile.at(0, 0), tc, [32, 0], reduce_add=True)
+        p.emit(tma.bulk_commit())
+        p.emit(tma.bulk_wait(0))
+        pf = p.urvec("tma_pf", 2)
+        p.emit(alu.umov(pf[0], 0))
+        p.emit(alu.umov(pf[1], 0))
+        p.emit(tma.tma_prefetch(Mem(pf), tc.name))
+    optr = p.rvec("optr", 2)
+    memdesc = p.urvec("memdesc", 2)
+    nval = p.r("nval")
+    p.emit(alu.ldc(optr, out.cbank()))
+    p.emit(alu.ldc(nval, n.cbank()))
+    p.emit(alu.uldc(memdesc, CBank(0, 0x208 if p.sm == "sm_90a" else 0x358), p.sm))
+    p.emit(memory.ldg(frag[2], GMem(memdesc, optr)))
+    p.emit(alu.iadd3(frag[2], frag[2], nval))
+    p.emit(memory.stg(GMem(memdesc, optr, 4), frag[2]))
+    p.emit(sync.membar("GPU"))
+    # a bulk copy of 256 bytes from out into the staging tile, completing on bulk_bar
+    gsrc = p.urvec("gsrc", 2)
+    size = p.ur("size")
+    cp = p.urvec("bulk_args", 2)
+    nbytes = p.r("nbytes")
+    p.emit(alu.uldc(gsrc, out.cbank(), p.sm))
+    p.emit(alu.umov(size, 256))
+    p.emit(alu.mov(nbytes, 256))
+    p.emit_at(bulk_bar.at(0), lambda b: sync.arrive_expect_tx(b, nbytes), guard=leader)
+    p.derive_into(cp[0], "addr", stile.at(0, 0))
+    p.derive_into(cp[1], "addr", bulk_bar.at(0))
+    p.emit(tma.bulk_copy_s_g(Mem(cp), Mem(gsrc), size))
+    p.wait(bulk_bar.at(0), _zero(p))
+    p.emit_at(bulk_bar.at(0), lambda b: sync.mbar_inval(b))
+    p.emit(sync.preexit())
+
+
+EXAMPLES["example-features"] = lambda arch: features_sm90() if arch == "sm_90a" else features_sm100()

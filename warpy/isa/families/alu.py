@@ -225,3 +225,8 @@ def voteu_any(d: UP, p: P) -> Instr:
 
 def f2fp_bf16(d: R, hi: R, lo: R) -> Instr:
     return ins("F2FP", "BF16.F32.PACK_AB", d, hi, lo)
+
+
+def uplop3_mov(p: UP, src: UP) -> Instr:
+    """p = src (uniform predicates)."""
+    return ins("UPLOP3", "LUT", p, UPT, UPT, UPT, src, 0x80, 0x8)

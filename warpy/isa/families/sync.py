@@ -132,3 +132,7 @@ def acqbulk() -> Instr:
 
 def preexit() -> Instr:
     return ins("PREEXIT", "")
+
+
+def mbar_inval(bar: Mem) -> Instr:
+    return ins("SYNCS.CCTL", "IV", bar)

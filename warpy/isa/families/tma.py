@@ -30,8 +30,9 @@ OPCODES: list[Opcode] = [
            doc="reduce the box from shared memory into the tensor"),
     Opcode("UTMAPF", F, "tma-prefetch", ((a("args", "mem"), a("map", "tmap")),), mods=(r"!L2", DIM), single_issue=True,
            ptx="cp.async.bulk.prefetch.tensor.Nd.L2.global.tile", doc="prefetch the box into L2 (args: [c0, c1, ...])"),
-    Opcode("UBLKCP", F, "bulk-copy", ((a("dst", "mem"), a("src", "mem"), a("size", "UR")),), mods=(r"!S|G", r"!S|G"),
-           single_issue=True, ptx="cp.async.bulk.dst.src", doc="copy size bytes (.S.G: global to shared; .G.S: back)"),
+    Opcode("UBLKCP", F, "bulk-copy", ((a("args", "mem"), a("src", "mem"), a("size", "UR")),), mods=(r"!S|G", r"!S|G"),
+           single_issue=True, ptx="cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [dst], [src], size, [bar]",
+           doc="copy size bytes from global src (a uniform pair) to shared: args = (dst, bar), completing on bar (.S.G); .G.S: back"),
     Opcode("UTMACMDFLUSH", F, "bulk-commit", ((),), single_issue=True, ptx="cp.async.bulk.commit_group",
            doc="close the group of bulk stores issued so far"),
     Opcode("DEPBAR", F, "bulk-wait", ((a("sb", "kw:SB0"), a("n", "I")),), mods=(r"!LE",),
@@ -68,3 +69,14 @@ def bulk_commit() -> Instr:
 
 def bulk_wait(n: int = 0) -> Instr:
     return ins("DEPBAR", "LE", Kw("SB0"), n)
+
+
+def tma_prefetch(args: Mem, tmap: str) -> Instr:
+    """Prefetch a box into L2 (args: the coordinates)."""
+    return ins("UTMAPF", "L2." + _dim(args, 0), args, TmapRef(tmap))
+
+
+def bulk_copy_s_g(args: Mem, src: Mem, size: UR) -> Instr:
+    """Copy size bytes from global (src: a uniform pair holding the address) to shared:
+    args = (dst, bar) consecutive uniform registers, completing size bytes on bar."""
+    return ins("UBLKCP", "S.G", args, src, size)
