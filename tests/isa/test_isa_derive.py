@@ -132,3 +132,42 @@ def test_a_value_not_affine_in_the_index_is_refused():
     with p.loop("k", 8) as k:
         with pytest.raises(WarpyError, match="not affine"):
             p.derive_into(p.ur("d"), "addr", sx.at(1, k))
+
+
+@pytest.mark.parametrize("arch", ["sm_90a", "sm_100a"])
+@pytest.mark.parametrize("span,rows", [(128, 64), (128, 128), (64, 64), (32, 128)])
+def test_descriptors_agree_with_warpy_layout_desc(arch: str, span: int, rows: int) -> None:
+    """The derived descriptor words, run through the interpreter, equal warpy.layout.desc's encoding of
+    the same tile (warpy.layout.smem.smem_tile) for every stage and MMA K-step."""
+    from warpy.isa.families import alu
+    from warpy.isa.program import desc_hi
+    from warpy.layout.desc import smem_descs
+    from warpy.layout.smem import smem_tile
+
+    tile = smem_tile(rows, span // 2, "bf16", "K", span)
+    depth = 3
+    p = Program("descs", arch, threads=32)
+    sa = p.smem_ring("sa", depth, tile.layout, "bf16")
+    form = "gdesc" if arch == "sm_90a" else "udesc"
+    lo, hi = p.ur("lo"), p.ur("hi")
+    stage = p.ring("st", depth)
+    got: list[int] = []
+    with p.loop("k", depth):
+        with p.ring_iteration(stage):
+            for j in range(span // 32):
+                p.derive_into(lo, f"{form}.lo", sa.at(stage, 0, 16 * j))
+                p.emit(alu.umov(hi, desc_hi(sa, arch)))
+                p.emit(control.nop())
+    p.emit(control.exit_())
+
+    def on_step(pc, i, m, before):  # type: ignore[no-untyped-def]
+        if i.name == "NOP":
+            got.append(m.v["lo"] | m.v["hi"] << 32)
+
+    run(parse(p.text()), Machine(sym={"dsmem": DSMEM}), on_step=on_step)
+    steps = span // 32
+    for s in range(depth):
+        addr = DSMEM + sa.base + s * sa.stage_bytes
+        want = smem_descs(tile, addr, "sm90" if arch == "sm_90a" else "sm100")
+        assert got[s * steps : (s + 1) * steps] == want[:steps], (s, [hex(x) for x in got], [hex(x) for x in want])
+    assert check_notes(parse(str(p.coloured()))) > 0

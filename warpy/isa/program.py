@@ -308,16 +308,25 @@ def _swizzle_of(layout: BufLayout) -> int:
 
 
 def desc_hi(buf: Buffer, arch: str) -> int:
-    """The high word of the smem descriptor of a K-major tile of `buf` (rows: mode rank-2)."""
+    """The high word of the smem descriptor of a K-major tile of `buf` (coordinates end in row, k).
+
+    SBO is the distance between rows 0 and 8 (one 8-row group) in the unswizzled layout."""
     lay = buf.layout.layout if isinstance(buf.layout, SwizzledLayout) else buf.layout
-    if lay.rank() < 2:
+    r = lay.rank()
+    if r < 2:
         raise WarpyError(f"{buf.name}: a descriptor needs a (row, k) tile")
-    row = lay[lay.rank() - 2]
-    stride = row.stride if isinstance(row.stride, int) else None
+    rows = buf.shape()[r - 2]
+    if rows < 8 or rows % 8:
+        raise WarpyError(f"{buf.name}: a descriptor's tile has whole 8-row groups, not {rows} rows")
+    zero = [0] * r
+    eight = [0] * (r - 2) + [8, 0]
+    sbo = int(lay(tuple(eight))) - int(lay(tuple(zero)))
     span = _swizzle_of(buf.layout)
-    if stride is None or (span and stride != span):
-        raise WarpyError(f"{buf.name}: rows {row} are not {span}-byte swizzle rows of a K-major tile")
-    sbo = 8 * stride
+    one = [0] * (r - 2) + [1, 0]
+    if span and int(lay(tuple(one))) - int(lay(tuple(zero))) != span:
+        raise WarpyError(f"{buf.name}: rows are not {span}-byte swizzle rows of a K-major tile")
+    if sbo <= 0 or sbo % 16:
+        raise WarpyError(f"{buf.name}: 8-row groups {sbo} bytes apart cannot be a descriptor's SBO")
     if arch == "sm_90a":
         mode = {0: 0, 128: 1, 64: 2, 32: 3}[span]
         return (sbo >> 4) | (mode << 30)
