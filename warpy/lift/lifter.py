@@ -47,6 +47,9 @@ CTA_GROUP_RECORDS = frozenset({"UTCHMMA", "UTCBAR", "UTCATOMSWS.FIND_AND_SET", "
 REWRITTEN = frozenset({
     "alu", "compare", "predicate", "special-reg", "const-load", "vote", "branch", "exit", "nop",
     "warp-sync", "elect", "sleep",
+    # plain loads and stores: ptxas forwards a load from the store before it, drops dead stores,
+    # and merges neighbours into wider accesses
+    "load-shared", "store-shared", "load-global", "store-global",
 })
 
 Program = object  # anything with .kernel() -> Kernel (warpy.isa.program.Program)
@@ -202,6 +205,9 @@ def lift(x: Union[str, Kernel, Program], target: Optional[str] = None) -> str:
     out.append(f".maxntid {h.threads}, 1, 1")
     if h.maxnreg is not None:
         out.append(f".maxnreg {h.maxnreg}")
+    elif any(isinstance(x, Instr) and x.name == "USETMAXREG" for x in kernel.lines):
+        # setmaxnreg needs the register count at entry: one CTA per SM fixes it (65536 / threads)
+        out.append(".minnctapersm 1")
     if tuple(h.cluster) != (1, 1, 1):
         out.append(f".reqnctapercluster {h.cluster[0]}, {h.cluster[1]}, {h.cluster[2]}")
     out.append("{")
