@@ -251,7 +251,9 @@ def features_sm90() -> Program:
         peer = p.ur("peer")
         p.emit(alu.ulop3(peer, rank, 1, URZ, 0x3C))
         cons = stage.consumer("cs")
-        with p.loop("k", 4):
+        k_count = p.r("k_count")
+        p.emit(alu.ldc(k_count, n.cbank()))
+        with p.loop("k", k_count, max_count=64):
             with cons.stage():
                 cons.wait_full()
                 p.emit(hopper.warpgroup_arrive())
@@ -305,13 +307,15 @@ def features_sm100() -> Program:
     p.emit(alu.r2ur(p.tmem_base, tword))
     with p.role("producer", range(0, 1)):
         leader = p.elect()
+        pair0 = p.ur("pair0")
+        p.emit(alu.ulop3(pair0, rank, 0xFFFFFFFE, URZ, 0xC0))  # the even CTA of the pair leads
         prod = stage.producer("ps")
         with p.loop("k", 2) as k:
             with prod.stage():
                 prod.wait_empty()
                 prod.arrive_full(leader, tx_bytes=2 * 128 * 64 * 2)
-                p.tma_load(prod.slot(sa), ta, [k * 64, 0], prod.full, two_cta=True)
-                p.tma_load(prod.slot(sb), ta, [k * 64, 128], prod.full, two_cta=True)
+                p.tma_load(prod.slot(sa), ta, [k * 64, 0], prod.full, two_cta=True, bar_rank=pair0)
+                p.tma_load(prod.slot(sb), ta, [k * 64, 128], prod.full, two_cta=True, bar_rank=pair0)
     with p.role("mma", range(1, 2)):
         lead = p.up("pair_leader")
         p.emit(alu.uisetp("EQ", lead, rank, 0))

@@ -660,11 +660,15 @@ class Program:
         return R("warp")
 
     @contextlib.contextmanager
-    def loop(self, name: str, count: int) -> Iterator[Counter]:
-        """`for name in range(count)` (count >= 1): counter in a general register."""
-        if count < 1:
+    def loop(self, name: str, count: Union[int, R], max_count: int = 256) -> Iterator[Counter]:
+        """`for name in range(count)` (count >= 1; an int or a general register holding it): the
+        counter is a general register. With a register count, derived values are checked affine for
+        counter values below max_count."""
+        if isinstance(count, int) and count < 1:
             raise WarpyError(f"loop {name}: count {count} must be at least 1")
-        k = Counter(name, count, self.r(name))
+        if not isinstance(count, (int, R)):
+            raise WarpyError(f"loop {name}: count must be an int or a general register, not {count!r}")
+        k = Counter(name, count if isinstance(count, int) else max_count, self.r(name))
         pre = Slot()
         self.lines.append(pre)
         self.emit(alu.mov(k.reg, 0), mark="~")
@@ -956,8 +960,10 @@ class Program:
 
     # -- memory and tensor-core helpers ---------------------------------------------------------
     def tma_load(self, dst: Tile, tmap: TensorMap, coords: Sequence[Union[int, R, UR, Coord]], bar: Barrier,
-                 mask: Optional[UR] = None, two_cta: bool = False, guard: Union[P, UP, None] = None) -> None:
-        """Copy the box of `tmap` at `coords` (innermost first) into `dst`, completing on `bar`."""
+                 mask: Optional[UR] = None, two_cta: bool = False, guard: Union[P, UP, None] = None,
+                 bar_rank: Optional[UR] = None) -> None:
+        """Copy the box of `tmap` at `coords` (innermost first) into `dst`, completing on `bar`
+        (in the CTA of cluster rank `bar_rank`, e.g. the pair's leader, when given: mapa)."""
         if not isinstance(dst, Tile):
             raise WarpyError(f"tma_load's destination must be a shared-memory tile, not {type(dst).__name__}")
         if not isinstance(bar, Barrier):
@@ -968,6 +974,8 @@ class Program:
         args = self.urvec(f"tma_{tmap.name}", 2 + rank)
         self.derive_into(args[0], "addr", dst)
         self.derive_into(args[1], "addr", bar)
+        if bar_rank is not None:
+            self.emit(alu.mapa(args[1], bar_rank, args[1]))
         for n, c in enumerate(coords):
             self._coord_into(args[2 + n], c)
         self.emit(tma.tma_load(Mem(args), tmap.name, mask, two_cta).guarded(guard))
