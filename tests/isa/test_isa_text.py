@@ -187,3 +187,20 @@ def test_builders_name_the_bad_operand():
     with pytest.raises(WarpyError, match="register x is already a R"):
         p.r("x")
         p.ur("x")
+
+
+def test_branch_to_a_missing_label_is_refused():
+    with pytest.raises(ParseError, match=r"^4:3: BRA branches to NOWHERE"):
+        parse(".kernel k\n.sm sm_90a\n.threads 32\n  BRA NOWHERE\n")
+    p = Program("t", "sm_90a", threads=32)
+    p.emit(control.bra("NOWHERE"))
+    with pytest.raises(WarpyError, match="never places"):
+        p.kernel()
+
+
+def test_barriers_after_init_are_refused():
+    p = Program("t", "sm_90a", threads=32)
+    p.pipe("a", 2)
+    p.init_barriers()
+    with pytest.raises(WarpyError, match="declared after init_barriers"):
+        p.pipe("b", 2)

@@ -3,8 +3,8 @@
 They are small but complete kernels (the lifter assembles them, the checker runs them): one CTA
 computes C = A · Bᵀ for A (M x K) and B (N x K), both bf16 K-major behind tensor maps, with fp32
 accumulation, and each thread stores its accumulator registers to a scratch buffer `out` in the
-order it holds them (`c[thread][value]`, 4-byte floats): the wgmma fragment layout on sm_90a, one
-TMEM lane's columns on sm_100a.
+order it holds them (`out[thread][value]`, 4-byte floats): the wgmma fragment layout on sm_90a; on
+sm_100a `out[row][column]`, each thread storing its TMEM lane (the accumulator's row) in full.
 
 - `pipe_sm90`: 256 threads. Warpgroup 0 (warps 0-3) is the consumer: HGMMA 64x128x16 from both
   rings into 64 accumulator registers; each warp's elected lane frees a stage (4 arrivals).
@@ -12,7 +12,8 @@ TMEM lane's columns on sm_100a.
   stage, arms the full barrier with the stage's bytes, and issues two TMA loads.
 - `pipe_sm100`: 192 threads. Warp 0 is the producer as above; warp 1 allocates 128 TMEM columns
   and issues UTCHMMA (M=128, N=128, K=16 steps), freeing each stage with UTCBAR and signalling
-  the accumulator with a last UTCBAR; warps 2-5 read their 32 TMEM lanes with LDTM and store them.
+  the accumulator with a last UTCBAR; warps 2-5 read their 32 TMEM lanes with LDTM and store them,
+  then free the accumulator (acc_empty, 4 arrivals) so that warp 1 can deallocate it.
 
 `EXAMPLES` maps the names `warpy expand` knows to builders.
 """
@@ -22,6 +23,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Callable
 
 from warpy.isa.families import alu, blackwell, clc, control, hopper, memory, sync, tma
+from warpy.isa.instr import Affine, Note
 from warpy.isa.operands import RZ, URZ, CBank, GMem, Mem
 from warpy.isa.program import Program
 from warpy.layout import Layout, Swizzle, SwizzledLayout
@@ -121,6 +123,7 @@ def pipe_sm100(k_tiles: int = 8, depth: int = 4) -> Program:
     sb = p.smem_ring("sb", depth, k_major_tile(n), "bf16")
     stage = p.pipe("stage", depth, fills=1, frees=1)
     acc_full = p.barriers("acc_full", 1, count=1)
+    acc_empty = p.barriers("acc_empty", 1, count=4)
     tmem_slot = p.smem_words("tmem_slot", 1)
     acc = p.tmem("acc", Layout((m, n), (1 << 16, 1)), n)
     p.init_barriers()
@@ -163,19 +166,23 @@ def pipe_sm100(k_tiles: int = 8, depth: int = 4) -> Program:
                 p.emit(alu.umov(first, 1))
                 inp.free_commit()
         p.emit_at(acc_full.at(0), lambda b: blackwell.utcbar(b))
-        # the accumulator is read by the epilogue; the MMA warp frees the columns at the end
-        p.wait(acc_full.at(0), _zero(p))
+        # the epilogue reads the accumulator; the columns are freed once all four warps are done
+        p.wait(acc_empty.at(0), _zero(p))
+        p.emit(blackwell.tc_fence_after())
         p.emit(blackwell.tmem_dealloc(p.tmem_base, n))
 
     with p.role("epilogue", range(2, 6)):
         p.wait(acc_full.at(0), _zero(p))
         p.emit(blackwell.tc_fence_after())
-        quarter = p.r("quarter")
+        # warp w reads TMEM lanes 32*(w%4) .. +31: lane0 is the first, each thread its row
+        lane0 = p.r("lane0")
+        shifted = p.r("shifted")
         lanes = p.ur("lanes")
         taddr = p.ur("taddr")
-        p.emit(alu.lop3(quarter, warp, 3, RZ, 0xC0))
-        p.emit(alu.shf_l(quarter, quarter, 21))  # (32 * (warp % 4)) << 16: this warp's TMEM lanes
-        p.emit(alu.r2ur(lanes, quarter))
+        p.emit(alu.lop3(lane0, warp, 3, RZ, 0xC0))
+        p.emit(alu.shf_l(lane0, lane0, 5))
+        p.emit(alu.shf_l(shifted, lane0, 16))
+        p.emit(alu.r2ur(lanes, shifted))
         v = p.rvec("v", 32)
         tid = p.r("tid")
         row = p.r("row")
@@ -184,14 +191,18 @@ def pipe_sm100(k_tiles: int = 8, depth: int = 4) -> Program:
         memdesc = p.urvec("memdesc", 2)
         p.emit(alu.ldc(cptr, c.cbank()))
         p.emit(alu.uldc(memdesc, CBank(0, 0x358), p.sm))
-        p.emit(alu.iadd3(row, tid, -64))
+        p.emit(alu.lop3(row, tid, 31, RZ, 0xC0))
+        p.emit(alu.iadd3(row, row, lane0))
         p.emit(alu.imad_wide(caddr, row, 4 * n, cptr))
         for chunk in range(n // 32):
-            p.emit(alu.uiadd3(taddr, p.tmem_base, lanes, 32 * chunk))
+            p.emit(alu.uiadd3(taddr, p.tmem_base, lanes, 32 * chunk).noted(Note("acc", (Affine(0, ((1, "lane0"),)), Affine(32 * chunk)))), mark="+")
             p.emit(blackwell.ldtm(v, taddr))
             p.emit(blackwell.tmem_wait_ld())
             for j in range(8):
                 p.emit(memory.stg(GMem(memdesc, caddr, 128 * chunk + 16 * j), v.sub(4 * j, 4)))
+        p.emit(blackwell.tc_fence_before())
+        done = p.elect("done_leader")
+        p.emit_at(acc_empty.at(0), lambda b: sync.arrive(b), guard=done)
     p.emit(control.exit_())
     return p
 

@@ -31,6 +31,7 @@ from warpy.isa.operands import (
     UPT,
     URZ,
     CBank,
+    LabelRef,
     Mem,
     P,
     R,
@@ -480,6 +481,7 @@ class Program:
         self._hi_set: dict[tuple[str, str, int], int] = {}
         self._hi_first: set[tuple[str, str, int]] = set()
         self._pipes: list[Pipe] = []
+        self._barriers_initialised = False
 
     # -- registers -------------------------------------------------------------------------
     def _declare(self, name: str, kind: str, width: int = 1) -> None:
@@ -534,6 +536,8 @@ class Program:
         return b
 
     def _barrier_buffer(self, name: str, shape: tuple[int, ...], count: int) -> BarrierArray:
+        if self._barriers_initialised:
+            raise WarpyError(f"barrier array {name} is declared after init_barriers(); declare every barrier and pipe first")
         b = BarrierArray(name, 0, shape, count)
         b.base = self._place(b.size, 8)
         self.buffers.append(b)
@@ -623,7 +627,7 @@ class Program:
         """A region run only where `pred` holds (a branch around it)."""
         skip = self.fresh_label("SKIP")
         if isinstance(pred, UP):
-            self.emit(control.bra(skip).guarded(~pred))
+            self.emit(control.bra_u(~pred, skip))  # a uniform predicate: nvdisasm's BRA.U !UP0, L
         else:
             self.emit(control.bra(skip).guarded(~pred))
         yield
@@ -919,6 +923,7 @@ class Program:
     def init_barriers(self, cluster_sync: bool = False) -> None:
         """One lane of warp 0 initialises every mbarrier, fences the inits, then the CTA (or the
         cluster) synchronises. Call in the prologue, before any role."""
+        self._barriers_initialised = True
         warp = self.warp_index()
         w0 = self.p("is_warp0")
         done = self.fresh_label("INIT_DONE")
@@ -1098,7 +1103,13 @@ class Program:
 
     def kernel(self) -> Kernel:
         """The named form (what `warpy expand` prints)."""
-        return Kernel(self.header(), tuple(self._flat()))
+        lines = self._flat()
+        for x in lines:
+            if isinstance(x, Instr):
+                for op in x.ops:
+                    if isinstance(op, LabelRef) and op.name not in self.labels:
+                        raise WarpyError(f"{x.mnemonic} branches to {op.name}, a label the program never places")
+        return Kernel(self.header(), tuple(lines))
 
     def coloured(self) -> Kernel:
         """The coloured form: registers assigned by liveness (raises naming the point of pressure)."""

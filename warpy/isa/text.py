@@ -512,6 +512,7 @@ def parse(text: str) -> Kernel:
     rd = _Reader(text)
     h: dict[str, object] = {}
     lines: list[Line] = []
+    body_lines: list[int] = []
     in_body = False
     raw = text.split("\n")
     if raw and raw[-1] == "":
@@ -525,6 +526,7 @@ def parse(text: str) -> Kernel:
             rd.header_line(ln, line, h)
             continue
         in_body = True
+        body_lines.append(ln)
         if line.startswith("//"):
             lines.append(Comment(line[3:] if line.startswith("// ") else ""))
             continue
@@ -533,6 +535,12 @@ def parse(text: str) -> Kernel:
             lines.append(Label(m.group(1)))
             continue
         lines.append(rd.instr(ln, line))
+    labels = {x.name for x in lines if isinstance(x, Label)}
+    for ln_i, x in zip(body_lines, lines):
+        if isinstance(x, Instr):
+            for op in x.ops:
+                if isinstance(op, LabelRef) and op.name not in labels:
+                    raise ParseError(ln_i, 3, f"{x.mnemonic} branches to {op.name}, which is no label of this text")
     for need in ("kernel", "sm", "threads"):
         if need not in h:
             raise ParseError(1, 1, f"the header has no .{need} line")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from warpy.isa.families._util import ins
 from warpy.isa.families.base import Opcode, a
 from warpy.isa.instr import Instr
-from warpy.isa.operands import LabelRef
+from warpy.isa.operands import UP, LabelRef
 
 F = "control"
 
@@ -22,6 +22,11 @@ OPCODES: list[Opcode] = [
 
 def bra(target: str) -> Instr:
     return ins("BRA", "", LabelRef(target))
+
+
+def bra_u(p: UP, target: str) -> Instr:
+    """Branch when the uniform predicate p holds: `BRA.U p, target` (`BRA.U !UP0, L`)."""
+    return ins("BRA", "U", p, LabelRef(target))
 
 
 def exit_() -> Instr:
