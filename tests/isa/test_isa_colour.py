@@ -176,3 +176,23 @@ def test_uniform_pressure_is_separate_from_general():
         p.emit(alu.uiadd3(s, s, r))
     with pytest.raises(WarpyError, match="UR registers do not fit in 63"):
         p.coloured()
+
+
+def test_a_read_before_any_write_is_refused():
+    p = Program("undef", "sm_90a", threads=32)
+    a, b = p.r("a"), p.r("b")
+    p.emit(alu.mov(a, 1))
+    p.emit(alu.iadd3(a, a, b))
+    p.emit(control.exit_())
+    with pytest.raises(WarpyError, match=r"line 2 of the body `IADD3 a, a, b, RZ` reads b before any write"):
+        p.kernel()
+
+
+def test_a_value_written_on_some_path_is_live_only_from_its_write():
+    """An accumulator first read under a predicate (a loop's first MMA) costs no registers before
+    its first write: the producer role of the sm_90a example shares registers with it."""
+    k = pipe_sm90().kernel()
+    decls = {d.name: d for d in k.header.regs}
+    lv = liveness(list(k.lines), decls)
+    assert not lv.live_in[lv.instrs[0]]
+    assert pressure(k)["R"] < 64 + 16

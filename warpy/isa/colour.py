@@ -52,6 +52,8 @@ class Liveness:
     live_in: dict[int, frozenset[Cell]]
     live_out: dict[int, frozenset[Cell]]
     defs: dict[int, frozenset[Cell]]
+    #: line -> cells it reads that no path from the entry has written
+    undefined: dict[int, frozenset[Cell]] = attrs.field(factory=dict)
 
 
 def _succ(lines: list[Line]) -> dict[int, list[int]]:
@@ -106,8 +108,38 @@ def liveness(lines: list[Line], decls: dict[str, RegDecl]) -> Liveness:
             if fo != live_out[n] or fi != live_in[n]:
                 live_out[n], live_in[n] = fo, fi
                 changed = True
+    # a value's range starts where it may have been written: intersect with the cells some path
+    # from the entry has defined (a register read before any write, like an accumulator whose
+    # first MMA does not add, holds nothing worth a register until then)
+    preds: dict[int, list[int]] = {n: [] for n in range(len(lines))}
+    for n, ss in succ.items():
+        for s_ in ss:
+            preds[s_].append(n)
+    maydef_in: dict[int, frozenset[Cell]] = {n: frozenset() for n in range(len(lines))}
+    maydef_out: dict[int, frozenset[Cell]] = {n: frozenset() for n in range(len(lines))}
+    changed = True
+    while changed:
+        changed = False
+        for n in range(len(lines)):
+            mi: frozenset[Cell] = frozenset().union(*(maydef_out[q] for q in preds[n])) if preds[n] else frozenset()
+            mo = mi | defs[n]
+            if mi != maydef_in[n] or mo != maydef_out[n]:
+                maydef_in[n], maydef_out[n] = mi, mo
+                changed = True
+    undefined = {n: uses[n] - maydef_in[n] for n in range(len(lines)) if uses[n] - maydef_in[n]}
+    live_in = {n: live_in[n] & maydef_in[n] for n in live_in}
+    live_out = {n: live_out[n] & maydef_out[n] for n in live_out}
     instrs = tuple(n for n, x in enumerate(lines) if isinstance(x, Instr))
-    return Liveness(instrs, live_in, live_out, defs)
+    return Liveness(instrs, live_in, live_out, defs, undefined)
+
+
+def check_defined(lines: list[Line], decls: dict[str, RegDecl]) -> None:
+    """Raise naming the first line that reads a register no path from the entry has written."""
+    lv = liveness(lines, decls)
+    for n in sorted(lv.undefined):
+        cells = sorted(lv.undefined[n])
+        names = sorted({c[0] + (f".{c[1]}" if decls[c[0]].width > 1 else "") for c in cells})
+        raise WarpyError(f"line {n + 1} of the body `{str(lines[n]).strip()}` reads {', '.join(names[:8])} before any write")
 
 
 def _align(width: int) -> int:

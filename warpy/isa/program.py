@@ -673,9 +673,9 @@ class Program:
         if not isinstance(count, (int, R)):
             raise WarpyError(f"loop {name}: count must be an int or a general register, not {count!r}")
         k = Counter(name, count if isinstance(count, int) else max_count, self.r(name))
+        self.emit(alu.mov(k.reg, 0), mark="~")
         pre = Slot()
         self.lines.append(pre)
-        self.emit(alu.mov(k.reg, 0), mark="~")
         head = self.fresh_label(f"LOOP_{name}")
         self.label(head)
         top = Slot()
@@ -1109,7 +1109,11 @@ class Program:
                 for op in x.ops:
                     if isinstance(op, LabelRef) and op.name not in self.labels:
                         raise WarpyError(f"{x.mnemonic} branches to {op.name}, a label the program never places")
-        return Kernel(self.header(), tuple(lines))
+        k = Kernel(self.header(), tuple(lines))
+        from warpy.isa.colour import check_defined
+
+        check_defined(list(k.lines), {d.name: d for d in k.header.regs})
+        return k
 
     def coloured(self) -> Kernel:
         """The coloured form: registers assigned by liveness (raises naming the point of pressure)."""
