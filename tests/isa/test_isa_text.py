@@ -204,3 +204,39 @@ def test_barriers_after_init_are_refused():
     p.init_barriers()
     with pytest.raises(WarpyError, match="declared after init_barriers"):
         p.pipe("b", 2)
+
+
+@pytest.mark.parametrize("rank", [1, 2, 3, 4, 5])
+def test_tma_loads_of_every_rank_and_multicast(rank: int) -> None:
+    p = Program("tma", "sm_90a", threads=128, cluster=(2, 1, 1))
+    dims = (64,) + (4,) * (rank - 1)
+    strides = tuple(128 * 4 ** i for i in range(rank - 1))
+    t = p.tmap("t", TmaBox("bf16", dims, strides, (64,) + (1,) * (rank - 1), swizzle=128))
+    sa = p.smem_ring("sa", 2, SwizzledLayout(Swizzle(3, 4, 3), Layout((8, 64), (128, 2))), "bf16")
+    bars = p.barriers("full", 2)
+    mask = p.ur("mask")
+    p.emit(alu.umov(mask, 3))
+    p.tma_load(sa.at(1, 0, 0), t, [0] * rank, bars.at(1), mask=mask)
+    p.emit(control.exit_())
+    text = p.text()
+    assert f".reg UR[{2 + rank}] tma_t" in text
+    assert f"  UTMALDG.{rank}D.MULTICAST [tma_t], tmap[t], mask\n" in text
+    assert "+ UIADD3 tma_t.0, sa_base, 0x400, URZ  // addr sa[1, 0, 0]" in text
+    assert str(parse(text)) == text
+
+
+def test_a_128_register_accumulator():
+    from warpy.isa.families import hopper
+
+    p = Program("wide", "sm_90a", threads=128)
+    acc = p.rvec("acc", 128)
+    d = p.urvec("d", 4)
+    for k in range(4):
+        p.emit(alu.umov(d[k], 0))
+    p.emit(hopper.hgmma(256, acc, d, False, end=True))
+    p.emit(hopper.hgmma(256, acc, d, True, end=True))
+    p.emit(control.exit_())
+    text = str(p.coloured())
+    assert "  HGMMA.64x256x16.F32.BF16 R0, gdesc[UR0], RZ, !UPT, gsb0\n" in text
+    with pytest.raises(WarpyError, match="needs 128 registers, small has 64"):
+        hopper.hgmma(256, p.rvec("small", 64), d, True)
