@@ -405,7 +405,8 @@ def _generic_tail(p: Program, acc: "RVec", stile: "SmemBuffer", tc: "TensorMap",
     p.emit(alu.usel(u, u, 9, any_p))
     p.emit(alu.ulea(u, u, u, 3))
     p.emit(control.warpsync_all())
-    p.emit(control.nop())
+    with p.when(any_p):  # a uniform predicate: BRA.U !any_p, SKIP_n
+        p.emit(control.nop())
     p.emit(sync.nanosleep(0x20))
     p.emit(sync.fence_proxy_async())
     p.emit(sync.bar_arv(1, 256))
