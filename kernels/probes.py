@@ -242,7 +242,9 @@ def tma_copy_host(name: str) -> Callable[[np.random.Generator], HostCase]:
                     img = _box_image(box, g, start)
                     raw = img.reshape(-1).view(np.uint8)
                     if name.startswith("tma_split"):
-                        dumps.append(_split_image(case, g))
+                        # the box is a 3-D view of a 64 x K matrix: the same memory, read as the matrix
+                        k = case.tile.layout.size() // 64  # type: ignore[attr-defined]
+                        dumps.append(_split_image(case, g.reshape(64, k)))
                     else:
                         dumps.append(swizzle_bytes(raw, 3))
         dump = np.concatenate(dumps)

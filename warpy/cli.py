@@ -66,6 +66,29 @@ def expand_cmd(
     typer.echo(expand(target, arch, coloured), nl=False)
 
 
+@app.command("lift")
+def lift_cmd(
+    file: str = typer.Argument(..., help="A SASS text (FILE.sass, as warpy expand / warpy gemm --emit sass print it)."),
+    out: Optional[str] = typer.Option(None, "-o", "--output", help="Write OUT.ptx, or assemble OUT.cubin (default: PTX to stdout)."),
+    target: Optional[str] = typer.Option(None, "--target", help="sm_90a or sm_100a (default: the text's .sm line)."),
+    no_check: bool = typer.Option(False, "--no-check", help="Skip the disassembly check when writing a cubin."),
+) -> None:
+    """Lift a SASS text to PTX, or assemble it to a cubin and check its disassembly."""
+    from warpy.lift.lifter import lift_file
+
+    try:
+        msg = lift_file(file, out, target, check=not no_check)
+    except SyntaxError as e:  # a parse error: FILE:line:col: message, one line
+        typer.echo(str(e), err=True)
+        raise typer.Exit(2)
+    if msg is None:
+        return
+    if out is None:
+        typer.echo(msg, nl=False)
+    else:
+        typer.echo(msg)
+
+
 def _user_errors() -> tuple[type[BaseException], ...]:
     from warpy.errors import WarpyError
     from warpy.layout import LayoutError

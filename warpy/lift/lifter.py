@@ -287,4 +287,38 @@ def build(x: Union[str, Kernel, Program], target: Optional[str] = None, *, check
     return cubin
 
 
+class TextError(SyntaxError):
+    """A SASS text that does not parse: `FILE:line:col: message`."""
+
+
+def lift_file(path: str, out: Optional[str] = None, target: Optional[str] = None, check: bool = True) -> Optional[str]:
+    """`warpy lift`: the PTX (out None), or write OUT.ptx / assemble OUT.cubin; returns what to print."""
+    from pathlib import Path
+
+    from warpy.isa.text import ParseError
+
+    try:
+        text = Path(path).read_text()
+    except OSError as e:
+        raise WarpyError(f"cannot read {path}: {e.strerror or e}") from None
+    try:
+        kernel = parse(text)
+    except ParseError as e:
+        raise TextError(f"{path}:{e.line}:{e.col}: {str(e).split(': ', 1)[1]}") from None
+    if out is None:
+        return lift(kernel, target)
+    if out.endswith(".ptx"):
+        ptx = lift(kernel, target)
+        Path(out).write_text(ptx)
+        return f"wrote {out} ({len(ptx.splitlines())} lines of PTX for {target or kernel.header.sm})"
+    if out.endswith(".cubin"):
+        cubin = build(kernel, target, check=check)
+        Path(out).write_bytes(cubin.data)
+        r = cubin.resource(kernel.header.kernel)
+        checked = f", disassembly check passed ({len(expected_opcodes(kernel))} opcodes)" if check else ""
+        return (f"wrote {out} for {cubin.arch}: {r.registers} registers, {r.spill_stores + r.spill_loads} spill bytes"
+                f"{checked}")
+    raise WarpyError(f"output {out} must end in .ptx or .cubin")
+
+
 __all__ = ["lift", "build", "expected_opcodes", "cta_group", "as_kernel", "PTX_VERSION", "ALL"]
