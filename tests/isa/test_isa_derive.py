@@ -15,25 +15,11 @@ from warpy.errors import WarpyError
 from warpy.isa.families import control
 from warpy.isa.interp import Machine, note_value, run
 from warpy.isa.program import Program
+from warpy.isa.reference import reference
 from warpy.isa.text import BufferDecl, Kernel, parse
 from warpy.layout import Layout, Swizzle, SwizzledLayout
 
 DSMEM = 0x400
-
-
-def reference(decl: BufferDecl, form: str, coords: list[int], arch: str) -> int:
-    off = decl.layout(*coords) if len(coords) > 1 else decl.layout(coords[0])
-    addr = DSMEM + decl.base + off
-    if form == "addr":
-        return addr
-    if form.endswith(".lo"):
-        return ((addr >> 4) & 0x3FFF) | (1 << 16)
-    lay = decl.layout.layout if isinstance(decl.layout, SwizzledLayout) else decl.layout
-    row_stride = lay[lay.rank() - 2].stride
-    span = {0: 0, 1: 32, 2: 64, 3: 128}[decl.layout.swizzle.bits] if isinstance(decl.layout, SwizzledLayout) else 0
-    if form == "gdesc.hi":
-        return (8 * row_stride >> 4) | ({0: 0, 128: 1, 64: 2, 32: 3}[span] << 30)
-    return (8 * row_stride >> 4) | (1 << 14) | ({0: 0, 128: 2, 64: 4, 32: 6}[span] << 29)
 
 
 def check_notes(k: Kernel) -> int:
@@ -46,7 +32,7 @@ def check_notes(k: Kernel) -> int:
         for note in i.notes:
             env = lambda name: before.get(name, 0)  # noqa: E731
             coords = [c.eval(env) for c in note.coords]
-            want = reference(k.header.buffer(note.buffer), note.form, coords, k.header.sm)
+            want = reference(k.header, note, coords, dsmem=DSMEM)
             got = note_value(m, i, note, before)
             checked += 1
             if got != want:

@@ -240,3 +240,15 @@ def test_a_128_register_accumulator():
     assert "  HGMMA.64x256x16.F32.BF16 R0, gdesc[UR0], RZ, !UPT, gsb0\n" in text
     with pytest.raises(WarpyError, match="needs 128 registers, small has 64"):
         hopper.hgmma(256, p.rvec("small", 64), d, True)
+
+
+def test_a_tma_box_must_fit_and_match_the_tile():
+    p = Program("t", "sm_90a", threads=32)
+    sa = p.smem_ring("sa", 2, SwizzledLayout(Swizzle(3, 4, 3), Layout((64, 64), (128, 2))), "bf16")
+    bars = p.barriers("b", 2)
+    big = p.tmap("big", TmaBox("bf16", (64, 256), (128,), (64, 128), swizzle=128))
+    plain = p.tmap("plain", TmaBox("bf16", (64, 256), (128,), (64, 64)))
+    with pytest.raises(WarpyError, match="box is 16384 bytes, more than sa's 8192"):
+        p.tma_load(sa.at(0, 0, 0), big, [0, 0], bars.at(0))
+    with pytest.raises(WarpyError, match="swizzles 0 bytes, buffer sa 128"):
+        p.tma_load(sa.at(0, 0, 0), plain, [0, 0], bars.at(0))

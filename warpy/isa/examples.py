@@ -286,6 +286,7 @@ def features_sm100() -> Program:
     m, n = 256, 128
     p = Program("features_sm100", "sm_100a", threads=128, cluster=(2, 1, 1))
     ta = p.tmap("a", TmaBox("bf16", (128, 256), (256,), (64, 128), swizzle=128))
+    tb = p.tmap("b", TmaBox("bf16", (128, 128), (256,), (64, 64), swizzle=128))
     sa = p.smem_ring("sa", 2, k_major_tile(128), "bf16")
     sb = p.smem_ring("sb", 2, k_major_tile(64), "bf16")
     stage = p.pipe("stage", 2, fills=1, frees=1)
@@ -324,9 +325,10 @@ def features_sm100() -> Program:
         with p.loop("k", 2) as k:
             with prod.stage():
                 prod.wait_empty()
-                prod.arrive_full(leader, tx_bytes=2 * 128 * 64 * 2)
+                # the pair leader's full barrier counts both CTAs' bytes
+                prod.arrive_full(leader, tx_bytes=2 * (128 + 64) * 64 * 2)
                 p.tma_load(prod.slot(sa), ta, [k * 64, 0], prod.full, two_cta=True, bar_rank=pair0)
-                p.tma_load(prod.slot(sb), ta, [k * 64, 128], prod.full, two_cta=True, bar_rank=pair0)
+                p.tma_load(prod.slot(sb), tb, [k * 64, 0], prod.full, two_cta=True, bar_rank=pair0)
     with p.role("mma", range(1, 2)):
         lead = p.up("pair_leader")
         p.emit(alu.uisetp("EQ", lead, rank, 0))

@@ -976,6 +976,7 @@ class Program:
         rank = tmap.box.rank
         if len(coords) != rank:
             raise WarpyError(f"tensor map {tmap.name} has rank {rank}, got {len(coords)} coordinates")
+        self._check_box(dst, tmap)
         args = self.urvec(f"tma_{tmap.name}", 2 + rank)
         self.derive_into(args[0], "addr", dst)
         self.derive_into(args[1], "addr", bar)
@@ -985,7 +986,19 @@ class Program:
             self._coord_into(args[2 + n], c)
         self.emit(tma.tma_load(Mem(args), tmap.name, mask, two_cta).guarded(guard))
 
+    def _check_box(self, tile: Tile, tmap: TensorMap) -> None:
+        """The box must fit the tile's buffer (a ring: one stage) and be swizzled as it is."""
+        buf = tile.buffer
+        span = _swizzle_of(buf.layout)
+        if tmap.box.swizzle != span:
+            raise WarpyError(f"tensor map {tmap.name} swizzles {tmap.box.swizzle} bytes, buffer {buf.name} {span}")
+        room = buf.stage_bytes if isinstance(buf, TileRing) else buf.size
+        if tmap.box.box_bytes > room:
+            raise WarpyError(f"tensor map {tmap.name}'s box is {tmap.box.box_bytes} bytes, more than {buf.name}'s {room}")
+
     def tma_store(self, src: Tile, tmap: TensorMap, coords: Sequence[Union[int, R, UR, Coord]], reduce_add: bool = False) -> None:
+        """Copy the tile `src` to the box of `tmap` at `coords` (or add it there: reduce_add)."""
+        self._check_box(src, tmap)
         rank = tmap.box.rank
         args = self.urvec(f"tmas_{tmap.name}", 1 + rank)
         self.derive_into(args[0], "addr", src)

@@ -1,0 +1,65 @@
+"""The reference value of a derived-operand note, from the `.buffer` line alone (docs/sass.md).
+
+This is what the host checker compares a derived operand with; it deliberately shares no code with
+the derivation in `warpy.isa.program`.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+from warpy.errors import WarpyError
+from warpy.isa.instr import Note
+from warpy.isa.text import BufferDecl, Header
+from warpy.layout import SwizzledLayout
+
+_GMMA_MODE = {0: 0, 128: 1, 64: 2, 32: 3}
+_UMMA_MODE = {0: 0, 128: 2, 64: 4, 32: 6}
+
+
+def _span(decl: BufferDecl) -> int:
+    if not isinstance(decl.layout, SwizzledLayout) or decl.layout.swizzle.bits == 0:
+        return 0
+    return 16 << decl.layout.swizzle.bits
+
+
+def _offset(decl: BufferDecl, coords: Sequence[int], swizzled: bool = True) -> int:
+    lay = decl.layout if swizzled or not isinstance(decl.layout, SwizzledLayout) else decl.layout.layout
+    c = tuple(coords)
+    return int(lay(c) if len(c) > 1 else lay(c[0]))
+
+
+def reference(header: Header, note: Note, coords: Sequence[int], *, dsmem: int = 0x400, tmem_base: int = 0,
+              params: Mapping[str, int] | None = None) -> int:
+    """The value `note` claims at the given (evaluated) coordinates.
+
+    dsmem: the shared address of the dynamic shared memory; tmem_base: the address the tensor-memory
+    allocation returned; params: kernel parameter values (global buffers' source pointers).
+    """
+    decl = header.buffer(note.buffer)
+    off = _offset(decl, coords)
+    if decl.space == "smem":
+        addr = dsmem + decl.base + off
+    elif decl.space == "tmem":
+        addr = tmem_base + decl.base + off
+    else:
+        if not params or decl.source not in params:
+            raise WarpyError(f"{note}: the global buffer's source {decl.source} has no value")
+        addr = params[decl.source] + off
+    if note.form == "addr":
+        return addr & 0xFFFFFFFF
+    if decl.space != "smem":
+        raise WarpyError(f"{note}: a descriptor describes shared memory, not {decl.space}")
+    if note.form.endswith(".lo"):
+        return ((addr >> 4) & 0x3FFF) | (1 << 16)
+    # high word: SBO from rows 0 and 8 of the unswizzled layout (the coordinates end in row, k)
+    n = len(coords)
+    zero = [0] * n
+    eight = [0] * (n - 2) + [8, 0]
+    sbo = _offset(decl, eight, swizzled=False) - _offset(decl, zero, swizzled=False)
+    span = _span(decl)
+    if note.form == "gdesc.hi":
+        return (sbo >> 4) | (_GMMA_MODE[span] << 30)
+    if note.form == "udesc.hi":
+        return (sbo >> 4) | (1 << 14) | (_UMMA_MODE[span] << 29)
+    raise WarpyError(f"unknown note form {note.form!r}")
