@@ -43,9 +43,10 @@ def reference(header: Header, note: Note, coords: Sequence[int], *, dsmem: int =
     elif decl.space == "tmem":
         addr = tmem_base + decl.base + off
     else:
-        if not params or decl.source not in params:
-            raise WarpyError(f"{note}: the global buffer's source {decl.source} has no value")
-        addr = params[decl.source] + off
+        src = decl.source
+        if not params or src is None or src not in params:
+            raise WarpyError(f"{note}: the global buffer's source {src} has no value")
+        addr = params[src] + off
     if note.form == "addr":
         return addr & 0xFFFFFFFF
     if decl.space != "smem":
