@@ -54,6 +54,7 @@ def pipe_sm90(k_tiles: int = 8, depth: int = 4) -> Program:
     ta = p.tmap("a", TmaBox("bf16", (k_total, m), (k_total * 2,), (tk, m), swizzle=128))
     tb = p.tmap("b", TmaBox("bf16", (k_total, n), (k_total * 2,), (tk, n), swizzle=128))
     c = p.param("out", "u64")
+    p.global_buffer("out", Layout((n // 2, 128), (4, 2 * n)), "fp32", source="out")  # out[value, thread]
     sa = p.smem_ring("sa", depth, k_major_tile(m), "bf16")
     sb = p.smem_ring("sb", depth, k_major_tile(n), "bf16")
     stage = p.pipe("stage", depth, fills=1, frees=4)
@@ -119,6 +120,7 @@ def pipe_sm100(k_tiles: int = 8, depth: int = 4) -> Program:
     ta = p.tmap("a", TmaBox("bf16", (k_total, m), (k_total * 2,), (tk, m), swizzle=128))
     tb = p.tmap("b", TmaBox("bf16", (k_total, n), (k_total * 2,), (tk, n), swizzle=128))
     c = p.param("out", "u64")
+    p.global_buffer("out", Layout((n, m), (4, 4 * n)), "fp32", source="out")  # out[column, row]
     sa = p.smem_ring("sa", depth, k_major_tile(m), "bf16")
     sb = p.smem_ring("sb", depth, k_major_tile(n), "bf16")
     stage = p.pipe("stage", depth, fills=1, frees=1)

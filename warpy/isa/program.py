@@ -558,6 +558,17 @@ class Program:
         self.buffers.append(b)
         return b
 
+    def global_buffer(self, name: str, layout: Layout, elem: str, source: str) -> GlobalBuffer:
+        """A global buffer behind a `.param` pointer or a `.tmap` (declared so that the checker knows
+        its extent; global addresses are the program's own arithmetic, not derived)."""
+        if source not in {t.name for t in self.tmaps} | {q.name for q in self.params}:
+            raise WarpyError(f"global buffer {name}: {source} is no .param or .tmap of this program")
+        from warpy.layout.tma import dtype_bytes
+
+        b = GlobalBuffer(name, 0, layout.cosize() - 1 + dtype_bytes(elem), layout, elem, source)
+        self.buffers.append(b)
+        return b
+
     def tmap(self, name: str, box: TmaBox) -> TensorMap:
         _check_ident(name, "tensor map")
         t = TensorMap(name, box)
