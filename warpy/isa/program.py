@@ -524,7 +524,11 @@ class Program:
         return base
 
     def smem(self, name: str, layout: BufLayout, elem: str) -> SmemBuffer:
-        size = _round_up((layout.layout if isinstance(layout, SwizzledLayout) else layout).cosize(), 16)
+        from warpy.layout.tma import DTYPES
+
+        ebytes = DTYPES[elem][0] if elem in DTYPES else 1
+        inner = layout.layout if isinstance(layout, SwizzledLayout) else layout
+        size = _round_up(inner.cosize() - 1 + ebytes, 16)
         b = SmemBuffer(name, self._place(size, 1024 if isinstance(layout, SwizzledLayout) else 16), size, layout, elem)
         self.buffers.append(b)
         return b
