@@ -237,6 +237,7 @@ def lift(x: Union[str, Kernel, Program], target: Optional[str] = None) -> str:
     for name, reg in c.tmaps_used.items():
         out.append(f"    mov.b64 {reg}, {ident(name)};")
         out.append(f"    cvta.param.u64 {reg}, {reg};")
+    out.append("    // --- the program ---")
     out.extend(c.lines)
     out.append("    exit;")
     out.append("}")

@@ -1,0 +1,275 @@
+"""warpy.lift: a rule for every opcode, golden PTX for the instructions whose lift is not one-to-one
+(the known differences), the refusal of a kernel naming both cta_groups, and every example and
+probe program lifted, assembled for each target and checked against its disassembly."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from warpy.errors import WarpyError
+from warpy.isa import families as isa_families
+from warpy.isa.text import parse
+from warpy.lift import families as lift_families
+from warpy.lift.lifter import PTX_VERSION, build, cta_group, expected_opcodes, lift
+
+HEADER = """\
+.kernel g
+.sm {sm}
+.threads 128
+.dynsmem 1024
+.grid 1 1 1
+.cluster {cluster}
+.mbarriers 1
+.tmap a dtype=bf16 dims=64,64 strides=128 box=64,64 swizzle=128
+.param out u64
+"""
+
+
+def text(body: str, sm: str = "sm_90a", cluster: str = "1 1 1") -> str:
+    lines = [ln if ln.endswith(":") else f"  {ln}" for ln in body.strip().splitlines()]
+    return HEADER.format(sm=sm, cluster=cluster) + "".join(f"{ln}\n" for ln in lines) + "  EXIT\n"
+
+
+def ptx_lines(body: str, sm: str = "sm_90a", cluster: str = "1 1 1") -> list[str]:
+    """The PTX instruction lines the body lifts to (comments, declarations and the entry prologue dropped)."""
+    ptx = lift(text(body, sm, cluster))
+    body_ptx = ptx.split("// --- the program ---\n")[1]
+    return [ln.strip() for ln in body_ptx.splitlines() if ln.strip() and not ln.strip().startswith(("//", "}"))]
+
+
+# -- coverage ---------------------------------------------------------------------------------
+
+
+def test_every_opcode_has_a_lift_rule_in_its_family_module() -> None:
+    assert set(lift_families.FAMILIES) == set(isa_families.FAMILIES)
+    for fam, records in isa_families.FAMILIES.items():
+        keys = {r.key for r in records}
+        assert keys == set(lift_families.FAMILIES[fam]), fam
+    assert set(lift_families.RULES) == set(isa_families.ALL)
+
+
+# -- golden PTX ---------------------------------------------------------------------------------
+
+
+GOLDEN = [
+    ("IADD3 R1, R2, -0x3, RZ", ["add.u32 %r1, %r2, 0xFFFFFFFD;"]),
+    ("IADD3 R1, R2, R3, R4", ["add.u32 %t0, %r2, %r3;", "add.u32 %r1, %t0, %r4;"]),
+    ("ISETP.LT.AND P0, PT, R1, 0x40, PT", ["setp.lt.and.s32 %p0, %r1, 0x40, %pt;"]),
+    ("ISETP.GE.U32.AND P1, P2, R1, R3, !P0", ["setp.ge.and.u32 %p1|%p2, %r1, %r3, !%p0;"]),
+    ("SHF.R.U32.HI R1, RZ, 0x5, R0", ["shr.u32 %r1, %r0, 5;"]),
+    ("SHF.L.U32 R1, R0, 0x4, RZ", ["shl.b32 %r1, %r0, 4;"]),
+    ("PRMT R3, R1, 0x654, R2", ["prmt.b32 %r3, %r1, %r2, 0x654;"]),
+    ("LOP3.LUT R1, R1, 0x80000000, RZ, 0x3c, !PT", ["lop3.b32 %r1, %r1, 0x80000000, 0, 0x3c;"]),
+    ("@!P1 SEL R1, R2, 0x7, P0", ["@!%p1 selp.b32 %r1, %r2, 7, %p0;"]),
+    ("IMAD.WIDE.U32 R4, R0, 0x10, R2",
+     ["mul.wide.u32 %td0, %r0, 0x10;", "mov.b64 %td1, {%r2, %r3};", "add.u64 %td0, %td0, %td1;", "mov.b64 {%r4, %r5}, %td0;"]),
+    ("LDC.64 R2, c[0x0][out]", ["ld.param.u64 %td0, [out];", "mov.b64 {%r2, %r3}, %td0;"]),
+    ("ULDC.64 UR4, c[0x0][0x208]", ["mov.b32 %ur4, 0;", "mov.b32 %ur5, 0;"]),
+    ("S2UR UR4, SR_CgaCtaId", ["mov.u32 %ur4, %cluster_ctarank;"]),
+    ("UMOV UR4, `(dsmem)", ["mov.u32 %ur4, dsmem;"]),
+    ("SYNCS.ARRIVE.TRANS64 RZ, [UR4], R5", ["mbarrier.arrive.expect_tx.shared::cta.b64 _, [%ur4], %r5;"]),
+    ("SYNCS.ARRIVE.TRANS64.A1T0 RZ, [UR4+0x8], RZ", ["mbarrier.arrive.shared::cta.b64 _, [%ur4+8];"]),
+    ("SYNCS.ARRIVE.TRANS64.RED.A1T0 RZ, [UR4], RZ", ["mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%ur4];"]),
+    ("SYNCS.ARRIVE.TRANS64.RED.A0TR RZ, [UR4], R5", ["mbarrier.expect_tx.relaxed.cluster.shared::cluster.b64 [%ur4], %r5;"]),
+    ("SYNCS.EXCH.64 URZ, [UR4], UR6",
+     ["shr.u32 %t0, %ur6, 1;", "and.b32 %t0, %t0, 0xFFFFF;", "sub.u32 %t0, 0x100000, %t0;",
+      "mbarrier.init.shared::cta.b64 [%ur4], %t0;"]),
+    ("ELECT P0, URZ, PT", ["activemask.b32 %t0;", "elect.sync _|%p0, %t0;"]),
+    ("ACQBULK", ["griddepcontrol.wait;"]),
+    ("PREEXIT", ["griddepcontrol.launch_dependents;"]),
+    ("FENCE.VIEW.ASYNC.S", ["fence.proxy.async.shared::cta;"]),
+    ("BAR.SYNC.DEFER_BLOCKING 0x1, 0x80", ["barrier.sync.aligned 1, 0x80;"]),
+    ("UCGABAR_ARV", ["barrier.cluster.arrive.release.aligned;"]),
+    ("WGMMA.COMMIT", ["wgmma.commit_group.sync.aligned;"]),
+    ("WARPGROUP.DEPBAR.LE gsb0, 0x1", ["wgmma.wait_group.sync.aligned 1;"]),
+    ("USETMAXREG.DEALLOC.CTAPOOL 0x28", ["setmaxnreg.dec.sync.aligned.u32 40;"]),
+    ("DEPBAR.LE SB0, 0x0", ["@%pe cp.async.bulk.wait_group.read 0;", "activemask.b32 %t0;", "bar.warp.sync %t0;"]),
+    # a single-issue instruction runs on the lane elected at entry
+    ("UTMALDG.2D [UR8], tmap[a]",
+     ["@%pe cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%ur8], [%tm0, {%ur10, %ur11}], [%ur9];"]),
+    ("UTMASTG.2D [UR8], tmap[a]", ["@%pe cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group [%tm0, {%ur9, %ur10}], [%ur8];"]),
+    ("UTMACMDFLUSH", ["@%pe cp.async.bulk.commit_group;"]),
+    # ... and a uniform guard on one becomes a branch around it
+    ("@!UP0 UTMACMDFLUSH", ["@%up0 bra $Wskip_1;", "@%pe cp.async.bulk.commit_group;", "$Wskip_1:"]),
+    # a per-lane guard: the warp issues it when the guard holds in some lane
+    ("@P2 UTMACMDFLUSH",
+     ["activemask.b32 %t0;", "vote.sync.any.pred %tp0, %p2, %t0;", "@!%tp0 bra $Wskip_1;", "@%pe cp.async.bulk.commit_group;",
+      "$Wskip_1:"]),
+]
+
+
+@pytest.mark.parametrize("sass,want", GOLDEN, ids=[g[0] for g in GOLDEN])
+def test_golden_ptx(sass: str, want: list[str]) -> None:
+    got = ptx_lines(sass)
+    assert got[: len(want)] == want, got
+
+
+def test_try_wait_sleep_becomes_the_suspend_time_hint() -> None:
+    got = ptx_lines("WAIT:\nSYNCS.PHASECHK.TRANS64.TRYWAIT P0, [UR4], R5\n@!P0 NANOSLEEP.SYNCS 0x20\n@!P0 BRA WAIT")
+    assert got == ["WAIT:", "shr.u32 %t0, %r5, 31;", "mbarrier.try_wait.parity.shared::cta.b64 %p0, [%ur4], %t0, 32;",
+                   "@!%p0 bra WAIT;", "exit;", "exit;"]
+    # a sleep not guarded by the wait's result stays a sleep
+    got = ptx_lines("SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [UR4], R5\nNANOSLEEP 0x20")
+    assert "nanosleep.u32 32;" in got and all(", 32;" not in g for g in got if "try_wait" in g)
+
+
+def test_elected_lane_is_computed_once_at_entry_only_when_needed() -> None:
+    with_tma = lift(text("UTMACMDFLUSH\nUTMACMDFLUSH"))
+    assert with_tma.count("elect.sync _|%pe") == 1
+    assert with_tma.index("elect.sync _|%pe") < with_tma.index("cp.async.bulk.commit_group")
+    assert "%pe" not in lift(text("IADD3 R1, R2, 0x1, RZ")).split(".reg .pred %pt, %pf, %pe;")[1]
+
+
+def test_tmem_allocation_runs_on_every_lane() -> None:
+    got = ptx_lines("UTCATOMSWS.FIND_AND_SET.ALIGN [UR4], 0x80\nUVIRTCOUNT.DEALLOC.SMPOOL 0x80\nUTCATOMSWS.AND UR5, 0x80", sm="sm_100a")
+    assert got[:3] == ["tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [%ur4], 128;",
+                       "tcgen05.relinquish_alloc_permit.cta_group::1.sync.aligned;",
+                       "tcgen05.dealloc.cta_group::1.sync.aligned.b32 %ur5, 128;"]
+
+
+def test_tcgen05_lifts_with_the_kernels_cta_group() -> None:
+    body = ("UTCHMMA.2CTA gdesc[UR8], gdesc[UR10], tmem[UR4], tmem[UR6], idesc[UR7], UPT\n"
+            "UTCBAR.2CTA.MULTICAST [UR12], URZ, UR13\nLDTM.x4 R8, tmem[UR4]\nTCGEN05.WAIT.LD")
+    got = ptx_lines(body, sm="sm_100a", cluster="2 1 1")
+    assert "@%pe tcgen05.mma.cta_group::2.kind::f16 [%ur4], %td0, %td1, %ur7, %pt;" in got
+    assert "@%pe tcgen05.commit.cta_group::2.mbarrier::arrive::one.shared::cluster.multicast::cluster.b64 [%ur12], %th0;" in got
+    assert "tcgen05.ld.sync.aligned.32x32b.x4.b32 {%r8, %r9, %r10, %r11}, [%ur4];" in got
+    assert "tcgen05.wait::ld.sync.aligned;" in got
+
+
+def test_hgmma_scale_d_and_descriptors() -> None:
+    got = ptx_lines("HGMMA.64x8x16.F32.BF16 R24, gdesc[UR4], RZ, !UPT\nHGMMA.64x8x16.F32.BF16 R24, gdesc[UR4], R24, gsb0")
+    regs = "{%r24, %r25, %r26, %r27}"
+    assert got[:3] == ["mov.b64 %td0, {%ur4, %ur5};", "mov.b64 %td1, {%ur6, %ur7};",
+                       f"wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {regs}, %td0, %td1, 0, 1, 1, 0, 0;"]
+    assert got[5] == f"wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {regs}, %td2, %td3, 1, 1, 1, 0, 0;"
+
+
+def test_header_becomes_the_entry() -> None:
+    src = text("UTMASTG.2D [UR8], tmap[a]", cluster="2 1 1").replace(".threads 128\n", ".threads 384\n.maxnreg 168\n")
+    ptx = lift(src)
+    assert f".version {PTX_VERSION}\n.target sm_90a\n.address_size 64\n" in ptx
+    assert ".extern .shared .align 1024 .b8 dsmem[];" in ptx
+    assert ".visible .entry g(\n    .param .align 64 .b8 a[128],\n    .param .u64 out\n)" in ptx
+    assert ".maxntid 384, 1, 1\n.maxnreg 168\n.reqnctapercluster 2, 1, 1\n{" in ptx
+    assert "mov.b64 %tm0, a;\n    cvta.param.u64 %tm0, %tm0;" in ptx
+    no_cap = lift(text("USETMAXREG.DEALLOC.CTAPOOL 0x28"))
+    assert ".minnctapersm 1" in no_cap  # setmaxnreg needs the register count at entry
+
+
+# -- refusals -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("body", [
+    "UTCHMMA gdesc[UR8], gdesc[UR10], tmem[UR4], tmem[UR6], idesc[UR7], UPT\n"
+    "UTCHMMA.2CTA gdesc[UR8], gdesc[UR10], tmem[UR4], tmem[UR6], idesc[UR7], UPT",
+    "UTCATOMSWS.2CTA.FIND_AND_SET.ALIGN [UR4], 0x80\nUTCBAR [UR12], URZ",
+])
+def test_a_kernel_naming_both_cta_groups_is_refused(body: str) -> None:
+    k = parse(text(body, sm="sm_100a", cluster="2 1 1"))
+    with pytest.raises(WarpyError, match=r"^kernel g names both cta_groups \(.+ and .+\); PTX allows one .cta_group per kernel$"):
+        lift(k)
+    with pytest.raises(WarpyError) as e:
+        cta_group(k)
+    assert "\n" not in str(e.value)
+
+
+def test_an_instruction_of_the_other_target_is_refused() -> None:
+    with pytest.raises(WarpyError, match="HGMMA.64x8x16.F32.BF16 is not an instruction of sm_100a"):
+        lift(text("HGMMA.64x8x16.F32.BF16 R24, gdesc[UR4], RZ, !UPT"), "sm_100a")
+
+
+def test_unliftable_operands_are_named() -> None:
+    with pytest.raises(WarpyError, match="carry-out P0"):
+        lift(text("IADD3 R1, P0, PT, R2, 0x1, RZ", sm="sm_100a"))
+    with pytest.raises(WarpyError, match=r"c\[0x0\]\[nothere\] names no kernel parameter"):
+        lift(text("LDC R1, c[0x0][nothere]"))
+
+
+# -- every program, both targets, assembled and checked -------------------------------------------
+
+
+def _have_disassembler() -> bool:
+    from warpy.lift.disasm import find_disassembler
+
+    try:
+        find_disassembler()
+    except WarpyError:
+        return False
+    return True
+
+
+needs_disassembler = pytest.mark.skipif(not _have_disassembler(), reason="no nvdisasm or cuobjdump found")
+
+
+def _programs() -> list[tuple[str, str]]:
+    from kernels.probes import PROBES
+    from warpy.isa.examples import EXAMPLES
+
+    out = [(f"example:{n}", a) for n in EXAMPLES for a in ("sm_90a", "sm_100a")]
+    out += [(f"probe:{n}", a) for n, pr in PROBES.items() for a in pr.archs]
+    return out
+
+
+def _program(which: str, arch: str):  # type: ignore[no-untyped-def]
+    kind, name = which.split(":")
+    if kind == "example":
+        from warpy.isa.examples import EXAMPLES
+
+        return EXAMPLES[name](arch)
+    from kernels.probes import PROBES
+
+    return PROBES[name].build(arch)
+
+
+@needs_disassembler
+@pytest.mark.parametrize("which,arch", _programs())
+def test_program_lifts_assembles_and_passes_the_disassembly_check(which: str, arch: str) -> None:
+    prog = _program(which, arch)
+    kernel = prog.kernel()
+    cubin = build(kernel, arch)
+    assert cubin.kernels == (kernel.header.kernel,)
+    assert not cubin.resource(kernel.header.kernel).spills
+    assert expected_opcodes(kernel)  # the check asked for something
+    # what is checked is what is assembled: the printed text lifts to the same PTX
+    assert lift(parse(str(kernel))) == lift(kernel)
+
+
+@needs_disassembler
+@pytest.mark.parametrize("name", ["umma_1cta", "umma_2cta"])
+def test_tcgen05_probes_show_their_opcodes(name: str) -> None:
+    from kernels.probes import PROBES, UMMA_OPCODES
+    from warpy.lift.disasm import check_opcodes, disassemble
+
+    kernel = PROBES[name].build("sm_100a").kernel()
+    cubin = build(kernel, "sm_100a")
+    dis = disassemble(cubin)
+    check_opcodes(UMMA_OPCODES[name], dis)
+    two = [op for op in dis.opcodes() if ".2CTA" in op]
+    assert bool(two) == (name == "umma_2cta"), two
+
+
+@needs_disassembler
+@pytest.mark.parametrize("arch", ["sm_90a", "sm_100a"])
+def test_the_coloured_form_lifts_too(arch: str) -> None:
+    from warpy.isa.examples import EXAMPLES
+
+    kernel = EXAMPLES["example-pipe"](arch).coloured()
+    ptx = lift(kernel)
+    assert re.search(r"%r\d+", ptx) and "%rn" not in ptx
+    build(kernel, arch)
+
+
+def test_the_missing_opcode_message_names_what_is_missing(tmp_path: Path) -> None:
+    # a kernel whose wgmma fence is lifted but never followed by an HGMMA still shows WARPGROUP.ARRIVE;
+    # asking for an opcode the cubin lacks fails with one line naming it
+    from warpy.lift.disasm import check_opcodes
+
+    if not _have_disassembler():
+        pytest.skip("no disassembler")
+    cubin = build(text("WARPGROUP.ARRIVE"), "sm_90a")
+    with pytest.raises(WarpyError, match=r"^missing SASS opcodes in kernel 'g': HGMMA$"):
+        check_opcodes(["WARPGROUP.ARRIVE", "HGMMA"], cubin, "g")
