@@ -1,0 +1,66 @@
+"""`warpy lift FILE.sass [-o out.ptx|out.cubin] [--no-check]` through the installed entry point's code
+path (subprocess of `python -m warpy.cli`): PTX to stdout, a .ptx file, a checked cubin, and the
+one-line `FILE:line:col: message` of a parse error."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kernels.probes import PROBES
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def warpy(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.run([sys.executable, "-m", "warpy.cli", *args], capture_output=True, text=True, cwd=cwd, env=env,
+                          timeout=120)
+
+
+@pytest.fixture()
+def sass(tmp_path: Path) -> Path:
+    f = tmp_path / "mc.sass"
+    f.write_text(PROBES["multicast"].build("sm_90a").text())
+    return f
+
+
+def test_lift_prints_ptx(sass: Path, tmp_path: Path) -> None:
+    r = warpy("lift", str(sass), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("// warpy lift: kernel probe_multicast for sm_90a\n.version ")
+    assert "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster" in r.stdout
+
+
+def test_lift_writes_ptx_and_a_checked_cubin(sass: Path, tmp_path: Path) -> None:
+    r = warpy("lift", str(sass), "-o", "k.ptx", "--target", "sm_100a", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert ".target sm_100a" in (tmp_path / "k.ptx").read_text()
+    r = warpy("lift", str(sass), "-o", "k.cubin", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "k.cubin").read_bytes()[:4] == b"\x7fELF"
+    assert r.stdout.startswith("wrote k.cubin for sm_90a: ") and "disassembly check passed" in r.stdout
+    r = warpy("lift", str(sass), "-o", "k2.cubin", "--no-check", cwd=tmp_path)
+    assert r.returncode == 0 and "disassembly" not in r.stdout
+
+
+def test_parse_error_is_file_line_col(sass: Path, tmp_path: Path) -> None:
+    lines = sass.read_text().splitlines()
+    n = next(i for i, ln in enumerate(lines) if "UIMAD row" in ln)
+    lines[n] = lines[n] + ", RZ"
+    bad = tmp_path / "bad.sass"
+    bad.write_text("\n".join(lines) + "\n")
+    r = warpy("lift", str(bad), cwd=tmp_path)
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr == f"{bad}:{n + 1}:3: UIMAD: UIMAD takes 4 operands, not 5\n"
+
+
+def test_other_errors_are_one_line(sass: Path, tmp_path: Path) -> None:
+    r = warpy("lift", str(tmp_path / "missing.sass"), cwd=tmp_path)
+    assert r.returncode == 2 and r.stderr.startswith("error: cannot read ") and r.stderr.count("\n") == 1
+    r = warpy("lift", str(sass), "-o", "k.bin", cwd=tmp_path)
+    assert r.returncode == 2 and r.stderr == "error: output k.bin must end in .ptx or .cubin\n"

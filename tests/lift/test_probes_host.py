@@ -1,0 +1,164 @@
+"""The host side of the GPU probes, on the CPU: the numpy expectations agree with warpy.layout (the
+swizzle, the wgmma accumulator fragment, the tile layouts of the split boxes), and the GPU runner's
+plumbing (parameters in the kernel's order, tensor maps over big-enough tensors, launch shape,
+downloads) works against a fake runtime that plays the kernel's part by writing the expectation."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kernels import probes
+from kernels.probes import PROBES, swizzle_bytes, wgmma_fragment
+from warpy.layout import Swizzle
+from warpy.layout.atoms import wgmma_acc_layout
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@settings(deadline=None, max_examples=30)
+@given(bits=st.integers(0, 3), n=st.sampled_from([1024, 2048, 4096]), seed=st.integers(0, 2**32 - 1))
+def test_swizzle_bytes_is_warpys_swizzle(bits: int, n: int, seed: int) -> None:
+    raw = np.random.default_rng(seed).integers(0, 256, n).astype(np.uint8)
+    out = swizzle_bytes(raw, bits)
+    sw = Swizzle(bits, 4, 3)
+    for o in np.random.default_rng(seed).integers(0, n, 64):
+        assert out[int(sw(int(o)))] == raw[o]
+
+
+@pytest.mark.parametrize("n", [8, 64, 256])
+def test_wgmma_fragment_matches_the_layout_atom(n: int) -> None:
+    c = np.arange(64 * n, dtype=np.float32).reshape(64, n)
+    frag = wgmma_fragment(c)
+    lay = wgmma_acc_layout(n)  # (thread, value) -> row + 64 * col
+    for t in range(0, 128, 7):
+        for v in range(n // 2):
+            idx = int(lay((t, v)))
+            assert frag[t, v] == c[idx % 64, idx // 64]
+
+
+def test_split_images_follow_the_tile_layout() -> None:
+    case = PROBES["tma_split_none"].host(np.random.default_rng(0))  # type: ignore[misc]
+    a = case.arrays["src"].reshape(64, 16)
+    dump = case.expected["dump"]
+    # unswizzled K-major: 8x8 core matrices of 16-byte rows, K chunks 1024 bytes apart
+    for r, k in [(0, 0), (1, 0), (0, 7), (0, 8), (9, 3), (63, 15)]:
+        off = (r % 8) * 16 + (r // 8) * 128 + (k % 8) * 2 + (k // 8) * 1024
+        assert dump[off : off + 2].view(np.uint16)[0] == a[r, k]
+
+
+def test_ragged_dump_holds_the_zero_fill() -> None:
+    case = PROBES["tma_copy_2d"].host(np.random.default_rng(0))  # type: ignore[misc]
+    dumps = case.expected["dump"].reshape(12, 4096)
+    last = swizzle_bytes(dumps[-1], 3).reshape(32, 64, 2)  # the swizzle is an involution
+    g = case.arrays["src"]
+    # the last CTA covers rows 64..95 (rows 90.. are outside) and columns 192..255 (200.. outside)
+    assert (last[26:] == 0).all() and (last[:, 8:] == 0).all()
+    assert (last[:26, :8].copy().view(np.uint16)[..., 0] == g[64:90, 192:200]).all()
+
+
+# -- the GPU runner against a fake runtime ---------------------------------------------------------
+
+
+def _runner() -> Any:
+    spec = importlib.util.spec_from_file_location("probe_runner", REPO / "tests" / "gpu" / "test_probes.py")
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+class FakeRuntime:
+    """Plays warpy.runtime: device buffers are numpy byte arrays; `run` checks the launch against
+    the kernel's header and writes the probe's expectation into its outputs."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.launched: list[dict[str, Any]] = []
+
+    def load(self, cubin: Any) -> Any:
+        return SimpleNamespace(kernel=lambda n: SimpleNamespace(name=n))
+
+    def to_device(self, a: np.ndarray) -> Any:
+        data = a.reshape(-1).view(np.uint8).copy()
+
+        def download(dtype: Any, shape: Any) -> np.ndarray:
+            return data[: int(np.prod(shape)) * np.dtype(dtype).itemsize].view(dtype).reshape(shape).copy()
+
+        return SimpleNamespace(data=data, nbytes=data.size, download=download)
+
+    def encode_tensor_map(self, box: Any, buf: Any) -> Any:
+        # the tensor must cover the map's whole extent
+        extent = box.dims[0] * box.elem_bytes if box.rank == 1 else box.strides[-1] * box.dims[-1]
+        assert buf.nbytes >= extent, (box, buf.nbytes)
+        return SimpleNamespace(box=box, buf=buf)
+
+    def u32(self, v: int) -> Any:
+        return ("u32", v)
+
+    def i32(self, v: int) -> Any:
+        return ("i32", v)
+
+    def run(self, kernel: Any, grid: Any, block: Any, smem: Any, params: Any, cluster: Any, timeout: Any) -> None:
+        self.launched.append(dict(kernel=kernel.name, grid=grid, block=block, smem=smem, params=params, cluster=cluster))
+        case = PROBES[self.name].host(np.random.default_rng(_runner().SEED))  # type: ignore[misc]
+        names = [n for n, _ in self.header.kernel_params()]
+        for oname, want in case.expected.items():
+            buf = params[names.index(oname)]
+            buf = getattr(buf, "buf", buf)
+            raw = np.ascontiguousarray(want).reshape(-1).view(np.uint8)
+            buf.data[: raw.size] = raw
+
+
+@pytest.mark.parametrize("name", [n for n, p in PROBES.items() if p.host is not None])
+def test_gpu_runner_plumbing(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    runner = _runner()
+    fake = FakeRuntime(name)
+    fake.header = PROBES[name].build("sm_90a").kernel().header  # type: ignore[attr-defined]
+    import warpy
+
+    monkeypatch.setitem(sys.modules, "warpy.runtime", fake)
+    monkeypatch.setattr(warpy, "runtime", fake, raising=False)
+    report = runner._run_here(name)
+    assert report["ok"], report
+    h = fake.header  # type: ignore[attr-defined]
+    (launch,) = fake.launched
+    assert launch["grid"] == h.grid and launch["block"] == h.threads and launch["cluster"] == h.cluster
+    assert launch["smem"] == h.dynsmem and h.dynsmem % 1024 == 0
+    assert len(launch["params"]) == len(h.kernel_params())
+    assert all(o["elements"] > 0 for o in report["outputs"].values())
+
+
+def test_gpu_runner_reports_a_mismatch(monkeypatch: pytest.MonkeyPatch) -> None:
+    runner = _runner()
+    fake = FakeRuntime("multicast")
+    fake.header = PROBES["multicast"].build("sm_90a").kernel().header  # type: ignore[attr-defined]
+    orig = fake.run
+
+    def bad_run(*a: Any, **kw: Any) -> None:
+        orig(*a, **kw)
+        kw["params"][1].buf.data[10] ^= 1  # one bit of dst
+
+    fake.run = bad_run  # type: ignore[method-assign]
+    import warpy
+
+    monkeypatch.setitem(sys.modules, "warpy.runtime", fake)
+    monkeypatch.setattr(warpy, "runtime", fake, raising=False)
+    report = runner._run_here("multicast")
+    assert not report["ok"] and report["outputs"]["dst"]["mismatches"] == 1
+
+
+def test_probe_registry_is_complete() -> None:
+    wgmma = {n for n in PROBES if n.startswith("wgmma_")}
+    assert {f"wgmma_{d}_sw{s}" for d, s in probes.WGMMA_VARIANTS} <= wgmma
+    for n, p in PROBES.items():
+        assert p.archs and set(p.archs) <= {"sm_90a", "sm_100a"}
+        assert (p.host is None) == n.startswith("umma_")
