@@ -252,3 +252,22 @@ def test_a_tma_box_must_fit_and_match_the_tile():
         p.tma_load(sa.at(0, 0, 0), big, [0, 0], bars.at(0))
     with pytest.raises(WarpyError, match="swizzles 0 bytes, buffer sa 128"):
         p.tma_load(sa.at(0, 0, 0), plain, [0, 0], bars.at(0))
+
+
+def test_hgmma_takes_its_type_from_the_buffers():
+    p = Program("t", "sm_90a", threads=128)
+    tile = SwizzledLayout(Swizzle(3, 4, 3), Layout((64, 64), (128, 2)))
+    sa = p.smem_ring("sa", 2, tile, "fp16")
+    sb = p.smem_ring("sb", 2, tile, "fp16")
+    sc = p.smem_ring("sc", 2, tile, "bf16")
+    acc = p.rvec("acc", 32)
+    p.hgmma(acc, sa.at(0, 0, 0), sb.at(0, 0, 0), 64, False)
+    assert str(p.lines[-1]) == "  HGMMA.64x64x16.F32.F16 acc, gdesc[gmma_desc], RZ, !UPT"
+    with pytest.raises(WarpyError, match="must share one of the types"):
+        p.hgmma(acc, sa.at(0, 0, 0), sc.at(0, 0, 0), 64, False)
+    t32 = p.smem_ring("t32", 2, SwizzledLayout(Swizzle(3, 4, 3), Layout((64, 32), (128, 4))), "tf32")
+    p.hgmma(acc, t32.at(0, 0, 0), t32.at(0, 0, 0), 64, True)
+    assert str(p.lines[-1]) == "  HGMMA.64x64x8.F32.TF32 acc, gdesc[gmma_desc], acc"
+    f8 = p.smem_ring("f8", 2, SwizzledLayout(Swizzle(3, 4, 3), Layout((64, 128), (128, 1))), "e4m3")
+    with pytest.raises(WarpyError, match="must share one of the types"):
+        p.hgmma(acc, f8.at(0, 0, 0), f8.at(0, 0, 0), 64, True)

@@ -1059,15 +1059,20 @@ class Program:
             self._role_scope().top.lines.append(ln)
 
     def hgmma(self, acc: RVec, a: Tile, b: Tile, n: int, accumulate: Union[UP, bool], end: bool = False) -> None:
-        """acc (+)= A * B for one 64 x n x 16 step, both operands from shared memory."""
+        """acc (+)= A * B for one 64 x n x K step (K = 32 bytes of the operands' type: 16 for bf16/fp16),
+        both operands from shared memory; the type modifier comes from the buffers' elem."""
         if self.sm != "sm_90a":
             raise WarpyError("HGMMA is an sm_90a instruction")
+        if a.buffer.elem != b.buffer.elem or a.buffer.elem not in hopper.AB_TYPES:
+            raise WarpyError(f"HGMMA operands {a.buffer.name} ({a.buffer.elem}) and {b.buffer.name} ({b.buffer.elem}) "
+                             f"must share one of the types {', '.join(hopper.AB_TYPES)}")
+        ab, kstep = hopper.AB_TYPES[a.buffer.elem or ""]
         descs = self.urvec("gmma_desc", 4)
         self._hi(descs, 1, a.buffer, "gdesc.hi")
         self._hi(descs, 3, b.buffer, "gdesc.hi")
         self.derive_into(descs[0], "gdesc.lo", a)
         self.derive_into(descs[2], "gdesc.lo", b)
-        self.emit(hopper.hgmma(n, acc, descs, accumulate, end))
+        self.emit(hopper.hgmma(n, acc, descs, accumulate, end, ab=ab, k=kstep))
 
     def utchmma(self, a: Tile, b: Tile, acc: TmemRef, idesc: int, accumulate: Union[UP, bool],
                 two_cta: bool = False, guard: Union[P, UP, None] = None) -> None:

@@ -5,6 +5,8 @@
 vector of 4 uniform registers (A's 64-bit shared-memory descriptor, then B's); scale is the
 uniform predicate `scale-d` (`!UPT`: d = A*B); `gsb0` marks the last HGMMA of a group.
 `wgmma.commit_group` emits no SASS instruction of its own: the text carries it as `WGMMA.COMMIT`.
+nvdisasm omits the operand type of fp16 (`HGMMA.64x16x16.F32`); warpy always writes it (`.F16`).
+8-bit types are a different opcode (`QGMMA.64xNx32.F32.E4M3.E4M3`), not modelled yet.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ OPCODES: list[Opcode] = [
     Opcode("HGMMA", F, "mma", (
         (_D, _A, _C), (_D, _A, _C, a("scale", "UP")), (_D, _A, _C, a("end", "kw:gsb0")),
         (_D, _A, _C, a("scale", "UP"), a("end", "kw:gsb0")),
-    ), mods=(SHAPE, r"!F32|F16", r"!BF16|F16|E4M3|E5M2|TF32"), single_issue=False, archs=H90,
+    ), mods=(SHAPE, r"!F32|F16", r"!BF16|F16|TF32"), single_issue=False, archs=H90,
         ptx="wgmma.mma_async.sync.aligned.m64nNk16.f32.bf16.bf16 d, adesc, bdesc, scale-d, 1, 1, 0, 0",
         doc="warpgroup MMA from shared memory (both operands by descriptor) into the register accumulator"),
     Opcode("WARPGROUP.ARRIVE", F, "mma-fence", ((),), archs=H90, ptx="wgmma.fence.sync.aligned",
@@ -50,8 +52,14 @@ OPCODES: list[Opcode] = [
 ]
 
 
-def hgmma(shape_n: int, d: RVec, descs: URVec, accumulate: Union[UP, bool], end: bool = False, ab: str = "BF16") -> Instr:
-    """d (+)= A * B for a 64 x shape_n x 16 step; accumulate: a uniform predicate, True, or False (d = A*B)."""
+#: HGMMA's operand type modifier and K of one step, by element type.
+#: (8-bit types are QGMMA in SASS, not modelled yet.)
+AB_TYPES = {"bf16": ("BF16", 16), "fp16": ("F16", 16), "f16": ("F16", 16), "tf32": ("TF32", 8)}
+
+
+def hgmma(shape_n: int, d: RVec, descs: URVec, accumulate: Union[UP, bool], end: bool = False, ab: str = "BF16",
+          k: int = 16) -> Instr:
+    """d (+)= A * B for a 64 x shape_n x k step; accumulate: a uniform predicate, True, or False (d = A*B)."""
     from warpy.isa.operands import UPT
 
     ops: list[object] = [d, Desc("gdesc", descs)]
@@ -63,7 +71,7 @@ def hgmma(shape_n: int, d: RVec, descs: URVec, accumulate: Union[UP, bool], end:
         ops += [d, accumulate]
     if end:
         ops.append(Kw("gsb0"))
-    return ins("HGMMA", f"64x{shape_n}x16.F32.{ab}", *ops)  # type: ignore[arg-type]
+    return ins("HGMMA", f"64x{shape_n}x{k}.F32.{ab}", *ops)  # type: ignore[arg-type]
 
 
 def warpgroup_arrive() -> Instr:
