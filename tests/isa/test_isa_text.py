@@ -271,3 +271,9 @@ def test_hgmma_takes_its_type_from_the_buffers():
     f8 = p.smem_ring("f8", 2, SwizzledLayout(Swizzle(3, 4, 3), Layout((64, 128), (128, 1))), "e4m3")
     with pytest.raises(WarpyError, match="must share one of the types"):
         p.hgmma(acc, f8.at(0, 0, 0), f8.at(0, 0, 0), 64, True)
+
+
+def test_note_coordinates_name_registers():
+    with pytest.raises(ParseError, match=r"^10:18: note addr sa\[zz, 0\]: 'zz' is not a declared register"):
+        parse(HEAD + "  MOV a, 0x1  // addr sa[zz, 0]\n")
+    assert str(parse(HEAD + "  MOV a, 0x1  // addr sa[a*2-1, UR3]\n")).endswith("// addr sa[a*2-1, UR3]\n")

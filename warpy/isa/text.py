@@ -437,6 +437,12 @@ class _Reader:
                 notes = tuple(parse_note(n) for n in note_text.split("; "))
             except WarpyError as e:
                 raise ParseError(ln, len(line) - len(note_text) + 1, str(e)) from None
+            for note in notes:
+                for nm in note.names():
+                    base = nm.split(".", 1)[0]
+                    if physical_kind(base) is None and base not in self.regs:
+                        raise ParseError(ln, len(line) - len(note_text) + 1,
+                                         f"note {note}: {nm!r} is not a declared register")
         col = 3
         guard: Union[P, UP, None] = None
         if body.startswith("@"):
