@@ -30,6 +30,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 SEED = 20261129
+if str(REPO) not in sys.path:  # run as a script (the subprocess below): kernels/ is importable
+    sys.path.insert(0, str(REPO))
 
 
 def _run_here(name: str) -> dict[str, Any]:

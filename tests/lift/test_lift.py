@@ -273,3 +273,31 @@ def test_the_missing_opcode_message_names_what_is_missing(tmp_path: Path) -> Non
     cubin = build(text("WARPGROUP.ARRIVE"), "sm_90a")
     with pytest.raises(WarpyError, match=r"^missing SASS opcodes in kernel 'g': HGMMA$"):
         check_opcodes(["WARPGROUP.ARRIVE", "HGMMA"], cubin, "g")
+
+
+# -- properties ---------------------------------------------------------------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(deadline=None, max_examples=200)
+@given(v=st.integers(-(2**31), 2**32 - 1), signed=st.booleans())
+def test_immediates_keep_their_32_bit_pattern(v: int, signed: bool) -> None:
+    from warpy.lift.families._ctx import imm
+
+    s = imm(v, signed)
+    assert int(s, 0) & 0xFFFFFFFF == v & 0xFFFFFFFF
+    if signed:
+        assert -(2**31) <= int(s, 0) < 2**31
+
+
+@settings(deadline=None, max_examples=60)
+@given(count=st.integers(1, (1 << 20) - 1))
+def test_mbarrier_init_recovers_the_count_the_program_packed(count: int) -> None:
+    # the isa packs 2^20 - count at bits 1 (and 43); the lift computes 0x100000 - ((lo >> 1) & 0xFFFFF)
+    t = (1 << 20) - count
+    lo, hi = (t << 1) & 0xFFFFFFFF, (t << 11) & 0xFFFFFFFF
+    got = ptx_lines(f"UMOV UR6, {hex(lo)}\nUMOV UR7, {hex(hi)}\nSYNCS.EXCH.64 URZ, [UR4], UR6")
+    assert got[2:5] == ["shr.u32 %t0, %ur6, 1;", "and.b32 %t0, %t0, 0xFFFFF;", "sub.u32 %t0, 0x100000, %t0;"]
+    assert 0x100000 - ((lo >> 1) & 0xFFFFF) == count
