@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from warpy.errors import WarpyError
-from warpy.isa.families import control
+from warpy.isa.families import alu, control
 from warpy.isa.interp import Machine, note_value, run
 from warpy.isa.program import Program
 from warpy.isa.reference import reference
@@ -157,3 +157,41 @@ def test_descriptors_agree_with_warpy_layout_desc(arch: str, span: int, rows: in
         want = smem_descs(tile, addr, "sm90" if arch == "sm_90a" else "sm100")
         assert got[s * steps : (s + 1) * steps] == want[:steps], (s, [hex(x) for x in got], [hex(x) for x in want])
     assert check_notes(parse(str(p.coloured()))) > 0
+
+
+@pytest.mark.parametrize("tid", [0, 1, 37, 127])
+def test_per_thread_addresses(tid: int) -> None:
+    """A staging tile written by 128 threads, row = tid: one IMAD on the thread's row at the point
+    of use, on top of the ring's multiply-add; each thread's address equals the layout."""
+    from warpy.isa.families import memory
+
+    p = Program("lanes", "sm_100a", threads=128)
+    st = p.smem_ring("st", 2, Layout((128, 32), (132, 4)), "fp32")  # padded rows
+    ring = p.ring("r", 2)
+    t = p.r("t")
+    p.emit(alu.s2r(t, "SR_TID.X"))
+    row = p.lane("row", t, 128)
+    v = p.r("v")
+    p.emit(alu.mov(v, 7))
+    with p.loop("k", 3):
+        with p.ring_iteration(ring):
+            p.emit_at(st.at(ring, row, 5), lambda m: memory.sts(m, v))
+    p.emit(control.exit_())
+    text = p.text()
+    assert "+ IMAD st@row, t, 0x84, st@r  // addr st[r_stage, t, 0]" in text
+    assert "  STS [st@row+0x14], v  // addr st[r_stage, t, 5]" in text
+    m = Machine(sym={"dsmem": DSMEM}, sreg={"SR_TID.X": tid})
+    checked = 0
+    k = parse(text)
+
+    def on_step(pc, i, m_, before):  # type: ignore[no-untyped-def]
+        nonlocal checked
+        for note in i.notes:
+            coords = [c.eval(lambda n: before.get(n, 0)) for c in note.coords]
+            assert note_value(m_, i, note, before) == reference(k.header, note, coords, dsmem=DSMEM)
+            checked += 1
+
+    run(k, m, on_step=on_step)
+    assert checked >= 6
+    with pytest.raises(WarpyError, match="per-thread coordinate"):
+        p.derive_into(p.ur("u"), "addr", st.at(0, row, 0))

@@ -97,6 +97,19 @@ class Ring(Index):
         return self.stage.name
 
 
+class Lane(Index):
+    """A per-thread index: a general register the program computed (a thread's row of a fragment,
+    `tid % 128`...), 0..extent-1. Values affine in it are one IMAD at the point of use."""
+
+    def __init__(self, name: str, extent: int, reg: R) -> None:
+        self.name = name
+        self.extent = extent
+        self.reg = reg
+
+    def reg_name(self) -> str:
+        return self.reg.name
+
+
 @attrs.frozen
 class Ix:
     """An affine coordinate: const + sum(coef * index)."""
@@ -837,9 +850,39 @@ class Program:
         scope.memo[key] = reg
         return reg
 
-    def value_reg(self, form: str, ref: Ref) -> tuple[UR, int]:
-        """A uniform register and an immediate whose sum is form(ref), placed as DESIGN.md says."""
+    def lane(self, name: str, reg: R, extent: int) -> Lane:
+        """A per-thread coordinate held in `reg` (values 0..extent-1)."""
+        if not isinstance(reg, R):
+            raise WarpyError(f"lane index {name}: a per-thread value is a general register, not {reg}")
+        return Lane(name, extent, reg)
+
+    def lane_value(self, form: str, ref: Ref) -> tuple[Union[R, UR], int]:
+        """A register (general when ref has per-thread coordinates) and an immediate whose sum is
+        form(ref): the uniform part as value_reg places it, then one IMAD per lane index here."""
         c0, coefs = self._decompose(form, ref)
+        lanes = [(i, c) for i, c in coefs.values() if c and isinstance(i, Lane)]
+        reg, off = self.value_reg(form, ref, allow_lanes=True)
+        if not lanes:
+            return reg, off
+        dst = self.r(f"{ref.buffer.name}@{'_'.join(i.name for i, _ in lanes)}")
+        src: Union[R, UR] = reg
+        done = [(i, c) for i, c in coefs.values() if c]
+        for n, (lane, c) in enumerate(lanes):
+            ln = alu.imad(dst, lane.reg, c, src)
+            if n == len(lanes) - 1:
+                note = self._exact_note(form, ref, done)
+                if note is not None:
+                    ln = ln.noted(note)
+            self.emit(ln, mark="+")
+            src = dst
+        return dst, off
+
+    def value_reg(self, form: str, ref: Ref, allow_lanes: bool = False) -> tuple[UR, int]:
+        """A uniform register and an immediate whose sum is form(ref), placed as DESIGN.md says
+        (per-thread coordinates excluded: allow_lanes says the caller adds them)."""
+        c0, coefs = self._decompose(form, ref)
+        if not allow_lanes and any(c and isinstance(i, Lane) for i, c in coefs.values()):
+            raise WarpyError(f"{ref.note(form)} depends on a per-thread coordinate; it cannot be a uniform value")
         reg = self._buffer_base(form, ref.buffer)
         active = [(i, c) for i, c in coefs.values() if c]
         counters = [(i, c) for i, c in active if isinstance(i, Counter)]
@@ -903,7 +946,7 @@ class Program:
 
     def emit_at(self, ref: Ref, make: Callable[[Mem], Instr], guard: Union[P, UP, None] = None) -> Instr:
         """Emit an instruction whose memory operand is ref's address (derived), noted."""
-        reg, off = self.value_reg("addr", ref)
+        reg, off = self.lane_value("addr", ref)
         i = make(Mem(reg, offset=off))
         k = next(n for n, o in enumerate(i.ops) if isinstance(o, Mem))
         i = i.noted(ref.note("addr", k)).guarded(guard)
