@@ -261,7 +261,7 @@ def tma_copy_host(name: str) -> Callable[[np.random.Generator], HostCase]:
                 flat = np.full(dst.dims[2] * plane, np.iinfo(itype).max, itype)
                 view = flat.reshape(dst.dims[2], plane)[:, : dst.dims[1] * pitch].reshape(dst.dims[2], dst.dims[1], pitch)
                 view[:, :, : dst.dims[0]] = g
-                full = flat
+                full = flat  # type: ignore[assignment]
             arrays["dst"] = np.full(full.shape, np.iinfo(itype).max, itype)
             expected["dst"] = full
         return HostCase(arrays, expected)
@@ -504,7 +504,7 @@ def wgmma_fragment(c: np.ndarray) -> np.ndarray:
     i = np.arange(n // 2)[None, :]
     row = 16 * (t // 32) + (t % 32) // 4 + 8 * ((i // 2) % 2)
     col = 8 * (i // 4) + 2 * (t % 4) + i % 2
-    return c[row, col]
+    return np.asarray(c[row, col])
 
 
 def wgmma_host(dtype: str, swizzle: int) -> Callable[[np.random.Generator], HostCase]:

@@ -4,27 +4,43 @@
 assemble with ptxas, then check the disassembly). The rules live in `warpy.lift.families`, one
 module per opcode family of `warpy.isa.families`, keyed like the isa's records.
 
+Registers: `R`/`UR` → `.b32` (`%r12`/`%ur4` coloured, `%rn3`/`%urn1` named), `P`/`UP` → `.pred`;
+vectors are consecutive registers, 64-bit pairs go through `mov.b64 {lo, hi}`; `RZ`/`URZ` read 0,
+`PT`/`UPT` read `%pt`. The header becomes the entry: `.version 8.7`, `.target`, `.extern .shared
+.align 1024 .b8 dsmem[]`, one `.param .align 64 .b8 NAME[128]` per `.tmap` then the `.param`s,
+`.maxntid`, `.maxnreg` (or `.minnctapersm 1` when `USETMAXREG` is used without one, so ptxas knows
+the register count at entry), `.reqnctapercluster` for clusters.
+
 The known differences between the two sides, handled here:
 
-- **Single-issue instructions** (records with `single_issue=True`: TMA copies and the bulk commit,
-  `UTCHMMA`, `UTCBAR`, the CLC try-cancel) do their work once per warp. The lifter runs their
-  issuing PTX on the lane `elect.sync` picks at the kernel's entry (`%pe`, one lane per warp,
-  computed once with the entry's active mask). So such an instruction must be reached by the lane
-  elected at entry: by the whole warp, as warpy programs issue them (a region entered by a lane
-  subset that excludes that lane would skip the work). A uniform guard (`@UP`) on one becomes a
-  branch around it; a per-lane guard (`@P`) means "the warp issues it if P holds in any lane"
-  (`vote.any`, then the same branch).
-- The tensor-memory allocation (`UTCATOMSWS.FIND_AND_SET`) becomes one `tcgen05.alloc`, executed by
-  the whole warp like the dealloc and relinquish (they are `.sync.aligned` in PTX).
-- A try-wait's sleep (`@!done NANOSLEEP` right after `SYNCS.PHASECHK.TRANS64.TRYWAIT done`) becomes
-  the try-wait's suspend-time hint.
-- `PREEXIT` / `ACQBULK` become `griddepcontrol.launch_dependents` / `griddepcontrol.wait`.
-- A kernel naming both `.cta_group`s (`UTCHMMA` and `UTCHMMA.2CTA`, ...) is refused: PTX allows one.
+| SASS | PTX |
+|---|---|
+| single-issue (`UTMALDG/UTMASTG/UTMAREDG/UTMAPF/UBLKCP/UTMACMDFLUSH`, `UTCHMMA`, `UTCBAR`, `UGETNEXTWORKID`) | `@%pe` + the instruction; `%pe` = `elect.sync` over the entry's active mask, once per warp at entry |
+| `@UP` on a single-issue instruction | `@!UP bra skip; @%pe ...; skip:` (a branch around it) |
+| `@P` on a single-issue instruction | the warp issues it when P holds in some lane: `vote.any`, then the same branch |
+| `UTCATOMSWS[.2CTA].FIND_AND_SET.ALIGN [slot], n` | one `tcgen05.alloc.cta_group::G.sync.aligned.shared::cta.b32 [slot], n` on every lane (PTX: warp-collective); the program reads [slot] back with its own LDS |
+| `UTCATOMSWS.AND`, `UVIRTCOUNT.DEALLOC.SMPOOL` | `tcgen05.dealloc` / `tcgen05.relinquish_alloc_permit` on every lane |
+| `TRYWAIT done, ...` then `@!done NANOSLEEP[.SYNCS] ns` | `mbarrier.try_wait.parity ... , ns` (the suspend-time hint); the sleep line is absorbed |
+| `PREEXIT` / `ACQBULK` | `griddepcontrol.launch_dependents` / `griddepcontrol.wait` |
+| `DEPBAR.LE SB0, n` | `@%pe cp.async.bulk.wait_group.read n` (bulk groups belong to the issuing lane) + `bar.warp.sync` so the warp waits as the SASS scoreboard wait does |
+| `SYNCS.EXCH.64 URZ, [bar], init` | `mbarrier.init [bar], 0x100000 - ((init.lo >> 1) & 0xFFFFF)` (the count the packed word holds) |
+| `SYNCS.PHASECHK.TRANS64.TRYWAIT p, [bar], par` | `mbarrier.try_wait.parity p, [bar], par >> 31` |
+| `SYNCS.ARRIVE.TRANS64.RED.A1T0` | `mbarrier.arrive.release.cluster.shared::cluster` (remote arrive) |
+| `LDC/ULDC/LDCU c[0x0][name or offset]` | `ld.param` of that parameter; the memory descriptor word (0x208 / 0x358) reads as 0 |
+| `UMOV d, `(dsmem)`` | `mov.u32 d, dsmem` |
+| `PRMT d, rank, 0x654, addr` | `prmt.b32` (what ptxas emits for `mapa`: `(rank << 24) | addr`) |
+| `HGMMA ... RZ, !UPT` | `wgmma ... scale-d 0`; both operands K-major (the text has no transpose flag) |
+| kernel naming both `.cta_group`s | refused: `kernel K names both cta_groups (...); PTX allows one .cta_group per kernel` |
+
+The disassembly check (`expected_opcodes`) asks for every instruction whose record says ptxas
+emits it, except the classes ptxas re-selects or removes at will (`REWRITTEN`: ALU, compares,
+moves, branches, plain loads and stores), with ptxas's spelling where it differs from the text's
+(fp16 `HGMMA` has no `.F16`; the pair's dealloc prints without `.2CTA`).
 """
 
 from __future__ import annotations
 
-from typing import Iterable, Optional, Union
+from typing import TYPE_CHECKING, Iterable, Optional, Union
 
 from warpy.errors import WarpyError
 from warpy.isa.families import ALL, lookup
@@ -34,6 +50,9 @@ from warpy.isa.text import ARCHS, Kernel, parse
 from warpy.lift.families import RULES, WARP_COLLECTIVE
 from warpy.lift.families._ctx import LiftContext, ident
 from warpy.lift.families.sync import lift_trywait
+
+if TYPE_CHECKING:
+    from warpy.lift.ptxas import Cubin
 
 #: `.version` of the emitted PTX: PTX ISA 8.7 (CUDA 12.8) has every sm_90a and sm_100a feature
 #: the rules use, and both ptxas 12.8+/12.9 and CUDA 13.0's ptxas accept it.
@@ -271,7 +290,7 @@ def expected_opcodes(kernel: Kernel, target: Optional[str] = None) -> list[str]:
 
 
 def build(x: Union[str, Kernel, Program], target: Optional[str] = None, *, check: bool = True,
-          allow: Iterable[str] = (), flags: Iterable[str] = ()) -> "Cubin":  # noqa: F821
+          allow: Iterable[str] = (), flags: Iterable[str] = ()) -> "Cubin":
     """Lift, assemble with ptxas (warnings that matter fail unless allowed) and, with `check`, run
     the disassembly check: every opcode of `expected_opcodes` must appear in the cubin."""
     from warpy.lift.disasm import check_opcodes
