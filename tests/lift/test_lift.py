@@ -116,6 +116,19 @@ def test_try_wait_sleep_becomes_the_suspend_time_hint() -> None:
     assert "nanosleep.u32 32;" in got and all(", 32;" not in g for g in got if "try_wait" in g)
 
 
+def test_a_single_issue_instruction_under_the_programs_own_elect_runs_on_that_lane() -> None:
+    # guarded by the ELECT's predicate: that lane issues (no entry election needed)
+    ptx = lift(text("ELECT P3, URZ, PT\n@P3 UTMACMDFLUSH"))
+    assert "@%p3 cp.async.bulk.commit_group;" in ptx and "%pe," not in ptx and "vote" not in ptx
+    # inside a region only the elected lane enters: whichever lane is there issues
+    got = ptx_lines("ELECT P3, URZ, PT\n@!P3 BRA DONE\nUTMACMDFLUSH\nDONE:\nUTMACMDFLUSH")
+    assert got[2:] == ["@!%p3 bra DONE;", "cp.async.bulk.commit_group;", "DONE:", "@%pe cp.async.bulk.commit_group;",
+                       "exit;", "exit;"]
+    # once the predicate is rewritten it no longer names the elected lane
+    ptx = lift(text("ELECT P3, URZ, PT\nISETP.EQ.U32.AND P3, PT, R1, 0x0, PT\n@P3 UTMACMDFLUSH"))
+    assert "vote.sync.any.pred" in ptx and "@%pe cp.async.bulk.commit_group;" in ptx
+
+
 def test_elected_lane_is_computed_once_at_entry_only_when_needed() -> None:
     with_tma = lift(text("UTMACMDFLUSH\nUTMACMDFLUSH"))
     assert with_tma.count("elect.sync _|%pe") == 1

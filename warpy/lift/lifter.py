@@ -43,9 +43,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Iterable, Optional, Union
 
 from warpy.errors import WarpyError
-from warpy.isa.families import ALL, lookup
+from warpy.isa.families import ALL, defs_uses, lookup
 from warpy.isa.instr import Comment, Instr, Label
-from warpy.isa.operands import Imm, P, UP
+from warpy.isa.operands import Imm, LabelRef, P, UP
 from warpy.isa.text import ARCHS, Kernel, parse
 from warpy.lift.families import RULES, WARP_COLLECTIVE
 from warpy.lift.families._ctx import LiftContext, ident
@@ -129,8 +129,42 @@ def _lift_one(c: LiftContext, i: Instr, rest: tuple[str, ...], hint: Optional[st
         RULES[rec.key](c, i, rest)
 
 
+def _elect_regions(lines: list[object]) -> tuple[dict[int, str], set[int]]:
+    """Where the lane of a single-issue instruction is known from the program's own `ELECT`:
+    (line index -> the elected predicate guarding it) and the line indices inside a region that
+    only the elected lane runs (`@!p BRA L` ... `L:` with p written by ELECT and not since)."""
+    elected: set[str] = set()
+    guarded: dict[int, str] = {}
+    one_lane: set[int] = set()
+    until: list[str] = []
+    labels_ahead = {ln.name: n for n, ln in enumerate(lines) if isinstance(ln, Label)}
+    for n, ln in enumerate(lines):
+        if isinstance(ln, Label):
+            while ln.name in until:
+                until.remove(ln.name)
+            continue
+        if not isinstance(ln, Instr):
+            continue
+        if until:
+            one_lane.add(n)
+        g = ln.guard
+        if isinstance(g, P) and not g.neg and g.name in elected:
+            guarded[n] = g.name
+        if (ln.name == "BRA" and isinstance(g, P) and g.neg and g.name in elected and len(ln.ops) == 1
+                and isinstance(ln.ops[0], LabelRef) and labels_ahead.get(ln.ops[0].name, -1) > n):
+            until.append(ln.ops[0].name)
+        defs, _ = defs_uses(ln)
+        for d in defs:
+            if isinstance(d, P):
+                elected.discard(d.name)
+        if ln.name == "ELECT" and isinstance(ln.ops[0], P):
+            elected.add(ln.ops[0].name)
+    return guarded, one_lane
+
+
 def _body(c: LiftContext) -> None:
     lines = list(c.kernel.lines)
+    elect_guarded, one_lane = _elect_regions(lines)
     k = 0
     while k < len(lines):
         ln = lines[k]
@@ -159,6 +193,14 @@ def _body(c: LiftContext) -> None:
             g = None
         if g is not None and c.is_false(g):
             c.lines.append("    // (never: guarded by !PT)")
+            continue
+        c.issuer = None
+        if single and (k - 1) in one_lane:
+            c.issuer = ""  # only the program's elected lane runs here: it issues
+            single = False
+        elif single and (k - 1) in elect_guarded:
+            c.issuer = c.pred_neg(g)  # guarded by the program's ELECT: that lane issues
+            _lift_one(c, ln, rest, hint)
             continue
         if g is None:
             _lift_one(c, ln, rest, hint)

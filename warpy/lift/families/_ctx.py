@@ -66,6 +66,7 @@ class LiftContext:
         # the instruction being lifted (for messages) and whether it runs on the elected lane
         self.where = ""
         self.single_issue = False
+        self.issuer: Optional[str] = None
 
     # -- errors ---------------------------------------------------------------------------
     def error(self, msg: str) -> WarpyError:
@@ -76,9 +77,16 @@ class LiftContext:
         self.lines.append("    " + line + ";")
 
     def issue(self, line: str) -> None:
-        """The line that does a single-issue instruction's work: on the elected lane only."""
-        self.uses_elect = True
-        self.emit(f"@%pe {line}")
+        """The line that does a single-issue instruction's work: on one lane only (the lane elected
+        at entry, `%pe`, unless the driver knows the lane: `issuer` is then its predicate, or "" in a
+        region only one lane runs)."""
+        if self.issuer is None:
+            self.uses_elect = True
+            self.emit(f"@%pe {line}")
+        elif self.issuer:
+            self.emit(f"@{self.issuer} {line}")
+        else:
+            self.emit(line)
 
     def label(self, prefix: str = "L") -> str:
         self.label_n += 1
