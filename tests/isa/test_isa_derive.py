@@ -195,3 +195,30 @@ def test_per_thread_addresses(tid: int) -> None:
     assert checked >= 6
     with pytest.raises(WarpyError, match="per-thread coordinate"):
         p.derive_into(p.ur("u"), "addr", st.at(0, row, 0))
+
+
+@pytest.mark.parametrize("name", ["example-pipe", "example-features"])
+@pytest.mark.parametrize("arch", ["sm_90a", "sm_100a"])
+def test_every_note_of_the_examples_holds_in_every_role(name: str, arch: str) -> None:
+    """Run each example as each warp would (the scalar interpreter, waits passing at once) and
+    check every note it meets against the .buffer lines, named and coloured."""
+    from warpy.isa.examples import EXAMPLES
+
+    prog = EXAMPLES[name](arch)
+    for text in (prog.text(), str(prog.coloured())):
+        k = parse(text)
+        total = 0
+        for warp in range(k.header.threads // 32):
+            seen = 0
+
+            def on_step(pc, i, m, before):  # type: ignore[no-untyped-def]
+                nonlocal seen
+                for note in i.notes:
+                    coords = [c.eval(lambda n: before.get(n, 0)) for c in note.coords]
+                    want = reference(k.header, note, coords, dsmem=DSMEM, tmem_base=0)
+                    assert note_value(m, i, note, before) == want, (pc, str(i))
+                    seen += 1
+
+            run(k, Machine(sym={"dsmem": DSMEM}, sreg={"SR_TID.X": 32 * warp}, cbank={"n": 3}), on_step=on_step)
+            total += seen
+        assert total > 20

@@ -158,9 +158,13 @@ def pipe_sm100(k_tiles: int = 8, depth: int = 4) -> Program:
         accumulate = p.up("accumulate")
         p.emit(alu.umov(first, 0))
         inp = stage.consumer("cs")
-        with p.loop("k", k_tiles):
-            with inp.stage():
+        probe = p.p("probe")
+        p.emit(alu.pset(probe, False))
+        with p.loop("k", k_tiles) as k:
+            more = p.p("more_stages")
+            with inp.stage(probe=probe, probe_when=more):  # asking a stage ahead
                 p.emit(alu.uisetp("NE", accumulate, first, URZ))
+                p.emit(alu.isetp("LT", more, k.reg, k_tiles - 1))
                 inp.wait_full()
                 for j in range(tk // 16):
                     p.utchmma(inp.slot(sa, 0, 16 * j), inp.slot(sb, 0, 16 * j), acc.at(0, 0),

@@ -401,6 +401,10 @@ class _End:
     def __init__(self, pipe: Pipe, ring: Ring) -> None:
         self.pipe = pipe
         self.ring = ring
+        self._probe: Optional[P] = None
+
+    def _waited_bar(self) -> Barrier:
+        raise NotImplementedError
 
     @property
     def full(self) -> Barrier:
@@ -416,17 +420,35 @@ class _End:
         return ring_buffer.at(self.ring, *rest)
 
     @contextlib.contextmanager
-    def stage(self) -> Iterator[None]:
-        """One stage of the ring: derived values at the top, the ring advanced at the end."""
-        with self.pipe.prog.ring_iteration(self.ring):
-            yield
+    def stage(self, probe: Optional[P] = None, probe_when: Optional[P] = None) -> Iterator[None]:
+        """One stage of the ring: derived values at the top, the ring advanced at the end.
+
+        probe: ask a stage ahead (the seed's "asking a stage ahead"): after the advance, test the
+        next stage's barrier into `probe` (where `probe_when` holds), and let this end's next wait
+        skip its loop when the probe saw the phase complete. `probe` must start false
+        (`alu.pset(probe, False)` before the loop)."""
+        prog = self.pipe.prog
+        self._probe = probe
+        try:
+            with prog.ring_iteration(self.ring):
+                yield
+        finally:
+            self._probe = None
+        if probe is not None:
+            bar = self._waited_bar()
+            reg, off = prog.value_here("addr", bar)
+            prog.emit(sync.try_wait(probe, Mem(reg, offset=off), self.ring.parity).noted(bar.note("addr", 1))
+                      .guarded(probe_when))
 
 
 class ProducerEnd(_End):
     """The producer's end: it can only wait for a stage to be empty and fill it."""
 
+    def _waited_bar(self) -> Barrier:
+        return self.empty
+
     def wait_empty(self, sleep: Optional[int] = None) -> None:
-        self.pipe.prog.wait(self.empty, self.ring.parity, sleep)
+        self.pipe.prog.wait(self.empty, self.ring.parity, sleep, ready=self._probe)
 
     def arrive_full(self, leader: P, tx_bytes: int = 0) -> None:
         """One arrival on the stage's full barrier (by the leader lane), expecting tx_bytes."""
@@ -442,8 +464,11 @@ class ProducerEnd(_End):
 class ConsumerEnd(_End):
     """The consumer's end: it can only wait for a stage to be full and free it."""
 
+    def _waited_bar(self) -> Barrier:
+        return self.full
+
     def wait_full(self, sleep: Optional[int] = None) -> None:
-        self.pipe.prog.wait(self.full, self.ring.parity, sleep)
+        self.pipe.prog.wait(self.full, self.ring.parity, sleep, ready=self._probe)
 
     def free(self, leader: Optional[P] = None) -> None:
         """One arrival on the stage's empty barrier (this CTA's)."""
@@ -963,20 +988,46 @@ class Program:
         self.emit(sync.elect(p_))
         return p_
 
-    def wait(self, bar: Barrier, parity: R, sleep: Optional[int] = None) -> None:
-        """Wait until the phase of `parity` (bit 31) of `bar` has completed (a try-wait loop)."""
+    def wait(self, bar: Barrier, parity: R, sleep: Optional[int] = None, ready: Optional[P] = None) -> None:
+        """Wait until the phase of `parity` (bit 31) of `bar` has completed (a try-wait loop);
+        `ready`: a predicate already saying so (a probe), which skips the loop."""
         if not isinstance(bar, Barrier):
             raise WarpyError(f"wait takes a barrier, not {type(bar).__name__} {bar.buffer.name}")
         if not isinstance(parity, R):
             raise WarpyError(f"wait's parity must be a general register, not {parity}")
         waited = self.p("waited")
         reg, off = self.value_reg("addr", bar)
+        landed = self.fresh_label("READY") if ready is not None else None
+        if ready is not None and landed is not None:
+            self.emit(control.bra(landed).guarded(ready))
         top = self.fresh_label("WAIT")
         self.label(top)
         self.emit(sync.try_wait(waited, Mem(reg, offset=off), parity).noted(bar.note("addr", 1)))
         if sleep:
             self.emit(sync.nanosleep(sleep, syncs=True).guarded(~waited), mark="~")
         self.emit(control.bra(top).guarded(~waited), mark="~")
+        if landed is not None:
+            self.label(landed)
+
+    def value_here(self, form: str, ref: Ref) -> tuple[UR, int]:
+        """Like value_reg, but every ring term is one multiply-add here, at the point of use (for a
+        ring position outside its iteration: the next stage, after the advance)."""
+        c0, coefs = self._decompose(form, ref)
+        reg = self._buffer_base(form, ref.buffer)
+        suffix = "" if form == "addr" else "_" + form.split(".")[0]
+        done: list[tuple[Index, int]] = []
+        for i, c in coefs.values():
+            if not c:
+                continue
+            if not isinstance(i, Ring):
+                raise WarpyError(f"{ref.note(form)}: only ring positions can be derived outside their scope")
+            done.append((i, c))
+            new = self.ur(f"{ref.buffer.name}{suffix}@{i.name}_here")
+            ln = alu.uimad(new, i.stage, c, reg)
+            note = self._exact_note(form, ref, done)
+            self.emit(ln.noted(note) if note is not None else ln, mark="+")
+            reg = new
+        return reg, c0
 
     def init_barriers(self, cluster_sync: bool = False) -> None:
         """One lane of warp 0 initialises every mbarrier, fences the inits, then the CTA (or the

@@ -230,3 +230,8 @@ def f2fp_bf16(d: R, hi: R, lo: R) -> Instr:
 def uplop3_mov(p: UP, src: UP) -> Instr:
     """p = src (uniform predicates)."""
     return ins("UPLOP3", "LUT", p, UPT, UPT, UPT, src, 0x80, 0x8)
+
+
+def pset(p: P, value: bool) -> Instr:
+    """p = value (`PLOP3.LUT p, PT, PT, PT, PT, 0x80, 0x8` sets, `..., 0x8, 0x80` clears, as ptxas writes)."""
+    return ins("PLOP3", "LUT", p, PT, PT, PT, PT, 0x80 if value else 0x8, 0x8 if value else 0x80)
