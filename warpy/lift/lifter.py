@@ -17,7 +17,9 @@ The known differences between the two sides, handled here:
 |---|---|
 | single-issue (`UTMALDG/UTMASTG/UTMAREDG/UTMAPF/UBLKCP/UTMACMDFLUSH`, `UTCHMMA`, `UTCBAR`, `UGETNEXTWORKID`) | `@%pe` + the instruction; `%pe` = `elect.sync` over the entry's active mask, once per warp at entry |
 | `@UP` on a single-issue instruction | `@!UP bra skip; @%pe ...; skip:` (a branch around it) |
-| `@P` on a single-issue instruction | the warp issues it when P holds in some lane: `vote.any`, then the same branch |
+| `@P` on a single-issue instruction, P written by the program's `ELECT` | `@P ...`: the program's elected lane issues it |
+| a single-issue instruction after `@!P BRA L` (P from `ELECT`), before `L:` | the instruction unpredicated: only that lane runs there |
+| `@P` on a single-issue instruction, any other P | the warp issues it when P holds in some lane: `vote.any`, then the same branch |
 | `UTCATOMSWS[.2CTA].FIND_AND_SET.ALIGN [slot], n` | one `tcgen05.alloc.cta_group::G.sync.aligned.shared::cta.b32 [slot], n` on every lane (PTX: warp-collective); the program reads [slot] back with its own LDS |
 | `UTCATOMSWS.AND`, `UVIRTCOUNT.DEALLOC.SMPOOL` | `tcgen05.dealloc` / `tcgen05.relinquish_alloc_permit` on every lane |
 | `TRYWAIT done, ...` then `@!done NANOSLEEP[.SYNCS] ns` | `mbarrier.try_wait.parity ... , ns` (the suspend-time hint); the sleep line is absorbed |
@@ -31,6 +33,11 @@ The known differences between the two sides, handled here:
 | `PRMT d, rank, 0x654, addr` | `prmt.b32` (what ptxas emits for `mapa`: `(rank << 24) | addr`) |
 | `HGMMA ... RZ, !UPT` | `wgmma ... scale-d 0`; both operands K-major (the text has no transpose flag) |
 | kernel naming both `.cta_group`s | refused: `kernel K names both cta_groups (...); PTX allows one .cta_group per kernel` |
+
+Elected at entry means one lane per warp: a single-issue instruction must be reached by that
+lane, i.e. by the whole warp, as warpy programs issue them, or from one of the two program-elected
+forms above. A region entered by some other lane subset that excludes the entry's lane would
+skip the work silently.
 
 The disassembly check (`expected_opcodes`) asks for every instruction whose record says ptxas
 emits it, except the classes ptxas re-selects or removes at will (`REWRITTEN`: ALU, compares,
@@ -129,7 +136,7 @@ def _lift_one(c: LiftContext, i: Instr, rest: tuple[str, ...], hint: Optional[st
         RULES[rec.key](c, i, rest)
 
 
-def _elect_regions(lines: list[object]) -> tuple[dict[int, str], set[int]]:
+def _elect_regions(lines: list[Union[Instr, Label, Comment]]) -> tuple[dict[int, str], set[int]]:
     """Where the lane of a single-issue instruction is known from the program's own `ELECT`:
     (line index -> the elected predicate guarding it) and the line indices inside a region that
     only the elected lane runs (`@!p BRA L` ... `L:` with p written by ELECT and not since)."""
@@ -199,6 +206,7 @@ def _body(c: LiftContext) -> None:
             c.issuer = ""  # only the program's elected lane runs here: it issues
             single = False
         elif single and (k - 1) in elect_guarded:
+            assert isinstance(g, P)
             c.issuer = c.pred_neg(g)  # guarded by the program's ELECT: that lane issues
             _lift_one(c, ln, rest, hint)
             continue
