@@ -12,15 +12,13 @@ does not fit, `colour` raises `WarpyError` naming the line of greatest pressure 
 
 from __future__ import annotations
 
-from typing import Iterable, Optional, Union
-
 import attrs
 
 from warpy.errors import WarpyError
 from warpy.isa.families import defs_uses
 from warpy.isa.instr import Instr, Label, Line
-from warpy.isa.operands import LabelRef, P, R, RVec, UP, UR, URVec, is_physical, physical_kind, regs_of
-from warpy.isa.text import Header, Kernel, RegDecl
+from warpy.isa.operands import LabelRef, P, R, RVec, UP, UR, URVec, physical_kind, regs_of
+from warpy.isa.text import Kernel, RegDecl
 
 LIMITS = {"R": 255, "UR": 63, "P": 7, "UP": 7}
 
@@ -249,4 +247,3 @@ def pressure(k: Kernel) -> dict[str, int]:
     return out
 
 
-_ = (Header, Iterable, Optional, Union, is_physical)

@@ -224,7 +224,6 @@ EXAMPLES: dict[str, Callable[[str], Program]] = {
     "example-pipe": lambda arch: pipe_sm90() if arch == "sm_90a" else pipe_sm100(),
 }
 
-_ = (Mem, sync)
 
 
 def features_sm90() -> Program:

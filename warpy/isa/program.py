@@ -29,7 +29,6 @@ from warpy.isa.operands import (
     PT,
     RZ,
     UPT,
-    URZ,
     CBank,
     LabelRef,
     Mem,
@@ -43,7 +42,7 @@ from warpy.isa.operands import (
     check_name,
 )
 from warpy.isa.text import ARCHS, BufferDecl, Header, Kernel, ParamDecl, RegDecl, TmapDecl
-from warpy.layout import Layout, Swizzle, SwizzledLayout
+from warpy.layout import Layout, SwizzledLayout
 from warpy.layout.tma import TmaBox
 
 # ----------------------------------------------------------------------------------------
@@ -1128,12 +1127,9 @@ class Program:
             tmp = self.r("crd")
             first = True
             for k, i in ix.terms:
-                src = i.reg if isinstance(i, Counter) else None
-                if src is None:
-                    assert isinstance(i, Ring)
-                    self.emit(alu.mov(tmp, i.stage) if first else alu.iadd3(tmp, tmp, 0))
-                    raise WarpyError("ring positions as TMA coordinates are not supported; use a counter")
-                self.emit(alu.imad(tmp, src, k, ix.const if first else tmp))
+                if not isinstance(i, Counter):
+                    raise WarpyError(f"a TMA coordinate is affine in loop counters, not in {type(i).__name__} {i.name}")
+                self.emit(alu.imad(tmp, i.reg, k, ix.const if first else tmp))
                 first = False
             self.emit(alu.r2ur(dst, tmp))
 
@@ -1252,4 +1248,3 @@ class Program:
         return str(self.kernel())
 
 
-_ = (Swizzle, URZ)

@@ -13,7 +13,7 @@ from typing import Optional, Union
 import attrs
 
 from warpy.errors import WarpyError
-from warpy.isa.families import fits, form_of, lookup
+from warpy.isa.families import form_of, lookup
 from warpy.isa.instr import Comment, Instr, Label, Line, Note, parse_note
 from warpy.isa.operands import (
     KEYWORDS,
@@ -561,4 +561,3 @@ __all__ = [
     "ARCHS", "BufferDecl", "Header", "Kernel", "ParamDecl", "ParseError", "RegDecl", "TmapDecl",
     "layout_text", "parse", "parse_layout_text", "elem_name",
 ]
-_ = fits

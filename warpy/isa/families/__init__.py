@@ -84,8 +84,6 @@ def validate(i: Instr) -> Opcode:
             want = arg.width(lookup(i.name, i.mods)[1])
             if want != op.width:
                 raise WarpyError(f"{i.mnemonic}: operand {k} ({arg.name}) needs {want} registers, {op.name} has {op.width}")
-        if arg.width is not None and isinstance(op, (R, UR)) and not isinstance(op, Imm):
-            pass
     return rec
 
 

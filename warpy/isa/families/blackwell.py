@@ -22,7 +22,7 @@ from typing import Union
 from warpy.isa.families._util import ins
 from warpy.isa.families.base import Opcode, a
 from warpy.isa.instr import Instr
-from warpy.isa.operands import URZ, Desc, Mem, R, RVec, UP, UR, URVec
+from warpy.isa.operands import URZ, Desc, Mem, RVec, UP, UR, URVec
 
 F = "blackwell"
 B100 = frozenset({"sm_100a"})
@@ -118,5 +118,3 @@ def tmem_dealloc(taddr: UR, ncols: int, two_cta: bool = False) -> Instr:
 def tmem_relinquish() -> Instr:
     return ins("UVIRTCOUNT", "DEALLOC.SMPOOL", 0x80)
 
-
-_ = (R,)

@@ -16,7 +16,7 @@ from typing import Union
 from warpy.isa.families._util import ins
 from warpy.isa.families.base import Opcode, a
 from warpy.isa.instr import Instr
-from warpy.isa.operands import RZ, Desc, Kw, R, RVec, UP, URVec
+from warpy.isa.operands import RZ, Desc, Kw, RVec, UP, URVec
 
 F = "hopper"
 H90 = frozenset({"sm_90a"})
@@ -93,5 +93,3 @@ def setmaxnreg_dealloc(n: int) -> Instr:
 def setmaxnreg_try_alloc(ok: UP, n: int) -> Instr:
     return ins("USETMAXREG", "TRY_ALLOC.CTAPOOL", ok, n)
 
-
-_ = R
