@@ -150,3 +150,18 @@ def test_refusals_say_why():
         gmma_smem_desc(smem_tile(64, 64, "tf32", "MN", 128))
     with pytest.raises(LayoutError, match="not a multiple of 64"):
         smem_tile(128, 32, "bf16", "K", 128)
+
+
+def test_tma_box_of_a_tile_larger_than_the_tensor_reads_past_its_edge() -> None:
+    """A ragged GEMM's A of 1 x 4096 (or K = 72) still gets the 128 x 64 box: TMA fills what lies
+    outside the tensor; the dims and strides are the real tensor's."""
+    from warpy.layout import Layout
+    from warpy.layout.desc import tma_box
+    from warpy.layout.smem import smem_tile
+
+    t = smem_tile(128, 64, "bf16", "K", 128)
+    one_row = tma_box(Layout((1, 4096), (4096, 1)), t)
+    assert (one_row.dims, one_row.strides, one_row.box) == ((4096, 1), (8192,), (64, 128))
+    short_k = tma_box(Layout((4097, 72), (72, 1)), t)
+    assert (short_k.dims, short_k.strides, short_k.box) == ((72, 4097), (144,), (64, 128))
+    assert tma_box(Layout((4096, 4096), (4096, 1)), t).box == one_row.box

@@ -481,6 +481,34 @@ def _global_modes(g: Layout) -> tuple[list[int], list[int]]:
     return shape, stride
 
 
+def _round_up(x: int, a: int) -> int:
+    return (x + a - 1) // a * a
+
+
+def _over_real_tensor(
+    padded: TmaBox, gshape: list[int], gstride: list[int], contig_mode: int, outer_mode: int, tile: SmemTile
+) -> TmaBox:
+    """The padded plan's box over the real tensor: its dims and strides, in the same dimension order."""
+    e = tile.elem_bytes
+    contig_ext, outer_ext = gshape[contig_mode], gshape[outer_mode]
+    split = padded.rank - (len(gshape) - 2) == 3
+    if split:
+        span = padded.box[0]
+        if contig_ext % span:
+            raise LayoutError(
+                f"the tile's rows are wider than the {tile.span_bytes}-byte span, so the box is split 3-D; "
+                f"that needs the global contiguous extent ({contig_ext}) to be a multiple of {span}"
+            )
+        dims = [span, outer_ext, contig_ext // span]
+        strides = [gstride[outer_mode] * e, span * e]
+    else:
+        dims = [contig_ext, outer_ext]
+        strides = [gstride[outer_mode] * e]
+    dims += gshape[2:]
+    strides += [s * e for s in gstride[2:]]
+    return attrs.evolve(padded, dims=tuple(dims), strides=tuple(strides))
+
+
 def _tma_plan(
     global_layout: Layout, tile: SmemTile, multicast: int, oob_fill: str, l2_promotion: int
 ) -> tuple[TmaBox, tuple[TmaSlice, ...]]:
@@ -495,7 +523,21 @@ def _tma_plan(
     contig_ext, outer_ext = gshape[contig_mode], gshape[outer_mode]
     tile_contig, tile_outer = (tile.cols, tile.rows) if tile.major == "K" else (tile.rows, tile.cols)
     if tile_contig > contig_ext or tile_outer > outer_ext:
-        raise LayoutError(f"the {tile.rows}x{tile.cols} tile is larger than the global {gshape[0]}x{gshape[1]}")
+        # A tile larger than the tensor: the same box reads past the tensor's edge, and TMA fills
+        # what lies outside. The box is decided on a tensor padded to hold the tile (same
+        # geometry), then given the real extents and strides.
+        pshape = list(gshape)
+        pshape[contig_mode] = max(contig_ext, tile_contig)
+        pshape[outer_mode] = max(outer_ext, tile_outer)
+        pstride = [0] * len(pshape)
+        pstride[contig_mode] = 1
+        pstride[outer_mode] = max(gstride[outer_mode], _round_up(pshape[contig_mode], 16 // e))
+        acc = pstride[outer_mode] * pshape[outer_mode]
+        for d in range(2, len(pshape)):
+            pstride[d] = acc
+            acc *= pshape[d]
+        padded, slices = _tma_plan(Layout(tuple(pshape), tuple(pstride)), tile, multicast, oob_fill, l2_promotion)
+        return _over_real_tensor(padded, gshape, gstride, contig_mode, outer_mode, tile), slices
     batch_ext, batch_stride = gshape[2:], gstride[2:]
     span = tile.span_elems
     split = tile_contig > span
