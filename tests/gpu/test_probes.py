@@ -3,7 +3,8 @@ Program builder, lifted, assembled (no disassembler needed), launched through wa
 every element of its output is compared with the numpy expectation.
 
 Each probe runs in its own subprocess (`python tests/gpu/test_probes.py NAME` prints one JSON line),
-so that a fault or a hang in one leaves the others' CUDA context intact.
+so that a fault or a hang in one leaves the others' CUDA context intact;
+`python tests/gpu/test_probes.py --all` prints a Markdown table of every probe (for the hardware log).
 
 - `tma_copy_2d` / `tma_copy_3d`: TMA load into a 128B-swizzled tile with mbarrier + expect_tx,
   raw tile dump (proves the swizzle and the zero fill of ragged boxes), TMA store into a wider
@@ -127,7 +128,22 @@ def test_wgmma_with_lbo_and_sbo_swapped_is_wrong() -> None:
     assert faulted or r.get("outputs", {}).get("out", {}).get("mismatches", 0) > 0, json.dumps(r)
 
 
+def _table() -> str:
+    """Every sm_90a probe, each in its own subprocess: one line each (for the hardware log)."""
+    out = ["| probe | result | registers | elements checked |", "|---|---|---|---|"]
+    for name in _gpu_probes() + ["wgmma_bf16_sw0_flipped"]:
+        r = _run_isolated(name)
+        n = sum(o["elements"] for o in r.get("outputs", {}).values())
+        bad = sum(o["mismatches"] for o in r.get("outputs", {}).values())
+        res = "ok" if r.get("ok") else (f"{bad} mismatches" if "outputs" in r else r.get("error", "?")[:120])
+        out.append(f"| {name} | {res} | {r.get('registers', '-')} | {n} |")
+    return "\n".join(out)
+
+
 if __name__ == "__main__":  # one probe, one JSON line (run by the tests above in a subprocess)
+    if sys.argv[1] == "--all":
+        print(_table())
+        sys.exit(0)
     try:
         result = _run_here(sys.argv[1])
     except Exception as e:  # a one-line account of what went wrong
