@@ -124,6 +124,10 @@ def test_a_single_issue_instruction_under_the_programs_own_elect_runs_on_that_la
     got = ptx_lines("ELECT P3, URZ, PT\n@!P3 BRA DONE\nUTMACMDFLUSH\nDONE:\nUTMACMDFLUSH")
     assert got[2:] == ["@!%p3 bra DONE;", "cp.async.bulk.commit_group;", "DONE:", "@%pe cp.async.bulk.commit_group;",
                        "exit;", "exit;"]
+    # a bulk-group store stays on the entry's lane, with its commit and wait
+    ptx = lift(text("ELECT P3, URZ, PT\n@P3 UTMASTG.2D [UR8], tmap[a]\nUTMACMDFLUSH\nDEPBAR.LE SB0, 0x0"))
+    assert "@%pe cp.async.bulk.tensor.2d.global" in ptx and "@%pe cp.async.bulk.commit_group;" in ptx
+    assert "@%pe cp.async.bulk.wait_group.read 0;" in ptx
     # once the predicate is rewritten it no longer names the elected lane
     ptx = lift(text("ELECT P3, URZ, PT\nISETP.EQ.U32.AND P3, PT, R1, 0x0, PT\n@P3 UTMACMDFLUSH"))
     assert "vote.sync.any.pred" in ptx and "@%pe cp.async.bulk.commit_group;" in ptx

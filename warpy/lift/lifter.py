@@ -17,7 +17,7 @@ The known differences between the two sides, handled here:
 |---|---|
 | single-issue (`UTMALDG/UTMASTG/UTMAREDG/UTMAPF/UBLKCP/UTMACMDFLUSH`, `UTCHMMA`, `UTCBAR`, `UGETNEXTWORKID`) | `@%pe` + the instruction; `%pe` = `elect.sync` over the entry's active mask, once per warp at entry |
 | `@UP` on a single-issue instruction | `@!UP bra skip; @%pe ...; skip:` (a branch around it) |
-| `@P` on a single-issue instruction, P written by the program's `ELECT` | `@P ...`: the program's elected lane issues it |
+| `@P` on a single-issue instruction, P written by the program's `ELECT` | `@P ...`: the program's elected lane issues it (not for the bulk-group stores/commit, which stay with the wait on `%pe`) |
 | a single-issue instruction after `@!P BRA L` (P from `ELECT`), before `L:` | the instruction unpredicated: only that lane runs there |
 | `@P` on a single-issue instruction, any other P | the warp issues it when P holds in some lane: `vote.any`, then the same branch |
 | `UTCATOMSWS[.2CTA].FIND_AND_SET.ALIGN [slot], n` | one `tcgen05.alloc.cta_group::G.sync.aligned.shared::cta.b32 [slot], n` on every lane (PTX: warp-collective); the program reads [slot] back with its own LDS |
@@ -67,6 +67,11 @@ PTX_VERSION = "8.7"
 
 #: tcgen05 records that carry a `.cta_group` (`.2CTA` or not)
 CTA_GROUP_RECORDS = frozenset({"UTCHMMA", "UTCBAR", "UTCATOMSWS.FIND_AND_SET", "UTCATOMSWS.AND"})
+
+#: single-issue records that join the issuing thread's bulk async-group: they, the commit and the
+#: wait must run on one lane, so a guard naming the program's elected lane does not move them off
+#: the entry's lane (only a region that lane alone runs does, and then all three move together)
+BULK_GROUP = frozenset({"UTMASTG", "UTMAREDG", "UBLKCP", "UTMACMDFLUSH"})
 
 #: semantic classes whose SASS ptxas re-selects freely (an IADD3 may become IMAD.IADD or vanish,
 #: a MOV an IMAD.MOV, an ISETP may fold into a branch): not asked for in the disassembly check
@@ -205,7 +210,7 @@ def _body(c: LiftContext) -> None:
         if single and (k - 1) in one_lane:
             c.issuer = ""  # only the program's elected lane runs here: it issues
             single = False
-        elif single and (k - 1) in elect_guarded:
+        elif single and (k - 1) in elect_guarded and rec.key not in BULK_GROUP:
             assert isinstance(g, P)
             c.issuer = c.pred_neg(g)  # guarded by the program's ELECT: that lane issues
             _lift_one(c, ln, rest, hint)
