@@ -42,6 +42,7 @@ def _run_here(name: str) -> dict[str, Any]:
     from kernels.probes import PROBES
     from warpy import runtime as rt
     from warpy.lift.lifter import build, lift
+    from warpy.runtime.bind import bind_params, run_header
 
     probe = PROBES[name]
     kernel = probe.build("sm_90a").kernel()
@@ -52,19 +53,8 @@ def _run_here(name: str) -> dict[str, Any]:
     module = rt.load(cubin)
     k = module.kernel(h.kernel)
     bufs = {n: rt.to_device(np.ascontiguousarray(a)) for n, a in case.arrays.items()}
-    params: list[Any] = []
-    for pname, typ in h.kernel_params():
-        if typ == "tmap":
-            params.append(rt.encode_tensor_map(h.tmap(pname), bufs[pname]))
-        elif typ == "u64":
-            params.append(bufs[pname])
-        elif typ in ("u32", "u16"):
-            params.append(rt.u32(case.scalars[pname]))
-        elif typ == "s32":
-            params.append(rt.i32(case.scalars[pname]))
-        else:
-            raise AssertionError(f"parameter type {typ}")
-    rt.run(k, grid=h.grid, block=h.threads, smem=h.dynsmem, params=params, cluster=h.cluster, timeout=20)
+    params = bind_params(h, bufs, case.scalars)  # by the header's names; grid/block/smem/cluster too
+    run_header(k, h, params, timeout=20)
     report: dict[str, Any] = {"ok": True, "kernel": h.kernel, "registers": cubin.resource(h.kernel).registers,
                               "ptx_lines": len(lift(kernel).splitlines()), "outputs": {}}
     for oname, want in case.expected.items():

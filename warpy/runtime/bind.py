@@ -1,0 +1,261 @@
+"""Binding a kernel's header parameters to named device memory and scalars, and launching from the
+header.
+
+A warpy kernel's parameters are named in its SASS header (`.tmap NAME ...` lines, then `.param NAME
+TYPE` lines; `Header.kernel_params()` gives them in order). The host binds by name, never by
+position:
+
+    params = bind_params(header, {"a": buf_a, "b": buf_b, "c": buf_c}, {"M": 4096})
+    run_header(kernel, header, params)              # grid/block/smem/cluster from the header
+
+- `.tmap NAME`: the memory given for NAME (a `DeviceBuffer`, a `DeviceSpan`, or an address) is
+  encoded as a tensor map from the header's `TmaBox` (memoised by box and address, so a repeated
+  binding costs a dict lookup). Where the memory's size is known it must hold the map's extent.
+- `.param NAME u64`: the memory given for NAME (its address), or else a scalar of that name.
+- `.param NAME u32|u16|s32|s64|f32`: the scalar of that name.
+
+A parameter with nothing given is an error naming it; a name given that the kernel does not have is
+an error too, unless `strict=False` (a caller offering the same scalars to many kernels).
+
+`FastLaunch` is the launch path for calls repeated with few distinct arguments (warpy.gemm): it
+keeps the launch configuration per stream and the packed parameter block per argument tuple, so a
+repeated launch is one `cuLaunchKernelEx`.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from warpy.errors import WarpyError
+from warpy.isa.text import Header
+from warpy.layout.tma import TmaBox, dtype_bytes
+from warpy.runtime.launcher import Scalar, f32, i32, launch, pack_params, run, u32, u64
+from warpy.runtime.memory import DeviceBuffer
+from warpy.runtime.module import Kernel
+from warpy.runtime.tensormap import TensorMap
+
+
+@attrs.frozen
+class DeviceSpan:
+    """Device memory someone else owns (a torch/cupy tensor's storage): its address and size in
+    bytes. Passed for a `u64` parameter it is the pointer; for a `.tmap`, the tensor's base."""
+
+    ptr: int
+    nbytes: int
+
+    def __int__(self) -> int:
+        return self.ptr
+
+
+def tmap_extent_bytes(box: TmaBox) -> int:
+    """Bytes from the tensor's base to one past its last element, as the map addresses it."""
+    elem = dtype_bytes(box.dtype)
+    return elem * box.dims[0] + sum((d - 1) * s for d, s in zip(box.dims[1:], box.strides))
+
+
+# Encoded tensor maps by (box, address): a map depends on nothing else, so it stays valid for as
+# long as the address holds a tensor of that box's shape (reuse after free re-encodes the same bytes).
+_TMAP_CACHE: OrderedDict[tuple[TmaBox, int], TensorMap] = OrderedDict()
+_TMAP_CACHE_SIZE = 256
+
+
+def encode_cached(box: TmaBox, address: int) -> TensorMap:
+    """`encode_tensor_map(box, address)`, memoised (least recently used of 256 are dropped)."""
+    key = (box, address)
+    hit = _TMAP_CACHE.get(key)
+    if hit is not None:
+        _TMAP_CACHE.move_to_end(key)
+        return hit
+    from warpy.runtime.tensormap import encode_tensor_map
+
+    tm = encode_tensor_map(box, address)
+    _TMAP_CACHE[key] = tm
+    if len(_TMAP_CACHE) > _TMAP_CACHE_SIZE:
+        _TMAP_CACHE.popitem(last=False)
+    return tm
+
+
+def _address(name: str, mem: Any) -> tuple[int, int | None]:
+    """(address, size in bytes or None) of what was given for parameter `name`."""
+    if isinstance(mem, (DeviceBuffer, DeviceSpan)):
+        return mem.ptr, mem.nbytes
+    if isinstance(mem, bool) or not hasattr(mem, "__int__"):
+        raise WarpyError(f"parameter {name!r}: give a DeviceBuffer, a DeviceSpan or an address, not {type(mem).__name__}")
+    return int(mem), getattr(mem, "nbytes", None)
+
+
+def _scalar(name: str, typ: str, value: Any) -> Scalar:
+    if isinstance(value, Scalar):
+        return value
+    if typ == "f32":
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            raise WarpyError(f"parameter {name!r} (f32): {value!r} is not a number")
+        return f32(float(value))
+    if isinstance(value, bool) or not hasattr(value, "__index__"):
+        raise WarpyError(f"parameter {name!r} ({typ}): {value!r} is not an integer")
+    v = int(value)
+    if typ == "u32":
+        return u32(v)
+    if typ == "u16":
+        if not 0 <= v < 1 << 16:
+            raise WarpyError(f"parameter {name!r} (u16): {v} does not fit 16 bits")
+        return u32(v)  # the driver copies the parameter's 2 bytes: the low half (little-endian)
+    if typ == "s32":
+        return i32(v)
+    if typ == "s64":
+        if not -(1 << 63) <= v < 1 << 63:
+            raise WarpyError(f"parameter {name!r} (s64): {v} does not fit 64 bits")
+        return u64(v & ((1 << 64) - 1))  # the same 8 bytes, two's complement
+    if typ == "u64":
+        return u64(v)
+    raise WarpyError(f"parameter {name!r} has a type warpy cannot pass: {typ}")
+
+
+def bind_params(
+    header: Header,
+    buffers: Mapping[str, Any] = {},
+    scalars: Mapping[str, Any] = {},
+    *,
+    strict: bool = True,
+    encode: Callable[[TmaBox, int], TensorMap] = encode_cached,
+) -> list[Any]:
+    """The kernel's parameters in order, each bound by its name in the header: tensor maps encoded
+    over `buffers[name]`, u64 pointers from `buffers[name]` (or a scalar), other scalars from
+    `scalars[name]`. Raises a one-line WarpyError for a missing or (with `strict`) unknown name."""
+    declared = header.kernel_params()
+    params: list[Any] = []
+    for name, typ in declared:
+        if typ == "tmap":
+            if name not in buffers:
+                raise WarpyError(f"kernel {header.kernel}: nothing given for tensor map {name!r}"
+                                 f" (given: {_names(buffers)})")
+            box = header.tmap(name)
+            address, size = _address(name, buffers[name])
+            need = tmap_extent_bytes(box)
+            if size is not None and size < need:
+                raise WarpyError(f"kernel {header.kernel}: tensor map {name!r} spans {need} bytes "
+                                 f"(dims {box.dims}), but the memory given holds {size}")
+            params.append(encode(box, address))
+        elif typ == "u64" and name in buffers:
+            mem = buffers[name]
+            if isinstance(mem, DeviceBuffer):
+                params.append(mem)
+            else:
+                params.append(u64(_address(name, mem)[0]))
+        elif name in scalars:
+            params.append(_scalar(name, typ, scalars[name]))
+        else:
+            what = "pointer or scalar" if typ == "u64" else f"{typ} scalar"
+            raise WarpyError(f"kernel {header.kernel}: nothing given for {what} {name!r}"
+                             f" (given: {_names({**buffers, **scalars})})")
+    if strict:
+        known = {n for n, _ in declared}
+        unknown = sorted(set(buffers) - known) + sorted(set(scalars) - known - set(buffers))
+        if unknown:
+            raise WarpyError(f"kernel {header.kernel} has no parameter {unknown[0]!r}"
+                             f" (parameters: {', '.join(n for n, _ in declared) or 'none'})")
+    return params
+
+
+def _names(m: Mapping[str, Any]) -> str:
+    return ", ".join(sorted(m)) or "nothing"
+
+
+def launch_header(kernel: Kernel, header: Header, params: Sequence[Any], *, pdl: bool = False,
+                  stream: Any = None) -> None:
+    """Enqueue `kernel` with the grid, block, dynamic shared memory and cluster of its header."""
+    launch(kernel, grid=header.grid, block=header.threads, smem=header.dynsmem, params=params,
+           cluster=header.cluster, pdl=pdl, stream=stream)
+
+
+def run_header(kernel: Kernel, header: Header, params: Sequence[Any], *, pdl: bool = False,
+               stream: Any = None, timeout: float = 30.0) -> None:
+    """`launch_header` then wait under the watchdog."""
+    run(kernel, grid=header.grid, block=header.threads, smem=header.dynsmem, params=params,
+        cluster=header.cluster, pdl=pdl, stream=stream, timeout=timeout)
+
+
+class FastLaunch:
+    """Repeated launches of one kernel with its header's geometry, with as little Python per call as
+    possible: the CUlaunchConfig is built once per stream and the packed parameter block once per
+    key the caller names (e.g. the tuple of addresses the parameters were bound from).
+
+    The first launch on a stream goes through `warpy.runtime.launch` (its checks and error
+    messages, and the dynamic shared memory opt-in); later ones call cuLaunchKernelEx directly."""
+
+    def __init__(self, kernel: Kernel, header: Header, *, pdl: bool = False, max_params: int = 64) -> None:
+        self.kernel = kernel
+        self.header = header
+        self.pdl = pdl
+        self._configs: dict[int, Any] = {}
+        self._packed: OrderedDict[Hashable, tuple[int, Any]] = OrderedDict()
+        self._max_params = max_params
+
+    def packed(self, key: Hashable, make_params: Callable[[], Sequence[Any]]) -> int:
+        """The address of the packed parameter block for `key`, made by `make_params()` on a miss."""
+        hit = self._packed.get(key)
+        if hit is not None:
+            return hit[0]
+        address, keep = pack_params(make_params())
+        self._packed[key] = (address, keep)
+        if len(self._packed) > self._max_params:
+            self._packed.popitem(last=False)
+        return address
+
+    def __call__(self, key: Hashable, make_params: Callable[[], Sequence[Any]], stream: int | None = None) -> None:
+        """Launch with the parameters of `key` on `stream` (a CUstream handle as an int; None:
+        warpy's own stream)."""
+        skey = -1 if stream is None else stream
+        cfg = self._configs.get(skey)
+        if cfg is None:
+            cfg = self._first_launch(key, make_params, stream)
+            self._configs[skey] = cfg
+            return
+        from warpy.runtime.driver import check, cuda
+
+        d = cuda()
+        check(d.cuLaunchKernelEx(cfg, self.kernel.handle, self.packed(key, make_params), 0),
+              f"launch of kernel {self.kernel.name}")
+
+    def _first_launch(self, key: Hashable, make_params: Callable[[], Sequence[Any]], stream: int | None) -> Any:
+        from warpy.runtime.driver import cuda
+        from warpy.runtime.launcher import default_stream
+
+        d = cuda()
+        h = self.header
+        cu_stream = default_stream() if stream is None else d.CUstream(stream)
+        params = make_params()
+        launch(self.kernel, grid=h.grid, block=h.threads, smem=h.dynsmem, params=params,
+               cluster=h.cluster, pdl=self.pdl, stream=cu_stream)
+        # the same configuration launch() built, kept for the next calls
+        cfg = d.CUlaunchConfig()
+        cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = h.grid
+        cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = h.threads, 1, 1
+        cfg.sharedMemBytes = h.dynsmem
+        cfg.hStream = cu_stream
+        attributes = []
+        if tuple(h.cluster) != (1, 1, 1):
+            a = d.CUlaunchAttribute()
+            a.id = d.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+            a.value.clusterDim.x, a.value.clusterDim.y, a.value.clusterDim.z = h.cluster
+            attributes.append(a)
+        if self.pdl:
+            a = d.CUlaunchAttribute()
+            a.id = d.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+            a.value.programmaticStreamSerializationAllowed = 1
+            attributes.append(a)
+        cfg.attrs = attributes
+        cfg.numAttrs = len(attributes)
+        address, keep = pack_params(params)
+        self._packed[key] = (address, keep)
+        return cfg
+
+
+__all__ = [
+    "DeviceSpan", "FastLaunch", "bind_params", "encode_cached", "launch_header", "run_header",
+    "tmap_extent_bytes",
+]
