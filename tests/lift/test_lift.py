@@ -118,8 +118,8 @@ def test_try_wait_sleep_becomes_the_suspend_time_hint() -> None:
 
 def test_a_single_issue_instruction_under_the_programs_own_elect_runs_on_that_lane() -> None:
     # guarded by the ELECT's predicate: that lane issues (no entry election needed)
-    ptx = lift(text("ELECT P3, URZ, PT\n@P3 UTMACMDFLUSH"))
-    assert "@%p3 cp.async.bulk.commit_group;" in ptx and "%pe," not in ptx and "vote" not in ptx
+    ptx = lift(text("ELECT P3, URZ, PT\n@P3 UTMALDG.2D [UR8], tmap[a]"))
+    assert "@%p3 cp.async.bulk.tensor.2d.shared::cluster" in ptx and "%pe," not in ptx and "vote" not in ptx
     # inside a region only the elected lane enters: whichever lane is there issues
     got = ptx_lines("ELECT P3, URZ, PT\n@!P3 BRA DONE\nUTMACMDFLUSH\nDONE:\nUTMACMDFLUSH")
     assert got[2:] == ["@!%p3 bra DONE;", "cp.async.bulk.commit_group;", "DONE:", "@%pe cp.async.bulk.commit_group;",
@@ -129,8 +129,8 @@ def test_a_single_issue_instruction_under_the_programs_own_elect_runs_on_that_la
     assert "@%pe cp.async.bulk.tensor.2d.global" in ptx and "@%pe cp.async.bulk.commit_group;" in ptx
     assert "@%pe cp.async.bulk.wait_group.read 0;" in ptx
     # once the predicate is rewritten it no longer names the elected lane
-    ptx = lift(text("ELECT P3, URZ, PT\nISETP.EQ.U32.AND P3, PT, R1, 0x0, PT\n@P3 UTMACMDFLUSH"))
-    assert "vote.sync.any.pred" in ptx and "@%pe cp.async.bulk.commit_group;" in ptx
+    ptx = lift(text("ELECT P3, URZ, PT\nISETP.EQ.U32.AND P3, PT, R1, 0x0, PT\n@P3 UTMALDG.2D [UR8], tmap[a]"))
+    assert "vote.sync.any.pred" in ptx and "@%pe cp.async.bulk.tensor.2d.shared::cluster" in ptx
 
 
 def test_elected_lane_is_computed_once_at_entry_only_when_needed() -> None:
