@@ -6,7 +6,6 @@ downloads) works against a fake runtime that plays the kernel's part by writing 
 from __future__ import annotations
 
 import importlib.util
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -77,59 +76,60 @@ def _runner() -> Any:
 
 
 class FakeRuntime:
-    """Plays warpy.runtime: device buffers are numpy byte arrays; `run` checks the launch against
-    the kernel's header and writes the probe's expectation into its outputs."""
+    """Plays the driver side of warpy.runtime: device buffers are numpy byte arrays; `run` checks the
+    launch against the kernel's header and writes the probe's expectation into its outputs. The
+    runner's own path (warpy.runtime.bind: parameters by name, extents checked) runs for real."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+        import warpy.runtime as rt
+        import warpy.runtime.bind as bind
+        import warpy.runtime.tensormap as tm
+        from warpy.runtime.memory import DeviceBuffer
+
         self.name = name
+        self.header = PROBES[name].build("sm_90a").kernel().header
         self.launched: list[dict[str, Any]] = []
+        self.buffers: dict[int, Any] = {}
+        fake = self
 
-    def load(self, cubin: Any) -> Any:
-        return SimpleNamespace(kernel=lambda n: SimpleNamespace(name=n))
+        class HostBuffer(DeviceBuffer):  # type: ignore[misc]
+            def download(self, dtype: Any = np.uint8, shape: Any = None, offset: int = 0) -> np.ndarray:
+                data = fake.buffers[self.ptr]
+                n = int(np.prod(shape)) * np.dtype(dtype).itemsize
+                return data[offset : offset + n].view(dtype).reshape(shape).copy()
 
-    def to_device(self, a: np.ndarray) -> Any:
-        data = a.reshape(-1).view(np.uint8).copy()
+            def __del__(self) -> None:
+                pass
 
-        def download(dtype: Any, shape: Any) -> np.ndarray:
-            return data[: int(np.prod(shape)) * np.dtype(dtype).itemsize].view(dtype).reshape(shape).copy()
+        def to_device(a: np.ndarray) -> Any:
+            ptr = 0x10000 * (len(self.buffers) + 1)
+            self.buffers[ptr] = np.ascontiguousarray(a).reshape(-1).view(np.uint8).copy()
+            return HostBuffer(ptr, self.buffers[ptr].size)
 
-        return SimpleNamespace(data=data, nbytes=data.size, download=download)
+        monkeypatch.setattr(rt, "to_device", to_device)
+        monkeypatch.setattr(rt, "load", lambda cubin: SimpleNamespace(kernel=lambda n: SimpleNamespace(name=n)))
+        monkeypatch.setattr(tm, "encode_tensor_map", lambda box, address: SimpleNamespace(box=box, address=int(address)))
+        monkeypatch.setattr(bind, "_TMAP_CACHE", type(bind._TMAP_CACHE)())
+        monkeypatch.setattr(bind, "run", self.run)
 
-    def encode_tensor_map(self, box: Any, buf: Any) -> Any:
-        # the tensor must cover the map's whole extent
-        extent = box.dims[0] * box.elem_bytes if box.rank == 1 else box.strides[-1] * box.dims[-1]
-        assert buf.nbytes >= extent, (box, buf.nbytes)
-        return SimpleNamespace(box=box, buf=buf)
-
-    def u32(self, v: int) -> Any:
-        return ("u32", v)
-
-    def i32(self, v: int) -> Any:
-        return ("i32", v)
-
-    def run(self, kernel: Any, grid: Any, block: Any, smem: Any, params: Any, cluster: Any, timeout: Any) -> None:
+    def run(self, kernel: Any, grid: Any, block: Any, smem: Any, params: Any, cluster: Any, **kw: Any) -> None:
         self.launched.append(dict(kernel=kernel.name, grid=grid, block=block, smem=smem, params=params, cluster=cluster))
         case = PROBES[self.name].host(np.random.default_rng(_runner().SEED))  # type: ignore[misc]
         names = [n for n, _ in self.header.kernel_params()]
         for oname, want in case.expected.items():
-            buf = params[names.index(oname)]
-            buf = getattr(buf, "buf", buf)
+            p = params[names.index(oname)]
+            ptr = p.address if hasattr(p, "address") else p.ptr
             raw = np.ascontiguousarray(want).reshape(-1).view(np.uint8)
-            buf.data[: raw.size] = raw
+            self.buffers[ptr][: raw.size] = raw
 
 
 @pytest.mark.parametrize("name", [n for n, p in PROBES.items() if p.host is not None])
 def test_gpu_runner_plumbing(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     runner = _runner()
-    fake = FakeRuntime(name)
-    fake.header = PROBES[name].build("sm_90a").kernel().header  # type: ignore[attr-defined]
-    import warpy
-
-    monkeypatch.setitem(sys.modules, "warpy.runtime", fake)
-    monkeypatch.setattr(warpy, "runtime", fake, raising=False)
+    fake = FakeRuntime(name, monkeypatch)
     report = runner._run_here(name)
     assert report["ok"], report
-    h = fake.header  # type: ignore[attr-defined]
+    h = fake.header
     (launch,) = fake.launched
     assert launch["grid"] == h.grid and launch["block"] == h.threads and launch["cluster"] == h.cluster
     assert launch["smem"] == h.dynsmem and h.dynsmem % 1024 == 0
@@ -139,19 +139,16 @@ def test_gpu_runner_plumbing(name: str, monkeypatch: pytest.MonkeyPatch) -> None
 
 def test_gpu_runner_reports_a_mismatch(monkeypatch: pytest.MonkeyPatch) -> None:
     runner = _runner()
-    fake = FakeRuntime("multicast")
-    fake.header = PROBES["multicast"].build("sm_90a").kernel().header  # type: ignore[attr-defined]
+    fake = FakeRuntime("multicast", monkeypatch)
     orig = fake.run
 
     def bad_run(*a: Any, **kw: Any) -> None:
         orig(*a, **kw)
-        kw["params"][1].buf.data[10] ^= 1  # one bit of dst
+        fake.buffers[kw["params"][1].address][10] ^= 1  # one bit of dst
 
-    fake.run = bad_run  # type: ignore[method-assign]
-    import warpy
+    import warpy.runtime.bind as bind
 
-    monkeypatch.setitem(sys.modules, "warpy.runtime", fake)
-    monkeypatch.setattr(warpy, "runtime", fake, raising=False)
+    monkeypatch.setattr(bind, "run", bad_run)
     report = runner._run_here("multicast")
     assert not report["ok"] and report["outputs"]["dst"]["mismatches"] == 1
 
