@@ -6,4 +6,16 @@ stays free of CUDA and of the rest of the package.
 
 from __future__ import annotations
 
+from typing import Any
+
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    # lazy: `warpy.gemm` imports numpy and the GEMM machinery on first use only, so that
+    # `import warpy` (and `import warpy.layout`) stay free of it
+    if name == "gemm":
+        from warpy.matmul import gemm
+
+        return gemm
+    raise AttributeError(f"module 'warpy' has no attribute {name!r}")

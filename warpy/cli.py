@@ -89,6 +89,67 @@ def lift_cmd(
         typer.echo(msg)
 
 
+@app.command("gemm")
+def gemm_cmd(
+    m: int = typer.Argument(..., help="M: rows of A and C."),
+    n: int = typer.Argument(..., help="N: rows of B, columns of C."),
+    k: int = typer.Argument(..., help="K: the shared (contiguous) dimension."),
+    arch: str = typer.Option("sm_90a", "--arch", help="Target: sm_90a or sm_100a."),
+    dtype: str = typer.Option("bf16", "--dtype", help="Input type: bf16 or fp16."),
+    out_dtype: str = typer.Option("f32", "--out-dtype", help="Output type: f32, bf16 or fp16."),
+    emit: Optional[str] = typer.Option(None, "--emit", help="Write an artifact: sass (coloured), ptx or cubin."),
+    out: Optional[str] = typer.Option(None, "-o", "--output", help="Where --emit writes (sass/ptx default: stdout)."),
+    no_run: bool = typer.Option(False, "--no-run", help="Build, assemble and check only; do not run on a GPU."),
+    iters: int = typer.Option(100, "--iters", help="Calls to time (the median is reported)."),
+) -> None:
+    """C = A·Bᵀ: pick the program, build, lift, assemble; on a GPU of the target run it on small
+    integers, check exactly against numpy, and time it."""
+    from warpy.bench import gemm_job
+
+    gemm_job(m, n, k, arch=arch, dtype=dtype, out_dtype=out_dtype, emit=emit, output=out, run=not no_run,
+             iters=iters, echo=typer.echo)
+
+
+@app.command("bench")
+def bench_cmd(
+    what: str = typer.Argument(..., help="What to benchmark: gemm."),
+    shapes: Optional[list[str]] = typer.Argument(None, help="Shapes MxNxK or N (a cube); default: the standard 11."),
+    dtype: str = typer.Option("bf16", "--dtype", help="Input type: bf16 or fp16."),
+    out_dtype: Optional[str] = typer.Option(None, "--out-dtype", help="Output type: f32, bf16, fp16 (default: the input type)."),
+    iters: int = typer.Option(50, "--iters", help="Timed calls per round (4 interleaved rounds a side)."),
+    png: Optional[str] = typer.Option(None, "--png", help="Write a bar chart of cuBLAS/warpy time ratios."),
+    host_overhead: bool = typer.Option(False, "--host-overhead", help="Measure host time per call (warpy.gemm vs torch.mm)."),
+    arch: str = typer.Option("sm_90a", "--arch", help="Target for --static: sm_90a or sm_100a."),
+    static_only: bool = typer.Option(False, "--static", help="No GPU: build, assemble, check; print resources per shape."),
+) -> None:
+    """warpy against cuBLAS (torch.mm) per shape, interleaved, median GPU time per call; or --static."""
+    from warpy import bench as B
+    from warpy.errors import WarpyError
+
+    if what != "gemm":
+        raise WarpyError(f"nothing to benchmark called {what!r} (only: gemm)")
+    if iters < 1:
+        raise WarpyError(f"--iters {iters} must be at least 1")
+    parsed = [B.parse_shape(s) for s in shapes] if shapes else None
+    if static_only:
+        progress = B.Progress()
+        try:
+            static = B.static_rows(parsed or list(B.DEFAULT_SHAPES), arch, dtype, out_dtype, progress)
+        finally:
+            progress.done()
+        typer.echo(f"{arch} GEMM programs ({dtype} in, {out_dtype or dtype} out): built, assembled, disassembly checked")
+        typer.echo(B.static_table(static), nl=False)
+        return
+    if arch != "sm_90a":
+        raise WarpyError(f"--arch {arch} runs only with --static (the GPU here is timed as sm_90a)")
+    if host_overhead:
+        B.host_overhead(parsed or list(B.HOST_OVERHEAD_SHAPES), dtype, out_dtype, echo=typer.echo)
+        return
+    rows = B.bench_gemm(parsed or list(B.DEFAULT_SHAPES), dtype, out_dtype, iters, echo=typer.echo)
+    if png:
+        typer.echo(B.write_png(rows, png))
+
+
 def _user_errors() -> tuple[type[BaseException], ...]:
     from warpy.errors import WarpyError
     from warpy.layout import LayoutError
