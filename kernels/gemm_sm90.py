@@ -1,0 +1,376 @@
+"""The Hopper GEMM (sm_90a): C = A · Bᵀ, A (M x K) and B (N x K) both K-major, fp16/bf16 in, fp32
+accumulation, fp32/bf16/fp16 out. One program, configured per shape by `kernels.programs`.
+
+Warp-specialised and persistent:
+
+- warpgroup 0 gives its registers back (`USETMAXREG.DEALLOC`); its warp 0 is the producer: for
+  every tile this CTA owns and every K block, it waits for an empty stage of the ring, arms the
+  stage's full barrier with the stage's bytes and issues two TMA loads (A's BM x 64 box, B's
+  BN x 64 box, 128-byte swizzle);
+- warpgroups 1.. are consumers, one per 64 rows of the tile (`USETMAXREG.TRY_ALLOC` up to 232
+  registers): each waits for a full stage, issues BK/16 `HGMMA.64xBNx16` into its accumulator
+  registers, keeps one group in flight (`WARPGROUP.DEPBAR.LE gsb0, 0x1`) and frees the stage
+  before it; at the end of the tile it stores its accumulators straight from registers (the
+  producer meanwhile fills the ring for the next tile);
+- tiles are walked in a grouped order (`group` M-tiles share a sweep over N, so a wave of CTAs
+  reuses A and B through the L2); a CTA takes tiles ctaid, ctaid + grid, ...
+
+Every shared-memory address, descriptor and barrier address is derived from the buffers'
+layouts by the Program; the global output address is the program's own arithmetic (rows and
+columns of the wgmma accumulator fragment, checked against the problem's edges on ragged tiles).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Iterator, Union
+
+import attrs
+
+from warpy.errors import WarpyError
+from warpy.isa.families import alu, control, hopper, memory
+from warpy.isa.families._util import ins
+from warpy.isa.operands import RZ, URZ, CBank, GMem, P, R, RVec, URVec
+from warpy.isa.program import Counter, Program
+from warpy.layout import Layout
+from warpy.layout.desc import tma_box
+from warpy.layout.smem import smem_tile
+from warpy.layout.tma import dtype_bytes
+
+H200_SMS = 132
+MAX_SMEM = 232448  # bytes of shared memory a block may opt into on sm_90
+ACC_FULL_REGS = 232  # consumer warpgroups' registers after USETMAXREG
+PRODUCER_REGS = 40
+OUT_DTYPES = ("fp32", "bf16", "fp16")
+IN_DTYPES = ("bf16", "fp16")
+
+
+@attrs.frozen
+class Sm90Config:
+    """One configuration of the program: tile BM x BN x BK (BM = 64 per consumer warpgroup), ring
+    depth, grid (persistent CTAs) and the tile order's group height."""
+
+    bn: int = 256
+    consumers: int = 2
+    stages: int = 4
+    sms: int = H200_SMS
+    group: int = 8
+    bk: int = 64
+
+    @property
+    def bm(self) -> int:
+        return 64 * self.consumers
+
+    def describe(self) -> str:
+        return (f"sm_90a warp-specialised: {self.bm}x{self.bn}x{self.bk} tiles, {self.consumers} consumer "
+                f"warpgroups (HGMMA 64x{self.bn}x16), {self.stages}-stage TMA ring, persistent over "
+                f"{self.sms} SMs, tiles grouped by {self.group}")
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def smem_bytes(cfg: Sm90Config, elem: int = 2) -> int:
+    """Dynamic shared memory the configuration needs: the ring plus its barriers."""
+    return cfg.stages * (cfg.bm + cfg.bn) * cfg.bk * elem + 1024
+
+
+@attrs.frozen
+class Magic:
+    """x // d as hi(x * mul) >> shift, exact for 0 <= x <= x_max (checked, not assumed)."""
+
+    d: int
+    mul: int
+    shift: int
+
+    @staticmethod
+    def find(d: int, x_max: int) -> "Magic":
+        if d < 1:
+            raise WarpyError(f"division by {d}")
+        for shift in range(0, 32):
+            mul = -(-(1 << (32 + shift)) // d)
+            if mul >= 1 << 32:
+                break
+            if all((x * mul) >> (32 + shift) == x // d for x in _probe_points(d, x_max)):
+                return Magic(d, mul, shift)
+        raise WarpyError(f"no 32-bit multiplier divides every x <= {x_max} by {d}")
+
+
+def _probe_points(d: int, x_max: int) -> range | list[int]:
+    # The error of hi(x * mul) grows with x, so it is largest just below each multiple of d: check
+    # every x when the range is small, else both sides of every multiple of d (where floor changes).
+    if x_max < 1 << 16:
+        return range(x_max + 1)
+    pts: list[int] = []
+    for q in range(x_max // d + 1):
+        pts.extend((q * d, q * d + d - 1))
+    return [x for x in pts if x <= x_max]
+
+
+class Sm90Gemm:
+    """The program builder for one problem and configuration."""
+
+    def __init__(self, m: int, n: int, k: int, dtype: str, out_dtype: str, cfg: Sm90Config) -> None:
+        if dtype not in IN_DTYPES:
+            raise WarpyError(f"input type {dtype!r} is not one of {', '.join(IN_DTYPES)}")
+        if out_dtype not in OUT_DTYPES:
+            raise WarpyError(f"output type {out_dtype!r} is not one of {', '.join(OUT_DTYPES)}")
+        if cfg.bk * dtype_bytes(dtype) != 128:
+            raise WarpyError(f"BK {cfg.bk} of {dtype} is not one 128-byte swizzle row")
+        if smem_bytes(cfg) > MAX_SMEM:
+            raise WarpyError(f"{cfg.describe()} needs {smem_bytes(cfg)} bytes of shared memory, more than {MAX_SMEM}")
+        self.m, self.n, self.k = m, n, k
+        self.dtype, self.out_dtype, self.cfg = dtype, out_dtype, cfg
+        self.oeb = dtype_bytes(out_dtype)
+        self.mt, self.nt = cdiv(m, cfg.bm), cdiv(n, cfg.bn)
+        self.tiles = self.mt * self.nt
+        self.grid = min(cfg.sms, self.tiles)
+        self.kt = cdiv(k, cfg.bk)
+
+    @property
+    def name(self) -> str:
+        c = self.cfg
+        return (f"gemm_sm90_{self.m}x{self.n}x{self.k}_{self.dtype}_{self.out_dtype}"
+                f"_{c.bm}x{c.bn}x{c.bk}_s{c.stages}_g{c.group}")
+
+    # -- the program ---------------------------------------------------------------------------
+    def build(self) -> Program:
+        cfg = self.cfg
+        threads = 128 * (1 + cfg.consumers)
+        p = Program(self.name, "sm_90a", threads=threads, grid=(self.grid, 1, 1),
+                    maxnreg=(65536 // threads) // 8 * 8)
+        a_tile = smem_tile(cfg.bm, cfg.bk, self.dtype, "K", 128)
+        b_tile = smem_tile(cfg.bn, cfg.bk, self.dtype, "K", 128)
+        self.ta = p.tmap("a", tma_box(Layout((self.m, self.k), (self.k, 1)), a_tile))
+        self.tb = p.tmap("b", tma_box(Layout((self.n, self.k), (self.k, 1)), b_tile))
+        self.c = p.param("c", "u64")
+        p.global_buffer("c_out", Layout((self.m, self.n), (self.n * self.oeb, self.oeb)), self.out_dtype, "c")
+        self.sa = p.smem_ring("sa", cfg.stages, a_tile.layout, self.dtype)
+        self.sb = p.smem_ring("sb", cfg.stages, b_tile.layout, self.dtype)
+        self.stage = p.pipe("stage", cfg.stages, fills=1, frees=4 * cfg.consumers)
+        p.init_barriers()
+        with p.role("producer", range(0, 4)):
+            self.producer(p)
+        for c in range(cfg.consumers):
+            with p.role(f"consumer{c}", range(4 + 4 * c, 8 + 4 * c)):
+                self.consumer(p, c)
+        p.emit(control.exit_())
+        return p
+
+    @contextlib.contextmanager
+    def tile_loop(self, p: Program) -> Iterator[Counter]:
+        """`for tile in range(tiles this CTA owns)`: T // grid, plus one for the first T % grid CTAs."""
+        ctaid = p.r("ctaid")
+        p.emit(alu.s2r(ctaid, "SR_CTAID.X"))
+        count = p.r("tile_count")
+        base, extra = divmod(self.tiles, self.grid)
+        if extra:
+            more = p.p("has_extra_tile")
+            p.emit(alu.isetp("LT", more, ctaid, extra))
+            p.emit(alu.sel(count, base + 1, base, more))
+        else:
+            p.emit(alu.mov(count, base))
+        with p.loop("tile", count, max_count=cdiv(self.tiles, self.grid)) as tile:
+            yield tile
+
+    def tile_origin(self, p: Program, tile: Counter) -> tuple[R, R]:
+        """(m_blk, n_blk) of this CTA's tile number `tile` (t = ctaid + tile * grid), grouped order."""
+        cfg = self.cfg
+        t = p.r("t")
+        p.emit(alu.imad(t, tile.reg, self.grid, R("ctaid")))
+        gm = min(cfg.group, self.mt)
+        full_groups = self.mt // gm
+        t_full = full_groups * gm * self.nt
+        m_blk, n_blk = p.r("m_blk"), p.r("n_blk")
+        if t_full:
+            g = self.divide(p, p.r("grp"), t, gm * self.nt)
+            w = p.r("in_grp")
+            p.emit(alu.imad(w, g, (1 << 32) - gm * self.nt, t))
+            nq = self.divide(p, n_blk, w, gm)
+            p.emit(alu.imad(m_blk, nq, (1 << 32) - gm, w))  # w % gm
+            p.emit(alu.imad(m_blk, g, gm, m_blk))
+        tail = self.mt % gm
+        if tail:
+            tw, tm, tn = p.r("tail_w"), p.r("tail_m"), p.r("tail_n")
+            p.emit(alu.iadd3(tw, t, (1 << 32) - t_full if t_full else 0))
+            self.divide(p, tn, tw, tail)
+            p.emit(alu.imad(tm, tn, (1 << 32) - tail, tw))
+            p.emit(alu.iadd3(tm, tm, full_groups * gm))
+            if t_full:
+                in_tail = p.p("in_tail")
+                p.emit(alu.isetp("GE", in_tail, t, t_full))
+                p.emit(alu.sel(m_blk, tm, m_blk, in_tail))
+                p.emit(alu.sel(n_blk, tn, n_blk, in_tail))
+            else:
+                p.emit(alu.mov(m_blk, tm))
+                p.emit(alu.mov(n_blk, tn))
+        return m_blk, n_blk
+
+    def divide(self, p: Program, q: R, x: R, d: int) -> R:
+        """q = x // d for 0 <= x < tiles (a multiply-high by a checked magic number)."""
+        if d == 1:
+            p.emit(alu.mov(q, x))
+            return q
+        mg = Magic.find(d, self.tiles)
+        p.emit(ins("IMAD", "HI.U32", q, x, mg.mul, RZ))
+        if mg.shift:
+            p.emit(alu.shf_r(q, q, mg.shift))
+        return q
+
+    # -- producer --------------------------------------------------------------------------
+    def producer(self, p: Program) -> None:
+        cfg = self.cfg
+        p.emit(hopper.setmaxnreg_dealloc(PRODUCER_REGS))
+        loader = p.p("is_loader")
+        p.emit(alu.isetp("EQ", loader, p.warp_index(), 0))
+        with p.when(loader):
+            leader = p.elect()
+            out = self.stage.producer("ps")
+            with self.tile_loop(p) as tile:
+                m_blk, n_blk = self.tile_origin(p, tile)
+                m0, n0 = p.r("m0"), p.r("n0")
+                p.emit(alu.imad(m0, m_blk, cfg.bm, RZ))
+                p.emit(alu.imad(n0, n_blk, cfg.bn, RZ))
+                with p.loop("k", self.kt) as k:
+                    with out.stage():
+                        out.wait_empty()
+                        out.arrive_full(leader, tx_bytes=self.ta.box.box_bytes + self.tb.box.box_bytes)
+                        p.tma_load(out.slot(self.sa), self.ta, [k * cfg.bk, m0], out.full, guard=leader)
+                        p.tma_load(out.slot(self.sb), self.tb, [k * cfg.bk, n0], out.full, guard=leader)
+
+    # -- consumers -----------------------------------------------------------------------------
+    def consumer(self, p: Program, c: int) -> None:
+        cfg = self.cfg
+        ok = p.up("regs_granted")
+        grow = p.fresh_label("GROW")
+        p.label(grow)
+        p.emit(hopper.setmaxnreg_try_alloc(ok, ACC_FULL_REGS))
+        p.emit(control.bra(grow).guarded(~ok), mark="~")
+        acc = p.rvec("acc", cfg.bn // 2)
+        leader = p.elect()
+        first, accumulate = p.ur("first"), p.up("accumulate")
+        cons = self.stage.consumer("cs")
+        rel = self.stage.consumer("rel")
+        epi = self.epilogue_setup(p, c)
+        with self.tile_loop(p) as tile:
+            m_blk, n_blk = self.tile_origin(p, tile)
+            p.emit(alu.umov(first, 0))
+            with p.loop("k", self.kt) as k:
+                with cons.stage():
+                    p.emit(alu.uisetp("NE", accumulate, first, URZ))
+                    cons.wait_full()
+                    p.emit(hopper.warpgroup_arrive())
+                    steps = cfg.bk // 16
+                    for j in range(steps):
+                        p.hgmma(acc, cons.slot(self.sa, 64 * c, 16 * j), cons.slot(self.sb, 0, 16 * j), cfg.bn,
+                                accumulate if j == 0 else True, end=j == steps - 1)
+                    p.emit(hopper.wgmma_commit())
+                    p.emit(hopper.warpgroup_wait(1))
+                    p.emit(alu.umov(first, 1))
+                # the group before this one has finished reading its stage: free that stage
+                not_first = p.p("not_first_k")
+                p.emit(alu.isetp("NE", not_first, k.reg, 0))
+                with p.when(not_first):
+                    with rel.stage():
+                        rel.free(leader)
+            p.emit(hopper.warpgroup_wait(0))
+            with rel.stage():
+                rel.free(leader)
+            self.epilogue(p, epi, acc, m_blk, n_blk)
+
+    # -- epilogue: registers -> global, guarded on ragged tiles ----------------------------------
+    def epilogue_setup(self, p: Program, c: int) -> dict[str, Union[R, RVec, URVec]]:
+        """Per-thread constants: this thread's first row and column in the tile, C's pointer."""
+        t = p.r("wg_tid")
+        p.emit(alu.iadd3(t, R("tid"), (1 << 32) - 128 * (c + 1)))
+        row = p.r("frag_row")  # 64c + 16 * warp + lane / 4
+        col = p.r("frag_col")  # 2 * (lane % 4)
+        tmp = p.r("frag_tmp")
+        p.emit(alu.shf_r(row, t, 5))
+        p.emit(alu.imad(row, row, 16, 64 * c))
+        p.emit(alu.lop3(tmp, t, 31, RZ, 0xC0))
+        p.emit(alu.shf_r(tmp, tmp, 2))
+        p.emit(alu.iadd3(row, row, tmp))
+        p.emit(alu.lop3(col, t, 3, RZ, 0xC0))
+        p.emit(alu.shf_l(col, col, 1))
+        cptr = p.rvec("c_ptr", 2)
+        p.emit(alu.ldc(cptr, self.c.cbank()))
+        memdesc = p.urvec("memdesc", 2)
+        p.emit(alu.uldc(memdesc, CBank(0, 0x208), p.sm))
+        pitch = p.r("c_pitch8")
+        p.emit(alu.mov(pitch, 8 * self.n * self.oeb))
+        return {"row": row, "col": col, "cptr": cptr, "memdesc": memdesc, "pitch8": pitch}
+
+    def epilogue(self, p: Program, e: dict[str, Union[R, RVec, URVec]], acc: RVec, m_blk: R, n_blk: R) -> None:
+        cfg = self.cfg
+        row0, col0 = p.r("row0"), p.r("col0")
+        p.emit(alu.imad(row0, m_blk, cfg.bm, e["row"]))  # type: ignore[arg-type]
+        p.emit(alu.imad(col0, n_blk, cfg.bn, e["col"]))  # type: ignore[arg-type]
+        addr = [p.rvec("c_addr0", 2), p.rvec("c_addr1", 2)]
+        p.emit(alu.imad_wide(addr[0], row0, self.n * self.oeb, e["cptr"]))  # type: ignore[arg-type]
+        p.emit(alu.imad_wide(addr[0], col0, self.oeb, addr[0]))
+        p.emit(alu.imad_wide(addr[1], e["pitch8"], 1, addr[0]))  # type: ignore[arg-type]
+        ragged = self.m % cfg.bm or self.n % cfg.bn
+        if not ragged:
+            self.stores(p, e, acc, addr, None, None)
+            return
+        inside = p.p("tile_inside")
+        p.emit(alu.isetp("LT", inside, m_blk, self.m // cfg.bm))
+        p.emit(alu.isetp("LT", inside, n_blk, self.n // cfg.bn, c=inside))
+        edge, done = p.fresh_label("EDGE_TILE"), p.fresh_label("STORED")
+        p.emit(control.bra(edge).guarded(~inside))
+        self.stores(p, e, acc, addr, None, None)
+        p.emit(control.bra(done))
+        p.label(edge)
+        self.stores(p, e, acc, addr, row0, col0)
+        p.label(done)
+
+    def stores(self, p: Program, e: dict[str, Union[R, RVec, URVec]], acc: RVec, addr: list[RVec],
+               row0: R | None, col0: R | None) -> None:
+        """Store the accumulator: value 4j + 2h + i is row + 8h, column 8j + i of this thread's
+        fragment. With row0/col0, every store is guarded by the problem's edges."""
+        cfg, oeb = self.cfg, self.oeb
+        md = e["memdesc"]
+        assert isinstance(md, URVec)
+        guarded = row0 is not None and col0 is not None
+        pair_ok = self.n % 2 == 0  # a pair of columns is one aligned access only if rows stay aligned
+        packed = p.r("packed")
+        hi_half = p.r("hi_half")
+        for h in range(2):
+            row_ok: P | None = None
+            if guarded:
+                assert row0 is not None
+                row_ok = p.p("row_ok")
+                p.emit(alu.isetp("LT", row_ok, row0, self.m - 8 * h)) if self.m > 8 * h else None
+                if self.m <= 8 * h:
+                    continue
+            for j in range(cfg.bn // 8):
+                v = acc.sub(4 * j + 2 * h, 2)
+                g0 = GMem(md, addr[h], 8 * j * oeb)
+                g1 = GMem(md, addr[h], 8 * j * oeb + oeb)
+                ok0 = ok1 = None
+                if guarded:
+                    assert col0 is not None and row_ok is not None
+                    if self.n - 8 * j <= 0:
+                        break
+                    ok0 = p.p("col_ok")
+                    p.emit(alu.isetp("LT", ok0, col0, self.n - 8 * j, c=row_ok))
+                    if not pair_ok:
+                        ok1 = p.p("col1_ok")
+                        p.emit(alu.isetp("LT", ok1, col0, self.n - 8 * j - 1, c=row_ok))
+                if self.out_dtype == "fp32":
+                    if pair_ok:
+                        p.emit(memory.stg(GMem(md, addr[h], 8 * j * oeb), v).guarded(ok0))
+                    else:
+                        p.emit(memory.stg(g0, v[0]).guarded(ok0))
+                        p.emit(memory.stg(g1, v[1]).guarded(ok1))
+                    continue
+                kind = "BF16" if self.out_dtype == "bf16" else "F16"
+                p.emit(ins("F2FP", f"{kind}.F32.PACK_AB", packed, v[1], v[0]))
+                if pair_ok:
+                    p.emit(memory.stg(g0, packed).guarded(ok0))
+                else:
+                    p.emit(ins("STG", "E.U16", g0, packed).guarded(ok0))
+                    p.emit(alu.shf_r(hi_half, packed, 16))
+                    p.emit(ins("STG", "E.U16", g1, hi_half).guarded(ok1))

@@ -1,0 +1,94 @@
+"""Which GEMM program runs a problem: the problem, the rule that picks a configuration from its
+shape, and the builder. `warpy gemm`, `warpy bench` and `warpy.gemm` all go through here.
+
+C = A · Bᵀ with A (M x K) and B (N x K), both K-major (row-major with K contiguous), fp16 or bf16
+in, fp32 accumulation, C (M x N) row-major in fp32 or the input type.
+"""
+
+from __future__ import annotations
+
+from typing import Union
+
+import attrs
+
+from kernels.gemm_sm90 import H200_SMS, MAX_SMEM, Sm90Config, Sm90Gemm, cdiv, smem_bytes
+from warpy.errors import WarpyError
+from warpy.isa.program import Program
+from warpy.layout.tma import dtype_bytes
+
+ARCHS = ("sm_90a", "sm_100a")
+IN_DTYPES = ("bf16", "fp16")
+OUT_DTYPES = ("fp32", "bf16", "fp16")
+OUT_ALIASES = {"f32": "fp32", "float32": "fp32", "fp32": "fp32", "bf16": "bf16", "bfloat16": "bf16",
+               "fp16": "fp16", "f16": "fp16", "float16": "fp16", "half": "fp16"}
+
+Config = Union[Sm90Config]
+
+
+def _out_dtype(value: str) -> str:
+    try:
+        return OUT_ALIASES[value]
+    except KeyError:
+        raise WarpyError(f"output type {value!r} is not one of f32, bf16, fp16") from None
+
+
+@attrs.frozen
+class GemmProblem:
+    """One GEMM: shapes, types and target. Anything warpy cannot run is refused in one line."""
+
+    M: int
+    N: int
+    K: int
+    dtype: str = "bf16"
+    out_dtype: str = attrs.field(default="fp32", converter=_out_dtype)
+    arch: str = "sm_90a"
+
+    def __attrs_post_init__(self) -> None:
+        for name in ("M", "N", "K"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise WarpyError(f"{name} must be an integer, not {v!r}")
+        if self.M < 1 or self.N < 1:
+            raise WarpyError(f"M and N must be at least 1 (got M={self.M}, N={self.N})")
+        if self.K < 8:
+            raise WarpyError(f"K must be at least 8 (got {self.K})")
+        if self.dtype not in IN_DTYPES:
+            raise WarpyError(f"input type {self.dtype!r} is not one of {', '.join(IN_DTYPES)}")
+        if self.arch not in ARCHS:
+            raise WarpyError(f"target {self.arch!r} is not one of {', '.join(ARCHS)}")
+        row = self.K * dtype_bytes(self.dtype)
+        if row % 16:
+            raise WarpyError(
+                f"K={self.K} rows of {self.dtype} are {row} bytes; TMA needs a multiple of 16 "
+                f"(K a multiple of {16 // dtype_bytes(self.dtype)})"
+            )
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.M * self.N * self.K
+
+    def __str__(self) -> str:
+        return f"{self.M}x{self.N}x{self.K} {self.dtype}->{self.out_dtype} {self.arch}"
+
+
+def choose(problem: GemmProblem) -> Config:
+    """The configuration for a shape (sm_90a, an H200's 132 SMs).
+
+    128 x 256 tiles (two consumer warpgroups of m64n256) with a 4-stage ring are the workhorse; when
+    they leave most SMs idle (fewer tiles than half the SMs) the tile narrows to 128 x 128 so twice
+    as many CTAs work. The group height keeps a wave's A and B footprint square-ish in the L2."""
+    if problem.arch != "sm_90a":
+        raise WarpyError(f"no {problem.arch} GEMM program exists yet (sm_90a only)")
+    mt = cdiv(problem.M, 128)
+    bn = 256
+    if mt * cdiv(problem.N, 256) < H200_SMS // 2 and problem.N > 128:
+        bn = 128
+    stages = 4
+    while smem_bytes(Sm90Config(bn=bn, stages=stages + 1)) <= MAX_SMEM and stages < 8:
+        stages += 1
+    return Sm90Config(bn=bn, stages=stages, group=8)
+
+
+def build(problem: GemmProblem, config: Config | None = None) -> Program:
+    cfg = config if config is not None else choose(problem)
+    return Sm90Gemm(problem.M, problem.N, problem.K, problem.dtype, problem.out_dtype, cfg).build()
