@@ -47,6 +47,8 @@ _ALIASES = {
 
 def dtype_name(x: Any) -> str:
     """warpy's name ("f32", "bf16", "fp16") for a dtype given as a string, numpy or torch dtype."""
+    if isinstance(x, type) and issubclass(x, np.generic):  # np.float32 and the like
+        x = np.dtype(x)
     s = str(x)
     s = s.split(".", 1)[1] if s.startswith(("torch.", "cupy.", "numpy.")) else s
     name = _ALIASES.get(s.lower())
@@ -247,7 +249,8 @@ def _from_view(v: DLPackView, name: str, lib: str, x: Any) -> Matrix:
     return Matrix(name, v.ptr, shape, (strides[0], strides[1]), v.dtype, "device", lib, x)
 
 
-_CAI_DTYPES = {"<f2": "fp16", "<f4": "f32"}
+# __cuda_array_interface__ has no bf16 type string; some producers write "bf16" (accepted as such)
+_CAI_DTYPES = {"<f2": "fp16", "<f4": "f32", "bf16": "bf16", "<V2": "bf16"}
 
 
 def _from_cai(cai: dict[str, Any], name: str, lib: str, x: Any) -> Matrix:
@@ -256,7 +259,7 @@ def _from_cai(cai: dict[str, Any], name: str, lib: str, x: Any) -> Matrix:
         raise WarpyError(f"{name} has {len(shape)} dimensions; give a matrix (2-D)")
     typestr = cai["typestr"]
     dtype = _CAI_DTYPES.get(typestr, typestr)
-    item = int(typestr[2:]) if typestr[2:].isdigit() else 1
+    item = int(typestr[2:]) if typestr[2:].isdigit() else 2 if dtype == "bf16" else 1
     st = cai.get("strides")
     strides = (shape[1], 1) if st is None else (st[0] // item, st[1] // item)
     ptr = int(cai["data"][0] or 0)
