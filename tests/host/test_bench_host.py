@@ -1,0 +1,230 @@
+"""warpy bench / warpy gemm without a GPU: shape parsing, the tables, the exact-check arithmetic
+(bf16 rounding, output spacing), L2 rotation, progress, and the CLI's no-GPU path in a subprocess."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import warpy.bench as B
+from warpy.errors import WarpyError
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+# ---------------------------------------------------------------------------------------------
+# shapes
+
+
+@pytest.mark.parametrize("text,shape", [
+    ("4096x4096x1024", (4096, 4096, 1024)), ("2048", (2048, 2048, 2048)), ("1X2X3", (1, 2, 3)),
+    ("8192×2048×4096", (8192, 2048, 4096)), ("3,4,5", (3, 4, 5)), (" 7 ", (7, 7, 7)),
+])
+def test_parse_shape(text: str, shape: tuple[int, int, int]) -> None:
+    assert B.parse_shape(text) == shape
+
+
+@pytest.mark.parametrize("text", ["", "1x2", "1x2x3x4", "ax2x3", "-1", "0x4x4", "4x4x", "1.5", "1e3"])
+def test_parse_shape_refuses_in_one_line(text: str) -> None:
+    with pytest.raises(WarpyError) as e:
+        B.parse_shape(text)
+    assert "\n" not in str(e.value) and repr(text) in str(e.value)
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.tuples(st.integers(1, 10**6), st.integers(1, 10**6), st.integers(1, 10**6)))
+def test_shape_text_round_trips(shape: tuple[int, int, int]) -> None:
+    text = B.shape_text(shape)
+    assert B.parse_shape(text.replace("³", "")) == shape
+
+
+def test_default_shapes_are_the_issue_s() -> None:
+    assert [B.shape_text(s) for s in B.DEFAULT_SHAPES] == [
+        "1024³", "1536³", "2048³", "3072x1280x2048", "4096x4096x1024", "4096³", "8192x2048x4096", "8192³",
+        "16384³", "2048x2048x16384", "1024x1024x65536"]
+
+
+# ---------------------------------------------------------------------------------------------
+# tables
+
+
+def test_bench_table_golden() -> None:
+    rows = [B.BenchRow((4096, 4096, 4096), 200.0, 190.0, "ok"),
+            B.BenchRow((1024, 1024, 65536), None, 500.0, "error: no GPU"),
+            B.BenchRow((8192, 2048, 4096), 160.0, 170.0, "FAIL (3 elements; max |Δ| 0.5)")]
+    assert B.bench_table(rows) == (
+        "shape            warpy µs  cuBLAS µs  warpy TFLOP/s  cuBLAS TFLOP/s  ratio  check\n"
+        "---------------  --------  ---------  -------------  --------------  -----  ------------------------------\n"
+        "4096³               200.0      190.0            687             723  0.950  ok\n"
+        "1024x1024x65536         —      500.0              —             275      —  error: no GPU\n"
+        "8192x2048x4096      160.0      170.0            859             808  1.062  FAIL (3 elements; max |Δ| 0.5)\n"
+    )
+
+
+def test_ratio_is_cublas_over_warpy() -> None:
+    assert B.BenchRow((1, 1, 1), 2.0, 3.0, "ok").ratio == 1.5
+    assert B.BenchRow((1, 1, 1), None, 3.0, "ok").ratio is None
+    assert B.tflops((1000, 1000, 1000), 2.0) == pytest.approx(1000.0)
+
+
+def test_overhead_and_static_tables() -> None:
+    t = B.overhead_table([B.OverheadRow("warpy.gemm(a, b, out=c) 256³", 6.25, 30.0, 12.0)])
+    assert t.splitlines()[0].split("  ")[0] == "call"
+    assert t.splitlines()[2].split()[-4:] == ["6.2", "12.0", "30.0", "18.0"]
+    s = B.static_table([["1024³", "168", "197632", "0", "772", "ok", "-", "prog"],
+                        ["256³", "", "", "", "", "", "", "not built: no sm_100a GEMM program exists yet"]])
+    lines = s.splitlines()
+    assert lines[0].split() == ["shape", "registers", "smem", "bytes", "spill", "bytes", "loop", "instrs", "opcodes",
+                                "ptxas", "warnings", "program"]
+    assert lines[3].endswith("not built: no sm_100a GEMM program exists yet")
+
+
+def test_png_without_matplotlib_is_one_line(tmp_path: Path) -> None:
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        msg = B.write_png([B.BenchRow((1, 1, 1), 1.0, 1.0, "ok")], str(tmp_path / "r.png"))
+        assert msg.startswith("no chart: matplotlib is not installed") and "\n" not in msg
+    else:
+        msg = B.write_png([B.BenchRow((1, 1, 1), 1.0, 1.0, "ok")], str(tmp_path / "r.png"))
+        assert (tmp_path / "r.png").stat().st_size > 0 and msg.startswith("wrote")
+
+
+# ---------------------------------------------------------------------------------------------
+# exact checks
+
+
+def test_bf16_bits_golden() -> None:
+    x = np.array([1.0, -3.0, 0.0, 1.0 + 2**-8, 1.0 + 3 * 2**-8, 65504.0, 1.0 + 2**-7], dtype=np.float32)
+    bits = B.bf16_bits(x)
+    # ties to even: 1 + 2^-8 → 1.0 (0x3F80); 1 + 3·2^-8 → 1 + 2^-6 (0x3F82)
+    assert [hex(int(b)) for b in bits] == ["0x3f80", "0xc040", "0x0", "0x3f80", "0x3f82", "0x4780", "0x3f81"]
+    assert np.array_equal(B.bf16_to_f32(B.bf16_bits(np.array([-3, 3, 27], np.float32))), [-3, 3, 27])
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.floats(-(2.0**100), 2.0**100, width=32, allow_subnormal=False))
+def test_bf16_rounding_is_within_half_a_step(v: float) -> None:
+    x = np.array([v], np.float32)
+    back = B.bf16_to_f32(B.bf16_bits(x)).astype(np.float64)
+    assert abs(back[0] - float(x[0])) <= B.output_spacing(x.astype(np.float64), "bf16")[0] / 2
+
+
+def test_compare_exact() -> None:
+    ref = np.array([[3.0, 300.0], [-257.0, 0.0]])
+    assert B.compare_exact(ref.copy(), ref, "f32")[0] == 0
+    got = ref.copy()
+    got[1, 0] = -256.0  # bf16 has 8 significant bits: -257 rounds to -256 (a half step away: allowed)
+    assert B.compare_exact(got, ref, "bf16") == (0, "exact (4 elements, within the output rounding)")
+    n, msg = B.compare_exact(got, ref, "f32")
+    assert n == 1 and msg == "1 of 4 elements wrong: C[1,0]=-256 want -257"
+    got[0, 1] = 302.0  # a bf16 step at 300 is 2: 302 is a whole step away
+    assert B.compare_exact(got, ref, "bf16")[0] == 1
+    assert B.compare_exact(got, ref, "fp16")[0] == 2  # fp16 at 257 has a step of 0.25
+
+
+def test_to_and_from_bits() -> None:
+    x = np.array([[1.0, -2.0]], np.float32)
+    assert B.to_bits(x, "bf16").dtype == np.uint16
+    assert np.array_equal(B.from_bits(B.to_bits(x, "bf16"), "bf16"), x)
+    assert np.array_equal(B.from_bits(B.to_bits(x, "fp16"), "fp16"), x)
+
+
+# ---------------------------------------------------------------------------------------------
+# rotation and progress
+
+
+def test_rotation_keeps_small_shapes_out_of_the_l2() -> None:
+    l2 = 50 * 2**20
+    assert B.rotation((16384, 16384, 16384), 2, 2, l2) == 1
+    n = B.rotation((1024, 1024, 1024), 2, 2, l2)
+    assert n * (3 * 1024 * 1024 * 2) >= 3 * l2 and n <= 32
+    assert B.rotation((1, 1, 8), 2, 4, l2) == 32
+
+
+def test_progress_prints_only_slow_steps() -> None:
+    out = io.StringIO()
+    p = B.Progress(after=0.05, stream=out)
+    p("fast")
+    p.done()
+    p("slow")
+    time.sleep(0.3)
+    p.done()
+    assert out.getvalue() == "slow...\n"
+
+
+# ---------------------------------------------------------------------------------------------
+# the CLI without a GPU (CUDA_VISIBLE_DEVICES hides any GPU; kernels/programs.py must exist)
+
+
+def _warpy(*args: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONPATH=str(REPO), CUDA_VISIBLE_DEVICES="")
+    return subprocess.run([sys.executable, "-m", "warpy.cli", *args], capture_output=True, text=True, timeout=240,
+                          env=env, cwd=str(REPO))
+
+
+def _need_programs() -> None:
+    if not (REPO / "kernels" / "programs.py").is_file():
+        pytest.skip("kernels/programs.py has not landed yet")
+
+
+def test_cli_gemm_no_run_builds() -> None:
+    _need_programs()
+    r = _warpy("gemm", "256", "256", "64", "--no-run")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("program: ")
+    assert " registers, " in lines[1] and " spill bytes" in lines[1]
+    assert not any(ln.startswith("not run") for ln in lines)
+
+
+def test_cli_gemm_without_a_gpu_says_so_and_builds() -> None:
+    _need_programs()
+    r = _warpy("gemm", "256", "256", "64")
+    assert r.returncode == 0, r.stderr
+    last = r.stdout.splitlines()[-1]
+    assert last.startswith("not run: no sm_90 GPU here (") and last.endswith("); built and assembled only")
+
+
+def test_cli_gemm_errors_are_one_line(tmp_path: Path) -> None:
+    _need_programs()
+    for args, msg in [(("256", "256", "60"), "error: K=60 rows of bf16 are 120 bytes; TMA needs a multiple of 16"),
+                      (("0", "256", "64"), "error: M and N must be at least 1"),
+                      (("256", "256", "64", "--out-dtype", "f64"), "error: out_dtype 'f64' is not one of f32, bf16, fp16"),
+                      (("256", "256", "64", "--emit", "cubin"), "error: --emit cubin needs -o PATH")]:
+        r = _warpy("gemm", *args)
+        assert r.returncode == 2 and r.stderr.startswith(msg) and r.stderr.count("\n") == 1, (args, r.stderr)
+    out = tmp_path / "g.ptx"
+    r = _warpy("gemm", "256", "256", "64", "--no-run", "--emit", "ptx", "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    assert out.read_text().startswith("// warpy lift: kernel ")
+
+
+def test_cli_bench_refuses_bad_shapes_and_no_gpu() -> None:
+    r = _warpy("bench", "gemm", "12x")
+    assert r.returncode == 2 and r.stderr == "error: shape '12x' is not MxNxK or N (e.g. 4096x4096x1024 or 2048)\n"
+    r = _warpy("bench", "conv")
+    assert r.returncode == 2 and r.stderr == "error: nothing to benchmark called 'conv' (only: gemm)\n"
+    _need_programs()
+    r = _warpy("bench", "gemm", "256")
+    assert r.returncode == 2 and r.stderr.startswith("error: warpy bench needs an sm_90 GPU: ")
+    assert r.stderr.count("\n") == 1
+
+
+def test_cli_bench_static_sm100_says_so_per_shape() -> None:
+    _need_programs()
+    r = _warpy("bench", "gemm", "256", "128x256x64", "--static", "--arch", "sm_100a")
+    assert r.returncode == 0, r.stderr
+    rows = r.stdout.splitlines()[3:]
+    assert len(rows) == 2
+    for row in rows:  # either a built program's row or one line saying why not
+        assert "not built: " in row or row.split()[5] == "ok"
