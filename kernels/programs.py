@@ -11,7 +11,7 @@ from typing import Union
 
 import attrs
 
-from kernels.gemm_sm90 import H200_SMS, MAX_SMEM, Sm90Config, Sm90Gemm, cdiv, smem_bytes
+from .gemm_sm90 import H200_SMS, MAX_SMEM, Sm90Config, Sm90Gemm, cdiv, smem_bytes
 from warpy.errors import WarpyError
 from warpy.isa.program import Program
 from warpy.layout.tma import dtype_bytes
