@@ -90,7 +90,7 @@ def test_overhead_and_static_tables() -> None:
 
 def test_png_without_matplotlib_is_one_line(tmp_path: Path) -> None:
     try:
-        import matplotlib  # noqa: F401
+        import matplotlib  # type: ignore[import-not-found,unused-ignore]  # noqa: F401
     except ImportError:
         msg = B.write_png([B.BenchRow((1, 1, 1), 1.0, 1.0, "ok")], str(tmp_path / "r.png"))
         assert msg.startswith("no chart: matplotlib is not installed") and "\n" not in msg

@@ -1,0 +1,171 @@
+"""warpy's GEMM on an sm_90 GPU: every element of C checked.
+
+Each case runs in its own subprocess (`python tests/gpu/test_gemm.py CASE` prints one JSON line), so
+that a fault or a hang in one leaves the others' CUDA context intact.
+
+- `exact:M:N:K:dtype:out`: the plan run on inputs in [-3, 3] against the float64 product (exact
+  for f32 output, within one rounding for bf16/fp16), including ragged shapes;
+- `numpy:...`: `warpy.gemm` on numpy arrays (copied to the GPU and back);
+- `torch:...`: `warpy.gemm` on torch tensors (out given and allocated, out_dtype variants, the
+  producer's stream ordering, a transposed operand refused); skipped where torch is missing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+if str(REPO) not in sys.path:  # run as a script (the subprocess below): kernels/ is importable
+    sys.path.insert(0, str(REPO))
+
+RAGGED = ["1:4096:4096", "4097:129:72", "1000:1000:1000", "127:8191:136"]
+EXACT = (
+    [f"exact:{s}:bf16:f32" for s in RAGGED]
+    + ["exact:256:256:64:bf16:f32", "exact:1024:1024:1024:bf16:f32", "exact:4096:4096:1024:bf16:f32",
+       "exact:1024:1024:65536:bf16:f32", "exact:2048:2048:16384:bf16:f32", "exact:3072:1280:2048:bf16:f32"]
+    + ["exact:1000:1000:1000:bf16:bf16", "exact:4097:129:72:bf16:fp16", "exact:1000:1000:1000:fp16:f32",
+       "exact:127:8191:136:fp16:fp16"]
+)
+
+
+def _exact(M: int, N: int, K: int, dtype: str, out: str) -> dict[str, Any]:
+    from warpy.bench import run_check
+    from warpy.matmul import make_plan, programs
+
+    problem = programs().GemmProblem(M, N, K, dtype=dtype, out_dtype=out, arch="sm_90a")
+    plan = make_plan(problem)
+    bad, msg = run_check(plan, M, N, K, dtype, out)
+    return {"ok": bad == 0, "mismatches": bad, "message": msg, "program": plan.describe}
+
+
+def _numpy(M: int, N: int, K: int) -> dict[str, Any]:
+    import numpy as np
+
+    import warpy
+
+    rng = np.random.default_rng(3)
+    a = rng.integers(-3, 4, (M, K)).astype(np.float16)
+    b = rng.integers(-3, 4, (N, K)).astype(np.float16)
+    want = a.astype(np.float64) @ b.astype(np.float64).T
+    c = warpy.gemm(a, b, out_dtype="f32")
+    out = np.full((M, N), np.nan, np.float32)
+    again = warpy.gemm(a, b, out=out)
+    bad = int((c != want).sum()) + int((out != want).sum())
+    return {"ok": bad == 0 and again is out and c.dtype == np.float32, "mismatches": bad}
+
+
+def _torch(M: int, N: int, K: int) -> dict[str, Any]:
+    import torch  # type: ignore[import-not-found,unused-ignore]
+
+    import warpy
+    from warpy.errors import WarpyError
+
+    dev = torch.device("cuda", 0)
+    report: dict[str, Any] = {"ok": True}
+    g = torch.Generator(device=dev).manual_seed(5)
+    for dtype in (torch.bfloat16, torch.float16):
+        a = torch.randint(-3, 4, (M, K), device=dev, generator=g).to(dtype)
+        b = torch.randint(-3, 4, (N, K), device=dev, generator=g).to(dtype)
+        want = a.double() @ b.double().t()
+        # allocated output: the input type, as torch.mm; f32 on request
+        c = warpy.gemm(a, b)
+        c32 = warpy.gemm(a, b, out_dtype="f32")
+        out = torch.full((M, N), float("nan"), device=dev, dtype=torch.float32)
+        same = warpy.gemm(a, b, out=out)
+        torch.cuda.synchronize()
+        report[f"{dtype}"] = {
+            "out_dtype": str(c.dtype), "f32": str(c32.dtype),
+            "bad_default": int((c.double() != want.to(c.dtype).double()).sum()),
+            "bad_f32": int((c32.double() != want).sum()),
+            "bad_out": int((out.double() != want).sum()),
+        }
+        r = report[f"{dtype}"]
+        report["ok"] &= (r["bad_default"] == 0 and r["bad_f32"] == 0 and r["bad_out"] == 0 and same is out
+                         and c.dtype == dtype and c32.dtype == torch.float32)
+    # ordering on the producer's stream: inputs written by a kernel still in flight on a side stream
+    side = torch.cuda.Stream(device=dev)
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(50_000_000)  # ~25 ms of GPU time before the inputs are written
+        a = torch.ones((M, K), device=dev, dtype=torch.bfloat16) * 2
+        b = torch.ones((N, K), device=dev, dtype=torch.bfloat16)
+        c = warpy.gemm(a, b, out_dtype="f32")
+    side.synchronize()
+    report["stream_ok"] = bool((c == 2 * K).all().item())
+    report["ok"] &= report["stream_ok"]
+    # random normal inputs: within bf16 tolerance of an fp32 product
+    a = torch.randn((M, K), device=dev, dtype=torch.bfloat16, generator=g)
+    b = torch.randn((N, K), device=dev, dtype=torch.bfloat16, generator=g)
+    ref = a.float() @ b.float().t()
+    c = warpy.gemm(a, b)
+    err = (c.float() - ref).abs()
+    tol = 2.0 ** -7 * ref.abs() + 2.0 ** -9 * K ** 0.5
+    report["random_bad"] = int((err > tol).sum().item())
+    report["ok"] &= report["random_bad"] == 0
+    # a transposed view is refused in one line
+    try:
+        warpy.gemm(a, b.t().contiguous().t())
+        report["transposed"] = "accepted"
+    except WarpyError as e:
+        report["transposed"] = str(e)
+    report["ok"] &= report["transposed"].startswith("b: strides")
+    return report
+
+
+def _run_here(case: str) -> dict[str, Any]:
+    kind, *rest = case.split(":")
+    if kind == "exact":
+        M, N, K = (int(x) for x in rest[:3])
+        return _exact(M, N, K, rest[3], rest[4])
+    if kind == "numpy":
+        M, N, K = (int(x) for x in rest)
+        return _numpy(M, N, K)
+    if kind == "torch":
+        M, N, K = (int(x) for x in rest)
+        return _torch(M, N, K)
+    raise AssertionError(case)
+
+
+def _run_isolated(case: str, timeout: float = 600) -> dict[str, Any]:
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    p = subprocess.run([sys.executable, str(Path(__file__).resolve()), case], capture_output=True, text=True,
+                       timeout=timeout, env=env, cwd=str(REPO))
+    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
+    if not lines:
+        return {"ok": False, "error": f"exit {p.returncode}; stderr: {p.stderr.strip()[-2000:]}"}
+    return json.loads(lines[-1])  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("case", EXACT)
+def test_gemm_exact_on_small_integers(case: str) -> None:
+    r = _run_isolated(case)
+    assert r.get("ok"), f"{case}: {json.dumps(r)}"
+
+
+@pytest.mark.parametrize("shape", ["4097:129:72", "127:8191:136"])
+def test_warpy_gemm_on_numpy(shape: str) -> None:
+    r = _run_isolated(f"numpy:{shape}")
+    assert r.get("ok"), json.dumps(r)
+
+
+@pytest.mark.parametrize("shape", ["1000:1000:1000", "1:4096:4096", "4097:129:72"])
+def test_warpy_gemm_on_torch(shape: str) -> None:
+    pytest.importorskip("torch")
+    r = _run_isolated(f"torch:{shape}")
+    assert r.get("ok"), json.dumps(r)
+
+
+if __name__ == "__main__":  # one case, one JSON line (run by the tests above in a subprocess)
+    try:
+        result = _run_here(sys.argv[1])
+    except Exception as e:  # a one-line account of what went wrong
+        result = {"ok": False, "error": f"{type(e).__name__}: {e}"}
+    print(json.dumps(result))
+    sys.stdout.flush()
+    os._exit(0)  # a kernel may still be running after a hang: skip teardown that could wait on it
