@@ -220,6 +220,8 @@ def as_matrix(x: Any, name: str, stream: Optional[int] = None) -> Matrix:
         strides = (x.strides[0] // item, x.strides[1] // item)
         return Matrix(name, x.ctypes.data, (x.shape[0], x.shape[1]), strides, _numpy_dtype(x.dtype), "host", "numpy", x)
     if hasattr(x, "__dlpack__") and hasattr(x, "__dlpack_device__"):
+        if lib == "torch" and x.requires_grad:  # torch will not export a tensor autograd tracks
+            x = x.detach()
         dev_type, dev_id = x.__dlpack_device__()
         if int(dev_type) in (DL_CUDA, DL_CUDA_MANAGED):
             # -1: no synchronisation (we run on the producer's current stream); else the consumer's stream

@@ -228,3 +228,44 @@ def test_cli_bench_static_sm100_says_so_per_shape() -> None:
     assert len(rows) == 2
     for row in rows:  # either a built program's row or one line saying why not
         assert "not built: " in row or row.split()[5] == "ok"
+
+
+# ---------------------------------------------------------------------------------------------
+# pieces of the GPU paths that can be checked here
+
+
+def test_spin_kernel_assembles() -> None:
+    from warpy.lift.ptxas import assemble
+
+    cubin = assemble(B._SPIN_PTX.format(arch="sm_90a"), "sm_90a")
+    assert cubin.kernels == ("warpy_spin",)
+
+
+def test_gemm_job_reports_run_check_and_time(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The run branch of `warpy gemm`, with the GPU parts replaced: what it prints, and a wrong
+    result failing in one line."""
+    import warpy.matmul as mm
+
+    try:
+        mm.programs()
+    except WarpyError as e:
+        pytest.skip(f"kernels/programs.py not importable yet: {e}")
+    monkeypatch.setattr(mm, "cache_root", lambda: tmp_path)
+    monkeypatch.setattr(B, "_gpu_reason", lambda arch: None)
+    seen: list[tuple[int, ...]] = []
+
+    def run_check(plan: object, M: int, N: int, K: int, dtype: str, out: str) -> tuple[int, str]:
+        seen.append((M, N, K))
+        return 0, "exact (65536 elements)"
+
+    monkeypatch.setattr(B, "run_check", run_check)
+    monkeypatch.setattr(B, "time_plan", lambda plan, iters: 10.0)
+    lines: list[str] = []
+    B.gemm_job(256, 256, 64, echo=lines.append)
+    assert seen == [(256, 256, 64)]
+    assert lines[0].startswith("program: ")
+    assert lines[-2] == "check against numpy (inputs in [-3, 3]): exact (65536 elements)"
+    assert lines[-1] == "time: 10.0 µs (median of 100 calls), 0.8 TFLOP/s"
+    monkeypatch.setattr(B, "run_check", lambda *a: (3, "3 of 65536 elements wrong: C[0,0]=1 want 2"))
+    with pytest.raises(WarpyError, match=r"^GEMM 256x256x64 gave wrong results \(3 elements\)$"):
+        B.gemm_job(256, 256, 64, echo=lines.append)
