@@ -130,6 +130,10 @@ def test_compare_exact() -> None:
     got[0, 1] = 302.0  # a bf16 step at 300 is 2: 302 is a whole step away
     assert B.compare_exact(got, ref, "bf16")[0] == 1
     assert B.compare_exact(got, ref, "fp16")[0] == 2  # fp16 at 257 has a step of 0.25
+    never_written = ref.copy()
+    never_written[0, 0] = np.nan
+    assert B.compare_exact(never_written, ref, "f32")[0] == 1
+    assert B.compare_exact(never_written, ref, "bf16")[0] == 1
 
 
 def test_to_and_from_bits() -> None:
