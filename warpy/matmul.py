@@ -637,14 +637,13 @@ def gemm(a: Any, b: Any, out: Any = None, out_dtype: Any = None, *, stream: Opti
     """C = A·Bᵀ. `a`: M×K, `b`: N×K, row-major, both bf16 or both fp16; `out`: M×N (f32/bf16/fp16).
     Device tensors run on their library's current stream (or `stream`, a CUstream handle) without
     waiting; numpy arrays are copied to the GPU and back. Returns `out`, or a new C."""
-    lib_stream = stream
-    if stream is None and not isinstance(a, np.ndarray):
-        lib = _library(a)
-        if lib in ("torch", "cupy") and hasattr(a, "__dlpack_device__"):
-            lib_stream = current_stream(lib, a)
-    # with the library's own stream there is nothing to order (-1); for another stream the producer
-    # orders its work before ours through the DLPack stream argument
+    # With no stream named, device operands are used on their library's current stream, so the
+    # producer is asked for no synchronisation (-1); with one, the producer orders its pending work
+    # before that stream (the DLPack stream argument).
     call = check_call(a, b, out, out_dtype, stream=stream)
+    lib_stream = stream
+    if stream is None and call.side == "device" and call.a.library in ("torch", "cupy"):
+        lib_stream = current_stream(call.a.library, call.a.obj)
     be = backend()
     if call.side == "host":
         c = be.run_host(call)
