@@ -17,5 +17,6 @@ def __getattr__(name: str) -> Any:
     if name == "gemm":
         from warpy.matmul import gemm
 
+        globals()["gemm"] = gemm  # later lookups skip this hook
         return gemm
     raise AttributeError(f"module 'warpy' has no attribute {name!r}")
