@@ -56,6 +56,7 @@ class Sm90Config:
     sms: int = H200_SMS
     group: int = 8
     bk: int = 64
+    l2_promotion: int = 256  # bytes the L2 fetches around each TMA request (0 = the driver's default)
 
     @property
     def bm(self) -> int:
@@ -142,8 +143,9 @@ class Sm90Gemm:
                     maxnreg=(65536 // threads) // 8 * 8)
         a_tile = smem_tile(cfg.bm, cfg.bk, self.dtype, "K", 128)
         b_tile = smem_tile(cfg.bn, cfg.bk, self.dtype, "K", 128)
-        self.ta = p.tmap("a", tma_box(Layout((self.m, self.k), (self.k, 1)), a_tile))
-        self.tb = p.tmap("b", tma_box(Layout((self.n, self.k), (self.k, 1)), b_tile))
+        l2 = cfg.l2_promotion
+        self.ta = p.tmap("a", tma_box(Layout((self.m, self.k), (self.k, 1)), a_tile, l2_promotion=l2))
+        self.tb = p.tmap("b", tma_box(Layout((self.n, self.k), (self.k, 1)), b_tile, l2_promotion=l2))
         self.c = p.param("c", "u64")
         p.global_buffer("c_out", Layout((self.m, self.n), (self.n * self.oeb, self.oeb)), self.out_dtype, "c")
         self.sa = p.smem_ring("sa", cfg.stages, a_tile.layout, self.dtype)

@@ -1,0 +1,100 @@
+"""The Hopper GEMM programs, without a GPU: every default shape and the ragged ones build, lift and
+assemble for sm_90a with no spill and no wgmma serialisation (ptxas warnings fail the build), and
+the disassembly shows the tensor-core, TMA, barrier and register-reallocation instructions the
+program is written with. The GPU runs are tests/gpu/test_gemm.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from warpy.errors import WarpyError
+from warpy.kernels.gemm_sm90 import Magic, Sm90Config, Sm90Gemm
+from warpy.kernels.programs import GemmProblem, build, choose
+from warpy.lift.disasm import disassemble
+from warpy.lift.lifter import build as assemble
+
+DEFAULT_SHAPES = [
+    (1024, 1024, 1024), (1536, 1536, 1536), (2048, 2048, 2048), (3072, 1280, 2048), (4096, 4096, 1024),
+    (4096, 4096, 4096), (8192, 2048, 4096), (8192, 8192, 8192), (16384, 16384, 16384), (2048, 2048, 16384),
+    (1024, 1024, 65536),
+]
+RAGGED = [(1, 4096, 4096), (4097, 129, 72), (1000, 1000, 1000), (127, 8191, 136)]
+
+
+@pytest.mark.parametrize("shape", DEFAULT_SHAPES + RAGGED, ids=lambda s: "x".join(map(str, s)))
+def test_every_shape_assembles_and_shows_its_instructions(shape: tuple[int, int, int]) -> None:
+    prob = GemmProblem(*shape)
+    kernel = build(prob).kernel()
+    cubin = assemble(kernel, "sm_90a")  # fails on spills and wgmma serialisation
+    res = cubin.resource(kernel.header.kernel)
+    assert res.spill_stores == 0 and res.spill_loads == 0
+    ops = {i.opcode for i in disassemble(cubin).kernel(kernel.header.kernel).instructions}
+    for want in ("HGMMA", "UTMALDG", "SYNCS", "USETMAXREG", "WARPGROUP"):
+        assert any(o == want or o.startswith(want + ".") for o in ops), (want, sorted(ops))
+
+
+@pytest.mark.parametrize("out", ["fp32", "bf16", "fp16"])
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+def test_types_assemble(dtype: str, out: str) -> None:
+    prob = GemmProblem(1000, 1000, 1000, dtype, out)
+    assemble(build(prob).kernel(), "sm_90a")
+
+
+def test_the_rule_narrows_tiles_when_they_would_leave_sms_idle() -> None:
+    assert choose(GemmProblem(4096, 4096, 4096)).bn == 256
+    assert choose(GemmProblem(1024, 1024, 1024)).bn == 128  # 32 wide tiles for 132 SMs
+
+
+@pytest.mark.parametrize("bad", [(0, 8, 8), (8, 0, 8), (8, 8, 4), (8, 8, 12)])
+def test_problems_warpy_cannot_run_are_refused_in_one_line(bad: tuple[int, int, int]) -> None:
+    with pytest.raises(WarpyError) as e:
+        GemmProblem(*bad)
+    assert "\n" not in str(e.value)
+
+
+def test_out_dtype_aliases() -> None:
+    assert GemmProblem(8, 8, 8, out_dtype="f32").out_dtype == "fp32"
+    with pytest.raises(WarpyError):
+        GemmProblem(8, 8, 8, out_dtype="int8")
+
+
+def test_too_much_shared_memory_is_refused() -> None:
+    with pytest.raises(WarpyError, match="shared memory"):
+        Sm90Gemm(4096, 4096, 4096, "bf16", "fp32", Sm90Config(stages=8))
+
+
+@pytest.mark.parametrize("d", [2, 3, 7, 8, 10, 16, 33, 128, 132, 255, 1000])
+def test_division_by_a_constant_is_exact_over_the_whole_range(d: int) -> None:
+    x_max = 1 << 17
+    mg = Magic.find(d, x_max)
+    assert all((x * mg.mul) >> (32 + mg.shift) == x // d for x in range(x_max + 1))
+
+
+def test_tile_order_visits_every_tile_once() -> None:
+    """The grouped order, evaluated through the program's own formulas (magic divisions included),
+    is a bijection from tile numbers to (m, n) tiles, for shapes with and without a tail group."""
+    for m, n in [(4096, 4096), (4097, 129), (1000, 3000), (128 * 13, 256 * 5)]:
+        g = Sm90Gemm(m, n, 64, "bf16", "fp32", Sm90Config())
+        seen = {_tile_of(g, t) for t in range(g.tiles)}
+        assert seen == {(i, j) for i in range(g.mt) for j in range(g.nt)}
+
+
+def _tile_of(g: Sm90Gemm, t: int) -> tuple[int, int]:
+    gm = min(g.cfg.group, g.mt)
+    t_full = (g.mt // gm) * gm * g.nt
+
+    def div(x: int, d: int) -> int:
+        if d == 1:
+            return x
+        mg = Magic.find(d, g.tiles)
+        return (x * mg.mul) >> (32 + mg.shift)
+
+    if t < t_full:
+        grp = div(t, gm * g.nt)
+        w = t - grp * gm * g.nt
+        nb = div(w, gm)
+        return grp * gm + (w - nb * gm), nb
+    tail = g.mt % gm
+    w = t - t_full
+    nb = div(w, tail)
+    return (g.mt // gm) * gm + (w - nb * tail), nb
