@@ -218,9 +218,14 @@ def test_cli_bench_refuses_bad_shapes_and_no_gpu() -> None:
     assert r.returncode == 2 and r.stderr == "error: shape '12x' is not MxNxK or N (e.g. 4096x4096x1024 or 2048)\n"
     r = _warpy("bench", "conv")
     assert r.returncode == 2 and r.stderr == "error: nothing to benchmark called 'conv' (only: gemm)\n"
+    r = _warpy("bench", "gemm", "256", "--arch", "sm_100a")
+    assert r.returncode == 2 and r.stderr == "error: --arch sm_100a runs only with --static (the GPU here is timed as sm_90a)\n"
     _need_programs()
     r = _warpy("bench", "gemm", "256")
     assert r.returncode == 2 and r.stderr.startswith("error: warpy bench needs an sm_90 GPU: ")
+    assert r.stderr.count("\n") == 1
+    r = _warpy("bench", "gemm", "--host-overhead")
+    assert r.returncode == 2 and r.stderr.startswith("error: warpy bench --host-overhead needs an sm_90 GPU: ")
     assert r.stderr.count("\n") == 1
 
 
