@@ -12,6 +12,7 @@ from typing import Union
 import attrs
 
 from .gemm_sm90 import H200_SMS, MAX_SMEM, Sm90Config, Sm90Gemm, cdiv, smem_bytes
+from .gemm_sm100 import Sm100Config, Sm100Gemm, choose_sm100
 from warpy.errors import WarpyError
 from warpy.isa.program import Program
 from warpy.layout.tma import dtype_bytes
@@ -22,7 +23,7 @@ OUT_DTYPES = ("fp32", "bf16", "fp16")
 OUT_ALIASES = {"f32": "fp32", "float32": "fp32", "fp32": "fp32", "bf16": "bf16", "bfloat16": "bf16",
                "fp16": "fp16", "f16": "fp16", "float16": "fp16", "half": "fp16"}
 
-Config = Union[Sm90Config]
+Config = Union[Sm90Config, Sm100Config]
 
 
 def _out_dtype(value: str) -> str:
@@ -77,8 +78,10 @@ def choose(problem: GemmProblem) -> Config:
     128 x 256 tiles (two consumer warpgroups of m64n256) with a 4-stage ring are the workhorse; when
     they leave most SMs idle (fewer tiles than half the SMs) the tile narrows to 128 x 128 so twice
     as many CTAs work. The group height keeps a wave's A and B footprint square-ish in the L2."""
+    if problem.arch == "sm_100a":
+        return choose_sm100(problem.M, problem.N, problem.K)
     if problem.arch != "sm_90a":
-        raise WarpyError(f"no {problem.arch} GEMM program exists yet (sm_90a only)")
+        raise WarpyError(f"no {problem.arch} GEMM program exists yet")
     mt = cdiv(problem.M, 128)
     bn = 256
     if mt * cdiv(problem.N, 256) < H200_SMS // 2 and problem.N > 128:
@@ -91,4 +94,8 @@ def choose(problem: GemmProblem) -> Config:
 
 def build(problem: GemmProblem, config: Config | None = None) -> Program:
     cfg = config if config is not None else choose(problem)
+    if isinstance(cfg, Sm100Config):
+        if problem.arch != "sm_100a":
+            raise WarpyError(f"an sm_100a configuration cannot build for {problem.arch}")
+        return Sm100Gemm(problem.M, problem.N, problem.K, problem.dtype, problem.out_dtype, cfg).build()
     return Sm90Gemm(problem.M, problem.N, problem.K, problem.dtype, problem.out_dtype, cfg).build()

@@ -109,6 +109,19 @@ class Lane(Index):
         return self.reg.name
 
 
+class Uniform(Index):
+    """A per-CTA (warp-uniform) index: a uniform register the program computed (a CTA's rank in its
+    cluster, a slice number), 0..extent-1. Values affine in it are one UIMAD at the point of use."""
+
+    def __init__(self, name: str, extent: int, reg: UR) -> None:
+        self.name = name
+        self.extent = extent
+        self.reg = reg
+
+    def reg_name(self) -> str:
+        return self.reg.name
+
+
 @attrs.frozen
 class Ix:
     """An affine coordinate: const + sum(coef * index)."""
@@ -880,6 +893,12 @@ class Program:
             raise WarpyError(f"lane index {name}: a per-thread value is a general register, not {reg}")
         return Lane(name, extent, reg)
 
+    def uniform(self, name: str, reg: UR, extent: int) -> Uniform:
+        """A per-CTA coordinate held in the uniform register `reg` (values 0..extent-1)."""
+        if not isinstance(reg, UR):
+            raise WarpyError(f"uniform index {name}: a per-CTA value is a uniform register, not {reg}")
+        return Uniform(name, extent, reg)
+
     def lane_value(self, form: str, ref: Ref) -> tuple[Union[R, UR], int]:
         """A register (general when ref has per-thread coordinates) and an immediate whose sum is
         form(ref): the uniform part as value_reg places it, then one IMAD per lane index here."""
@@ -949,6 +968,15 @@ class Program:
                 ln = ln.noted(note)
             sc.top.lines.append(self._arch_form(ln).marked("+"))
             sc.memo[key] = new
+            reg = new
+        # per-CTA uniform indices: one multiply-add here, at the point of use
+        for ui, c in [(i, c) for i, c in active if isinstance(i, Uniform)]:
+            assert isinstance(ui, Uniform)
+            done.append((ui, c))
+            new = self.ur(f"{buf.name}{suffix}@{ui.name}")
+            ln = alu.uimad(new, ui.reg, c, reg)
+            note = self._exact_note(form, ref, done)
+            self.emit(ln.noted(note) if note is not None else ln, mark="+")
             reg = new
         return reg, c0
 

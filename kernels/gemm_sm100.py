@@ -1,0 +1,637 @@
+"""The Blackwell GEMM (sm_100a): C = A · Bᵀ, A (M x K) and B (N x K) both K-major, fp16/bf16 in,
+fp32 accumulation in tensor memory, fp32/bf16/fp16 out. One program, configured per shape by
+`kernels.programs` (the seed's `gemm_swapped`).
+
+CTA pairs and SwapAB. Every MMA is `tcgen05.mma.cta_group::2` (`UTCHMMA.2CTA`), issued by the
+pair's leader (even cluster rank) for both CTAs. The tile of Bᵀ (rows of B: columns of C) is the
+MMA's A operand and the tile of A its B operand, so each CTA's accumulator is its block of C
+transposed: tensor-memory lane = a column of C, tensor-memory column = a row of C.
+
+- The pair covers BM rows of C (the MMA's N; each CTA loads BM/2 rows of A) and 2 x `cta_rows`
+  columns (each CTA loads `cta_rows` rows of B: 64 → one M = 128 pair MMA, 128 → M = 256,
+  256 → two stacked M = 256 MMAs, the second into the columns after the first's).
+- A cluster holds `pairs` pairs (1, 2 or 4: the seed's 1 x 2, 2 x 2 and 2 x 4 clusters) covering
+  consecutive BM-row blocks of C and the same columns; they share the Bᵀ tile: each CTA loads
+  1/pairs of it and multicasts it to the CTAs of the same rank in their pairs.
+
+Warp roles (256 threads a CTA):
+
+- warp 0, producer (both CTAs): for each tile and k block, waits for an empty stage, (leader CTA)
+  arms the stage's full barrier with both CTAs' bytes, and issues its `.2CTA` TMA loads of A and
+  Bᵀ, completing on the leader's barrier (mapa to the leader rank);
+- warp 1, MMA (leader CTA): waits for a full stage, issues BK/16 x reps `UTCHMMA.2CTA` into one of
+  the tensor-memory accumulators, frees the stage with `UTCBAR.2CTA.MULTICAST` to every CTA of the
+  cluster (each stage's empty barrier takes one commit per pair); after the last k block, commits
+  the accumulator-full barrier of both CTAs of the pair;
+- warp 2, cluster launch control (when configured): asks for the next tile
+  (`UGETNEXTWORKID.BROADCAST`) and hands it to every role through a pipe;
+- warps 4-7, epilogue (both CTAs): wait for the accumulator, read their 32 lanes with `LDTM.x32`,
+  store C from the registers (guarded on ragged tiles) or, for split-K / stream-K, stage the tile in
+  shared memory and add it into C in the L2 with `UTMAREDG.ADD`; then free the accumulator (one
+  arrival per warp on the leader's barrier).
+
+Every shared-memory address, descriptor, barrier and tensor-memory address is derived by the
+Program from the buffers' layouts; global addresses of C are the program's own arithmetic.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Iterator, Optional
+
+import attrs
+
+from warpy.errors import WarpyError
+from warpy.isa.families import alu, blackwell, clc, control, memory, sync, tma
+from warpy.isa.families._util import ins
+from warpy.isa.instr import Note
+from warpy.isa.operands import RZ, URZ, CBank, GMem, Mem, P, R, RVec, UP, UR, URVec
+from warpy.isa.program import Program
+from warpy.layout import Layout
+from warpy.layout.desc import tma_box, tma_multicast_slices, umma_idesc
+from warpy.layout.smem import smem_tile
+from warpy.layout.tma import dtype_bytes
+
+from .gemm_sm90 import Magic, cdiv
+
+B200_SMS = 148
+MAX_SMEM = 232448  # bytes of dynamic shared memory a block may opt into on sm_100
+TMEM_COLS = 512
+OUT_DTYPES = ("fp32", "bf16", "fp16")
+IN_DTYPES = ("bf16", "fp16")
+MEMDESC = CBank(0, 0x358)  # sm_100a's global memory descriptor word
+BK = 64  # one 128-byte swizzle row of fp16/bf16
+
+
+@attrs.frozen
+class Sm100Config:
+    """One configuration of the program.
+
+    bm: rows of C a CTA (and its pair) covers: the MMA's N (16..256 step 16; each CTA loads bm/2 rows of A);
+    cta_rows: columns of C a CTA covers (64, 128 or 256 rows of B: the pair MMA's M is 2 x min(cta_rows, 128),
+    stacked twice for 256); stages: ring depth; accs: tensor-memory accumulators (1 or 2);
+    pairs: CTA pairs a cluster (1, 2, 4) sharing the Bᵀ tile by multicast; persistent: a fixed grid
+    of clusters walking the tiles by stride (else one cluster a tile); group: the tile order's group
+    height; serpentine: alternate the direction of each group column; clc: tiles taken by cluster
+    launch control; ask_ahead: the MMA warp probes the next stage's barrier; pdl: "" (none),
+    "entry" (wait before the first global access, let the next grid in at once) or "last_load"
+    (... let it in once the last load is issued); split: K split that many ways over the grid,
+    partial sums added into C in the L2; stream_k: stream-K over the grid (first k step stores,
+    the others add once the tile's flag is up)."""
+
+    bm: int = 128
+    cta_rows: int = 128
+    stages: int = 6
+    accs: int = 2
+    pairs: int = 1
+    sms: int = B200_SMS
+    persistent: bool = True
+    group: int = 8
+    serpentine: bool = False
+    clc: bool = False
+    ask_ahead: bool = False
+    pdl: str = ""
+    split: int = 1
+    stream_k: bool = False
+
+    @property
+    def reps(self) -> int:
+        return 2 if self.cta_rows == 256 else 1
+
+    @property
+    def mma_m(self) -> int:
+        return 2 * min(self.cta_rows, 128)
+
+    @property
+    def acc_cols(self) -> int:
+        """Tensor-memory columns one accumulator takes."""
+        return self.bm // 2 if self.cta_rows == 64 else self.reps * self.bm
+
+    @property
+    def cluster(self) -> int:
+        return 2 * self.pairs
+
+    def describe(self) -> str:
+        feats = [f"{self.bm}x{self.cta_rows} a CTA (pair MMA M={self.mma_m} N={self.bm}" +
+                 (", two stacked" if self.reps == 2 else "") + ")",
+                 f"ring depth {self.stages}", f"{self.accs} accumulator" + ("s" if self.accs > 1 else "")]
+        if self.pairs > 1:
+            feats.append(f"2x{self.pairs} clusters (Bᵀ multicast)")
+        if self.clc:
+            feats.append("cluster launch control")
+        elif self.persistent:
+            feats.append(f"a fixed grid walking the tiles by stride in groups of {self.group}")
+        if self.serpentine:
+            feats.append("serpentine order")
+        if self.ask_ahead:
+            feats.append("asking a stage ahead")
+        if self.pdl == "last_load":
+            feats.append("the next grid let in after the last load")
+        if self.split > 1:
+            feats.append(f"K split {self.split} ways over the grid, adding in the L2")
+        if self.stream_k:
+            feats.append("stream-K adding in the L2")
+        return "sm_100a 2-CTA tcgen05, SwapAB: " + ", ".join(feats)
+
+
+def smem_bytes(cfg: Sm100Config, elem: int = 2) -> int:
+    """Dynamic shared memory: the ring (per CTA: bm/2 rows of A and cta_rows of Bᵀ a stage), the
+    epilogue's staging tile when partial sums are added by TMA, barriers and slots."""
+    stage = (cfg.bm // 2 + cfg.cta_rows) * BK * elem
+    staging = 4 * 32 * 32 * 4 if (cfg.split > 1 or cfg.stream_k) else 0
+    return cfg.stages * stage + staging + 1024
+
+
+def check_config(cfg: Sm100Config) -> None:
+    if cfg.cta_rows not in (64, 128, 256):
+        raise WarpyError(f"cta_rows {cfg.cta_rows} is not 64, 128 or 256")
+    if not (16 <= cfg.bm <= 256 and cfg.bm % 16 == 0):
+        raise WarpyError(f"bm {cfg.bm}: the pair MMA's N is 16..256 in steps of 16")
+    if cfg.cta_rows == 64 and cfg.bm % 64:
+        raise WarpyError(f"bm {cfg.bm}: an M=128 pair MMA folds N over two lane halves; bm must be a multiple of 64")
+    if cfg.acc_cols % 32:
+        raise WarpyError(f"an accumulator of {cfg.acc_cols} columns is not whole 32-column loads")
+    if cfg.accs not in (1, 2) or cfg.accs * cfg.acc_cols > TMEM_COLS:
+        raise WarpyError(f"{cfg.accs} accumulators of {cfg.acc_cols} columns do not fit {TMEM_COLS} tensor-memory columns")
+    if cfg.pairs not in (1, 2, 4):
+        raise WarpyError(f"{cfg.pairs} pairs a cluster: 1, 2 or 4")
+    if cfg.cta_rows // cfg.pairs < 8:
+        raise WarpyError(f"a multicast slice of {cfg.cta_rows // cfg.pairs} rows is less than one 8-row group")
+    if cfg.pdl not in ("", "entry", "last_load"):
+        raise WarpyError(f"pdl {cfg.pdl!r} is not '', 'entry' or 'last_load'")
+    if smem_bytes(cfg) > MAX_SMEM:
+        raise WarpyError(f"{cfg.describe()} needs {smem_bytes(cfg)} bytes of shared memory, more than {MAX_SMEM}")
+    if cfg.split > 1 and cfg.stream_k:
+        raise WarpyError("split-K over the grid and stream-K are two ways of one thing; pick one")
+    if (cfg.split > 1 or cfg.stream_k) and cfg.clc:
+        raise WarpyError("split-K / stream-K walk a fixed grid; cluster launch control is not combined with them")
+
+
+class Sm100Gemm:
+    """The program builder for one problem and configuration."""
+
+    def __init__(self, m: int, n: int, k: int, dtype: str, out_dtype: str, cfg: Sm100Config) -> None:
+        if dtype not in IN_DTYPES:
+            raise WarpyError(f"input type {dtype!r} is not one of {', '.join(IN_DTYPES)}")
+        if out_dtype not in OUT_DTYPES:
+            raise WarpyError(f"output type {out_dtype!r} is not one of {', '.join(OUT_DTYPES)}")
+        check_config(cfg)
+        self.m, self.n, self.k = m, n, k
+        self.dtype, self.out_dtype, self.cfg = dtype, out_dtype, cfg
+        self.eb = dtype_bytes(dtype)
+        self.oeb = dtype_bytes(out_dtype)
+        # a cluster's tile: pairs x bm rows of C, 2 x cta_rows columns
+        self.tile_m = cfg.pairs * cfg.bm
+        self.tile_n = 2 * cfg.cta_rows
+        self.mt, self.nt = cdiv(m, self.tile_m), cdiv(n, self.tile_n)
+        self.tiles = self.mt * self.nt
+        self.kt = cdiv(k, BK)
+        max_clusters = max(1, cfg.sms // cfg.cluster)
+        self.clusters = min(max_clusters, self.tiles) if (cfg.persistent and not cfg.clc) else self.tiles
+        if cfg.split > 1 or cfg.stream_k:
+            self.clusters = max_clusters if cfg.stream_k else min(max_clusters, self.tiles * cfg.split)
+        if cfg.split > self.kt:
+            raise WarpyError(f"K split {cfg.split} ways is more than its {self.kt} blocks of {BK}")
+
+    @property
+    def name(self) -> str:
+        c = self.cfg
+        tag = f"_c{c.pairs}" + ("_clc" if c.clc else "") + ("_ask" if c.ask_ahead else "") + \
+            (f"_sk{c.split}" if c.split > 1 else "") + ("_stk" if c.stream_k else "") + \
+            (f"_pdl{c.pdl[0]}" if c.pdl else "") + ("_sp" if c.serpentine else "")
+        return (f"gemm_sm100_{self.m}x{self.n}x{self.k}_{self.dtype}_{self.out_dtype}"
+                f"_{c.bm}x{c.cta_rows}_s{c.stages}_a{c.accs}{tag}")
+
+    # -- the program ---------------------------------------------------------------------------
+    def build(self) -> Program:
+        cfg = self.cfg
+        if cfg.split > 1 or cfg.stream_k:
+            raise WarpyError("split-K and stream-K are not built yet")
+        p = Program(self.name, "sm_100a", threads=256, grid=(self.clusters * cfg.cluster, 1, 1),
+                    cluster=(cfg.cluster, 1, 1))
+        self.p = p
+        a_tile = smem_tile(cfg.bm // 2, BK, self.dtype, "K", 128)
+        bt_tile = smem_tile(cfg.cta_rows, BK, self.dtype, "K", 128)
+        a_glob = Layout((self.m, self.k), (self.k, 1))
+        b_glob = Layout((self.n, self.k), (self.k, 1))
+        self.ta = p.tmap("a", tma_box(a_glob, a_tile))
+        self.tb = p.tmap("bt", tma_box(b_glob, bt_tile, multicast=cfg.pairs))
+        self.slice_rows = cfg.cta_rows // cfg.pairs
+        if cfg.pairs > 1:
+            # each CTA's slice of the Bᵀ box: rows [p * slice_rows, ...) of the tile, at that row's bytes
+            for s in tma_multicast_slices(b_glob, bt_tile, cfg.pairs):
+                want_off = int(bt_tile.layout((s.cta * self.slice_rows, 0)))
+                if s.smem_offset != want_off or s.coord_offset != (0, s.cta * self.slice_rows):
+                    raise WarpyError(f"multicast slice {s} is not rows {s.cta * self.slice_rows}.. of the Bᵀ tile")
+        self.c = p.param("c", "u64")
+        p.global_buffer("c_out", Layout((self.m, self.n), (self.n * self.oeb, self.oeb)), self.out_dtype, "c")
+        self.sa = p.smem_ring("sa", cfg.stages, a_tile.layout, self.dtype)
+        self.sbt = p.smem_ring("sbt", cfg.stages, bt_tile.layout, self.dtype)
+        self.stage = p.pipe("stage", cfg.stages, fills=1, frees=cfg.pairs)
+        self.accp = p.pipe("acc", cfg.accs, fills=1, frees=8)  # 4 epilogue warps in each CTA of the pair
+        self.tmem_free = p.barriers("tmem_free", 1, count=1)
+        self.slot = p.smem_words("tmem_slot", 1)
+        alloc = max(32, 1 << (cfg.accs * cfg.acc_cols - 1).bit_length())
+        self.alloc_cols = alloc
+        self.acc = p.tmem("acc", Layout((cfg.accs, 128, cfg.acc_cols), (cfg.acc_cols, 1 << 16, 1)), alloc)
+        p.init_barriers()
+
+        # ranks: this CTA's in the cluster, its pair, its place in the pair, the pair's leader
+        self.rank = p.ur("cta_rank")
+        p.emit(alu.s2ur(self.rank, "SR_CgaCtaId"))
+        self.in_pair = p.ur("in_pair")
+        p.emit(alu.ulop3(self.in_pair, self.rank, 1, URZ, 0xC0))
+        self.pair = p.ur("pair")
+        p.emit(alu.ushf_r(self.pair, self.rank, 1))
+        self.leader_rank = p.ur("leader_rank")
+        p.emit(alu.ulop3(self.leader_rank, self.rank, 0xFFFFFFFE, URZ, 0xC0))
+        self.is_leader = p.up("is_leader_cta")
+        p.emit(alu.uisetp("EQ", self.is_leader, self.in_pair, 0))
+        if cfg.pdl:
+            p.emit(sync.acqbulk())  # the previous grid's writes are visible before any global access
+            if cfg.pdl == "entry":
+                p.emit(sync.preexit())
+
+        # warp 1 of each CTA allocates the pair's tensor memory; the cluster barrier orders the
+        # allocation (and the barriers' initialisation) before any peer's MMA or remote arrival
+        warp = p.warp_index()
+        w1 = p.p("is_warp1")
+        p.emit(alu.isetp("EQ", w1, warp, 1))
+        with p.when(w1):
+            p.emit_at(self.slot.at(0), lambda a: blackwell.tmem_alloc(a, alloc, True))
+            p.emit(blackwell.tmem_relinquish())
+        p.emit(blackwell.tc_fence_before())
+        p.emit(sync.cluster_arrive())
+        p.emit(sync.cluster_wait())
+        p.emit(blackwell.tc_fence_after())
+        tword = p.r("tmem_word")
+        p.emit_at(self.slot.at(0), lambda a: memory.lds(tword, a))
+        p.tmem_base = p.ur("tmem_base")
+        p.emit(alu.r2ur(p.tmem_base, tword))
+
+        with p.role("producer", range(0, 1)):
+            self.producer(p)
+        with p.role("mma", range(1, 2)):
+            self.mma(p)
+        with p.role("epilogue", range(4, 8)):
+            self.epilogue(p)
+        p.emit(control.exit_())
+        return p
+
+    # -- the tile schedule ------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def tile_loop(self, p: Program) -> Iterator[R]:
+        """For each tile this cluster owns: yields the register holding the tile's number."""
+        cfg = self.cfg
+        ctaid = p.r("ctaid")
+        p.emit(alu.s2r(ctaid, "SR_CTAID.X"))
+        cid = p.r("cluster_id")
+        p.emit(alu.shf_r(cid, ctaid, cfg.cluster.bit_length() - 1))
+        count = p.r("tile_count")
+        base, extra = divmod(self.tiles, self.clusters)
+        if extra:
+            more = p.p("has_extra_tile")
+            p.emit(alu.isetp("LT", more, cid, extra))
+            p.emit(alu.sel(count, base + 1, base, more))
+        else:
+            p.emit(alu.mov(count, base))
+        with p.loop("tile", count, max_count=cdiv(self.tiles, self.clusters)) as tile:
+            t = p.r("t")
+            p.emit(alu.imad(t, tile.reg, self.clusters, cid))
+            yield t
+
+    def tile_origin(self, p: Program, t: R) -> tuple[R, R]:
+        """(m_blk, n_blk) of cluster tile number t: grouped order (`group` M-blocks share a sweep
+        over N), each group column walked downwards, or alternately up and down (serpentine)."""
+        cfg = self.cfg
+        gm = min(cfg.group, self.mt)
+        full_groups = self.mt // gm
+        t_full = full_groups * gm * self.nt
+        m_blk, n_blk = p.r("m_blk"), p.r("n_blk")
+        if t_full:
+            g = self.divide(p, p.r("grp"), t, gm * self.nt)
+            w = p.r("in_grp")
+            p.emit(alu.imad(w, g, (1 << 32) - gm * self.nt, t))
+            nq = self.divide(p, n_blk, w, gm)
+            p.emit(alu.imad(m_blk, nq, (1 << 32) - gm, w))  # w % gm
+            if cfg.serpentine:
+                odd = p.p("odd_column")
+                flip = p.r("flipped")
+                p.emit(alu.lop3_p(odd, n_blk, 1, RZ, 0xC0))
+                p.emit(alu.imad(flip, m_blk, (1 << 32) - 1, gm - 1))  # gm - 1 - m
+                p.emit(alu.sel(m_blk, flip, m_blk, odd))
+            p.emit(alu.imad(m_blk, g, gm, m_blk))
+        tail = self.mt % gm
+        if tail:
+            tw, tm, tn = p.r("tail_w"), p.r("tail_m"), p.r("tail_n")
+            p.emit(alu.iadd3(tw, t, (1 << 32) - t_full if t_full else 0))
+            self.divide(p, tn, tw, tail)
+            p.emit(alu.imad(tm, tn, (1 << 32) - tail, tw))
+            p.emit(alu.iadd3(tm, tm, full_groups * gm))
+            if t_full:
+                in_tail = p.p("in_tail")
+                p.emit(alu.isetp("GE", in_tail, t, t_full))
+                p.emit(alu.sel(m_blk, tm, m_blk, in_tail))
+                p.emit(alu.sel(n_blk, tn, n_blk, in_tail))
+            else:
+                p.emit(alu.mov(m_blk, tm))
+                p.emit(alu.mov(n_blk, tn))
+        return m_blk, n_blk
+
+    def divide(self, p: Program, q: R, x: R, d: int) -> R:
+        """q = x // d for 0 <= x < tiles (a multiply-high by a checked magic number)."""
+        if d == 1:
+            p.emit(alu.mov(q, x))
+            return q
+        mg = Magic.find(d, self.tiles)
+        p.emit(ins("IMAD", "HI.U32", q, x, mg.mul, RZ))
+        if mg.shift:
+            p.emit(alu.shf_r(q, q, mg.shift))
+        return q
+
+    # -- producer ---------------------------------------------------------------------------------
+    def producer(self, p: Program) -> None:
+        cfg = self.cfg
+        leader = p.elect()
+        arms = p.p("arms_full")  # the elected lane of the pair's leader arms the stage's barrier
+        lead_r = p.r("in_pair_r")
+        p.emit(alu.mov(lead_r, self.in_pair))
+        p.emit(alu.isetp("EQ", arms, lead_r, 0, c=leader))
+        mask: Optional[UR] = None
+        slice_ix = None
+        if cfg.pairs > 1:
+            # the CTAs of this CTA's place in the pair, one in each pair of the cluster
+            mask = p.ur("bt_mask")
+            p.emit(alu.umov(mask, (0x55 & ((1 << cfg.cluster) - 1))))
+            p.emit(alu.ushf_l(mask, mask, self.in_pair))
+            slice_ix = p.uniform("bt_slice", self.pair, cfg.pairs)
+        out = self.stage.producer("ps")
+        tx = (cfg.bm + 2 * cfg.cta_rows) * BK * self.eb  # both CTAs' A halves and Bᵀ tiles
+        a_row, bt_row = p.ur("a_row"), p.ur("bt_row")
+        with self.tile_loop(p) as t:
+            m_blk, n_blk = self.tile_origin(p, t)
+            r = p.r("row_tmp")
+            # A: rows m_blk * tile_m + pair * bm + in_pair * bm/2
+            p.emit(alu.imad(r, m_blk, self.tile_m, RZ))
+            p.emit(alu.r2ur(a_row, r))
+            p.emit(alu.uimad(a_row, self.rank, cfg.bm // 2, a_row))
+            # Bᵀ: rows n_blk * tile_n + in_pair * cta_rows (+ this CTA's slice)
+            p.emit(alu.imad(r, n_blk, self.tile_n, RZ))
+            p.emit(alu.r2ur(bt_row, r))
+            p.emit(alu.uimad(bt_row, self.in_pair, cfg.cta_rows, bt_row))
+            if cfg.pairs > 1:
+                p.emit(alu.uimad(bt_row, self.pair, self.slice_rows, bt_row))
+            with p.loop("k", self.kt) as k:
+                with out.stage():
+                    out.wait_empty()
+                    out.arrive_full(arms, tx_bytes=tx)
+                    p.tma_load(out.slot(self.sa), self.ta, [k * BK, a_row], out.full, two_cta=True,
+                               bar_rank=self.leader_rank)
+                    dst = out.slot(self.sbt, slice_ix * self.slice_rows, 0) if slice_ix is not None else out.slot(self.sbt)
+                    p.tma_load(dst, self.tb, [k * BK, bt_row], out.full, mask=mask, two_cta=True,
+                               bar_rank=self.leader_rank)
+        if cfg.pdl == "last_load":
+            p.emit(sync.preexit())
+        # drain: every stage freed by every pair's MMAs (their commits land in this CTA's barriers)
+        with p.loop("drain", cfg.stages):
+            with out.stage():
+                out.wait_empty()
+
+    # -- MMA --------------------------------------------------------------------------------------
+    def mma(self, p: Program) -> None:
+        cfg = self.cfg
+        idesc = umma_idesc(self.dtype, self.dtype, "f32", cfg.mma_m, cfg.bm, "K", "K", cta_group=2)
+        done = p.fresh_label("MMA_DONE")
+        p.emit(control.bra_u(~self.is_leader, done))
+        mask_all, mask_pair = p.ur("mask_all"), p.ur("mask_pair")
+        p.emit(alu.umov(mask_all, (1 << cfg.cluster) - 1))
+        p.emit(alu.umov(mask_pair, 0b11))
+        p.emit(alu.ushf_l(mask_pair, mask_pair, self.rank))  # the leader's rank is even
+        first, accumulate = p.ur("first"), p.up("accumulate")
+        acc_out = self.accp.producer("acc_p")
+        inp = self.stage.consumer("cs")
+        probe = p.p("probe") if cfg.ask_ahead else None
+        if probe is not None:
+            p.emit(alu.pset(probe, False))
+        with self.tile_loop(p):
+            with acc_out.stage():
+                acc_out.wait_empty()
+                p.emit(blackwell.tc_fence_after())
+                p.emit(alu.umov(first, 0))
+                with p.loop("k", self.kt) as k:
+                    more = p.p("more_k") if probe is not None else None
+                    with inp.stage(probe=probe, probe_when=more):
+                        p.emit(alu.uisetp("NE", accumulate, first, URZ))
+                        if more is not None:
+                            p.emit(alu.isetp("LT", more, k.reg, self.kt - 1))
+                        inp.wait_full()
+                        p.emit(blackwell.tc_fence_after())
+                        for rep in range(cfg.reps):
+                            for j in range(BK // 16):
+                                p.utchmma(inp.slot(self.sbt, 128 * rep, 16 * j), inp.slot(self.sa, 0, 16 * j),
+                                          self.acc.at(acc_out.ring, 0, rep * cfg.bm), idesc,
+                                          accumulate if j == 0 else True, two_cta=True)
+                        p.emit(alu.umov(first, 1))
+                        inp.free_commit(mask_all, two_cta=True)
+                p.emit_at(acc_out.full, lambda b: blackwell.utcbar(b, mask_pair, True))
+        # drain: every accumulator read by both CTAs' epilogues; then the peer may free its columns
+        with p.loop("acc_drain", cfg.accs):
+            with acc_out.stage():
+                acc_out.wait_empty()
+        peer = p.ur("peer_rank")
+        p.emit(alu.uiadd3(peer, self.rank, 1))
+        lane = p.elect("free_leader")
+        fb = p.ur("tmem_free_peer")
+        p.derive_into(fb, "addr", self.tmem_free.at(0))
+        p.emit(alu.mapa(fb, peer, fb))
+        p.emit(sync.arrive_remote(Mem(fb)).guarded(lane))
+        p.label(done)
+        # the non-leader frees its columns once the leader says every MMA and load is done
+        skip = p.fresh_label("FREE_OWN")
+        p.emit(control.bra_u(self.is_leader, skip))
+        zero = p.r("phase0")
+        p.emit(alu.mov(zero, 0))
+        p.wait(self.tmem_free.at(0), zero)
+        p.label(skip)
+        p.emit(blackwell.tc_fence_after())
+        p.emit(blackwell.tmem_dealloc(p.tmem_base, self.alloc_cols, True))  # type: ignore[arg-type]
+
+    # -- epilogue ---------------------------------------------------------------------------------
+    def epilogue(self, p: Program) -> None:
+        cfg = self.cfg
+        warp = p.warp_index()
+        tid = p.r("tid")
+        q = p.r("quarter")  # the warp's tensor-memory sub-partition: lanes 32q..32q+31
+        p.emit(alu.lop3(q, warp, 3, RZ, 0xC0))
+        lane = p.r("lane")
+        p.emit(alu.lop3(lane, tid, 31, RZ, 0xC0))
+        wl = p.r("warp_lane0")  # 32q: the warp's first tensor-memory lane
+        p.emit(alu.shf_l(wl, q, 5))
+        wc = p.r("warp_col0")  # M = 128 pairs fold the accumulator's columns over the lane halves
+        row_in = p.r("row_in")  # this thread's column of C within the CTA's block (lane of the atom)
+        if cfg.cta_rows == 64:
+            half = p.r("half")
+            p.emit(alu.shf_r(half, q, 1))
+            p.emit(alu.imad(wc, half, cfg.bm // 2, RZ))
+            p.emit(alu.lop3(row_in, wl, 32, RZ, 0xC0))
+            p.emit(alu.iadd3(row_in, row_in, lane))
+            ncols = cfg.bm // 2
+        else:
+            p.emit(alu.mov(wc, 0))
+            p.emit(alu.iadd3(row_in, wl, lane))
+            ncols = cfg.bm
+        wofs = p.r("tmem_warp_ofs")
+        p.emit(alu.shf_l(wofs, wl, 16))
+        p.emit(alu.iadd3(wofs, wofs, wc))
+        uwofs = p.ur("tmem_warp")
+        p.emit(alu.r2ur(uwofs, wofs))
+        wl_ix = p.lane("warp_lane0", wl, 128)
+        wc_ix = p.lane("warp_col0", wc, cfg.acc_cols)
+        cptr = p.rvec("c_ptr", 2)
+        p.emit(alu.ldc(cptr, self.c.cbank()))
+        md = p.urvec("memdesc", 2)
+        p.emit(alu.uldc(md, MEMDESC, p.sm))
+        prank = p.r("rank_r")
+        p.emit(alu.mov(prank, self.rank))
+        inp = self.accp.consumer("acc_c")
+        v = p.rvec("v", 32)
+        taddr = p.ur("taddr")
+        free_lane = p.elect("acc_free_leader")
+        with self.tile_loop(p) as t:
+            m_blk, n_blk = self.tile_origin(p, t)
+            self.m_blk, self.n_blk = m_blk, n_blk
+            mrow, ncol = p.r("m_row0"), p.r("n_col0")
+            # C rows of accumulator column wc: m_blk * tile_m + pair * bm + wc (rank >> 1 = pair)
+            p.emit(alu.shf_r(mrow, prank, 1))
+            p.emit(alu.imad(mrow, mrow, cfg.bm, wc))
+            p.emit(alu.imad(mrow, m_blk, self.tile_m, mrow))
+            # C column: n_blk * tile_n + in_pair * cta_rows + row_in
+            p.emit(alu.lop3(ncol, prank, 1, RZ, 0xC0))
+            p.emit(alu.imad(ncol, ncol, cfg.cta_rows, row_in))
+            p.emit(alu.imad(ncol, n_blk, self.tile_n, ncol))
+            with inp.stage():
+                inp.wait_full()
+                p.emit(blackwell.tc_fence_after())
+                base, off = p.value_reg("addr", self.acc.at(inp.ring, 0, 0))
+                self.store_tile(p, inp, base, off, uwofs, wl_ix, wc_ix, taddr, v, mrow, ncol, md, cptr, ncols)
+                p.emit(blackwell.tc_fence_before())
+                inp.free_remote(self.leader_rank, free_lane)
+
+    def store_tile(self, p: Program, inp: object, base: UR, off: int, uwofs: UR, wl_ix: object, wc_ix: object,
+                   taddr: UR, v: RVec, mrow: R, ncol: R, md: URVec, cptr: RVec, ncols: int) -> None:
+        cfg = self.cfg
+        ring = inp.ring  # type: ignore[attr-defined]
+        ragged = bool(self.m % self.tile_m or self.n % self.tile_n)
+        tile_addr = p.rvec("c_tile", 2)
+        p.emit(alu.imad_wide(tile_addr, mrow, self.n * self.oeb, cptr))
+        p.emit(alu.imad_wide(tile_addr, ncol, self.oeb, tile_addr))
+        inside: Optional[P] = None
+        if ragged:
+            # the same for the whole warp (LDTM is warp-collective): is the cluster's tile inside C?
+            inside = p.p("tile_inside")
+            p.emit(alu.isetp("LT", inside, self.m_blk, self.m // self.tile_m))
+            p.emit(alu.isetp("LT", inside, self.n_blk, self.n // self.tile_n, c=inside))
+        edge = p.fresh_label("EDGE_TILE") if ragged else None
+        stored = p.fresh_label("STORED") if ragged else None
+        if ragged:
+            assert inside is not None and edge is not None
+            p.emit(control.bra(edge).guarded(~inside))
+        self._stores(p, ring, base, off, uwofs, wl_ix, wc_ix, taddr, v, mrow, ncol, md, tile_addr, ncols, False)
+        if ragged:
+            assert stored is not None and edge is not None
+            p.emit(control.bra(stored))
+            p.label(edge)
+            self._stores(p, ring, base, off, uwofs, wl_ix, wc_ix, taddr, v, mrow, ncol, md, tile_addr, ncols, True)
+            p.label(stored)
+
+    def _stores(self, p: Program, ring: object, base: UR, off: int, uwofs: UR, wl_ix: object, wc_ix: object,
+                taddr: UR, v: RVec, mrow: R, ncol: R, md: URVec, tile_addr: RVec, ncols: int, guarded: bool) -> None:
+        cfg, oeb = self.cfg, self.oeb
+        caddr = p.rvec("c_addr", 2)
+        cofs = p.r("c_ofs")
+        packed, hi = p.r("packed"), p.r("hi_half")
+        for rep in range(cfg.reps):
+            n_ok: Optional[P] = None
+            if guarded:
+                if self.n - 128 * rep <= 0:
+                    break
+                n_ok = p.p("n_ok")
+                p.emit(alu.isetp("LT", n_ok, ncol, self.n - 128 * rep))
+            for chunk in range(ncols // 32):
+                col = rep * cfg.bm + 32 * chunk
+                ref = self.acc.at(ring, wl_ix, wc_ix + col)  # type: ignore[arg-type, operator]
+                p.emit(alu.uiadd3(taddr, base, uwofs, off + col).noted(ref.note("addr")), mark="+")
+                p.emit(blackwell.ldtm(v, taddr))
+                p.emit(blackwell.tmem_wait_ld())
+                p.emit(alu.mov(cofs, 32 * chunk * self.n * oeb + 128 * rep * oeb))
+                p.emit(alu.imad_wide(caddr, cofs, 1, tile_addr))
+                for i in range(32):
+                    ok: Optional[P] = None
+                    if guarded:
+                        bound = self.m - 32 * chunk - i
+                        if bound <= 0:
+                            break
+                        ok = p.p("st_ok")
+                        assert n_ok is not None
+                        p.emit(alu.isetp("LT", ok, mrow, bound, c=n_ok))
+                    g = GMem(md, caddr, i * self.n * oeb)
+                    if self.out_dtype == "fp32":
+                        p.emit(memory.stg(g, v[i]).guarded(ok))
+                        continue
+                    kind = "BF16" if self.out_dtype == "bf16" else "F16"
+                    if i % 2 == 0:
+                        p.emit(ins("F2FP", f"{kind}.F32.PACK_AB", packed, v[i + 1], v[i]))
+                        p.emit(ins("STG", "E.U16", g, packed).guarded(ok))
+                    else:
+                        p.emit(alu.shf_r(hi, packed, 16))
+                        p.emit(ins("STG", "E.U16", g, hi).guarded(ok))
+
+
+def choose_sm100(m: int, n: int, k: int, sms: int = B200_SMS) -> Sm100Config:
+    """The configuration for a shape on a B200 (148 SMs: 74 CTA pairs), the seed's table at its 11
+    shapes and the same rule elsewhere:
+
+    - long K (K >= 4 max(M, N)): the tiles cannot fill the machine, so K is split. Very long K with
+      few 256 x 512 pair tiles: 256 x 256 a CTA, K split over the grid (as many ways as pairs per
+      tile, at least 8 k blocks each); otherwise stream-K with 256 x 128 a CTA;
+    - small (max(M, N) <= 1024): 128 x 64 a CTA (M = 128 pair MMAs), a deep ring of 13, asking ahead;
+      up to 1536: 128 x 128, ring 6, the next grid let in after the last load;
+    - up to 2048 x 2048 outputs: 128 x 128, ring 8, two accumulators; a fixed grid walking the
+      tiles by stride in groups of 16, or, for tall C (M >= 2N), 2 x 4 clusters sharing Bᵀ with
+      cluster launch control;
+    - short K (K <= min(M, N) / 4): 256 x 128, ring 5, two accumulators, persistent;
+    - up to 4096 x 4096 outputs: 192 x 128, ring 7, two accumulators, cluster launch control;
+    - larger: 256 x 256 (two stacked pair MMAs), ring 4, cluster launch control in serpentine order,
+      asking a stage ahead."""
+    big = max(m, n)
+    kt = cdiv(k, BK)
+    pairs = sms // 2
+    small_m = m <= 64
+    if k >= 4 * big and kt >= 16:
+        t256 = cdiv(m, 256) * cdiv(n, 512)
+        if k >= 32 * big and t256 * 2 <= pairs:
+            split = max(2, min(pairs // t256, kt // 8))
+            return Sm100Config(bm=256, cta_rows=256, stages=4, accs=1, ask_ahead=True, split=split, sms=sms)
+        return Sm100Config(bm=256, cta_rows=128, stages=6, accs=2, ask_ahead=True, stream_k=True, sms=sms)
+    if small_m:
+        return Sm100Config(bm=64, cta_rows=128, stages=8, accs=2, group=8, sms=sms)
+    if big <= 1024:
+        return Sm100Config(bm=128, cta_rows=64, stages=13, accs=1, persistent=False, ask_ahead=True, sms=sms)
+    if big <= 1536:
+        return Sm100Config(bm=128, cta_rows=128, stages=6, accs=1, persistent=False, pdl="last_load", sms=sms)
+    if m * n <= 2048 * 2048:
+        if m >= 2 * n:
+            return Sm100Config(bm=128, cta_rows=128, stages=8, accs=2, pairs=4, clc=True, pdl="last_load", sms=sms)
+        return Sm100Config(bm=128, cta_rows=128, stages=8, accs=2, group=16, sms=sms)
+    if 4 * k <= min(m, n):
+        return Sm100Config(bm=256, cta_rows=128, stages=5, accs=2, pdl="last_load", sms=sms)
+    if m * n <= 4096 * 4096:
+        return Sm100Config(bm=192, cta_rows=128, stages=7, accs=2, clc=True, sms=sms)
+    return Sm100Config(bm=256, cta_rows=256, stages=4, accs=1, clc=True, ask_ahead=True, serpentine=True, sms=sms)
+
+
+def build_sm100(m: int, n: int, k: int, dtype: str, out_dtype: str, cfg: Sm100Config) -> Program:
+    return Sm100Gemm(m, n, k, dtype, out_dtype, cfg).build()
+
+
+_ = (Note, UP, clc, tma)

@@ -1,0 +1,121 @@
+"""The Blackwell GEMM (kernels/gemm_sm100.py) without a B200: representative programs build, lift,
+assemble for sm_100a without spills, and their disassembly shows the instructions the program is
+made of (the pair MMA, the multicast commit, the pair TMA, tensor-memory loads, ...); the rule
+reproduces the seed's table; the tile order visits every tile once."""
+
+from __future__ import annotations
+
+import pytest
+
+from kernels.gemm_sm100 import Sm100Config, Sm100Gemm, choose_sm100, smem_bytes
+from kernels.programs import GemmProblem, build, choose
+from warpy.errors import WarpyError
+from warpy.lift.disasm import check_opcodes, disassemble
+from warpy.lift.lifter import expected_opcodes, lift
+from warpy.lift.ptxas import FAILING_KINDS, assemble
+
+ALWAYS = ["UTCHMMA.2CTA", "UTCBAR.2CTA.MULTICAST", "UTMALDG.2D.2CTA", "LDTM.x32",
+          "UTCATOMSWS.2CTA.FIND_AND_SET.ALIGN", "SYNCS.PHASECHK.TRANS64.TRYWAIT"]
+
+
+def assemble_checked(problem: GemmProblem, cfg: Sm100Config | None = None, extra: tuple[str, ...] = ()) -> tuple[object, object]:
+    kern = build(problem, cfg).kernel()
+    cub = assemble(lift(kern, "sm_100a"), "sm_100a", allow=FAILING_KINDS)
+    r = cub.resource(kern.header.kernel)
+    assert r.spill_stores == 0 and r.spill_loads == 0, (r.spill_stores, r.spill_loads)
+    assert not [w for w in cub.warnings if w.kind != "other"], cub.warnings
+    assert kern.header.dynsmem <= 232448
+    check_opcodes(expected_opcodes(kern, "sm_100a") + ALWAYS + list(extra), cub, kern.header.kernel)
+    return kern, cub
+
+
+@pytest.mark.parametrize("shape,out,extra", [
+    ((2048, 2048, 2048), "fp32", ()),                 # 2 accumulators, fixed grid, groups of 16
+    ((1024, 1024, 1024), "fp32", ()),                 # M = 128 pair MMAs, ring 13, asking ahead
+])
+def test_table_shapes_assemble(shape: tuple[int, int, int], out: str, extra: tuple[str, ...]) -> None:
+    assemble_checked(GemmProblem(*shape, dtype="fp16", out_dtype=out, arch="sm_100a"), extra=extra)
+
+
+def test_ragged_multicast_fp16_out() -> None:
+    # 2 x 2 clusters (Bᵀ multicast to the other pair), ragged in M, N and K, fp16 stores
+    cfg = Sm100Config(bm=128, cta_rows=128, stages=6, accs=2, pairs=2)
+    kern, _ = assemble_checked(GemmProblem(127, 8191, 136, dtype="bf16", out_dtype="fp16", arch="sm_100a"), cfg,
+                               ("UTMALDG.2D.MULTICAST.2CTA",))
+    assert kern.header.cluster == (4, 1, 1)
+
+
+TABLE = {
+    (1024, 1024, 1024): dict(bm=128, cta_rows=64, stages=13, accs=1, ask_ahead=True, persistent=False),
+    (1536, 1536, 1536): dict(bm=128, cta_rows=128, stages=6, accs=1, pdl="last_load", persistent=False),
+    (2048, 2048, 2048): dict(bm=128, cta_rows=128, stages=8, accs=2, group=16, persistent=True),
+    (3072, 1280, 2048): dict(bm=128, cta_rows=128, stages=8, accs=2, pairs=4, clc=True, pdl="last_load"),
+    (4096, 4096, 1024): dict(bm=256, cta_rows=128, stages=5, accs=2, pdl="last_load"),
+    (4096, 4096, 4096): dict(bm=192, cta_rows=128, stages=7, accs=2, clc=True),
+    (8192, 2048, 4096): dict(bm=192, cta_rows=128, stages=7, accs=2, clc=True),
+    (8192, 8192, 8192): dict(bm=256, cta_rows=256, stages=4, clc=True, ask_ahead=True, serpentine=True),
+    (16384, 16384, 16384): dict(bm=256, cta_rows=256, stages=4, clc=True, ask_ahead=True, serpentine=True),
+    (2048, 2048, 16384): dict(bm=256, cta_rows=128, stages=6, accs=2, ask_ahead=True, stream_k=True),
+    (1024, 1024, 65536): dict(bm=256, cta_rows=256, stages=4, ask_ahead=True, split=9),
+}
+
+
+@pytest.mark.parametrize("shape", list(TABLE))
+def test_rule_reproduces_the_seed_table(shape: tuple[int, int, int]) -> None:
+    cfg = choose(GemmProblem(*shape, dtype="fp16", arch="sm_100a"))
+    assert isinstance(cfg, Sm100Config)
+    for key, want in TABLE[shape].items():
+        assert getattr(cfg, key) == want, (shape, key, getattr(cfg, key), want)
+    assert smem_bytes(cfg) <= 232448
+
+
+@pytest.mark.parametrize("shape", [(1, 4096, 4096), (4097, 129, 72), (1000, 1000, 1000), (127, 8191, 136),
+                                   (5, 7, 8), (300000, 16, 64)])
+def test_rule_is_buildable_elsewhere(shape: tuple[int, int, int]) -> None:
+    cfg = choose_sm100(*shape)
+    Sm100Gemm(*shape, "bf16", "fp32", cfg)  # the configuration is checked on construction
+
+
+@pytest.mark.parametrize("serpentine", [False, True])
+def test_tile_order_is_a_bijection(serpentine: bool) -> None:
+    """The grouped (and serpentine) order the program computes with magic divisions visits every
+    cluster tile once, with and without a tail group."""
+    for m, n, group in [(4096, 4096, 8), (4097, 129, 8), (1000, 3000, 4), (128 * 13, 256 * 5, 16)]:
+        g = Sm100Gemm(m, n, 64, "bf16", "fp32", Sm100Config(group=group, serpentine=serpentine))
+        seen = [_tile_of(g, t) for t in range(g.tiles)]
+        assert sorted(seen) == [(i, j) for i in range(g.mt) for j in range(g.nt)]
+
+
+def _tile_of(g: Sm100Gemm, t: int) -> tuple[int, int]:
+    from kernels.gemm_sm90 import Magic
+
+    gm = min(g.cfg.group, g.mt)
+    t_full = (g.mt // gm) * gm * g.nt
+
+    def div(x: int, d: int) -> int:
+        if d == 1:
+            return x
+        mg = Magic.find(d, g.tiles)
+        return (x * mg.mul) >> (32 + mg.shift)
+
+    if t < t_full:
+        grp = div(t, gm * g.nt)
+        w = t - grp * gm * g.nt
+        nb = div(w, gm)
+        mi = w - nb * gm
+        if g.cfg.serpentine and nb % 2:
+            mi = gm - 1 - mi
+        return grp * gm + mi, nb
+    tail = g.mt % gm
+    w = t - t_full
+    nb = div(w, tail)
+    return (g.mt // gm) * gm + (w - nb * tail), nb
+
+
+def test_bad_configs_are_refused() -> None:
+    with pytest.raises(WarpyError, match="cta_rows"):
+        Sm100Gemm(256, 256, 256, "bf16", "fp32", Sm100Config(cta_rows=96))
+    with pytest.raises(WarpyError, match="tensor-memory columns"):
+        Sm100Gemm(256, 256, 256, "bf16", "fp32", Sm100Config(bm=256, cta_rows=256, accs=2))
+    with pytest.raises(WarpyError, match="shared memory"):
+        Sm100Gemm(256, 256, 256, "bf16", "fp32", Sm100Config(bm=256, cta_rows=256, accs=1, stages=8))
