@@ -46,7 +46,7 @@ from warpy.isa.families import alu, blackwell, clc, control, memory, sync, tma
 from warpy.isa.families._util import ins
 from warpy.isa.instr import Note
 from warpy.isa.operands import RZ, URZ, CBank, GMem, Mem, P, R, RVec, UP, UR, URVec
-from warpy.isa.program import Program
+from warpy.isa.program import ConsumerEnd, Program
 from warpy.layout import Layout
 from warpy.layout.desc import tma_box, tma_multicast_slices, umma_idesc
 from warpy.layout.smem import smem_tile
@@ -61,6 +61,8 @@ OUT_DTYPES = ("fp32", "bf16", "fp16")
 IN_DTYPES = ("bf16", "fp16")
 MEMDESC = CBank(0, 0x358)  # sm_100a's global memory descriptor word
 BK = 64  # one 128-byte swizzle row of fp16/bf16
+CLC_DEPTH = 2
+MAXNREG = 168  # answers of cluster launch control in flight
 
 
 @attrs.frozen
@@ -207,8 +209,9 @@ class Sm100Gemm:
         cfg = self.cfg
         if cfg.split > 1 or cfg.stream_k:
             raise WarpyError("split-K and stream-K are not built yet")
+        # one CTA an SM (the ring fills shared memory): without a cap ptxas aims at 4 and spills at 64
         p = Program(self.name, "sm_100a", threads=256, grid=(self.clusters * cfg.cluster, 1, 1),
-                    cluster=(cfg.cluster, 1, 1))
+                    cluster=(cfg.cluster, 1, 1), maxnreg=MAXNREG)
         self.p = p
         a_tile = smem_tile(cfg.bm // 2, BK, self.dtype, "K", 128)
         bt_tile = smem_tile(cfg.cta_rows, BK, self.dtype, "K", 128)
@@ -229,6 +232,12 @@ class Sm100Gemm:
         self.sbt = p.smem_ring("sbt", cfg.stages, bt_tile.layout, self.dtype)
         self.stage = p.pipe("stage", cfg.stages, fills=1, frees=cfg.pairs)
         self.accp = p.pipe("acc", cfg.accs, fills=1, frees=8)  # 4 epilogue warps in each CTA of the pair
+        if cfg.clc:
+            # the next tile: the CLC warp of each CTA arms its own stage (16 bytes), cluster rank 0 asks;
+            # every consumer (producer, epilogue warps and the CLC warp of each CTA, each pair's MMA warp)
+            # frees the stage in rank 0, whose answer lands in every CTA
+            self.sched = p.pipe("sched", CLC_DEPTH, fills=1, frees=cfg.cluster * 6 + cfg.pairs)
+            self.resp = p.smem_words("clc_resp", CLC_DEPTH, "b128")
         self.tmem_free = p.barriers("tmem_free", 1, count=1)
         self.slot = p.smem_words("tmem_slot", 1)
         alloc = max(32, 1 << (cfg.accs * cfg.acc_cols - 1).bit_length())
@@ -264,15 +273,15 @@ class Sm100Gemm:
         p.emit(sync.cluster_arrive())
         p.emit(sync.cluster_wait())
         p.emit(blackwell.tc_fence_after())
-        tword = p.r("tmem_word")
-        p.emit_at(self.slot.at(0), lambda a: memory.lds(tword, a))
-        p.tmem_base = p.ur("tmem_base")
-        p.emit(alu.r2ur(p.tmem_base, tword))
+        p.tmem_base = p.ur("tmem_base")  # read in the roles that use it (a short live range)
 
         with p.role("producer", range(0, 1)):
             self.producer(p)
         with p.role("mma", range(1, 2)):
             self.mma(p)
+        if cfg.clc:
+            with p.role("scheduler", range(2, 3)):
+                self.scheduler(p)
         with p.role("epilogue", range(4, 8)):
             self.epilogue(p)
         p.emit(control.exit_())
@@ -287,6 +296,19 @@ class Sm100Gemm:
         p.emit(alu.s2r(ctaid, "SR_CTAID.X"))
         cid = p.r("cluster_id")
         p.emit(alu.shf_r(cid, ctaid, cfg.cluster.bit_length() - 1))
+        if cfg.clc:
+            # the cluster's own tile first, then one answer of the scheduler a tile until it declines
+            t = p.r("t")
+            p.emit(alu.mov(t, cid))
+            cons = self.sched.consumer("sched_c")
+            leader = p.elect("sched_free_leader")
+            top = p.fresh_label("TILE")
+            p.label(top)
+            yield t
+            more = self.next_tile(p, cons, leader)
+            p.emit(alu.shf_r(t, R("next_cta"), cfg.cluster.bit_length() - 1))
+            p.emit(control.bra(top).guarded(more))
+            return
         count = p.r("tile_count")
         base, extra = divmod(self.tiles, self.clusters)
         if extra:
@@ -299,6 +321,49 @@ class Sm100Gemm:
             t = p.r("t")
             p.emit(alu.imad(t, tile.reg, self.clusters, cid))
             yield t
+
+    def next_tile(self, p: Program, cons: ConsumerEnd, leader: P) -> P:
+        """Read the scheduler's next answer: `more_tiles` (a cluster was cancelled) and `next_cta` (its
+        first CTA); free the answer's stage in cluster rank 0."""
+        more = p.p("more_tiles")
+        with cons.stage():
+            cons.wait_full()
+            resp = p.rvec("clc_answer", 4)
+            p.emit_at(cons.slot(self.resp), lambda a: memory.lds(resp, a))
+            p.emit(clc.query_canceled(more, resp))
+            p.emit(clc.query_ctaid_x(p.r("next_cta"), resp))
+            rank0 = p.ur("rank0")
+            p.emit(alu.umov(rank0, 0))
+            cons.free_remote(rank0, leader)
+        return more
+
+    def scheduler(self, p: Program) -> None:
+        """Warp 2: cluster rank 0 asks for the next tile (`UGETNEXTWORKID.BROADCAST`: the answer lands
+        in every CTA of the cluster, 16 bytes on each CTA's stage barrier, which its own CLC warp arms),
+        one stage ahead of the answer it reads itself; it stops asking once an answer declines."""
+        first = p.up("is_rank0")
+        p.emit(alu.uisetp("EQ", first, self.rank, 0))
+        leader = p.elect("sched_leader")
+        prod = self.sched.producer("sched_p")
+        cons = self.sched.consumer("sched_c")
+        top = p.fresh_label("ASK")
+        p.label(top)
+        with prod.stage():
+            with p.when(first):
+                prod.wait_empty()
+            prod.arrive_full(leader, tx_bytes=16)
+            resp = self.resp.at(prod.ring)
+            rreg, roff = p.value_reg("addr", resp)
+            breg, boff = p.value_reg("addr", prod.full)
+            ask = clc.try_cancel(Mem(rreg, offset=roff), Mem(breg, offset=boff), multicast=True)
+            p.emit(ask.noted(resp.note("addr", 0)).noted(prod.full.note("addr", 1)).guarded(first))
+        more = self.next_tile(p, cons, leader)
+        p.emit(control.bra(top).guarded(more))
+        # rank 0 leaves only once every CTA's consumers have freed the last answer (remote arrivals)
+        with p.when(first):
+            with p.loop("sched_drain", CLC_DEPTH):
+                with prod.stage():
+                    prod.wait_empty()
 
     def tile_origin(self, p: Program, t: R) -> tuple[R, R]:
         """(m_blk, n_blk) of cluster tile number t: grouped order (`group` M-blocks share a sweep
@@ -398,8 +463,16 @@ class Sm100Gemm:
                 out.wait_empty()
 
     # -- MMA --------------------------------------------------------------------------------------
+    def read_tmem_base(self, p: Program) -> None:
+        """The allocation's address, from the slot warp 1 wrote before the cluster barrier."""
+        tword = p.r("tmem_word")
+        p.emit_at(self.slot.at(0), lambda a: memory.lds(tword, a))
+        assert p.tmem_base is not None
+        p.emit(alu.r2ur(p.tmem_base, tword))
+
     def mma(self, p: Program) -> None:
         cfg = self.cfg
+        self.read_tmem_base(p)
         idesc = umma_idesc(self.dtype, self.dtype, "f32", cfg.mma_m, cfg.bm, "K", "K", cta_group=2)
         done = p.fresh_label("MMA_DONE")
         p.emit(control.bra_u(~self.is_leader, done))
@@ -414,6 +487,9 @@ class Sm100Gemm:
         if probe is not None:
             p.emit(alu.pset(probe, False))
         with self.tile_loop(p):
+            if probe is not None:
+                # a probe left over from the last tile's stages says nothing about this tile's first
+                p.emit(alu.pset(probe, False))
             with acc_out.stage():
                 acc_out.wait_empty()
                 p.emit(blackwell.tc_fence_after())
@@ -459,6 +535,7 @@ class Sm100Gemm:
     # -- epilogue ---------------------------------------------------------------------------------
     def epilogue(self, p: Program) -> None:
         cfg = self.cfg
+        self.read_tmem_base(p)
         warp = p.warp_index()
         tid = p.r("tid")
         q = p.r("quarter")  # the warp's tensor-memory sub-partition: lanes 32q..32q+31
@@ -467,7 +544,9 @@ class Sm100Gemm:
         p.emit(alu.lop3(lane, tid, 31, RZ, 0xC0))
         wl = p.r("warp_lane0")  # 32q: the warp's first tensor-memory lane
         p.emit(alu.shf_l(wl, q, 5))
-        wc = p.r("warp_col0")  # M = 128 pairs fold the accumulator's columns over the lane halves
+        # M = 128 pairs fold the accumulator's N over the lane halves: lanes 64.. hold rows bm/2.. of
+        # C's block at the same tensor-memory columns (warpy.layout.atoms.tmem_accumulator)
+        wc = p.r("warp_col0")
         row_in = p.r("row_in")  # this thread's column of C within the CTA's block (lane of the atom)
         if cfg.cta_rows == 64:
             half = p.r("half")
@@ -481,12 +560,10 @@ class Sm100Gemm:
             p.emit(alu.iadd3(row_in, wl, lane))
             ncols = cfg.bm
         wofs = p.r("tmem_warp_ofs")
-        p.emit(alu.shf_l(wofs, wl, 16))
-        p.emit(alu.iadd3(wofs, wofs, wc))
+        p.emit(alu.shf_l(wofs, wl, 16))  # lanes are the high half of a tensor-memory address
         uwofs = p.ur("tmem_warp")
         p.emit(alu.r2ur(uwofs, wofs))
         wl_ix = p.lane("warp_lane0", wl, 128)
-        wc_ix = p.lane("warp_col0", wc, cfg.acc_cols)
         cptr = p.rvec("c_ptr", 2)
         p.emit(alu.ldc(cptr, self.c.cbank()))
         md = p.urvec("memdesc", 2)
@@ -513,11 +590,11 @@ class Sm100Gemm:
                 inp.wait_full()
                 p.emit(blackwell.tc_fence_after())
                 base, off = p.value_reg("addr", self.acc.at(inp.ring, 0, 0))
-                self.store_tile(p, inp, base, off, uwofs, wl_ix, wc_ix, taddr, v, mrow, ncol, md, cptr, ncols)
+                self.store_tile(p, inp, base, off, uwofs, wl_ix, taddr, v, mrow, ncol, md, cptr, ncols)
                 p.emit(blackwell.tc_fence_before())
                 inp.free_remote(self.leader_rank, free_lane)
 
-    def store_tile(self, p: Program, inp: object, base: UR, off: int, uwofs: UR, wl_ix: object, wc_ix: object,
+    def store_tile(self, p: Program, inp: object, base: UR, off: int, uwofs: UR, wl_ix: object,
                    taddr: UR, v: RVec, mrow: R, ncol: R, md: URVec, cptr: RVec, ncols: int) -> None:
         cfg = self.cfg
         ring = inp.ring  # type: ignore[attr-defined]
@@ -536,15 +613,15 @@ class Sm100Gemm:
         if ragged:
             assert inside is not None and edge is not None
             p.emit(control.bra(edge).guarded(~inside))
-        self._stores(p, ring, base, off, uwofs, wl_ix, wc_ix, taddr, v, mrow, ncol, md, tile_addr, ncols, False)
+        self._stores(p, ring, base, off, uwofs, wl_ix, taddr, v, mrow, ncol, md, tile_addr, ncols, False)
         if ragged:
             assert stored is not None and edge is not None
             p.emit(control.bra(stored))
             p.label(edge)
-            self._stores(p, ring, base, off, uwofs, wl_ix, wc_ix, taddr, v, mrow, ncol, md, tile_addr, ncols, True)
+            self._stores(p, ring, base, off, uwofs, wl_ix, taddr, v, mrow, ncol, md, tile_addr, ncols, True)
             p.label(stored)
 
-    def _stores(self, p: Program, ring: object, base: UR, off: int, uwofs: UR, wl_ix: object, wc_ix: object,
+    def _stores(self, p: Program, ring: object, base: UR, off: int, uwofs: UR, wl_ix: object,
                 taddr: UR, v: RVec, mrow: R, ncol: R, md: URVec, tile_addr: RVec, ncols: int, guarded: bool) -> None:
         cfg, oeb = self.cfg, self.oeb
         caddr = p.rvec("c_addr", 2)
@@ -559,7 +636,7 @@ class Sm100Gemm:
                 p.emit(alu.isetp("LT", n_ok, ncol, self.n - 128 * rep))
             for chunk in range(ncols // 32):
                 col = rep * cfg.bm + 32 * chunk
-                ref = self.acc.at(ring, wl_ix, wc_ix + col)  # type: ignore[arg-type, operator]
+                ref = self.acc.at(ring, wl_ix, col)  # type: ignore[arg-type]
                 p.emit(alu.uiadd3(taddr, base, uwofs, off + col).noted(ref.note("addr")), mark="+")
                 p.emit(blackwell.ldtm(v, taddr))
                 p.emit(blackwell.tmem_wait_ld())
