@@ -1,0 +1,64 @@
+"""Cluster launch control: the hardware tile scheduler.
+
+The model launches `resident` clusters at first (one per SM's worth of CTAs); cluster r's j-th
+try-cancel takes cluster r + (j + 1) * resident while the grid has one, and is declined after.
+The response (16 bytes) lands in each CTA the request names and completes 16 bytes on the barrier
+there: word 0 = cancelled, words 1..3 = the first CTA's x, y, z."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from warpy.check.lanes import first, writer
+from warpy.isa.operands import R, elem_name
+from warpy.check.families.tma import _land
+
+
+def _try_cancel(m: Any, w: Any, c: Any, lanes: Any) -> None:
+    resp = int(first(c.get[0](w), lanes))
+    bar = int(first(c.get[1](w), lanes))
+    cl = w.cta.cluster
+    if getattr(cl, "clc_declined", False):
+        m.problems.add("protocol", f"{m.cta_name(w.cta)} warp {w.wid} asks cluster launch control again after it declined")
+    cl.clc_taken += 1
+    nxt = cl.index + cl.clc_taken * m.resident
+    words = np.zeros(4, dtype=np.uint32)
+    if nxt < m.n_clusters:
+        g, ccl = m.h.grid, m.h.cluster
+        ncl0 = max(1, g[0] // ccl[0])
+        ncl1 = max(1, g[1] // ccl[1])
+        cx, rest = nxt % ncl0, nxt // ncl0
+        cy, cz = rest % ncl1, rest // ncl1
+        words[:] = (1, cx * ccl[0], cy * ccl[1], cz * ccl[2])
+    else:
+        cl.clc_declined = True
+    issue_vc = w.tick()
+    dests = cl.ctas if "BROADCAST" in c.instr.mods else [w.cta]
+    image = words.view(np.uint8).copy()
+    for d in dests:
+        _land(m, w, c, d, d, resp & 0xFFFFFF, bar & 0xFFFFFF, 16, issue_vc, image if d.smem is not None else None)
+        d.clc_words = words.copy()  # type: ignore[attr-defined]
+        d.clc_addr = resp & 0xFFFFFF  # type: ignore[attr-defined]
+
+
+def _query(m: Any, w: Any, c: Any, lanes: Any) -> None:
+    i = c.instr
+    src = i.ops[1]
+    vals = [w.regs.get(elem_name(src.name, k), 0) for k in range(4)]
+    if not m.values:
+        # without values shared memory holds no bytes: the response is what the CTA's last request got
+        words = getattr(w.cta, "clc_words", None)
+        if words is not None:
+            vals = [int(x) for x in words]
+    if "CANCELED" in i.mods:
+        v = vals[0]
+        c.put[0](w, (np.asarray(v) != 0) if isinstance(v, np.ndarray) else v != 0, lanes)
+        return
+    axis = 1 + "XYZ".index(i.mods[-1]) if i.mods[-1] in "XYZ" else 1
+    c.put[0](w, vals[axis], lanes)
+
+
+SEMANTICS = {"UGETNEXTWORKID": _try_cancel, "CLCQUERY": _query}
+_ = (R, writer)

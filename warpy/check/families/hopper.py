@@ -1,0 +1,151 @@
+"""The Hopper tensor core: HGMMA (wgmma) groups with accumulators in registers, fences, commits,
+waits, and setmaxnreg.
+
+Each warp's HGMMAs form groups (closed by `WGMMA.COMMIT`, retired in order by
+`WARPGROUP.DEPBAR.LE gsb0, n`); the warp's wgmma queue is an agent whose clock is the number of
+groups retired, so a stage's reads are ordered before whatever comes after the wait that retired
+their group. Accumulator registers an HGMMA writes stay pending until its group is retired: an
+instruction that touches one before that is reported. With values, each warp computes its 16 rows
+of the 64 x N product from the shared-memory bytes its descriptors point at."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from warpy.check.lanes import LANES, first, reg_ids, writer
+from warpy.check.machine import from16
+from warpy.isa.operands import R, RVec, URVec, elem_name
+
+_SW_BITS = {0: 0, 1: 3, 2: 2, 3: 1}  # GMMA layout type -> swizzle bits (128B, 64B, 32B)
+
+
+def gmma_rows(lo: int, hi: int, rows: int, kbytes: int) -> np.ndarray:
+    """Byte addresses [rows, kbytes] of a K-major operand tile a GMMA descriptor describes."""
+    start = (lo & 0x3FFF) << 4
+    lbo = ((lo >> 16) & 0x3FFF) << 4
+    sbo = (hi & 0x3FFF) << 4
+    bits = _SW_BITS[(hi >> 30) & 3]
+    return desc_rows(start, lbo, sbo, bits, rows, kbytes)
+
+
+def desc_rows(start: int, lbo: int, sbo: int, bits: int, rows: int, kbytes: int) -> np.ndarray:
+    r = np.arange(rows)[:, None]
+    k = np.arange(kbytes)[None, :]
+    if bits == 0:
+        logical = start + (r // 8) * sbo + (k // 16) * lbo + (r % 8) * 16 + (k % 16)
+        return logical.astype(np.int64)
+    pitch = 16 << bits
+    logical = start + (r // 8) * sbo + (r % 8) * pitch + k
+    return (logical ^ ((logical >> 3) & (((1 << bits) - 1) << 4))).astype(np.int64)
+
+
+def operand_footprint(m: Any, key: tuple, addrs_fn: Any) -> tuple[np.ndarray, list]:
+    hit = m.ref_cache.get(key)
+    if hit is None:
+        from warpy.check.state import masks_of
+
+        addrs = addrs_fn()
+        hit = (addrs, masks_of(np.unique(addrs >> 2)))
+        m.ref_cache[key] = hit
+    return hit  # type: ignore[no-any-return]
+
+
+def _elem(mods: tuple) -> tuple[str, int]:
+    t = mods[2]
+    return ("tf32", 4) if t == "TF32" else (("fp16", 2) if t == "F16" else ("bf16", 2))
+
+
+def read_matrix(smem: np.ndarray, addrs: np.ndarray, dtype: str, eb: int) -> np.ndarray:
+    raw = smem[addrs]  # [rows, kbytes]
+    if eb == 2:
+        bits = raw.reshape(raw.shape[0], -1).copy().view(np.uint16)
+        return from16(bits, dtype)
+    return raw.copy().view(np.float32)
+
+
+def _hgmma(m: Any, w: Any, c: Any, lanes: Any) -> None:
+    i = c.instr
+    shape = i.mods[0].split("x")
+    n, k = int(shape[1]), int(shape[2])
+    dtype, eb = _elem(i.mods)
+    kb = k * eb
+    dv = i.ops[1].reg
+    assert isinstance(dv, URVec)
+    d = [int(first(w.regs.get(elem_name(dv.name, j), 0))) for j in range(4)]
+    fa = operand_footprint(m, ("gmma", d[0], d[1], 64, kb), lambda: gmma_rows(d[0], d[1], 64, kb))
+    fb = operand_footprint(m, ("gmma", d[2], d[3], n, kb), lambda: gmma_rows(d[2], d[3], n, kb))
+    agent = ("wg", w.cta.index, w.wid)
+    clock = w.wg_committed + 1
+    w.wg_open = True
+    for addrs, fp in (fa, fb):
+        lo, hi = int(addrs.min()), int(addrs.max()) + 1
+        if m.check_smem_range(w, c, lo, hi):
+            m.access("smem", w.cta, None, "r", w.vc, agent, clock, c.mnem, w, proxy="async", footprint=fp)
+    acc = i.ops[0]
+    ids = reg_ids(acc)
+    if ids:
+        base = ids[0][0]
+        lo_i, hi_i = ids[0][1], ids[-1][1] + 1
+        w.pending = [p for p in w.pending if not (p[0] == base and p[1] == lo_i)]
+        w.pending.append((base, lo_i, hi_i, clock, c.mnem))
+    if not (m.values and w.cta.smem is not None):
+        return
+    from warpy.isa.operands import UP
+
+    accumulate = str(i.ops[2]) != "RZ"
+    for op in i.ops[3:]:
+        if isinstance(op, UP):
+            accumulate = accumulate and bool(m.read(op)(w))
+    a = read_matrix(w.cta.smem, fa[0], dtype, eb)
+    b = read_matrix(w.cta.smem, fb[0], dtype, eb)
+    wq = w.wid % 4
+    prod = a[16 * wq:16 * wq + 16] @ b.T  # [16, n]
+    names = [elem_name(acc.name, j) for j in range(n // 2)]  # type: ignore[union-attr]
+    lane = np.arange(LANES)
+    vals = np.zeros((LANES, n // 2), dtype=np.float32)
+    for v in range(n // 2):
+        j, h, ii = v // 4, (v // 2) % 2, v % 2
+        rows = lane // 4 + 8 * h
+        cols = 8 * j + 2 * (lane % 4) + ii
+        vals[:, v] = prod[rows, cols]
+    if accumulate:
+        cur = np.stack([np.broadcast_to(np.asarray(w.regs.get(nm, 0), dtype=np.uint64), (LANES,)) for nm in names], axis=1)
+        vals = vals + cur.astype(np.uint32).view(np.float32)
+    bits = vals.astype(np.float32).view(np.uint32).astype(np.uint64)
+    for v, nm in enumerate(names):
+        writer(R(nm))(w, bits[:, v].copy(), lanes)
+
+
+def _nothing(m: Any, w: Any, c: Any, lanes: Any) -> None:
+    return None
+
+
+def _commit(m: Any, w: Any, c: Any, lanes: Any) -> None:
+    w.wg_committed += 1
+    w.wg_open = False
+
+
+def _wait(m: Any, w: Any, c: Any, lanes: Any) -> None:
+    n = c.instr.ops[1].value
+    done = max(w.wg_retired, w.wg_committed - n)
+    w.wg_retired = done
+    agent = ("wg", w.cta.index, w.wid)
+    if w.vc.get(agent, 0) < done:
+        w.vc[agent] = done
+        w.via[agent] = "wgmma wait"
+    if w.pending:
+        w.pending = [p for p in w.pending if p[3] > done]
+
+
+def _setmaxnreg(m: Any, w: Any, c: Any, lanes: Any) -> None:
+    if len(c.get) == 2:
+        c.put[0](w, True, lanes)
+
+
+SEMANTICS = {
+    "HGMMA": _hgmma, "WARPGROUP.ARRIVE": _nothing, "WGMMA.COMMIT": _commit, "WARPGROUP.DEPBAR": _wait,
+    "USETMAXREG": _setmaxnreg,
+}
+_ = (RVec,)

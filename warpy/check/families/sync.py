@@ -1,0 +1,264 @@
+"""mbarriers (init, arrive, expect_tx, parity wait, invalidate), lane election, named and cluster
+barriers, fences and the dependent-launch pair.
+
+A wait (`SYNCS.PHASECHK` followed by its loop's branch back) that does not pass blocks the warp on
+the barrier; the barrier's next phase wakes it. Passing a wait hands the warp the clocks of the
+phase's arrivals (and of the copies that completed on it)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from warpy.check.lanes import first
+from warpy.check.state import join
+from warpy.isa.operands import URVec, elem_name
+
+
+def _lanes_n(lanes: Any) -> int:
+    return 32 if lanes is None else int(np.count_nonzero(lanes))
+
+
+def _addrs(v: Any, lanes: Any) -> list[int]:
+    if isinstance(v, np.ndarray):
+        vv = v if lanes is None else v[lanes]
+        return [int(x) for x in np.unique(vv)]
+    return [int(v)]
+
+
+def _bar_short(name: str) -> str:
+    return name.split("[")[0]
+
+
+def _init(m: Any, w: Any, c: Any, lanes: Any) -> None:
+    op = c.instr.ops[2]
+    assert isinstance(op, URVec)
+    lo = w.regs.get(elem_name(op.name, 0), 0)
+    lo = first(lo, lanes)
+    count = (1 << 20) - ((lo >> 1) & 0xFFFFF)
+    for addr in _addrs(c.get[1](w), lanes):
+        if not m.check_barrier_addr(w, c, addr):
+            continue
+        bar = m.mbar(w.cta, addr)
+        if bar.inited:
+            m.problems.add("protocol", f"{m.cta_name(w.cta)} warp {w.wid} initialises {bar.name} again without "
+                                       f"invalidating it (SYNCS.CCTL.IV)")
+        bar.inited = True
+        bar.count = count
+        bar.pending = count
+        bar.tx = 0
+        bar.phase = 0
+        bar.acc_vc = {}
+        bar.release_vc = dict(w.vc)
+
+
+def _arrive(m: Any, w: Any, c: Any, lanes: Any) -> None:
+    mods = c.instr.mods
+    n_lanes = _lanes_n(lanes)
+    nval = c.get[2](w)
+    tx = 0
+    arrivals = 1
+    if "A0TR" in mods:
+        arrivals = 0
+        tx = first(nval, lanes)
+    elif "A1T0" in mods:
+        tx = 0
+    else:
+        tx = first(nval, lanes)
+    remote = "RED" in mods
+    vc = w.tick()
+    who = f"{m.cta_name(w.cta)} warp {w.wid}"
+    for addr in _addrs(c.get[1](w), lanes):
+        cta = w.cta
+        local = addr
+        if remote:
+            cta, local = m.resolve_cluster_addr(w.cta, addr)
+            if cta is None:
+                m.problems.add("protocol", f"{who}: {c.mnem} arrives on cluster address 0x{addr:x}, a CTA rank the cluster has not")
+                continue
+        if not m.check_barrier_addr(w, c, local):
+            continue
+        bar = m.mbar(cta, local)
+        m.arrive(bar, arrivals * n_lanes, tx * n_lanes, vc, who)
+
+
+def _wait(m: Any, w: Any, c: Any, lanes: Any) -> Any:
+    addr = first(c.get[1](w), lanes)
+    par = (first(c.get[2](w), lanes) >> 31) & 1
+    if not m.check_barrier_addr(w, c, addr):
+        c.put[0](w, True, lanes)
+        return None
+    bar = m.mbar(w.cta, addr)
+    if not bar.inited:
+        m.problems.add("protocol", f"{m.cta_name(w.cta)} warp {w.wid} waits on {bar.name}, which is not initialised")
+        c.put[0](w, True, lanes)
+        return None
+    if m.bar_passed(bar, par):
+        if bar.phase > 0:
+            join(w.vc, bar.release_vc, w.via, f"wait on {_bar_short(bar.name)}")
+        c.put[0](w, True, lanes)
+        return None
+    if c.wait_loop:
+        w.state = 1
+        w.block = ("mbar", bar, par)
+        bar.waiters.append(w)
+        return m_block()
+    c.put[0](w, False, lanes)
+    return None
+
+
+def m_block() -> int:
+    from warpy.check.machine import BLOCK
+
+    return BLOCK
+
+
+def _inval(m: Any, w: Any, c: Any, lanes: Any) -> None:
+    for addr in _addrs(c.get[0](w), lanes):
+        if m.check_barrier_addr(w, c, addr):
+            bar = m.mbar(w.cta, addr)
+            bar.inited = False
+
+
+def _elect(m: Any, w: Any, c: Any, lanes: Any) -> None:
+    act = np.ones(32, dtype=bool) if lanes is None else lanes
+    lane = int(np.argmax(act))
+    p = np.zeros(32, dtype=bool)
+    p[lane] = True
+    c.put[0](w, p, lanes)
+    c.put[1](w, lane, lanes)
+
+
+def _bar_id(c: Any, w: Any, lanes: Any) -> tuple[int, int | None]:
+    bid = first(c.get[0](w), lanes)
+    cnt = first(c.get[1](w), lanes) if len(c.get) > 1 else None
+    return bid, cnt
+
+
+def _named_state(m: Any, cta: Any, bid: int, cnt: Any) -> dict:
+    st = cta.named.get(bid)
+    if st is None:
+        st = cta.named[bid] = {"arrived": 0, "count": 0, "vc": {}, "waiting": []}
+    if cnt is not None:
+        st["count"] = cnt
+    elif not st["arrived"]:
+        st["count"] = 0  # the whole CTA: decided at release
+    return st
+
+
+def _named_target(m: Any, cta: Any, st: dict) -> int:
+    if st["count"]:
+        return int(st["count"])
+    return 32 * sum(1 for x in cta.warps if x.state != 2)
+
+
+def _named_release(m: Any, cta: Any, bid: int, st: dict) -> None:
+    rel = st["vc"]
+    for x in st["waiting"]:
+        join(x.vc, rel, x.via, f"named barrier {bid}" if bid else "CTA barrier")
+        x.groups[0][0] += 1
+        x.state = 0
+        x.block = None
+    cta.named[bid] = {"arrived": 0, "count": 0, "vc": {}, "waiting": []}
+
+
+def named_barrier_recheck(m: Any, cta: Any) -> None:
+    for bid, st in list(cta.named.items()):
+        if st["arrived"] and st["arrived"] >= _named_target(m, cta, st):
+            _named_release(m, cta, bid, st)
+
+
+def _bar_sync(m: Any, w: Any, c: Any, lanes: Any) -> Any:
+    bid, cnt = _bar_id(c, w, lanes)
+    st = _named_state(m, w.cta, bid, cnt)
+    st["arrived"] += 32
+    vc = w.tick()
+    join(st["vc"], vc)
+    if st["arrived"] >= _named_target(m, w.cta, st):
+        st["waiting"].append(w)
+        w.state = 1
+        _named_release(m, w.cta, bid, st)
+        w.groups[0][0] -= 1  # the loop advances this warp's pc itself
+        w.state = 0
+        return None
+    st["waiting"].append(w)
+    w.state = 1
+    w.block = ("named", f"named barrier {bid} ({st['arrived']} of {_named_target(m, w.cta, st)} threads arrived)")
+    return m_block()
+
+
+def _bar_arv(m: Any, w: Any, c: Any, lanes: Any) -> None:
+    bid, cnt = _bar_id(c, w, lanes)
+    st = _named_state(m, w.cta, bid, cnt)
+    st["arrived"] += 32
+    join(st["vc"], w.tick())
+    if st["arrived"] >= _named_target(m, w.cta, st):
+        _named_release(m, w.cta, bid, st)
+
+
+def cluster_barrier_check(m: Any, cl: Any) -> None:
+    live = [x for cta in cl.ctas for x in cta.warps if x.state != 2]
+    if cl.bar_arrived and all(x.gid in cl.bar_arrived for x in live):
+        cl.bar_release = cl.bar_vc
+        cl.bar_vc = {}
+        cl.bar_arrived = set()
+        cl.bar_phase += 1
+        for x in live:
+            if x.state == 1 and x.block is not None and x.block[0] == "cluster":
+                x.state = 0
+                x.block = None
+
+
+def _cl_arrive(m: Any, w: Any, c: Any, lanes: Any) -> None:
+    cl = w.cta.cluster
+    if w.gid in cl.bar_arrived:
+        m.problems.add("protocol", f"{m.cta_name(w.cta)} warp {w.wid} arrives twice at the cluster barrier")
+    cl.bar_arrived.add(w.gid)
+    w.cl_phase = cl.bar_phase
+    join(cl.bar_vc, w.tick())
+    cluster_barrier_check(m, cl)
+
+
+def _cl_wait(m: Any, w: Any, c: Any, lanes: Any) -> Any:
+    cl = w.cta.cluster
+    if w.cl_phase < 0:
+        m.problems.add("protocol", f"{m.cta_name(w.cta)} warp {w.wid} waits at the cluster barrier without arriving")
+        return None
+    if cl.bar_phase > w.cl_phase:
+        join(w.vc, cl.bar_release, w.via, "cluster barrier")
+        w.cl_phase = -1
+        return None
+    w.state = 1
+    w.block = ("cluster", "the cluster barrier")
+    return m_block()
+
+
+def _nothing(m: Any, w: Any, c: Any, lanes: Any) -> None:
+    return None
+
+
+def _fence_async(m: Any, w: Any, c: Any, lanes: Any) -> None:
+    if "S" in c.instr.mods or "G" in c.instr.mods:
+        for a in w.unfenced:
+            a.fenced = True
+        w.unfenced = []
+
+
+def _membar(m: Any, w: Any, c: Any, lanes: Any) -> None:
+    if "GPU" in c.instr.mods or "SYS" in c.instr.mods:
+        for a in w.gunfenced:
+            a.gpu_fenced = True
+        w.gunfenced = []
+
+
+def _acqbulk(m: Any, w: Any, c: Any, lanes: Any) -> None:
+    w.acq_done = True
+
+
+SEMANTICS = {
+    "SYNCS.EXCH": _init, "SYNCS.ARRIVE": _arrive, "SYNCS.PHASECHK": _wait, "SYNCS.CCTL": _inval, "ELECT": _elect,
+    "BAR.SYNC": _bar_sync, "BAR.ARV": _bar_arv, "UCGABAR_ARV": _cl_arrive, "UCGABAR_WAIT": _cl_wait,
+    "NANOSLEEP": _nothing, "FENCE.VIEW.ASYNC": _fence_async, "FENCE.MBARRIER_INIT": _nothing, "MEMBAR": _membar,
+    "ACQBULK": _acqbulk, "PREEXIT": _nothing,
+}

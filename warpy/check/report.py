@@ -1,0 +1,182 @@
+"""Running the checker and reporting what it found, in the seed's formats."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Optional
+
+import attrs
+import numpy as np
+
+from warpy.isa.text import Kernel
+from warpy.check.machine import Machine
+from warpy.check.state import Problems
+
+MAX_LINES = 12  # messages printed per kind (the rest are counted)
+
+
+@attrs.define
+class Report:
+    """What one check found. `problems` holds the distinct messages by kind."""
+
+    kernel: str
+    notes_checked: int
+    problems: Problems
+    steps: int = 0
+    seconds: float = 0.0
+    values_checked: int = 0
+    values_wrong: int = 0
+    refills: int = 0
+    stores: int = 0
+    uses_pdl: bool = False
+    proxy_fences: int = 0
+    hb_table: dict = attrs.field(factory=dict)
+    fault_note: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.problems.total() == 0
+
+    def summary(self) -> str:
+        p = self.problems
+        s = (f"{self.notes_checked} derived operands checked, {p.count('wrong')} wrong, {p.count('coloured')} changed by "
+             f"the colouring; {p.count('named')} named-barrier arrivals that do not make their counts; "
+             f"{p.count('protocol')} protocol problems; {p.count('memory')} uses of memory past what was declared; "
+             f"{p.count('order')} accesses nothing orders")
+        if self.uses_pdl or p.count("pdl"):
+            s += f"; {p.count('pdl')} global accesses before the dependent-launch wait"
+        if self.values_checked or p.count("values"):
+            s += f"; {self.values_checked} output values computed, {self.values_wrong} differ from numpy"
+        return s
+
+    def messages(self, limit: int = MAX_LINES) -> list[str]:
+        out: list[str] = []
+        for kind in Problems.KINDS:
+            msgs = self.problems.msgs[kind]
+            for k, (m, n) in enumerate(sorted(msgs.items())):
+                if k == limit:
+                    out.append(f"... and {len(msgs) - limit} more like these")
+                    break
+                out.append(m if n == 1 else f"{m} ({n} times)")
+        return out
+
+    def text(self) -> str:
+        return "\n".join(self.messages() + [self.summary()])
+
+
+def check_kernel(named: Kernel, coloured: Optional[Kernel] = None, *, values: bool = False, hb: bool = False,
+                 progress: Optional[Callable[[str], None]] = None, resident: Optional[int] = None,
+                 expect: Optional[Callable[[Machine], tuple[int, int, list[str]]]] = None) -> Report:
+    """Run the named text (and the coloured one, comparing their derived values) and report."""
+    import time
+
+    t0 = time.monotonic()
+    m = Machine(named, values=values, hb=hb, progress=progress, resident=resident, label="named: ")
+    m.run()
+    problems = m.problems
+    if coloured is not None:
+        mc = Machine(coloured, values=False, progress=progress, resident=resident, label="coloured: ")
+        mc.run()
+        changed = 0
+        for wa, wb in zip(m.warps, mc.warps):
+            ta, tb = wa.trace, wb.trace
+            for k in range(max(len(ta), len(tb))):
+                va = ta[k][1] if k < len(ta) else None
+                vb = tb[k][1] if k < len(tb) else None
+                if va != vb:
+                    changed += 1
+                    line = (ta[k] if k < len(ta) else tb[k])[0] + 1
+                    problems.add("coloured", f"{m.cta_name(wa.cta)} warp {wa.wid}, line {line}: the named text computes "
+                                             f"{_hx(va)}, the coloured one {_hx(vb)}")
+        for kind, msgs in mc.problems.msgs.items():
+            if kind in ("wrong",):
+                continue
+            for msg in msgs:
+                if msg not in problems.msgs[kind]:
+                    problems.add(kind, "coloured: " + msg)
+    rep = Report(named.header.kernel, m.notes_checked, problems, m.steps, time.monotonic() - t0, refills=m.refills,
+                 stores=m.stores_seen, uses_pdl=m.uses_pdl, hb_table=m.hb_table)
+    if values and expect is not None:
+        n, bad, msgs = expect(m)
+        rep.values_checked, rep.values_wrong = n, bad
+        for x in msgs:
+            problems.add("values", x)
+    return rep
+
+
+def _hx(v: Any) -> str:
+    if v is None:
+        return "nothing"
+    if isinstance(v, tuple):
+        return "(" + ", ".join(f"0x{x:x}" for x in v[:4]) + (", ..." if len(v) > 4 else "") + ")"
+    return f"0x{v:x}"
+
+
+def gemm_expect(problem: Any) -> Callable[[Machine], tuple[int, int, list[str]]]:
+    """Compare the C elements the simulated clusters wrote with numpy's A · Bᵀ."""
+
+    def expect(m: Machine) -> tuple[int, int, list[str]]:
+        from warpy.check.machine import from16
+
+        M, N, K = problem.M, problem.N, problem.K
+        a = from16(m.gmem["a"].view(np.uint16)[: M * K], problem.dtype).reshape(M, K)
+        bname = "b" if "b" in m.gmem else ("bt" if "bt" in m.gmem else "b")
+        b = from16(m.gmem[bname].view(np.uint16)[: N * K], problem.dtype).reshape(N, K)
+        ref = a.astype(np.float64) @ b.astype(np.float64).T
+        src = _c_source(m)
+        eb = {"fp32": 4, "bf16": 2, "fp16": 2}[problem.out_dtype]
+        raw = m.gmem[src][: M * N * eb]
+        wr = m.gwritten[src][: M * N * eb].reshape(M * N, eb).all(axis=1).reshape(M, N)
+        if eb == 4:
+            got = raw.view(np.float32).reshape(M, N).astype(np.float64)
+        else:
+            got = from16(raw.view(np.uint16), problem.out_dtype).reshape(M, N).astype(np.float64)
+            ref = from16(_round16(ref, problem.out_dtype), problem.out_dtype).reshape(M, N).astype(np.float64)
+        n = int(wr.sum())
+        bad = wr & (got != ref)
+        msgs = []
+        if n == 0:
+            msgs.append("values: the simulated clusters wrote no element of C")
+        if bad.any():
+            r, c = np.argwhere(bad)[0]
+            msgs.append(f"values: {int(bad.sum())} of {n} elements of C differ from numpy, first C[{r}, {c}] = {got[r, c]} "
+                        f"where numpy has {ref[r, c]}")
+        return n, int(bad.sum()), msgs
+
+    return expect
+
+
+def _round16(x: np.ndarray, dtype: str) -> np.ndarray:
+    f = x.astype(np.float32).ravel()
+    if dtype == "fp16":
+        return f.astype(np.float16).view(np.uint16)
+    u = f.view(np.uint32).astype(np.uint64)
+    return (((u + 0x7FFF + ((u >> 16) & 1)) >> 16) & 0xFFFF).astype(np.uint16)
+
+
+def _c_source(m: Machine) -> str:
+    for b in m.h.buffers:
+        if b.space == "global" and b.source:
+            return b.source
+    for t in m.h.tmaps:
+        if t.name == "c":
+            return "c"
+    raise KeyError("no output buffer")
+
+
+def check_gemm(problem: Any, *, values: bool = False, fault: Optional[str] = None, hb: bool = False,
+               progress: Optional[Callable[[str], None]] = None, coloured: bool = True) -> Report:
+    """Build the GEMM program the shape gets, inject `fault` if given, and check it."""
+    from warpy.kernels.programs import build
+
+    from warpy.check.faults import inject
+
+    prog = build(problem)
+    named = prog.kernel()
+    col = prog.coloured() if coloured else None
+    note = ""
+    if fault is not None:
+        named, col, note = inject(fault, named, col)
+    rep = check_kernel(named, col, values=values, hb=hb, progress=progress,
+                       expect=gemm_expect(problem) if values else None)
+    rep.fault_note = note
+    return rep
