@@ -23,16 +23,16 @@ columns of the wgmma accumulator fragment, checked against the problem's edges o
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator, Union
+from typing import Any, Iterator, Union
 
 import attrs
 
 from warpy.errors import WarpyError
-from warpy.isa.families import alu, control, hopper, memory
+from warpy.isa.families import alu, control, hopper, memory, sync, tma
 from warpy.isa.families._util import ins
 from warpy.isa.operands import RZ, URZ, CBank, GMem, P, R, RVec, URVec
 from warpy.isa.program import Counter, Program
-from warpy.layout import Layout
+from warpy.layout import Layout, Swizzle, SwizzledLayout
 from warpy.layout.desc import tma_box
 from warpy.layout.smem import smem_tile
 from warpy.layout.tma import dtype_bytes
@@ -57,24 +57,31 @@ class Sm90Config:
     group: int = 8
     bk: int = 64
     l2_promotion: int = 256  # bytes the L2 fetches around each TMA request (0 = the driver's default)
+    staged_epilogue: bool = False  # C through shared memory (STSM) and TMA stores; 16-bit C only
 
     @property
     def bm(self) -> int:
         return 64 * self.consumers
 
     def describe(self) -> str:
+        epi = "STSM + TMA-store epilogue" if self.staged_epilogue else "epilogue stored from registers"
         return (f"sm_90a warp-specialised: {self.bm}x{self.bn}x{self.bk} tiles, {self.consumers} consumer "
                 f"warpgroups (HGMMA 64x{self.bn}x16), {self.stages}-stage TMA ring, persistent over "
-                f"{self.sms} SMs, tiles grouped by {self.group}")
+                f"{self.sms} SMs, tiles grouped by {self.group}, {epi}")
 
 
 def cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
+EPI_COLS = 64  # columns of C one TMA store moves (64 16-bit values: one 128-byte swizzle row)
+
+
 def smem_bytes(cfg: Sm90Config, elem: int = 2) -> int:
-    """Dynamic shared memory the configuration needs: the ring plus its barriers."""
-    return cfg.stages * (cfg.bm + cfg.bn) * cfg.bk * elem + 1024
+    """Dynamic shared memory the configuration needs: the ring, the epilogue's staging (two
+    64 x 64 buffers per consumer warpgroup) and the barriers."""
+    staging = 2 * cfg.consumers * 64 * EPI_COLS * 2 if cfg.staged_epilogue else 0
+    return cfg.stages * (cfg.bm + cfg.bn) * cfg.bk * elem + staging + 1024
 
 
 @attrs.frozen
@@ -119,6 +126,8 @@ class Sm90Gemm:
             raise WarpyError(f"output type {out_dtype!r} is not one of {', '.join(OUT_DTYPES)}")
         if cfg.bk * dtype_bytes(dtype) != 128:
             raise WarpyError(f"BK {cfg.bk} of {dtype} is not one 128-byte swizzle row")
+        if cfg.staged_epilogue and (dtype_bytes(out_dtype) != 2 or (n * 2) % 16 or cfg.bn % EPI_COLS):
+            raise WarpyError(f"the staged epilogue needs 16-bit C with rows a multiple of 16 bytes (N={n}, {out_dtype})")
         if smem_bytes(cfg) > MAX_SMEM:
             raise WarpyError(f"{cfg.describe()} needs {smem_bytes(cfg)} bytes of shared memory, more than {MAX_SMEM}")
         self.m, self.n, self.k = m, n, k
@@ -146,10 +155,18 @@ class Sm90Gemm:
         l2 = cfg.l2_promotion
         self.ta = p.tmap("a", tma_box(Layout((self.m, self.k), (self.k, 1)), a_tile, l2_promotion=l2))
         self.tb = p.tmap("b", tma_box(Layout((self.n, self.k), (self.k, 1)), b_tile, l2_promotion=l2))
-        self.c = p.param("c", "u64")
+        if cfg.staged_epilogue:
+            c_tile = smem_tile(64, EPI_COLS, self.out_dtype, "K", 128)
+            self.tc = p.tmap("c", tma_box(Layout((self.m, self.n), (self.n, 1)), c_tile))
+        else:
+            self.c = p.param("c", "u64")
         p.global_buffer("c_out", Layout((self.m, self.n), (self.n * self.oeb, self.oeb)), self.out_dtype, "c")
         self.sa = p.smem_ring("sa", cfg.stages, a_tile.layout, self.dtype)
         self.sb = p.smem_ring("sb", cfg.stages, b_tile.layout, self.dtype)
+        if cfg.staged_epilogue:  # per consumer warpgroup, two 64 x 64 tiles of C (128-byte swizzle)
+            self.cst = p.smem("c_stage", SwizzledLayout(Swizzle(3, 4, 3), Layout(
+                (cfg.consumers, 2, 64, EPI_COLS), (2 * 64 * EPI_COLS * 2, 64 * EPI_COLS * 2, EPI_COLS * 2, 2))),
+                self.out_dtype)
         self.stage = p.pipe("stage", cfg.stages, fills=1, frees=4 * cfg.consumers)
         p.init_barriers()
         with p.role("producer", range(0, 4)):
@@ -254,7 +271,7 @@ class Sm90Gemm:
         first, accumulate = p.ur("first"), p.up("accumulate")
         cons = self.stage.consumer("cs")
         rel = self.stage.consumer("rel")
-        epi = self.epilogue_setup(p, c)
+        epi = self.staged_setup(p, c) if cfg.staged_epilogue else self.epilogue_setup(p, c)
         with self.tile_loop(p) as tile:
             m_blk, n_blk = self.tile_origin(p, tile)
             p.emit(alu.umov(first, 0))
@@ -279,7 +296,12 @@ class Sm90Gemm:
             p.emit(hopper.warpgroup_wait(0))
             with rel.stage():
                 rel.free(leader)
-            self.epilogue(p, epi, acc, m_blk, n_blk)
+            if cfg.staged_epilogue:
+                self.staged_epilogue(p, c, epi, acc, m_blk, n_blk)
+            else:
+                self.epilogue(p, epi, acc, m_blk, n_blk)
+        if cfg.staged_epilogue:  # the last stores must have read shared memory before the CTA exits
+            p.emit(tma.bulk_wait(0).guarded(epi["lead"]))  # type: ignore[arg-type]
 
     # -- epilogue: registers -> global, guarded on ragged tiles ----------------------------------
     def epilogue_setup(self, p: Program, c: int) -> dict[str, Union[R, RVec, URVec]]:
@@ -376,3 +398,48 @@ class Sm90Gemm:
                     p.emit(ins("STG", "E.U16", g0, packed).guarded(ok0))
                     p.emit(alu.shf_r(hi_half, packed, 16))
                     p.emit(ins("STG", "E.U16", g1, hi_half).guarded(ok1))
+
+    # -- staged epilogue: registers -> STSM -> shared memory -> TMA store, 64 columns at a time ------
+    def staged_setup(self, p: Program, c: int) -> dict[str, Any]:
+        """Per-thread constants of STSM.16.M88.4: lane l gives the address of row l % 8 of matrix
+        l // 8; matrices (0, 1, 2, 3) are (rows 0-7, rows 8-15) x (columns 0-7, 8-15) of the warp's
+        16 x 16 block. The TMA stores are issued by the warpgroup's first thread."""
+        t = p.r("wg_tid")
+        p.emit(alu.iadd3(t, R("tid"), (1 << 32) - 128 * (c + 1)))
+        lead = p.p("epi_lead")
+        p.emit(alu.isetp("EQ", lead, t, 0))
+        srow, scol, tmp = p.r("stsm_row"), p.r("stsm_col"), p.r("stsm_tmp")
+        p.emit(alu.shf_r(srow, t, 5))  # warp in the warpgroup
+        p.emit(alu.imad(srow, srow, 16, RZ))
+        p.emit(alu.lop3(tmp, t, 7, RZ, 0xC0))  # l % 8
+        p.emit(alu.iadd3(srow, srow, tmp))
+        p.emit(alu.lop3(tmp, t, 8, RZ, 0xC0))  # 8 * ((l // 8) % 2)
+        p.emit(alu.iadd3(srow, srow, tmp))
+        p.emit(alu.lop3(scol, t, 16, RZ, 0xC0))  # 8 * (l // 16)
+        p.emit(alu.shf_r(scol, scol, 1))
+        return {"lead": lead, "row": p.lane("stsm_row", srow, 64), "col": p.lane("stsm_col", scol, 16)}
+
+    def staged_epilogue(self, p: Program, c: int, e: dict[str, Any], acc: RVec, m_blk: R, n_blk: R) -> None:
+        cfg = self.cfg
+        lead: P = e["lead"]
+        kind = "BF16" if self.out_dtype == "bf16" else "F16"
+        v = p.rvec("stsm_v", 4)
+        row0, col = p.r("tile_row"), p.r("tile_col")
+        p.emit(alu.imad(row0, m_blk, cfg.bm, 64 * c))
+        bar = 1 + c  # named barrier of this consumer warpgroup (0 is the CTA's)
+        for q in range(cfg.bn // EPI_COLS):
+            b = q % 2
+            # the store that last read this buffer (two chunks ago) must be done with it
+            p.emit(tma.bulk_wait(1).guarded(lead))
+            p.emit(sync.bar_sync(bar, 128))
+            for jj in range(EPI_COLS // 16):
+                j = q * EPI_COLS // 8 + 2 * jj  # 8-column group of the accumulator fragment
+                for r, (jv, h) in enumerate(((j, 0), (j, 1), (j + 1, 0), (j + 1, 1))):
+                    p.emit(ins("F2FP", f"{kind}.F32.PACK_AB", v[r], acc[4 * jv + 2 * h + 1], acc[4 * jv + 2 * h]))
+                p.emit_swizzled_at(self.cst.at(c, b, e["row"], e["col"] + 16 * jj), lambda m: memory.stsm(m, v))
+            p.emit(sync.fence_proxy_async())
+            p.emit(sync.bar_sync(bar, 128))
+            p.emit(alu.imad(col, n_blk, cfg.bn, q * EPI_COLS))
+            with p.when(lead):
+                p.tma_store(self.cst.at(c, b, 0, 0), self.tc, [col, row0])
+                p.emit(tma.bulk_commit())

@@ -996,6 +996,63 @@ class Program:
             return None
         return part.note(form)
 
+    def emit_swizzled_at(self, ref: Ref, make: Callable[[Mem], Instr], guard: Union[P, UP, None] = None) -> Instr:
+        """Emit an instruction whose memory operand is a swizzled buffer at per-thread coordinates
+        (see `swizzled_lane_addr`), noted with the buffer at those coordinates."""
+        i = make(self.swizzled_lane_addr(ref))
+        k = next(n for n, o in enumerate(i.ops) if isinstance(o, Mem))
+        return self.emit(i.noted(ref.note("addr", k)).guarded(guard))
+
+    def swizzled_lane_addr(self, ref: Ref) -> Mem:
+        """The address of a swizzled shared-memory buffer at per-thread coordinates (lanes and
+        counters), where no multiply-add can express it: the swizzle XORs address bits with other
+        address bits of the same thread. The buffer's layout decides both parts: its unswizzled
+        layout gives the linear offset (affine in the indices, one IMAD each), its swizzle
+        `Sw<B,M,S>` the three ALU lines `t = lin >> S; t &= mask << M; off = lin ^ t`. Exact because
+        the buffer's base is a multiple of the swizzle's period (so the swizzle sees the offset's
+        bits alone). Marked `+`, noted with the buffer at the coordinates."""
+        buf = ref.buffer
+        lay = buf.layout
+        if not isinstance(lay, SwizzledLayout) or lay.offset:
+            raise WarpyError(f"{buf.name}: swizzled_lane_addr needs a swizzled buffer (use lane_value)")
+        sw = lay.swizzle
+        period = 1 << (sw.bits + sw.base + max(sw.shift, 0))
+        if buf.base % period or sw.shift <= 0:
+            raise WarpyError(f"{buf.name}: base {buf.base:#x} is not a multiple of the swizzle period {period}")
+        inner = lay.layout
+        idxs: dict[int, Index] = {}
+        for c in ref.coords:
+            for i in c.indices():
+                if not isinstance(i, (Lane, Counter)):
+                    raise WarpyError(f"{buf.name}: per-thread swizzled addresses take lanes and counters, not {i.name}")
+                idxs[id(i)] = i
+
+        def lin(env: dict[int, int]) -> int:
+            return int(inner(tuple(c.eval(env) for c in ref.coords)))
+
+        zero = {k: 0 for k in idxs}
+        c0 = lin(zero)
+        coefs = {k: lin({**zero, k: 1}) - c0 for k in idxs}
+        for k, i in idxs.items():  # affine in each index over its whole range (the layout is strided)
+            for v in range(i.extent):
+                if lin({**zero, k: v}) != c0 + coefs[k] * v:
+                    raise WarpyError(f"{ref.note()}: the unswizzled offset is not affine in {i.name}")
+        off = self.r(f"{buf.name}@lin")
+        tmp = self.r(f"{buf.name}@swz")
+        src: Union[R, int] = c0
+        first = True
+        for k, i in idxs.items():
+            if coefs[k]:
+                assert isinstance(i, (Lane, Counter))
+                self.emit(alu.imad(off, i.reg, coefs[k], src if not first else c0), mark="+")
+                src, first = off, False
+        if first:
+            self.emit(alu.mov(off, c0), mark="+")
+        self.emit(alu.shf_r(tmp, off, sw.shift), mark="+")
+        self.emit(alu.lop3(tmp, tmp, ((1 << sw.bits) - 1) << sw.base, RZ, 0xC0), mark="+")
+        self.emit(alu.lop3(off, off, tmp, RZ, 0x3C), mark="+")
+        return Mem(off, self._buffer_base("addr", buf), 0)
+
     def emit_at(self, ref: Ref, make: Callable[[Mem], Instr], guard: Union[P, UP, None] = None) -> Instr:
         """Emit an instruction whose memory operand is ref's address (derived), noted."""
         reg, off = self.lane_value("addr", ref)
