@@ -437,6 +437,12 @@ def _generic_tail(p: Program, acc: "RVec", stile: "SmemBuffer", tc: "TensorMap",
     p.emit(alu.iadd3(frag[2], frag[2], nval))
     p.emit(memory.stg(GMem(memdesc, optr, 4), frag[2]))
     p.emit(sync.membar("GPU"))
+    # a flag between CTAs: raised with a GPU-scope reduction, read back with a GPU-scope load
+    one = p.r("one")
+    p.emit(alu.mov(one, 1))
+    p.emit(memory.red_add(GMem(memdesc, optr, 8), one).guarded(leader))
+    p.emit(memory.ldg_strong(frag[3], GMem(memdesc, optr, 8)))
+    p.emit(memory.stg_strong(GMem(memdesc, optr, 12), frag[3]))
     # a bulk copy of 256 bytes from out into the staging tile, completing on bulk_bar
     gsrc = p.urvec("gsrc", 2)
     size = p.ur("size")

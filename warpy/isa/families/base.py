@@ -79,6 +79,7 @@ SEM_CLASSES = (
     "store-shared",
     "load-global",
     "store-global",
+    "reduce-global",  # red.global: an atomic update returning nothing
     "load-matrix",  # ldmatrix
     "store-matrix",  # stmatrix
     "tma-load",

@@ -27,10 +27,12 @@ OPCODES: list[Opcode] = [
            ptx="ld.shared", doc="d = shared[addr]"),
     Opcode("STS", F, "store-shared", ((a("addr", "mem"), a("v", "Rv", "u", _w)),), mods=(SIZE,),
            ptx="st.shared", doc="shared[addr] = v"),
-    Opcode("LDG", F, "load-global", ((a("d", "Rv", "d", _w), a("addr", "gmem")),), mods=(r"!E", SIZE),
-           ptx="ld.global", doc="d = global[addr]"),
-    Opcode("STG", F, "store-global", ((a("addr", "gmem"), a("v", "Rv", "u", _w)),), mods=(r"!E", SIZE),
-           ptx="st.global", doc="global[addr] = v"),
+    Opcode("LDG", F, "load-global", ((a("d", "Rv", "d", _w), a("addr", "gmem")),), mods=(r"!E", SIZE, r"STRONG", r"GPU"),
+           ptx="ld.global / .STRONG.GPU: ld.relaxed.gpu.global", doc="d = global[addr] (STRONG.GPU: a relaxed GPU-scope load)"),
+    Opcode("STG", F, "store-global", ((a("addr", "gmem"), a("v", "Rv", "u", _w)),), mods=(r"!E", SIZE, r"STRONG", r"GPU"),
+           ptx="st.global / .STRONG.GPU: st.relaxed.gpu.global", doc="global[addr] = v (STRONG.GPU: a relaxed GPU-scope store)"),
+    Opcode("REDG", F, "reduce-global", ((a("addr", "gmem"), a("v", "R")),), mods=(r"!E", r"!ADD", r"!STRONG", r"!GPU"),
+           ptx="red.relaxed.gpu.global.add.u32", doc="global[addr] += v, atomically at GPU scope (no value returned)"),
     Opcode("LDSM", F, "load-matrix", ((a("d", "Rv", "d", _wm), a("addr", "mem")),),
            mods=(r"!16", r"!M88", r"T", r"!1|2|4"), ptx="ldmatrix.sync.aligned.m8n8.xN[.trans].shared.b16",
            doc="each lane gets its fragment of N 8x8 b16 matrices whose rows the lanes address"),
@@ -58,6 +60,20 @@ def ldg(d: Union[R, RVec], addr: GMem) -> Instr:
 
 def stg(addr: GMem, v: Union[R, RVec]) -> Instr:
     return ins("STG", ("E." + _size(v.width if isinstance(v, RVec) else 1)).rstrip("."), addr, v)
+
+
+def ldg_strong(d: R, addr: GMem) -> Instr:
+    """A relaxed GPU-scope load (a flag another CTA raises; order it with MEMBAR.ALL.GPU)."""
+    return ins("LDG", "E.STRONG.GPU", d, addr)
+
+
+def stg_strong(addr: GMem, v: R) -> Instr:
+    return ins("STG", "E.STRONG.GPU", addr, v)
+
+
+def red_add(addr: GMem, v: R) -> Instr:
+    """global[addr] += v at GPU scope (relaxed; ptxas prints REDG.E.ADD.STRONG.GPU)."""
+    return ins("REDG", "E.ADD.STRONG.GPU", addr, v)
 
 
 def ldsm(d: RVec, addr: Mem, trans: bool = False) -> Instr:

@@ -42,19 +42,30 @@ def _sts(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     c.emit(f"st.shared.{ty} {addr}, {_vec(c, v, n, True)}")
 
 
+def _scope(rest: tuple[str, ...]) -> str:
+    """`.STRONG.GPU` (what ptxas prints for a relaxed GPU-scope access) back to its PTX qualifiers."""
+    return ".relaxed.gpu" if "STRONG" in rest and "GPU" in rest else ""
+
+
 def _ldg(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     d, g = i.ops
     ty, n = _shape(rest, False)
     addr = c.gmem_addr(g)
     regs = [c.dst(d)] if n == 1 else c.elems(d, n)
-    c.emit(f"ld.global.{ty} {regs[0] if n == 1 else '{' + ', '.join(regs) + '}'}, {addr}")
+    ty = ty.replace("u32", "b32")
+    c.emit(f"ld{_scope(rest)}.global.{ty} {regs[0] if n == 1 else '{' + ', '.join(regs) + '}'}, {addr}")
 
 
 def _stg(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     g, v = i.ops
     ty, n = _shape(rest, True)
     addr = c.gmem_addr(g)
-    c.emit(f"st.global.{ty} {addr}, {_vec(c, v, n, True)}")
+    c.emit(f"st{_scope(rest)}.global.{ty} {addr}, {_vec(c, v, n, True)}")
+
+
+def _redg(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
+    g, v = i.ops
+    c.emit(f"red.relaxed.gpu.global.add.u32 {c.gmem_addr(g)}, {c.src(v)}")
 
 
 def _num(rest: tuple[str, ...]) -> int:
@@ -77,4 +88,5 @@ def _stsm(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     c.emit(f"stmatrix.sync.aligned.m8n8.x{n}{trans}.shared.b16 {addr}, {{{', '.join(c.elems(v, n))}}}")
 
 
-RULES: dict[str, Rule] = {"LDS": _lds, "STS": _sts, "LDG": _ldg, "STG": _stg, "LDSM": _ldsm, "STSM": _stsm}
+RULES: dict[str, Rule] = {"LDS": _lds, "STS": _sts, "LDG": _ldg, "STG": _stg, "REDG": _redg, "LDSM": _ldsm,
+                          "STSM": _stsm}
