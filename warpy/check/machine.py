@@ -136,6 +136,8 @@ class Machine:
         self.uses_pdl = False
         self.refills = 0  # a copy-engine write into shared memory an MMA had read: the ring wrapped
         self.stores_seen = 0
+        self.shadow: dict[tuple[int, int], int] = {}
+        self.landed: dict[int, dict[int, tuple]] = {}
         self.rng = np.random.default_rng(seed)
         self.smem_bufs = sorted((b for b in self.h.buffers if b.space == "smem"), key=lambda b: b.base)
         self.tmem_bufs = [b for b in self.h.buffers if b.space == "tmem"]

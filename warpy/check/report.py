@@ -42,6 +42,8 @@ class Report:
              f"the colouring; {p.count('named')} named-barrier arrivals that do not make their counts; "
              f"{p.count('protocol')} protocol problems; {p.count('memory')} uses of memory past what was declared; "
              f"{p.count('order')} accesses nothing orders")
+        if p.count("data"):
+            s += f"; {p.count('data')} MMAs whose operands come from different K"
         if self.uses_pdl or p.count("pdl"):
             s += f"; {p.count('pdl')} global accesses before the dependent-launch wait"
         if self.values_checked or p.count("values"):

@@ -102,7 +102,7 @@ class MBar:
 class Problems:
     """Distinct messages by kind, with how often each was seen."""
 
-    KINDS = ("wrong", "coloured", "named", "protocol", "memory", "order", "pdl", "values")
+    KINDS = ("wrong", "coloured", "named", "protocol", "memory", "order", "pdl", "data", "values")
 
     def __init__(self) -> None:
         self.msgs: dict[str, dict[str, int]] = {k: {} for k in self.KINDS}

@@ -71,8 +71,8 @@ def _utchmma(m: Any, w: Any, c: Any, lanes: Any) -> None:
             m.problems.add("protocol", f"{m.cta_name(w.cta)} warp {w.wid}: {c.mnem} needs a CTA pair, the cluster has one CTA")
             return
         ctas = sorted([w.cta, peer], key=lambda x: x.rank)
-    rows_a = mm // len(ctas)
-    rows_b = n // len(ctas)
+    rows_a = mm // len(ctas)  # rows of D (and of A) in each CTA
+    rows_b = n // len(ctas)  # rows of B each CTA holds
     kb = 32
     w.cta.tc_clock += 1
     agent, clock = w.cta.tc_agent, w.cta.tc_clock
@@ -80,32 +80,42 @@ def _utchmma(m: Any, w: Any, c: Any, lanes: Any) -> None:
     vc[agent] = clock - 1
     fa = operand_footprint(m, ("umma", adesc, rows_a, kb), lambda: umma_rows(adesc, rows_a, kb))
     fb = operand_footprint(m, ("umma", bdesc, rows_b, kb), lambda: umma_rows(bdesc, rows_b, kb))
+    from warpy.check.families.tma import operands_meet
+
+    operands_meet(m, w, c, w.cta, (adesc & 0x3FFF) << 4, (bdesc & 0x3FFF) << 4)
     col0 = dval & 0xFFFF
     lane0 = (dval >> 16) & 0xFFFF
-    lanes_used = min(rows_a, 128)
+    # D's rows x N in tensor memory: 128 rows a lane each; a pair's M = 128 puts each CTA's 64 rows
+    # in lanes 0-63 for the first N/2 columns and lanes 64-127 for the rest (N/2 columns)
+    folded = rows_a == 64 and len(ctas) == 2
+    lanes_used = 128 if folded else rows_a
+    ncols = n // 2 if folded else n
     for cta in ctas:
         for addrs, fp in (fa, fb):
             lo, hi = int(addrs.min()), int(addrs.max()) + 1
             if m.check_smem_range(w, c, lo, hi):
                 m.access("smem", cta, None, "r", vc, agent, clock, c.mnem, w, proxy="async", footprint=fp)
-        if not _tmem_check(m, w, c, cta, col0, n):
+        if not _tmem_check(m, w, c, cta, col0, ncols):
             continue
-        key = ("tmemfp", lane0, lanes_used, col0, n)
+        key = ("tmemfp", lane0, lanes_used, col0, ncols)
         fp = m.ref_cache.get(key)
         if fp is None:
-            fp = m.ref_cache[key] = masks_of(tmem_words(np.arange(lane0, lane0 + lanes_used), np.arange(col0, col0 + n)))
+            fp = m.ref_cache[key] = masks_of(tmem_words(np.arange(lane0, lane0 + lanes_used), np.arange(col0, col0 + ncols)))
         m.access("tmem", cta, None, "w", vc, agent, clock, c.mnem, w, proxy="async", footprint=fp)
-        st = cta.tmem_written[lane0:lane0 + lanes_used, col0:col0 + n]
+        st = cta.tmem_written[lane0:lane0 + lanes_used, col0:col0 + ncols]
         if accumulate and not st.all():
             m.problems.add("protocol", f"{m.cta_name(cta)}: {c.mnem} (warp {w.wid}) adds to tensor-memory columns "
-                                       f"{col0}..{col0 + n - 1} that no MMA wrote")
+                                       f"{col0}..{col0 + ncols - 1} that no MMA wrote")
         st[:] = True
     if m.values:
-        b_full = np.concatenate([read_matrix(x.smem, fb[0], "bf16", 2) for x in ctas], axis=0)
+        dt = "bf16" if (idesc >> 7) & 7 == 1 else "fp16"
+        b_full = np.concatenate([read_matrix(x.smem, fb[0], dt, 2) for x in ctas], axis=0)
         for x in ctas:
-            a = read_matrix(x.smem, fa[0], "bf16", 2)
-            prod = a @ b_full.T
-            tv = x.tmem_vals[lane0:lane0 + lanes_used, col0:col0 + n]
+            a = read_matrix(x.smem, fa[0], dt, 2)
+            prod = a @ b_full.T  # [rows_a, n]
+            if folded:
+                prod = np.concatenate([prod[:, : n // 2], prod[:, n // 2:]], axis=0)  # [128, n/2]
+            tv = x.tmem_vals[lane0:lane0 + lanes_used, col0:col0 + ncols]
             if accumulate:
                 tv += prod
             else:
@@ -210,7 +220,7 @@ def _alloc(m: Any, w: Any, c: Any, lanes: Any) -> None:
         m.access("smem", cta, np.array([slot >> 2]), "w", w.vc, w.agent, w.vc[w.agent], c.mnem, w)
         if cta.smem is not None:
             cta.smem[slot:slot + 4] = np.frombuffer(np.uint32(start).tobytes(), dtype=np.uint8)
-    w.regs["__tmem_alloc_value"] = start
+    m.shadow[(cta.index, slot)] = start
 
 
 def _dealloc(m: Any, w: Any, c: Any, lanes: Any) -> None:

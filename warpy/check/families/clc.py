@@ -39,19 +39,14 @@ def _try_cancel(m: Any, w: Any, c: Any, lanes: Any) -> None:
     image = words.view(np.uint8).copy()
     for d in dests:
         _land(m, w, c, d, d, resp & 0xFFFFFF, bar & 0xFFFFFF, 16, issue_vc, image if d.smem is not None else None)
-        d.clc_words = words.copy()  # type: ignore[attr-defined]
-        d.clc_addr = resp & 0xFFFFFF  # type: ignore[attr-defined]
+        for k in range(4):  # what an LDS without values reads there
+            m.shadow[(d.index, (resp & 0xFFFFFF) + 4 * k)] = int(words[k])
 
 
 def _query(m: Any, w: Any, c: Any, lanes: Any) -> None:
     i = c.instr
     src = i.ops[1]
     vals = [w.regs.get(elem_name(src.name, k), 0) for k in range(4)]
-    if not m.values:
-        # without values shared memory holds no bytes: the response is what the CTA's last request got
-        words = getattr(w.cta, "clc_words", None)
-        if words is not None:
-            vals = [int(x) for x in words]
     if "CANCELED" in i.mods:
         v = vals[0]
         c.put[0](w, (np.asarray(v) != 0) if isinstance(v, np.ndarray) else v != 0, lanes)

@@ -76,6 +76,9 @@ def _hgmma(m: Any, w: Any, c: Any, lanes: Any) -> None:
     d = [int(first(w.regs.get(elem_name(dv.name, j), 0))) for j in range(4)]
     fa = operand_footprint(m, ("gmma", d[0], d[1], 64, kb), lambda: gmma_rows(d[0], d[1], 64, kb))
     fb = operand_footprint(m, ("gmma", d[2], d[3], n, kb), lambda: gmma_rows(d[2], d[3], n, kb))
+    from warpy.check.families.tma import operands_meet
+
+    operands_meet(m, w, c, w.cta, (d[0] & 0x3FFF) << 4, (d[2] & 0x3FFF) << 4)
     agent = ("wg", w.cta.index, w.wid)
     clock = w.wg_committed + 1
     w.wg_open = True

@@ -53,6 +53,16 @@ def _lds(m: Any, w: Any, c: Any, lanes: Any) -> None:
     _smem_access(m, w, c, addrs, nb, "r")
     if m.values and w.cta.smem is not None:
         _load_regs(m, w, c, c.instr.ops[0], lambda a, n: w.cta.smem[a:a + n], c.get[1](w), nb, lanes)
+    elif m.shadow and addrs.size:
+        # without values, shared memory holds only the words the machine itself wrote (an allocation's
+        # address, a cluster-launch-control answer): an LDS of one reads it
+        a0 = int(addrs[0])
+        if (w.cta.index, a0) in m.shadow:
+            from warpy.check.lanes import writer
+            from warpy.isa.operands import R
+
+            for k, n in enumerate(_regs_of(c.instr.ops[0], max(1, nb // 4))):
+                writer(R(n))(w, m.shadow.get((w.cta.index, a0 + 4 * k), 0), lanes)
 
 
 def _load_regs(m: Any, w: Any, c: Any, dst: Any, fetch: Any, addr: Any, nb: int, lanes: Any) -> None:

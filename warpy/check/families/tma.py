@@ -93,13 +93,15 @@ def _fp(m: Any, lo: int, nbytes: int) -> list[tuple[int, int]]:
 
 
 def _land(m: Any, w: Any, c: Any, dest: Any, bar_cta: Any, dst: int, bar_addr: int, nbytes: int, issue_vc: dict,
-          image: Optional[np.ndarray]) -> None:
+          image: Optional[np.ndarray], prov: Optional[tuple] = None) -> None:
     if bar_cta is None or dest is None:
         m.problems.add("protocol", f"{m.cta_name(w.cta)} warp {w.wid}: {c.mnem} names a CTA the cluster has not")
         return
     if not m.check_barrier_addr(w, c, bar_addr):
         return
     bar = m.mbar(bar_cta, bar_addr)
+    if prov is not None:
+        m.landed.setdefault(dest.index, {})[dst] = (prov[0], prov[1], nbytes)
     if m.check_smem_range(w, c, dst, dst + nbytes):
         m.access("smem", dest, None, "w", issue_vc, bar.agent, bar.phase + 1, c.mnem, w, proxy="async",
                  footprint=_fp(m, dst, nbytes))
@@ -116,9 +118,6 @@ def _tma_load(m: Any, w: Any, c: Any, lanes: Any) -> None:
     dst, bar = a[0], a[1]
     coords = [_s32(x) for x in a[2:]]
     m.pdl_check(w, c)
-    if outside(box, coords):
-        m.problems.add("memory", f"{m.cta_name(w.cta)} warp {w.wid}: {c.mnem} loads the box of {name} at "
-                                 f"({', '.join(map(str, coords))}), wholly outside the tensor ({', '.join(map(str, box.dims))})")
     issue_vc = w.tick()
     image = box_image(m, name, box, coords) if m.values else None
     nbytes = box.box_bytes
@@ -129,13 +128,13 @@ def _tma_load(m: Any, w: Any, c: Any, lanes: Any) -> None:
             if not mask >> dest.rank & 1:
                 continue
             bar_cta = m.cta_of_rank(w.cta, dest.rank & ~1) if two else dest
-            _land(m, w, c, dest, bar_cta, dst & 0xFFFFFF, bar & 0xFFFFFF, nbytes, issue_vc, image)
+            _land(m, w, c, dest, bar_cta, dst & 0xFFFFFF, bar & 0xFFFFFF, nbytes, issue_vc, image, (name, coords))
         return
     if two:
         bar_cta, bl = m.resolve_cluster_addr(w.cta, bar)
-        _land(m, w, c, w.cta, bar_cta, dst & 0xFFFFFF, bl, nbytes, issue_vc, image)
+        _land(m, w, c, w.cta, bar_cta, dst & 0xFFFFFF, bl, nbytes, issue_vc, image, (name, coords))
         return
-    _land(m, w, c, w.cta, w.cta, dst, bar, nbytes, issue_vc, image)
+    _land(m, w, c, w.cta, w.cta, dst, bar, nbytes, issue_vc, image, (name, coords))
 
 
 def _bulk_agent(w: Any) -> tuple:
@@ -156,9 +155,7 @@ def _tma_store(m: Any, w: Any, c: Any, lanes: Any) -> None:
     if m.check_smem_range(w, c, src, src + nbytes):
         m.access("smem", w.cta, None, "r", w.vc, agent, clock, c.mnem, w, proxy="async", footprint=_fp(m, src, nbytes))
     if outside(box, coords):
-        m.problems.add("memory", f"{m.cta_name(w.cta)} warp {w.wid}: {c.mnem} stores the box of {name} at "
-                                 f"({', '.join(map(str, coords))}), wholly outside the tensor ({', '.join(map(str, box.dims))})")
-        return
+        return  # the engine clips the box: nothing is written
     off, pidx = box_offsets(box, coords)
     base = m.src_base[name]
     words = np.unique((base + off) >> 2)
@@ -243,3 +240,25 @@ SEMANTICS = {
     "UTMALDG": _tma_load, "UTMASTG": _tma_store, "UTMAREDG": _tma_store, "UTMAPF": _tma_prefetch,
     "UBLKCP": _bulk_copy, "UTMACMDFLUSH": _commit, "DEPBAR": _wait,
 }
+
+
+def operand_k(m: Any, cta: Any, start: int) -> Optional[tuple[str, int]]:
+    """(tensor map, K byte offset) of the operand tile starting at `start`: the K coordinate of the box
+    that landed there plus the offset inside its 128-byte rows."""
+    land = m.landed.get(cta.index)
+    if not land:
+        return None
+    for dst, (name, coords, nbytes) in land.items():
+        if dst <= start < dst + nbytes:
+            eb = m.tmaps[name].elem_bytes
+            return name, coords[0] * eb + (start - dst) % 128
+    return None
+
+
+def operands_meet(m: Any, w: Any, c: Any, cta: Any, a_start: int, b_start: int) -> None:
+    """An MMA multiplies A and B at the same K: the boxes its operand tiles came from must agree."""
+    ka, kb = operand_k(m, cta, a_start), operand_k(m, cta, b_start)
+    if ka is None or kb is None or ka[1] == kb[1]:
+        return
+    m.problems.add("data", f"{m.cta_name(cta)} warp {w.wid}: {c.mnem} multiplies {ka[0]} at K byte {ka[1]} with "
+                           f"{kb[0]} at K byte {kb[1]} (the boxes the copy engine landed there disagree)")
