@@ -150,6 +150,34 @@ def bench_cmd(
         typer.echo(B.write_png(rows, png))
 
 
+@app.command("check")
+def check_cmd(
+    target: str = typer.Argument(..., help="`gemm` (then M N K) or a FILE.sass."),
+    dims: Optional[list[int]] = typer.Argument(None, help="M N K for gemm."),
+    arch: str = typer.Option("sm_90a", "--arch", help="Target: sm_90a or sm_100a."),
+    values: bool = typer.Option(False, "--values", help="Also compute the data (numpy MMAs) and compare C with numpy."),
+    fault: Optional[str] = typer.Option(None, "--fault", help="Inject a known bug first: drop-arrive, early-free, wrong-tx, "
+                                        "box-off-by-one, no-proxy-fence, global-before-wait, read-before-commit, tmem-overlap."),
+    no_colour: bool = typer.Option(False, "--no-colour", help="Skip running the register-coloured text."),
+) -> None:
+    """Run a kernel's SASS on the CPU (first and last clusters) and check it; exit 1 on any problem."""
+    from warpy.check.cli import check_main
+
+    raise typer.Exit(check_main(target, list(dims or []), arch, values, fault, not no_colour))
+
+
+@app.command("hb")
+def hb_cmd(
+    target: str = typer.Argument(..., help="`gemm`"),
+    dims: Optional[list[int]] = typer.Argument(None, help="M N K"),
+    arch: str = typer.Option("sm_90a", "--arch", help="Target: sm_90a or sm_100a."),
+) -> None:
+    """Print what orders what: buffer, earlier access, later access, ordered by, how many pairs."""
+    from warpy.check.cli import hb_main
+
+    raise typer.Exit(hb_main(target, list(dims or []), arch))
+
+
 def _user_errors() -> tuple[type[BaseException], ...]:
     from warpy.errors import WarpyError
     from warpy.layout import LayoutError

@@ -799,7 +799,7 @@ class Machine:
         for base, idx in c.regids:
             for pb, lo, hi, grp, op in w.pending:
                 if pb == base and lo <= idx < hi and grp > w.wg_retired:
-                    self.problems.add("order", f"{_regname(base)}: {op}, warp {w.wid} writes it and {c.mnem}, warp {w.wid} "
+                    self.problems.add("order", f"{_regname(base, lo)}: {op}, warp {w.wid} writes it and {c.mnem}, warp {w.wid} "
                                                f"reads it, and nothing orders the two (the wgmma group has not been waited for)")
                     return
 
@@ -831,8 +831,8 @@ def _verb(kind: str) -> str:
     return {"r": "reads", "w": "writes", "red": "adds to"}[kind]
 
 
-def _regname(base: str) -> str:
-    return base
+def _regname(base: str, lo: int) -> str:
+    return f"{base}{lo}" if base in ("R", "UR") else base
 
 
 def _to16(f: np.ndarray, dtype: str) -> np.ndarray:

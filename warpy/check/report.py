@@ -181,4 +181,23 @@ def check_gemm(problem: Any, *, values: bool = False, fault: Optional[str] = Non
     rep = check_kernel(named, col, values=values, hb=hb, progress=progress,
                        expect=gemm_expect(problem) if values else None)
     rep.fault_note = note
+    if fault is not None:
+        settle_fault(fault, rep)
     return rep
+
+
+def settle_fault(fault: str, rep: Report) -> None:
+    """A fault the right check did not report: either it cannot show in the simulated clusters (then
+    it does not apply, said in one line) or the checker missed it (reported as a problem)."""
+    from warpy.check.faults import CAUGHT_BY, FaultDoesNotApply
+
+    kind = CAUGHT_BY[fault]
+    if rep.problems.count(kind):
+        return
+    if fault == "early-free" and rep.refills == 0:
+        raise FaultDoesNotApply("early-free: does not apply here: no stage of the ring is refilled in the simulated "
+                                "clusters (too few k-steps for the ring's depth), so an early free cannot race")
+    if fault == "tmem-overlap" and not rep.problems.total():
+        raise FaultDoesNotApply("tmem-overlap: does not apply here: no CTA of the simulated clusters uses its second "
+                                "accumulator (one tile each)")
+    rep.problems.add(kind, f"fault {fault} was injected ({rep.fault_note}) and the {kind} check did not report it")

@@ -1,0 +1,120 @@
+"""The `warpy check` and `warpy hb` verbs (imported lazily by warpy.cli)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import Optional
+
+from warpy.errors import WarpyError
+
+
+def _progress(msg: str) -> None:
+    if sys.stderr.isatty():
+        sys.stderr.write("\r" + msg[:150] + "\x1b[K")
+    else:
+        sys.stderr.write(msg + "\n")
+    sys.stderr.flush()
+
+
+def _end_progress() -> None:
+    if sys.stderr.isatty():
+        sys.stderr.write("\r\x1b[K")
+        sys.stderr.flush()
+
+
+def _problem(target: str, dims: list[int], arch: str, out_dtype: str = "fp32"):  # type: ignore[no-untyped-def]
+    from warpy.kernels.programs import GemmProblem
+
+    if target != "gemm":
+        raise WarpyError(f"warpy check takes `gemm M N K` or a FILE.sass, not {target!r}")
+    if len(dims) != 3:
+        raise WarpyError(f"gemm takes three sizes M N K, got {len(dims)}")
+    return GemmProblem(dims[0], dims[1], dims[2], arch=arch, out_dtype=out_dtype)
+
+
+def check_main(target: str, dims: list[int], arch: str, values: bool, fault: Optional[str], colour: bool) -> int:
+    """Print the problems and the summary line; the exit status (0: nothing found)."""
+    from warpy.check.faults import FaultDoesNotApply, inject
+    from warpy.check.report import check_gemm, check_kernel, settle_fault
+
+    t0 = time.monotonic()
+    try:
+        if target.endswith(".sass") or (os.path.exists(target) and target != "gemm"):
+            from warpy.isa.text import parse
+
+            if dims:
+                raise WarpyError("a FILE.sass takes no sizes")
+            if values:
+                raise WarpyError("--values needs a GEMM (the checker knows its operands): warpy check gemm M N K --values")
+            try:
+                text = open(target).read()
+            except OSError as e:
+                raise WarpyError(f"cannot read {target}: {e.strerror}") from None
+            k = parse(text)
+            col = None
+            if fault:
+                k, col, note = inject(fault, k, None)
+                _progress(f"fault {fault}: {note}")
+            rep = check_kernel(k, col, progress=_progress)
+            if fault:
+                rep.fault_note = note
+                settle_fault(fault, rep)
+        else:
+            prob = _problem(target, dims, arch)
+            rep = check_gemm(prob, values=values, fault=fault, progress=_progress, coloured=colour)
+            if fault:
+                _end_progress()
+                print(f"fault {fault}: {rep.fault_note}")
+    except FaultDoesNotApply as e:
+        _end_progress()
+        print(str(e))
+        return 3
+    _end_progress()
+    for line in rep.messages():
+        print(line)
+    print(rep.summary())
+    print(f"({rep.kernel}: {rep.steps} warp instructions in {time.monotonic() - t0:.1f} s)", file=sys.stderr)
+    return 0 if rep.ok else 1
+
+
+def hb_main(target: str, dims: list[int], arch: str) -> int:
+    from warpy.check.report import check_gemm
+
+    prob = _problem(target, dims, arch)
+    rep = check_gemm(prob, hb=True, progress=_progress, coloured=False)
+    _end_progress()
+    for line in hb_table(rep.hb_table):
+        print(line)
+    for line in rep.messages():
+        print(line)
+    return 0 if rep.ok else 1
+
+
+def _warps(ws: set[int]) -> str:
+    s = sorted(ws)
+    if len(s) == 1:
+        return f"warp {s[0]}"
+    if s == list(range(s[0], s[-1] + 1)):
+        return f"warps {s[0]}-{s[-1]}"
+    return "warps " + ",".join(map(str, s))
+
+
+def hb_table(table: dict) -> list[str]:
+    """Rows: buffer, earlier access, later access, what ordered them, how many pairs."""
+    rows: dict[tuple, list] = {}
+    for (buf, eop, ewarp, _, lop, lwarp, other, how, ekind, lkind), n in table.items():
+        if ekind == "r" and lkind == "r":
+            continue
+        key = (buf, eop, lop, other, how)
+        r = rows.setdefault(key, [set(), set(), 0])
+        r[0].add(ewarp)
+        r[1].add(lwarp)
+        r[2] += n
+    out = [f"{'buffer':<14} {'earlier':<44} {'later':<44} ordered by"]
+    for (buf, eop, lop, other, how), (ew, lw, n) in sorted(rows.items(), key=lambda kv: (kv[0][0], -kv[1][2])):
+        e = f"{eop}, {_warps(ew)}{other}"
+        later = f"{lop}, {_warps(lw)}"
+        out.append(f"{buf:<14} {e:<44} {later:<44} {how or 'program order'}  ({n})")
+    return out
