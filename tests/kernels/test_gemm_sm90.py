@@ -21,16 +21,22 @@ DEFAULT_SHAPES = [
 RAGGED = [(1, 4096, 4096), (4097, 129, 72), (1000, 1000, 1000), (127, 8191, 136)]
 
 
+@pytest.mark.parametrize("out", ["bf16", "fp32"])
 @pytest.mark.parametrize("shape", DEFAULT_SHAPES + RAGGED, ids=lambda s: "x".join(map(str, s)))
-def test_every_shape_assembles_and_shows_its_instructions(shape: tuple[int, int, int]) -> None:
-    prob = GemmProblem(*shape)
-    kernel = build(prob).kernel()
+def test_every_shape_assembles_and_shows_its_instructions(shape: tuple[int, int, int], out: str) -> None:
+    prob = GemmProblem(*shape, out_dtype=out)
+    cfg = choose(prob)
+    kernel = build(prob, cfg).kernel()
     cubin = assemble(kernel, "sm_90a")  # fails on spills and wgmma serialisation
     res = cubin.resource(kernel.header.kernel)
     assert res.spill_stores == 0 and res.spill_loads == 0
     ops = {i.opcode for i in disassemble(cubin).kernel(kernel.header.kernel).instructions}
-    for want in ("HGMMA", "UTMALDG", "SYNCS", "USETMAXREG", "WARPGROUP"):
+    wants = ["HGMMA", "UTMALDG", "SYNCS", "USETMAXREG", "WARPGROUP"]
+    if cfg.staged_epilogue:  # 16-bit C with TMA-addressable rows goes out through TMA stores
+        wants += ["STSM", "UTMASTG"]
+    for want in wants:
         assert any(o == want or o.startswith(want + ".") for o in ops), (want, sorted(ops))
+    assert cfg.staged_epilogue == (out == "bf16" and shape[1] % 8 == 0)
 
 
 @pytest.mark.parametrize("out", ["fp32", "bf16", "fp16"])
