@@ -169,6 +169,7 @@ class Machine:
             if b.space == "global" and b.source in self.src_base:
                 self.src_size[b.source] = max(self.src_size.get(b.source, 0), b.size)
         self.gbufs = [b for b in self.h.buffers if b.space == "global"]
+        self.declared_sources = {b.source for b in self.gbufs} | set(self.tmaps)
         self.gmem: dict[str, np.ndarray] = {}
         self.gwritten: dict[str, np.ndarray] = {}
         if self.values:
@@ -576,6 +577,8 @@ class Machine:
         lo, hi = int(a.min()), int(a.max()) + nbytes
         src, off = self.global_source(lo)
         src2, _ = self.global_source(hi - 1)
+        if src is not None and src2 == src and src not in self.declared_sources:
+            return src  # a pointer behind which the kernel declares no buffer: its extent is unknown, unchecked
         if src is None or src2 != src or self.global_buffer_of(src, off, off + hi - lo) is None:
             where = f"{src}+0x{off:x}" if src else f"0x{lo:x}"
             self.problems.add("memory", f"{self.cta_name(w.cta)} warp {w.wid}: {c.mnem} touches global {where}..+0x{hi - lo:x}, "

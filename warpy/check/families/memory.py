@@ -124,7 +124,8 @@ def _global(m: Any, w: Any, c: Any, lanes: Any, gop: GMem, kind: str) -> tuple[A
     m.pdl_check(w, c)
     addrs = _active(_gaddr(w, gop), lanes)
     src = m.check_global(w, c, addrs, nb)
-    if src is not None:
+    # GPU-scope (.STRONG.GPU) accesses and reductions are atomic: flags between CTAs, not data races
+    if src is not None and "STRONG" not in c.instr.mods:
         words = m.smem_words(addrs, nb)
         m.access("global", None, words, kind, w.vc, w.agent, w.vc[w.agent], c.mnem, w)
     return src, addrs, nb
@@ -208,5 +209,21 @@ def _stsm(m: Any, w: Any, c: Any, lanes: Any) -> None:
     _matrix(m, w, c, lanes, True)
 
 
-SEMANTICS = {"LDS": _lds, "STS": _sts, "LDG": _ldg, "STG": _stg, "LDSM": _ldsm, "STSM": _stsm}
+def _redg(m: Any, w: Any, c: Any, lanes: Any) -> None:
+    gop = c.instr.ops[0]
+    src, addrs, nb = _global(m, w, c, lanes, gop, "red")
+    if m.values and src is not None:
+        base = m.src_base[src]
+        mem = m.gmem[src]
+        act = np.ones(32, dtype=bool) if lanes is None else lanes
+        av = np.broadcast_to(np.asarray(_gaddr(w, gop), dtype=np.int64), (32,))
+        v = np.broadcast_to(np.asarray(w.regs.get(c.instr.ops[1].name, 0), dtype=np.uint64), (32,))
+        for ln in np.nonzero(act)[0]:
+            o = int(av[ln]) - base
+            if 0 <= o and o + 4 <= mem.size:
+                cur = int(mem[o:o + 4].view("<u4")[0])
+                mem[o:o + 4] = np.frombuffer(np.uint32((cur + int(v[ln])) & M32).tobytes(), dtype=np.uint8)
+
+
+SEMANTICS = {"LDS": _lds, "STS": _sts, "LDG": _ldg, "STG": _stg, "REDG": _redg, "LDSM": _ldsm, "STSM": _stsm}
 _ = M32
