@@ -1,0 +1,140 @@
+"""The host checker: clean on the repo's kernels, every fault caught by its check, values vs numpy,
+the seed's message formats."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from warpy.check.faults import CAUGHT_BY, FAULTS, FaultDoesNotApply, inject
+from warpy.check.report import check_gemm, check_kernel
+from warpy.isa.families import ALL
+from warpy.kernels.programs import GemmProblem
+from warpy.kernels.probes import PROBES
+import warpy.isa.examples as E
+
+SUMMARY = re.compile(
+    r"^(\d+) derived operands checked, (\d+) wrong, (\d+) changed by the colouring; (\d+) named-barrier arrivals "
+    r"that do not make their counts; (\d+) protocol problems; (\d+) uses of memory past what was declared; "
+    r"(\d+) accesses nothing orders")
+
+# (a known finding, not a checker failure: see docs/checker.md)
+PROBE_FINDINGS = {"wgmma_bf16_sw0_flipped": "memory", "umma_2cta": "memory"}
+
+
+def test_every_opcode_has_checker_semantics() -> None:
+    from warpy.check.families import SEMANTICS
+
+    assert set(SEMANTICS) == set(ALL)
+
+
+@pytest.mark.parametrize("name,arch", [(n, a) for n, p in PROBES.items() for a in p.archs])
+def test_probes(name: str, arch: str) -> None:
+    p = PROBES[name].build(arch)
+    rep = check_kernel(p.kernel(), p.coloured())
+    if name in PROBE_FINDINGS:
+        assert rep.problems.count(PROBE_FINDINGS[name]) > 0
+        return
+    assert rep.ok, rep.text()
+    assert rep.notes_checked > 0
+
+
+@pytest.mark.parametrize("arch", ["sm_90a", "sm_100a"])
+def test_example_pipe(arch: str) -> None:
+    p = E.EXAMPLES["example-pipe"](arch)
+    rep = check_kernel(p.kernel(), p.coloured())
+    assert rep.ok, rep.text()
+
+
+GEMMS = [
+    ("sm_90a", 256, 256, 128, "fp32"), ("sm_90a", 200, 136, 96, "fp32"), ("sm_90a", 1024, 1024, 1024, "fp32"),
+    ("sm_90a", 256, 512, 128, "bf16"), ("sm_90a", 1000, 520, 264, "fp16"),
+    ("sm_100a", 256, 256, 128, "fp32"), ("sm_100a", 200, 136, 96, "fp32"), ("sm_100a", 1024, 1024, 1024, "fp32"),
+    ("sm_100a", 2048, 2048, 2048, "fp32"),
+]
+
+
+@pytest.mark.parametrize("arch,m,n,k,od", GEMMS)
+def test_gemm_clean(arch: str, m: int, n: int, k: int, od: str) -> None:
+    rep = check_gemm(GemmProblem(m, n, k, arch=arch, out_dtype=od))
+    assert rep.ok, rep.text()
+    got = SUMMARY.match(rep.summary())
+    assert got and int(got.group(1)) == rep.notes_checked > 0 and got.group(2) == "0"
+
+
+@pytest.mark.parametrize("arch,m,n,k,od", [
+    ("sm_90a", 256, 256, 128, "fp32"), ("sm_90a", 200, 136, 96, "fp32"), ("sm_90a", 256, 512, 128, "bf16"),
+    ("sm_100a", 256, 256, 128, "fp32"), ("sm_100a", 1000, 520, 264, "fp32"),
+])
+def test_values_agree_with_numpy(arch: str, m: int, n: int, k: int, od: str) -> None:
+    rep = check_gemm(GemmProblem(m, n, k, arch=arch, out_dtype=od), values=True, coloured=False)
+    assert rep.ok, rep.text()
+    assert rep.values_checked > 0 and rep.values_wrong == 0
+
+
+FAULT_CASES = [(f, a, shape) for f in FAULTS for a in ("sm_90a", "sm_100a")
+               for shape in [(1024, 1024, 1024, "fp32"), (256, 512, 128, "bf16")]]
+
+
+@pytest.mark.parametrize("fault,arch,shape", FAULT_CASES)
+def test_fault_detected_or_not_applicable(fault: str, arch: str, shape: tuple) -> None:
+    m, n, k, od = shape
+    try:
+        rep = check_gemm(GemmProblem(m, n, k, arch=arch, out_dtype=od), fault=fault, coloured=False)
+    except FaultDoesNotApply as e:
+        msg = str(e)
+        assert msg.startswith(fault) and "\n" not in msg
+        # the kinds that apply to these programs must not claim otherwise
+        assert not (fault in ("drop-arrive", "wrong-tx", "box-off-by-one", "global-before-wait", "read-before-commit"))
+        assert not (fault == "no-proxy-fence" and od != "fp32" and arch == "sm_90a")
+        return
+    assert not rep.ok
+    assert rep.problems.count(CAUGHT_BY[fault]) > 0, rep.text()
+    assert not any("did not report it" in x for x in rep.problems.msgs[CAUGHT_BY[fault]])
+
+
+def test_tmem_overlap_caught_where_two_accumulators_are_used() -> None:
+    rep = check_gemm(GemmProblem(4096, 4096, 1024, arch="sm_100a"), fault="tmem-overlap", coloured=False)
+    assert rep.problems.count("order") > 0
+    assert any(m.startswith("tensor memory: ") for m in rep.problems.msgs["order"])
+
+
+def test_golden_hang_format() -> None:
+    rep = check_gemm(GemmProblem(256, 256, 128), fault="drop-arrive", coloured=False)
+    hangs = [m for m in rep.problems.msgs["protocol"] if m.startswith("hang:")]
+    assert "hang: CTA 0 warp 4 waits on stage_full[0] for the phase of parity 0: it is in phase 0, 1 of 1 arrivals to " \
+           "come, -32768 bytes" in hangs
+
+
+def test_golden_order_format() -> None:
+    rep = check_gemm(GemmProblem(1024, 1024, 1024, arch="sm_100a"), fault="early-free", coloured=False)
+    assert any(re.fullmatch(r"sbt\[\d+\]: UTCHMMA\.2CTA, warp 1 reads it and UTMALDG\.2D\.2CTA, warp 0 writes it, and "
+                            r"nothing orders the two", m) for m in rep.problems.msgs["order"])
+
+
+def test_colouring_change_is_reported() -> None:
+    from warpy.kernels.programs import build
+    import attrs
+    from warpy.isa.instr import Instr
+    from warpy.isa.operands import Imm
+
+    prog = build(GemmProblem(256, 256, 128))
+    named, col = prog.kernel(), prog.coloured()
+    lines = list(col.lines)
+    for j, x in enumerate(lines):  # break one derived operand in the coloured text only
+        if isinstance(x, Instr) and x.mark == "+" and x.name == "UIMAD":
+            lines[j] = attrs.evolve(x, ops=x.ops[:2] + (Imm(x.ops[2].value + 16),) + x.ops[3:])  # type: ignore[union-attr]
+            break
+    from warpy.isa.text import Kernel
+
+    rep = check_kernel(named, Kernel(col.header, tuple(lines)))
+    assert rep.problems.count("coloured") > 0
+
+
+def test_unknown_fault_is_one_line() -> None:
+    from warpy.errors import WarpyError
+
+    prog = E.EXAMPLES["example-pipe"]("sm_90a")
+    with pytest.raises(WarpyError, match="unknown fault"):
+        inject("nope", prog.kernel(), None)
