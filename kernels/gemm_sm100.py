@@ -50,7 +50,7 @@ from warpy.isa.program import ConsumerEnd, Program
 from warpy.layout import Layout
 from warpy.layout.desc import tma_box, tma_multicast_slices, umma_idesc
 from warpy.layout.smem import smem_tile
-from warpy.layout.tma import dtype_bytes
+from warpy.layout.tma import TmaBox, dtype_bytes
 
 from .gemm_sm90 import Magic, cdiv
 
@@ -121,6 +121,8 @@ class Sm100Config:
             feats.append(f"2x{self.pairs} clusters (Bᵀ multicast)")
         if self.clc:
             feats.append("cluster launch control")
+        elif self.split > 1 or self.stream_k:
+            pass
         elif self.persistent:
             feats.append(f"a fixed grid walking the tiles by stride in groups of {self.group}")
         if self.serpentine:
@@ -167,6 +169,25 @@ def check_config(cfg: Sm100Config) -> None:
         raise WarpyError("split-K over the grid and stream-K are two ways of one thing; pick one")
     if (cfg.split > 1 or cfg.stream_k) and cfg.clc:
         raise WarpyError("split-K / stream-K walk a fixed grid; cluster launch control is not combined with them")
+    if (cfg.split > 1 or cfg.stream_k) and cfg.pairs != 1:
+        raise WarpyError("split-K / stream-K run one pair a cluster")
+
+
+@attrs.frozen
+class Work:
+    """One piece of a cluster's work: the tile's number, its first k block and how many (a
+    register, or None / the whole K), and whether this cluster owns the tile's first k block."""
+
+    t: R
+    k_lo: Optional[R]
+    k_cnt: object
+    owner: Optional[P]
+
+
+def tma_box_plain(m: int, n: int) -> TmaBox:
+    """C (M x N fp32, row-major) in 32 x 32 boxes, unswizzled: a warp's staging tile (32 rows of
+    C's 32 columns, 128 bytes a row), as the reduce-add copies it."""
+    return TmaBox("fp32", dims=(n, m), strides=(n * 4,), box=(32, 32), swizzle=0)
 
 
 class Sm100Gemm:
@@ -194,6 +215,12 @@ class Sm100Gemm:
             self.clusters = max_clusters if cfg.stream_k else min(max_clusters, self.tiles * cfg.split)
         if cfg.split > self.kt:
             raise WarpyError(f"K split {cfg.split} ways is more than its {self.kt} blocks of {BK}")
+        self.adds = cfg.split > 1 or cfg.stream_k  # partial sums meet in C, added in the L2
+        if self.adds and out_dtype != "fp32":
+            raise WarpyError(f"split-K / stream-K add fp32 partial sums in C; {out_dtype} output is not added in the L2")
+        if cfg.stream_k:
+            self.work = self.tiles * self.kt  # k blocks of all tiles, shared out evenly over the clusters
+            self.clusters = min(max_clusters, self.work)
 
     @property
     def name(self) -> str:
@@ -207,8 +234,6 @@ class Sm100Gemm:
     # -- the program ---------------------------------------------------------------------------
     def build(self) -> Program:
         cfg = self.cfg
-        if cfg.split > 1 or cfg.stream_k:
-            raise WarpyError("split-K and stream-K are not built yet")
         # one CTA an SM (the ring fills shared memory): without a cap ptxas aims at 4 and spills at 64
         p = Program(self.name, "sm_100a", threads=256, grid=(self.clusters * cfg.cluster, 1, 1),
                     cluster=(cfg.cluster, 1, 1), maxnreg=MAXNREG)
@@ -228,6 +253,16 @@ class Sm100Gemm:
                     raise WarpyError(f"multicast slice {s} is not rows {s.cta * self.slice_rows}.. of the Bᵀ tile")
         self.c = p.param("c", "u64")
         p.global_buffer("c_out", Layout((self.m, self.n), (self.n * self.oeb, self.oeb)), self.out_dtype, "c")
+        if self.adds:
+            # C added to in the L2 by TMA (a 32 x 32 fp32 box per warp and chunk, from a staging tile)
+            stile = Layout((32, 32), (128, 4))
+            self.tc = p.tmap("c_add", tma_box_plain(self.m, self.n))
+            self.flags = p.param("flags", "u64")
+            # the workspace: one flag a tile, then one epoch word a CTA (zero once, never reset)
+            self.nctas = self.clusters * cfg.cluster
+            p.global_buffer("flag_words", Layout(self.tiles + self.nctas, 4), "u32", "flags")
+            self.stage_c = p.smem("c_stage", Layout((4, 32, 32), (4096, 128, 4)), "fp32")
+            _ = stile
         self.sa = p.smem_ring("sa", cfg.stages, a_tile.layout, self.dtype)
         self.sbt = p.smem_ring("sbt", cfg.stages, bt_tile.layout, self.dtype)
         self.stage = p.pipe("stage", cfg.stages, fills=1, frees=cfg.pairs)
@@ -288,6 +323,60 @@ class Sm100Gemm:
         return p
 
     # -- the tile schedule ------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def work_loop(self, p: Program) -> Iterator[Work]:
+        """For each piece of work this cluster owns: a tile, and (split-K / stream-K) which k blocks
+        of it and whether this cluster owns the tile's first k block."""
+        cfg = self.cfg
+        if not self.adds:
+            with self.tile_loop(p) as t:
+                yield Work(t, None, self.kt, None)
+            return
+        ctaid = p.r("ctaid")
+        p.emit(alu.s2r(ctaid, "SR_CTAID.X"))
+        cid = p.r("cluster_id")
+        p.emit(alu.shf_r(cid, ctaid, cfg.cluster.bit_length() - 1))
+        t, k_lo, k_cnt, owner = p.r("t"), p.r("k_lo"), p.r("k_cnt"), p.p("owns_tile")
+        tmp = p.r("work_tmp")
+        if cfg.split > 1:
+            # cluster c: split s = c // tiles of tile c % tiles, k blocks [s kt / S, (s + 1) kt / S)
+            s = self.divide(p, p.r("split_ix"), cid, self.tiles, self.clusters)
+            p.emit(alu.imad(t, s, (1 << 32) - self.tiles, cid))
+            p.emit(alu.imad(tmp, s, self.kt, RZ))
+            self.divide(p, k_lo, tmp, cfg.split, cfg.split * self.kt)
+            p.emit(alu.iadd3(tmp, tmp, self.kt))
+            self.divide(p, k_cnt, tmp, cfg.split, cfg.split * self.kt)
+            p.emit(alu.imad(k_cnt, k_lo, (1 << 32) - 1, k_cnt))
+            p.emit(alu.isetp("EQ", owner, s, 0))
+            yield Work(t, k_lo, k_cnt, owner)
+            return
+        # stream-K: this cluster's k blocks [c W / G, (c + 1) W / G) of the W = tiles x kt, walked
+        # from the last tile to the first, so that a tile's first k block (whose owner zeroes the
+        # tile) comes first in its owner's order and no owner waits for anyone
+        G, W = self.clusters, self.work
+        lo, cur = p.r("it_lo"), p.r("it_cur")
+        p.emit(alu.imad(tmp, cid, W, RZ))
+        self.divide(p, lo, tmp, G, G * W)
+        p.emit(alu.iadd3(tmp, tmp, W))
+        self.divide(p, cur, tmp, G, G * W)
+        top = p.fresh_label("SEGMENT")
+        p.label(top)
+        last, tbase, seg_lo = p.r("it_last"), p.r("tile_k0"), p.r("seg_lo")
+        p.emit(alu.iadd3(last, cur, (1 << 32) - 1))
+        self.divide(p, t, last, self.kt, W)
+        p.emit(alu.imad(tbase, t, self.kt, RZ))
+        below = p.p("tile_starts_below")
+        p.emit(alu.isetp("LT", below, tbase, lo))
+        p.emit(alu.sel(seg_lo, lo, tbase, below))
+        p.emit(alu.imad(k_lo, tbase, (1 << 32) - 1, seg_lo))
+        p.emit(alu.imad(k_cnt, seg_lo, (1 << 32) - 1, cur))
+        p.emit(alu.isetp("EQ", owner, k_lo, 0))
+        yield Work(t, k_lo, k_cnt, owner)
+        more = p.p("more_segments")
+        p.emit(alu.mov(cur, seg_lo))
+        p.emit(alu.isetp("GT", more, cur, lo))
+        p.emit(control.bra(top).guarded(more))
+
     @contextlib.contextmanager
     def tile_loop(self, p: Program) -> Iterator[R]:
         """For each tile this cluster owns: yields the register holding the tile's number."""
@@ -403,12 +492,13 @@ class Sm100Gemm:
                 p.emit(alu.mov(n_blk, tn))
         return m_blk, n_blk
 
-    def divide(self, p: Program, q: R, x: R, d: int) -> R:
-        """q = x // d for 0 <= x < tiles (a multiply-high by a checked magic number)."""
+    def divide(self, p: Program, q: R, x: R, d: int, x_max: int = 0) -> R:
+        """q = x // d for 0 <= x <= x_max (default: the tile count) by a multiply-high with a checked
+        magic number."""
         if d == 1:
             p.emit(alu.mov(q, x))
             return q
-        mg = Magic.find(d, self.tiles)
+        mg = Magic.find(d, max(x_max, self.tiles))
         p.emit(ins("IMAD", "HI.U32", q, x, mg.mul, RZ))
         if mg.shift:
             p.emit(alu.shf_r(q, q, mg.shift))
@@ -433,8 +523,8 @@ class Sm100Gemm:
         out = self.stage.producer("ps")
         tx = (cfg.bm + 2 * cfg.cta_rows) * BK * self.eb  # both CTAs' A halves and Bᵀ tiles
         a_row, bt_row = p.ur("a_row"), p.ur("bt_row")
-        with self.tile_loop(p) as t:
-            m_blk, n_blk = self.tile_origin(p, t)
+        with self.work_loop(p) as w:
+            m_blk, n_blk = self.tile_origin(p, w.t)
             r = p.r("row_tmp")
             # A: rows m_blk * tile_m + pair * bm + in_pair * bm/2
             p.emit(alu.imad(r, m_blk, self.tile_m, RZ))
@@ -446,14 +536,19 @@ class Sm100Gemm:
             p.emit(alu.uimad(bt_row, self.in_pair, cfg.cta_rows, bt_row))
             if cfg.pairs > 1:
                 p.emit(alu.uimad(bt_row, self.pair, self.slice_rows, bt_row))
-            with p.loop("k", self.kt) as k:
+            with p.loop("k", w.k_cnt, max_count=self.kt) as k:
                 with out.stage():
                     out.wait_empty()
                     out.arrive_full(arms, tx_bytes=tx)
-                    p.tma_load(out.slot(self.sa), self.ta, [k * BK, a_row], out.full, two_cta=True,
+                    kc: object = k * BK
+                    if w.k_lo is not None:  # this piece's k blocks start at k_lo
+                        kc = p.r("k_elem")
+                        p.emit(alu.iadd3(kc, k.reg, w.k_lo))
+                        p.emit(alu.imad(kc, kc, BK, RZ))
+                    p.tma_load(out.slot(self.sa), self.ta, [kc, a_row], out.full, two_cta=True,  # type: ignore[list-item]
                                bar_rank=self.leader_rank)
                     dst = out.slot(self.sbt, slice_ix * self.slice_rows, 0) if slice_ix is not None else out.slot(self.sbt)
-                    p.tma_load(dst, self.tb, [k * BK, bt_row], out.full, mask=mask, two_cta=True,
+                    p.tma_load(dst, self.tb, [kc, bt_row], out.full, mask=mask, two_cta=True,  # type: ignore[list-item]
                                bar_rank=self.leader_rank)
         if cfg.pdl == "last_load":
             p.emit(sync.preexit())
@@ -486,7 +581,7 @@ class Sm100Gemm:
         probe = p.p("probe") if cfg.ask_ahead else None
         if probe is not None:
             p.emit(alu.pset(probe, False))
-        with self.tile_loop(p):
+        with self.work_loop(p) as w:
             if probe is not None:
                 # a probe left over from the last tile's stages says nothing about this tile's first
                 p.emit(alu.pset(probe, False))
@@ -494,12 +589,16 @@ class Sm100Gemm:
                 acc_out.wait_empty()
                 p.emit(blackwell.tc_fence_after())
                 p.emit(alu.umov(first, 0))
-                with p.loop("k", self.kt) as k:
+                last_k: object = self.kt - 1
+                if probe is not None and isinstance(w.k_cnt, R):
+                    last_k = p.r("last_k")
+                    p.emit(alu.iadd3(last_k, w.k_cnt, (1 << 32) - 1))  # type: ignore[arg-type]
+                with p.loop("k", w.k_cnt, max_count=self.kt) as k:
                     more = p.p("more_k") if probe is not None else None
                     with inp.stage(probe=probe, probe_when=more):
                         p.emit(alu.uisetp("NE", accumulate, first, URZ))
                         if more is not None:
-                            p.emit(alu.isetp("LT", more, k.reg, self.kt - 1))
+                            p.emit(alu.isetp("LT", more, k.reg, last_k))  # type: ignore[arg-type]
                         inp.wait_full()
                         p.emit(blackwell.tc_fence_after())
                         for rep in range(cfg.reps):
@@ -574,8 +673,10 @@ class Sm100Gemm:
         v = p.rvec("v", 32)
         taddr = p.ur("taddr")
         free_lane = p.elect("acc_free_leader")
-        with self.tile_loop(p) as t:
-            m_blk, n_blk = self.tile_origin(p, t)
+        if self.adds:
+            self.add_setup(p, q, lane, ncols)
+        with self.work_loop(p) as w:
+            m_blk, n_blk = self.tile_origin(p, w.t)
             self.m_blk, self.n_blk = m_blk, n_blk
             mrow, ncol = p.r("m_row0"), p.r("n_col0")
             # C rows of accumulator column wc: m_blk * tile_m + pair * bm + wc (rank >> 1 = pair)
@@ -586,18 +687,113 @@ class Sm100Gemm:
             p.emit(alu.lop3(ncol, prank, 1, RZ, 0xC0))
             p.emit(alu.imad(ncol, ncol, cfg.cta_rows, row_in))
             p.emit(alu.imad(ncol, n_blk, self.tile_n, ncol))
+            if self.adds:
+                assert w.owner is not None
+                with p.when(w.owner):
+                    self.zero_block(p, mrow, ncol, md, cptr, ncols, w.t)
             with inp.stage():
                 inp.wait_full()
                 p.emit(blackwell.tc_fence_after())
                 base, off = p.value_reg("addr", self.acc.at(inp.ring, 0, 0))
-                self.store_tile(p, inp, base, off, uwofs, wl_ix, taddr, v, mrow, ncol, md, cptr, ncols)
+                if self.adds:
+                    self.add_tile(p, inp.ring, base, off, uwofs, wl_ix, taddr, v, mrow, ncol, lane, ncols, w.t)
+                else:
+                    self.store_tile(p, inp, base, off, uwofs, wl_ix, taddr, v, mrow, ncol, md, cptr, ncols)
                 p.emit(blackwell.tc_fence_before())
                 inp.free_remote(self.leader_rank, free_lane)
+        if self.adds:
+            # this CTA's launches, counted: the next launch's flags are one past this one's
+            done = p.p("epoch_writer")
+            p.emit(alu.isetp("EQ", done, q, 0, c=free_lane))
+            nxt = p.r("epoch_next")
+            p.emit(alu.iadd3(nxt, R("epoch"), 1))
+            p.emit(memory.stg(GMem(md, R("epoch_addr")), nxt).guarded(done))  # type: ignore[arg-type]
+
+    # -- adding partial sums in the L2 (split-K, stream-K) --------------------------------------------
+    def add_setup(self, p: Program, q: R, lane: R, ncols: int) -> None:
+        """Read this CTA's epoch (how many launches it has run) and agree on it before any warp of
+        the epilogue can write it back; the staging tile's per-thread row."""
+        md = URVec("memdesc", 2)
+        fptr = p.rvec("flags_ptr", 2)
+        p.emit(alu.ldc(fptr, self.flags.cbank()))
+        ctaid = p.r("ctaid_e")
+        p.emit(alu.s2r(ctaid, "SR_CTAID.X"))
+        ea = p.rvec("epoch_addr", 2)
+        p.emit(alu.iadd3(ctaid, ctaid, self.tiles))
+        p.emit(alu.imad_wide(ea, ctaid, 4, fptr))
+        e = p.r("epoch")
+        p.emit(memory.ldg(e, GMem(md, ea)))
+        p.emit(sync.bar_sync(1, 128))  # every epilogue warp has read it before warp 4 may write it
+        target = p.r("flag_target")  # 4 warps x 2 CTAs zero a tile and raise its flag once a launch
+        p.emit(alu.imad(target, e, 8, 8))
+        uq = p.ur("quarter_u")
+        p.emit(alu.r2ur(uq, q))
+        self.uq_ix = p.uniform("quarter", uq, 4)
+        self.lane_ix = p.lane("lane", lane, 32)
+
+    def flag_addr(self, p: Program, t: R) -> RVec:
+        fa = p.rvec("flag_addr", 2)
+        p.emit(alu.imad_wide(fa, t, 4, RVec("flags_ptr", 2)))
+        return fa
+
+    def zero_block(self, p: Program, mrow: R, ncol: R, md: URVec, cptr: RVec, ncols: int, t: R) -> None:
+        """The tile's first k block is this cluster's: zero this CTA's block of C (guarded at the
+        edges), make the writes visible to the copy engine, and raise the tile's flag (one per warp)."""
+        self.store_tile(p, None, URZ, 0, URZ, None, URZ, RVec("v", 32), mrow, ncol, md, cptr, ncols, zero=True)
+        p.emit(sync.fence_proxy_async_global())
+        p.emit(control.warpsync_all())
+        raiser = p.elect("flag_raiser")
+        fa = self.flag_addr(p, t)
+        one = p.r("one")
+        p.emit(alu.mov(one, 1))
+        with p.when(raiser):
+            p.emit(sync.membar("GPU"))  # release: the warp's zeros before the flag
+            p.emit(memory.red_add(GMem(md, fa), one))
+
+    def add_tile(self, p: Program, ring: object, base: UR, off: int, uwofs: UR, wl_ix: object, taddr: UR,
+                 v: RVec, mrow: R, ncol: R, lane: R, ncols: int, t: R) -> None:
+        """Wait until the tile's owner has zeroed it, then add the accumulator into C: each 32 x 32
+        chunk from tensor memory into the warp's staging tile, then a TMA reduce-add (UTMAREDG.ADD)."""
+        cfg = self.cfg
+        md = URVec("memdesc", 2)
+        fa = self.flag_addr(p, t)
+        flag, up = p.r("flag"), p.p("flag_up")
+        spin = p.fresh_label("FLAG")
+        p.label(spin)
+        p.emit(memory.ldg_strong(flag, GMem(md, fa)))
+        p.emit(alu.isetp("EQ", up, flag, R("flag_target")))
+        p.emit(control.bra(spin).guarded(~up))
+        p.emit(sync.membar("GPU"))  # acquire: the owner's zeros before the adds
+        p.emit(sync.fence_proxy_async_global())
+        nw, mw = p.r("n_warp0"), p.r("m_chunk0")
+        p.emit(alu.imad(nw, lane, (1 << 32) - 1, ncol))  # the warp's first column of C
+        st_reg, st_off = p.lane_value("addr", self.stage_c.at(self.uq_ix, 0, self.lane_ix))
+        for rep in range(cfg.reps):
+            for chunk in range(ncols // 32):
+                col = rep * cfg.bm + 32 * chunk
+                ref = self.acc.at(ring, wl_ix, col)  # type: ignore[arg-type]
+                p.emit(alu.uiadd3(taddr, base, uwofs, off + col).noted(ref.note("addr")), mark="+")
+                p.emit(blackwell.ldtm(v, taddr))
+                p.emit(blackwell.tmem_wait_ld())
+                p.emit(tma.bulk_wait(0))  # the last chunk's reduce has read the staging tile
+                for i in range(32):
+                    at = self.stage_c.at(self.uq_ix, i, self.lane_ix)
+                    p.emit(memory.sts(Mem(st_reg, offset=st_off + 128 * i), v[i]).noted(at.note("addr", 0)))
+                p.emit(sync.fence_proxy_async())  # the staging writes, visible to the copy engine
+                p.emit(control.warpsync_all())
+                ncrd = p.r("n_crd")
+                p.emit(alu.iadd3(ncrd, nw, 128 * rep))
+                p.emit(alu.iadd3(mw, mrow, 32 * chunk))
+                p.tma_store(self.stage_c.at(self.uq_ix, 0, 0), self.tc, [ncrd, mw], reduce_add=True)
+                p.emit(tma.bulk_commit())
+        p.emit(tma.bulk_wait(0))
 
     def store_tile(self, p: Program, inp: object, base: UR, off: int, uwofs: UR, wl_ix: object,
-                   taddr: UR, v: RVec, mrow: R, ncol: R, md: URVec, cptr: RVec, ncols: int) -> None:
+                   taddr: UR, v: RVec, mrow: R, ncol: R, md: URVec, cptr: RVec, ncols: int, zero: bool = False) -> None:
+        """Store the accumulator (or zeros) as this thread's column of C: rows mrow.., column ncol."""
         cfg = self.cfg
-        ring = inp.ring  # type: ignore[attr-defined]
+        self._zero = zero
+        ring = inp.ring if inp is not None else None  # type: ignore[attr-defined]
         ragged = bool(self.m % self.tile_m or self.n % self.tile_n)
         tile_addr = p.rvec("c_tile", 2)
         p.emit(alu.imad_wide(tile_addr, mrow, self.n * self.oeb, cptr))
@@ -636,10 +832,11 @@ class Sm100Gemm:
                 p.emit(alu.isetp("LT", n_ok, ncol, self.n - 128 * rep))
             for chunk in range(ncols // 32):
                 col = rep * cfg.bm + 32 * chunk
-                ref = self.acc.at(ring, wl_ix, col)  # type: ignore[arg-type]
-                p.emit(alu.uiadd3(taddr, base, uwofs, off + col).noted(ref.note("addr")), mark="+")
-                p.emit(blackwell.ldtm(v, taddr))
-                p.emit(blackwell.tmem_wait_ld())
+                if not self._zero:
+                    ref = self.acc.at(ring, wl_ix, col)  # type: ignore[arg-type]
+                    p.emit(alu.uiadd3(taddr, base, uwofs, off + col).noted(ref.note("addr")), mark="+")
+                    p.emit(blackwell.ldtm(v, taddr))
+                    p.emit(blackwell.tmem_wait_ld())
                 p.emit(alu.mov(cofs, 32 * chunk * self.n * oeb + 128 * rep * oeb))
                 p.emit(alu.imad_wide(caddr, cofs, 1, tile_addr))
                 for i in range(32):
@@ -652,6 +849,9 @@ class Sm100Gemm:
                         assert n_ok is not None
                         p.emit(alu.isetp("LT", ok, mrow, bound, c=n_ok))
                     g = GMem(md, caddr, i * self.n * oeb)
+                    if self._zero:
+                        p.emit(memory.stg(g, RZ).guarded(ok))
+                        continue
                     if self.out_dtype == "fp32":
                         p.emit(memory.stg(g, v[i]).guarded(ok))
                         continue
@@ -664,11 +864,11 @@ class Sm100Gemm:
                         p.emit(ins("STG", "E.U16", g, hi).guarded(ok))
 
 
-def choose_sm100(m: int, n: int, k: int, sms: int = B200_SMS) -> Sm100Config:
+def choose_sm100(m: int, n: int, k: int, sms: int = B200_SMS, out_dtype: str = "fp32") -> Sm100Config:
     """The configuration for a shape on a B200 (148 SMs: 74 CTA pairs), the seed's table at its 11
     shapes and the same rule elsewhere:
 
-    - long K (K >= 4 max(M, N)): the tiles cannot fill the machine, so K is split. Very long K with
+    - long K (K >= 4 max(M, N), fp32 out): the tiles cannot fill the machine, so K is split. Very long K with
       few 256 x 512 pair tiles: 256 x 256 a CTA, K split over the grid (as many ways as pairs per
       tile, at least 8 k blocks each); otherwise stream-K with 256 x 128 a CTA;
     - small (max(M, N) <= 1024): 128 x 64 a CTA (M = 128 pair MMAs), a deep ring of 13, asking ahead;
@@ -684,7 +884,7 @@ def choose_sm100(m: int, n: int, k: int, sms: int = B200_SMS) -> Sm100Config:
     kt = cdiv(k, BK)
     pairs = sms // 2
     small_m = m <= 64
-    if k >= 4 * big and kt >= 16:
+    if k >= 4 * big and kt >= 16 and out_dtype == "fp32":
         t256 = cdiv(m, 256) * cdiv(n, 512)
         if k >= 32 * big and t256 * 2 <= pairs:
             split = max(2, min(pairs // t256, kt // 8))

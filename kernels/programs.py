@@ -79,7 +79,7 @@ def choose(problem: GemmProblem) -> Config:
     they leave most SMs idle (fewer tiles than half the SMs) the tile narrows to 128 x 128 so twice
     as many CTAs work. The group height keeps a wave's A and B footprint square-ish in the L2."""
     if problem.arch == "sm_100a":
-        return choose_sm100(problem.M, problem.N, problem.K)
+        return choose_sm100(problem.M, problem.N, problem.K, out_dtype=problem.out_dtype)
     if problem.arch != "sm_90a":
         raise WarpyError(f"no {problem.arch} GEMM program exists yet")
     mt = cdiv(problem.M, 128)

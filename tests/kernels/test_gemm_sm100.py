@@ -32,6 +32,9 @@ def assemble_checked(problem: GemmProblem, cfg: Sm100Config | None = None, extra
 @pytest.mark.parametrize("shape,out,extra", [
     ((2048, 2048, 2048), "fp32", ()),                 # 2 accumulators, fixed grid, groups of 16
     ((1024, 1024, 1024), "fp32", ()),                 # M = 128 pair MMAs, ring 13, asking ahead
+    ((3072, 1280, 2048), "fp32", ("UGETNEXTWORKID.BROADCAST", "UTMALDG.2D.MULTICAST.2CTA", "ACQBULK", "PREEXIT")),
+    ((1024, 1024, 65536), "fp32", ("UTMAREDG.2D.ADD", "REDG.E.ADD.STRONG.GPU", "LDG.E.STRONG.GPU")),  # split-K
+    ((2048, 2048, 16384), "fp32", ("UTMAREDG.2D.ADD", "REDG.E.ADD.STRONG.GPU", "LDG.E.STRONG.GPU")),  # stream-K
 ])
 def test_table_shapes_assemble(shape: tuple[int, int, int], out: str, extra: tuple[str, ...]) -> None:
     assemble_checked(GemmProblem(*shape, dtype="fp16", out_dtype=out, arch="sm_100a"), extra=extra)
@@ -119,3 +122,56 @@ def test_bad_configs_are_refused() -> None:
         Sm100Gemm(256, 256, 256, "bf16", "fp32", Sm100Config(bm=256, cta_rows=256, accs=2))
     with pytest.raises(WarpyError, match="shared memory"):
         Sm100Gemm(256, 256, 256, "bf16", "fp32", Sm100Config(bm=256, cta_rows=256, accs=1, stages=8))
+
+
+def _div(g: Sm100Gemm, x: int, d: int, x_max: int) -> int:
+    from kernels.gemm_sm90 import Magic
+
+    if d == 1:
+        return x
+    mg = Magic.find(d, max(x_max, g.tiles))
+    return (x * mg.mul) >> (32 + mg.shift)
+
+
+def _pieces(g: Sm100Gemm, cid: int) -> list[tuple[int, int, int, bool]]:
+    """(tile, k_lo, k_cnt, owner) of cluster cid, as the program's work loop computes them."""
+    if g.cfg.split > 1:
+        s = _div(g, cid, g.tiles, g.clusters)
+        t = cid - s * g.tiles
+        lo = _div(g, s * g.kt, g.cfg.split, g.cfg.split * g.kt)
+        hi = _div(g, s * g.kt + g.kt, g.cfg.split, g.cfg.split * g.kt)
+        return [(t, lo, hi - lo, s == 0)]
+    G, W = g.clusters, g.work
+    lo = _div(g, cid * W, G, G * W)
+    cur = _div(g, cid * W + W, G, G * W)
+    out = []
+    while True:
+        t = _div(g, cur - 1, g.kt, W)
+        seg_lo = max(t * g.kt, lo)
+        out.append((t, seg_lo - t * g.kt, cur - seg_lo, seg_lo == t * g.kt))
+        cur = seg_lo
+        if not cur > lo:
+            return out
+
+
+@pytest.mark.parametrize("shape", [(2048, 2048, 16384), (1024, 1024, 65536), (1000, 1000, 16000), (64, 64, 65536),
+                                   (3000, 500, 20000)])
+def test_split_and_stream_k_cover_every_k_block_once(shape: tuple[int, int, int]) -> None:
+    """Every (tile, k block) is computed by exactly one cluster; every tile has exactly one owner
+    (who zeroes it), and in stream-K each cluster meets its owned tiles before the tile it adds to."""
+    cfg = choose_sm100(*shape)
+    assert cfg.split > 1 or cfg.stream_k
+    g = Sm100Gemm(*shape, "bf16", "fp32", cfg)
+    seen: dict[tuple[int, int], int] = {}
+    owners: dict[int, int] = {}
+    for cid in range(g.clusters):
+        pieces = _pieces(g, cid)
+        owned = [p[3] for p in pieces]
+        assert owned == sorted(owned, reverse=True), (cid, pieces)  # owners first: no owner waits
+        for t, lo, cnt, own in pieces:
+            assert cnt >= 1
+            owners[t] = owners.get(t, 0) + int(own)
+            for k in range(lo, lo + cnt):
+                seen[(t, k)] = seen.get((t, k), 0) + 1
+    assert seen == {(t, k): 1 for t in range(g.tiles) for k in range(g.kt)}
+    assert owners == {t: 1 for t in range(g.tiles)}

@@ -118,6 +118,11 @@ def fence_proxy_async() -> Instr:
     return ins("FENCE.VIEW.ASYNC", "S")
 
 
+def fence_proxy_async_global() -> Instr:
+    """fence.proxy.async.global: generic-proxy global writes before the copy engine reads them."""
+    return ins("FENCE.VIEW.ASYNC", "G")
+
+
 def fence_mbarrier_init() -> Instr:
     return ins("FENCE.MBARRIER_INIT", "")
 
