@@ -75,9 +75,10 @@ class Sm100Config:
     pairs: CTA pairs a cluster (1, 2, 4) sharing the Bᵀ tile by multicast; persistent: a fixed grid
     of clusters walking the tiles by stride (else one cluster a tile); group: the tile order's group
     height; serpentine: alternate the direction of each group column; clc: tiles taken by cluster
-    launch control; ask_ahead: the MMA warp probes the next stage's barrier; pdl: "" (none),
-    "entry" (wait before the first global access, let the next grid in at once) or "last_load"
-    (... let it in once the last load is issued); split: K split that many ways over the grid,
+    launch control; ask_ahead: the MMA warp probes the next stage's barrier; pdl: programmatic
+    dependent launch: the kernel always waits (ACQBULK) before its first global access; "entry" lets
+    the next grid in at once (PREEXIT at entry), "last_load" once the producer has issued its last
+    load, "" never (no PREEXIT; the wait stays); split: K split that many ways over the grid,
     partial sums added into C in the L2; stream_k: stream-K over the grid (first k step stores,
     the others add once the tile's flag is up)."""
 
@@ -92,7 +93,7 @@ class Sm100Config:
     serpentine: bool = False
     clc: bool = False
     ask_ahead: bool = False
-    pdl: str = ""
+    pdl: str = "entry"
     split: int = 1
     stream_k: bool = False
 
@@ -227,7 +228,7 @@ class Sm100Gemm:
         c = self.cfg
         tag = f"_c{c.pairs}" + ("_clc" if c.clc else "") + ("_ask" if c.ask_ahead else "") + \
             (f"_sk{c.split}" if c.split > 1 else "") + ("_stk" if c.stream_k else "") + \
-            (f"_pdl{c.pdl[0]}" if c.pdl else "") + ("_sp" if c.serpentine else "")
+            ("_pdll" if c.pdl == "last_load" else "") + ("_sp" if c.serpentine else "")
         return (f"gemm_sm100_{self.m}x{self.n}x{self.k}_{self.dtype}_{self.out_dtype}"
                 f"_{c.bm}x{c.cta_rows}_s{c.stages}_a{c.accs}{tag}")
 
@@ -243,7 +244,7 @@ class Sm100Gemm:
         a_glob = Layout((self.m, self.k), (self.k, 1))
         b_glob = Layout((self.n, self.k), (self.k, 1))
         self.ta = p.tmap("a", tma_box(a_glob, a_tile))
-        self.tb = p.tmap("bt", tma_box(b_glob, bt_tile, multicast=cfg.pairs))
+        self.tb = p.tmap("b", tma_box(b_glob, bt_tile, multicast=cfg.pairs))  # the host binds a, b, c by name
         self.slice_rows = cfg.cta_rows // cfg.pairs
         if cfg.pairs > 1:
             # each CTA's slice of the Bᵀ box: rows [p * slice_rows, ...) of the tile, at that row's bytes
@@ -291,10 +292,10 @@ class Sm100Gemm:
         p.emit(alu.ulop3(self.leader_rank, self.rank, 0xFFFFFFFE, URZ, 0xC0))
         self.is_leader = p.up("is_leader_cta")
         p.emit(alu.uisetp("EQ", self.is_leader, self.in_pair, 0))
-        if cfg.pdl:
-            p.emit(sync.acqbulk())  # the previous grid's writes are visible before any global access
-            if cfg.pdl == "entry":
-                p.emit(sync.preexit())
+        # the previous grid's writes are visible before any global access (on every path: here)
+        p.emit(sync.acqbulk())
+        if cfg.pdl == "entry":
+            p.emit(sync.preexit())
 
         # warp 1 of each CTA allocates the pair's tensor memory; the cluster barrier orders the
         # allocation (and the barriers' initialisation) before any peer's MMA or remote arrival
