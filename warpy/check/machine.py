@@ -45,7 +45,7 @@ class Compiled:
 class Warp:
     __slots__ = ("gid", "cta", "wid", "regs", "groups", "state", "block", "vc", "via", "agent", "wg_committed",
                  "wg_open", "wg_retired", "pending", "bulk_committed", "bulk_open", "bulk_retired", "acq_done",
-                 "unfenced", "gunfenced", "trace", "steps", "tc_before", "cl_phase")
+                 "unfenced", "gunfenced", "trace", "steps", "tc_before", "cl_phase", "unfenced_init")
 
     def __init__(self, gid: int, cta: "Cta", wid: int) -> None:
         self.gid = gid
@@ -72,6 +72,7 @@ class Warp:
         self.steps = 0
         self.tc_before = False
         self.cl_phase = -1
+        self.unfenced_init: list[Access] = []
 
     def tick(self) -> VC:
         """A release: a copy of this warp's clock, then the warp's own clock moves on."""
@@ -442,6 +443,13 @@ class Machine:
             return False
         return True
 
+    def bar_access(self, bar: MBar, w: Warp, kind: str, vc: VC, agent: tuple, clock: int, op: str, proxy: str) -> None:
+        """The barrier's word: its init is a write; arrivals, completions and waits are atomics that
+        must come after the init (a fence.mbarrier_init and a CTA or cluster barrier between)."""
+        cta = bar.cta_obj
+        self.access("smem", cta, None, kind, vc, agent, clock, op, w, proxy=proxy,
+                    footprint=[((bar.addr >> 2) >> 12, 3 << ((bar.addr >> 2) & 4095))])
+
     def arrive(self, bar: MBar, n: int, tx: int, vc: VC, who: str) -> None:
         if not bar.inited:
             self.problems.add("protocol", f"{who} arrives on {bar.name}, which is not initialised")
@@ -514,6 +522,13 @@ class Machine:
                         break
                 else:
                     reg.reads.append(rec)
+            elif kind == "red":
+                for a in reg.writes:  # one atomic record per agent and place: the latest
+                    if a.kind == "red" and a.agent == agent and a.mask == mask:
+                        a.clock, a.op, a.warp, a.cta, a.proxy = clock, op, w.wid, w.cta.index, proxy
+                        break
+                else:
+                    reg.writes.append(rec)
             else:
                 keep = [a for a in reg.writes if a.mask & ~mask]
                 reg.writes = keep
@@ -523,6 +538,8 @@ class Machine:
                 reg.writes.append(rec)
                 if proxy == "generic" and space == "smem":
                     w.unfenced.append(rec)
+                    if op.startswith("SYNCS.EXCH"):
+                        w.unfenced_init.append(rec)
                 if space == "global" and kind != "r":
                     w.gunfenced.append(rec)
 
@@ -533,18 +550,18 @@ class Machine:
         addr = self._chunk_addr(space, chunk, a.mask & mask)
         place = self.place_name(space, cta, addr)
         if ok and a.kind != "r" and a.proxy == "generic" and proxy == "async" and space == "smem" and not a.fenced:
-            self.problems.add("order", f"{place}: {op}, warp {w.wid} {_verb(kind)} it through the async proxy and "
-                                       f"{a.op}, warp {a.warp} {_verb(a.kind)} it through the generic proxy, and no proxy "
+            self.problems.add("order", f"{place}: {op}, warp {w.wid} {_verb(kind, op)} it through the async proxy and "
+                                       f"{a.op}, warp {a.warp} {_verb(a.kind, a.op)} it through the generic proxy, and no proxy "
                                        f"fence orders the two")
             return
         if ok and space == "global" and a.kind != "r" and a.cta != w.cta.index and not a.gpu_fenced:
-            self.problems.add("order", f"{place}: {op}, warp {w.wid} of CTA {w.cta.index} {_verb(kind)} it and {a.op}, "
-                                       f"warp {a.warp} of another CTA {_verb(a.kind)} it, with no GPU-scope fence "
+            self.problems.add("order", f"{place}: {op}, warp {w.wid} of CTA {w.cta.index} {_verb(kind, op)} it and {a.op}, "
+                                       f"warp {a.warp} of another CTA {_verb(a.kind, a.op)} it, with no GPU-scope fence "
                                        f"after the write")
             return
         if not ok:
-            self.problems.add("order", f"{place}: {a.op}, warp {a.warp} {_verb(a.kind)} it and {op}, warp {w.wid} "
-                                       f"{_verb(kind)} it, and nothing orders the two")
+            self.problems.add("order", f"{place}: {a.op}, warp {a.warp} {_verb(a.kind, a.op)} it and {op}, warp {w.wid} "
+                                       f"{_verb(kind, op)} it, and nothing orders the two")
             return
         if self.hb:
             how = "program order" if same else via.get(a.agent, "")
@@ -830,8 +847,16 @@ class Machine:
                                                f"{st['count']} threads arrived")
 
 
-def _verb(kind: str) -> str:
-    return {"r": "reads", "w": "writes", "red": "adds to"}[kind]
+def _verb(kind: str, op: str = "") -> str:
+    if kind == "red":
+        if "PHASECHK" in op:
+            return "waits on"
+        if op.startswith(("SYNCS.ARRIVE", "UTCBAR")):
+            return "arrives on"
+        if op.startswith(("UTMALDG", "UBLKCP", "UGETNEXTWORKID")):
+            return "completes bytes on"
+        return "adds to"
+    return {"r": "reads", "w": "writes"}[kind]
 
 
 def _regname(base: str, lo: int) -> str:

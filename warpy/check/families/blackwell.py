@@ -137,12 +137,16 @@ def _utcbar(m: Any, w: Any, c: Any, lanes: Any) -> None:
             if mask >> dest.rank & 1:
                 local = addr & 0xFFFFFF
                 if m.check_barrier_addr(w, c, local):
-                    m.arrive(m.mbar(dest, local), 1, 0, vc, who)
+                    bar = m.mbar(dest, local)
+                    m.bar_access(bar, w, "red", vc, leader.tc_agent, leader.tc_clock, c.mnem, "async")
+                    m.arrive(bar, 1, 0, vc, who)
         return
     dest, local = (m.resolve_cluster_addr(w.cta, addr) if "2CTA" in i.mods else (w.cta, addr))
     if dest is None or not m.check_barrier_addr(w, c, local):
         return
-    m.arrive(m.mbar(dest, local), 1, 0, vc, who)
+    bar = m.mbar(dest, local)
+    m.bar_access(bar, w, "red", vc, leader.tc_agent, leader.tc_clock, c.mnem, "async")
+    m.arrive(bar, 1, 0, vc, who)
 
 
 def _ldtm_cols(c: Any) -> int:

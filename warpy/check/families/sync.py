@@ -44,6 +44,7 @@ def _init(m: Any, w: Any, c: Any, lanes: Any) -> None:
         if bar.inited:
             m.problems.add("protocol", f"{m.cta_name(w.cta)} warp {w.wid} initialises {bar.name} again without "
                                        f"invalidating it (SYNCS.CCTL.IV)")
+        m.bar_access(bar, w, "w", w.vc, w.agent, w.vc[w.agent], c.mnem, "generic")
         bar.inited = True
         bar.count = count
         bar.pending = count
@@ -80,6 +81,7 @@ def _arrive(m: Any, w: Any, c: Any, lanes: Any) -> None:
         if not m.check_barrier_addr(w, c, local):
             continue
         bar = m.mbar(cta, local)
+        m.bar_access(bar, w, "red", vc, w.agent, vc[w.agent], c.mnem, "generic")
         m.arrive(bar, arrivals * n_lanes, tx * n_lanes, vc, who)
 
 
@@ -90,6 +92,7 @@ def _wait(m: Any, w: Any, c: Any, lanes: Any) -> Any:
         c.put[0](w, True, lanes)
         return None
     bar = m.mbar(w.cta, addr)
+    m.bar_access(bar, w, "red", w.vc, w.agent, w.vc[w.agent], c.mnem, "generic")
     if not bar.inited:
         m.problems.add("protocol", f"{m.cta_name(w.cta)} warp {w.wid} waits on {bar.name}, which is not initialised")
         c.put[0](w, True, lanes)
@@ -245,6 +248,13 @@ def _fence_async(m: Any, w: Any, c: Any, lanes: Any) -> None:
         w.unfenced = []
 
 
+def _fence_init(m: Any, w: Any, c: Any, lanes: Any) -> None:
+    """fence.mbarrier_init: this thread's barrier inits become visible to the async proxy (and cluster)."""
+    for a in w.unfenced_init:
+        a.fenced = True
+    w.unfenced_init = []
+
+
 def _membar(m: Any, w: Any, c: Any, lanes: Any) -> None:
     if "GPU" in c.instr.mods or "SYS" in c.instr.mods:
         for a in w.gunfenced:
@@ -259,6 +269,6 @@ def _acqbulk(m: Any, w: Any, c: Any, lanes: Any) -> None:
 SEMANTICS = {
     "SYNCS.EXCH": _init, "SYNCS.ARRIVE": _arrive, "SYNCS.PHASECHK": _wait, "SYNCS.CCTL": _inval, "ELECT": _elect,
     "BAR.SYNC": _bar_sync, "BAR.ARV": _bar_arv, "UCGABAR_ARV": _cl_arrive, "UCGABAR_WAIT": _cl_wait,
-    "NANOSLEEP": _nothing, "FENCE.VIEW.ASYNC": _fence_async, "FENCE.MBARRIER_INIT": _nothing, "MEMBAR": _membar,
+    "NANOSLEEP": _nothing, "FENCE.VIEW.ASYNC": _fence_async, "FENCE.MBARRIER_INIT": _fence_init, "MEMBAR": _membar,
     "ACQBULK": _acqbulk, "PREEXIT": _nothing,
 }

@@ -102,6 +102,7 @@ def _land(m: Any, w: Any, c: Any, dest: Any, bar_cta: Any, dst: int, bar_addr: i
     bar = m.mbar(bar_cta, bar_addr)
     if prov is not None:
         m.landed.setdefault(dest.index, {})[dst] = (prov[0], prov[1], nbytes)
+    m.bar_access(bar, w, "red", issue_vc, bar.agent, bar.phase + 1, c.mnem, "async")
     if m.check_smem_range(w, c, dst, dst + nbytes):
         m.access("smem", dest, None, "w", issue_vc, bar.agent, bar.phase + 1, c.mnem, w, proxy="async",
                  footprint=_fp(m, dst, nbytes))
