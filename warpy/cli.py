@@ -159,11 +159,14 @@ def check_cmd(
     fault: Optional[str] = typer.Option(None, "--fault", help="Inject a known bug first: drop-arrive, early-free, wrong-tx, "
                                         "box-off-by-one, no-proxy-fence, global-before-wait, read-before-commit, tmem-overlap."),
     no_colour: bool = typer.Option(False, "--no-colour", help="Skip running the register-coloured text."),
+    out: str = typer.Option("fp32", "--out", help="C's type for gemm: f32, bf16 or fp16."),
+    dump: Optional[str] = typer.Option(None, "--dump", help="With values: save A, B, the C the simulated clusters "
+                                       "wrote and its mask to this .npz (to compare with the GPU's C)."),
 ) -> None:
     """Run a kernel's SASS on the CPU (first and last clusters) and check it; exit 1 on any problem."""
     from warpy.check.cli import check_main
 
-    raise typer.Exit(check_main(target, list(dims or []), arch, values, fault, not no_colour))
+    raise typer.Exit(check_main(target, list(dims or []), arch, values, fault, not no_colour, dump, out))
 
 
 @app.command("hb")

@@ -34,7 +34,8 @@ def _problem(target: str, dims: list[int], arch: str, out_dtype: str = "fp32"): 
     return GemmProblem(dims[0], dims[1], dims[2], arch=arch, out_dtype=out_dtype)
 
 
-def check_main(target: str, dims: list[int], arch: str, values: bool, fault: Optional[str], colour: bool) -> int:
+def check_main(target: str, dims: list[int], arch: str, values: bool, fault: Optional[str], colour: bool,
+               dump: Optional[str] = None, out_dtype: str = "fp32") -> int:
     """Print the problems and the summary line; the exit status (0: nothing found)."""
     from warpy.check.faults import FaultDoesNotApply, inject
     from warpy.check.report import check_gemm, check_kernel, settle_fault
@@ -62,8 +63,12 @@ def check_main(target: str, dims: list[int], arch: str, values: bool, fault: Opt
                 rep.fault_note = note
                 settle_fault(fault, rep)
         else:
-            prob = _problem(target, dims, arch)
-            rep = check_gemm(prob, values=values, fault=fault, progress=_progress, coloured=colour)
+            prob = _problem(target, dims, arch, out_dtype)
+            rep = check_gemm(prob, values=values or dump is not None, fault=fault, progress=_progress, coloured=colour)
+            if dump is not None and rep.data:
+                import numpy as np
+
+                np.savez(dump, **rep.data)
             if fault:
                 _end_progress()
                 print(f"fault {fault}: {rep.fault_note}")

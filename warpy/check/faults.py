@@ -128,7 +128,7 @@ def _box_off(named: list[Line], col: list[Line], arch: str, kernel: Kernel) -> s
         if i.name != "UTMALDG":
             continue
         args = i.ops[0].base  # type: ignore[union-attr]
-        assert isinstance(args, URVec)
+        assert args is not None
         box = kernel.header.tmap(i.ops[1].name).box[0]  # type: ignore[union-attr]
         c0 = elem_name(args.name, 2)
         for j in range(k - 1, -1, -1):

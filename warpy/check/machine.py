@@ -545,7 +545,9 @@ class Machine:
 
     def _ordered(self, a: Access, vc: VC, agent: tuple, kind: str, op: str, w: Warp, space: str, cta: Optional[Cta],
                  chunk: int, mask: int, via: dict, proxy: str) -> None:
-        same = a.agent == agent
+        # one warp, or one in-order queue (wgmma groups, a tensor-core queue): program order; two copies
+        # completing on one barrier are two transfers, ordered only through the barrier's phases
+        same = a.agent == agent and agent[0] in ("w", "wg", "tc")
         ok = same or vc.get(a.agent, 0) >= a.clock
         addr = self._chunk_addr(space, chunk, a.mask & mask)
         place = self.place_name(space, cta, addr)

@@ -29,8 +29,11 @@ class Report:
     stores: int = 0
     uses_pdl: bool = False
     proxy_fences: int = 0
-    hb_table: dict = attrs.field(factory=dict)
+    hb_table: dict[tuple[object, ...], int] = attrs.field(factory=dict)
     fault_note: str = ""
+    #: with values: the inputs (A, B as float32) and what the simulated clusters wrote of C (C, and
+    #: a mask of the elements written), to compare with what the cubin computes on a GPU
+    data: dict[str, np.ndarray] = attrs.field(factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -100,8 +103,9 @@ def check_kernel(named: Kernel, coloured: Optional[Kernel] = None, *, values: bo
     if values and expect is not None:
         n, bad, msgs = expect(m)
         rep.values_checked, rep.values_wrong = n, bad
-        for x in msgs:
-            problems.add("values", x)
+        rep.data = getattr(m, "gemm_data", {})
+        for msg in msgs:
+            problems.add("values", msg)
     return rep
 
 
@@ -135,6 +139,7 @@ def gemm_expect(problem: Any) -> Callable[[Machine], tuple[int, int, list[str]]]
             ref = from16(_round16(ref, problem.out_dtype), problem.out_dtype).reshape(M, N).astype(np.float64)
         n = int(wr.sum())
         bad = wr & (got != ref)
+        m.gemm_data = {"a": a, "b": b, "c": got.astype(np.float32), "written": wr}
         msgs = []
         if n == 0:
             msgs.append("values: the simulated clusters wrote no element of C")

@@ -76,7 +76,10 @@ def _imad(m: Any, w: Any, c: Any, lanes: Any) -> None:
     signed = "U32" not in i.mods
     if "WIDE" in i.mods:
         cc = i.ops[3]
-        c64 = _pair(w, cc) if isinstance(cc, (RVec, URVec)) else g[3](w)
+        # a register c is 64-bit (a pair: the vector, or its first register in a parsed coloured text)
+        from warpy.isa.operands import R, UR
+
+        c64 = _pair(w, cc) if isinstance(cc, (RVec, URVec)) or (isinstance(cc, (R, UR)) and cc.name not in ("RZ", "URZ")) else g[3](w)
         if signed:
             a, b = _s32(a), _s32(b)
             if isinstance(a, V) or isinstance(b, V):

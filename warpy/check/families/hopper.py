@@ -71,8 +71,7 @@ def _hgmma(m: Any, w: Any, c: Any, lanes: Any) -> None:
     n, k = int(shape[1]), int(shape[2])
     dtype, eb = _elem(i.mods)
     kb = k * eb
-    dv = i.ops[1].reg
-    assert isinstance(dv, URVec)
+    dv = i.ops[1].reg  # a vector (named) or its first register (a parsed coloured text)
     d = [int(first(w.regs.get(elem_name(dv.name, j), 0))) for j in range(4)]
     fa = operand_footprint(m, ("gmma", d[0], d[1], 64, kb), lambda: gmma_rows(d[0], d[1], 64, kb))
     fb = operand_footprint(m, ("gmma", d[2], d[3], n, kb), lambda: gmma_rows(d[2], d[3], n, kb))

@@ -15,7 +15,7 @@ import numpy as np
 
 from warpy.check.lanes import first
 from warpy.check.state import masks_of
-from warpy.isa.operands import Mem, URVec, elem_name
+from warpy.isa.operands import UR, Mem, URVec, elem_name
 from warpy.layout.tma import TmaBox
 
 
@@ -25,7 +25,7 @@ def _s32(x: int) -> int:
 
 
 def _args(w: Any, op: Any, n: int) -> list[int]:
-    assert isinstance(op, Mem) and isinstance(op.base, URVec)
+    assert isinstance(op, Mem) and isinstance(op.base, (URVec, UR))  # a parsed coloured text: its first register
     return [int(first(w.regs.get(elem_name(op.base.name, i), 0))) for i in range(n)]
 
 
