@@ -46,7 +46,7 @@ from warpy.isa.families import alu, blackwell, clc, control, memory, sync, tma
 from warpy.isa.families._util import ins
 from warpy.isa.instr import Note
 from warpy.isa.operands import RZ, URZ, CBank, GMem, Mem, P, R, RVec, UP, UR, URVec
-from warpy.isa.program import ConsumerEnd, Program
+from warpy.isa.program import ConsumerEnd, Param, Program
 from warpy.layout import Layout
 from warpy.layout.desc import tma_box, tma_multicast_slices, umma_idesc
 from warpy.layout.smem import smem_tile
@@ -79,8 +79,9 @@ class Sm100Config:
     dependent launch: the kernel always waits (ACQBULK) before its first global access; "entry" lets
     the next grid in at once (PREEXIT at entry), "last_load" once the producer has issued its last
     load, "" never (no PREEXIT; the wait stays); split: K split that many ways over the grid,
-    partial sums added into C in the L2; stream_k: stream-K over the grid (first k step stores,
-    the others add once the tile's flag is up)."""
+    partial sums added into C in the L2; stream_k: stream-K over the grid (the tile's first-k owner
+    zeroes it, every piece adds once the tile's flag is up); tma_store: C leaves through a staging
+    tile and TMA stores (else straight from the registers)."""
 
     bm: int = 128
     cta_rows: int = 128
@@ -96,6 +97,7 @@ class Sm100Config:
     pdl: str = "entry"
     split: int = 1
     stream_k: bool = False
+    tma_store: bool = True
 
     @property
     def reps(self) -> int:
@@ -136,6 +138,8 @@ class Sm100Config:
             feats.append(f"K split {self.split} ways over the grid, adding in the L2")
         if self.stream_k:
             feats.append("stream-K adding in the L2")
+        if not (self.split > 1 or self.stream_k):
+            feats.append("stored by TMA" if self.tma_store else "stored from the registers")
         return "sm_100a 2-CTA tcgen05, SwapAB: " + ", ".join(feats)
 
 
@@ -143,7 +147,7 @@ def smem_bytes(cfg: Sm100Config, elem: int = 2) -> int:
     """Dynamic shared memory: the ring (per CTA: bm/2 rows of A and cta_rows of Bᵀ a stage), the
     epilogue's staging tile when partial sums are added by TMA, barriers and slots."""
     stage = (cfg.bm // 2 + cfg.cta_rows) * BK * elem
-    staging = 4 * 32 * 32 * 4 if (cfg.split > 1 or cfg.stream_k) else 0
+    staging = 4 * 32 * 32 * 4 if (cfg.split > 1 or cfg.stream_k or cfg.tma_store) else 0
     return cfg.stages * stage + staging + 1024
 
 
@@ -185,10 +189,10 @@ class Work:
     owner: Optional[P]
 
 
-def tma_box_plain(m: int, n: int) -> TmaBox:
-    """C (M x N fp32, row-major) in 32 x 32 boxes, unswizzled: a warp's staging tile (32 rows of
-    C's 32 columns, 128 bytes a row), as the reduce-add copies it."""
-    return TmaBox("fp32", dims=(n, m), strides=(n * 4,), box=(32, 32), swizzle=0)
+def tma_box_plain(m: int, n: int, dtype: str = "fp32") -> TmaBox:
+    """C (M x N, row-major) in 32 x 32 boxes, unswizzled: a warp's staging tile (32 rows of C's 32
+    columns), as the TMA store or reduce-add copies it."""
+    return TmaBox(dtype, dims=(n, m), strides=(n * dtype_bytes(dtype),), box=(32, 32), swizzle=0)
 
 
 class Sm100Gemm:
@@ -219,6 +223,9 @@ class Sm100Gemm:
         self.adds = cfg.split > 1 or cfg.stream_k  # partial sums meet in C, added in the L2
         if self.adds and out_dtype != "fp32":
             raise WarpyError(f"split-K / stream-K add fp32 partial sums in C; {out_dtype} output is not added in the L2")
+        if (self.adds or cfg.tma_store) and (n * self.oeb) % 16:
+            raise WarpyError(f"C's rows are {n * self.oeb} bytes, not whole 16 bytes: no tensor map can store or add "
+                             f"them (tma_store=False, no split-K / stream-K)")
         if cfg.stream_k:
             self.work = self.tiles * self.kt  # k blocks of all tiles, shared out evenly over the clusters
             self.clusters = min(max_clusters, self.work)
@@ -252,18 +259,24 @@ class Sm100Gemm:
                 want_off = int(bt_tile.layout((s.cta * self.slice_rows, 0)))
                 if s.smem_offset != want_off or s.coord_offset != (0, s.cta * self.slice_rows):
                     raise WarpyError(f"multicast slice {s} is not rows {s.cta * self.slice_rows}.. of the Bᵀ tile")
-        self.c = p.param("c", "u64")
+        self.staged = self.adds or cfg.tma_store
+        # C: a pointer where the program stores with STG (from the registers; zeros for split-K /
+        # stream-K), a tensor map where it leaves by TMA; a TMA-stored program's map is named c
+        self.c: Optional[Param] = None
+        if self.adds or not cfg.tma_store:
+            self.c = p.param("c", "u64")
+        if self.staged:
+            # C leaves (or is added to in the L2) by TMA: a 32 x 32 box a warp and chunk, from the
+            # warp's staging tile (32 rows of C's 32 columns, row-major)
+            oeb = self.oeb
+            self.tc = p.tmap("c_add" if self.adds else "c", tma_box_plain(self.m, self.n, self.out_dtype))
+            self.stage_c = p.smem("c_stage", Layout((4, 32, 32), (32 * 32 * oeb, 32 * oeb, oeb)), self.out_dtype)
         p.global_buffer("c_out", Layout((self.m, self.n), (self.n * self.oeb, self.oeb)), self.out_dtype, "c")
         if self.adds:
-            # C added to in the L2 by TMA (a 32 x 32 fp32 box per warp and chunk, from a staging tile)
-            stile = Layout((32, 32), (128, 4))
-            self.tc = p.tmap("c_add", tma_box_plain(self.m, self.n))
             self.flags = p.param("flags", "u64")
             # the workspace: one flag a tile, then one epoch word a CTA (zero once, never reset)
             self.nctas = self.clusters * cfg.cluster
             p.global_buffer("flag_words", Layout(self.tiles + self.nctas, 4), "u32", "flags")
-            self.stage_c = p.smem("c_stage", Layout((4, 32, 32), (4096, 128, 4)), "fp32")
-            _ = stile
         self.sa = p.smem_ring("sa", cfg.stages, a_tile.layout, self.dtype)
         self.sbt = p.smem_ring("sbt", cfg.stages, bt_tile.layout, self.dtype)
         self.stage = p.pipe("stage", cfg.stages, fills=1, frees=cfg.pairs)
@@ -665,7 +678,8 @@ class Sm100Gemm:
         p.emit(alu.r2ur(uwofs, wofs))
         wl_ix = p.lane("warp_lane0", wl, 128)
         cptr = p.rvec("c_ptr", 2)
-        p.emit(alu.ldc(cptr, self.c.cbank()))
+        if self.c is not None:
+            p.emit(alu.ldc(cptr, self.c.cbank()))
         md = p.urvec("memdesc", 2)
         p.emit(alu.uldc(md, MEMDESC, p.sm))
         prank = p.r("rank_r")
@@ -676,6 +690,8 @@ class Sm100Gemm:
         free_lane = p.elect("acc_free_leader")
         if self.adds:
             self.add_setup(p, q, lane, ncols)
+        elif self.staged:
+            self.stage_setup(p, q, lane)
         with self.work_loop(p) as w:
             m_blk, n_blk = self.tile_origin(p, w.t)
             self.m_blk, self.n_blk = m_blk, n_blk
@@ -696,12 +712,17 @@ class Sm100Gemm:
                 inp.wait_full()
                 p.emit(blackwell.tc_fence_after())
                 base, off = p.value_reg("addr", self.acc.at(inp.ring, 0, 0))
-                if self.adds:
+
+                def free_acc() -> None:
+                    # the last LDTM has completed: the tensor core may refill this accumulator
+                    p.emit(blackwell.tc_fence_before())
+                    inp.free_remote(self.leader_rank, free_lane)
+
+                self._on_last_load = free_acc
+                if self.staged:
                     self.add_tile(p, inp.ring, base, off, uwofs, wl_ix, taddr, v, mrow, ncol, lane, ncols, w.t)
                 else:
                     self.store_tile(p, inp, base, off, uwofs, wl_ix, taddr, v, mrow, ncol, md, cptr, ncols)
-                p.emit(blackwell.tc_fence_before())
-                inp.free_remote(self.leader_rank, free_lane)
         if self.adds:
             # this CTA's launches, counted: the next launch's flags are one past this one's
             done = p.p("epoch_writer")
@@ -727,6 +748,10 @@ class Sm100Gemm:
         p.emit(sync.bar_sync(1, 128))  # every epilogue warp has read it before warp 4 may write it
         target = p.r("flag_target")  # 4 warps x 2 CTAs zero a tile and raise its flag once a launch
         p.emit(alu.imad(target, e, 8, 8))
+        self.stage_setup(p, q, lane)
+
+    def stage_setup(self, p: Program, q: R, lane: R) -> None:
+        """The warp's staging tile (per-CTA index: the warp's quarter) and the thread's column in it."""
         uq = p.ur("quarter_u")
         p.emit(alu.r2ur(uq, q))
         self.uq_ix = p.uniform("quarter", uq, 4)
@@ -757,36 +782,51 @@ class Sm100Gemm:
         chunk from tensor memory into the warp's staging tile, then a TMA reduce-add (UTMAREDG.ADD)."""
         cfg = self.cfg
         md = URVec("memdesc", 2)
-        fa = self.flag_addr(p, t)
-        flag, up = p.r("flag"), p.p("flag_up")
-        spin = p.fresh_label("FLAG")
-        p.label(spin)
-        p.emit(memory.ldg_strong(flag, GMem(md, fa)))
-        p.emit(alu.isetp("EQ", up, flag, R("flag_target")))
-        p.emit(control.bra(spin).guarded(~up))
-        p.emit(sync.membar("GPU"))  # acquire: the owner's zeros before the adds
-        p.emit(sync.fence_proxy_async_global())
+        if self.adds:
+            fa = self.flag_addr(p, t)
+            flag, up = p.r("flag"), p.p("flag_up")
+            spin = p.fresh_label("FLAG")
+            p.label(spin)
+            p.emit(memory.ldg_strong(flag, GMem(md, fa)))
+            p.emit(alu.isetp("EQ", up, flag, R("flag_target")))
+            p.emit(control.bra(spin).guarded(~up))
+            p.emit(sync.membar("GPU"))  # acquire: the owner's zeros before the adds
+            p.emit(sync.fence_proxy_async_global())
+        oeb = self.oeb
+        packed, hi = p.r("packed"), p.r("hi_half")
+        kind = "BF16" if self.out_dtype == "bf16" else "F16"
         nw, mw = p.r("n_warp0"), p.r("m_chunk0")
         p.emit(alu.imad(nw, lane, (1 << 32) - 1, ncol))  # the warp's first column of C
         st_reg, st_off = p.lane_value("addr", self.stage_c.at(self.uq_ix, 0, self.lane_ix))
-        for rep in range(cfg.reps):
-            for chunk in range(ncols // 32):
-                col = rep * cfg.bm + 32 * chunk
-                ref = self.acc.at(ring, wl_ix, col)  # type: ignore[arg-type]
-                p.emit(alu.uiadd3(taddr, base, uwofs, off + col).noted(ref.note("addr")), mark="+")
-                p.emit(blackwell.ldtm(v, taddr))
-                p.emit(blackwell.tmem_wait_ld())
-                p.emit(tma.bulk_wait(0))  # the last chunk's reduce has read the staging tile
-                for i in range(32):
-                    at = self.stage_c.at(self.uq_ix, i, self.lane_ix)
-                    p.emit(memory.sts(Mem(st_reg, offset=st_off + 128 * i), v[i]).noted(at.note("addr", 0)))
-                p.emit(sync.fence_proxy_async())  # the staging writes, visible to the copy engine
-                p.emit(control.warpsync_all())
-                ncrd = p.r("n_crd")
-                p.emit(alu.iadd3(ncrd, nw, 128 * rep))
-                p.emit(alu.iadd3(mw, mrow, 32 * chunk))
-                p.tma_store(self.stage_c.at(self.uq_ix, 0, 0), self.tc, [ncrd, mw], reduce_add=True)
-                p.emit(tma.bulk_commit())
+        chunks = [(rep, chunk) for rep in range(cfg.reps) for chunk in range(ncols // 32)]
+        for rep, chunk in chunks:
+            col = rep * cfg.bm + 32 * chunk
+            ref = self.acc.at(ring, wl_ix, col)  # type: ignore[arg-type]
+            p.emit(alu.uiadd3(taddr, base, uwofs, off + col).noted(ref.note("addr")), mark="+")
+            p.emit(blackwell.ldtm(v, taddr))
+            p.emit(blackwell.tmem_wait_ld())
+            if (rep, chunk) == chunks[-1]:
+                self._on_last_load()
+            p.emit(tma.bulk_wait(0))  # the last chunk's copy has read the staging tile
+            for i in range(32):
+                at = self.stage_c.at(self.uq_ix, i, self.lane_ix)
+                sts_at = Mem(st_reg, offset=st_off + 32 * oeb * i)
+                if oeb == 4:
+                    p.emit(memory.sts(sts_at, v[i]).noted(at.note("addr", 0)))
+                    continue
+                if i % 2 == 0:
+                    p.emit(ins("F2FP", f"{kind}.F32.PACK_AB", packed, v[i + 1], v[i]))
+                    p.emit(ins("STS", "U16", sts_at, packed).noted(at.note("addr", 0)))
+                else:
+                    p.emit(alu.shf_r(hi, packed, 16))
+                    p.emit(ins("STS", "U16", sts_at, hi).noted(at.note("addr", 0)))
+            p.emit(sync.fence_proxy_async())  # the staging writes, visible to the copy engine
+            p.emit(control.warpsync_all())
+            ncrd = p.r("n_crd")
+            p.emit(alu.iadd3(ncrd, nw, 128 * rep))
+            p.emit(alu.iadd3(mw, mrow, 32 * chunk))
+            p.tma_store(self.stage_c.at(self.uq_ix, 0, 0), self.tc, [ncrd, mw], reduce_add=self.adds)
+            p.emit(tma.bulk_commit())
         p.emit(tma.bulk_wait(0))
 
     def store_tile(self, p: Program, inp: object, base: UR, off: int, uwofs: UR, wl_ix: object,
@@ -824,11 +864,10 @@ class Sm100Gemm:
         caddr = p.rvec("c_addr", 2)
         cofs = p.r("c_ofs")
         packed, hi = p.r("packed"), p.r("hi_half")
-        for rep in range(cfg.reps):
+        reps = [rep for rep in range(cfg.reps) if not guarded or self.n - 128 * rep > 0]
+        for rep in reps:
             n_ok: Optional[P] = None
             if guarded:
-                if self.n - 128 * rep <= 0:
-                    break
                 n_ok = p.p("n_ok")
                 p.emit(alu.isetp("LT", n_ok, ncol, self.n - 128 * rep))
             for chunk in range(ncols // 32):
@@ -838,6 +877,8 @@ class Sm100Gemm:
                     p.emit(alu.uiadd3(taddr, base, uwofs, off + col).noted(ref.note("addr")), mark="+")
                     p.emit(blackwell.ldtm(v, taddr))
                     p.emit(blackwell.tmem_wait_ld())
+                    if rep == reps[-1] and chunk == ncols // 32 - 1:
+                        self._on_last_load()
                 p.emit(alu.mov(cofs, 32 * chunk * self.n * oeb + 128 * rep * oeb))
                 p.emit(alu.imad_wide(caddr, cofs, 1, tile_addr))
                 for i in range(32):
@@ -881,6 +922,16 @@ def choose_sm100(m: int, n: int, k: int, sms: int = B200_SMS, out_dtype: str = "
     - up to 4096 x 4096 outputs: 192 x 128, ring 7, two accumulators, cluster launch control;
     - larger: 256 x 256 (two stacked pair MMAs), ring 4, cluster launch control in serpentine order,
       asking a stage ahead."""
+    cfg = _choose_sm100(m, n, k, sms, out_dtype)
+    if (n * dtype_bytes(out_dtype)) % 16:
+        # a tensor map's rows are whole 16 bytes: C leaves from the registers, K is not split
+        if cfg.split > 1 or cfg.stream_k:
+            cfg = _choose_sm100(m, n, k, sms, "bf16")
+        cfg = attrs.evolve(cfg, tma_store=False)
+    return cfg
+
+
+def _choose_sm100(m: int, n: int, k: int, sms: int, out_dtype: str) -> Sm100Config:
     big = max(m, n)
     kt = cdiv(k, BK)
     pairs = sms // 2
@@ -894,9 +945,11 @@ def choose_sm100(m: int, n: int, k: int, sms: int = B200_SMS, out_dtype: str = "
     if small_m:
         return Sm100Config(bm=64, cta_rows=128, stages=8, accs=2, group=8, sms=sms)
     if big <= 1024:
-        return Sm100Config(bm=128, cta_rows=64, stages=13, accs=1, persistent=False, ask_ahead=True, sms=sms)
+        return Sm100Config(bm=128, cta_rows=64, stages=13, accs=1, persistent=False, ask_ahead=True,
+                           tma_store=False, sms=sms)
     if big <= 1536:
-        return Sm100Config(bm=128, cta_rows=128, stages=6, accs=1, persistent=False, pdl="last_load", sms=sms)
+        return Sm100Config(bm=128, cta_rows=128, stages=6, accs=1, persistent=False, pdl="last_load",
+                           tma_store=False, sms=sms)
     if m * n <= 2048 * 2048:
         if m >= 2 * n:
             return Sm100Config(bm=128, cta_rows=128, stages=8, accs=2, pairs=4, clc=True, pdl="last_load", sms=sms)

@@ -49,8 +49,8 @@ def test_ragged_multicast_fp16_out() -> None:
 
 
 TABLE = {
-    (1024, 1024, 1024): dict(bm=128, cta_rows=64, stages=13, accs=1, ask_ahead=True, persistent=False),
-    (1536, 1536, 1536): dict(bm=128, cta_rows=128, stages=6, accs=1, pdl="last_load", persistent=False),
+    (1024, 1024, 1024): dict(bm=128, cta_rows=64, stages=13, accs=1, ask_ahead=True, persistent=False, tma_store=False),
+    (1536, 1536, 1536): dict(bm=128, cta_rows=128, stages=6, accs=1, pdl="last_load", persistent=False, tma_store=False),
     (2048, 2048, 2048): dict(bm=128, cta_rows=128, stages=8, accs=2, group=16, persistent=True),
     (3072, 1280, 2048): dict(bm=128, cta_rows=128, stages=8, accs=2, pairs=4, clc=True, pdl="last_load"),
     (4096, 4096, 1024): dict(bm=256, cta_rows=128, stages=5, accs=2, pdl="last_load"),
