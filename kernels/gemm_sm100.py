@@ -223,9 +223,12 @@ class Sm100Gemm:
         self.adds = cfg.split > 1 or cfg.stream_k  # partial sums meet in C, added in the L2
         if self.adds and out_dtype != "fp32":
             raise WarpyError(f"split-K / stream-K add fp32 partial sums in C; {out_dtype} output is not added in the L2")
-        if (self.adds or cfg.tma_store) and (n * self.oeb) % 16:
-            raise WarpyError(f"C's rows are {n * self.oeb} bytes, not whole 16 bytes: no tensor map can store or add "
-                             f"them (tma_store=False, no split-K / stream-K)")
+        if (n * self.oeb) % 16:
+            if self.adds:
+                raise WarpyError(f"C's rows are {n * self.oeb} bytes, not whole 16 bytes: no tensor map can add "
+                                 f"into them (no split-K / stream-K)")
+            # no tensor map can store rows that are not whole 16 bytes: C leaves from the registers
+            self.cfg = cfg = attrs.evolve(cfg, tma_store=False)
         if cfg.stream_k:
             self.work = self.tiles * self.kt  # k blocks of all tiles, shared out evenly over the clusters
             self.clusters = min(max_clusters, self.work)
