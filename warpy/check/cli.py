@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import Optional
+from typing import Any, Optional
 
 from warpy.errors import WarpyError
 
@@ -25,7 +25,7 @@ def _end_progress() -> None:
 
 
 def _problem(target: str, dims: list[int], arch: str, out_dtype: str = "fp32"):  # type: ignore[no-untyped-def]
-    from warpy.kernels.programs import GemmProblem
+    from warpy.kernels.programs import GemmProblem  # type: ignore[import-not-found,unused-ignore]
 
     if target != "gemm":
         raise WarpyError(f"warpy check takes `gemm M N K` or a FILE.sass, not {target!r}")
@@ -68,7 +68,7 @@ def check_main(target: str, dims: list[int], arch: str, values: bool, fault: Opt
             if dump is not None and rep.data:
                 import numpy as np
 
-                np.savez(dump, **rep.data)
+                np.savez(dump, **rep.data)  # type: ignore[arg-type]
             if fault:
                 _end_progress()
                 print(f"fault {fault}: {rep.fault_note}")
@@ -106,9 +106,9 @@ def _warps(ws: set[int]) -> str:
     return "warps " + ",".join(map(str, s))
 
 
-def hb_table(table: dict) -> list[str]:
+def hb_table(table: dict[tuple[Any, ...], int]) -> list[str]:
     """Rows: buffer, earlier access, later access, what ordered them, how many pairs."""
-    rows: dict[tuple, list] = {}
+    rows: dict[tuple[Any, ...], list[Any]] = {}
     for (buf, eop, ewarp, _, lop, lwarp, other, how, ekind, lkind), n in table.items():
         if ekind == "r" and lkind == "r":
             continue

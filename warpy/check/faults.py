@@ -18,7 +18,7 @@ each is caught by the check it should be.
 
 from __future__ import annotations
 
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 import attrs
 
@@ -225,9 +225,9 @@ def _tmem_overlap(named_k: Kernel, col_k: Kernel) -> tuple[Kernel, Kernel, str]:
     for bi, b in enumerate(bufs):
         if b.space != "tmem":
             continue
-        lay = b.layout
-        shape = lay.shape if isinstance(lay.shape, tuple) else (lay.shape,)  # type: ignore[union-attr]
-        stride = lay.stride if isinstance(lay.stride, tuple) else (lay.stride,)  # type: ignore[union-attr]
+        lay: Any = b.layout
+        shape: Any = lay.shape if isinstance(lay.shape, tuple) else (lay.shape,)
+        stride: Any = lay.stride if isinstance(lay.stride, tuple) else (lay.stride,)
         if len(shape) < 3 or shape[0] < 2:
             continue
         old = stride[0]
@@ -280,9 +280,9 @@ def inject(kind: str, named: Kernel, coloured: Optional[Kernel]) -> tuple[Kernel
         note = _global_before_wait(nl, cl, arch)
     else:
         note = _read_before_commit(nl, cl, arch)
-    n2 = Kernel(named.header, tuple(nl))
-    c2 = Kernel(col.header, tuple(cl)) if coloured is not None else None
-    return n2, c2, note
+    n3 = Kernel(named.header, tuple(nl))
+    c3 = Kernel(col.header, tuple(cl)) if coloured is not None else None
+    return n3, c3, note
 
 
 _ = (RVec, _note_coords, _writes)

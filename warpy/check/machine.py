@@ -24,7 +24,7 @@ from warpy.isa.reference import reference
 from warpy.isa.text import BufferDecl, Kernel
 from warpy.layout.tma import dtype_bytes
 from warpy.check import lanes as L
-from warpy.check.state import MBar, Problems, Region, VC, join, masks_of, Access
+from warpy.check.state import Access, Agent, MBar, Problems, Region, VC, join, masks_of
 
 DSMEM = 0x400  # the shared-window address of the dynamic shared memory (1024-aligned)
 GLOBAL_SPAN = 1 << 40  # each global source (tensor map or pointer parameter) lives at (i + 1) << 40
@@ -35,11 +35,24 @@ MAX_STEPS = 50_000_000
 class Compiled:
     """One instruction, ready to run: its record, handler, operand readers/writers and notes."""
 
-    __slots__ = ("pc", "instr", "rec", "key", "sem", "mnem", "handler", "guard", "get", "put", "notes", "regids",
-                 "wait_loop", "single", "extra", "note_modes", "line")
+    pc: int
+    instr: Instr
+    rec: Any
+    key: str
+    sem: str
+    mnem: str
+    handler: Callable[..., Any]
+    guard: Optional[L.Reader]
+    get: list[Any]
+    put: list[Any]
+    notes: tuple[Any, ...]
+    regids: list[tuple[str, int]]
+    wait_loop: bool
+    single: bool
+    note_modes: list[bool]
 
     def __init__(self) -> None:
-        self.extra: dict[str, Any] = {}
+        self.extra: dict[Any, Any] = {}
 
 
 class Warp:
@@ -54,10 +67,10 @@ class Warp:
         self.regs: dict[str, Any] = {}
         self.groups: list[list[Any]] = [[0, None]]
         self.state = 0  # 0 runs, 1 blocked, 2 exited
-        self.block: Optional[tuple] = None
+        self.block: Optional[tuple[Any, ...]] = None
         self.agent = ("w", cta.index, wid)
         self.vc: VC = {self.agent: 1}
-        self.via: dict = {}
+        self.via: dict[Agent, str] = {}
         self.wg_committed = 0
         self.wg_open = False
         self.wg_retired = 0
@@ -130,15 +143,16 @@ class Machine:
         self.label = label
         self.problems = Problems()
         self.notes_checked = 0
-        self.regions: dict[tuple, Region] = {}
+        self.regions: dict[tuple[Any, ...], Region] = {}
         self.mbars: dict[tuple[int, int], MBar] = {}
-        self.hb_table: dict[tuple, int] = {}
-        self.ref_cache: dict[tuple, int] = {}
+        self.hb_table: dict[tuple[Any, ...], int] = {}
+        self.ref_cache: dict[tuple[Any, ...], Any] = {}
         self.uses_pdl = False
         self.refills = 0  # a copy-engine write into shared memory an MMA had read: the ring wrapped
         self.stores_seen = 0
+        self.gemm_data: dict[str, np.ndarray] = {}
         self.shadow: dict[tuple[int, int], int] = {}
-        self.landed: dict[int, dict[int, tuple]] = {}
+        self.landed: dict[int, dict[int, tuple[Any, ...]]] = {}
         self.rng = np.random.default_rng(seed)
         self.smem_bufs = sorted((b for b in self.h.buffers if b.space == "smem"), key=lambda b: b.base)
         self.tmem_bufs = [b for b in self.h.buffers if b.space == "tmem"]
@@ -384,11 +398,11 @@ class Machine:
                 coords = self._barrier_coords(b, off)
                 nm = _pipe_name(b, coords)
                 return nm or f"{b.name}[{', '.join(map(str, coords))}]"
-            lay = b.layout.layout if hasattr(b.layout, "swizzle") else b.layout
+            lay: Any = getattr(b.layout, "layout", b.layout)
             shape = lay.shape if isinstance(lay.shape, tuple) else (lay.shape,)
             if len(shape) >= 3:
                 st = lay.stride[0]
-                return f"{b.name}[{off // st}]"
+                return f"{b.name}[{off // int(st)}]"
             return b.name
         if space == "global":
             src, off = self.global_source(addr)
@@ -404,18 +418,18 @@ class Machine:
         key = ("bc", b.name, off)
         hit = self.ref_cache.get(key)
         if hit is not None:
-            return hit  # type: ignore[return-value]
+            return tuple(hit)
         lay = b.layout
-        shape = lay.shape if isinstance(lay.shape, tuple) else (lay.shape,)  # type: ignore[union-attr]
+        shape = lay.shape if isinstance(lay.shape, tuple) else (lay.shape,)
         import itertools
 
         found: tuple[int, ...] = (off // 8,)
         flat = [s if isinstance(s, int) else int(np.prod(s)) for s in shape]
         for c in itertools.product(*[range(s) for s in flat]):
-            if int(lay(c) if len(c) > 1 else lay(c[0])) == off:  # type: ignore[operator]
+            if int(lay(c) if len(c) > 1 else lay(c[0])) == off:
                 found = c
                 break
-        self.ref_cache[key] = found  # type: ignore[assignment]
+        self.ref_cache[key] = found
         return found
 
     # -- mbarriers ---------------------------------------------------------------------------------
@@ -424,7 +438,7 @@ class Machine:
         b = self.mbars.get(key)
         if b is None:
             b = MBar(cta.index, addr, self.place_name("smem", cta, addr))
-            b.cta_obj = cta  # type: ignore[attr-defined]
+            b.cta_obj = cta
             self.mbars[key] = b
         return b
 
@@ -443,7 +457,7 @@ class Machine:
             return False
         return True
 
-    def bar_access(self, bar: MBar, w: Warp, kind: str, vc: VC, agent: tuple, clock: int, op: str, proxy: str) -> None:
+    def bar_access(self, bar: MBar, w: Warp, kind: str, vc: VC, agent: Agent, clock: int, op: str, proxy: str) -> None:
         """The barrier's word: its init is a write; arrivals, completions and waits are atomics that
         must come after the init (a fence.mbarrier_init and a CTA or cluster barrier between)."""
         cta = bar.cta_obj
@@ -491,12 +505,12 @@ class Machine:
         return (bar.phase & 1) != parity
 
     # -- memory accesses and happens-before --------------------------------------------------------
-    def access(self, space: str, cta: Optional[Cta], words: np.ndarray, kind: str, vc: VC, agent: tuple, clock: int,
-               op: str, w: Warp, proxy: str = "generic", via: Optional[dict] = None, name_addr: int = 0,
+    def access(self, space: str, cta: Optional[Cta], words: Optional[np.ndarray], kind: str, vc: VC, agent: Agent,
+               clock: int, op: str, w: Warp, proxy: str = "generic", via: Optional[dict[Agent, str]] = None, name_addr: int = 0,
                footprint: Optional[list[tuple[int, int]]] = None) -> None:
         """Record an access (word indices of the space) and check it against the earlier ones it
         overlaps: any two, one a write, must be ordered (the earlier one's epoch is in `vc`)."""
-        fp = footprint if footprint is not None else masks_of(words)
+        fp = footprint if footprint is not None else masks_of(np.asarray(words))
         cidx = cta.index if cta is not None else -1
         via = via if via is not None else w.via
         for chunk, mask in fp:
@@ -543,8 +557,8 @@ class Machine:
                 if space == "global" and kind != "r":
                     w.gunfenced.append(rec)
 
-    def _ordered(self, a: Access, vc: VC, agent: tuple, kind: str, op: str, w: Warp, space: str, cta: Optional[Cta],
-                 chunk: int, mask: int, via: dict, proxy: str) -> None:
+    def _ordered(self, a: Access, vc: VC, agent: Agent, kind: str, op: str, w: Warp, space: str, cta: Optional[Cta],
+                 chunk: int, mask: int, via: dict[Agent, str], proxy: str) -> None:
         # one warp, or one in-order queue (wgmma groups, a tensor-core queue): program order; two copies
         # completing on one barrier are two transfers, ordered only through the barrier's phases
         same = a.agent == agent and agent[0] in ("w", "wg", "tc")
@@ -611,7 +625,7 @@ class Machine:
                                      f"dependent-launch wait (ACQBULK)")
 
     # -- derived operands --------------------------------------------------------------------------
-    def check_notes(self, w: Warp, c: Compiled, before: dict, mask: Optional[np.ndarray], pre: list) -> None:
+    def check_notes(self, w: Warp, c: Compiled, before: dict[str, Any], mask: Optional[np.ndarray], pre: list[Any]) -> None:
         for k, note in enumerate(c.notes):
             env = before
             coords = []
@@ -623,7 +637,7 @@ class Machine:
                         x = x.astype(np.int64)
                     v = v + coef * x
                 coords.append(v)
-            got = pre[k] if not c.note_modes[k] else c.get[note.operand](w)  # type: ignore[misc]
+            got = pre[k] if not c.note_modes[k] else c.get[note.operand](w)
             lanes_vec = any(isinstance(x, np.ndarray) for x in coords) or isinstance(got, np.ndarray)
             self.notes_checked += 1
             if not lanes_vec:
@@ -742,7 +756,7 @@ class Machine:
                 self._pending_check(w, c)
             if c.notes:
                 before = dict(w.regs)
-                pre = [None if c.note_modes[k] else c.get[nt.operand](w) for k, nt in enumerate(c.notes)]  # type: ignore[misc]
+                pre = [None if c.note_modes[k] else c.get[nt.operand](w) for k, nt in enumerate(c.notes)]
                 res = c.handler(self, w, c, eff)
                 if res == BLOCK:
                     return n
@@ -758,7 +772,7 @@ class Machine:
                 return n
         return n
 
-    def _branch(self, w: Warp, g: list, eff: Any, target: int) -> None:
+    def _branch(self, w: Warp, g: list[Any], eff: Any, target: int) -> None:
         mask = g[1]
         if eff is False:
             g[0] += 1

@@ -101,11 +101,11 @@ def check_kernel(named: Kernel, coloured: Optional[Kernel] = None, *, values: bo
     rep = Report(named.header.kernel, m.notes_checked, problems, m.steps, time.monotonic() - t0, refills=m.refills,
                  stores=m.stores_seen, uses_pdl=m.uses_pdl, hb_table=m.hb_table)
     if values and expect is not None:
-        n, bad, msgs = expect(m)
+        n, bad, vmsgs = expect(m)
         rep.values_checked, rep.values_wrong = n, bad
-        rep.data = getattr(m, "gemm_data", {})
-        for msg in msgs:
-            problems.add("values", msg)
+        rep.data = m.gemm_data
+        for vmsg in vmsgs:
+            problems.add("values", vmsg)
     return rep
 
 
@@ -173,7 +173,7 @@ def _c_source(m: Machine) -> str:
 def check_gemm(problem: Any, *, values: bool = False, fault: Optional[str] = None, hb: bool = False,
                progress: Optional[Callable[[str], None]] = None, coloured: bool = True) -> Report:
     """Build the GEMM program the shape gets, inject `fault` if given, and check it."""
-    from warpy.kernels.programs import build
+    from warpy.kernels.programs import build  # type: ignore[import-not-found,unused-ignore]
 
     from warpy.check.faults import inject
 

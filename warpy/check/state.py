@@ -11,16 +11,17 @@ ordered after them.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 
-VC = dict  # agent -> int
+Agent = tuple[Any, ...]
+VC = dict[Agent, int]  # agent -> clock
 
 CHUNK_WORDS = 4096  # a region is 16 KiB of bytes (4096 4-byte words); masks are ints of 4096 bits
 
 
-def join(dst: VC, src: VC, via: Optional[dict] = None, how: str = "") -> None:
+def join(dst: VC, src: VC, via: Optional[dict[Agent, str]] = None, how: str = "") -> None:
     for k, v in src.items():
         if dst.get(k, 0) < v:
             dst[k] = v
@@ -54,7 +55,7 @@ class Access:
 
     __slots__ = ("mask", "agent", "clock", "kind", "op", "warp", "cta", "proxy", "fenced", "gpu_fenced")
 
-    def __init__(self, mask: int, agent: tuple, clock: int, kind: str, op: str, warp: int, cta: int,
+    def __init__(self, mask: int, agent: Agent, clock: int, kind: str, op: str, warp: int, cta: int,
                  proxy: str = "generic") -> None:
         self.mask = mask
         self.agent = agent
@@ -93,7 +94,8 @@ class MBar:
         self.phase = 0
         self.acc_vc: VC = {}
         self.release_vc: VC = {}
-        self.waiters: list = []
+        self.waiters: list[Any] = []
+        self.cta_obj: Any = None
         self.inited = False
         self.agent = ("bar", cta, addr)
         self.arrived_any = False

@@ -105,7 +105,7 @@ def _imad(m: Any, w: Any, c: Any, lanes: Any) -> None:
 
 def _lea(m: Any, w: Any, c: Any, lanes: Any) -> None:
     g = c.get
-    a, b, sh = g[1](w), g[2](w), c.instr.ops[3].value  # type: ignore[union-attr]
+    a, b, sh = g[1](w), g[2](w), c.instr.ops[3].value
     if "HI" in c.instr.mods:
         v = ((a >> (32 - sh)) + b) & M32
     else:
@@ -116,11 +116,11 @@ def _lea(m: Any, w: Any, c: Any, lanes: Any) -> None:
 def _lop3(m: Any, w: Any, c: Any, lanes: Any) -> None:
     g = c.get
     if len(g) == 7:
-        r = _lut(c.instr.ops[5].value, g[2](w), g[3](w), g[4](w))  # type: ignore[union-attr]
+        r = _lut(c.instr.ops[5].value, g[2](w), g[3](w), g[4](w))
         c.put[0](w, (r != 0) if isinstance(r, V) else r != 0, lanes)
         c.put[1](w, r, lanes)
     else:
-        c.put[0](w, _lut(c.instr.ops[4].value, g[1](w), g[2](w), g[3](w)), lanes)  # type: ignore[union-attr]
+        c.put[0](w, _lut(c.instr.ops[4].value, g[1](w), g[2](w), g[3](w)), lanes)
 
 
 def _shf(m: Any, w: Any, c: Any, lanes: Any) -> None:
@@ -136,14 +136,14 @@ def _shf(m: Any, w: Any, c: Any, lanes: Any) -> None:
     c.put[0](w, _shf1(mods, a, s, b), lanes)
 
 
-def _shf1(mods: tuple, a: int, s: int, b: int) -> int:
+def _shf1(mods: tuple[str, ...], a: int, s: int, b: int) -> int:
     s = min(s & 0xFFFFFFFF, 32)
     wide = (b << 32) | a
     if "L" in mods:
         return ((wide << s) >> 32) & M32 if "HI" in mods else (a << s) & M32
     if "HI" in mods:
         if "S32" in mods:
-            return (_s32(b) >> s) & M32
+            return int(_s32(b) >> s) & M32
         return (b >> s) & M32
     return (wide >> s) & M32
 
@@ -180,11 +180,11 @@ def _prmt1(a: int, sel: int, b: int) -> int:
 
 def _prmt(m: Any, w: Any, c: Any, lanes: Any) -> None:
     g = c.get
-    a, sel, b = g[1](w), c.instr.ops[2].value, g[3](w)  # type: ignore[union-attr]
+    a, sel, b = g[1](w), c.instr.ops[2].value, g[3](w)
     if isinstance(a, V) or isinstance(b, V):
         aa = np.broadcast_to(np.asarray(a, dtype=np.uint64), (32,))
         bb = np.broadcast_to(np.asarray(b, dtype=np.uint64), (32,))
-        v = np.array([_prmt1(int(x), sel, int(y)) for x, y in zip(aa, bb)], dtype=np.uint64)
+        v: Any = np.array([_prmt1(int(x), sel, int(y)) for x, y in zip(aa, bb)], dtype=np.uint64)
     else:
         v = _prmt1(a, sel, b)
     c.put[0](w, v, lanes)
@@ -223,7 +223,7 @@ def _setp(m: Any, w: Any, c: Any, lanes: Any) -> None:
 def _plop3(m: Any, w: Any, c: Any, lanes: Any) -> None:
     g = c.get
     a, b, cc = g[2](w), g[3](w), g[4](w)
-    lut = c.instr.ops[5].value  # type: ignore[union-attr]
+    lut = c.instr.ops[5].value
     if any(isinstance(x, V) for x in (a, b, cc)):
         a, b, cc = (np.broadcast_to(np.asarray(x, dtype=bool), (32,)).astype(np.int64) for x in (a, b, cc))
         idx = (a << 2) | (b << 1) | cc

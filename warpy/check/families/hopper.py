@@ -41,7 +41,7 @@ def desc_rows(start: int, lbo: int, sbo: int, bits: int, rows: int, kbytes: int)
     return (logical ^ ((logical >> 3) & (((1 << bits) - 1) << 4))).astype(np.int64)
 
 
-def operand_footprint(m: Any, key: tuple, addrs_fn: Any) -> tuple[np.ndarray, list]:
+def operand_footprint(m: Any, key: tuple[Any, ...], addrs_fn: Any) -> tuple[np.ndarray, list[tuple[int, int]]]:
     hit = m.ref_cache.get(key)
     if hit is None:
         from warpy.check.state import masks_of
@@ -52,7 +52,7 @@ def operand_footprint(m: Any, key: tuple, addrs_fn: Any) -> tuple[np.ndarray, li
     return hit  # type: ignore[no-any-return]
 
 
-def _elem(mods: tuple) -> tuple[str, int]:
+def _elem(mods: tuple[str, ...]) -> tuple[str, int]:
     t = mods[2]
     return ("tf32", 4) if t == "TF32" else (("fp16", 2) if t == "F16" else ("bf16", 2))
 
@@ -62,7 +62,7 @@ def read_matrix(smem: np.ndarray, addrs: np.ndarray, dtype: str, eb: int) -> np.
     if eb == 2:
         bits = raw.reshape(raw.shape[0], -1).copy().view(np.uint16)
         return from16(bits, dtype)
-    return raw.copy().view(np.float32)
+    return np.asarray(raw.copy().view(np.float32))
 
 
 def _hgmma(m: Any, w: Any, c: Any, lanes: Any) -> None:
@@ -104,7 +104,7 @@ def _hgmma(m: Any, w: Any, c: Any, lanes: Any) -> None:
     b = read_matrix(w.cta.smem, fb[0], dtype, eb)
     wq = w.wid % 4
     prod = a[16 * wq:16 * wq + 16] @ b.T  # [16, n]
-    names = [elem_name(acc.name, j) for j in range(n // 2)]  # type: ignore[union-attr]
+    names = [elem_name(acc.name, j) for j in range(n // 2)]
     lane = np.arange(LANES)
     vals = np.zeros((LANES, n // 2), dtype=np.float32)
     for v in range(n // 2):

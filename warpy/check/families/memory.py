@@ -14,7 +14,7 @@ from warpy.check.lanes import M32
 from warpy.isa.operands import GMem, RVec, elem_name
 
 
-def _width(mods: tuple) -> int:
+def _width(mods: tuple[str, ...]) -> int:
     if "128" in mods:
         return 16
     if "64" in mods:
@@ -157,7 +157,7 @@ def _stg(m: Any, w: Any, c: Any, lanes: Any) -> None:
                 wr[o:o + nb] = True
 
 
-def _nmat(mods: tuple) -> int:
+def _nmat(mods: tuple[str, ...]) -> int:
     return int(mods[-1]) if mods and mods[-1] in ("1", "2", "4") else 1
 
 

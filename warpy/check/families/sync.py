@@ -139,7 +139,7 @@ def _bar_id(c: Any, w: Any, lanes: Any) -> tuple[int, int | None]:
     return bid, cnt
 
 
-def _named_state(m: Any, cta: Any, bid: int, cnt: Any) -> dict:
+def _named_state(m: Any, cta: Any, bid: int, cnt: Any) -> dict[str, Any]:
     st = cta.named.get(bid)
     if st is None:
         st = cta.named[bid] = {"arrived": 0, "count": 0, "vc": {}, "waiting": []}
@@ -147,16 +147,16 @@ def _named_state(m: Any, cta: Any, bid: int, cnt: Any) -> dict:
         st["count"] = cnt
     elif not st["arrived"]:
         st["count"] = 0  # the whole CTA: decided at release
-    return st
+    return st  # type: ignore[no-any-return]
 
 
-def _named_target(m: Any, cta: Any, st: dict) -> int:
+def _named_target(m: Any, cta: Any, st: dict[str, Any]) -> int:
     if st["count"]:
         return int(st["count"])
     return 32 * sum(1 for x in cta.warps if x.state != 2)
 
 
-def _named_release(m: Any, cta: Any, bid: int, st: dict) -> None:
+def _named_release(m: Any, cta: Any, bid: int, st: dict[str, Any]) -> None:
     rel = st["vc"]
     for x in st["waiting"]:
         join(x.vc, rel, x.via, f"named barrier {bid}" if bid else "CTA barrier")

@@ -92,8 +92,8 @@ def _fp(m: Any, lo: int, nbytes: int) -> list[tuple[int, int]]:
     return hit  # type: ignore[no-any-return]
 
 
-def _land(m: Any, w: Any, c: Any, dest: Any, bar_cta: Any, dst: int, bar_addr: int, nbytes: int, issue_vc: dict,
-          image: Optional[np.ndarray], prov: Optional[tuple] = None) -> None:
+def _land(m: Any, w: Any, c: Any, dest: Any, bar_cta: Any, dst: int, bar_addr: int, nbytes: int, issue_vc: dict[Any, int],
+          image: Optional[np.ndarray], prov: Optional[tuple[Any, ...]] = None) -> None:
     if bar_cta is None or dest is None:
         m.problems.add("protocol", f"{m.cta_name(w.cta)} warp {w.wid}: {c.mnem} names a CTA the cluster has not")
         return
@@ -138,7 +138,7 @@ def _tma_load(m: Any, w: Any, c: Any, lanes: Any) -> None:
     _land(m, w, c, w.cta, w.cta, dst, bar, nbytes, issue_vc, image, (name, coords))
 
 
-def _bulk_agent(w: Any) -> tuple:
+def _bulk_agent(w: Any) -> tuple[Any, ...]:
     return ("bulk", w.cta.index, w.wid)
 
 
