@@ -79,15 +79,18 @@ TILE_EFFICIENCY = {256: 1.0, 192: 0.97, 128: 0.9}
 
 
 def choose(problem: GemmProblem) -> Config:
-    """The configuration for a shape (sm_90a, an H200's 132 SMs).
+    """The configuration for a shape. sm_100a: `gemm_sm100.choose_sm100` (the B200 table).
+    sm_90a (an H200's 132 SMs):
 
     Tiles are 128 x BN (two consumer warpgroups of m64nBN). BN is the one that minimises the
     busiest SM's work: waves (ceil(tiles / 132)) x BN / efficiency(BN) — wide tiles on large
     shapes, narrower ones when wide tiles would leave SMs idle or add a nearly empty wave. The
     ring is as deep as shared memory allows; 16-bit C with TMA-addressable rows goes out through
     shared memory and TMA stores, overlapping the next tile's loads."""
+    if problem.arch == "sm_100a":
+        return choose_sm100(problem.M, problem.N, problem.K, out_dtype=problem.out_dtype)
     if problem.arch != "sm_90a":
-        raise WarpyError(f"no {problem.arch} GEMM program exists yet (sm_90a only)")
+        raise WarpyError(f"no {problem.arch} GEMM program exists yet")
     mt = cdiv(problem.M, 128)
 
     def cost(bn: int) -> float:
