@@ -150,6 +150,10 @@ class Machine:
         self.uses_pdl = False
         self.refills = 0  # a copy-engine write into shared memory an MMA had read: the ring wrapped
         self.stores_seen = 0
+        self.flags_raised_outside = 0
+        self.flag_waiters: list[Warp] = []
+        self.flag_vc: dict[int, VC] = {}
+        self.gshadow: dict[int, int] = {}
         self.gemm_data: dict[str, np.ndarray] = {}
         self.shadow: dict[tuple[int, int], int] = {}
         self.landed: dict[int, dict[int, tuple[Any, ...]]] = {}
@@ -184,9 +188,22 @@ class Machine:
             if b.space == "global" and b.source in self.src_base:
                 self.src_size[b.source] = max(self.src_size.get(b.source, 0), b.size)
         self.gbufs = [b for b in self.h.buffers if b.space == "global"]
+        # a tensor map behind which no buffer is declared, over the same tensor as a pointer's declared
+        # buffer (same element type and extent: split-K's `c_add` and `c`), is that memory
+        self.alias: dict[str, str] = {}
+        for t in self.h.tmaps:
+            if any(b.source == t.name for b in self.gbufs):
+                continue
+            same = [b.source for b in self.gbufs if b.source in self.params and b.elem == t.box.dtype
+                    and b.size == self.src_size[t.name]]
+            if len(same) == 1 and same[0] is not None:
+                self.alias[t.name] = same[0]
+                self.src_base[t.name] = self.src_base[same[0]]
         self.declared_sources = {b.source for b in self.gbufs} | set(self.tmaps)
         self.gmem: dict[str, np.ndarray] = {}
         self.gwritten: dict[str, np.ndarray] = {}
+        self.greduced: dict[str, np.ndarray] = {}
+        self.partial_values = 0
         if self.values:
             for name, size in self.src_size.items():
                 if name in self.tmaps:
@@ -205,10 +222,17 @@ class Machine:
                 if name not in self.gmem:
                     self.gmem[name] = np.zeros(1 << 16, dtype=np.uint8)
                     self.gwritten[name] = np.zeros(1 << 16, dtype=bool)
+            for tn, pn in self.alias.items():
+                self.gmem[tn], self.gwritten[tn] = self.gmem[pn], self.gwritten[pn]
+            self.greduced = {name: np.zeros(a.size, dtype=bool) for name, a in self.gwritten.items()}
+            for tn, pn in self.alias.items():
+                self.greduced[tn] = self.greduced[pn]
 
     def global_source(self, addr: int) -> tuple[Optional[str], int]:
         idx = addr // GLOBAL_SPAN
         for name, base in self.src_base.items():
+            if name in self.alias:
+                continue
             if base // GLOBAL_SPAN == idx:
                 return name, addr - base
         return None, addr
@@ -280,6 +304,15 @@ class Machine:
                         c.wait_loop = True
             if c.sem == "dependent-wait":
                 self.uses_pdl = True
+        for c in self.code:  # spin loops on a GPU-scope flag: LDG.STRONG, ISETP on it, a branch back
+            if c.key == "LDG" and "STRONG" in c.instr.mods and c.pc + 2 < len(self.code):
+                cmp_c, br_c = self.code[c.pc + 1], self.code[c.pc + 2]
+                dst = getattr(c.instr.ops[0], "name", None)
+                target = getattr(br_c.instr.ops[-1], "name", "")
+                if cmp_c.key == "ISETP" and getattr(cmp_c.instr.ops[2], "name", None) == dst and br_c.key == "BRA" \
+                        and br_c.instr.guard is not None and br_c.instr.guard.name == getattr(cmp_c.instr.ops[0], "name", None) \
+                        and labels.get(target, 1 << 30) <= c.pc:
+                    c.extra["spin"] = (cmp_c, br_c.instr.guard.neg)
         for c in self.code:
             if c.key == "BRA":
                 c.extra["target"] = labels[c.instr.ops[-1].name]  # type: ignore[union-attr]
@@ -689,6 +722,8 @@ class Machine:
                 if all(w.state == 2 for w in warps):
                     break
                 if not any(w.state == 0 for w in warps):
+                    if self._rest_of_grid():
+                        continue
                     self._hang()
                     break
             if total > MAX_STEPS:
@@ -838,6 +873,28 @@ class Machine:
                     self.problems.add("order", f"{_regname(base, lo)}: {op}, warp {w.wid} writes it and {c.mnem}, warp {w.wid} "
                                                f"reads it, and nothing orders the two (the wgmma group has not been waited for)")
                     return
+
+    def _rest_of_grid(self) -> bool:
+        """Every simulated warp is blocked or done, and some spin on a GPU-scope flag: the CTAs outside
+        the simulated clusters (whose work the simulated ones wait for) raise those flags. A flag a
+        simulated CTA should have raised is therefore not reported as a hang (docs/checker.md)."""
+        from warpy.check.families.memory import flag_value
+
+        woke = False
+        for w in self.warps:
+            if w.state == 1 and w.block is not None and w.block[0] == "flag":
+                _, addr, want = w.block
+                flag_value(self, addr, want)
+                self.flags_raised_outside += 1
+                w.state, w.block = 0, None
+                woke = True
+        return woke
+
+    def wake_flag_waiters(self, addr: int) -> None:
+        for w in self.flag_waiters:
+            if w.state == 1 and w.block is not None and w.block[0] == "flag" and w.block[1] == addr:
+                w.state, w.block = 0, None
+        self.flag_waiters = [w for w in self.flag_waiters if w.state == 1]
 
     def _hang(self) -> None:
         for w in self.warps:

@@ -10,7 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from warpy.check.lanes import M32
+from warpy.check.lanes import M32, first
+from warpy.check.state import join
 from warpy.isa.operands import GMem, RVec, elem_name
 
 
@@ -131,19 +132,85 @@ def _global(m: Any, w: Any, c: Any, lanes: Any, gop: GMem, kind: str) -> tuple[A
     return src, addrs, nb
 
 
-def _ldg(m: Any, w: Any, c: Any, lanes: Any) -> None:
+def _shadowed(m: Any, src: Any, addrs: np.ndarray) -> bool:
+    """Without values, the words of u32/s32 global buffers (flags, counters) are still kept."""
+    if src is None or addrs.size == 0:
+        return False
+    off = int(addrs[0]) - m.src_base[src]
+    b = m.global_buffer_of(src, off, off + 4)
+    return b is not None and b.elem in ("u32", "s32")
+
+
+def _ldg(m: Any, w: Any, c: Any, lanes: Any) -> Any:
     gop = c.instr.ops[1]
     src, addrs, nb = _global(m, w, c, lanes, gop, "r")
     if m.values and src is not None:
         base = m.src_base[src]
         mem = m.gmem[src]
         _load_regs(m, w, c, c.instr.ops[0], lambda a, n: mem[a - base:a - base + n], _gaddr(w, gop), nb, lanes)
+    elif nb == 4 and _shadowed(m, src, addrs):
+        av = np.broadcast_to(np.asarray(_gaddr(w, gop), dtype=np.int64), (32,))
+        v = np.array([m.gshadow.get(int(a), 0) for a in av], dtype=np.uint64)
+        c.put[0](w, int(v[0]) if (v == v[0]).all() else v, lanes)
+    if "STRONG" in c.instr.mods and addrs.size:
+        addr = int(addrs[0])
+        rel = m.flag_vc.get(addr)
+        if rel is not None:
+            join(w.vc, rel, w.via, "GPU-scope flag")
+        spin = c.extra.get("spin")
+        if spin is not None:
+            return _spin(m, w, c, spin, addr, lanes)
+    return None
+
+
+def _spin(m: Any, w: Any, c: Any, spin: Any, addr: int, lanes: Any) -> Any:
+    """A flag loop whose flag does not yet hold what it waits for blocks the warp until a simulated
+    warp writes the flag (or, when nothing else can run, the rest of the grid raises it)."""
+    s, loop_on_false = spin
+    mods = s.instr.mods
+    x = first(w.regs.get(c.instr.ops[0].name, 0), lanes)
+    y = first(s.get[3](w), lanes)
+    t = {"EQ": x == y, "NE": x != y, "LT": x < y, "LE": x <= y, "GT": x > y, "GE": x >= y}[mods[0]]
+    leaves = t if loop_on_false else not t
+    if leaves:
+        return None
+    want = {"EQ": y, "GE": y, "GT": y + 1, "NE": y + 1, "LE": y, "LT": y - 1}[mods[0]]
+    if not loop_on_false:
+        want = {"EQ": y + 1, "NE": y, "LT": y, "LE": y + 1, "GT": y, "GE": y - 1}[mods[0]]
+    w.state = 1
+    w.block = ("flag", addr, want & M32)
+    m.flag_waiters.append(w)
+    from warpy.check.machine import BLOCK
+
+    return BLOCK
+
+
+def flag_value(m: Any, addr: int, value: int) -> None:
+    """The rest of the grid writes a flag word."""
+    src, off = m.global_source(addr)
+    m.gshadow[addr] = value
+    if m.values and src is not None and 0 <= off and off + 4 <= m.gmem[src].size:
+        m.gmem[src][off:off + 4] = np.frombuffer(np.uint32(value).tobytes(), dtype=np.uint8)
+
+
+def _release_flag(m: Any, w: Any, c: Any, addrs: np.ndarray) -> None:
+    if "STRONG" in c.instr.mods and addrs.size:
+        vc = w.tick()
+        for a in np.unique(addrs):
+            join(m.flag_vc.setdefault(int(a), {}), vc)
+            m.wake_flag_waiters(int(a))
 
 
 def _stg(m: Any, w: Any, c: Any, lanes: Any) -> None:
     gop = c.instr.ops[0]
     src, addrs, nb = _global(m, w, c, lanes, gop, "w")
     m.stores_seen += 1
+    if not m.values and nb == 4 and _shadowed(m, src, addrs):
+        av = _active(_gaddr(w, gop), lanes)
+        v = _active(w.regs.get(c.instr.ops[1].name, 0), lanes)
+        for a, x in zip(av, v):
+            m.gshadow[int(a)] = int(x) & M32
+    _release_flag(m, w, c, addrs)
     if m.values and src is not None:
         base = m.src_base[src]
         data = _store_bytes(w, c.instr.ops[1], nb, lanes)
@@ -212,6 +279,12 @@ def _stsm(m: Any, w: Any, c: Any, lanes: Any) -> None:
 def _redg(m: Any, w: Any, c: Any, lanes: Any) -> None:
     gop = c.instr.ops[0]
     src, addrs, nb = _global(m, w, c, lanes, gop, "red")
+    if not m.values:
+        av = _active(_gaddr(w, gop), lanes)
+        v = _active(w.regs.get(c.instr.ops[1].name, 0), lanes)
+        for a, x in zip(av, v):
+            m.gshadow[int(a)] = (m.gshadow.get(int(a), 0) + int(x)) & M32
+    _release_flag(m, w, c, addrs)
     if m.values and src is not None:
         base = m.src_base[src]
         mem = m.gmem[src]

@@ -183,6 +183,8 @@ def _tma_store(m: Any, w: Any, c: Any, lanes: Any) -> None:
                 add = packed[srcb].view(dt)
                 mem[dstb] = (cur + add).astype(dt).view(np.uint8)
         wr[dstb] = True
+        if kind == "red":
+            m.greduced[name][dstb] = True
 
 
 def _tma_prefetch(m: Any, w: Any, c: Any, lanes: Any) -> None:
