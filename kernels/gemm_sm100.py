@@ -37,7 +37,7 @@ Program from the buffers' layouts; global addresses of C are the program's own a
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator, Optional
+from typing import Iterator, Optional, Union
 
 import attrs
 
@@ -185,7 +185,7 @@ class Work:
 
     t: R
     k_lo: Optional[R]
-    k_cnt: object
+    k_cnt: Union[int, R]
     owner: Optional[P]
 
 
@@ -435,7 +435,7 @@ class Sm100Gemm:
         with cons.stage():
             cons.wait_full()
             resp = p.rvec("clc_answer", 4)
-            p.emit_at(cons.slot(self.resp), lambda a: memory.lds(resp, a))
+            p.emit_at(self.resp.at(cons.ring), lambda a: memory.lds(resp, a))
             p.emit(clc.query_canceled(more, resp))
             p.emit(clc.query_ctaid_x(p.r("next_cta"), resp))
             rank0 = p.ur("rank0")
@@ -609,7 +609,7 @@ class Sm100Gemm:
                 last_k: object = self.kt - 1
                 if probe is not None and isinstance(w.k_cnt, R):
                     last_k = p.r("last_k")
-                    p.emit(alu.iadd3(last_k, w.k_cnt, (1 << 32) - 1))  # type: ignore[arg-type]
+                    p.emit(alu.iadd3(last_k, w.k_cnt, (1 << 32) - 1))
                 with p.loop("k", w.k_cnt, max_count=self.kt) as k:
                     more = p.p("more_k") if probe is not None else None
                     with inp.stage(probe=probe, probe_when=more):
@@ -732,7 +732,7 @@ class Sm100Gemm:
             p.emit(alu.isetp("EQ", done, q, 0, c=free_lane))
             nxt = p.r("epoch_next")
             p.emit(alu.iadd3(nxt, R("epoch"), 1))
-            p.emit(memory.stg(GMem(md, R("epoch_addr")), nxt).guarded(done))  # type: ignore[arg-type]
+            p.emit(memory.stg(GMem(md, RVec("epoch_addr", 2)), nxt).guarded(done))
 
     # -- adding partial sums in the L2 (split-K, stream-K) --------------------------------------------
     def add_setup(self, p: Program, q: R, lane: R, ncols: int) -> None:

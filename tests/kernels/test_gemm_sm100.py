@@ -5,6 +5,8 @@ reproduces the seed's table; the tile order visits every tile once."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from kernels.gemm_sm100 import Sm100Config, Sm100Gemm, choose_sm100, smem_bytes
@@ -18,7 +20,7 @@ ALWAYS = ["UTCHMMA.2CTA", "UTCBAR.2CTA.MULTICAST", "UTMALDG.2D.2CTA", "LDTM.x32"
           "UTCATOMSWS.2CTA.FIND_AND_SET.ALIGN", "SYNCS.PHASECHK.TRANS64.TRYWAIT"]
 
 
-def assemble_checked(problem: GemmProblem, cfg: Sm100Config | None = None, extra: tuple[str, ...] = ()) -> tuple[object, object]:
+def assemble_checked(problem: GemmProblem, cfg: Sm100Config | None = None, extra: tuple[str, ...] = ()) -> tuple[Any, Any]:
     kern = build(problem, cfg).kernel()
     cub = assemble(lift(kern, "sm_100a"), "sm_100a", allow=FAILING_KINDS)
     r = cub.resource(kern.header.kernel)
@@ -48,7 +50,7 @@ def test_ragged_multicast_fp16_out() -> None:
     assert kern.header.cluster == (4, 1, 1)
 
 
-TABLE = {
+TABLE: dict[tuple[int, int, int], dict[str, Any]] = {
     (1024, 1024, 1024): dict(bm=128, cta_rows=64, stages=13, accs=1, ask_ahead=True, persistent=False, tma_store=False),
     (1536, 1536, 1536): dict(bm=128, cta_rows=128, stages=6, accs=1, pdl="last_load", persistent=False, tma_store=False),
     (2048, 2048, 2048): dict(bm=128, cta_rows=128, stages=8, accs=2, group=16, persistent=True),
