@@ -8,6 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kernels.gemm_sm100 import Sm100Config, Sm100Gemm, choose_sm100, smem_bytes
 from kernels.programs import GemmProblem, build, choose
@@ -177,3 +179,20 @@ def test_split_and_stream_k_cover_every_k_block_once(shape: tuple[int, int, int]
                 seen[(t, k)] = seen.get((t, k), 0) + 1
     assert seen == {(t, k): 1 for t in range(g.tiles) for k in range(g.kt)}
     assert owners == {t: 1 for t in range(g.tiles)}
+
+
+@settings(max_examples=12, deadline=None)
+@given(st.integers(1, 20000), st.integers(1, 20000), st.integers(1, 12000).map(lambda k: 8 * k),
+       st.sampled_from(["fp32", "bf16", "fp16"]))
+def test_any_shape_gets_a_program_that_builds(m: int, n: int, k: int, out: str) -> None:
+    """choose() gives every valid shape a configuration that builds: whole clusters, a grid that
+    fits the B200's 148 SMs when it is persistent, shared memory within the opt-in limit."""
+    prob = GemmProblem(m, n, k, dtype="bf16", out_dtype=out, arch="sm_100a")
+    cfg = choose(prob)
+    assert isinstance(cfg, Sm100Config)
+    kern = build(prob, cfg).kernel()
+    h = kern.header
+    assert h.grid[0] % h.cluster[0] == 0 and h.cluster[0] == 2 * cfg.pairs
+    if cfg.persistent and not cfg.clc:
+        assert h.grid[0] <= 148
+    assert h.dynsmem <= 232448
