@@ -52,6 +52,8 @@ GEMMS = [
     ("sm_90a", 256, 512, 128, "bf16"), ("sm_90a", 1000, 520, 264, "fp16"),
     ("sm_100a", 256, 256, 128, "fp32"), ("sm_100a", 200, 136, 96, "fp32"), ("sm_100a", 1024, 1024, 1024, "fp32"),
     ("sm_100a", 2048, 2048, 2048, "fp32"),
+    # 2x4 multicast clusters with cluster launch control; stream-K and split-K adding in the L2 (flags)
+    ("sm_100a", 3072, 1280, 2048, "fp32"), ("sm_100a", 2048, 2048, 16384, "fp32"), ("sm_100a", 1024, 1024, 65536, "fp32"),
 ]
 
 
@@ -65,7 +67,7 @@ def test_gemm_clean(arch: str, m: int, n: int, k: int, od: str) -> None:
 
 @pytest.mark.parametrize("arch,m,n,k,od", [
     ("sm_90a", 256, 256, 128, "fp32"), ("sm_90a", 200, 136, 96, "fp32"), ("sm_90a", 256, 512, 128, "bf16"),
-    ("sm_100a", 256, 256, 128, "fp32"), ("sm_100a", 1000, 520, 264, "fp32"),
+    ("sm_100a", 256, 256, 128, "fp32"), ("sm_100a", 1000, 520, 264, "fp32"), ("sm_100a", 3072, 1280, 2048, "fp32"),
 ])
 def test_values_agree_with_numpy(arch: str, m: int, n: int, k: int, od: str) -> None:
     rep = check_gemm(GemmProblem(m, n, k, arch=arch, out_dtype=od), values=True, coloured=False)
@@ -92,6 +94,19 @@ def test_fault_detected_or_not_applicable(fault: str, arch: str, shape: tuple) -
     assert not rep.ok
     assert rep.problems.count(CAUGHT_BY[fault]) > 0, rep.text()
     assert not any("did not report it" in x for x in rep.problems.msgs[CAUGHT_BY[fault]])
+
+
+@pytest.mark.parametrize("fault", ["early-free", "box-off-by-one", "drop-arrive", "read-before-commit"])
+@pytest.mark.parametrize("shape", [(3072, 1280, 2048), (2048, 2048, 16384)])
+def test_faults_in_cluster_and_stream_k_programs(fault: str, shape: tuple[int, int, int]) -> None:
+    rep = check_gemm(GemmProblem(*shape, arch="sm_100a"), fault=fault, coloured=False)
+    assert rep.problems.count(CAUGHT_BY[fault]) > 0, rep.text()
+
+
+def test_stream_k_values_are_partial_sums() -> None:
+    rep = check_gemm(GemmProblem(256, 256, 2048, arch="sm_100a"), values=True, coloured=False)  # stream-K
+    assert rep.ok, rep.text()
+    assert rep.values_partial > 0 and "partial sums the rest of the grid completes" in rep.summary()
 
 
 def test_tmem_overlap_caught_where_two_accumulators_are_used() -> None:

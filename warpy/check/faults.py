@@ -24,7 +24,7 @@ import attrs
 
 from warpy.errors import WarpyError
 from warpy.isa.instr import Instr, Line
-from warpy.isa.operands import Imm, R, RVec, URVec, elem_name
+from warpy.isa.operands import URZ, Imm, R, RVec, URVec, elem_name
 from warpy.isa.text import Kernel
 from warpy.layout import Layout
 
@@ -124,6 +124,8 @@ def _early_free(named: list[Line], col: list[Line], arch: str) -> str:
 
 
 def _box_off(named: list[Line], col: list[Line], arch: str, kernel: Kernel) -> str:
+    """The first TMA load's innermost (K) coordinate moves one box: an add right after the line
+    that sets it (the same line in both texts, so each adds to its own register)."""
     for k, i in _instrs(named):
         if i.name != "UTMALDG":
             continue
@@ -135,18 +137,13 @@ def _box_off(named: list[Line], col: list[Line], arch: str, kernel: Kernel) -> s
             x = named[j]
             if not (isinstance(x, Instr) and x.ops and getattr(x.ops[0], "name", None) == c0):
                 continue
-            src = x.ops[1] if x.name == "R2UR" else None
-            if x.name in ("UMOV", "MOV") and isinstance(x.ops[1], Imm):
-                return _bump(named, col, j, 1, box)
-            if isinstance(src, R):
-                for jj in range(j - 1, -1, -1):
-                    y = named[jj]
-                    if isinstance(y, Instr) and y.ops and getattr(y.ops[0], "name", None) == src.name:
-                        if y.name in ("IMAD", "IADD3") and isinstance(y.ops[-1], Imm):
-                            return _bump(named, col, jj, len(y.ops) - 1, box)
-                        break
-            break
-    raise FaultDoesNotApply("box-off-by-one: no TMA load's innermost coordinate comes from an immediate the fault can move")
+            for lst in (named, col):
+                y = lst[j]
+                assert isinstance(y, Instr)
+                d = y.ops[0]
+                lst.insert(j + 1, Instr("UIADD3", (), (d, d, Imm(box), URZ)))
+            return f"after line {j + 1}: the TMA load's K coordinate moves one box ({box} elements)"
+    raise FaultDoesNotApply("box-off-by-one: the program has no TMA load whose K coordinate it sets")
 
 
 def _bump(named: list[Line], col: list[Line], j: int, opn: int, by: int) -> str:
