@@ -153,3 +153,45 @@ def test_unknown_fault_is_one_line() -> None:
     prog = E.EXAMPLES["example-pipe"]("sm_90a")
     with pytest.raises(WarpyError, match="unknown fault"):
         inject("nope", prog.kernel(), None)
+
+
+def test_tmem_load_read_before_its_wait() -> None:
+    from warpy.isa.instr import Instr
+    from warpy.isa.text import Kernel
+    from warpy.kernels.programs import build
+
+    k = build(GemmProblem(256, 256, 128, arch="sm_100a")).kernel()
+    lines = [x for x in k.lines if not (isinstance(x, Instr) and x.mnemonic == "TCGEN05.WAIT.LD")]
+    rep = check_kernel(Kernel(k.header, tuple(lines)))
+    assert any("no tcgen05.wait::ld after the load" in m for m in rep.problems.msgs["order"]), rep.text()
+
+
+def test_init_needs_a_sync_and_its_fence() -> None:
+    from warpy.isa.instr import Instr
+    from warpy.isa.text import Kernel
+    from warpy.kernels.programs import build
+
+    k = build(GemmProblem(256, 256, 128)).kernel()
+    for drop, want in (("BAR.SYNC.DEFER_BLOCKING", "and nothing orders the two"),
+                       ("FENCE.MBARRIER_INIT", "no proxy fence orders the two")):
+        lines = list(k.lines)
+        j = next(j for j, x in enumerate(lines) if isinstance(x, Instr) and x.mnemonic == drop)
+        del lines[j]
+        rep = check_kernel(Kernel(k.header, tuple(lines)))
+        assert any(m.startswith("stage_full[0]: ") and want in m for m in rep.problems.msgs["order"]), rep.text()
+
+
+def test_reinit_and_grid_not_whole_clusters() -> None:
+    import attrs
+    from warpy.isa.instr import Instr
+    from warpy.isa.text import Kernel
+    from warpy.kernels.programs import build
+
+    k = build(GemmProblem(256, 256, 128)).kernel()
+    lines = list(k.lines)
+    j = next(j for j, x in enumerate(lines) if isinstance(x, Instr) and x.name == "SYNCS" and "EXCH" in x.mods)
+    lines.insert(j, lines[j])
+    rep = check_kernel(Kernel(k.header, tuple(lines)))
+    assert any("again without invalidating it" in m for m in rep.problems.msgs["protocol"])
+    rep = check_kernel(Kernel(attrs.evolve(k.header, cluster=(3, 1, 1)), k.lines))
+    assert any("not a whole number of clusters" in m for m in rep.problems.msgs["protocol"])

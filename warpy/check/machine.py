@@ -74,7 +74,7 @@ class Warp:
         self.wg_committed = 0
         self.wg_open = False
         self.wg_retired = 0
-        self.pending: list[tuple[str, int, int, int, str]] = []  # (base, lo, hi, group, op)
+        self.pending: list[tuple[str, int, int, int, str]] = []  # (base, lo, hi, wgmma group or -1: a tmem load, op)
         self.bulk_committed = 0
         self.bulk_open = False
         self.bulk_retired = 0
@@ -374,9 +374,17 @@ class Machine:
         ncl = [max(1, g[d] // max(cl[d], 1)) for d in range(3)]
         total = ncl[0] * ncl[1] * ncl[2]
         per = cl[0] * cl[1] * cl[2]
+        for d in range(3):
+            if g[d] % max(cl[d], 1) or g[d] < cl[d]:
+                self.problems.add("protocol", f"the grid {g} is not a whole number of clusters {cl}: the launch is refused")
+                break
         self.n_clusters = total
         self.resident = max(1, min(total, sms // per))
-        picks = [0] if self.resident == 1 else [0, self.resident - 1]
+        # the last cluster a launch runs: the grid's last, unless cluster launch control hands the
+        # grid's tail to the clusters launched first (then the last of those)
+        uses_clc = any(c.sem == "clc-try-cancel" for c in self.code)
+        last = self.resident - 1 if uses_clc else total - 1
+        picks = [0] if last == 0 else [0, last]
         self.clusters: list[Cluster] = []
         self.ctas: list[Cta] = []
         self.warps: list[Warp] = []
@@ -787,7 +795,7 @@ class Machine:
                 if w.state == 2:
                     return n
                 continue
-            if w.pending and c.regids and not c.sem == "mma":
+            if w.pending and c.regids and c.sem != "mma":
                 self._pending_check(w, c)
             if c.notes:
                 before = dict(w.regs)
@@ -869,9 +877,10 @@ class Machine:
     def _pending_check(self, w: Warp, c: Compiled) -> None:
         for base, idx in c.regids:
             for pb, lo, hi, grp, op in w.pending:
-                if pb == base and lo <= idx < hi and grp > w.wg_retired:
+                if pb == base and lo <= idx < hi and (grp < 0 or grp > w.wg_retired):
+                    why = "no tcgen05.wait::ld after the load" if grp < 0 else "the wgmma group has not been waited for"
                     self.problems.add("order", f"{_regname(base, lo)}: {op}, warp {w.wid} writes it and {c.mnem}, warp {w.wid} "
-                                               f"reads it, and nothing orders the two (the wgmma group has not been waited for)")
+                                               f"touches it, and nothing orders the two ({why})")
                     return
 
     def _rest_of_grid(self) -> bool:

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from warpy.check.lanes import LANES, first, writer
+from warpy.check.lanes import LANES, first, reg_ids, writer
 from warpy.check.state import masks_of
 from warpy.isa.operands import R, URVec, elem_name
 from warpy.check.families.hopper import desc_rows, operand_footprint, read_matrix
@@ -182,6 +182,9 @@ def _ldtm(m: Any, w: Any, c: Any, lanes: Any) -> None:
     if not st.all():
         m.problems.add("protocol", f"{m.cta_name(w.cta)} warp {w.wid}: {c.mnem} reads tensor-memory columns "
                                    f"{col0}..{col0 + n - 1} that no MMA wrote")
+    ids = reg_ids(c.instr.ops[0])
+    if ids:  # the registers are the load's until tcgen05.wait::ld
+        w.pending.append((ids[0][0], ids[0][1], ids[-1][1] + 1, -1, c.mnem))
     if m.values:
         vals = w.cta.tmem_vals[lane0:lane0 + 32, col0:col0 + n].astype(np.float32).view(np.uint32).astype(np.uint64)
         d = c.instr.ops[0]
@@ -203,6 +206,11 @@ def _sttm(m: Any, w: Any, c: Any, lanes: Any) -> None:
 
 def _nothing(m: Any, w: Any, c: Any, lanes: Any) -> None:
     return None
+
+
+def _wait(m: Any, w: Any, c: Any, lanes: Any) -> None:
+    if "LD" in c.instr.mods and w.pending:
+        w.pending = [p for p in w.pending if p[3] >= 0]
 
 
 def _alloc(m: Any, w: Any, c: Any, lanes: Any) -> None:
@@ -248,7 +256,7 @@ def _relinquish(m: Any, w: Any, c: Any, lanes: Any) -> None:
 
 
 SEMANTICS = {
-    "UTCHMMA": _utchmma, "UTCBAR": _utcbar, "LDTM": _ldtm, "STTM": _sttm, "TCGEN05.WAIT": _nothing,
+    "UTCHMMA": _utchmma, "UTCBAR": _utcbar, "LDTM": _ldtm, "STTM": _sttm, "TCGEN05.WAIT": _wait,
     "TCGEN05.FENCE": _nothing, "UTCATOMSWS.FIND_AND_SET": _alloc, "UTCATOMSWS.AND": _dealloc,
     "UVIRTCOUNT.DEALLOC": _relinquish,
 }
