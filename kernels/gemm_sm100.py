@@ -595,27 +595,20 @@ class Sm100Gemm:
         first, accumulate = p.ur("first"), p.up("accumulate")
         acc_out = self.accp.producer("acc_p")
         inp = self.stage.consumer("cs")
+        # asking a stage ahead: after each stage, test the next one's full barrier (the stage the next
+        # wait is for, this tile's or the next tile's: the ring runs on across tiles, and a phase seen
+        # complete stays complete until this warp frees the stage), and skip that wait if it landed
         probe = p.p("probe") if cfg.ask_ahead else None
         if probe is not None:
             p.emit(alu.pset(probe, False))
         with self.work_loop(p) as w:
-            if probe is not None:
-                # a probe left over from the last tile's stages says nothing about this tile's first
-                p.emit(alu.pset(probe, False))
             with acc_out.stage():
                 acc_out.wait_empty()
                 p.emit(blackwell.tc_fence_after())
                 p.emit(alu.umov(first, 0))
-                last_k: object = self.kt - 1
-                if probe is not None and isinstance(w.k_cnt, R):
-                    last_k = p.r("last_k")
-                    p.emit(alu.iadd3(last_k, w.k_cnt, (1 << 32) - 1))
-                with p.loop("k", w.k_cnt, max_count=self.kt) as k:
-                    more = p.p("more_k") if probe is not None else None
-                    with inp.stage(probe=probe, probe_when=more):
+                with p.loop("k", w.k_cnt, max_count=self.kt):
+                    with inp.stage(probe=probe):
                         p.emit(alu.uisetp("NE", accumulate, first, URZ))
-                        if more is not None:
-                            p.emit(alu.isetp("LT", more, k.reg, last_k))  # type: ignore[arg-type]
                         inp.wait_full()
                         p.emit(blackwell.tc_fence_after())
                         for rep in range(cfg.reps):
