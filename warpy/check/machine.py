@@ -48,6 +48,7 @@ class Compiled:
     notes: tuple[Any, ...]
     regids: list[tuple[str, int]]
     wait_loop: bool
+    trace: Optional[Callable[[Any], Any]]
     single: bool
     note_modes: list[bool]
 
@@ -290,6 +291,7 @@ class Machine:
                 written = any(x is op for x in d) and not isinstance(op, Mem)
                 c.note_modes.append(written)
             c.wait_loop = False
+            c.trace = self._tracer(i)
             self.code.append(c)
         for c in self.code:
             if c.sem == "barrier-wait":
@@ -317,6 +319,32 @@ class Machine:
             if c.key == "BRA":
                 c.extra["target"] = labels[c.instr.ops[-1].name]  # type: ignore[union-attr]
                 c.extra["cond"] = self.read(c.instr.ops[0]) if len(c.instr.ops) == 2 else None
+
+    def _tracer(self, i: Instr) -> Optional[Callable[[Any], Any]]:
+        """What the colouring check compares besides derived operands: the global addresses a line
+        touches and the argument tuples of the copy engine (the program's own arithmetic)."""
+        from warpy.isa.operands import GMem, elem_name
+
+        for op in i.ops:
+            if isinstance(op, GMem):
+                lo, hi, off = elem_name(op.addr.name, 0), elem_name(op.addr.name, 1), op.offset
+
+                def gaddr(w: Any, lo: str = lo, hi: str = hi, off: int = off) -> Any:
+                    a, b = w.regs.get(lo, 0), w.regs.get(hi, 0)
+                    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+                        v = np.asarray(a, dtype=np.uint64) | (np.asarray(b, dtype=np.uint64) << np.uint64(32))
+                        return hash(np.broadcast_to(v, (32,)).tobytes()) + off
+                    return (a | (b << 32)) + off
+                return gaddr
+        if i.name in ("UTMALDG", "UTMASTG", "UTMAREDG") and isinstance(i.ops[0], Mem) and i.ops[0].base is not None:
+            base = i.ops[0].base.name
+            dims = next((int(x[:-1]) for x in i.mods if x.endswith("D") and x[:-1].isdigit()), 1)
+            n = dims + (2 if i.name == "UTMALDG" else 1)  # (dst, bar, coords) or (src, coords)
+
+            def args(w: Any, base: str = base, n: int = n) -> Any:
+                return tuple(L.first(w.regs.get(elem_name(base, k), 0)) for k in range(n))
+            return args
+        return None
 
     def read(self, op: Operand) -> L.Reader:
         if isinstance(op, Mem):
@@ -797,6 +825,8 @@ class Machine:
                 continue
             if w.pending and c.regids and c.sem != "mma":
                 self._pending_check(w, c)
+            if c.trace is not None:
+                w.trace.append((pc, c.trace(w)))
             if c.notes:
                 before = dict(w.regs)
                 pre = [None if c.note_modes[k] else c.get[nt.operand](w) for k, nt in enumerate(c.notes)]

@@ -97,6 +97,7 @@ def check_kernel(named: Kernel, coloured: Optional[Kernel] = None, *, values: bo
                     line = (ta[k] if k < len(ta) else tb[k])[0] + 1
                     problems.add("coloured", f"{m.cta_name(wa.cta)} warp {wa.wid}, line {line}: the named text computes "
                                              f"{_hx(va)}, the coloured one {_hx(vb)}")
+                    break  # one message a warp: after a difference the two runs need not line up
         for kind, msgs in mc.problems.msgs.items():
             if kind in ("wrong",):
                 continue
@@ -121,6 +122,8 @@ def _hx(v: Any) -> str:
         return "nothing"
     if isinstance(v, tuple):
         return "(" + ", ".join(f"0x{x:x}" for x in v[:4]) + (", ..." if len(v) > 4 else "") + ")"
+    if v < 0:
+        return f"-0x{-v:x}"
     return f"0x{v:x}"
 
 
