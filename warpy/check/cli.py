@@ -117,9 +117,12 @@ def hb_table(table: dict[tuple[Any, ...], int]) -> list[str]:
         r[0].add(ewarp)
         r[1].add(lwarp)
         r[2] += n
-    out = [f"{'buffer':<14} {'earlier':<44} {'later':<44} ordered by"]
+    cells = []
     for (buf, eop, lop, other, how), (ew, lw, n) in sorted(rows.items(), key=lambda kv: (kv[0][0], -kv[1][2])):
-        e = f"{eop}, {_warps(ew)}{other}"
-        later = f"{lop}, {_warps(lw)}"
-        out.append(f"{buf:<14} {e:<44} {later:<44} {how or 'program order'}  ({n})")
+        cells.append((buf, f"{eop}, {_warps(ew)}{other}", f"{lop}, {_warps(lw)}", f"{how or 'program order'}  ({n})"))
+    wb = max([len("buffer")] + [len(x[0]) for x in cells]) + 1
+    we = max([len("earlier")] + [len(x[1]) for x in cells]) + 2
+    wl = max([len("later")] + [len(x[2]) for x in cells]) + 2
+    out = [f"{'buffer':<{wb}}{'earlier':<{we}}{'later':<{wl}}ordered by"]
+    out += [f"{b:<{wb}}{e:<{we}}{lt:<{wl}}{how}" for b, e, lt, how in cells]
     return out

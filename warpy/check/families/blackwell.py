@@ -228,6 +228,9 @@ def _alloc(m: Any, w: Any, c: Any, lanes: Any) -> None:
     cta.tmem_cols.append((start, ncols))
     if len(cta.tmem_cols) == 1:
         cta.tmem_base = start
+    # the columns become this allocation's: whatever uses them must come after it
+    m.access("tmem", cta, tmem_words(np.arange(128), np.arange(start, start + ncols)), "w", w.vc, w.agent,
+             w.vc[w.agent], c.mnem, w)
     if m.check_smem_range(w, c, slot, slot + 4):
         m.access("smem", cta, np.array([slot >> 2]), "w", w.vc, w.agent, w.vc[w.agent], c.mnem, w)
         if cta.smem is not None:
