@@ -55,8 +55,14 @@ def check_main(target: str, dims: list[int], arch: str, values: bool, fault: Opt
                 raise WarpyError(f"cannot read {target}: {e.strerror}") from None
             k = parse(text)
             col = None
+            if k.named:  # a named text is coloured here, and the two compared
+                from warpy.isa.colour import colour
+
+                col = colour(k)
+            else:
+                print("(a coloured text: the colouring is not compared with a named one)", file=sys.stderr)
             if fault:
-                k, col, note = inject(fault, k, None)
+                k, col, note = inject(fault, k, col)
                 _progress(f"fault {fault}: {note}")
             rep = check_kernel(k, col, progress=_progress)
             if fault:
