@@ -44,8 +44,7 @@ import attrs
 from warpy.errors import WarpyError
 from warpy.isa.families import alu, blackwell, clc, control, memory, sync, tma
 from warpy.isa.families._util import ins
-from warpy.isa.instr import Note
-from warpy.isa.operands import RZ, URZ, CBank, GMem, Mem, P, R, RVec, UP, UR, URVec
+from warpy.isa.operands import RZ, URZ, CBank, GMem, Mem, P, R, RVec, UR, URVec
 from warpy.isa.program import ConsumerEnd, Param, Program
 from warpy.layout import Layout
 from warpy.layout.desc import tma_box, tma_multicast_slices, umma_idesc
@@ -960,5 +959,3 @@ def _choose_sm100(m: int, n: int, k: int, sms: int, out_dtype: str) -> Sm100Conf
 def build_sm100(m: int, n: int, k: int, dtype: str, out_dtype: str, cfg: Sm100Config) -> Program:
     return Sm100Gemm(m, n, k, dtype, out_dtype, cfg).build()
 
-
-_ = (Note, UP, clc, tma)
