@@ -62,7 +62,8 @@ class Report:
         out: list[str] = []
         for kind in Problems.KINDS:
             msgs = self.problems.msgs[kind]
-            for k, (m, n) in enumerate(sorted(msgs.items())):
+            # hangs on a barrier still owed bytes first: they are usually the cause of the others
+            for k, (m, n) in enumerate(sorted(msgs.items(), key=lambda kv: (", 0 bytes" in kv[0], kv[0]))):
                 if k == limit:
                     out.append(f"... and {len(msgs) - limit} more like these")
                     break
