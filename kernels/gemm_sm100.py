@@ -51,7 +51,8 @@ from warpy.layout.desc import tma_box, tma_multicast_slices, umma_idesc
 from warpy.layout.smem import smem_tile
 from warpy.layout.tma import TmaBox, dtype_bytes
 
-from .gemm_sm90 import Magic, cdiv
+from .gemm_sm90 import cdiv
+from .schedule import TileOrder, divide
 
 B200_SMS = 148
 MAX_SMEM = 232448  # bytes of dynamic shared memory a block may opt into on sm_100
@@ -473,52 +474,11 @@ class Sm100Gemm:
     def tile_origin(self, p: Program, t: R) -> tuple[R, R]:
         """(m_blk, n_blk) of cluster tile number t: grouped order (`group` M-blocks share a sweep
         over N), each group column walked downwards, or alternately up and down (serpentine)."""
-        cfg = self.cfg
-        gm = min(cfg.group, self.mt)
-        full_groups = self.mt // gm
-        t_full = full_groups * gm * self.nt
-        m_blk, n_blk = p.r("m_blk"), p.r("n_blk")
-        if t_full:
-            g = self.divide(p, p.r("grp"), t, gm * self.nt)
-            w = p.r("in_grp")
-            p.emit(alu.imad(w, g, (1 << 32) - gm * self.nt, t))
-            nq = self.divide(p, n_blk, w, gm)
-            p.emit(alu.imad(m_blk, nq, (1 << 32) - gm, w))  # w % gm
-            if cfg.serpentine:
-                odd = p.p("odd_column")
-                flip = p.r("flipped")
-                p.emit(alu.lop3_p(odd, n_blk, 1, RZ, 0xC0))
-                p.emit(alu.imad(flip, m_blk, (1 << 32) - 1, gm - 1))  # gm - 1 - m
-                p.emit(alu.sel(m_blk, flip, m_blk, odd))
-            p.emit(alu.imad(m_blk, g, gm, m_blk))
-        tail = self.mt % gm
-        if tail:
-            tw, tm, tn = p.r("tail_w"), p.r("tail_m"), p.r("tail_n")
-            p.emit(alu.iadd3(tw, t, (1 << 32) - t_full if t_full else 0))
-            self.divide(p, tn, tw, tail)
-            p.emit(alu.imad(tm, tn, (1 << 32) - tail, tw))
-            p.emit(alu.iadd3(tm, tm, full_groups * gm))
-            if t_full:
-                in_tail = p.p("in_tail")
-                p.emit(alu.isetp("GE", in_tail, t, t_full))
-                p.emit(alu.sel(m_blk, tm, m_blk, in_tail))
-                p.emit(alu.sel(n_blk, tn, n_blk, in_tail))
-            else:
-                p.emit(alu.mov(m_blk, tm))
-                p.emit(alu.mov(n_blk, tn))
-        return m_blk, n_blk
+        return TileOrder(self.mt, self.nt, self.cfg.group, self.cfg.serpentine).emit(p, t)
 
     def divide(self, p: Program, q: R, x: R, d: int, x_max: int = 0) -> R:
-        """q = x // d for 0 <= x <= x_max (default: the tile count) by a multiply-high with a checked
-        magic number."""
-        if d == 1:
-            p.emit(alu.mov(q, x))
-            return q
-        mg = Magic.find(d, max(x_max, self.tiles))
-        p.emit(ins("IMAD", "HI.U32", q, x, mg.mul, RZ))
-        if mg.shift:
-            p.emit(alu.shf_r(q, q, mg.shift))
-        return q
+        """q = x // d for 0 <= x <= x_max (default: the tile count)."""
+        return divide(p, q, x, d, max(x_max, self.tiles))
 
     # -- producer ---------------------------------------------------------------------------------
     def producer(self, p: Program) -> None:

@@ -37,6 +37,8 @@ from warpy.layout.desc import tma_box
 from warpy.layout.smem import smem_tile
 from warpy.layout.tma import dtype_bytes
 
+from .schedule import TileOrder
+
 H200_SMS = 132
 MAX_SMEM = 232448  # bytes of shared memory a block may opt into on sm_90
 ACC_FULL_REGS = 232  # consumer warpgroups' registers after USETMAXREG
@@ -84,38 +86,6 @@ def smem_bytes(cfg: Sm90Config, elem: int = 2) -> int:
     return cfg.stages * (cfg.bm + cfg.bn) * cfg.bk * elem + staging + 1024
 
 
-@attrs.frozen
-class Magic:
-    """x // d as hi(x * mul) >> shift, exact for 0 <= x <= x_max (checked, not assumed)."""
-
-    d: int
-    mul: int
-    shift: int
-
-    @staticmethod
-    def find(d: int, x_max: int) -> "Magic":
-        if d < 1:
-            raise WarpyError(f"division by {d}")
-        for shift in range(0, 32):
-            mul = -(-(1 << (32 + shift)) // d)
-            if mul >= 1 << 32:
-                break
-            if all((x * mul) >> (32 + shift) == x // d for x in _probe_points(d, x_max)):
-                return Magic(d, mul, shift)
-        raise WarpyError(f"no 32-bit multiplier divides every x <= {x_max} by {d}")
-
-
-def _probe_points(d: int, x_max: int) -> range | list[int]:
-    # The error of hi(x * mul) grows with x, so it is largest just below each multiple of d: check
-    # every x when the range is small, else both sides of every multiple of d (where floor changes).
-    if x_max < 1 << 16:
-        return range(x_max + 1)
-    pts: list[int] = []
-    for q in range(x_max // d + 1):
-        pts.extend((q * d, q * d + d - 1))
-    return [x for x in pts if x <= x_max]
-
-
 class Sm90Gemm:
     """The program builder for one problem and configuration."""
 
@@ -137,6 +107,7 @@ class Sm90Gemm:
         self.tiles = self.mt * self.nt
         self.grid = min(cfg.sms, self.tiles)
         self.kt = cdiv(k, cfg.bk)
+        self.order = TileOrder(self.mt, self.nt, cfg.group)
 
     @property
     def name(self) -> str:
@@ -195,47 +166,9 @@ class Sm90Gemm:
 
     def tile_origin(self, p: Program, tile: Counter) -> tuple[R, R]:
         """(m_blk, n_blk) of this CTA's tile number `tile` (t = ctaid + tile * grid), grouped order."""
-        cfg = self.cfg
         t = p.r("t")
         p.emit(alu.imad(t, tile.reg, self.grid, R("ctaid")))
-        gm = min(cfg.group, self.mt)
-        full_groups = self.mt // gm
-        t_full = full_groups * gm * self.nt
-        m_blk, n_blk = p.r("m_blk"), p.r("n_blk")
-        if t_full:
-            g = self.divide(p, p.r("grp"), t, gm * self.nt)
-            w = p.r("in_grp")
-            p.emit(alu.imad(w, g, (1 << 32) - gm * self.nt, t))
-            nq = self.divide(p, n_blk, w, gm)
-            p.emit(alu.imad(m_blk, nq, (1 << 32) - gm, w))  # w % gm
-            p.emit(alu.imad(m_blk, g, gm, m_blk))
-        tail = self.mt % gm
-        if tail:
-            tw, tm, tn = p.r("tail_w"), p.r("tail_m"), p.r("tail_n")
-            p.emit(alu.iadd3(tw, t, (1 << 32) - t_full if t_full else 0))
-            self.divide(p, tn, tw, tail)
-            p.emit(alu.imad(tm, tn, (1 << 32) - tail, tw))
-            p.emit(alu.iadd3(tm, tm, full_groups * gm))
-            if t_full:
-                in_tail = p.p("in_tail")
-                p.emit(alu.isetp("GE", in_tail, t, t_full))
-                p.emit(alu.sel(m_blk, tm, m_blk, in_tail))
-                p.emit(alu.sel(n_blk, tn, n_blk, in_tail))
-            else:
-                p.emit(alu.mov(m_blk, tm))
-                p.emit(alu.mov(n_blk, tn))
-        return m_blk, n_blk
-
-    def divide(self, p: Program, q: R, x: R, d: int) -> R:
-        """q = x // d for 0 <= x < tiles (a multiply-high by a checked magic number)."""
-        if d == 1:
-            p.emit(alu.mov(q, x))
-            return q
-        mg = Magic.find(d, self.tiles)
-        p.emit(ins("IMAD", "HI.U32", q, x, mg.mul, RZ))
-        if mg.shift:
-            p.emit(alu.shf_r(q, q, mg.shift))
-        return q
+        return self.order.emit(p, t)
 
     # -- producer --------------------------------------------------------------------------
     def producer(self, p: Program) -> None:

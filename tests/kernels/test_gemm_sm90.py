@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from warpy.errors import WarpyError
-from warpy.kernels.gemm_sm90 import Magic, Sm90Config, Sm90Gemm
+from warpy.kernels.gemm_sm90 import Sm90Config, Sm90Gemm
 from warpy.kernels.programs import GemmProblem, build, choose
 from warpy.lift.disasm import disassemble
 from warpy.lift.lifter import build as assemble
@@ -68,40 +68,3 @@ def test_out_dtype_aliases() -> None:
 def test_too_much_shared_memory_is_refused() -> None:
     with pytest.raises(WarpyError, match="shared memory"):
         Sm90Gemm(4096, 4096, 4096, "bf16", "fp32", Sm90Config(stages=8))
-
-
-@pytest.mark.parametrize("d", [2, 3, 7, 8, 10, 16, 33, 128, 132, 255, 1000])
-def test_division_by_a_constant_is_exact_over_the_whole_range(d: int) -> None:
-    x_max = 1 << 17
-    mg = Magic.find(d, x_max)
-    assert all((x * mg.mul) >> (32 + mg.shift) == x // d for x in range(x_max + 1))
-
-
-def test_tile_order_visits_every_tile_once() -> None:
-    """The grouped order, evaluated through the program's own formulas (magic divisions included),
-    is a bijection from tile numbers to (m, n) tiles, for shapes with and without a tail group."""
-    for m, n in [(4096, 4096), (4097, 129), (1000, 3000), (128 * 13, 256 * 5)]:
-        g = Sm90Gemm(m, n, 64, "bf16", "fp32", Sm90Config())
-        seen = {_tile_of(g, t) for t in range(g.tiles)}
-        assert seen == {(i, j) for i in range(g.mt) for j in range(g.nt)}
-
-
-def _tile_of(g: Sm90Gemm, t: int) -> tuple[int, int]:
-    gm = min(g.cfg.group, g.mt)
-    t_full = (g.mt // gm) * gm * g.nt
-
-    def div(x: int, d: int) -> int:
-        if d == 1:
-            return x
-        mg = Magic.find(d, g.tiles)
-        return (x * mg.mul) >> (32 + mg.shift)
-
-    if t < t_full:
-        grp = div(t, gm * g.nt)
-        w = t - grp * gm * g.nt
-        nb = div(w, gm)
-        return grp * gm + (w - nb * gm), nb
-    tail = g.mt % gm
-    w = t - t_full
-    nb = div(w, tail)
-    return (g.mt // gm) * gm + (w - nb * tail), nb

@@ -105,6 +105,8 @@ class Machine:
         elif n in ("IMAD", "UIMAD"):
             if "WIDE" in i.mods:
                 self.set64(o[0], g(o[1]) * g(o[2]) + self.get64(o[3]))
+            elif "HI" in i.mods:  # the high word of the 64-bit product (unsigned: .U32)
+                self.set(o[0], ((g(o[1]) * g(o[2])) >> 32) + g(o[3]))
             else:
                 self.set(o[0], g(o[1]) * g(o[2]) + g(o[3]))
         elif n in ("LEA", "ULEA"):
