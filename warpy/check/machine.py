@@ -437,6 +437,9 @@ class Machine:
                 self.ctas.append(cta)
                 for wi in range(nwarps):
                     w = Warp(len(self.warps), cta, wi)
+                    live = self.h.threads - 32 * wi
+                    if live < 32:  # a last, partial warp: its missing lanes never run
+                        w.groups = [[0, np.arange(32) < live]]
                     cta.warps.append(w)
                     self.warps.append(w)
 
