@@ -83,42 +83,6 @@ def test_rule_is_buildable_elsewhere(shape: tuple[int, int, int]) -> None:
     Sm100Gemm(*shape, "bf16", "fp32", cfg)  # the configuration is checked on construction
 
 
-@pytest.mark.parametrize("serpentine", [False, True])
-def test_tile_order_is_a_bijection(serpentine: bool) -> None:
-    """The grouped (and serpentine) order the program computes with magic divisions visits every
-    cluster tile once, with and without a tail group."""
-    for m, n, group in [(4096, 4096, 8), (4097, 129, 8), (1000, 3000, 4), (128 * 13, 256 * 5, 16)]:
-        g = Sm100Gemm(m, n, 64, "bf16", "fp32", Sm100Config(group=group, serpentine=serpentine))
-        seen = [_tile_of(g, t) for t in range(g.tiles)]
-        assert sorted(seen) == [(i, j) for i in range(g.mt) for j in range(g.nt)]
-
-
-def _tile_of(g: Sm100Gemm, t: int) -> tuple[int, int]:
-    from kernels.gemm_sm90 import Magic
-
-    gm = min(g.cfg.group, g.mt)
-    t_full = (g.mt // gm) * gm * g.nt
-
-    def div(x: int, d: int) -> int:
-        if d == 1:
-            return x
-        mg = Magic.find(d, g.tiles)
-        return (x * mg.mul) >> (32 + mg.shift)
-
-    if t < t_full:
-        grp = div(t, gm * g.nt)
-        w = t - grp * gm * g.nt
-        nb = div(w, gm)
-        mi = w - nb * gm
-        if g.cfg.serpentine and nb % 2:
-            mi = gm - 1 - mi
-        return grp * gm + mi, nb
-    tail = g.mt % gm
-    w = t - t_full
-    nb = div(w, tail)
-    return (g.mt // gm) * gm + (w - nb * tail), nb
-
-
 def test_bad_configs_are_refused() -> None:
     with pytest.raises(WarpyError, match="cta_rows"):
         Sm100Gemm(256, 256, 256, "bf16", "fp32", Sm100Config(cta_rows=96))
@@ -129,7 +93,7 @@ def test_bad_configs_are_refused() -> None:
 
 
 def _div(g: Sm100Gemm, x: int, d: int, x_max: int) -> int:
-    from kernels.gemm_sm90 import Magic
+    from warpy.kernels.schedule import Magic
 
     if d == 1:
         return x
