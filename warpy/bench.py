@@ -367,13 +367,13 @@ def gemm_job(M: int, N: int, K: int, arch: str = "sm_90a", dtype: str = "bf16", 
 def disassembly_line(plan: Any) -> str:
     """`disassembly: N opcodes as written; main loop L instructions` (or what is missing)."""
     from warpy.isa.text import parse
-    from warpy.lift.disasm import check_opcodes, disassemble, loop_instruction_count
+    from warpy.lift.disasm import MMA_OPCODES, check_opcodes, disassemble, loop_instruction_count
     from warpy.lift.lifter import expected_opcodes
 
     kernel = parse(plan.sass)
     want = expected_opcodes(kernel, plan.problem.arch)
     chk = check_opcodes(want, plan.cubin, plan.header.kernel, fail=False)
-    loop = loop_instruction_count(disassemble(plan.cubin).kernel(plan.header.kernel))
+    loop = loop_instruction_count(disassemble(plan.cubin).kernel(plan.header.kernel), holding=MMA_OPCODES)
     head = (f"disassembly check passed ({len(want)} opcodes as written)" if chk.ok
             else f"disassembly check FAILED: missing {', '.join(chk.missing)}")
     return f"{head}; main loop {loop} instructions"
@@ -708,7 +708,7 @@ def static_rows(shapes: Sequence[tuple[int, int, int]], arch: str, dtype: str = 
                 out_dtype: Optional[str] = None, progress: Optional[Progress] = None) -> list[list[str]]:
     """Per shape: build + assemble + disassembly check; registers, shared memory, spills, main-loop
     instructions, the program chosen. A shape that cannot be built gets its error as one line."""
-    from warpy.lift.disasm import check_opcodes, disassemble, loop_instruction_count
+    from warpy.lift.disasm import MMA_OPCODES, check_opcodes, disassemble, loop_instruction_count
     from warpy.lift.lifter import expected_opcodes
     from warpy.matmul import dtype_name, make_plan, programs
 
@@ -727,7 +727,7 @@ def static_rows(shapes: Sequence[tuple[int, int, int]], arch: str, dtype: str = 
             r = plan.cubin.resource(h.kernel)
             want = expected_opcodes(parse(plan.sass), arch)
             chk = check_opcodes(want, plan.cubin, h.kernel, fail=False)
-            loop = loop_instruction_count(disassemble(plan.cubin).kernel(h.kernel))
+            loop = loop_instruction_count(disassemble(plan.cubin).kernel(h.kernel), holding=MMA_OPCODES)
             warn = ",".join(sorted({w.code or w.kind for w in plan.cubin.warnings if w.kind != "other"}))
             rows.append([shape_text(shape), str(r.registers), str(h.dynsmem + r.shared_bytes),
                          str(r.spill_stores + r.spill_loads), str(loop),

@@ -68,3 +68,15 @@ def test_out_dtype_aliases() -> None:
 def test_too_much_shared_memory_is_refused() -> None:
     with pytest.raises(WarpyError, match="shared memory"):
         Sm90Gemm(4096, 4096, 4096, "bf16", "fp32", Sm90Config(stages=8))
+
+
+def test_the_main_loop_is_the_innermost_loop_holding_the_mma() -> None:
+    from warpy.lift.disasm import MMA_OPCODES, loop_instruction_count
+
+    kernel = build(GemmProblem(4096, 4096, 4096)).kernel()
+    sass = disassemble(assemble(kernel, "sm_90a")).kernel(kernel.header.kernel)
+    main = loop_instruction_count(sass, holding=MMA_OPCODES)
+    loops = [lp for lp in sass.loops() if any(i.opcode.startswith("HGMMA") for i in lp.instructions)]
+    assert main == min(lp.count for lp in loops) < loop_instruction_count(sass)
+    with pytest.raises(WarpyError):
+        loop_instruction_count(sass, holding=("UTCHMMA",))

@@ -119,10 +119,20 @@ class KernelSass:
         return tuple(out)
 
 
-def loop_instruction_count(kernel: KernelSass, label: str | None = None) -> int:
-    """Instructions in a loop body: the loop whose head is `label`, or without a label the largest
-    loop of the kernel (usually the main loop). Raises when there is no such loop."""
+MMA_OPCODES = ("HGMMA", "UTCHMMA", "UTCQMMA", "QGMMA")
+
+
+def loop_instruction_count(kernel: KernelSass, label: str | None = None,
+                           holding: tuple[str, ...] | None = None) -> int:
+    """Instructions in a loop body: the loop whose head is `label`; or the innermost loop holding
+    an instruction of one of the opcodes `holding` (e.g. `MMA_OPCODES`: the main loop); or else the
+    largest loop of the kernel. Raises when there is no such loop."""
     loops = kernel.loops()
+    if holding is not None:
+        loops = tuple(lp for lp in loops if any(i.opcode.split(".")[0] in holding for i in lp.instructions))
+        if not loops:
+            raise WarpyError(f"no loop of kernel {kernel.name!r} holds {'/'.join(holding)}")
+        return min(lp.count for lp in loops)
     if label is not None:
         loops = tuple(lp for lp in loops if lp.label == label)
         if not loops:
