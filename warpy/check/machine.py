@@ -635,14 +635,18 @@ class Machine:
         # completing on one barrier are two transfers, ordered only through the barrier's phases
         same = a.agent == agent and agent[0] in ("w", "wg", "tc")
         ok = same or vc.get(a.agent, 0) >= a.clock
+        proxy_bad = ok and a.kind != "r" and a.proxy == "generic" and proxy == "async" and space == "smem" and not a.fenced
+        gpu_bad = ok and space == "global" and a.kind != "r" and a.cta != w.cta.index and not a.gpu_fenced
+        if ok and not (proxy_bad or gpu_bad or self.hb):
+            return
         addr = self._chunk_addr(space, chunk, a.mask & mask)
         place = self.place_name(space, cta, addr)
-        if ok and a.kind != "r" and a.proxy == "generic" and proxy == "async" and space == "smem" and not a.fenced:
+        if proxy_bad:
             self.problems.add("order", f"{place}: {op}, warp {w.wid} {_verb(kind, op)} it through the async proxy and "
                                        f"{a.op}, warp {a.warp} {_verb(a.kind, a.op)} it through the generic proxy, and no proxy "
                                        f"fence orders the two")
             return
-        if ok and space == "global" and a.kind != "r" and a.cta != w.cta.index and not a.gpu_fenced:
+        if gpu_bad:
             self.problems.add("order", f"{place}: {op}, warp {w.wid} of CTA {w.cta.index} {_verb(kind, op)} it and {a.op}, "
                                        f"warp {a.warp} of another CTA {_verb(a.kind, a.op)} it, with no GPU-scope fence "
                                        f"after the write")

@@ -182,9 +182,12 @@ def _ldtm(m: Any, w: Any, c: Any, lanes: Any) -> None:
     if not st.all():
         m.problems.add("protocol", f"{m.cta_name(w.cta)} warp {w.wid}: {c.mnem} reads tensor-memory columns "
                                    f"{col0}..{col0 + n - 1} that no MMA wrote")
-    ids = reg_ids(c.instr.ops[0])
-    if ids:  # the registers are the load's until tcgen05.wait::ld
-        w.pending.append((ids[0][0], ids[0][1], ids[-1][1] + 1, -1, c.mnem))
+    span = c.extra.get("dst_span")
+    if span is None:
+        ids = reg_ids(c.instr.ops[0])
+        span = c.extra["dst_span"] = (ids[0][0], ids[0][1], ids[-1][1] + 1) if ids else ()
+    if span:  # the registers are the load's until tcgen05.wait::ld
+        w.pending.append((span[0], span[1], span[2], -1, c.mnem))
     if m.values:
         vals = w.cta.tmem_vals[lane0:lane0 + 32, col0:col0 + n].astype(np.float32).view(np.uint32).astype(np.uint64)
         d = c.instr.ops[0]

@@ -86,10 +86,12 @@ def _hgmma(m: Any, w: Any, c: Any, lanes: Any) -> None:
         if m.check_smem_range(w, c, lo, hi):
             m.access("smem", w.cta, None, "r", w.vc, agent, clock, c.mnem, w, proxy="async", footprint=fp)
     acc = i.ops[0]
-    ids = reg_ids(acc)
-    if ids:
-        base = ids[0][0]
-        lo_i, hi_i = ids[0][1], ids[-1][1] + 1
+    span = c.extra.get("acc_span")
+    if span is None:
+        ids = reg_ids(acc)
+        span = c.extra["acc_span"] = (ids[0][0], ids[0][1], ids[-1][1] + 1) if ids else ()
+    if span:
+        base, lo_i, hi_i = span
         w.pending = [p for p in w.pending if not (p[0] == base and p[1] == lo_i)]
         w.pending.append((base, lo_i, hi_i, clock, c.mnem))
     if not (m.values and w.cta.smem is not None):
