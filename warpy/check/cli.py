@@ -56,9 +56,9 @@ def check_main(target: str, dims: list[int], arch: str, values: bool, fault: Opt
             k = parse(text)
             col = None
             if k.named:  # a named text is coloured here, and the two compared
-                from warpy.isa.colour import colour
+                from warpy.isa.colour import colour as colour_text
 
-                col = colour(k)
+                col = colour_text(k)
             else:
                 print("(a coloured text: the colouring is not compared with a named one)", file=sys.stderr)
             if fault:

@@ -723,14 +723,17 @@ class Machine:
                 if want is not None and gv != want:
                     self.problems.add("wrong", f"line {c.pc + 1} ({c.mnem}): {note} is 0x{want:x}, the operand holds 0x{gv:x}")
                 continue
-            idx = range(32) if mask is None else np.nonzero(mask)[0]
+            idx = list(range(32)) if mask is None else np.nonzero(mask)[0].tolist()
+            cols = [x.tolist() if isinstance(x, np.ndarray) else [int(x)] * 32 for x in coords]
+            gl = got.tolist() if isinstance(got, np.ndarray) else [int(got)] * 32
             vals = []
+            bad = False
             for ln in idx:
-                cc = tuple(int(x[ln]) if isinstance(x, np.ndarray) else int(x) for x in coords)
-                want = self._ref(w, note, cc)
-                gv = (int(got[ln]) if isinstance(got, np.ndarray) else int(got)) & L.M32
+                want = self._ref(w, note, tuple(col[ln] for col in cols))
+                gv = gl[ln] & L.M32
                 vals.append(gv)
-                if want is not None and gv != want:
+                if want is not None and gv != want and not bad:
+                    bad = True
                     self.problems.add("wrong", f"line {c.pc + 1} ({c.mnem}): {note} at lane {ln} is 0x{want:x}, the operand "
                                                f"holds 0x{gv:x}")
             w.trace.append((c.pc, tuple(vals)))
