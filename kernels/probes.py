@@ -533,16 +533,17 @@ def umma(two_cta: bool) -> Program:
     1 CTA: M = 128, N = 64. 2 CTAs (a cluster pair): M = 256 (128 rows a CTA), N = 128 (64 rows of B
     a CTA); both CTAs load their halves with `.2CTA` TMA completing on the leader's barrier, the
     leader (rank 0) issues `UTCHMMA.2CTA` and commits with `UTCBAR.2CTA.MULTICAST` to both CTAs.
-    Warp 0 allocates 64 (1 CTA) / 64 TMEM columns and relinquishes the permit; after the MMAs every
-    warp reads its 32 lanes with `LDTM.x32` twice, waits, and stores; warp 0 frees the columns."""
+    Warp 0 allocates N TMEM columns (64 for 1 CTA; 128 for the pair, whose each CTA holds its 128
+    rows of M = 256 by all N = 128 columns) and relinquishes the permit; after the MMAs every warp
+    reads its 32 lanes with `LDTM.x32` N/32 times, waits, and stores; warp 0 frees the columns."""
     m_cta, n_cta, k = 128, 64, 64
-    cols = 64
     name = "probe_umma_2cta" if two_cta else "probe_umma_1cta"
     p = Program(name, "sm_100a", threads=128, grid=(2 if two_cta else 1, 1, 1), cluster=(2 if two_cta else 1, 1, 1))
     st_a = smem_tile(m_cta, k, "bf16", "K", 128)
     st_b = smem_tile(n_cta, k, "bf16", "K", 128)
     m_total = 2 * m_cta if two_cta else m_cta
     n_total = 2 * n_cta if two_cta else n_cta
+    cols = n_total  # fp32 accumulator: one column a value of N
     ta = p.tmap("a", D.tma_box(Layout((m_total, k), (k, 1)), st_a))
     tb = p.tmap("b", D.tma_box(Layout((n_total, k), (k, 1)), st_b))
     out = p.param("out", "u64")
