@@ -40,9 +40,12 @@ def test_probes(name: str, arch: str) -> None:
     assert rep.notes_checked > 0
 
 
+@pytest.mark.parametrize("name", sorted(E.EXAMPLES))
 @pytest.mark.parametrize("arch", ["sm_90a", "sm_100a"])
-def test_example_pipe(arch: str) -> None:
-    p = E.EXAMPLES["example-pipe"](arch)
+def test_examples(name: str, arch: str) -> None:
+    """Every example program runs clean (example-features too: its data are not meaningful, its
+    protocol is: clusters, multicast, remote arrives, CLC, bulk copies, TMA stores)."""
+    p = E.EXAMPLES[name](arch)
     rep = check_kernel(p.kernel(), p.coloured())
     assert rep.ok, rep.text()
 

@@ -20,7 +20,9 @@ sm_100a `out[row][column]`, each thread storing its TMEM lane (the accumulator's
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+import contextlib
+
+from typing import TYPE_CHECKING, Callable, Optional
 
 from warpy.isa.families import alu, blackwell, clc, control, hopper, memory, sync, tma
 from warpy.isa.instr import Affine, Note
@@ -227,17 +229,19 @@ EXAMPLES: dict[str, Callable[[str], Program]] = {
 
 
 def features_sm90() -> Program:
-    """Every sm_90a opcode family in one (small, not meaningful) kernel: a 2-CTA cluster, TMA
-    multicast, a remote arrive through mapa, named barriers, ldmatrix/stmatrix, TMA store and
-    reduce-add with the bulk-group wait, dependent launch, setmaxnreg."""
-    p = Program("features_sm90", "sm_90a", threads=256, cluster=(2, 1, 1), maxnreg=168)
-    ta = p.tmap("a", TmaBox("bf16", (256, 64), (512,), (64, 64), swizzle=128))
-    tc = p.tmap("c", TmaBox("fp32", (64, 64), (256,), (32, 64)))
+    """Every sm_90a opcode family in one small kernel (its data are not meaningful; its protocol is,
+    and the host checker runs it clean): a 2-CTA cluster in which each CTA loads half of a tile and
+    multicasts it to both, frees a stage in both CTAs (mapa + remote arrive), named barriers,
+    ldmatrix/stmatrix, TMA store and reduce-add with the bulk-group wait, a bulk copy, dependent
+    launch, setmaxnreg."""
+    p = Program("features_sm90", "sm_90a", threads=256, grid=(2, 1, 1), cluster=(2, 1, 1), maxnreg=168)
+    ta = p.tmap("a", TmaBox("bf16", (256, 64), (512,), (64, 32), swizzle=128))  # half a 64-row tile a CTA
+    tc = p.tmap("c", TmaBox("fp32", (64, 128), (256,), (32, 64)))
     out = p.param("out", "u64")
     n = p.param("n", "u32")
     sa = p.smem_ring("sa", 2, k_major_tile(64), "bf16")
     stile = p.smem("sc", Layout((32, 64), (4, 128)), "fp32")
-    stage = p.pipe("stage", 2, fills=1, frees=2)
+    stage = p.pipe("stage", 2, fills=1, frees=8)  # 4 consumer warps of each of the 2 CTAs
     bulk_bar = p.barriers("bulk_full", 1)
     p.init_barriers(cluster_sync=True)
     warp = p.warp_index()
@@ -252,12 +256,15 @@ def features_sm90() -> Program:
             leader = p.elect()
             mask = p.ur("mask")
             p.emit(alu.umov(mask, 0x3))
+            half = p.uniform("half", rank, 2)
+            row0 = p.ur("half_row")
+            p.emit(alu.uimad(row0, rank, 32, URZ))
             prod = stage.producer("ps")
             with p.loop("k", 4) as k:
                 with prod.stage():
                     prod.wait_empty(sleep=0x20)
-                    prod.arrive_full(leader, tx_bytes=64 * 64 * 2)
-                    p.tma_load(prod.slot(sa), ta, [k * 64, rank], prod.full, mask=mask)
+                    prod.arrive_full(leader, tx_bytes=64 * 64 * 2)  # both halves land in each CTA
+                    p.tma_load(prod.slot(sa, 32 * half, 0), ta, [k * 64, row0], prod.full, mask=mask, guard=leader)
             p.emit(sync.preexit())
     with p.role("consumer", range(0, 4)):
         ok = p.up("regs_granted")
@@ -268,8 +275,8 @@ def features_sm90() -> Program:
         p.emit(alu.ulop3(peer, rank, 1, URZ, 0x3C))
         cons = stage.consumer("cs")
         k_count = p.r("k_count")
-        p.emit(alu.ldc(k_count, n.cbank()))
-        with p.loop("k", k_count, max_count=64):
+        p.emit(alu.mov(k_count, 4))
+        with p.loop("k", k_count, max_count=4):
             with cons.stage():
                 cons.wait_full()
                 p.emit(hopper.warpgroup_arrive())
@@ -278,7 +285,9 @@ def features_sm90() -> Program:
                 p.emit(hopper.warpgroup_wait(0))
                 cons.free(leader)
                 cons.free_remote(peer, leader)
-        _generic_tail(p, acc, stile, tc, out, n, leader, bulk_bar)
+        first = p.p("first_warp")
+        p.emit(alu.isetp("EQ", first, warp, 0))
+        _generic_tail(p, acc, stile, tc, out, n, leader, bulk_bar, first, threads=128)
     p.emit(sync.cluster_arrive())
     p.emit(sync.cluster_wait())
     p.emit(control.exit_())
@@ -289,17 +298,19 @@ def features_sm100() -> Program:
     """Every sm_100a family in one small kernel: a CTA pair issuing 2-CTA UMMA with a multicast
     commit, cluster launch control (try-cancel and query), TMEM store/load, dealloc."""
     m, n = 256, 128
-    p = Program("features_sm100", "sm_100a", threads=128, cluster=(2, 1, 1))
+    p = Program("features_sm100", "sm_100a", threads=128, grid=(2, 1, 1), cluster=(2, 1, 1))
     ta = p.tmap("a", TmaBox("bf16", (128, 256), (256,), (64, 128), swizzle=128))
     tb = p.tmap("b", TmaBox("bf16", (128, 128), (256,), (64, 64), swizzle=128))
     sa = p.smem_ring("sa", 2, k_major_tile(128), "bf16")
     sb = p.smem_ring("sb", 2, k_major_tile(64), "bf16")
     stage = p.pipe("stage", 2, fills=1, frees=1)
     clc_bar = p.barriers("clc_full", 1, count=1)
+    acc_bar = p.barriers("acc_full", 1, count=1)
+    peer_bar = p.barriers("peer_done", 1, count=1)
     resp = p.smem_words("clc_resp", 1, "b128")
     tmem_slot = p.smem_words("tmem_slot", 1)
     acc = p.tmem("acc", Layout((128, n), (1 << 16, 1)), n)
-    tc = p.tmap("c", TmaBox("fp32", (64, 64), (256,), (32, 64)))
+    tc = p.tmap("c", TmaBox("fp32", (64, 128), (256,), (32, 64)))
     out = p.param("out", "u64")
     nparam = p.param("n", "u32")
     stile = p.smem("sc", Layout((32, 64), (4, 128)), "fp32")
@@ -326,12 +337,16 @@ def features_sm100() -> Program:
         leader = p.elect()
         pair0 = p.ur("pair0")
         p.emit(alu.ulop3(pair0, rank, 0xFFFFFFFE, URZ, 0xC0))  # the even CTA of the pair leads
+        crank = p.r("cta_rank")
+        lead_lane = p.p("lead_lane")
+        p.emit(alu.s2r(crank, "SR_CgaCtaId"))
+        p.emit(alu.isetp("EQ", lead_lane, crank, 0, c=leader))  # the leader CTA's elected lane
         prod = stage.producer("ps")
         with p.loop("k", 2) as k:
             with prod.stage():
                 prod.wait_empty()
-                # the pair leader's full barrier counts both CTAs' bytes
-                prod.arrive_full(leader, tx_bytes=2 * (128 + 64) * 64 * 2)
+                # the pair leader's full barrier counts both CTAs' bytes; both CTAs' loads complete on it
+                prod.arrive_full(lead_lane, tx_bytes=2 * (128 + 64) * 64 * 2)
                 p.tma_load(prod.slot(sa), ta, [k * 64, 0], prod.full, two_cta=True, bar_rank=pair0)
                 p.tma_load(prod.slot(sb), tb, [k * 64, 0], prod.full, two_cta=True, bar_rank=pair0)
     with p.role("mma", range(1, 2)):
@@ -339,12 +354,21 @@ def features_sm100() -> Program:
         p.emit(alu.uisetp("EQ", lead, rank, 0))
         mask = p.ur("mask")
         p.emit(alu.umov(mask, 0x3))
-        cons = stage.consumer("cs")
-        with p.loop("k", 2):
-            with cons.stage():
-                cons.wait_full()
-                p.utchmma(cons.slot(sa), cons.slot(sb), acc.at(0, 0), umma_idesc_bf16(m, n), True, two_cta=True, guard=lead)
-                cons.free_commit(mask=mask, two_cta=True, guard=lead)
+        with p.when(lead):  # the leader CTA issues the pair's MMAs and commits to both CTAs
+            cons = stage.consumer("cs")
+            first, accumulate = p.ur("first"), p.up("accumulate")
+            p.emit(alu.umov(first, 0))
+            with p.loop("k", 2):
+                with cons.stage():
+                    p.emit(alu.uisetp("NE", accumulate, first, URZ))
+                    cons.wait_full()
+                    p.utchmma(cons.slot(sa), cons.slot(sb), acc.at(0, 0), umma_idesc_bf16(m, n), accumulate,
+                              two_cta=True)
+                    p.emit(alu.umov(first, 1))
+                    cons.free_commit(mask=mask, two_cta=True)
+            p.emit_at(acc_bar.at(0), lambda b: blackwell.utcbar(b, mask, True))
+        p.wait(acc_bar.at(0), _zero(p))  # both CTAs: the pair's MMAs are done with the accumulator
+        p.emit(blackwell.tc_fence_after())
         # ask for the next tile: the response lands in clc_resp, 16 bytes complete on clc_full
         leader = p.elect()
         sixteen = p.r("sixteen")
@@ -352,7 +376,8 @@ def features_sm100() -> Program:
         p.emit_at(clc_bar.at(0), lambda b: sync.arrive_expect_tx(b, sixteen), guard=leader)
         cbar = p.ur("clc_bar_addr")
         p.derive_into(cbar, "addr", clc_bar.at(0))
-        p.emit_at(resp.at(0), lambda r: clc.try_cancel(r, Mem(cbar)))
+        with p.when(lead):  # one request for the cluster; the answer lands in both CTAs
+            p.emit_at(resp.at(0), lambda r: clc.try_cancel(r, Mem(cbar)))
         p.wait(clc_bar.at(0), _zero(p))
         answer = p.rvec("answer", 4)
         p.emit_at(resp.at(0), lambda r: memory.lds(answer, r))
@@ -366,14 +391,15 @@ def features_sm100() -> Program:
         p.emit(blackwell.sttm(p.tmem_base, v))
         p.emit(blackwell.tmem_wait_st())
         p.emit(hopper.setmaxnreg_dealloc(64))
-        _generic_tail(p, v, stile, tc, out, nparam, leader, bulk_bar)
+        _generic_tail(p, v, stile, tc, out, nparam, leader, bulk_bar, None, threads=32)
         p.emit(blackwell.tmem_dealloc(p.tmem_base, n, two_cta=True))
         peer = p.ur("peer")
         remote = p.ur("remote")
         p.emit(alu.ulop3(peer, rank, 1, URZ, 0x3C))
-        p.derive_into(remote, "addr", clc_bar.at(0))
+        p.derive_into(remote, "addr", peer_bar.at(0))
         p.emit(alu.mapa(remote, peer, remote))
-        p.emit(sync.arrive_remote(Mem(remote)))
+        p.emit(sync.arrive_remote(Mem(remote)).guarded(leader))  # tell the peer this CTA is done
+        p.wait(peer_bar.at(0), _zero(p))  # and leave only once the peer said so too
     p.emit(sync.cluster_arrive())
     p.emit(sync.cluster_wait())
     p.emit(control.exit_())
@@ -381,8 +407,11 @@ def features_sm100() -> Program:
 
 
 def _generic_tail(p: Program, acc: "RVec", stile: "SmemBuffer", tc: "TensorMap", out: "Param", n: "Param", leader: "P",
-                  bulk_bar: "BarrierArray") -> None:
-    """Instructions both targets have, in one block (so every family record is exercised)."""
+                  bulk_bar: "BarrierArray", only: Optional["P"], threads: int) -> None:
+    """Instructions both targets have, in one block (so every family record is exercised). Every
+    thread of the role (`threads`) writes its own rows of the staging tile; the warp `only` (None:
+    the role is one warp) stores the tile by TMA, touches global memory (in its CTA's own words of
+    `out`, whose first 256 bytes nobody writes: the bulk copy reads them) and runs the bulk copy."""
     frag = p.rvec("frag", 4)
     for j in range(4):
         p.emit(alu.f2fp_bf16(frag[j], acc[2 * j + 1], acc[2 * j]))
@@ -392,11 +421,11 @@ def _generic_tail(p: Program, acc: "RVec", stile: "SmemBuffer", tc: "TensorMap",
     saddr = p.r("saddr")
     sbase = p.ur("sc_addr")
     p.derive_into(sbase, "addr", stile.at(0, 0))
-    p.emit(alu.imad(saddr, row, 16, sbase))
+    p.emit(alu.imad(saddr, row, 16, sbase))  # 16 bytes a thread: rows 0..127 of 2 KiB
     p.emit(memory.stsm(Mem(saddr), frag))
     p.emit(memory.ldsm(frag, Mem(saddr)))
-    p.emit(memory.sts(Mem(saddr, offset=0x40), frag[0]))
-    p.emit(memory.lds(frag[1], Mem(saddr, offset=0x40)))
+    p.emit(memory.sts(Mem(saddr, offset=0x800), frag[0]))  # a second, disjoint 2 KiB
+    p.emit(memory.lds(frag[1], Mem(saddr, offset=0x800)))
     # a few more ALU and predicate forms
     t = p.r("t")
     u = p.ur("u")
@@ -415,48 +444,55 @@ def _generic_tail(p: Program, acc: "RVec", stile: "SmemBuffer", tc: "TensorMap",
     with p.when(any_p):  # a uniform predicate: BRA.U !any_p, SKIP_n
         p.emit(control.nop())
     p.emit(sync.nanosleep(0x20))
-    p.emit(sync.fence_proxy_async())
-    p.emit(sync.bar_arv(1, 256))
-    p.emit(sync.bar_sync(1, 128))
-    with p.when(leader):
-        p.tma_store(stile.at(0, 0), tc, [0, 0])
-        p.tma_store(stile.at(0, 0), tc, [32, 0], reduce_add=True)
-        p.emit(tma.bulk_commit())
-        p.emit(tma.bulk_wait(0))
-        pf = p.urvec("tma_pf", 2)
-        p.emit(alu.umov(pf[0], 0))
-        p.emit(alu.umov(pf[1], 0))
-        p.emit(tma.tma_prefetch(Mem(pf), tc.name))
-    optr = p.rvec("optr", 2)
-    memdesc = p.urvec("memdesc", 2)
-    nval = p.r("nval")
-    p.emit(alu.ldc(optr, out.cbank()))
-    p.emit(alu.ldc(nval, n.cbank()))
-    p.emit(alu.uldc(memdesc, CBank(0, 0x208 if p.sm == "sm_90a" else 0x358), p.sm))
-    p.emit(memory.ldg(frag[2], GMem(memdesc, optr)))
-    p.emit(alu.iadd3(frag[2], frag[2], nval))
-    p.emit(memory.stg(GMem(memdesc, optr, 4), frag[2]))
-    p.emit(sync.membar("GPU"))
-    # a flag between CTAs: raised with a GPU-scope reduction, read back with a GPU-scope load
-    one = p.r("one")
-    p.emit(alu.mov(one, 1))
-    p.emit(memory.red_add(GMem(memdesc, optr, 8), one).guarded(leader))
-    p.emit(memory.ldg_strong(frag[3], GMem(memdesc, optr, 8)))
-    p.emit(memory.stg_strong(GMem(memdesc, optr, 12), frag[3]))
-    # a bulk copy of 256 bytes from out into the staging tile, completing on bulk_bar
-    gsrc = p.urvec("gsrc", 2)
-    size = p.ur("size")
-    cp = p.urvec("bulk_args", 2)
-    nbytes = p.r("nbytes")
-    p.emit(alu.uldc(gsrc, out.cbank(), p.sm))
-    p.emit(alu.umov(size, 256))
-    p.emit(alu.mov(nbytes, 256))
-    p.emit_at(bulk_bar.at(0), lambda b: sync.arrive_expect_tx(b, nbytes), guard=leader)
-    p.derive_into(cp[0], "addr", stile.at(0, 0))
-    p.derive_into(cp[1], "addr", bulk_bar.at(0))
-    p.emit(tma.bulk_copy_s_g(Mem(cp), Mem(gsrc), size))
-    p.wait(bulk_bar.at(0), _zero(p))
-    p.emit_at(bulk_bar.at(0), lambda b: sync.mbar_inval(b))
+    p.emit(sync.fence_proxy_async())  # the staging tile's generic writes, before the copy engine reads it
+    p.emit(sync.bar_arv(2, threads))  # an arrival nobody waits for (a barrier of its own)
+    p.emit(sync.bar_sync(1, threads))
+    ctx = p.when(only) if only is not None else contextlib.nullcontext()
+    with ctx:
+        ctaid, crow = p.r("ctaid"), p.r("c_row")
+        p.emit(alu.s2r(ctaid, "SR_CTAID.X"))
+        p.emit(alu.imad(crow, ctaid, 64, RZ))  # each CTA its own 64 rows of c
+        with p.when(leader):
+            p.tma_store(stile.at(0, 0), tc, [0, crow])
+            p.tma_store(stile.at(0, 0), tc, [32, crow], reduce_add=True)
+            p.emit(tma.bulk_commit())
+            p.emit(tma.bulk_wait(0))
+            pf = p.urvec("tma_pf", 2)
+            p.emit(alu.umov(pf[0], 0))
+            p.emit(alu.umov(pf[1], 0))
+            p.emit(tma.tma_prefetch(Mem(pf), tc.name))
+        optr = p.rvec("optr", 2)
+        memdesc = p.urvec("memdesc", 2)
+        nval = p.r("nval")
+        p.emit(alu.ldc(optr, out.cbank()))
+        p.emit(alu.imad_wide(optr, ctaid, 16, optr))  # this CTA's 16 bytes, past the first 1 KiB
+        p.emit(alu.ldc(nval, n.cbank()))
+        p.emit(alu.uldc(memdesc, CBank(0, 0x208 if p.sm == "sm_90a" else 0x358), p.sm))
+        p.emit(memory.ldg(frag[2], GMem(memdesc, optr, 0x400)))
+        p.emit(alu.iadd3(frag[2], frag[2], nval))
+        p.emit(memory.stg(GMem(memdesc, optr, 0x404), frag[2]).guarded(leader))
+        p.emit(sync.membar("GPU"))
+        # a flag between CTAs: raised with a GPU-scope reduction, read back with a GPU-scope load
+        one = p.r("one")
+        p.emit(alu.mov(one, 1))
+        p.emit(memory.red_add(GMem(memdesc, optr, 0x408), one).guarded(leader))
+        p.emit(memory.ldg_strong(frag[3], GMem(memdesc, optr, 0x408)))
+        p.emit(memory.stg_strong(GMem(memdesc, optr, 0x40C), frag[3]).guarded(leader))
+        # a bulk copy of 256 bytes from out into the staging tile, completing on bulk_bar (the TMA
+        # stores above have finished reading the tile: bulk wait)
+        gsrc = p.urvec("gsrc", 2)
+        size = p.ur("size")
+        cp = p.urvec("bulk_args", 2)
+        nbytes = p.r("nbytes")
+        p.emit(alu.uldc(gsrc, out.cbank(), p.sm))
+        p.emit(alu.umov(size, 256))
+        p.emit(alu.mov(nbytes, 256))
+        p.emit_at(bulk_bar.at(0), lambda b: sync.arrive_expect_tx(b, nbytes), guard=leader)
+        p.derive_into(cp[0], "addr", stile.at(0, 0))
+        p.derive_into(cp[1], "addr", bulk_bar.at(0))
+        p.emit(tma.bulk_copy_s_g(Mem(cp), Mem(gsrc), size).guarded(leader))
+        p.wait(bulk_bar.at(0), _zero(p))
+        p.emit_at(bulk_bar.at(0), lambda b: sync.mbar_inval(b), guard=leader)
     p.emit(sync.preexit())
 
 
