@@ -103,16 +103,6 @@ def _to_16(x: np.ndarray, dtype: str) -> np.ndarray:
     return (x.astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
 
 
-def _from_16(bits: np.ndarray, dtype: str) -> np.ndarray:
-    if dtype == "fp16":
-        return bits.view(np.float16).astype(np.float32)
-    return (bits.astype(np.uint32) << 16).view(np.float32)
-
-
-# ---------------------------------------------------------------------------------------------
-# a. TMA copies and tile dumps
-
-
 @attrs.frozen
 class TmaCase:
     name: str
@@ -670,5 +660,3 @@ UMMA_OPCODES = {
                   "UTCATOMSWS.AND", "UVIRTCOUNT.DEALLOC.SMPOOL", "UTMALDG.2D.2CTA", "SYNCS.EXCH.64",
                   "SYNCS.ARRIVE.TRANS64", "SYNCS.PHASECHK.TRANS64.TRYWAIT"],
 }
-
-_ = (_from_16, R)

@@ -24,7 +24,7 @@ import attrs
 
 from warpy.errors import WarpyError
 from warpy.isa.instr import Instr, Line
-from warpy.isa.operands import URZ, Imm, R, RVec, URVec, elem_name
+from warpy.isa.operands import URZ, Imm, R, URVec, elem_name
 from warpy.isa.text import Kernel
 from warpy.layout import Layout
 
@@ -51,19 +51,6 @@ def _instrs(lines: list[Line]) -> list[tuple[int, Instr]]:
 
 def _note_buf(i: Instr) -> str:
     return i.notes[0].buffer if i.notes else ""
-
-
-def _note_coords(i: Instr) -> str:
-    return str(i.notes[0]) if i.notes else ""
-
-
-def _writes(i: Instr, name: str) -> bool:
-    if not i.ops:
-        return False
-    d = i.ops[0]
-    if isinstance(d, (R,)) or hasattr(d, "name"):
-        return getattr(d, "name", None) == name
-    return False
 
 
 def _drop_arrive(named: list[Line], col: list[Line], arch: str) -> str:
@@ -280,6 +267,3 @@ def inject(kind: str, named: Kernel, coloured: Optional[Kernel]) -> tuple[Kernel
     n3 = Kernel(named.header, tuple(nl))
     c3 = Kernel(col.header, tuple(cl)) if coloured is not None else None
     return n3, c3, note
-
-
-_ = (RVec, _note_coords, _writes)

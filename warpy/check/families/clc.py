@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from warpy.check.lanes import first, writer
-from warpy.isa.operands import R, elem_name
+from warpy.check.lanes import first
+from warpy.isa.operands import elem_name
 from warpy.check.families.tma import _land
 
 
@@ -56,4 +56,3 @@ def _query(m: Any, w: Any, c: Any, lanes: Any) -> None:
 
 
 SEMANTICS = {"UGETNEXTWORKID": _try_cancel, "CLCQUERY": _query}
-_ = (R, writer)

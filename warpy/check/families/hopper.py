@@ -16,7 +16,7 @@ import numpy as np
 
 from warpy.check.lanes import LANES, first, reg_ids, writer
 from warpy.check.machine import from16
-from warpy.isa.operands import R, RVec, URVec, elem_name
+from warpy.isa.operands import R, URVec, elem_name
 
 _SW_BITS = {0: 0, 1: 3, 2: 2, 3: 1}  # GMMA layout type -> swizzle bits (128B, 64B, 32B)
 
@@ -152,4 +152,3 @@ SEMANTICS = {
     "HGMMA": _hgmma, "WARPGROUP.ARRIVE": _nothing, "WGMMA.COMMIT": _commit, "WARPGROUP.DEPBAR": _wait,
     "USETMAXREG": _setmaxnreg,
 }
-_ = (RVec,)

@@ -5,8 +5,8 @@ special and constant-bank reads. ptxas re-selects these freely (an `IADD3` may c
 from __future__ import annotations
 
 from warpy.isa.instr import Instr
-from warpy.isa.operands import CBank, Imm, P, R, RVec, SReg, Sym, UP, UR, URVec
-from warpy.lift.families._ctx import MEMDESC, LiftContext, Rule, imm
+from warpy.isa.operands import CBank, Imm, P, SReg, Sym, UP
+from warpy.lift.families._ctx import MEMDESC, LiftContext, Rule
 
 CMP = {"EQ": "eq", "NE": "ne", "LT": "lt", "LE": "le", "GT": "gt", "GE": "ge"}
 
@@ -232,5 +232,3 @@ RULES: dict[str, Rule] = {
     "VOTEU": _vote,
     "F2FP": _f2fp,
 }
-
-_ = (R, RVec, UR, URVec, imm)
