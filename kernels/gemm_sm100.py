@@ -52,7 +52,7 @@ from warpy.layout.smem import smem_tile
 from warpy.layout.tma import TmaBox, dtype_bytes
 
 from .gemm_sm90 import cdiv
-from .schedule import TileOrder, divide
+from .schedule import TileOrder, divide, strided_tiles
 
 B200_SMS = 148
 MAX_SMEM = 232448  # bytes of dynamic shared memory a block may opt into on sm_100
@@ -415,17 +415,7 @@ class Sm100Gemm:
             p.emit(alu.shf_r(t, R("next_cta"), cfg.cluster.bit_length() - 1))
             p.emit(control.bra(top).guarded(more))
             return
-        count = p.r("tile_count")
-        base, extra = divmod(self.tiles, self.clusters)
-        if extra:
-            more = p.p("has_extra_tile")
-            p.emit(alu.isetp("LT", more, cid, extra))
-            p.emit(alu.sel(count, base + 1, base, more))
-        else:
-            p.emit(alu.mov(count, base))
-        with p.loop("tile", count, max_count=cdiv(self.tiles, self.clusters)) as tile:
-            t = p.r("t")
-            p.emit(alu.imad(t, tile.reg, self.clusters, cid))
+        with strided_tiles(p, cid, self.clusters, self.tiles) as t:
             yield t
 
     def next_tile(self, p: Program, cons: ConsumerEnd, leader: P) -> P:

@@ -31,13 +31,13 @@ from warpy.errors import WarpyError
 from warpy.isa.families import alu, control, hopper, memory, sync, tma
 from warpy.isa.families._util import ins
 from warpy.isa.operands import RZ, URZ, CBank, GMem, P, R, RVec, URVec
-from warpy.isa.program import Counter, Program
+from warpy.isa.program import Program
 from warpy.layout import Layout, Swizzle, SwizzledLayout
 from warpy.layout.desc import tma_box
 from warpy.layout.smem import smem_tile
 from warpy.layout.tma import dtype_bytes
 
-from .schedule import TileOrder
+from .schedule import TileOrder, strided_tiles
 
 H200_SMS = 132
 MAX_SMEM = 232448  # bytes of shared memory a block may opt into on sm_90
@@ -149,26 +149,12 @@ class Sm90Gemm:
         return p
 
     @contextlib.contextmanager
-    def tile_loop(self, p: Program) -> Iterator[Counter]:
-        """`for tile in range(tiles this CTA owns)`: T // grid, plus one for the first T % grid CTAs."""
+    def tile_loop(self, p: Program) -> Iterator[tuple[R, R]]:
+        """For each tile this CTA owns (ctaid, ctaid + grid, ...): its (m_blk, n_blk), grouped order."""
         ctaid = p.r("ctaid")
         p.emit(alu.s2r(ctaid, "SR_CTAID.X"))
-        count = p.r("tile_count")
-        base, extra = divmod(self.tiles, self.grid)
-        if extra:
-            more = p.p("has_extra_tile")
-            p.emit(alu.isetp("LT", more, ctaid, extra))
-            p.emit(alu.sel(count, base + 1, base, more))
-        else:
-            p.emit(alu.mov(count, base))
-        with p.loop("tile", count, max_count=cdiv(self.tiles, self.grid)) as tile:
-            yield tile
-
-    def tile_origin(self, p: Program, tile: Counter) -> tuple[R, R]:
-        """(m_blk, n_blk) of this CTA's tile number `tile` (t = ctaid + tile * grid), grouped order."""
-        t = p.r("t")
-        p.emit(alu.imad(t, tile.reg, self.grid, R("ctaid")))
-        return self.order.emit(p, t)
+        with strided_tiles(p, ctaid, self.grid, self.tiles) as t:
+            yield self.order.emit(p, t)
 
     # -- producer --------------------------------------------------------------------------
     def producer(self, p: Program) -> None:
@@ -179,8 +165,7 @@ class Sm90Gemm:
         with p.when(loader):
             leader = p.elect()
             out = self.stage.producer("ps")
-            with self.tile_loop(p) as tile:
-                m_blk, n_blk = self.tile_origin(p, tile)
+            with self.tile_loop(p) as (m_blk, n_blk):
                 m0, n0 = p.r("m0"), p.r("n0")
                 p.emit(alu.imad(m0, m_blk, cfg.bm, RZ))
                 p.emit(alu.imad(n0, n_blk, cfg.bn, RZ))
@@ -205,8 +190,7 @@ class Sm90Gemm:
         cons = self.stage.consumer("cs")
         rel = self.stage.consumer("rel")
         epi = self.staged_setup(p, c) if cfg.staged_epilogue else self.epilogue_setup(p, c)
-        with self.tile_loop(p) as tile:
-            m_blk, n_blk = self.tile_origin(p, tile)
+        with self.tile_loop(p) as (m_blk, n_blk):
             p.emit(alu.umov(first, 0))
             with p.loop("k", self.kt) as k:
                 with cons.stage():

@@ -8,6 +8,9 @@ model (`tile_of`) that tests and tools use; tests run the emitted instructions t
 
 from __future__ import annotations
 
+import contextlib
+from typing import Iterator
+
 import attrs
 
 from warpy.errors import WarpyError
@@ -129,3 +132,21 @@ class TileOrder:
                 p.emit(alu.mov(m_blk, tm))
                 p.emit(alu.mov(n_blk, tn))
         return m_blk, n_blk
+
+
+@contextlib.contextmanager
+def strided_tiles(p: Program, worker: R, workers: int, tiles: int) -> Iterator[R]:
+    """`for t in range(worker, tiles, workers)` (a persistent grid walking tiles by stride): a loop
+    of tiles // workers iterations, one more for the first tiles % workers workers; yields t."""
+    count = p.r("tile_count")
+    base, extra = divmod(tiles, workers)
+    if extra:
+        more = p.p("has_extra_tile")
+        p.emit(alu.isetp("LT", more, worker, extra))
+        p.emit(alu.sel(count, base + 1, base, more))
+    else:
+        p.emit(alu.mov(count, base))
+    with p.loop("tile", count, max_count=-(-tiles // workers)) as tile:
+        t = p.r("t")
+        p.emit(alu.imad(t, tile.reg, workers, worker))
+        yield t
