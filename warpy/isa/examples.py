@@ -29,6 +29,7 @@ from warpy.isa.instr import Affine, Note
 from warpy.isa.operands import RZ, URZ, CBank, GMem, Mem
 from warpy.isa.program import Program
 from warpy.layout import Layout, Swizzle, SwizzledLayout
+from warpy.layout.desc import umma_idesc
 from warpy.layout.tma import TmaBox
 
 if TYPE_CHECKING:
@@ -46,7 +47,7 @@ def k_major_tile(rows: int, k: int = 64, elem_bytes: int = 2) -> SwizzledLayout:
 
 def umma_idesc_bf16(m: int, n: int) -> int:
     """The 32-bit instruction descriptor of tcgen05.mma kind::f16, bf16 x bf16 -> f32, K-major."""
-    return (1 << 4) | (1 << 7) | (1 << 10) | ((n >> 3) << 17) | ((m >> 4) << 24)
+    return umma_idesc("bf16", "bf16", "f32", m, n, cta_group=2 if m == 256 else 1)
 
 
 def pipe_sm90(k_tiles: int = 8, depth: int = 4) -> Program:

@@ -43,6 +43,7 @@ from warpy.isa.operands import (
 )
 from warpy.isa.text import ARCHS, BufferDecl, Header, Kernel, ParamDecl, RegDecl, TmapDecl
 from warpy.layout import Layout, SwizzledLayout
+from warpy.layout.desc import SmemDescFields, encode_smem_desc
 from warpy.layout.tma import TmaBox
 
 # ----------------------------------------------------------------------------------------
@@ -319,7 +320,7 @@ def _round_up(x: int, a: int) -> int:
 
 
 # ----------------------------------------------------------------------------------------
-# descriptors (a private adapter until warpy.layout.desc lands; see docs/sass.md)
+# descriptors: the fields come from the buffer's layout, the bit layout from warpy.layout.desc
 
 
 def _swizzle_of(layout: BufLayout) -> int:
@@ -353,11 +354,9 @@ def desc_hi(buf: Buffer, arch: str) -> int:
         raise WarpyError(f"{buf.name}: rows are not {span}-byte swizzle rows of a K-major tile")
     if sbo <= 0 or sbo % 16:
         raise WarpyError(f"{buf.name}: 8-row groups {sbo} bytes apart cannot be a descriptor's SBO")
-    if arch == "sm_90a":
-        mode = {0: 0, 128: 1, 64: 2, 32: 3}[span]
-        return (sbo >> 4) | (mode << 30)
-    mode = {0: 0, 128: 2, 64: 4, 32: 6}[span]
-    return (sbo >> 4) | (1 << 14) | (mode << 29)
+    # the high word of warpy.layout.desc's encoding (the one place the bit layout lives)
+    fields = SmemDescFields("sm90" if arch == "sm_90a" else "sm100", start=0, lbo=LBO_FIELD << 4, sbo=sbo, swizzle=span)
+    return encode_smem_desc(fields) >> 32
 
 
 LBO_FIELD = 1  # LBO = 16 bytes: unused by swizzled K-major tiles, conventionally 1
