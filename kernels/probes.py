@@ -26,7 +26,6 @@ import attrs
 import numpy as np
 
 from warpy.isa.families import alu, blackwell, control, hopper, memory, sync, tma
-from warpy.isa.instr import Instr
 from warpy.isa.operands import RZ, URZ, CBank, GMem, Mem, R, RVec, URVec
 from warpy.isa.program import Param, Program
 from warpy.layout import Layout, Swizzle, SwizzledLayout
@@ -451,7 +450,6 @@ def wgmma(dtype: str, swizzle: int, flipped: bool = False, sm: str = "sm_90a") -
     if swizzle:
         for j in range(steps):
             p.hgmma(acc, sa.at(0, 16 * j), sb.at(0, 16 * j), n, accumulate=j > 0, end=j == steps - 1)
-            _retype_hgmma(p, dtype)
     else:
         # warpy.layout.desc's descriptor (start 0) plus the tiles' shared addresses >> 4
         with _k_interleave_flipped(flipped):
@@ -476,14 +474,6 @@ def wgmma(dtype: str, swizzle: int, flipped: bool = False, sm: str = "sm_90a") -
 
 
 AB = {"bf16": "BF16", "fp16": "F16"}
-
-
-def _retype_hgmma(p: Program, dtype: str) -> None:
-    """Program.hgmma always writes `.BF16`: give the HGMMA just emitted the operands' type.
-    (A workaround until the builder takes the type from the buffers' elem.)"""
-    last = p.lines[-1]
-    assert isinstance(last, Instr) and last.name == "HGMMA", last
-    p.lines[-1] = attrs.evolve(last, mods=last.mods[:2] + (AB[dtype],))
 
 
 def wgmma_fragment(c: np.ndarray) -> np.ndarray:
