@@ -208,6 +208,9 @@ def current_stream(library: str, x: Any) -> Optional[int]:
     return None
 
 
+_TORCH_DTYPES = {"torch.bfloat16": "bf16", "torch.float16": "fp16", "torch.float32": "f32"}
+
+
 def as_matrix(x: Any, name: str, stream: Optional[int] = None) -> Matrix:
     """Describe operand `x` (numpy array, DLPack tensor, or `__cuda_array_interface__` object).
     `stream`: the CUstream the caller will use it on, handed to the producer so it can order its
@@ -219,6 +222,13 @@ def as_matrix(x: Any, name: str, stream: Optional[int] = None) -> Matrix:
         item = x.itemsize
         strides = (x.strides[0] // item, x.strides[1] // item)
         return Matrix(name, x.ctypes.data, (x.shape[0], x.shape[1]), strides, _numpy_dtype(x.dtype), "host", "numpy", x)
+    if lib == "torch" and stream is None and getattr(getattr(x, "device", None), "type", None) == "cuda":
+        # The common call, read straight off the tensor: the same facts DLPack would give, without
+        # building and parsing a capsule (most of warpy.gemm's host time; H200, 2026-11-29). On the
+        # tensor's own current stream no producer synchronisation is asked for either way.
+        view = DLPackView(x.data_ptr(), tuple(x.shape), tuple(x.stride()), _TORCH_DTYPES.get(str(x.dtype), str(x.dtype)),
+                          DL_CUDA, x.device.index or 0, False)
+        return _from_view(view, name, lib, x)
     if hasattr(x, "__dlpack__") and hasattr(x, "__dlpack_device__"):
         if lib == "torch" and x.requires_grad:  # torch will not export a tensor autograd tracks
             x = x.detach()
