@@ -285,11 +285,22 @@ def _f2fp(m: Any, w: Any, c: Any, lanes: Any) -> None:
         c.put[0](w, np.broadcast_to(v, (32,)).copy(), lanes)
 
 
+def _fadd(m: Any, w: Any, c: Any, lanes: Any) -> None:
+    a, b = c.get[1](w), c.get[2](w)
+    fa = np.atleast_1d(np.asarray(a, dtype=np.uint64)).astype(np.uint32).view(np.float32)
+    fb = np.atleast_1d(np.asarray(b, dtype=np.uint64)).astype(np.uint32).view(np.float32)
+    v = (fa + fb).astype(np.float32).view(np.uint32).astype(np.uint64)
+    if v.size == 1 and not isinstance(a, V) and not isinstance(b, V):
+        c.put[0](w, int(v[0]), lanes)
+    else:
+        c.put[0](w, np.broadcast_to(v, (32,)).copy(), lanes)
+
+
 SEMANTICS = {
     "IADD3": _iadd3, "UIADD3": _iadd3, "IMAD": _imad, "UIMAD": _imad, "LEA": _lea, "ULEA": _lea,
     "LOP3": _lop3, "ULOP3": _lop3, "SHF": _shf, "USHF": _shf, "MOV": _mov, "UMOV": _mov, "R2UR": _mov,
     "SEL": _sel, "USEL": _sel, "PRMT": _prmt, "UPRMT": _prmt, "ISETP": _setp, "UISETP": _setp,
     "PLOP3": _plop3, "UPLOP3": _plop3, "S2R": _s2r, "S2UR": _s2r, "LDC": _ldc, "ULDC": _ldc, "LDCU": _ldc,
-    "VOTEU": _vote, "F2FP": _f2fp,
+    "VOTEU": _vote, "F2FP": _f2fp, "FADD": _fadd,
 }
 _ = first

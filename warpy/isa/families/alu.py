@@ -93,6 +93,8 @@ OPCODES: list[Opcode] = [
            mods=(r"!ANY|ALL",), ptx="vote.sync.any/all", doc="d = any/all lanes' p"),
     Opcode("F2FP", F, "alu", ((a("d", "R", "d"), a("a", "R"), a("b", "R")),), mods=(r"!BF16|F16", r"!F32", r"!PACK_AB"),
            ptx="cvt.rn.bf16x2.f32", doc="d = pack(convert(a) << 16 | convert(b))"),
+    Opcode("FADD", F, "alu", ((a("d", "R", "d"), a("a", "R"), a("b", "R")),), ptx="add.rn.f32",
+           doc="d = a + b (fp32, round to nearest even)"),
 ]
 
 RI = Union[R, int]
@@ -225,6 +227,10 @@ def voteu_any(d: UP, p: P) -> Instr:
 
 def f2fp_bf16(d: R, hi: R, lo: R) -> Instr:
     return ins("F2FP", "BF16.F32.PACK_AB", d, hi, lo)
+
+
+def fadd(d: R, a_: R, b: R) -> Instr:
+    return ins("FADD", "", d, a_, b)
 
 
 def uplop3_mov(p: UP, src: UP) -> Instr:

@@ -216,6 +216,11 @@ def _f2fp(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     c.emit(f"cvt.rn.{ty}.f32 {c.dst(d)}, {c.src(a)}, {c.src(b)}")
 
 
+def _fadd(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
+    d, a, b = i.ops
+    c.emit(f"add.rn.f32 {c.dst(d)}, {c.src(a)}, {c.src(b)}")
+
+
 RULES: dict[str, Rule] = {
     "IADD3": _add3, "UIADD3": _add3,
     "IMAD": _mad, "UIMAD": _mad,
@@ -231,4 +236,5 @@ RULES: dict[str, Rule] = {
     "LDC": _ldc, "ULDC": _ldc, "LDCU": _ldc,
     "VOTEU": _vote,
     "F2FP": _f2fp,
+    "FADD": _fadd,
 }
