@@ -52,7 +52,7 @@ from warpy.layout.smem import smem_tile
 from warpy.layout.tma import TmaBox, dtype_bytes
 
 from .gemm_sm90 import cdiv
-from .schedule import TileOrder, divide, strided_tiles
+from .schedule import StreamK, TileOrder, divide, strided_tiles
 
 B200_SMS = 148
 MAX_SMEM = 232448  # bytes of dynamic shared memory a block may opt into on sm_100
@@ -353,9 +353,9 @@ class Sm100Gemm:
         p.emit(alu.s2r(ctaid, "SR_CTAID.X"))
         cid = p.r("cluster_id")
         p.emit(alu.shf_r(cid, ctaid, cfg.cluster.bit_length() - 1))
-        t, k_lo, k_cnt, owner = p.r("t"), p.r("k_lo"), p.r("k_cnt"), p.p("owns_tile")
-        tmp = p.r("work_tmp")
+        owner = p.p("owns_tile")
         if cfg.split > 1:
+            t, k_lo, k_cnt, tmp = p.r("t"), p.r("k_lo"), p.r("k_cnt"), p.r("work_tmp")
             # cluster c: split s = c // tiles of tile c % tiles, k blocks [s kt / S, (s + 1) kt / S)
             s = self.divide(p, p.r("split_ix"), cid, self.tiles, self.clusters)
             p.emit(alu.imad(t, s, (1 << 32) - self.tiles, cid))
@@ -367,32 +367,12 @@ class Sm100Gemm:
             p.emit(alu.isetp("EQ", owner, s, 0))
             yield Work(t, k_lo, k_cnt, owner)
             return
-        # stream-K: this cluster's k blocks [c W / G, (c + 1) W / G) of the W = tiles x kt, walked
-        # from the last tile to the first, so that a tile's first k block (whose owner zeroes the
-        # tile) comes first in its owner's order and no owner waits for anyone
-        G, W = self.clusters, self.work
-        lo, cur = p.r("it_lo"), p.r("it_cur")
-        p.emit(alu.imad(tmp, cid, W, RZ))
-        self.divide(p, lo, tmp, G, G * W)
-        p.emit(alu.iadd3(tmp, tmp, W))
-        self.divide(p, cur, tmp, G, G * W)
-        top = p.fresh_label("SEGMENT")
-        p.label(top)
-        last, tbase, seg_lo = p.r("it_last"), p.r("tile_k0"), p.r("seg_lo")
-        p.emit(alu.iadd3(last, cur, (1 << 32) - 1))
-        self.divide(p, t, last, self.kt, W)
-        p.emit(alu.imad(tbase, t, self.kt, RZ))
-        below = p.p("tile_starts_below")
-        p.emit(alu.isetp("LT", below, tbase, lo))
-        p.emit(alu.sel(seg_lo, lo, tbase, below))
-        p.emit(alu.imad(k_lo, tbase, (1 << 32) - 1, seg_lo))
-        p.emit(alu.imad(k_cnt, seg_lo, (1 << 32) - 1, cur))
-        p.emit(alu.isetp("EQ", owner, k_lo, 0))
-        yield Work(t, k_lo, k_cnt, owner)
-        more = p.p("more_segments")
-        p.emit(alu.mov(cur, seg_lo))
-        p.emit(alu.isetp("GT", more, cur, lo))
-        p.emit(control.bra(top).guarded(more))
+        # stream-K (kernels.schedule.StreamK): the cluster walks its iterations from the last tile
+        # to the first, so a tile's first k block (whose owner zeroes the tile) comes first in its
+        # owner's order and no owner waits for anyone
+        with StreamK(self.tiles, self.kt, self.clusters).emit(p, cid) as seg:
+            p.emit(alu.isetp("EQ", owner, seg.k_lo, 0))
+            yield Work(seg.t, seg.k_lo, seg.k_cnt, owner)
 
     @contextlib.contextmanager
     def tile_loop(self, p: Program) -> Iterator[R]:

@@ -14,7 +14,7 @@ from typing import Iterator
 import attrs
 
 from warpy.errors import WarpyError
-from warpy.isa.families import alu
+from warpy.isa.families import alu, control
 from warpy.isa.families._util import ins
 from warpy.isa.operands import RZ, R
 from warpy.isa.program import Program
@@ -150,3 +150,103 @@ def strided_tiles(p: Program, worker: R, workers: int, tiles: int) -> Iterator[R
         t = p.r("t")
         p.emit(alu.imad(t, tile.reg, workers, worker))
         yield t
+
+
+@attrs.frozen
+class Segment:
+    """One piece of a worker's stream-K work: tile `t`, its k blocks [k_lo, k_lo + k_cnt)."""
+
+    t: R
+    k_lo: R
+    k_cnt: R
+
+
+@attrs.frozen
+class StreamK:
+    """Stream-K: the W = tiles x kt iterations (the k blocks of every tile, tile by tile) are split
+    evenly over `workers`: worker g takes [g W / G, (g + 1) W / G) (at least one each: W >= G).
+    A worker walks its range from the last tile to the first, a segment a tile, so that:
+
+    - a tile's last k block lies in its **finisher**, the worker that writes the tile; the others
+      holding part of it (its **contributors**: workers first_worker(t) .. finisher - 1) leave
+      partial sums for it;
+    - a worker contributes at most once, with the first segment it walks (the others end at a
+      tile's end), and finishes with the last, so contributors are done early and a finisher waits
+      as late as it can.
+    """
+
+    tiles: int
+    kt: int
+    workers: int
+
+    def __attrs_post_init__(self) -> None:
+        if self.workers < 1 or self.tiles < 1 or self.kt < 1:
+            raise WarpyError(f"stream-K over {self.tiles} tiles of {self.kt} k blocks and {self.workers} workers")
+        if self.work < self.workers:
+            raise WarpyError(f"stream-K: {self.work} iterations cannot keep {self.workers} workers busy")
+
+    @property
+    def work(self) -> int:
+        return self.tiles * self.kt
+
+    def range_of(self, g: int) -> tuple[int, int]:
+        return g * self.work // self.workers, (g + 1) * self.work // self.workers
+
+    def segments(self, g: int) -> list[tuple[int, int, int]]:
+        """The model: worker g's (tile, k_lo, k_cnt), in the order it walks them."""
+        lo, cur = self.range_of(g)
+        out = []
+        while cur > lo:
+            t = (cur - 1) // self.kt
+            seg_lo = max(lo, t * self.kt)
+            out.append((t, seg_lo - t * self.kt, cur - seg_lo))
+            cur = seg_lo
+        return out
+
+    def first_worker(self, t: int) -> int:
+        """The worker holding tile t's first iteration t kt: the largest g with g W / G <= t kt."""
+        return ((t * self.kt + 1) * self.workers - 1) // self.work
+
+    def finisher(self, t: int) -> int:
+        return (((t + 1) * self.kt) * self.workers - 1) // self.work
+
+    def max_segment(self) -> int:
+        """The most k blocks one segment can have."""
+        return min(self.kt, -(-self.work // self.workers))
+
+    def max_contributors(self) -> int:
+        return max(self.finisher(t) - self.first_worker(t) for t in range(self.tiles))
+
+    @contextlib.contextmanager
+    def emit(self, p: Program, worker: R) -> Iterator[Segment]:
+        """Emit the walk for the worker in `worker`: the body runs once a segment."""
+        G, W = self.workers, self.work
+        tmp, lo, cur = p.r("sk_tmp"), p.r("it_lo"), p.r("it_cur")
+        p.emit(alu.imad(tmp, worker, W, RZ))
+        divide(p, lo, tmp, G, G * W)
+        p.emit(alu.iadd3(tmp, tmp, W))
+        divide(p, cur, tmp, G, G * W)
+        top = p.fresh_label("SEGMENT")
+        p.label(top)
+        t, k_lo, k_cnt = p.r("t"), p.r("k_lo"), p.r("k_cnt")
+        last, tbase, seg_lo = p.r("it_last"), p.r("tile_k0"), p.r("seg_lo")
+        p.emit(alu.iadd3(last, cur, (1 << 32) - 1))
+        divide(p, t, last, self.kt, W)
+        p.emit(alu.imad(tbase, t, self.kt, RZ))
+        below = p.p("tile_starts_below")
+        p.emit(alu.isetp("LT", below, tbase, lo))
+        p.emit(alu.sel(seg_lo, lo, tbase, below))
+        p.emit(alu.imad(k_lo, tbase, (1 << 32) - 1, seg_lo))
+        p.emit(alu.imad(k_cnt, seg_lo, (1 << 32) - 1, cur))
+        yield Segment(t, k_lo, k_cnt)
+        more = p.p("more_segments")
+        p.emit(alu.mov(cur, seg_lo))
+        p.emit(alu.isetp("GT", more, cur, lo))
+        p.emit(control.bra(top).guarded(more))
+
+    def emit_first_worker(self, p: Program, q: R, t: R) -> R:
+        """q = first_worker(t) for the tile number in t."""
+        G, W = self.workers, self.work
+        x = p.r("sk_first_x")
+        p.emit(alu.imad(x, t, self.kt * G, G - 1))  # (t kt + 1) G - 1
+        return divide(p, q, x, W, self.tiles * self.kt * G + G)
