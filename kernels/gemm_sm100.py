@@ -276,10 +276,10 @@ class Sm100Gemm:
             self.stage_c = p.smem("c_stage", Layout((4, 32, 32), (32 * 32 * oeb, 32 * oeb, oeb)), self.out_dtype)
         p.global_buffer("c_out", Layout((self.m, self.n), (self.n * self.oeb, self.oeb)), self.out_dtype, "c")
         if self.adds:
-            self.flags = p.param("flags", "u64")
-            # the workspace: one flag a tile, then one epoch word a CTA (zero once, never reset)
+            # the workspace, scratch memory the host owns (zero-filled once per kernel and stream,
+            # never cleared again): one flag a tile, then one epoch word a CTA (zero once, never reset)
             self.nctas = self.clusters * cfg.cluster
-            p.global_buffer("flag_words", Layout(self.tiles + self.nctas, 4), "u32", "flags")
+            self.flags, _ = p.scratch("flags", "flag_words", Layout(self.tiles + self.nctas, 4), "u32")
         self.sa = p.smem_ring("sa", cfg.stages, a_tile.layout, self.dtype)
         self.sbt = p.smem_ring("sbt", cfg.stages, bt_tile.layout, self.dtype)
         self.stage = p.pipe("stage", cfg.stages, fills=1, frees=cfg.pairs)

@@ -303,6 +303,7 @@ class TensorMap:
 class Param:
     name: str
     type: str
+    scratch: bool = False  # host-owned zero-initialised memory (Program.scratch)
 
     def cbank(self) -> CBank:
         return CBank(0, self.name)
@@ -633,6 +634,22 @@ class Program:
         p_ = Param(name, type_)
         self.params.append(p_)
         return p_
+
+    def scratch(self, param: str, buffer: str, layout: Layout, elem: str) -> tuple[Param, GlobalBuffer]:
+        """A scratch pointer `param` (`.param NAME u64 scratch`) and the global buffer `buffer`
+        behind it (`layout`: coordinates -> bytes, of `elem`).
+
+        Scratch is device memory the host owns: it allocates it once per loaded kernel and per CUDA
+        stream the kernel is launched on, zero-filled at allocation, and never clears it again. So a
+        program using it must leave it as it found it (a flag reset to zero by its consumer) or keep
+        its own epochs in it (a launch counter it compares against). Its size is the extent of the
+        buffers declared behind the parameter (`Header.scratch_params`); declare more buffers behind
+        it with `global_buffer(..., source=param)`. Launches on one stream run one after another, so
+        two launches never use it at once (launches on two streams get two copies); a kernel launched
+        with programmatic dependent launch touches it only after its `griddepcontrol.wait`."""
+        p_ = self.param(param, "u64")
+        self.params[-1] = p_ = attrs.evolve(p_, scratch=True)
+        return p_, self.global_buffer(buffer, layout, elem, param)
 
     def pipe(self, name: str, depth: int, fills: int = 1, frees: int = 1) -> Pipe:
         pp = Pipe(self, name, depth, fills, frees)
@@ -1293,7 +1310,7 @@ class Program:
             kernel=self.name, sm=self.sm, threads=self.threads, dynsmem=_round_up(smem_end, 1024) if smem_end else 0,
             grid=self.grid, cluster=self.cluster, mbarriers=nbar, maxnreg=self.maxnreg,
             tmaps=tuple(TmapDecl(t.name, t.box) for t in self.tmaps),
-            params=tuple(ParamDecl(p_.name, p_.type) for p_ in self.params),
+            params=tuple(ParamDecl(p_.name, p_.type, p_.scratch) for p_ in self.params),
             buffers=tuple(b.decl() for b in self.buffers),
             regs=tuple(d for d in self.regs.values() if d.name in used) if with_regs else (),
         )

@@ -106,11 +106,20 @@ class TmapDecl:
 
 @attrs.frozen
 class ParamDecl:
+    """A raw kernel parameter. `scratch` (u64 only): a pointer to device memory the host owns and
+    allocates once per loaded kernel and CUDA stream, zero-filled then and never cleared again; its
+    size is the extent of the buffers declared behind it (`Header.scratch_params`, docs/sass.md)."""
+
     name: str
     type: str
+    scratch: bool = False
+
+    def __attrs_post_init__(self) -> None:
+        if self.scratch and self.type != "u64":
+            raise WarpyError(f".param {self.name}: only a u64 pointer can be scratch, not a {self.type}")
 
     def __str__(self) -> str:
-        return f".param {self.name} {self.type}"
+        return f".param {self.name} {self.type}" + (" scratch" if self.scratch else "")
 
 
 @attrs.frozen
@@ -194,6 +203,21 @@ class Header:
             if t.name == name:
                 return t.box
         raise WarpyError(f"no tensor map named {name!r}")
+
+    def scratch_params(self) -> dict[str, int]:
+        """The scratch parameters, in header order, each with the bytes the host allocates for it:
+        the extent (max of base + size) of the global buffers declared behind it (`source=NAME`).
+        A scratch parameter with no buffer behind it has no size: a WarpyError naming it."""
+        out: dict[str, int] = {}
+        for p in self.params:
+            if not p.scratch:
+                continue
+            ends = [b.base + b.size for b in self.buffers if b.space == "global" and b.source == p.name]
+            if not ends or max(ends) < 1:
+                raise WarpyError(f"kernel {self.kernel}: scratch parameter {p.name!r} has no global buffer "
+                                 f"declared behind it (`.buffer ... source={p.name}`), so it has no size")
+            out[p.name] = max(ends)
+        return out
 
     def kernel_params(self) -> list[tuple[str, str]]:
         """The kernel's parameters in order: each tensor map (`tmap`, 128 bytes), then each `.param`."""
@@ -291,9 +315,14 @@ class _Reader:
             h.setdefault("tmaps", []).append(TmapDecl(name, box))  # type: ignore[attr-defined]
         elif key == "param":
             parts = rest.split()
-            if len(parts) != 2 or parts[1] not in PARAM_TYPES:
-                raise bad(f".param takes a name and a type ({', '.join(PARAM_TYPES)})", len(word) + 2)
-            h.setdefault("params", []).append(ParamDecl(parts[0], parts[1]))  # type: ignore[attr-defined]
+            if len(parts) not in (2, 3) or parts[1] not in PARAM_TYPES or parts[2:] not in ([], ["scratch"]):
+                raise bad(f".param takes a name, a type ({', '.join(PARAM_TYPES)}) and optionally `scratch`",
+                          len(word) + 2)
+            if parts[2:] and parts[1] != "u64":
+                raise bad(f".param {parts[0]}: only a u64 pointer can be scratch, not a {parts[1]}",
+                          len(word) + len(parts[0]) + len(parts[1]) + 4)
+            h.setdefault("params", []).append(  # type: ignore[attr-defined]
+                ParamDecl(parts[0], parts[1], bool(parts[2:])))
         elif key == "buffer":
             m = re.fullmatch(
                 r"(\S+) (\S+) base=(\S+) size=(\S+)(?: elem=(\S+))?(?: source=(\S+))? layout=(.+)", rest
