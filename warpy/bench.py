@@ -411,7 +411,8 @@ def _emit(plan: Any, emit: str, output: Optional[str]) -> str:
 def run_check(plan: Any, M: int, N: int, K: int, dtype: str, out_dtype: str, seed: int = 20261129) -> tuple[int, str]:
     """Run the plan once on inputs in [-3, 3] and compare with the float64 product."""
     from warpy import runtime as rt
-    from warpy.runtime.bind import bind_params, run_header
+    from warpy.matmul import bind_gemm
+    from warpy.runtime.bind import alloc_scratch, free_scratch, run_header
 
     rng = np.random.default_rng(seed)
     a = small_ints(rng, (M, K))
@@ -421,15 +422,16 @@ def run_check(plan: Any, M: int, N: int, K: int, dtype: str, out_dtype: str, see
     out_elem = 4 if out_dtype == "f32" else 2
     dc = rt.alloc(M * N * out_elem)
     dc.fill(0xFF)  # NaN everywhere: an element the kernel never writes cannot pass
+    scratch = alloc_scratch(plan.header)  # zeroed on warpy's stream, which run_header launches on
     try:
         k = _kernel_of(plan)
-        params = bind_params(plan.header, {"a": da, "b": db, "c": dc},
-                             {"M": M, "N": N, "K": K, "m": M, "n": N, "k": K}, strict=False)
+        params = bind_gemm(plan.header, da, db, dc, M, N, K, scratch=scratch)
         run_header(k, plan.header, params, timeout=30)
         raw = dc.download({"f32": np.float32, "fp16": np.float16, "bf16": np.uint16}[out_dtype], (M, N))
     finally:
         for buf in (da, db, dc):
             buf.free()
+        free_scratch(scratch)
     return compare_exact(from_bits(raw, out_dtype), ref, out_dtype)
 
 
@@ -448,7 +450,8 @@ def _kernel_of(plan: Any) -> Any:
 def time_plan(plan: Any, iters: int = 100) -> float:
     """Median per-call GPU time (µs) of the plan on random-normal inputs, rotating input sets."""
     from warpy import runtime as rt
-    from warpy.runtime.bind import FastLaunch, bind_params
+    from warpy.matmul import bind_gemm
+    from warpy.runtime.bind import FastLaunch
     from warpy.runtime.launcher import default_stream
 
     p = plan.problem
@@ -462,17 +465,18 @@ def time_plan(plan: Any, iters: int = 100) -> float:
         b = rt.to_device(to_bits(rng.standard_normal((N, K), dtype=np.float32), p.dtype))
         bufs.append((a, b, rt.alloc(M * N * out_elem)))
     k = _kernel_of(plan)
-    fast = FastLaunch(k, plan.header)
-    scalars = {"M": M, "N": N, "K": K, "m": M, "n": N, "k": K}
-    params = [bind_params(plan.header, {"a": a, "b": b, "c": c}, scalars, strict=False) for a, b, c in bufs]
+    fast = FastLaunch(k, plan.header)  # owns the kernel's scratch memory for this timing
     stream = default_stream()
     handle = int(stream)
+    scratch = fast.scratch.get(handle)  # the set every launch below (all on `stream`) binds
+    params = [bind_gemm(plan.header, a, b, c, M, N, K, scratch=scratch) for a, b, c in bufs]
     try:
-        samples = gpu_times_us(lambda i: fast(i % sets, lambda: params[i % sets], handle), stream, iters)
+        samples = gpu_times_us(lambda i: fast(i % sets, lambda _s: params[i % sets], handle), stream, iters)
     finally:
         for trio in bufs:
             for buf in trio:
                 buf.free()
+        fast.scratch.free()
     return statistics.median(samples)
 
 

@@ -16,6 +16,10 @@ on disk (`$WARPY_CACHE` or `~/.cache/warpy`, folder `gemm/`: the program's SASS 
 by the problem and a fingerprint of the kernel and compiler sources), and ptxas's own cache keeps
 the cubin by PTX, so a fresh process skips the build and a repeated call costs one launch:
 `warpy bench gemm --host-overhead` measures it.
+
+A program's scratch memory (split-K / stream-K flags and workspaces, `.param NAME u64 scratch`) is
+allocated by the loaded kernel's launcher, zero-filled, once per CUDA stream it runs on, and kept
+for the process's life (docs/sass.md); `bind_gemm` is the one place the GEMM parameters are named.
 """
 
 from __future__ import annotations
@@ -508,8 +512,29 @@ def make_plan(problem: Any, *, use_disk: bool = True, progress: Optional[Progres
 # Running
 
 
+def bind_gemm(header: Any, a: Any, b: Any, c: Any, M: int, N: int, K: int, *,
+              scratch: Optional[Any] = None, encode: Optional[Callable[..., Any]] = None) -> list[Any]:
+    """A GEMM kernel's parameters, bound by the names warpy's GEMM programs use (the one place this
+    convention lives; warpy.gemm, `warpy gemm` and `warpy bench gemm` all bind through it):
+
+    - `a`, `b`, `c`: A, B and C's memory (tensor maps or pointers, as the header declares them);
+    - `c_add`: the tensor map through which split-K / stream-K programs add partial sums into C
+      (alongside their `c` pointer), over C's memory too;
+    - the scalars `M N K` (also `m n k`), where declared;
+    - scratch memory (flags, workspaces: `.param NAME u64 scratch`) from `scratch`, the set of the
+      stream the launch goes on (`ScratchPool.get(stream)`, `alloc_scratch`).
+
+    Names the kernel does not declare are ignored (strict=False), except in `scratch`."""
+    from warpy.runtime.bind import bind_params, encode_cached
+
+    return bind_params(header, {"a": a, "b": b, "c": c, "c_add": c},
+                       {"M": M, "N": N, "K": K, "m": M, "n": N, "k": K},
+                       scratch=scratch, strict=False, encode=encode or encode_cached)
+
+
 class _Loaded:
-    """A plan's cubin loaded on the GPU, with its fast launcher."""
+    """A plan's cubin loaded on the GPU, with its fast launcher (which owns the kernel's scratch
+    memory: one zero-filled set per stream, `launcher.scratch`)."""
 
     def __init__(self, plan: GemmPlan) -> None:
         from warpy import runtime as rt
@@ -519,14 +544,11 @@ class _Loaded:
         self.module = rt.load(plan.cubin)
         self.kernel = self.module.kernel(plan.header.kernel)
         self.launcher = FastLaunch(self.kernel, plan.header)
-        M, N, K = plan.problem.M, plan.problem.N, plan.problem.K
-        # scalars a GEMM kernel may declare, offered by name (unused ones are ignored)
-        self.scalars = {"M": M, "N": N, "K": K, "m": M, "n": N, "k": K}
 
-    def params(self, a: Any, b: Any, c: Any) -> list[Any]:
-        from warpy.runtime.bind import bind_params
-
-        return bind_params(self.plan.header, {"a": a, "b": b, "c": c}, self.scalars, strict=False)
+    def params(self, a: Any, b: Any, c: Any, scratch: Any) -> list[Any]:
+        """The parameters over A, B, C with `scratch`, the set of the stream launched on."""
+        p = self.plan.problem
+        return bind_gemm(self.plan.header, a, b, c, p.M, p.N, p.K, scratch=scratch)
 
 
 class CudaBackend:
@@ -578,8 +600,8 @@ class CudaBackend:
         a = rt.to_device(call.a.obj)
         b = rt.to_device(call.b.obj)
         c = rt.alloc(call.M * call.N * ELEM_BYTES[call.out_dtype])
-        try:
-            run_header(ld.kernel, ld.plan.header, ld.params(a, b, c))
+        try:  # on warpy's own stream, with that stream's scratch memory
+            run_header(ld.kernel, ld.plan.header, ld.params(a, b, c, ld.launcher.scratch.get(None)))
             return c.download(host_dtype(call.out_dtype), (call.M, call.N))
         finally:
             for buf in (a, b, c):
@@ -597,7 +619,8 @@ class CudaBackend:
             rt.synchronize_context()
         ld.launcher(
             (a.ptr, b.ptr, out.ptr),
-            lambda: ld.params(DeviceSpan(a.ptr, a.nbytes), DeviceSpan(b.ptr, b.nbytes), DeviceSpan(out.ptr, out.nbytes)),
+            lambda scratch: ld.params(DeviceSpan(a.ptr, a.nbytes), DeviceSpan(b.ptr, b.nbytes),
+                                      DeviceSpan(out.ptr, out.nbytes), scratch),
             stream,
         )
         if stream is None:
@@ -671,5 +694,5 @@ def gemm(a: Any, b: Any, out: Any = None, out_dtype: Any = None, *, stream: Opti
     return out
 
 
-__all__ = ["gemm", "check_call", "as_matrix", "read_capsule", "DLPackView", "Matrix", "GemmCall", "GemmPlan",
+__all__ = ["gemm", "bind_gemm", "check_call", "as_matrix", "read_capsule", "DLPackView", "Matrix", "GemmCall", "GemmPlan",
            "make_plan", "programs", "dtype_name", "backend"]

@@ -13,13 +13,17 @@ position:
   binding costs a dict lookup). Where the memory's size is known it must hold the map's extent.
 - `.param NAME u64`: the memory given for NAME (its address), or else a scalar of that name.
 - `.param NAME u32|u16|s32|s64|f32`: the scalar of that name.
+- `.param NAME u64 scratch`: device memory the host owns (docs/sass.md, `Program.scratch`), from
+  `scratch[name]` only: allocated zero-filled once per loaded kernel and per CUDA stream, never
+  cleared again. `alloc_scratch(header, stream)` makes one set; `ScratchPool(header).get(stream)`
+  keeps one set per stream; `FastLaunch` owns a pool and hands each stream's set to `make_params`.
 
 A parameter with nothing given is an error naming it; a name given that the kernel does not have is
 an error too, unless `strict=False` (a caller offering the same scalars to many kernels).
 
 `FastLaunch` is the launch path for calls repeated with few distinct arguments (warpy.gemm): it
-keeps the launch configuration per stream and the packed parameter block per argument tuple, so a
-repeated launch is one `cuLaunchKernelEx`.
+keeps the launch configuration per stream and the packed parameter block per argument tuple (and
+stream, where the kernel has scratch memory), so a repeated launch is one `cuLaunchKernelEx`.
 """
 
 from __future__ import annotations
@@ -115,21 +119,112 @@ def _scalar(name: str, typ: str, value: Any) -> Scalar:
     raise WarpyError(f"parameter {name!r} has a type warpy cannot pass: {typ}")
 
 
+# ---------------------------------------------------------------------------------------------
+# Scratch memory: `.param NAME u64 scratch`
+
+# (nbytes, stream) -> new device memory, zero in that stream's order (None: warpy's own stream)
+Zeros = Callable[[int, Any], Any]
+
+
+def _zeros(nbytes: int, stream: Any) -> DeviceBuffer:
+    from warpy.runtime.memory import zeros
+
+    return zeros(nbytes, stream)
+
+
+def alloc_scratch(header: Header, stream: Any = None, *, zeros: Zeros | None = None) -> dict[str, Any]:
+    """New scratch memory for each of the header's scratch parameters (`Header.scratch_params`
+    bytes each), zero-filled in the order of `stream` (None: warpy's own stream): pass it as
+    `bind_params(..., scratch=...)` for launches on that stream. Free it (`.free()`) when done."""
+    make = zeros or _zeros
+    out: dict[str, Any] = {}
+    try:
+        for name, nbytes in header.scratch_params().items():
+            out[name] = make(nbytes, stream)
+    except BaseException:
+        free_scratch(out)
+        raise
+    return out
+
+
+def free_scratch(scratch: Mapping[str, Any]) -> None:
+    """Free what `alloc_scratch` returned (anything with a `free()`)."""
+    for mem in scratch.values():
+        free = getattr(mem, "free", None)
+        if free is not None:
+            free()
+
+
+class ScratchPool:
+    """One loaded kernel's scratch memory, one set per CUDA stream: allocated zero-filled (in that
+    stream's order) on the first `get(stream)` and the same memory every later time, so each launch on
+    a stream finds what the previous one there left. A kernel without scratch parameters gets `{}`
+    and never touches the driver. `stream`: a CUstream handle as an int, or None (warpy's own)."""
+
+    def __init__(self, header: Header, zeros: Zeros | None = None) -> None:
+        self.header = header
+        self.sizes = header.scratch_params()
+        self._zeros = zeros
+        self._sets: dict[int, dict[str, Any]] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self.sizes)
+
+    def get(self, stream: Any = None) -> Mapping[str, Any]:
+        if not self.sizes:
+            return {}
+        key = -1 if stream is None else int(stream)
+        got = self._sets.get(key)
+        if got is None:
+            got = self._sets[key] = alloc_scratch(self.header, stream, zeros=self._zeros)
+        return got
+
+    def free(self) -> None:
+        """Free every stream's set (after the launches using them have finished)."""
+        sets, self._sets = self._sets, {}
+        for s in sets.values():
+            free_scratch(s)
+
+
+# ---------------------------------------------------------------------------------------------
+# Binding
+
+
 def bind_params(
     header: Header,
     buffers: Mapping[str, Any] = {},
     scalars: Mapping[str, Any] = {},
     *,
+    scratch: Mapping[str, Any] | None = None,
     strict: bool = True,
     encode: Callable[[TmaBox, int], TensorMap] = encode_cached,
 ) -> list[Any]:
     """The kernel's parameters in order, each bound by its name in the header: tensor maps encoded
     over `buffers[name]`, u64 pointers from `buffers[name]` (or a scalar), other scalars from
-    `scalars[name]`. Raises a one-line WarpyError for a missing or (with `strict`) unknown name."""
+    `scalars[name]`, scratch pointers from `scratch[name]` (and from nowhere else: see
+    `alloc_scratch`, `ScratchPool`). Raises a one-line WarpyError for a missing or (with `strict`)
+    unknown name."""
     declared = header.kernel_params()
+    sizes = header.scratch_params() if any(p.scratch for p in header.params) else {}
+    scratch = {} if scratch is None else scratch
     params: list[Any] = []
     for name, typ in declared:
-        if typ == "tmap":
+        if name in sizes:
+            need = sizes[name]
+            if name in buffers or name in scalars:
+                raise WarpyError(f"kernel {header.kernel}: {name!r} is scratch memory the host owns: give it "
+                                 "with scratch= (alloc_scratch or ScratchPool), not with the operands")
+            if name not in scratch:
+                raise WarpyError(f"kernel {header.kernel}: nothing given for scratch memory {name!r} ({need} bytes, "
+                                 "allocated zero-filled once per kernel and stream): pass scratch= "
+                                 "(alloc_scratch(header, stream) or a ScratchPool's get(stream))")
+            mem = scratch[name]
+            address, size = _address(name, mem)
+            if size is not None and size < need:
+                raise WarpyError(f"kernel {header.kernel}: scratch memory {name!r} needs {need} bytes, "
+                                 f"but the memory given holds {size}")
+            params.append(mem if isinstance(mem, DeviceBuffer) else u64(address))
+        elif typ == "tmap":
             if name not in buffers:
                 raise WarpyError(f"kernel {header.kernel}: nothing given for tensor map {name!r}"
                                  f" (given: {_names(buffers)})")
@@ -152,6 +247,10 @@ def bind_params(
             what = "pointer or scalar" if typ == "u64" else f"{typ} scalar"
             raise WarpyError(f"kernel {header.kernel}: nothing given for {what} {name!r}"
                              f" (given: {_names({**buffers, **scalars})})")
+    unknown_scratch = sorted(set(scratch) - set(sizes))
+    if unknown_scratch:  # scratch memory is per kernel: memory for another kernel is a mistake
+        raise WarpyError(f"kernel {header.kernel} has no scratch parameter {unknown_scratch[0]!r}"
+                         f" (scratch parameters: {', '.join(sizes) or 'none'})")
     if strict:
         known = {n for n, _ in declared}
         unknown = sorted(set(buffers) - known) + sorted(set(scalars) - known - set(buffers))
@@ -179,34 +278,51 @@ def run_header(kernel: Kernel, header: Header, params: Sequence[Any], *, pdl: bo
         cluster=header.cluster, pdl=pdl, stream=stream, timeout=timeout)
 
 
+# make_params(scratch) -> the bound parameters; `scratch`: the stream's scratch memory by name
+MakeParams = Callable[[Mapping[str, Any]], Sequence[Any]]
+
+
 class FastLaunch:
     """Repeated launches of one kernel with its header's geometry, with as little Python per call as
     possible: the CUlaunchConfig is built once per stream and the packed parameter block once per
     key the caller names (e.g. the tuple of addresses the parameters were bound from).
 
+    The launcher owns the kernel's scratch memory (`scratch`, a `ScratchPool`: one zero-filled set
+    per stream). `make_params(scratch)` binds the parameters with the set of the stream launched on
+    (pass it as `bind_params(..., scratch=scratch)`); where the kernel has scratch parameters a packed
+    block is kept per (key, stream), since each stream's pointers differ.
+
     The first launch on a stream goes through `warpy.runtime.launch` (its checks and error
     messages, and the dynamic shared memory opt-in); later ones call cuLaunchKernelEx directly."""
 
-    def __init__(self, kernel: Kernel, header: Header, *, pdl: bool = False, max_params: int = 64) -> None:
+    def __init__(self, kernel: Kernel, header: Header, *, pdl: bool = False, max_params: int = 64,
+                 zeros: Zeros | None = None) -> None:
         self.kernel = kernel
         self.header = header
         self.pdl = pdl
+        self.scratch = ScratchPool(header, zeros)
+        self._per_stream = bool(self.scratch)
         self._configs: dict[int, Any] = {}
         self._packed: OrderedDict[Hashable, tuple[int, Any]] = OrderedDict()
         self._max_params = max_params
 
-    def packed(self, key: Hashable, make_params: Callable[[], Sequence[Any]]) -> int:
-        """The address of the packed parameter block for `key`, made by `make_params()` on a miss."""
+    def _key(self, key: Hashable, stream: int | None) -> Hashable:
+        return (key, -1 if stream is None else stream) if self._per_stream else key
+
+    def packed(self, key: Hashable, make_params: MakeParams, stream: int | None = None) -> int:
+        """The address of the packed parameter block for `key` on `stream`, made by
+        `make_params(scratch)` on a miss."""
+        key = self._key(key, stream)
         hit = self._packed.get(key)
         if hit is not None:
             return hit[0]
-        address, keep = pack_params(make_params())
+        address, keep = pack_params(make_params(self.scratch.get(stream)))
         self._packed[key] = (address, keep)
         if len(self._packed) > self._max_params:
             self._packed.popitem(last=False)
         return address
 
-    def __call__(self, key: Hashable, make_params: Callable[[], Sequence[Any]], stream: int | None = None) -> None:
+    def __call__(self, key: Hashable, make_params: MakeParams, stream: int | None = None) -> None:
         """Launch with the parameters of `key` on `stream` (a CUstream handle as an int; None:
         warpy's own stream)."""
         skey = -1 if stream is None else stream
@@ -218,17 +334,17 @@ class FastLaunch:
         from warpy.runtime.driver import check, cuda
 
         d = cuda()
-        check(d.cuLaunchKernelEx(cfg, self.kernel.handle, self.packed(key, make_params), 0),
+        check(d.cuLaunchKernelEx(cfg, self.kernel.handle, self.packed(key, make_params, stream), 0),
               f"launch of kernel {self.kernel.name}")
 
-    def _first_launch(self, key: Hashable, make_params: Callable[[], Sequence[Any]], stream: int | None) -> Any:
+    def _first_launch(self, key: Hashable, make_params: MakeParams, stream: int | None) -> Any:
         from warpy.runtime.driver import cuda
         from warpy.runtime.launcher import default_stream
 
         d = cuda()
         h = self.header
         cu_stream = default_stream() if stream is None else d.CUstream(stream)
-        params = make_params()
+        params = make_params(self.scratch.get(stream))
         launch(self.kernel, grid=h.grid, block=h.threads, smem=h.dynsmem, params=params,
                cluster=h.cluster, pdl=self.pdl, stream=cu_stream)
         # the same configuration launch() built, kept for the next calls
@@ -251,11 +367,11 @@ class FastLaunch:
         cfg.attrs = attributes
         cfg.numAttrs = len(attributes)
         address, keep = pack_params(params)
-        self._packed[key] = (address, keep)
+        self._packed[self._key(key, stream)] = (address, keep)
         return cfg
 
 
 __all__ = [
-    "DeviceSpan", "FastLaunch", "bind_params", "encode_cached", "launch_header", "run_header",
-    "tmap_extent_bytes",
+    "DeviceSpan", "FastLaunch", "ScratchPool", "alloc_scratch", "bind_params", "encode_cached", "free_scratch",
+    "launch_header", "run_header", "tmap_extent_bytes",
 ]

@@ -84,6 +84,23 @@ def alloc(nbytes: int) -> DeviceBuffer:
     return DeviceBuffer(int(ptr), nbytes)
 
 
+def zeros(nbytes: int, stream: Any = None) -> DeviceBuffer:
+    """`nbytes` of new device memory set to zero in the order of `stream` (cuMemsetD8Async; a
+    CUstream, its handle as an int, or None: warpy's own stream): work enqueued on that stream
+    afterwards sees zeros, without the host waiting. Work on another stream must wait for `stream`."""
+    buf = alloc(nbytes)
+    from warpy.runtime.launcher import default_stream
+
+    d = cuda()
+    s = default_stream() if stream is None else d.CUstream(stream) if isinstance(stream, int) else stream
+    try:
+        check(d.cuMemsetD8Async(buf.ptr, 0, nbytes, s), "cuMemsetD8Async")
+    except BaseException:
+        buf.free()
+        raise
+    return buf
+
+
 def to_device(array: np.ndarray) -> DeviceBuffer:
     """A new device buffer holding a copy of `array`."""
     a = np.ascontiguousarray(array)
