@@ -37,7 +37,7 @@ from warpy.layout.desc import tma_box
 from warpy.layout.smem import smem_tile
 from warpy.layout.tma import dtype_bytes
 
-from .schedule import TileOrder, strided_tiles
+from .schedule import StreamK, TileOrder, strided_tiles
 
 H200_SMS = 132
 MAX_SMEM = 232448  # bytes of shared memory a block may opt into on sm_90
@@ -60,6 +60,7 @@ class Sm90Config:
     bk: int = 64
     l2_promotion: int = 256  # bytes the L2 fetches around each TMA request (0 = the driver's default)
     staged_epilogue: bool = False  # C through shared memory (STSM) and TMA stores; 16-bit C only
+    stream_k: bool = False  # the tiles' k blocks shared out evenly over the grid (kernels.schedule.StreamK)
 
     @property
     def bm(self) -> int:
@@ -67,9 +68,23 @@ class Sm90Config:
 
     def describe(self) -> str:
         epi = "STSM + TMA-store epilogue" if self.staged_epilogue else "epilogue stored from registers"
+        walk = (f"stream-K over {self.sms} SMs (partial sums through an fp32 workspace)" if self.stream_k
+                else f"persistent over {self.sms} SMs")
         return (f"sm_90a warp-specialised: {self.bm}x{self.bn}x{self.bk} tiles, {self.consumers} consumer "
-                f"warpgroups (HGMMA 64x{self.bn}x16), {self.stages}-stage TMA ring, persistent over "
-                f"{self.sms} SMs, tiles grouped by {self.group}, {epi}")
+                f"warpgroups (HGMMA 64x{self.bn}x16), {self.stages}-stage TMA ring, {walk}, "
+                f"tiles grouped by {self.group}, {epi}")
+
+
+@attrs.frozen
+class Work:
+    """One piece of a CTA's work: the tile (its blocks and number) and its k blocks: [k_lo,
+    k_lo + k_cnt) with stream-K (registers), all kt otherwise (k_lo None)."""
+
+    m_blk: R
+    n_blk: R
+    t: R
+    k_lo: R | None
+    k_cnt: Union[int, R]
 
 
 def cdiv(a: int, b: int) -> int:
@@ -105,15 +120,19 @@ class Sm90Gemm:
         self.oeb = dtype_bytes(out_dtype)
         self.mt, self.nt = cdiv(m, cfg.bm), cdiv(n, cfg.bn)
         self.tiles = self.mt * self.nt
-        self.grid = min(cfg.sms, self.tiles)
         self.kt = cdiv(k, cfg.bk)
+        self.grid = min(cfg.sms, self.tiles)
+        self.sk: StreamK | None = None
+        if cfg.stream_k:
+            self.sk = StreamK(self.tiles, self.kt, min(cfg.sms, self.tiles * self.kt))
+            self.grid = self.sk.workers
         self.order = TileOrder(self.mt, self.nt, cfg.group)
 
     @property
     def name(self) -> str:
         c = self.cfg
         return (f"gemm_sm90_{self.m}x{self.n}x{self.k}_{self.dtype}_{self.out_dtype}"
-                f"_{c.bm}x{c.bn}x{c.bk}_s{c.stages}_g{c.group}")
+                f"_{c.bm}x{c.bn}x{c.bk}_s{c.stages}_g{c.group}" + ("_sk" if c.stream_k else ""))
 
     # -- the program ---------------------------------------------------------------------------
     def build(self) -> Program:
@@ -132,6 +151,11 @@ class Sm90Gemm:
         else:
             self.c = p.param("c", "u64")
         p.global_buffer("c_out", Layout((self.m, self.n), (self.n * self.oeb, self.oeb)), self.out_dtype, "c")
+        if self.sk is not None:
+            # scratch the host owns (zeroed once): a flag per tile and consumer warp, which the tile's
+            # finisher resets; a slot of partial sums per CTA (a CTA contributes to one tile at most)
+            self.flags, _ = p.scratch("flags", "flag_words", Layout(self.tiles * 4 * cfg.consumers, 4), "u32")
+            self.partials, _ = p.scratch("partials", "partial_sums", Layout(self.grid * cfg.bm * cfg.bn, 4), "fp32")
         self.sa = p.smem_ring("sa", cfg.stages, a_tile.layout, self.dtype)
         self.sb = p.smem_ring("sb", cfg.stages, b_tile.layout, self.dtype)
         if cfg.staged_epilogue:  # per consumer warpgroup, two 64 x 64 tiles of C (128-byte swizzle)
@@ -149,12 +173,19 @@ class Sm90Gemm:
         return p
 
     @contextlib.contextmanager
-    def tile_loop(self, p: Program) -> Iterator[tuple[R, R]]:
-        """For each tile this CTA owns (ctaid, ctaid + grid, ...): its (m_blk, n_blk), grouped order."""
+    def work_loop(self, p: Program) -> Iterator[Work]:
+        """For each piece of work this CTA owns: a whole tile (ctaid, ctaid + grid, ...) or, with
+        stream-K, a segment of a tile's k blocks; tiles in the grouped order."""
         ctaid = p.r("ctaid")
         p.emit(alu.s2r(ctaid, "SR_CTAID.X"))
-        with strided_tiles(p, ctaid, self.grid, self.tiles) as t:
-            yield self.order.emit(p, t)
+        if self.sk is None:
+            with strided_tiles(p, ctaid, self.grid, self.tiles) as t:
+                m_blk, n_blk = self.order.emit(p, t)
+                yield Work(m_blk, n_blk, t, None, self.kt)
+            return
+        with self.sk.emit(p, ctaid) as seg:
+            m_blk, n_blk = self.order.emit(p, seg.t)
+            yield Work(m_blk, n_blk, seg.t, seg.k_lo, seg.k_cnt)
 
     # -- producer --------------------------------------------------------------------------
     def producer(self, p: Program) -> None:
@@ -165,16 +196,21 @@ class Sm90Gemm:
         with p.when(loader):
             leader = p.elect()
             out = self.stage.producer("ps")
-            with self.tile_loop(p) as (m_blk, n_blk):
+            with self.work_loop(p) as w:
                 m0, n0 = p.r("m0"), p.r("n0")
-                p.emit(alu.imad(m0, m_blk, cfg.bm, RZ))
-                p.emit(alu.imad(n0, n_blk, cfg.bn, RZ))
-                with p.loop("k", self.kt) as k:
+                p.emit(alu.imad(m0, w.m_blk, cfg.bm, RZ))
+                p.emit(alu.imad(n0, w.n_blk, cfg.bn, RZ))
+                with p.loop("k", w.k_cnt, max_count=self.kt) as k:
                     with out.stage():
                         out.wait_empty()
                         out.arrive_full(leader, tx_bytes=self.ta.box.box_bytes + self.tb.box.box_bytes)
-                        p.tma_load(out.slot(self.sa), self.ta, [k * cfg.bk, m0], out.full, guard=leader)
-                        p.tma_load(out.slot(self.sb), self.tb, [k * cfg.bk, n0], out.full, guard=leader)
+                        kc: Any = k * cfg.bk
+                        if w.k_lo is not None:  # the segment's k blocks start at k_lo
+                            kc = p.r("k_elem")
+                            p.emit(alu.iadd3(kc, k.reg, w.k_lo))
+                            p.emit(alu.imad(kc, kc, cfg.bk, RZ))
+                        p.tma_load(out.slot(self.sa), self.ta, [kc, m0], out.full, guard=leader)
+                        p.tma_load(out.slot(self.sb), self.tb, [kc, n0], out.full, guard=leader)
 
     # -- consumers -----------------------------------------------------------------------------
     def consumer(self, p: Program, c: int) -> None:
@@ -190,9 +226,11 @@ class Sm90Gemm:
         cons = self.stage.consumer("cs")
         rel = self.stage.consumer("rel")
         epi = self.staged_setup(p, c) if cfg.staged_epilogue else self.epilogue_setup(p, c)
-        with self.tile_loop(p) as (m_blk, n_blk):
+        fix = self.fixup_setup(p, c) if self.sk is not None else None
+        with self.work_loop(p) as w:
+            m_blk, n_blk = w.m_blk, w.n_blk
             p.emit(alu.umov(first, 0))
-            with p.loop("k", self.kt) as k:
+            with p.loop("k", w.k_cnt, max_count=self.kt) as k:
                 with cons.stage():
                     p.emit(alu.uisetp("NE", accumulate, first, URZ))
                     cons.wait_full()
@@ -213,12 +251,113 @@ class Sm90Gemm:
             p.emit(hopper.warpgroup_wait(0))
             with rel.stage():
                 rel.free(leader)
+            done = None
+            if fix is not None:
+                done = p.fresh_label("SEGMENT_DONE")
+                self.fixup(p, fix, w, acc, done)
             if cfg.staged_epilogue:
                 self.staged_epilogue(p, c, epi, acc, m_blk, n_blk)
             else:
                 self.epilogue(p, epi, acc, m_blk, n_blk)
+            if done is not None:
+                p.label(done)
         if cfg.staged_epilogue:  # the last stores must have read shared memory before the CTA exits
             p.emit(tma.bulk_wait(0).guarded(epi["lead"]))  # type: ignore[arg-type]
+
+    # -- stream-K: partial sums between the CTAs sharing a tile ------------------------------------
+    def fixup_setup(self, p: Program, c: int) -> dict[str, Any]:
+        """Per-thread constants: this thread's place in a slot of partial sums (a slot holds a CTA's
+        accumulators, warpgroup by warpgroup, 16 bytes a thread at a time: every access is a whole,
+        coalesced 512-byte line a warp), its own slot's address, the flag word's warp index."""
+        cfg = self.cfg
+        md = p.urvec("memdesc_sk", 2)
+        p.emit(alu.uldc(md, CBank(0, 0x208), p.sm))
+        t = p.r("sk_tid")
+        p.emit(alu.iadd3(t, R("tid"), (1 << 32) - 128 * (c + 1)))
+        off = p.r("sk_off")  # c * (the warpgroup's bytes) + 16 t
+        p.emit(alu.imad(off, t, 16, c * 64 * cfg.bn * 4))
+        ctaid = p.r("sk_cta")
+        p.emit(alu.s2r(ctaid, "SR_CTAID.X"))
+        wflag = p.r("flag_warp")  # the consumer warp's index: 0 .. 4 consumers - 1
+        p.emit(alu.iadd3(wflag, p.warp_index(), (1 << 32) - 4))
+        # (the pointers are read from the parameters where they are used: registers are scarce)
+        return {"md": md, "off": off, "cta": ctaid, "wflag": wflag}
+
+    def slot_address(self, p: Program, f: dict[str, Any], dst: RVec, slot: R) -> RVec:
+        """dst = the address of this thread's first vector in CTA `slot`'s partial sums."""
+        p.emit(alu.ldc(dst, self.partials.cbank()))
+        p.emit(alu.imad_wide(dst, slot, self.cfg.bm * self.cfg.bn * 4, dst))
+        p.emit(alu.imad_wide(dst, f["off"], 1, dst))
+        return dst
+
+    def fixup(self, p: Program, f: dict[str, Any], w: "Work", acc: RVec, done: str) -> None:
+        """After a segment's MMAs. A segment that stops short of the tile's last k block contributes:
+        its accumulators go to the CTA's slot, then each warp raises its flag of the tile (once its
+        stores are visible at GPU scope) and the CTA goes on with its next segment. The segment
+        holding the last k block finishes the tile: if it did not start at k block 0, each warp
+        waits until the tile's contributors (CTAs first_worker(t) .. this one - 1) have all raised
+        its flag, resets the flag (the scratch stays zero between launches), adds their slots into
+        its accumulators, in the order of the CTAs (deterministic), and the epilogue stores C."""
+        assert self.sk is not None and w.k_lo is not None
+        cfg = self.cfg
+        md: URVec = f["md"]
+        fa = p.rvec("flag_addr", 2)
+        x = p.r("flag_ix")
+        p.emit(alu.ldc(fa, self.flags.cbank()))
+        p.emit(alu.imad(x, w.t, 4 * cfg.consumers, f["wflag"]))
+        p.emit(alu.imad_wide(fa, x, 4, fa))
+        end, contrib = p.r("seg_end"), p.p("contributes")
+        p.emit(alu.iadd3(end, w.k_lo, w.k_cnt))
+        p.emit(alu.isetp("LT", contrib, end, self.kt))
+        give, gather_done = p.fresh_label("CONTRIBUTE"), p.fresh_label("GATHERED")
+        p.emit(control.bra(give).guarded(contrib))
+        # the finisher: partial sums of the tile's earlier k blocks, if any
+        whole = p.p("whole_tile")
+        p.emit(alu.isetp("EQ", whole, w.k_lo, 0))
+        p.emit(control.bra(gather_done).guarded(whole))
+        first, count = p.r("first_cta"), p.r("contributors")
+        self.sk.emit_first_worker(p, first, w.t)
+        p.emit(alu.imad(count, first, (1 << 32) - 1, f["cta"]))
+        flag, up = p.r("flag"), p.p("flag_up")
+        spin = p.fresh_label("FLAG")
+        p.label(spin)
+        p.emit(memory.ldg_strong(flag, GMem(md, fa)))
+        p.emit(alu.isetp("GE", up, flag, count))
+        p.emit(control.bra(spin).guarded(~up))
+        p.emit(sync.membar("GPU"))  # acquire: the contributors' partial sums before the loads
+        p.emit(memory.stg_strong(GMem(md, fa), RZ))
+        src = self.slot_address(p, f, p.rvec("slot_addr", 2), first)
+        # loads in flight a thread: 8 vectors, 4 where the register-stored epilogue's addresses of
+        # 128 x 256 tiles leave too few registers
+        batch = 4 if cfg.bn > 128 and not cfg.staged_epilogue else 8
+        part = p.rvec("part", 4 * batch)
+        vecs = cfg.bn // 8  # 16-byte vectors a thread holds: accumulator registers 4j .. 4j + 3
+        with p.loop("slot", count, max_count=self.sk.max_contributors()):
+            for j0 in range(0, vecs, batch):
+                n = min(batch, vecs - j0)
+                for j in range(n):
+                    p.emit(memory.ldg(part.sub(4 * j, 4), GMem(md, src, (j0 + j) * 128 * 16)))
+                for j in range(n):
+                    for i in range(4):
+                        r = 4 * (j0 + j) + i
+                        p.emit(alu.fadd(acc[r], acc[r], part[4 * j + i]))
+            p.emit(alu.iadd3(first, first, 1))
+            self.slot_address(p, f, src, first)
+        p.emit(control.bra(gather_done))
+        # a contributor: the accumulators to this CTA's slot, then the flag
+        p.label(give)
+        mine = self.slot_address(p, f, p.rvec("my_slot", 2), f["cta"])
+        for j in range(vecs):
+            p.emit(memory.stg(GMem(md, mine, j * 128 * 16), acc.sub(4 * j, 4)))
+        p.emit(control.warpsync_all())
+        raiser = p.elect("flag_raiser")
+        one = p.r("one")
+        p.emit(alu.mov(one, 1))
+        with p.when(raiser):
+            p.emit(sync.membar("GPU"))  # release: the warp's partial sums before the flag
+            p.emit(memory.red_add(GMem(md, fa), one))
+        p.emit(control.bra(done))
+        p.label(gather_done)
 
     # -- epilogue: registers -> global, guarded on ragged tiles ----------------------------------
     def epilogue_setup(self, p: Program, c: int) -> dict[str, Union[R, RVec, URVec]]:

@@ -86,22 +86,40 @@ def choose(problem: GemmProblem) -> Config:
     busiest SM's work: waves (ceil(tiles / 132)) x BN / efficiency(BN) — wide tiles on large
     shapes, narrower ones when wide tiles would leave SMs idle or add a nearly empty wave. The
     ring is as deep as shared memory allows; 16-bit C with TMA-addressable rows goes out through
-    shared memory and TMA stores, overlapping the next tile's loads."""
+    shared memory and TMA stores, overlapping the next tile's loads. Where whole tiles cannot keep
+    the SMs busy (few tiles, long K), stream-K shares the k blocks out (`sm90_cost`)."""
     if problem.arch == "sm_100a":
         return choose_sm100(problem.M, problem.N, problem.K, out_dtype=problem.out_dtype)
     if problem.arch != "sm_90a":
         raise WarpyError(f"no {problem.arch} GEMM program exists yet")
-    mt = cdiv(problem.M, 128)
-
-    def cost(bn: int) -> float:
-        return cdiv(mt * cdiv(problem.N, bn), H200_SMS) * bn / TILE_EFFICIENCY[bn]
-
-    bn = min(sorted(TILE_EFFICIENCY, reverse=True), key=cost)
+    bn, stream_k = min(((bn, sk) for bn in sorted(TILE_EFFICIENCY, reverse=True) for sk in (False, True)),
+                       key=lambda c: sm90_cost(problem, *c))
     staged = problem.out_dtype in ("bf16", "fp16") and (problem.N * 2) % 16 == 0
     stages = 3
     while smem_bytes(Sm90Config(bn=bn, stages=stages + 1, staged_epilogue=staged)) <= MAX_SMEM and stages < 8:
         stages += 1
-    return Sm90Config(bn=bn, stages=stages, group=8, staged_epilogue=staged)
+    return Sm90Config(bn=bn, stages=stages, group=8, staged_epilogue=staged, stream_k=stream_k)
+
+
+# Stream-K's cost over a data-parallel grid's, in k blocks of one CTA: storing or gathering a tile's
+# partial sums and the ring's refill between segments. And the margin by which stream-K must be
+# predicted to win (its sums are ordered differently; a near tie keeps whole tiles).
+STREAM_K_OVERHEAD = 3
+STREAM_K_MARGIN = 0.95
+
+
+def sm90_cost(problem: GemmProblem, bn: int, stream_k: bool) -> float:
+    """Predicted time of the busiest SM, in k blocks of a 128 x 256 tile: whole tiles take
+    ceil(tiles / 132) waves of kt k blocks; stream-K shares the tiles' k blocks out evenly (one
+    CTA an SM) and pays STREAM_K_OVERHEAD more, and must beat whole tiles by STREAM_K_MARGIN."""
+    tiles = cdiv(problem.M, 128) * cdiv(problem.N, bn)
+    kt = cdiv(problem.K, 64)
+    per = bn / 256 / TILE_EFFICIENCY[bn]
+    if not stream_k:
+        return cdiv(tiles, H200_SMS) * kt * per
+    if tiles * kt < H200_SMS:
+        return float("inf")
+    return (cdiv(tiles * kt, H200_SMS) + STREAM_K_OVERHEAD) * per / STREAM_K_MARGIN
 
 
 def build(problem: GemmProblem, config: Config | None = None) -> Program:

@@ -59,7 +59,7 @@ class Compiled:
 class Warp:
     __slots__ = ("gid", "cta", "wid", "regs", "groups", "state", "block", "vc", "via", "agent", "wg_committed",
                  "wg_open", "wg_retired", "pending", "bulk_committed", "bulk_open", "bulk_retired", "acq_done",
-                 "unfenced", "gunfenced", "trace", "steps", "tc_before", "cl_phase", "unfenced_init")
+                 "unfenced", "gunfenced", "trace", "steps", "tc_before", "cl_phase", "unfenced_init", "acquired")
 
     def __init__(self, gid: int, cta: "Cta", wid: int) -> None:
         self.gid = gid
@@ -87,6 +87,7 @@ class Warp:
         self.tc_before = False
         self.cl_phase = -1
         self.unfenced_init: list[Access] = []
+        self.acquired: VC = {}  # clocks read through GPU-scope flags, joined at the next MEMBAR.GPU
 
     def tick(self) -> VC:
         """A release: a copy of this warp's clock, then the warp's own clock moves on."""
@@ -111,6 +112,9 @@ class Cta:
         self.tc_clock = 0
         self.tc_agent = ("tc", index)
         self.relinquished = False
+        # with values: the CTA has read global memory the simulated CTAs never wrote behind a pointer
+        # parameter (another CTA's partial sums), so what it writes afterwards is not known here
+        self.foreign = False
 
 
 class Cluster:

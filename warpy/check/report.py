@@ -55,7 +55,7 @@ class Report:
             s += f"; {self.values_checked} output values computed, {self.values_wrong} differ from numpy"
             if self.values_partial:
                 s += (f" ({self.values_partial} more hold partial sums the rest of the grid completes, "
-                      f"not compared)")
+                      f"or sums of them, not compared)")
         return s
 
     def messages(self, limit: int = MAX_LINES) -> list[str]:

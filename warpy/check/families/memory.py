@@ -147,6 +147,12 @@ def _ldg(m: Any, w: Any, c: Any, lanes: Any) -> Any:
     if m.values and src is not None:
         base = m.src_base[src]
         mem = m.gmem[src]
+        if src in m.params and src not in m.tmaps and addrs.size and "STRONG" not in c.instr.mods:
+            wr = m.gwritten[src]
+            offs = (addrs.astype(np.int64) - base)[:, None] + np.arange(nb)[None, :]
+            offs = offs[(offs >= 0) & (offs < wr.size)]
+            if offs.size and not wr[offs].all():
+                w.cta.foreign = True
         _load_regs(m, w, c, c.instr.ops[0], lambda a, n: mem[a - base:a - base + n], _gaddr(w, gop), nb, lanes)
     elif nb == 4 and _shadowed(m, src, addrs):
         av = np.broadcast_to(np.asarray(_gaddr(w, gop), dtype=np.int64), (32,))
@@ -155,8 +161,10 @@ def _ldg(m: Any, w: Any, c: Any, lanes: Any) -> Any:
     if "STRONG" in c.instr.mods and addrs.size:
         addr = int(addrs[0])
         rel = m.flag_vc.get(addr)
-        if rel is not None:
-            join(w.vc, rel, w.via, "GPU-scope flag")
+        if rel is not None:  # a relaxed load: what the flag releases is acquired by the next fence
+            for k, v in rel.items():
+                if w.acquired.get(k, 0) < v:
+                    w.acquired[k] = v
         spin = c.extra.get("spin")
         if spin is not None:
             return _spin(m, w, c, spin, addr, lanes)
@@ -222,6 +230,8 @@ def _stg(m: Any, w: Any, c: Any, lanes: Any) -> None:
             if 0 <= o and o + nb <= mem.size:
                 mem[o:o + nb] = data[ln]
                 wr[o:o + nb] = True
+                if w.cta.foreign:
+                    m.greduced[src][o:o + nb] = True
 
 
 def _nmat(mods: tuple[str, ...]) -> int:

@@ -260,6 +260,11 @@ def _membar(m: Any, w: Any, c: Any, lanes: Any) -> None:
         for a in w.gunfenced:
             a.gpu_fenced = True
         w.gunfenced = []
+        if w.acquired:  # acquire: what GPU-scope flags this warp read released
+            from warpy.check.state import join
+
+            join(w.vc, w.acquired, w.via, "GPU-scope flag")
+            w.acquired = {}
 
 
 def _acqbulk(m: Any, w: Any, c: Any, lanes: Any) -> None:

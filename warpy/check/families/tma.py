@@ -183,7 +183,7 @@ def _tma_store(m: Any, w: Any, c: Any, lanes: Any) -> None:
                 add = packed[srcb].view(dt)
                 mem[dstb] = (cur + add).astype(dt).view(np.uint8)
         wr[dstb] = True
-        if kind == "red":
+        if kind == "red" or w.cta.foreign:
             m.greduced[name][dstb] = True
 
 
