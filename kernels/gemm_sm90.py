@@ -61,6 +61,7 @@ class Sm90Config:
     l2_promotion: int = 256  # bytes the L2 fetches around each TMA request (0 = the driver's default)
     staged_epilogue: bool = False  # C through shared memory (STSM) and TMA stores; 16-bit C only
     stream_k: bool = False  # the tiles' k blocks shared out evenly over the grid (kernels.schedule.StreamK)
+    split: int = 0  # with stream_k: a grid of tiles x split CTAs, so every tile splits at the same k blocks
 
     @property
     def bm(self) -> int:
@@ -68,8 +69,10 @@ class Sm90Config:
 
     def describe(self) -> str:
         epi = "STSM + TMA-store epilogue" if self.staged_epilogue else "epilogue stored from registers"
-        walk = (f"stream-K over {self.sms} SMs (partial sums through an fp32 workspace)" if self.stream_k
-                else f"persistent over {self.sms} SMs")
+        walk = f"persistent over {self.sms} SMs"
+        if self.stream_k:
+            over = f"K split {self.split} ways a tile" if self.split else f"stream-K over {self.sms} SMs"
+            walk = f"{over} (partial sums through an fp32 workspace)"
         return (f"sm_90a warp-specialised: {self.bm}x{self.bn}x{self.bk} tiles, {self.consumers} consumer "
                 f"warpgroups (HGMMA 64x{self.bn}x16), {self.stages}-stage TMA ring, {walk}, "
                 f"tiles grouped by {self.group}, {epi}")
@@ -123,8 +126,16 @@ class Sm90Gemm:
         self.kt = cdiv(k, cfg.bk)
         self.grid = min(cfg.sms, self.tiles)
         self.sk: StreamK | None = None
+        if cfg.split and not cfg.stream_k:
+            raise WarpyError("split is a form of stream-K: set stream_k too")
         if cfg.stream_k:
-            self.sk = StreamK(self.tiles, self.kt, min(cfg.sms, self.tiles * self.kt))
+            workers = min(cfg.sms, self.tiles * self.kt)
+            if cfg.split:
+                if not 1 <= cfg.split <= self.kt or self.tiles * cfg.split > cfg.sms:
+                    raise WarpyError(f"K split {cfg.split} ways over {self.tiles} tiles of {self.kt} k blocks "
+                                     f"does not fit {cfg.sms} SMs")
+                workers = self.tiles * cfg.split
+            self.sk = StreamK(self.tiles, self.kt, workers)
             self.grid = self.sk.workers
         self.order = TileOrder(self.mt, self.nt, cfg.group)
 
@@ -132,7 +143,7 @@ class Sm90Gemm:
     def name(self) -> str:
         c = self.cfg
         return (f"gemm_sm90_{self.m}x{self.n}x{self.k}_{self.dtype}_{self.out_dtype}"
-                f"_{c.bm}x{c.bn}x{c.bk}_s{c.stages}_g{c.group}" + ("_sk" if c.stream_k else ""))
+                f"_{c.bm}x{c.bn}x{c.bk}_s{c.stages}_g{c.group}" + ("_sk" if c.stream_k else "") + (f"{c.split}" if c.split else ""))
 
     # -- the program ---------------------------------------------------------------------------
     def build(self) -> Program:

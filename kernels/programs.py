@@ -94,24 +94,41 @@ def choose(problem: GemmProblem) -> Config:
         raise WarpyError(f"no {problem.arch} GEMM program exists yet")
     bn, stream_k = min(((bn, sk) for bn in sorted(TILE_EFFICIENCY, reverse=True) for sk in (False, True)),
                        key=lambda c: sm90_cost(problem, *c))
+    split = sm90_split(problem, bn) if stream_k else 0
     staged = problem.out_dtype in ("bf16", "fp16") and (problem.N * 2) % 16 == 0
     stages = 3
     while smem_bytes(Sm90Config(bn=bn, stages=stages + 1, staged_epilogue=staged)) <= MAX_SMEM and stages < 8:
         stages += 1
-    return Sm90Config(bn=bn, stages=stages, group=8, staged_epilogue=staged, stream_k=stream_k)
+    return Sm90Config(bn=bn, stages=stages, group=8, staged_epilogue=staged, stream_k=stream_k, split=split)
 
 
 # Stream-K's cost over a data-parallel grid's, in k blocks of one CTA: storing or gathering a tile's
-# partial sums and the ring's refill between segments. And the margin by which stream-K must be
-# predicted to win (its sums are ordered differently; a near tie keeps whole tiles).
-STREAM_K_OVERHEAD = 3
+# partial sums, waiting for them, the ring's refill between segments. Measured on the H200
+# (2026-11-29): 128 CTAs of 256 k blocks of 128 x 256 took 170 us as whole tiles (2048 x 2048 x
+# 16384) and 183 us as tiles split 4 ways (1024 x 1024 x 65536), about 20 k blocks more; at 1024^3
+# and 1536^3 stream-K lost to whole tiles by 10-15%, which any overhead above 8 k blocks predicts.
+# And the margin by which stream-K must be predicted to win (its sums are ordered differently; a
+# near tie keeps whole tiles).
+STREAM_K_OVERHEAD = 16
 STREAM_K_MARGIN = 0.95
+
+
+def sm90_split(problem: GemmProblem, bn: int) -> int:
+    """Stream-K's grid: where at most half the SMs have a tile, every tile splits S = 132 // tiles
+    ways at the same k blocks (a grid of tiles x S): the CTAs of one k range then read the same A
+    and B blocks at about the same time, through the L2. Measured on the H200 (2026-11-29) at
+    1024 x 1024 x 65536: an even share over all 132 SMs puts the tiles' pieces at unrelated k, the
+    operands stream from DRAM once a CTA (1.6 GB), and it ran 1.7x slower than whole tiles' rate.
+    0: an even share over all SMs."""
+    tiles = cdiv(problem.M, 128) * cdiv(problem.N, bn)
+    kt = cdiv(problem.K, 64)
+    return min(H200_SMS // tiles, kt) if 2 * tiles <= H200_SMS else 0
 
 
 def sm90_cost(problem: GemmProblem, bn: int, stream_k: bool) -> float:
     """Predicted time of the busiest SM, in k blocks of a 128 x 256 tile: whole tiles take
-    ceil(tiles / 132) waves of kt k blocks; stream-K shares the tiles' k blocks out evenly (one
-    CTA an SM) and pays STREAM_K_OVERHEAD more, and must beat whole tiles by STREAM_K_MARGIN."""
+    ceil(tiles / 132) waves of kt k blocks; stream-K shares the tiles' k blocks out (`sm90_split`)
+    and pays STREAM_K_OVERHEAD more, and must beat whole tiles by STREAM_K_MARGIN."""
     tiles = cdiv(problem.M, 128) * cdiv(problem.N, bn)
     kt = cdiv(problem.K, 64)
     per = bn / 256 / TILE_EFFICIENCY[bn]
@@ -119,7 +136,9 @@ def sm90_cost(problem: GemmProblem, bn: int, stream_k: bool) -> float:
         return cdiv(tiles, H200_SMS) * kt * per
     if tiles * kt < H200_SMS:
         return float("inf")
-    return (cdiv(tiles * kt, H200_SMS) + STREAM_K_OVERHEAD) * per / STREAM_K_MARGIN
+    split = sm90_split(problem, bn)
+    share = cdiv(kt, split) if split else cdiv(tiles * kt, H200_SMS)
+    return (share + STREAM_K_OVERHEAD) * per / STREAM_K_MARGIN
 
 
 def build(problem: GemmProblem, config: Config | None = None) -> Program:

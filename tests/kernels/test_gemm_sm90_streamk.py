@@ -53,11 +53,11 @@ def test_the_flag_fences_are_required(which: str) -> None:
     assert any("partial_sums" in m for m in rep.messages()), rep.messages()
 
 
-@pytest.mark.parametrize("shape", [(1024, 1024, 1024), (1536, 1536, 1536), (1024, 1024, 65536)])
-def test_the_rule_takes_stream_k_where_tiles_cannot_fill_the_machine(shape: tuple[int, int, int]) -> None:
+@pytest.mark.parametrize("shape,split", [((1024, 1024, 65536), 4), ((1, 4096, 4096), 4), ((512, 512, 32768), 8)])
+def test_the_rule_splits_k_where_tiles_cannot_fill_the_machine(shape: tuple[int, int, int], split: int) -> None:
     prob = GemmProblem(*shape, out_dtype="bf16")
     cfg = choose(prob)
-    assert cfg.stream_k
+    assert cfg.stream_k and cfg.split == split
     kernel = build(prob, cfg).kernel()
     cubin = assemble(kernel, "sm_90a")
     res = cubin.resource(kernel.header.kernel)
@@ -68,15 +68,27 @@ def test_the_rule_takes_stream_k_where_tiles_cannot_fill_the_machine(shape: tupl
     assert [p.name for p in kernel.header.params if p.scratch] == ["flags", "partials"]
 
 
-@pytest.mark.parametrize("shape", [(4096, 4096, 4096), (8192, 8192, 8192), (4096, 4096, 1024), (2048, 2048, 16384)])
+@pytest.mark.parametrize("shape", [(4096, 4096, 4096), (8192, 8192, 8192), (4096, 4096, 1024), (2048, 2048, 16384),
+                                   (1024, 1024, 1024), (1536, 1536, 1536)])
 def test_the_rule_keeps_whole_tiles_where_they_fill_the_machine(shape: tuple[int, int, int]) -> None:
     assert not choose(GemmProblem(*shape, out_dtype="bf16")).stream_k
 
 
-def test_a_full_grid_checks_clean() -> None:
+@pytest.mark.parametrize("split", [0, 2])
+def test_a_full_grid_checks_clean(split: int) -> None:
     prob = GemmProblem(1024, 1024, 1024, out_dtype="fp32")
-    cfg = choose(prob)
+    cfg = Sm90Config(bn=128, stages=6, stream_k=True, split=split)
     prog = build(prob, cfg)
     rep = check_kernel(prog.kernel(), prog.coloured(), values=True, expect=gemm_expect(prob))
     assert rep.ok, rep.messages()
     assert rep.values_checked + rep.values_partial > 0
+    assert prog.grid == ((128 if split else 132), 1, 1)
+
+
+def test_split_refusals() -> None:
+    from warpy.errors import WarpyError
+
+    with pytest.raises(WarpyError, match="stream_k"):
+        Sm90Gemm(1024, 1024, 1024, "bf16", "fp32", Sm90Config(bn=128, split=2))
+    with pytest.raises(WarpyError, match="does not fit"):
+        Sm90Gemm(1024, 1024, 1024, "bf16", "fp32", Sm90Config(bn=128, stream_k=True, split=3))
