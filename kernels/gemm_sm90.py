@@ -206,6 +206,9 @@ class Sm90Gemm:
         p.emit(alu.isetp("EQ", loader, p.warp_index(), 0))
         with p.when(loader):
             leader = p.elect()
+            with p.when(leader):  # the descriptors' first fetch overlaps the ring's first waits
+                for tm in (self.ta, self.tb) + ((self.tc,) if cfg.staged_epilogue else ()):
+                    p.emit(tma.tmap_prefetch(tm.name))
             out = self.stage.producer("ps")
             with self.work_loop(p) as w:
                 m0, n0 = p.r("m0"), p.r("n0")

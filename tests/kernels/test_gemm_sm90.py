@@ -31,7 +31,7 @@ def test_every_shape_assembles_and_shows_its_instructions(shape: tuple[int, int,
     res = cubin.resource(kernel.header.kernel)
     assert res.spill_stores == 0 and res.spill_loads == 0
     ops = {i.opcode for i in disassemble(cubin).kernel(kernel.header.kernel).instructions}
-    wants = ["HGMMA", "UTMALDG", "SYNCS", "USETMAXREG", "WARPGROUP"]
+    wants = ["HGMMA", "UTMALDG", "SYNCS", "USETMAXREG", "WARPGROUP", "UTMACCTL"]
     if cfg.staged_epilogue:  # 16-bit C with TMA-addressable rows goes out through TMA stores
         wants += ["STSM", "UTMASTG"]
     for want in wants:

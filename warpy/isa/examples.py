@@ -463,6 +463,7 @@ def _generic_tail(p: Program, acc: "RVec", stile: "SmemBuffer", tc: "TensorMap",
             p.emit(alu.umov(pf[0], 0))
             p.emit(alu.umov(pf[1], 0))
             p.emit(tma.tma_prefetch(Mem(pf), tc.name))
+            p.emit(tma.tmap_prefetch(tc.name))
         optr = p.rvec("optr", 2)
         memdesc = p.urvec("memdesc", 2)
         nval = p.r("nval")

@@ -240,7 +240,7 @@ def _wait(m: Any, w: Any, c: Any, lanes: Any) -> None:
 
 
 SEMANTICS = {
-    "UTMALDG": _tma_load, "UTMASTG": _tma_store, "UTMAREDG": _tma_store, "UTMAPF": _tma_prefetch,
+    "UTMALDG": _tma_load, "UTMASTG": _tma_store, "UTMAREDG": _tma_store, "UTMAPF": _tma_prefetch, "UTMACCTL": _tma_prefetch,
     "UBLKCP": _bulk_copy, "UTMACMDFLUSH": _commit, "DEPBAR": _wait,
 }
 

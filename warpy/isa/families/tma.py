@@ -30,6 +30,8 @@ OPCODES: list[Opcode] = [
            doc="reduce the box from shared memory into the tensor"),
     Opcode("UTMAPF", F, "tma-prefetch", ((a("args", "mem"), a("map", "tmap")),), mods=(r"!L2", DIM), single_issue=True,
            ptx="cp.async.bulk.prefetch.tensor.Nd.L2.global.tile", doc="prefetch the box into L2 (args: [c0, c1, ...])"),
+    Opcode("UTMACCTL", F, "tma-prefetch", ((a("map", "tmap"),),), mods=(r"!PF",), single_issue=True,
+           ptx="prefetch.tensormap", doc="fetch the tensor map's descriptor into the copy engine's cache"),
     Opcode("UBLKCP", F, "bulk-copy", ((a("args", "mem"), a("src", "mem"), a("size", "UR")),), mods=(r"!S|G", r"!S|G"),
            single_issue=True, ptx="cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [dst], [src], size, [bar]",
            doc="copy size bytes from global src (a uniform pair) to shared: args = (dst, bar), completing on bar (.S.G); .G.S: back"),
@@ -69,6 +71,11 @@ def bulk_commit() -> Instr:
 
 def bulk_wait(n: int = 0) -> Instr:
     return ins("DEPBAR", "LE", Kw("SB0"), n)
+
+
+def tmap_prefetch(tmap: str) -> Instr:
+    """Fetch a tensor map's descriptor ahead of its first copy (ptxas: UTMACCTL.PF [UR])."""
+    return ins("UTMACCTL", "PF", TmapRef(tmap))
 
 
 def tma_prefetch(args: Mem, tmap: str) -> Instr:

@@ -60,6 +60,12 @@ def _prefetch(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     c.issue(f"cp.async.bulk.prefetch.tensor.{n}d.L2.global.tile [{c.tmap(tm.name)}, {{{', '.join(regs)}}}]")
 
 
+def _tmap_prefetch(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
+    tm = i.ops[0]
+    assert isinstance(tm, TmapRef)
+    c.issue(f"prefetch.tensormap [{c.tmap(tm.name)}]")
+
+
 def _bulk_copy(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     # UBLKCP.S.G [dst, bar], [src.lo, src.hi], size: global -> shared, completing on bar;
     # UBLKCP.G.S [dst.lo, dst.hi], [src], size: shared -> global (a bulk group).
@@ -101,6 +107,7 @@ RULES: dict[str, Rule] = {
     "UTMASTG": _store,
     "UTMAREDG": _store,
     "UTMAPF": _prefetch,
+    "UTMACCTL": _tmap_prefetch,
     "UBLKCP": _bulk_copy,
     "UTMACMDFLUSH": _commit,
     "DEPBAR": _wait,
