@@ -72,34 +72,43 @@ class GemmProblem:
         return f"{self.M}x{self.N}x{self.K} {self.dtype}->{self.out_dtype} {self.arch}"
 
 
-# Relative tensor-core efficiency of a 128 x BN tile per unit of work (smaller tiles re-read more
-# operand bytes per FLOP through the L2 and shared memory). Measured on the H200, 2026-11-29: at
-# 1536^3 the 128x192 tiles (96, one wave) beat 128x128 (144, two waves) and 128x256 (72) by 30%.
-TILE_EFFICIENCY = {256: 1.0, 192: 0.97, 128: 0.9}
+# Relative tensor-core efficiency of a BM x BN tile per unit of work (smaller tiles re-read more
+# operand bytes per FLOP through the L2 and shared memory; one consumer warpgroup (BM = 64) has no
+# second to cover its waits). Measured on the H200, 2026-11-29: at 1536^3 the 128x192 tiles (96,
+# one wave) beat 128x128 (144, two waves) and 128x256 (72) by 30%; at 1024^3 128x64 and 64x128
+# tiles (128 CTAs) beat 128x128 (64 CTAs) by 20% and cuBLAS by 3%, fitting 0.75 and 0.72 once a
+# launch's fixed 5 us is taken off.
+TILE_EFFICIENCY = {(128, 256): 1.0, (128, 192): 0.97, (128, 128): 0.9, (128, 64): 0.75,
+                   (64, 256): 0.88, (64, 192): 0.85, (64, 128): 0.72}
 
 
 def choose(problem: GemmProblem) -> Config:
     """The configuration for a shape. sm_100a: `gemm_sm100.choose_sm100` (the B200 table).
     sm_90a (an H200's 132 SMs):
 
-    Tiles are 128 x BN (two consumer warpgroups of m64nBN). BN is the one that minimises the
-    busiest SM's work: waves (ceil(tiles / 132)) x BN / efficiency(BN) — wide tiles on large
-    shapes, narrower ones when wide tiles would leave SMs idle or add a nearly empty wave. The
+    Tiles are BM x BN (BM / 64 consumer warpgroups of m64nBN). The tile is the one that minimises
+    the busiest SM's predicted work (`sm90_cost`): wide tiles on large shapes, narrower ones when
+    wide tiles would leave SMs idle or add a nearly empty wave, 64-row tiles for short M. Where
+    whole tiles cannot keep the SMs busy (few tiles, long K), stream-K shares the k blocks out. The
     ring is as deep as shared memory allows; 16-bit C with TMA-addressable rows goes out through
-    shared memory and TMA stores, overlapping the next tile's loads. Where whole tiles cannot keep
-    the SMs busy (few tiles, long K), stream-K shares the k blocks out (`sm90_cost`)."""
+    shared memory and TMA stores, overlapping the next tile's loads."""
     if problem.arch == "sm_100a":
         return choose_sm100(problem.M, problem.N, problem.K, out_dtype=problem.out_dtype)
     if problem.arch != "sm_90a":
         raise WarpyError(f"no {problem.arch} GEMM program exists yet")
-    bn, stream_k = min(((bn, sk) for bn in sorted(TILE_EFFICIENCY, reverse=True) for sk in (False, True)),
-                       key=lambda c: sm90_cost(problem, *c))
-    split = sm90_split(problem, bn) if stream_k else 0
+    (bm, bn), stream_k = min(((tile, sk) for tile in TILE_EFFICIENCY for sk in (False, True)),
+                             key=lambda c: sm90_cost(problem, *c[0], c[1]))
+    split = sm90_split(problem, bm, bn) if stream_k else 0
     staged = problem.out_dtype in ("bf16", "fp16") and (problem.N * 2) % 16 == 0
+
+    def config(stages: int) -> Sm90Config:
+        return Sm90Config(bn=bn, consumers=bm // 64, stages=stages, group=8, staged_epilogue=staged,
+                          stream_k=stream_k, split=split)
+
     stages = 3
-    while smem_bytes(Sm90Config(bn=bn, stages=stages + 1, staged_epilogue=staged)) <= MAX_SMEM and stages < 8:
+    while smem_bytes(config(stages + 1)) <= MAX_SMEM and stages < 8:
         stages += 1
-    return Sm90Config(bn=bn, stages=stages, group=8, staged_epilogue=staged, stream_k=stream_k, split=split)
+    return config(stages)
 
 
 # Stream-K's cost over a data-parallel grid's, in k blocks of one CTA: storing or gathering a tile's
@@ -113,30 +122,33 @@ STREAM_K_OVERHEAD = 16
 STREAM_K_MARGIN = 0.95
 
 
-def sm90_split(problem: GemmProblem, bn: int) -> int:
+def _tiles(problem: GemmProblem, bm: int, bn: int) -> int:
+    return cdiv(problem.M, bm) * cdiv(problem.N, bn)
+
+
+def sm90_split(problem: GemmProblem, bm: int, bn: int) -> int:
     """Stream-K's grid: where at most half the SMs have a tile, every tile splits S = 132 // tiles
     ways at the same k blocks (a grid of tiles x S): the CTAs of one k range then read the same A
     and B blocks at about the same time, through the L2. Measured on the H200 (2026-11-29) at
     1024 x 1024 x 65536: an even share over all 132 SMs puts the tiles' pieces at unrelated k, the
     operands stream from DRAM once a CTA (1.6 GB), and it ran 1.7x slower than whole tiles' rate.
     0: an even share over all SMs."""
-    tiles = cdiv(problem.M, 128) * cdiv(problem.N, bn)
-    kt = cdiv(problem.K, 64)
-    return min(H200_SMS // tiles, kt) if 2 * tiles <= H200_SMS else 0
+    tiles = _tiles(problem, bm, bn)
+    return min(H200_SMS // tiles, cdiv(problem.K, 64)) if 2 * tiles <= H200_SMS else 0
 
 
-def sm90_cost(problem: GemmProblem, bn: int, stream_k: bool) -> float:
+def sm90_cost(problem: GemmProblem, bm: int, bn: int, stream_k: bool) -> float:
     """Predicted time of the busiest SM, in k blocks of a 128 x 256 tile: whole tiles take
     ceil(tiles / 132) waves of kt k blocks; stream-K shares the tiles' k blocks out (`sm90_split`)
     and pays STREAM_K_OVERHEAD more, and must beat whole tiles by STREAM_K_MARGIN."""
-    tiles = cdiv(problem.M, 128) * cdiv(problem.N, bn)
+    tiles = _tiles(problem, bm, bn)
     kt = cdiv(problem.K, 64)
-    per = bn / 256 / TILE_EFFICIENCY[bn]
+    per = bm * bn / (128 * 256) / TILE_EFFICIENCY[bm, bn]
     if not stream_k:
         return cdiv(tiles, H200_SMS) * kt * per
     if tiles * kt < H200_SMS:
         return float("inf")
-    split = sm90_split(problem, bn)
+    split = sm90_split(problem, bm, bn)
     share = cdiv(kt, split) if split else cdiv(tiles * kt, H200_SMS)
     return (share + STREAM_K_OVERHEAD) * per / STREAM_K_MARGIN
 

@@ -47,9 +47,14 @@ def test_types_assemble(dtype: str, out: str) -> None:
 
 
 def test_the_rule_narrows_tiles_when_they_would_leave_sms_idle() -> None:
-    assert choose(GemmProblem(4096, 4096, 4096)).bn == 256
-    assert choose(GemmProblem(1024, 1024, 1024)).bn == 128  # 32 wide tiles for 132 SMs
-    assert choose(GemmProblem(1536, 1536, 1536)).bn == 192  # one wave of 96, not two of 144
+    def tile(*shape: int) -> tuple[int, int]:
+        cfg = choose(GemmProblem(*shape))
+        return cfg.bm, cfg.bn
+
+    assert tile(4096, 4096, 4096) == (128, 256)
+    assert tile(1024, 1024, 1024) == (128, 64)  # 128 narrow tiles, not 32 wide ones, for 132 SMs
+    assert tile(1536, 1536, 1536) == (128, 192)  # one wave of 96, not two of 144
+    assert tile(1, 4096, 4096) == (64, 128)  # a short M wastes less of a 64-row tile
 
 
 @pytest.mark.parametrize("bad", [(0, 8, 8), (8, 0, 8), (8, 8, 4), (8, 8, 12)])
