@@ -272,7 +272,8 @@ class Sm100Gemm:
             # C leaves (or is added to in the L2) by TMA: a 32 x 32 box a warp and chunk, from the
             # warp's staging tile (32 rows of C's 32 columns, row-major)
             oeb = self.oeb
-            self.tc = p.tmap("c_add" if self.adds else "c", tma_box_plain(self.m, self.n, self.out_dtype))
+            self.tc = p.tmap("c_add" if self.adds else "c", tma_box_plain(self.m, self.n, self.out_dtype),
+                             over="c" if self.adds else None)
             self.stage_c = p.smem("c_stage", Layout((4, 32, 32), (32 * 32 * oeb, 32 * oeb, oeb)), self.out_dtype)
         p.global_buffer("c_out", Layout((self.m, self.n), (self.n * self.oeb, self.oeb)), self.out_dtype, "c")
         if self.adds:

@@ -95,12 +95,20 @@ def cdiv(a: int, b: int) -> int:
 
 
 EPI_COLS = 64  # columns of C one TMA store moves (64 16-bit values: one 128-byte swizzle row)
+EPI_TAILS = (16, 32)  # a tile's last, narrower chunk: 32 or 64 bytes a row, that span's swizzle
+
+
+def epi_tail(bn: int) -> int:
+    """Columns of the staged epilogue's last chunk past the whole 64-column ones (0: none)."""
+    return bn % EPI_COLS
 
 
 def smem_bytes(cfg: Sm90Config, elem: int = 2) -> int:
     """Dynamic shared memory the configuration needs: the ring, the epilogue's staging (two
     64 x 64 buffers per consumer warpgroup) and the barriers."""
     staging = 2 * cfg.consumers * 64 * EPI_COLS * 2 if cfg.staged_epilogue else 0
+    if cfg.staged_epilogue and epi_tail(cfg.bn):  # one more buffer a warpgroup, 1024-byte aligned
+        staging += -(-cfg.consumers * 64 * epi_tail(cfg.bn) * 2 // 1024) * 1024
     return cfg.stages * (cfg.bm + cfg.bn) * cfg.bk * elem + staging + 1024
 
 
@@ -114,8 +122,11 @@ class Sm90Gemm:
             raise WarpyError(f"output type {out_dtype!r} is not one of {', '.join(OUT_DTYPES)}")
         if cfg.bk * dtype_bytes(dtype) != 128:
             raise WarpyError(f"BK {cfg.bk} of {dtype} is not one 128-byte swizzle row")
-        if cfg.staged_epilogue and (dtype_bytes(out_dtype) != 2 or (n * 2) % 16 or cfg.bn % EPI_COLS):
+        if cfg.staged_epilogue and (dtype_bytes(out_dtype) != 2 or (n * 2) % 16):
             raise WarpyError(f"the staged epilogue needs 16-bit C with rows a multiple of 16 bytes (N={n}, {out_dtype})")
+        if cfg.staged_epilogue and epi_tail(cfg.bn) not in (0,) + EPI_TAILS:
+            raise WarpyError(f"the staged epilogue stores 64 columns at a time and then {' or '.join(map(str, EPI_TAILS))}"
+                             f"; BN {cfg.bn} leaves {epi_tail(cfg.bn)}")
         if smem_bytes(cfg) > MAX_SMEM:
             raise WarpyError(f"{cfg.describe()} needs {smem_bytes(cfg)} bytes of shared memory, more than {MAX_SMEM}")
         self.m, self.n, self.k = m, n, k
@@ -156,11 +167,15 @@ class Sm90Gemm:
         l2 = cfg.l2_promotion
         self.ta = p.tmap("a", tma_box(Layout((self.m, self.k), (self.k, 1)), a_tile, l2_promotion=l2))
         self.tb = p.tmap("b", tma_box(Layout((self.n, self.k), (self.k, 1)), b_tile, l2_promotion=l2))
+        tail = epi_tail(cfg.bn) if cfg.staged_epilogue else 0
         if cfg.staged_epilogue:
             c_tile = smem_tile(64, EPI_COLS, self.out_dtype, "K", 128)
             self.tc = p.tmap("c", tma_box(Layout((self.m, self.n), (self.n, 1)), c_tile))
         else:
             self.c = p.param("c", "u64")
+        if tail:  # the last chunk: a map of its own over C (box 64 x tail, a swizzle of its row)
+            t_tile = smem_tile(64, tail, self.out_dtype, "K", 2 * tail)
+            self.tc_tail = p.tmap("c_tail", tma_box(Layout((self.m, self.n), (self.n, 1)), t_tile), over="c")
         p.global_buffer("c_out", Layout((self.m, self.n), (self.n * self.oeb, self.oeb)), self.out_dtype, "c")
         if self.sk is not None:
             # scratch the host owns (zeroed once): a flag per tile and consumer warp, which the tile's
@@ -173,6 +188,9 @@ class Sm90Gemm:
             self.cst = p.smem("c_stage", SwizzledLayout(Swizzle(3, 4, 3), Layout(
                 (cfg.consumers, 2, 64, EPI_COLS), (2 * 64 * EPI_COLS * 2, 64 * EPI_COLS * 2, EPI_COLS * 2, 2))),
                 self.out_dtype)
+        if tail:
+            self.cst_tail = p.smem("c_stage_tail", SwizzledLayout(t_tile.layout.swizzle, Layout(
+                (cfg.consumers, 64, tail), (64 * tail * 2, tail * 2, 2))), self.out_dtype)
         self.stage = p.pipe("stage", cfg.stages, fills=1, frees=4 * cfg.consumers)
         p.init_barriers()
         with p.role("producer", range(0, 4)):
@@ -497,19 +515,29 @@ class Sm90Gemm:
         row0, col = p.r("tile_row"), p.r("tile_col")
         p.emit(alu.imad(row0, m_blk, cfg.bm, 64 * c))
         bar = 1 + c  # named barrier of this consumer warpgroup (0 is the CTA's)
-        for q in range(cfg.bn // EPI_COLS):
-            b = q % 2
-            # the store that last read this buffer (two chunks ago) must be done with it
+        # chunks of 64 columns through two alternating buffers, then (BN % 64) columns through the
+        # tail's own buffer and map: the last store that read any buffer is two or more chunks back
+        chunks = [(q * EPI_COLS, EPI_COLS, q % 2) for q in range(cfg.bn // EPI_COLS)]
+        if epi_tail(cfg.bn):
+            chunks.append((cfg.bn - epi_tail(cfg.bn), epi_tail(cfg.bn), -1))
+        for c0, width, b in chunks:
+            def at(col_: Any) -> Any:
+                return self.cst.at(c, b, e["row"], col_) if b >= 0 else self.cst_tail.at(c, e["row"], col_)
+
+            # the store that last read this buffer must be done with it
             p.emit(tma.bulk_wait(1).guarded(lead))
             p.emit(sync.bar_sync(bar, 128))
-            for jj in range(EPI_COLS // 16):
-                j = q * EPI_COLS // 8 + 2 * jj  # 8-column group of the accumulator fragment
+            for jj in range(width // 16):
+                j = c0 // 8 + 2 * jj  # 8-column group of the accumulator fragment
                 for r, (jv, h) in enumerate(((j, 0), (j, 1), (j + 1, 0), (j + 1, 1))):
                     p.emit(ins("F2FP", f"{kind}.F32.PACK_AB", v[r], acc[4 * jv + 2 * h + 1], acc[4 * jv + 2 * h]))
-                p.emit_swizzled_at(self.cst.at(c, b, e["row"], e["col"] + 16 * jj), lambda m: memory.stsm(m, v))
+                p.emit_swizzled_at(at(e["col"] + 16 * jj), lambda m: memory.stsm(m, v))
             p.emit(sync.fence_proxy_async())
             p.emit(sync.bar_sync(bar, 128))
-            p.emit(alu.imad(col, n_blk, cfg.bn, q * EPI_COLS))
+            p.emit(alu.imad(col, n_blk, cfg.bn, c0))
             with p.when(lead):
-                p.tma_store(self.cst.at(c, b, 0, 0), self.tc, [col, row0])
+                if b >= 0:
+                    p.tma_store(self.cst.at(c, b, 0, 0), self.tc, [col, row0])
+                else:
+                    p.tma_store(self.cst_tail.at(c, 0, 0), self.tc_tail, [col, row0])
                 p.emit(tma.bulk_commit())

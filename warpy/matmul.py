@@ -518,8 +518,8 @@ def bind_gemm(header: Any, a: Any, b: Any, c: Any, M: int, N: int, K: int, *,
     convention lives; warpy.gemm, `warpy gemm` and `warpy bench gemm` all bind through it):
 
     - `a`, `b`, `c`: A, B and C's memory (tensor maps or pointers, as the header declares them);
-    - `c_add`: the tensor map through which split-K / stream-K programs add partial sums into C
-      (alongside their `c` pointer), over C's memory too;
+    - maps declared `over` one of these (`c_add`, through which split-K / stream-K programs add
+      partial sums into C; `c_tail`, a staged epilogue's last, narrower chunk) view its memory;
     - the scalars `M N K` (also `m n k`), where declared;
     - scratch memory (flags, workspaces: `.param NAME u64 scratch`) from `scratch`, the set of the
       stream the launch goes on (`ScratchPool.get(stream)`, `alloc_scratch`).
@@ -527,7 +527,7 @@ def bind_gemm(header: Any, a: Any, b: Any, c: Any, M: int, N: int, K: int, *,
     Names the kernel does not declare are ignored (strict=False), except in `scratch`."""
     from warpy.runtime.bind import bind_params, encode_cached
 
-    return bind_params(header, {"a": a, "b": b, "c": c, "c_add": c},
+    return bind_params(header, {"a": a, "b": b, "c": c},
                        {"M": M, "N": N, "K": K, "m": M, "n": N, "k": K},
                        scratch=scratch, strict=False, encode=encode or encode_cached)
 

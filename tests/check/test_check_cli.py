@@ -27,7 +27,7 @@ def test_check_fault_exits_nonzero_with_the_seed_format() -> None:
     r = _warpy("check", "gemm", "256", "256", "128", "--fault", "drop-arrive")
     assert r.returncode == 1
     assert "hang: CTA 0 warp 4 waits on stage_full[0] for the phase of parity 0: it is in phase 0, 1 of 1 arrivals " \
-           "to come, -32768 bytes" in r.stdout
+           "to come, -24576 bytes" in r.stdout
     assert r.stdout.startswith("fault drop-arrive: dropped line ")
 
 

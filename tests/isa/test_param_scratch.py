@@ -144,3 +144,22 @@ def test_split_and_stream_k_flags_are_scratch(shape: tuple[int, int, int]) -> No
     assert h.scratch_params() == {"flags": words.size}
     assert words.size % 4 == 0 and words.size > 0
     assert {t.name for t in h.tmaps} >= {"c_add"} and "c" in {p.name for p in h.params}
+
+
+def test_a_map_over_another_parameter_round_trips_and_is_checked() -> None:
+    from warpy.isa.program import Program
+    from warpy.layout import Layout
+    from warpy.layout.desc import tma_box
+    from warpy.layout.smem import smem_tile
+
+    p = Program("over", "sm_90a", threads=128)
+    box = tma_box(Layout((64, 64), (64, 1)), smem_tile(64, 64, "bf16", "K", 128))
+    p.tmap("c", box)
+    p.tmap("c_view", box, over="c")
+    with pytest.raises(WarpyError, match="declared before"):
+        p.tmap("c_bad", box, over="nothing")
+    text = str(p.kernel())
+    assert ".tmap c_view over=c dtype=bf16" in text
+    h = parse(text).header
+    assert [(t.name, t.over) for t in h.tmaps] == [("c", None), ("c_view", "c")]
+    assert str(parse(text)) == text

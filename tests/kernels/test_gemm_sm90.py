@@ -85,3 +85,24 @@ def test_the_main_loop_is_the_innermost_loop_holding_the_mma() -> None:
     assert main == min(lp.count for lp in loops) < loop_instruction_count(sass)
     with pytest.raises(WarpyError):
         loop_instruction_count(sass, holding=("UTCHMMA",))
+
+
+@pytest.mark.parametrize("M,N,K,bn,out", [(256, 288, 256, 144, "bf16"), (200, 328, 200, 160, "fp16"), (130, 416, 64, 208, "bf16")])
+def test_staged_epilogue_with_a_narrower_last_chunk_is_exact(M: int, N: int, K: int, bn: int, out: str) -> None:
+    from warpy.check.report import check_kernel, gemm_expect
+
+    prob = GemmProblem(M, N, K, out_dtype=out)
+    prog = Sm90Gemm(M, N, K, "bf16", prob.out_dtype, Sm90Config(bn=bn, stages=4, staged_epilogue=True)).build()
+    kernel = prog.kernel()
+    assert [(t.name, t.over) for t in kernel.header.tmaps][-2:] == [("c", None), ("c_tail", "c")]
+    rep = check_kernel(kernel, prog.coloured(), values=True, expect=gemm_expect(prob))
+    assert rep.ok, rep.messages()
+    assert rep.values_wrong == 0
+    written = rep.data["written"]  # the first and last CTAs' tiles, the tail chunk's columns too
+    assert written[:64, :bn].all() and written[:64, bn - bn % 64:bn].all()
+    assemble(kernel, "sm_90a")
+
+
+def test_a_last_chunk_of_48_columns_is_refused() -> None:
+    with pytest.raises(WarpyError, match="leaves 48"):
+        Sm90Gemm(1024, 1024, 1024, "bf16", "bf16", Sm90Config(bn=176, stages=4, staged_epilogue=True))

@@ -2,7 +2,7 @@
 catches too little declared scratch); the lifter and ptxas take it; binding allocates the header's
 sizes zeroed in the launch stream's order, one set per (loaded kernel, stream); every launch path
 (warpy.gemm on device and numpy operands, `warpy gemm`'s check, its timing) binds it, and binds
-`c_add` to C, against a fake CUDA driver."""
+a map declared `over=c` (`c_add`) to C, against a fake CUDA driver."""
 
 from __future__ import annotations
 
@@ -173,10 +173,10 @@ def test_one_place_binds_gemm_parameters() -> None:
                     assert name != "bind_params", f"{rel}: {fn.name} calls bind_params; use matmul.bind_gemm"
 
 
-def test_bind_gemm_binds_c_add_to_c() -> None:
+def test_bind_gemm_binds_a_map_declared_over_c_to_c() -> None:
     h = parse(
         HEAD + ".tmap a dtype=fp16 dims=64,256 strides=128 box=64,128 swizzle=128\n"
-        ".tmap c_add dtype=fp32 dims=192,256 strides=768 box=32,32\n"
+        ".tmap c_add over=c dtype=fp32 dims=192,256 strides=768 box=32,32\n"
         ".param c u64\n.param flags u64 scratch\n.param K u32\n"
         ".buffer flag_words global base=0x0 size=0x40 elem=u32 source=flags layout=16:4\n"
     ).header
@@ -291,7 +291,7 @@ GEMM = (
     ".kernel gemm_fake\n.sm sm_90a\n.threads 128\n.dynsmem 1024\n.grid 4 1 1\n.cluster 1 1 1\n.mbarriers 0\n"
     ".tmap a dtype=fp16 dims=64,256 strides=128 box=64,128 swizzle=128\n"
     ".tmap b dtype=fp16 dims=64,192 strides=128 box=64,64 swizzle=128\n"
-    ".tmap c_add dtype=fp32 dims=192,256 strides=768 box=32,32\n"
+    ".tmap c_add over=c dtype=fp32 dims=192,256 strides=768 box=32,32\n"
     ".param c u64\n.param flags u64 scratch\n.param K u32\n"
     ".buffer c_out global base=0x0 size=0x30000 elem=fp32 source=c layout=(256,192):(768,4)\n"
     ".buffer flag_words global base=0x0 size=0x50 elem=u32 source=flags layout=20:4\n"

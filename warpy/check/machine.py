@@ -193,17 +193,13 @@ class Machine:
             if b.space == "global" and b.source in self.src_base:
                 self.src_size[b.source] = max(self.src_size.get(b.source, 0), b.size)
         self.gbufs = [b for b in self.h.buffers if b.space == "global"]
-        # a tensor map behind which no buffer is declared, over the same tensor as a pointer's declared
-        # buffer (same element type and extent: split-K's `c_add` and `c`), is that memory
+        # a tensor map declared `over` another parameter (split-K's `c_add` over `c`, a staged
+        # epilogue's `c_tail` over `c`) is that parameter's memory
         self.alias: dict[str, str] = {}
         for t in self.h.tmaps:
-            if any(b.source == t.name for b in self.gbufs):
-                continue
-            same = [b.source for b in self.gbufs if b.source in self.params and b.elem == t.box.dtype
-                    and b.size == self.src_size[t.name]]
-            if len(same) == 1 and same[0] is not None:
-                self.alias[t.name] = same[0]
-                self.src_base[t.name] = self.src_base[same[0]]
+            if t.over is not None and t.over in self.src_base:
+                self.alias[t.name] = self.alias.get(t.over, t.over)
+                self.src_base[t.name] = self.src_base[t.over]
         self.declared_sources = {b.source for b in self.gbufs} | set(self.tmaps)
         self.gmem: dict[str, np.ndarray] = {}
         self.gwritten: dict[str, np.ndarray] = {}

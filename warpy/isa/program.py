@@ -297,6 +297,7 @@ class GlobalBuffer(Buffer):
 class TensorMap:
     name: str
     box: TmaBox
+    over: Optional[str] = None  # another parameter whose memory this map views too
 
 
 @attrs.frozen
@@ -623,9 +624,13 @@ class Program:
         self.buffers.append(b)
         return b
 
-    def tmap(self, name: str, box: TmaBox) -> TensorMap:
+    def tmap(self, name: str, box: TmaBox, over: Optional[str] = None) -> TensorMap:
+        """A tensor map parameter. `over`: a parameter (pointer or map) declared before, whose
+        memory this map views too (the host binds it to that memory; the checker aliases them)."""
         _check_ident(name, "tensor map")
-        t = TensorMap(name, box)
+        if over is not None and over not in {t.name for t in self.tmaps} | {q.name for q in self.params}:
+            raise WarpyError(f"tensor map {name}: {over} is no .param or .tmap declared before it")
+        t = TensorMap(name, box, over)
         self.tmaps.append(t)
         return t
 
@@ -1309,7 +1314,7 @@ class Program:
         return Header(
             kernel=self.name, sm=self.sm, threads=self.threads, dynsmem=_round_up(smem_end, 1024) if smem_end else 0,
             grid=self.grid, cluster=self.cluster, mbarriers=nbar, maxnreg=self.maxnreg,
-            tmaps=tuple(TmapDecl(t.name, t.box) for t in self.tmaps),
+            tmaps=tuple(TmapDecl(t.name, t.box, t.over) for t in self.tmaps),
             params=tuple(ParamDecl(p_.name, p_.type, p_.scratch) for p_ in self.params),
             buffers=tuple(b.decl() for b in self.buffers),
             regs=tuple(d for d in self.regs.values() if d.name in used) if with_regs else (),

@@ -89,11 +89,15 @@ def parse_layout_text(s: str) -> BufLayout:
 
 @attrs.frozen
 class TmapDecl:
+    """A tensor map parameter: its box, and `over`: the parameter (pointer or map) whose memory it
+    maps too, when it is a second view of another operand's tensor (e.g. `c_tail` over `c`)."""
+
     name: str
     box: TmaBox
+    over: Optional[str] = None
 
     def __str__(self) -> str:
-        parts = [f".tmap {self.name}"]
+        parts = [f".tmap {self.name}"] + ([f"over={self.over}"] if self.over else [])
         for f in attrs.fields(TmaBox):
             v = getattr(self.box, f.name)
             if f.default is not attrs.NOTHING and v == f.default:
@@ -290,9 +294,14 @@ class _Reader:
             name, _, kvs = rest.partition(" ")
             fields = {f.name: f for f in attrs.fields(TmaBox)}
             kw: dict[str, object] = {}
+            over: Optional[str] = None
             col = len(word) + len(name) + 3
             for item in kvs.split():
                 k, eq, v = item.partition("=")
+                if k == "over" and eq and v:
+                    over = v
+                    col += len(item) + 1
+                    continue
                 if not eq or k not in fields:
                     raise bad(f".tmap field {k!r} is not one of {', '.join(fields)}", col)
                 if k in ("dtype", "oob_fill"):
@@ -312,7 +321,7 @@ class _Reader:
                 box = TmaBox(**kw)  # type: ignore[arg-type]
             except (TypeError, LayoutError) as e:
                 raise bad(f".tmap {name}: {e}", len(word) + 2) from None
-            h.setdefault("tmaps", []).append(TmapDecl(name, box))  # type: ignore[attr-defined]
+            h.setdefault("tmaps", []).append(TmapDecl(name, box, over))  # type: ignore[attr-defined]
         elif key == "param":
             parts = rest.split()
             if len(parts) not in (2, 3) or parts[1] not in PARAM_TYPES or parts[2:] not in ([], ["scratch"]):

@@ -225,11 +225,14 @@ def bind_params(
                                  f"but the memory given holds {size}")
             params.append(mem if isinstance(mem, DeviceBuffer) else u64(address))
         elif typ == "tmap":
-            if name not in buffers:
+            decl = next(t for t in header.tmaps if t.name == name)
+            src = name if name in buffers or decl.over is None else decl.over  # `over`: that memory
+            if src not in buffers:
                 raise WarpyError(f"kernel {header.kernel}: nothing given for tensor map {name!r}"
-                                 f" (given: {_names(buffers)})")
+                                 + (f" (a view of {decl.over!r})" if decl.over else "")
+                                 + f" (given: {_names(buffers)})")
             box = header.tmap(name)
-            address, size = _address(name, buffers[name])
+            address, size = _address(name, buffers[src])
             need = tmap_extent_bytes(box)
             if size is not None and size < need:
                 raise WarpyError(f"kernel {header.kernel}: tensor map {name!r} spans {need} bytes "
