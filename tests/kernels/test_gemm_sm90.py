@@ -53,7 +53,7 @@ def test_the_rule_narrows_tiles_when_they_would_leave_sms_idle() -> None:
 
     assert tile(4096, 4096, 4096) == (128, 256)
     assert tile(1024, 1024, 1024) == (128, 64)  # 128 narrow tiles, not 32 wide ones, for 132 SMs
-    assert tile(1536, 1536, 1536) == (128, 192)  # one wave of 96, not two of 144
+    assert tile(1536, 1536, 1536) == (128, 144)  # one wave of 132, not 96 wider or two of 144 narrower
     assert tile(1, 4096, 4096) == (64, 128)  # a short M wastes less of a 64-row tile
 
 
