@@ -59,7 +59,8 @@ class Compiled:
 class Warp:
     __slots__ = ("gid", "cta", "wid", "regs", "groups", "state", "block", "vc", "via", "agent", "wg_committed",
                  "wg_open", "wg_retired", "pending", "bulk_committed", "bulk_open", "bulk_retired", "acq_done",
-                 "unfenced", "gunfenced", "trace", "steps", "tc_before", "cl_phase", "unfenced_init", "acquired")
+                 "unfenced", "gunfenced", "trace", "steps", "tc_before", "cl_phase", "unfenced_init", "acquired",
+                 "exit_vc")
 
     def __init__(self, gid: int, cta: "Cta", wid: int) -> None:
         self.gid = gid
@@ -88,6 +89,7 @@ class Warp:
         self.cl_phase = -1
         self.unfenced_init: list[Access] = []
         self.acquired: VC = {}  # clocks read through GPU-scope flags, joined at the next MEMBAR.GPU
+        self.exit_vc: Optional[VC] = None
 
     def tick(self) -> VC:
         """A release: a copy of this warp's clock, then the warp's own clock moves on."""
@@ -160,6 +162,10 @@ class Machine:
         self.flag_vc: dict[int, VC] = {}
         self.gshadow: dict[int, int] = {}
         self.gemm_data: dict[str, np.ndarray] = {}
+        # what other CTAs of the cluster did to a CTA's shared memory (remote arrivals, multicast and
+        # pair copies landing, and the barrier completions they make): per target CTA and agent, the
+        # latest clock and who did it; each must happen before one of the target's warps exits
+        self.remote_into: dict[int, dict[Agent, tuple[int, str]]] = {}
         self.shadow: dict[tuple[int, int], int] = {}
         self.landed: dict[int, dict[int, tuple[Any, ...]]] = {}
         self.rng = np.random.default_rng(seed)
@@ -584,6 +590,11 @@ class Machine:
         overlaps: any two, one a write, must be ordered (the earlier one's epoch is in `vc`)."""
         fp = footprint if footprint is not None else masks_of(np.asarray(words))
         cidx = cta.index if cta is not None else -1
+        if cta is not None and cta is not w.cta and kind != "r":
+            into = self.remote_into.setdefault(cidx, {})
+            seen = into.get(agent)
+            if seen is None or seen[0] < clock:
+                into[agent] = (clock, f"{op}, {self.cta_name(w.cta)} warp {w.wid}")
         via = via if via is not None else w.via
         for chunk, mask in fp:
             key = (space, cidx, chunk)
@@ -911,6 +922,7 @@ class Machine:
 
         if w.wg_committed > w.wg_retired:
             w.wg_retired = w.wg_committed
+        w.exit_vc = dict(w.vc)
         cluster_barrier_check(self, w.cta.cluster)
         named_barrier_recheck(self, w.cta)
 
@@ -962,6 +974,16 @@ class Machine:
                 self.problems.add("protocol", f"hang: {who} waits on {b[1]}")
 
     def _finish(self) -> None:
+        for cta in self.ctas:
+            # a CTA's shared memory is gone once its warps have exited: whatever another CTA does to it
+            # (a remote arrival, a multicast landing) must be ordered before one of those exits
+            if not all(x.state == 2 for x in cta.warps):
+                continue  # a hang, reported as such
+            for agent, (clock, who) in self.remote_into.get(cta.index, {}).items():
+                if any(x.exit_vc is not None and x.exit_vc.get(agent, 0) >= clock for x in cta.warps):
+                    continue
+                self.problems.add("order", f"{self.cta_name(cta)}: {who} reaches its shared memory, and nothing orders "
+                                           f"that before {self.cta_name(cta)} exits (no wait of its warps sees it)")
         for cta in self.ctas:
             for bid, st in cta.named.items():
                 if st["arrived"]:

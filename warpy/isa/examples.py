@@ -267,6 +267,10 @@ def features_sm90() -> Program:
                     prod.arrive_full(leader, tx_bytes=64 * 64 * 2)  # both halves land in each CTA
                     p.tma_load(prod.slot(sa, 32 * half, 0), ta, [k * 64, row0], prod.full, mask=mask, guard=leader)
             p.emit(sync.preexit())
+        # exit through a cluster barrier (each role exits at its end): no CTA leaves while the peer's
+        # consumers may still arrive on its empty barriers
+        p.emit(sync.cluster_arrive())
+        p.emit(sync.cluster_wait())
     with p.role("consumer", range(0, 4)):
         ok = p.up("regs_granted")
         p.emit(hopper.setmaxnreg_try_alloc(ok, 232))
@@ -289,8 +293,8 @@ def features_sm90() -> Program:
         first = p.p("first_warp")
         p.emit(alu.isetp("EQ", first, warp, 0))
         _generic_tail(p, acc, stile, tc, out, n, leader, bulk_bar, first, threads=128)
-    p.emit(sync.cluster_arrive())
-    p.emit(sync.cluster_wait())
+        p.emit(sync.cluster_arrive())
+        p.emit(sync.cluster_wait())
     p.emit(control.exit_())
     return p
 
