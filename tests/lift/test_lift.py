@@ -72,7 +72,7 @@ GOLDEN = [
     ("UMOV UR4, `(dsmem)", ["mov.u32 %ur4, dsmem;"]),
     ("SYNCS.ARRIVE.TRANS64 RZ, [UR4], R5", ["mbarrier.arrive.expect_tx.shared::cta.b64 _, [%ur4], %r5;"]),
     ("SYNCS.ARRIVE.TRANS64.A1T0 RZ, [UR4+0x8], RZ", ["mbarrier.arrive.shared::cta.b64 _, [%ur4+8];"]),
-    ("SYNCS.ARRIVE.TRANS64.RED.A1T0 RZ, [UR4], RZ", ["mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%ur4];"]),
+    ("SYNCS.ARRIVE.TRANS64.RED.A1T0 RZ, [UR4], RZ", ["mbarrier.arrive.shared::cluster.b64 _, [%ur4];"]),
     ("SYNCS.ARRIVE.TRANS64.RED.A0TR RZ, [UR4], R5", ["mbarrier.expect_tx.relaxed.cluster.shared::cluster.b64 [%ur4], %r5;"]),
     ("SYNCS.EXCH.64 URZ, [UR4], UR6",
      ["shr.u32 %t0, %ur6, 1;", "and.b32 %t0, %t0, 0xFFFFF;", "sub.u32 %t0, 0x100000, %t0;",

@@ -27,7 +27,7 @@ The known differences between the two sides, handled here:
 | `DEPBAR.LE SB0, n` | `@%pe cp.async.bulk.wait_group.read n` (bulk groups belong to the issuing lane) + `bar.warp.sync` so the warp waits as the SASS scoreboard wait does |
 | `SYNCS.EXCH.64 URZ, [bar], init` | `mbarrier.init [bar], 0x100000 - ((init.lo >> 1) & 0xFFFFF)` (the count the packed word holds) |
 | `SYNCS.PHASECHK.TRANS64.TRYWAIT p, [bar], par` | `mbarrier.try_wait.parity p, [bar], par >> 31` |
-| `SYNCS.ARRIVE.TRANS64.RED.A1T0` | `mbarrier.arrive.release.cluster.shared::cluster` (remote arrive) |
+| `SYNCS.ARRIVE.TRANS64.RED.A1T0` | `mbarrier.arrive.shared::cluster` (remote arrive; not `.release.cluster`, for which ptxas adds `MEMBAR.ALL.GPU` and error barriers the text does not have) |
 | `LDC/ULDC/LDCU c[0x0][name or offset]` | `ld.param` of that parameter; the memory descriptor word (0x208 / 0x358) reads as 0 |
 | `UMOV d, `(dsmem)`` | `mov.u32 d, dsmem` |
 | `PRMT d, rank, 0x654, addr` | `prmt.b32` (what ptxas emits for `mapa`: `(rank << 24) | addr`) |

@@ -42,7 +42,11 @@ def _arrive(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     if "A0TR" in rest:  # expect_tx only, no arrival
         c.emit(f"mbarrier.expect_tx.relaxed.{'cluster.shared::cluster' if remote else 'cta.shared::cta'}.b64 {addr}, {tx or 0}")
         return
-    space = "release.cluster.shared::cluster" if remote else "shared::cta"
+    # a remote arrive is the bare SYNCS.ARRIVE.TRANS64.RED.A1T0: `mbarrier.arrive.shared::cluster` (the
+    # default .release.cta, as CUTLASS's ClusterBarrier::arrive(cta_id) writes it). `.release.cluster`
+    # would make ptxas put MEMBAR.ALL.CTA; MEMBAR.ALL.GPU; ERRBAR; CGAERRBAR before it, which the
+    # text does not say (docs/toolchain.md); a program that needs such a fence writes it.
+    space = "shared::cluster" if remote else "shared::cta"
     if "A1T0" in rest or tx is None:
         c.emit(f"mbarrier.arrive.{space}.b64 {sink}, {addr}")
     else:
