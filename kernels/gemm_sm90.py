@@ -516,16 +516,20 @@ class Sm90Gemm:
         p.emit(alu.imad(row0, m_blk, cfg.bm, 64 * c))
         bar = 1 + c  # named barrier of this consumer warpgroup (0 is the CTA's)
         # chunks of 64 columns through two alternating buffers, then (BN % 64) columns through the
-        # tail's own buffer and map: the last store that read any buffer is two or more chunks back
+        # tail's own buffer and map
         chunks = [(q * EPI_COLS, EPI_COLS, q % 2) for q in range(cfg.bn // EPI_COLS)]
         if epi_tail(cfg.bn):
             chunks.append((cfg.bn - epi_tail(cfg.bn), epi_tail(cfg.bn), -1))
-        for c0, width, b in chunks:
+        bufs = [b for _, _, b in chunks]
+        for i, (c0, width, b) in enumerate(chunks):
             def at(col_: Any) -> Any:
                 return self.cst.at(c, b, e["row"], col_) if b >= 0 else self.cst_tail.at(c, e["row"], col_)
 
-            # the store that last read this buffer must be done with it
-            p.emit(tma.bulk_wait(1).guarded(lead))
+            # the store that last read this buffer must be done with it: `back` stores ago, counting
+            # into the previous tile's chunks (one 64-column chunk, or three: the next tile's first
+            # reuses the buffer of this tile's last, the latest store in flight)
+            back = next(d for d in range(1, len(chunks) + 1) if bufs[(i - d) % len(chunks)] == b)
+            p.emit(tma.bulk_wait(min(1, back - 1)).guarded(lead))
             p.emit(sync.bar_sync(bar, 128))
             for jj in range(width // 16):
                 j = c0 // 8 + 2 * jj  # 8-column group of the accumulator fragment

@@ -106,3 +106,16 @@ def test_staged_epilogue_with_a_narrower_last_chunk_is_exact(M: int, N: int, K: 
 def test_a_last_chunk_of_48_columns_is_refused() -> None:
     with pytest.raises(WarpyError, match="leaves 48"):
         Sm90Gemm(1024, 1024, 1024, "bf16", "bf16", Sm90Config(bn=176, stages=4, staged_epilogue=True))
+
+
+@pytest.mark.parametrize("bn", [32, 64, 80, 144, 192, 208, 256])
+def test_the_staged_epilogue_reuses_a_buffer_only_after_its_store_read_it(bn: int) -> None:
+    """Chunks of 64 columns alternate two staging buffers, a narrower last one has its own: with an
+    odd number of 64-column chunks (BN 64, 192) the next tile's first chunk reuses the buffer of this
+    tile's last, whose store is the latest in flight; a lone tail chunk (BN 32) reuses its own. Several
+    tiles a CTA, so the ring of buffers wraps."""
+    from warpy.check.report import check_kernel
+
+    prog = Sm90Gemm(1024, 1024, 128, "bf16", "bf16", Sm90Config(bn=bn, stages=4, sms=8, staged_epilogue=True)).build()
+    rep = check_kernel(prog.kernel(), prog.coloured())
+    assert rep.ok, "\n".join(list(rep.messages())[:5])
