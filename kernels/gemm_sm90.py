@@ -14,6 +14,11 @@ Warp-specialised and persistent:
   producer meanwhile fills the ring for the next tile);
 - tiles are walked in a grouped order (`group` M-tiles share a sweep over N, so a wave of CTAs
   reuses A and B through the L2); a CTA takes tiles ctaid, ctaid + grid, ...
+- with `cluster_m = 2`, 2x1 clusters: the two CTAs take M-blocks 2i and 2i + 1 of one N column in
+  lockstep (cluster tiles in the grouped order); each producer loads its own A box and half of B's
+  box, multicast into that half of both CTAs' stage; a stage is refilled once both CTAs' consumers
+  have freed it (each consumer warp arrives on its own and the peer's empty barrier); the producer
+  drains the ring before it exits so no remote arrival reaches an exited CTA.
 
 Every shared-memory address, descriptor and barrier address is derived from the buffers'
 layouts by the Program; the global output address is the program's own arithmetic (rows and
@@ -31,9 +36,9 @@ from warpy.errors import WarpyError
 from warpy.isa.families import alu, control, hopper, memory, sync, tma
 from warpy.isa.families._util import ins
 from warpy.isa.operands import RZ, URZ, CBank, GMem, P, R, RVec, URVec
-from warpy.isa.program import Program
+from warpy.isa.program import ConsumerEnd, ProducerEnd, Program
 from warpy.layout import Layout, Swizzle, SwizzledLayout
-from warpy.layout.desc import tma_box
+from warpy.layout.desc import tma_box, tma_multicast_slices
 from warpy.layout.smem import smem_tile
 from warpy.layout.tma import dtype_bytes
 
@@ -50,7 +55,9 @@ IN_DTYPES = ("bf16", "fp16")
 @attrs.frozen
 class Sm90Config:
     """One configuration of the program: tile BM x BN x BK (BM = 64 per consumer warpgroup), ring
-    depth, grid (persistent CTAs) and the tile order's group height."""
+    depth, grid (persistent CTAs) and the tile order's group height (in M-blocks). With
+    `cluster_m = 2` the CTAs run as clusters of two along M: a cluster's tile is two M-blocks of one
+    N column, each CTA loads its own A box and half of B's box, multicast to both CTAs."""
 
     bn: int = 256
     consumers: int = 2
@@ -62,6 +69,7 @@ class Sm90Config:
     staged_epilogue: bool = False  # C through shared memory (STSM) and TMA stores; 16-bit C only
     stream_k: bool = False  # the tiles' k blocks shared out evenly over the grid (kernels.schedule.StreamK)
     split: int = 0  # with stream_k: a grid of tiles x split CTAs, so every tile splits at the same k blocks
+    cluster_m: int = 1  # CTAs a cluster along M: 2 = pairs of M-blocks sharing B's tile by TMA multicast
 
     @property
     def bm(self) -> int:
@@ -73,9 +81,10 @@ class Sm90Config:
         if self.stream_k:
             over = f"K split {self.split} ways a tile" if self.split else f"stream-K over {self.sms} SMs"
             walk = f"{over} (partial sums through an fp32 workspace)"
+        cl = ", 2x1 clusters (B multicast)" if self.cluster_m == 2 else ""
         return (f"sm_90a warp-specialised: {self.bm}x{self.bn}x{self.bk} tiles, {self.consumers} consumer "
                 f"warpgroups (HGMMA 64x{self.bn}x16), {self.stages}-stage TMA ring, {walk}, "
-                f"tiles grouped by {self.group}, {epi}")
+                f"tiles grouped by {self.group}{cl}, {epi}")
 
 
 @attrs.frozen
@@ -129,6 +138,15 @@ class Sm90Gemm:
                              f"; BN {cfg.bn} leaves {epi_tail(cfg.bn)}")
         if smem_bytes(cfg) > MAX_SMEM:
             raise WarpyError(f"{cfg.describe()} needs {smem_bytes(cfg)} bytes of shared memory, more than {MAX_SMEM}")
+        if cfg.cluster_m not in (1, 2):
+            raise WarpyError(f"cluster_m {cfg.cluster_m}: the sm_90a GEMM runs clusters of 1 or 2 CTAs along M")
+        if cfg.cluster_m == 2:
+            if cfg.sms < 2:
+                raise WarpyError(f"a grid of {cfg.sms} CTA cannot hold a cluster of 2 (cluster_m=2 needs sms >= 2)")
+            if (cfg.bn // 2) % 8:
+                raise WarpyError(f"BN {cfg.bn}: each CTA's half of B's box ({cfg.bn // 2} rows) is not whole 8-row groups")
+            if cfg.stream_k:
+                raise WarpyError("2x1 clusters walk whole tiles; stream-K / split is not combined with them")
         self.m, self.n, self.k = m, n, k
         self.dtype, self.out_dtype, self.cfg = dtype, out_dtype, cfg
         self.oeb = dtype_bytes(out_dtype)
@@ -149,24 +167,43 @@ class Sm90Gemm:
             self.sk = StreamK(self.tiles, self.kt, workers)
             self.grid = self.sk.workers
         self.order = TileOrder(self.mt, self.nt, cfg.group)
+        if cfg.cluster_m == 2:
+            # cluster tiles: pairs of M-blocks (the second past M when mt is odd) in one N column;
+            # the grouped order walks pairs, `group` M-blocks (group // 2 pairs) a sweep over N
+            self.mpairs = cdiv(self.mt, 2)
+            self.cluster_tiles = self.mpairs * self.nt
+            self.clusters = min(cfg.sms // 2, self.cluster_tiles)
+            self.grid = 2 * self.clusters
+            self.order = TileOrder(self.mpairs, self.nt, max(1, cfg.group // 2))
 
     @property
     def name(self) -> str:
         c = self.cfg
         return (f"gemm_sm90_{self.m}x{self.n}x{self.k}_{self.dtype}_{self.out_dtype}"
-                f"_{c.bm}x{c.bn}x{c.bk}_s{c.stages}_g{c.group}" + ("_sk" if c.stream_k else "") + (f"{c.split}" if c.split else ""))
+                f"_{c.bm}x{c.bn}x{c.bk}_s{c.stages}_g{c.group}" + ("_sk" if c.stream_k else "") + (f"{c.split}" if c.split else "")
+                + ("_c2" if c.cluster_m == 2 else ""))
 
     # -- the program ---------------------------------------------------------------------------
     def build(self) -> Program:
         cfg = self.cfg
         threads = 128 * (1 + cfg.consumers)
-        p = Program(self.name, "sm_90a", threads=threads, grid=(self.grid, 1, 1),
+        cl = cfg.cluster_m
+        p = Program(self.name, "sm_90a", threads=threads, grid=(self.grid, 1, 1), cluster=(cl, 1, 1),
                     maxnreg=(65536 // threads) // 8 * 8)
         a_tile = smem_tile(cfg.bm, cfg.bk, self.dtype, "K", 128)
         b_tile = smem_tile(cfg.bn, cfg.bk, self.dtype, "K", 128)
         l2 = cfg.l2_promotion
         self.ta = p.tmap("a", tma_box(Layout((self.m, self.k), (self.k, 1)), a_tile, l2_promotion=l2))
-        self.tb = p.tmap("b", tma_box(Layout((self.n, self.k), (self.k, 1)), b_tile, l2_promotion=l2))
+        b_glob = Layout((self.n, self.k), (self.k, 1))
+        if cl == 1:
+            self.tb = p.tmap("b", tma_box(b_glob, b_tile, l2_promotion=l2))
+        else:
+            # each CTA of the pair loads rows [r * BN/2, (r + 1) * BN/2) of B's tile, multicast to both
+            self.tb = p.tmap("b", tma_box(b_glob, b_tile, multicast=2, l2_promotion=l2))
+            for sl in tma_multicast_slices(b_glob, b_tile, 2):
+                want = int(b_tile.layout((sl.cta * cfg.bn // 2, 0)))
+                if sl.smem_offset != want or sl.coord_offset != (0, sl.cta * cfg.bn // 2):
+                    raise WarpyError(f"multicast slice {sl} is not rows {sl.cta * cfg.bn // 2}.. of B's tile")
         tail = epi_tail(cfg.bn) if cfg.staged_epilogue else 0
         if cfg.staged_epilogue:
             c_tile = smem_tile(64, EPI_COLS, self.out_dtype, "K", 128)
@@ -191,8 +228,16 @@ class Sm90Gemm:
         if tail:
             self.cst_tail = p.smem("c_stage_tail", SwizzledLayout(t_tile.layout.swizzle, Layout(
                 (cfg.consumers, 64, tail), (64 * tail * 2, tail * 2, 2))), self.out_dtype)
-        self.stage = p.pipe("stage", cfg.stages, fills=1, frees=4 * cfg.consumers)
-        p.init_barriers()
+        # a stage is free once every consumer warp has freed it: with clusters, those of both CTAs
+        # (each consumer warp frees its own CTA's stage and the peer's, whose producer multicasts into it)
+        self.stage = p.pipe("stage", cfg.stages, fills=1, frees=4 * cfg.consumers * cl)
+        if cl == 1:
+            p.init_barriers()
+        else:
+            # the cluster barrier orders both CTAs' barrier inits before any remote arrival or multicast
+            p.init_barriers(cluster_sync=True)
+            self.rank = p.ur("cta_rank")
+            p.emit(alu.s2ur(self.rank, "SR_CgaCtaId"))
         with p.role("producer", range(0, 4)):
             self.producer(p)
         for c in range(cfg.consumers):
@@ -203,10 +248,22 @@ class Sm90Gemm:
 
     @contextlib.contextmanager
     def work_loop(self, p: Program) -> Iterator[Work]:
-        """For each piece of work this CTA owns: a whole tile (ctaid, ctaid + grid, ...) or, with
-        stream-K, a segment of a tile's k blocks; tiles in the grouped order."""
+        """For each piece of work this CTA owns: a whole tile (ctaid, ctaid + grid, ...; with clusters,
+        its cluster's cluster tiles) or, with stream-K, a segment of a tile's k blocks; tiles in the
+        grouped order."""
         ctaid = p.r("ctaid")
         p.emit(alu.s2r(ctaid, "SR_CTAID.X"))
+        if self.cfg.cluster_m == 2:
+            # clusters of two along M: cluster c takes cluster tiles c, c + clusters, ... (both CTAs the
+            # same ones, in lockstep); CTA rank r of the pair computes M-block 2 * pair + r
+            cid, rank_r = p.r("cluster_id"), p.r("rank_r")
+            p.emit(alu.shf_r(cid, ctaid, 1))
+            p.emit(alu.mov(rank_r, self.rank))
+            with strided_tiles(p, cid, self.clusters, self.cluster_tiles) as t:
+                m_blk, n_blk = self.order.emit(p, t)
+                p.emit(alu.imad(m_blk, m_blk, 2, rank_r))
+                yield Work(m_blk, n_blk, t, None, self.kt)
+            return
         if self.sk is None:
             with strided_tiles(p, ctaid, self.grid, self.tiles) as t:
                 m_blk, n_blk = self.order.emit(p, t)
@@ -228,6 +285,9 @@ class Sm90Gemm:
                 for tm in (self.ta, self.tb) + ((self.tc,) if cfg.staged_epilogue else ()):
                     p.emit(tma.tmap_prefetch(tm.name))
             out = self.stage.producer("ps")
+            if cfg.cluster_m == 2:
+                self.cluster_producer(p, leader, out)
+                return
             with self.work_loop(p) as w:
                 m0, n0 = p.r("m0"), p.r("n0")
                 p.emit(alu.imad(m0, w.m_blk, cfg.bm, RZ))
@@ -244,6 +304,37 @@ class Sm90Gemm:
                         p.tma_load(out.slot(self.sa), self.ta, [kc, m0], out.full, guard=leader)
                         p.tma_load(out.slot(self.sb), self.tb, [kc, n0], out.full, guard=leader)
 
+    def cluster_producer(self, p: Program, leader: P, out: ProducerEnd) -> None:
+        """The producer of a CTA of a 2x1 cluster: its own A box, and its half of B's box (rows
+        rank * BN/2..) multicast into that half of the stage in both CTAs. The stage's empty barrier
+        takes both CTAs' frees (the peer's B half lands here too), the full barrier the whole stage's
+        bytes (own A, both B halves: the peer's half may complete before the arm, which tx counts
+        allow). Then it drains the ring: every stage freed by both CTAs' consumers, so no remote
+        arrival is still on its way to this CTA's barriers when it exits."""
+        cfg = self.cfg
+        half = cfg.bn // 2
+        mask = p.ur("b_mask")
+        p.emit(alu.umov(mask, 0b11))
+        b_half = p.uniform("b_half", self.rank, 2)
+        half_row = p.r("b_half_row")
+        p.emit(alu.mov(half_row, self.rank))
+        p.emit(alu.imad(half_row, half_row, half, RZ))
+        tx = self.ta.box.box_bytes + 2 * self.tb.box.box_bytes
+        with self.work_loop(p) as w:
+            m0, n0 = p.r("m0"), p.r("n0")
+            p.emit(alu.imad(m0, w.m_blk, cfg.bm, RZ))
+            p.emit(alu.imad(n0, w.n_blk, cfg.bn, half_row))
+            with p.loop("k", self.kt) as k:
+                with out.stage():
+                    out.wait_empty()
+                    out.arrive_full(leader, tx_bytes=tx)
+                    p.tma_load(out.slot(self.sa), self.ta, [k * cfg.bk, m0], out.full, guard=leader)
+                    p.tma_load(out.slot(self.sb, b_half * half, 0), self.tb, [k * cfg.bk, n0], out.full,
+                               mask=mask, guard=leader)
+        with p.loop("drain", cfg.stages):
+            with out.stage():
+                out.wait_empty()
+
     # -- consumers -----------------------------------------------------------------------------
     def consumer(self, p: Program, c: int) -> None:
         cfg = self.cfg
@@ -255,6 +346,9 @@ class Sm90Gemm:
         acc = p.rvec("acc", cfg.bn // 2)
         leader = p.elect()
         first, accumulate = p.ur("first"), p.up("accumulate")
+        if cfg.cluster_m == 2:
+            self.peer = p.ur("peer_rank")
+            p.emit(alu.ulop3(self.peer, self.rank, 1, URZ, 0x3C))  # rank ^ 1
         cons = self.stage.consumer("cs")
         rel = self.stage.consumer("rel")
         epi = self.staged_setup(p, c) if cfg.staged_epilogue else self.epilogue_setup(p, c)
@@ -279,22 +373,43 @@ class Sm90Gemm:
                 p.emit(alu.isetp("NE", not_first, k.reg, 0))
                 with p.when(not_first):
                     with rel.stage():
-                        rel.free(leader)
+                        self.free(p, rel, leader)
             p.emit(hopper.warpgroup_wait(0))
             with rel.stage():
-                rel.free(leader)
+                self.free(p, rel, leader)
             done = None
             if fix is not None:
                 done = p.fresh_label("SEGMENT_DONE")
                 self.fixup(p, fix, w, acc, done)
-            if cfg.staged_epilogue:
-                self.staged_epilogue(p, c, epi, acc, m_blk, n_blk)
-            else:
-                self.epilogue(p, epi, acc, m_blk, n_blk)
+            with self.real_tile(p, m_blk):
+                if cfg.staged_epilogue:
+                    self.staged_epilogue(p, c, epi, acc, m_blk, n_blk)
+                else:
+                    self.epilogue(p, epi, acc, m_blk, n_blk)
             if done is not None:
                 p.label(done)
         if cfg.staged_epilogue:  # the last stores must have read shared memory before the CTA exits
             p.emit(tma.bulk_wait(0).guarded(epi["lead"]))  # type: ignore[arg-type]
+
+    def free(self, p: Program, rel: ConsumerEnd, leader: P) -> None:
+        """Free a stage: one arrival a warp on this CTA's empty barrier, and with clusters one on the
+        peer's too (its producer's multicast writes this CTA's half of the stage)."""
+        rel.free(leader)
+        if self.cfg.cluster_m == 2:
+            rel.free_remote(self.peer, leader)
+
+    @contextlib.contextmanager
+    def real_tile(self, p: Program, m_blk: R) -> Iterator[None]:
+        """The epilogue, skipped for the second CTA's tile of a cluster tile past M (M-blocks odd):
+        that CTA loaded zeros (TMA fills rows past the tensor) and its consumers freed the stages, so
+        the pair stayed in lockstep; it stores nothing."""
+        if self.cfg.cluster_m == 1 or self.mt % 2 == 0:
+            yield
+            return
+        real = p.p("tile_in_m")
+        p.emit(alu.isetp("LT", real, m_blk, self.mt))
+        with p.when(real):
+            yield
 
     # -- stream-K: partial sums between the CTAs sharing a tile ------------------------------------
     def fixup_setup(self, p: Program, c: int) -> dict[str, Any]:

@@ -162,11 +162,13 @@ def check_cmd(
     out: str = typer.Option("fp32", "--out", help="C's type for gemm: f32, bf16 or fp16."),
     dump: Optional[str] = typer.Option(None, "--dump", help="With values: save A, B, the C the simulated clusters "
                                        "wrote and its mask to this .npz (to compare with the GPU's C)."),
+    cluster_m: Optional[int] = typer.Option(None, "--cluster-m", help="sm_90a gemm: the chosen configuration with "
+                                            "clusters of this many CTAs along M (1, or 2: B multicast)."),
 ) -> None:
     """Run a kernel's SASS on the CPU (first and last clusters) and check it; exit 1 on any problem."""
     from warpy.check.cli import check_main
 
-    raise typer.Exit(check_main(target, list(dims or []), arch, values, fault, not no_colour, dump, out))
+    raise typer.Exit(check_main(target, list(dims or []), arch, values, fault, not no_colour, dump, out, cluster_m))
 
 
 @app.command("hb")

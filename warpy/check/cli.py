@@ -34,8 +34,25 @@ def _problem(target: str, dims: list[int], arch: str, out_dtype: str = "fp32"): 
     return GemmProblem(dims[0], dims[1], dims[2], arch=arch, out_dtype=out_dtype)
 
 
+def _config(problem: Any, cluster_m: Optional[int]) -> Any:
+    """The configuration `choose` gives the shape, with `--cluster-m` applied (sm_90a only; clusters
+    walk whole tiles, so a stream-K choice becomes the persistent walk)."""
+    if cluster_m is None:
+        return None
+    import attrs
+
+    from warpy.kernels.programs import choose  # type: ignore[import-not-found,unused-ignore]
+
+    if problem.arch != "sm_90a":
+        raise WarpyError(f"--cluster-m is an sm_90a option (the {problem.arch} GEMM sets its clusters itself)")
+    cfg = choose(problem)
+    if cluster_m == 2:
+        cfg = attrs.evolve(cfg, stream_k=False, split=0)
+    return attrs.evolve(cfg, cluster_m=cluster_m)
+
+
 def check_main(target: str, dims: list[int], arch: str, values: bool, fault: Optional[str], colour: bool,
-               dump: Optional[str] = None, out_dtype: str = "fp32") -> int:
+               dump: Optional[str] = None, out_dtype: str = "fp32", cluster_m: Optional[int] = None) -> int:
     """Print the problems and the summary line; the exit status (0: nothing found)."""
     from warpy.check.faults import FaultDoesNotApply, inject
     from warpy.check.report import check_gemm, check_kernel, settle_fault
@@ -49,6 +66,8 @@ def check_main(target: str, dims: list[int], arch: str, values: bool, fault: Opt
                 raise WarpyError("a FILE.sass takes no sizes")
             if values:
                 raise WarpyError("--values needs a GEMM (the checker knows its operands): warpy check gemm M N K --values")
+            if cluster_m is not None:
+                raise WarpyError("--cluster-m configures a GEMM: warpy check gemm M N K --cluster-m 2")
             try:
                 text = open(target).read()
             except OSError as e:
@@ -70,7 +89,8 @@ def check_main(target: str, dims: list[int], arch: str, values: bool, fault: Opt
                 settle_fault(fault, rep)
         else:
             prob = _problem(target, dims, arch, out_dtype)
-            rep = check_gemm(prob, values=values or dump is not None, fault=fault, progress=_progress, coloured=colour)
+            rep = check_gemm(prob, values=values or dump is not None, fault=fault, progress=_progress, coloured=colour,
+                             config=_config(prob, cluster_m))
             if dump is not None and rep.data:
                 import numpy as np
 

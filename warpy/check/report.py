@@ -186,13 +186,14 @@ def _c_source(m: Machine) -> str:
 
 
 def check_gemm(problem: Any, *, values: bool = False, fault: Optional[str] = None, hb: bool = False,
-               progress: Optional[Callable[[str], None]] = None, coloured: bool = True) -> Report:
-    """Build the GEMM program the shape gets, inject `fault` if given, and check it."""
+               progress: Optional[Callable[[str], None]] = None, coloured: bool = True,
+               config: Any = None) -> Report:
+    """Build the GEMM program the shape gets (or `config`'s), inject `fault` if given, and check it."""
     from warpy.kernels.programs import build  # type: ignore[import-not-found,unused-ignore]
 
     from warpy.check.faults import inject
 
-    prog = build(problem)
+    prog = build(problem, config)
     named = prog.kernel()
     col = prog.coloured() if coloured else None
     note = ""
