@@ -478,20 +478,22 @@ Progress = Callable[[str], None]
 
 
 def make_plan(problem: Any, *, use_disk: bool = True, progress: Optional[Progress] = None,
-              keep_program: bool = False) -> GemmPlan:
+              keep_program: bool = False, config: Any = None) -> GemmPlan:
     """Plan `problem`: from the disk cache, or choose + build + lift; then assemble (ptxas's cache).
-    ptxas warnings (wgmma serialisation, spills) do not fail here: they are on `plan.cubin.warnings`."""
+    ptxas warnings (wgmma serialisation, spills) do not fail here: they are on `plan.cubin.warnings`.
+    `config`: this configuration instead of the rule's (not cached on disk)."""
     from warpy.lift.ptxas import FAILING_KINDS, assemble
 
     say = progress or (lambda _msg: None)
     key = problem_key(problem)
+    use_disk = use_disk and config is None
     entry = _disk_read(key) if use_disk else None
-    config = program = None
-    if entry is None or keep_program:
+    program = None
+    if entry is None or keep_program or config is not None:
         from warpy.lift.lifter import lift
 
         mod = programs()
-        config = mod.choose(problem)
+        config = config if config is not None else mod.choose(problem)
         say(f"building {config.describe()}")
         program = mod.build(problem, config)
         kernel = program.kernel()

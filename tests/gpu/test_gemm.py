@@ -5,6 +5,8 @@ that a fault or a hang in one leaves the others' CUDA context intact.
 
 - `exact:M:N:K:dtype:out`: the plan run on inputs in [-3, 3] against the float64 product (exact
   for f32 output, within one rounding for bf16/fp16), including ragged shapes;
+- `config:M:N:K:out:KEY=V,...`: the same with a configuration the rule does not pick for that shape
+  (2-CTA clusters with multicast, stream-K over 132 SMs, splits, 64-row tiles), every element;
 - `numpy:...`: `warpy.gemm` on numpy arrays (copied to the GPU and back);
 - `torch:...`: `warpy.gemm` on torch tensors (out given and allocated, out_dtype variants, the
   producer's stream ordering, a transposed operand refused); skipped where torch is missing.
@@ -35,12 +37,24 @@ EXACT = (
 )
 
 
-def _exact(M: int, N: int, K: int, dtype: str, out: str) -> dict[str, Any]:
+CONFIGS = [
+    "config:4096:4096:1024:bf16:bn=256,stages=4,staged_epilogue=1,cluster_m=2",
+    "config:1000:1000:1000:f32:bn=128,stages=6,cluster_m=2",
+    "config:1920:1536:4096:bf16:bn=256,stages=4,staged_epilogue=1,cluster_m=2",  # 15 M-blocks: a phantom tile
+    "config:1536:1536:1536:bf16:bn=128,stages=6,staged_epilogue=1,stream_k=1",
+    "config:1000:1000:1000:f32:bn=192,stages=4,stream_k=1",
+    "config:512:512:32768:bf16:bn=128,stages=6,staged_epilogue=1,stream_k=1,split=8",
+    "config:3072:3072:1024:bf16:bn=192,stages=4,staged_epilogue=1",  # 3 chunks: a buffer reused across tiles
+    "config:2000:1000:512:fp16:bn=160,consumers=1,stages=6,staged_epilogue=1",
+]
+
+
+def _exact(M: int, N: int, K: int, dtype: str, out: str, config: Any = None) -> dict[str, Any]:
     from warpy.bench import run_check
     from warpy.matmul import make_plan, programs
 
     problem = programs().GemmProblem(M, N, K, dtype=dtype, out_dtype=out, arch="sm_90a")
-    plan = make_plan(problem)
+    plan = make_plan(problem, config=config)
     bad, msg = run_check(plan, M, N, K, dtype, out)
     return {"ok": bad == 0, "mismatches": bad, "message": msg, "program": plan.describe}
 
@@ -123,6 +137,13 @@ def _run_here(case: str) -> dict[str, Any]:
     if kind == "exact":
         M, N, K = (int(x) for x in rest[:3])
         return _exact(M, N, K, rest[3], rest[4])
+    if kind == "config":
+        from warpy.kernels.gemm_sm90 import Sm90Config  # type: ignore[import-not-found,unused-ignore]
+
+        M, N, K = (int(x) for x in rest[:3])
+        kw = {k: int(v) for k, v in (item.split("=") for item in rest[4].split(","))}
+        cfg = Sm90Config(**{k: bool(v) if k in ("staged_epilogue", "stream_k") else v for k, v in kw.items()})
+        return _exact(M, N, K, "bf16", rest[3], cfg)
     if kind == "numpy":
         M, N, K = (int(x) for x in rest)
         return _numpy(M, N, K)
@@ -144,6 +165,12 @@ def _run_isolated(case: str, timeout: float = 600) -> dict[str, Any]:
 
 @pytest.mark.parametrize("case", EXACT)
 def test_gemm_exact_on_small_integers(case: str) -> None:
+    r = _run_isolated(case)
+    assert r.get("ok"), f"{case}: {json.dumps(r)}"
+
+
+@pytest.mark.parametrize("case", CONFIGS)
+def test_gemm_exact_with_configurations_the_rule_does_not_pick(case: str) -> None:
     r = _run_isolated(case)
     assert r.get("ok"), f"{case}: {json.dumps(r)}"
 
