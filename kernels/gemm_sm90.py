@@ -13,12 +13,17 @@ Warp-specialised and persistent:
   before it; at the end of the tile it stores its accumulators straight from registers (the
   producer meanwhile fills the ring for the next tile);
 - tiles are walked in a grouped order (`group` M-tiles share a sweep over N, so a wave of CTAs
-  reuses A and B through the L2); a CTA takes tiles ctaid, ctaid + grid, ...
+  reuses A and B through the L2); a CTA takes tiles ctaid, ctaid + grid, ...;
+- or, with `stream_k`, the tiles' k blocks are shared out over the grid (kernels.schedule.StreamK):
+  CTAs that hold part of a tile leave fp32 partial sums in scratch memory and raise flags; the CTA
+  holding its last k block adds them and stores C (`fixup`);
 - with `cluster_m = 2`, 2x1 clusters: the two CTAs take M-blocks 2i and 2i + 1 of one N column in
   lockstep (cluster tiles in the grouped order); each producer loads its own A box and half of B's
   box, multicast into that half of both CTAs' stage; a stage is refilled once both CTAs' consumers
   have freed it (each consumer warp arrives on its own and the peer's empty barrier); the producer
   drains the ring before it exits so no remote arrival reaches an exited CTA.
+
+docs/hopper.md describes the program and the rule that configures it.
 
 Every shared-memory address, descriptor and barrier address is derived from the buffers'
 layouts by the Program; the global output address is the program's own arithmetic (rows and
