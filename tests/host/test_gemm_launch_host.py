@@ -4,8 +4,6 @@ calls reuse the tensor maps, the launch configuration and the packed parameters.
 
 from __future__ import annotations
 
-import ctypes
-import enum
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -16,91 +14,26 @@ import warpy.matmul as mm
 import warpy.runtime.bind as bind
 import warpy.runtime.tensormap as tm
 from warpy.errors import WarpyError
-from warpy.runtime import driver as drv
-from warpy.runtime import launcher as L
+from fake_cuda_driver import OnCall, fake_driver, install, launch_args
 
 
-class R(enum.IntEnum):
-    CUDA_SUCCESS = 0
-    CUDA_ERROR_NOT_READY = 600
+def recorder(launches: list[dict[str, Any]], calls: list[str], header: list[Any]) -> OnCall:
+    """Records the name of every driver call into `calls`, and each launch's geometry, stream, launch
+    attributes and arguments (by the header's names, once the test has put it in `header`) into
+    `launches`."""
 
+    def on_call(name: str, args: tuple[Any, ...], result: Any) -> None:
+        calls.append(name)
+        if name == "cuLaunchKernelEx":
+            cfg, _fn, address, _extra = args
+            # tensor maps carry their base address in their first 8 bytes (see encode below); u64: the value
+            launches.append(dict(
+                grid=(cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ), block=(cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ),
+                smem=cfg.sharedMemBytes, stream=int(cfg.hStream), attrs=[a.id for a in cfg.attrs],
+                **launch_args(header[0], address),
+            ))
 
-class Stream:
-    def __init__(self, handle: int) -> None:
-        self.handle = handle
-
-    def __int__(self) -> int:
-        return self.handle
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Stream) and other.handle == self.handle
-
-    def __hash__(self) -> int:
-        return self.handle
-
-
-class Record(SimpleNamespace):
-    pass
-
-
-class Attribute:
-    def __init__(self) -> None:
-        self.id = None
-        self.value = SimpleNamespace(clusterDim=SimpleNamespace(x=0, y=0, z=0), programmaticStreamSerializationAllowed=0)
-
-
-def fake_driver(launches: list[dict[str, Any]], calls: list[str], header: list[Any]) -> SimpleNamespace:
-    ok = (R.CUDA_SUCCESS,)
-    values = {"major": 9, "minor": 0, "sms": 132, "smem": 232448}
-
-    def launch(cfg: Any, fn: Any, address: int, extra: int) -> Any:
-        declared = header[0].kernel_params()
-        ptrs = (ctypes.c_void_p * len(declared)).from_address(address)
-        # tensor maps carry their base address in their first 8 bytes (see encode below); u64: the value
-        args = {name: (ctypes.c_uint64 if typ in ("tmap", "u64") else ctypes.c_uint32).from_address(p).value
-                for (name, typ), p in zip(declared, ptrs)}
-        launches.append(dict(
-            grid=(cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ), block=(cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ),
-            smem=cfg.sharedMemBytes, stream=int(cfg.hStream), attrs=[a.id for a in cfg.attrs], **args,
-        ))
-        return ok
-
-    def log(name: str, result: Any) -> Any:
-        def f(*a: Any) -> Any:
-            calls.append(name)
-            return result
-        return f
-
-    return SimpleNamespace(
-        CUresult=R,
-        CUdevice_attribute=SimpleNamespace(
-            CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR="major", CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR="minor",
-            CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT="sms", CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN="smem"),
-        CUfunction_attribute=SimpleNamespace(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES="dsmem",
-                                             CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED="np"),
-        CUstream_flags=SimpleNamespace(CU_STREAM_NON_BLOCKING=SimpleNamespace(value=1)),
-        CUlaunchAttributeID=SimpleNamespace(CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION="cluster",
-                                            CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION="pdl"),
-        CUlaunchConfig=Record,
-        CUlaunchAttribute=Attribute,
-        CUstream=Stream,
-        cuInit=lambda flags: ok,
-        cuDeviceGetCount=lambda: (R.CUDA_SUCCESS, 1),
-        cuDeviceGet=lambda i: (R.CUDA_SUCCESS, "dev0"),
-        cuDeviceGetName=lambda n, h: (R.CUDA_SUCCESS, b"Fake H200\0"),
-        cuDeviceGetAttribute=lambda a, h: (R.CUDA_SUCCESS, values[a]),
-        cuDevicePrimaryCtxRetain=lambda h: (R.CUDA_SUCCESS, "ctx"),
-        cuCtxSetCurrent=lambda c: ok,
-        cuCtxSynchronize=log("cuCtxSynchronize", ok),
-        cuModuleLoadData=log("cuModuleLoadData", (R.CUDA_SUCCESS, "module")),
-        cuModuleGetFunction=lambda m, n: (R.CUDA_SUCCESS, "function"),
-        cuFuncSetAttribute=log("cuFuncSetAttribute", ok),
-        cuStreamCreate=lambda flags: (R.CUDA_SUCCESS, Stream(99)),
-        cuStreamQuery=log("cuStreamQuery", ok),
-        cuLaunchKernelEx=launch,
-        cuGetErrorName=lambda e: (R.CUDA_SUCCESS, R(e).name.encode()),
-        cuGetErrorString=lambda e: (R.CUDA_SUCCESS, b"fake"),
-    )
+    return on_call
 
 
 class CAI:
@@ -119,9 +52,7 @@ def gpu(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> SimpleNamespace:
     calls: list[str] = []
     encoded: list[tuple[Any, int]] = []
     header: list[Any] = []  # the kernel's header, for the fake launch to read the parameters by
-    monkeypatch.setattr(drv, "_state", {"driver": fake_driver(launches, calls, header)})
-    monkeypatch.setattr(L, "_default_stream", {})
-    monkeypatch.setattr(L, "_last_kernel", {})
+    install(monkeypatch, fake_driver(recorder(launches, calls, header)))
     monkeypatch.setattr(bind, "_TMAP_CACHE", type(bind._TMAP_CACHE)())
 
     def encode(box: Any, address: int) -> tm.TensorMap:

@@ -5,7 +5,6 @@ test fixture assembling."""
 from __future__ import annotations
 
 import ctypes
-import enum
 import subprocess
 import sys
 from pathlib import Path
@@ -21,6 +20,7 @@ from warpy.runtime import driver as drv
 from warpy.runtime import launcher as L
 from warpy.runtime.memory import DeviceBuffer
 from warpy.runtime.tensormap import TensorMap, tensor_map_args
+from fake_cuda_driver import CUresult, fake_driver, install
 
 FIXTURE = Path(__file__).parent / "fixture_kernels.ptx"
 REPO = Path(__file__).resolve().parents[2]
@@ -66,55 +66,23 @@ def test_first_use_without_a_gpu_is_one_line() -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# A fake driver: enough of cuda.bindings.driver for the error paths and the watchdog.
-
-
-class FakeResult(enum.IntEnum):
-    CUDA_SUCCESS = 0
-    CUDA_ERROR_NOT_READY = 600
-    CUDA_ERROR_NO_DEVICE = 100
-    CUDA_ERROR_ILLEGAL_ADDRESS = 700
-
-
-def fake_driver(**overrides: Any) -> SimpleNamespace:
-    ok = (FakeResult.CUDA_SUCCESS,)
-    attrs_ = SimpleNamespace(
-        CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR="major", CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR="minor",
-        CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT="sms", CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN="smem",
-    )
-    values = {"major": 8, "minor": 0, "sms": 108, "smem": 166912}
-    d = SimpleNamespace(
-        CUresult=FakeResult,
-        CUdevice_attribute=attrs_,
-        cuInit=lambda flags: ok,
-        cuDeviceGetCount=lambda: (FakeResult.CUDA_SUCCESS, 1),
-        cuDeviceGet=lambda i: (FakeResult.CUDA_SUCCESS, "dev0"),
-        cuDeviceGetName=lambda n, h: (FakeResult.CUDA_SUCCESS, b"Fake A100\0\0"),
-        cuDeviceGetAttribute=lambda a, h: (FakeResult.CUDA_SUCCESS, values[a]),
-        cuDevicePrimaryCtxRetain=lambda h: (FakeResult.CUDA_SUCCESS, "ctx"),
-        cuCtxSetCurrent=lambda c: ok,
-        cuGetErrorName=lambda e: (FakeResult.CUDA_SUCCESS, FakeResult(e).name.encode()),
-        cuGetErrorString=lambda e: (FakeResult.CUDA_SUCCESS, b"fake description"),
-        cuStreamQuery=lambda s: (FakeResult.CUDA_ERROR_NOT_READY,),
-    )
-    for k, v in overrides.items():
-        setattr(d, k, v)
-    return d
+# A fake driver (tests/fake_cuda_driver.py): the error paths and the watchdog.
 
 
 @pytest.fixture
 def fake(monkeypatch: pytest.MonkeyPatch) -> Any:
-    state: dict[str, Any] = {}
-    monkeypatch.setattr(drv, "_state", state)
-    monkeypatch.setattr(L, "_default_stream", {"s": 7})
-    monkeypatch.setattr(L, "_last_kernel", {})
+    """Installs an A100 whose stream never finishes (unless overridden) as the driver, warpy's stream
+    handle 7."""
+    state = install(monkeypatch, None, default_stream={"s": 7})
 
-    def install(**overrides: Any) -> SimpleNamespace:
+    def install_driver(**overrides: Any) -> SimpleNamespace:
+        d = fake_driver(name=b"Fake A100\0\0", cc=(8, 0), sms=108, smem=166912,
+                        **{"cuStreamQuery": lambda s: (CUresult.CUDA_ERROR_NOT_READY,), **overrides})
         state.clear()
-        state["driver"] = fake_driver(**overrides)
-        return state["driver"]
+        state["driver"] = d
+        return d
 
-    return install
+    return install_driver
 
 
 def test_no_driver(fake: Any) -> None:
@@ -128,7 +96,7 @@ def test_no_driver(fake: Any) -> None:
 
 
 def test_no_device(fake: Any) -> None:
-    fake(cuInit=lambda f: (FakeResult.CUDA_ERROR_NO_DEVICE,))
+    fake(cuInit=lambda f: (CUresult.CUDA_ERROR_NO_DEVICE,))
     with pytest.raises(NoGPU, match="^no GPU: the CUDA driver found no device$"):
         drv.device()
 
@@ -150,11 +118,11 @@ def test_can_run() -> None:
 
 def test_check_formats_driver_errors(fake: Any) -> None:
     fake()
-    assert drv.check((FakeResult.CUDA_SUCCESS, 5), "x") == 5
-    assert drv.check((FakeResult.CUDA_SUCCESS, 5, 6), "x") == (5, 6)
-    assert drv.check((FakeResult.CUDA_SUCCESS,), "x") is None
+    assert drv.check((CUresult.CUDA_SUCCESS, 5), "x") == 5
+    assert drv.check((CUresult.CUDA_SUCCESS, 5, 6), "x") == (5, 6)
+    assert drv.check((CUresult.CUDA_SUCCESS,), "x") is None
     with pytest.raises(WarpyError, match="^cuMemAlloc failed: CUDA_ERROR_ILLEGAL_ADDRESS: fake description$"):
-        drv.check((FakeResult.CUDA_ERROR_ILLEGAL_ADDRESS, None), "cuMemAlloc")
+        drv.check((CUresult.CUDA_ERROR_ILLEGAL_ADDRESS, None), "cuMemAlloc")
 
 
 def test_watchdog_reports_a_hang_and_poisons_the_runtime(fake: Any) -> None:
@@ -168,10 +136,10 @@ def test_watchdog_reports_a_hang_and_poisons_the_runtime(fake: Any) -> None:
 
 
 def test_watchdog_passes_and_reports_faults(fake: Any) -> None:
-    answers = iter([(FakeResult.CUDA_ERROR_NOT_READY,), (FakeResult.CUDA_ERROR_NOT_READY,), (FakeResult.CUDA_SUCCESS,)])
+    answers = iter([(CUresult.CUDA_ERROR_NOT_READY,), (CUresult.CUDA_ERROR_NOT_READY,), (CUresult.CUDA_SUCCESS,)])
     fake(cuStreamQuery=lambda s: next(answers))
     L.synchronize(timeout=5, kernel="k")  # finishes on the third poll
-    fake(cuStreamQuery=lambda s: (FakeResult.CUDA_ERROR_ILLEGAL_ADDRESS,))
+    fake(cuStreamQuery=lambda s: (CUresult.CUDA_ERROR_ILLEGAL_ADDRESS,))
     with pytest.raises(WarpyError, match=r"^kernel k failed: CUDA_ERROR_ILLEGAL_ADDRESS: fake description \(the CUDA context is now unusable\)$"):
         L.synchronize(timeout=5, kernel="k")
 

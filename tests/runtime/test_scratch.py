@@ -7,8 +7,6 @@ a map declared `over=c` (`c_add`) to C, against a fake CUDA driver."""
 from __future__ import annotations
 
 import ast
-import ctypes
-import enum
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -25,11 +23,10 @@ import warpy.runtime.bind as bind
 import warpy.runtime.tensormap as tm
 from warpy.errors import WarpyError
 from warpy.isa.text import parse
-from warpy.runtime import driver as drv
-from warpy.runtime import launcher as L
 from warpy.runtime.bind import DeviceSpan, FastLaunch, ScratchPool, alloc_scratch, bind_params
 from warpy.runtime.memory import DeviceBuffer
 from warpy.runtime.tensormap import TensorMap
+from fake_cuda_driver import WARPY_STREAM, OnCall, Stream, fake_driver, install, launch_args
 from scratch_counter import WORDS, scratch_counter
 
 REPO = Path(__file__).resolve().parents[2]
@@ -193,95 +190,24 @@ def test_bind_gemm_binds_a_map_declared_over_c_to_c() -> None:
 # The launch paths against a fake driver
 
 
-class R(enum.IntEnum):
-    CUDA_SUCCESS = 0
-    CUDA_ERROR_NOT_READY = 600
+RECORDED = {"cuCtxSynchronize": "ctxsync", "cuMemFree": "free", "cuMemsetD8Async": "memset",
+            "cuMemsetD8": "memset_sync"}
 
 
-class Stream:
-    def __init__(self, handle: int) -> None:
-        self.handle = handle
+def recorder(events: list[tuple[Any, ...]], header: Any) -> OnCall:
+    """Records each launch (stream, the arguments by `header`'s names), allocation (address, size),
+    free, memset (a stream as its handle) and context synchronisation into `events`, in order."""
 
-    def __int__(self) -> int:
-        return self.handle
+    def on_call(name: str, args: tuple[Any, ...], result: Any) -> None:
+        if name == "cuLaunchKernelEx":
+            cfg, _fn, address, _extra = args
+            events.append(("launch", int(cfg.hStream), launch_args(header, address)))
+        elif name == "cuMemAlloc":
+            events.append(("alloc", result[1], args[0]))
+        elif name in RECORDED:
+            events.append((RECORDED[name],) + tuple(int(x) if isinstance(x, Stream) else x for x in args))
 
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Stream) and other.handle == self.handle
-
-    def __hash__(self) -> int:
-        return self.handle
-
-
-class Attribute:
-    def __init__(self) -> None:
-        self.id = None
-        self.value = SimpleNamespace(clusterDim=SimpleNamespace(x=0, y=0, z=0), programmaticStreamSerializationAllowed=0)
-
-
-WARPY_STREAM = 99
-
-
-def fake_driver(events: list[tuple[Any, ...]], header: list[Any]) -> SimpleNamespace:
-    ok = (R.CUDA_SUCCESS,)
-    values = {"major": 9, "minor": 0, "sms": 132, "smem": 232448}
-    next_ptr = [0x7E00_0000_0000]
-
-    def launch(cfg: Any, fn: Any, address: int, extra: int) -> Any:
-        declared = header[0].kernel_params()
-        ptrs = (ctypes.c_void_p * len(declared)).from_address(address)
-        args = {name: (ctypes.c_uint64 if typ in ("tmap", "u64") else ctypes.c_uint32).from_address(p).value
-                for (name, typ), p in zip(declared, ptrs)}
-        events.append(("launch", int(cfg.hStream), args))
-        return ok
-
-    def mem_alloc(n: int) -> Any:
-        ptr = next_ptr[0]
-        next_ptr[0] += (n + 0xFFFF) // 0x10000 * 0x10000
-        events.append(("alloc", ptr, n))
-        return (R.CUDA_SUCCESS, ptr)
-
-    def record(*what: Any) -> Any:
-        def f(*a: Any) -> Any:
-            events.append(what + tuple(int(x) if isinstance(x, Stream) else x for x in a))
-            return ok
-        return f
-
-    return SimpleNamespace(
-        CUresult=R,
-        CUdevice_attribute=SimpleNamespace(
-            CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR="major", CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR="minor",
-            CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT="sms", CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN="smem"),
-        CUfunction_attribute=SimpleNamespace(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES="dsmem",
-                                             CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED="np"),
-        CUstream_flags=SimpleNamespace(CU_STREAM_NON_BLOCKING=SimpleNamespace(value=1)),
-        CUlaunchAttributeID=SimpleNamespace(CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION="cluster",
-                                            CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION="pdl"),
-        CUlaunchConfig=SimpleNamespace,
-        CUlaunchAttribute=Attribute,
-        CUstream=Stream,
-        cuInit=lambda flags: ok,
-        cuDeviceGetCount=lambda: (R.CUDA_SUCCESS, 1),
-        cuDeviceGet=lambda i: (R.CUDA_SUCCESS, "dev0"),
-        cuDeviceGetName=lambda n, h: (R.CUDA_SUCCESS, b"Fake H200\0"),
-        cuDeviceGetAttribute=lambda a, h: (R.CUDA_SUCCESS, values[a]),
-        cuDevicePrimaryCtxRetain=lambda h: (R.CUDA_SUCCESS, "ctx"),
-        cuCtxSetCurrent=lambda c: ok,
-        cuCtxSynchronize=record("ctxsync"),
-        cuModuleLoadData=lambda image: (R.CUDA_SUCCESS, "module"),
-        cuModuleGetFunction=lambda m, n: (R.CUDA_SUCCESS, "function"),
-        cuFuncSetAttribute=lambda *a: ok,
-        cuStreamCreate=lambda flags: (R.CUDA_SUCCESS, Stream(WARPY_STREAM)),
-        cuStreamQuery=lambda s: ok,
-        cuLaunchKernelEx=launch,
-        cuMemAlloc=mem_alloc,
-        cuMemFree=record("free"),
-        cuMemsetD8Async=record("memset"),
-        cuMemsetD8=record("memset_sync"),
-        cuMemcpyHtoD=lambda *a: ok,
-        cuMemcpyDtoH=lambda *a: ok,
-        cuGetErrorName=lambda e: (R.CUDA_SUCCESS, R(e).name.encode()),
-        cuGetErrorString=lambda e: (R.CUDA_SUCCESS, b"fake"),
-    )
+    return on_call
 
 
 M, N, K = 256, 192, 64
@@ -301,15 +227,13 @@ GEMM = (
 @pytest.fixture
 def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[SimpleNamespace]:
     events: list[tuple[Any, ...]] = []
-    header = [parse(GEMM).header]
-    monkeypatch.setattr(drv, "_state", {"driver": fake_driver(events, header)})
-    monkeypatch.setattr(L, "_default_stream", {})
-    monkeypatch.setattr(L, "_last_kernel", {})
+    header = parse(GEMM).header
+    install(monkeypatch, fake_driver(recorder(events, header)))
     monkeypatch.setattr(bind, "_TMAP_CACHE", type(bind._TMAP_CACHE)())
     monkeypatch.setattr(tm, "encode_tensor_map",
                         lambda box, address: TensorMap(int(address).to_bytes(8, "little") + bytes(120), box, int(address)))
     problem = SimpleNamespace(M=M, N=N, K=K, dtype="fp16", out_dtype="f32", arch="sm_90a")
-    plan = mm.GemmPlan(problem, "fake split-K", header[0], GEMM, "", b"not a cubin", False)
+    plan = mm.GemmPlan(problem, "fake split-K", header, GEMM, "", b"not a cubin", False)
     be = mm.CudaBackend()
     be._arch = "sm_90a"
     be._plans[(M, N, K, "fp16", "f32", "sm_90a")] = plan

@@ -1,0 +1,159 @@
+"""A fake CUDA driver for the host tests: enough of `cuda.bindings.driver` (result codes, attribute
+names, launch configuration, stream handles and the calls warpy.runtime makes) for warpy to open a
+device, load a module, launch, allocate and zero memory without a GPU.
+
+One skeleton, shared by tests/runtime/test_runtime_cpu.py, tests/runtime/test_scratch.py and
+tests/host/test_gemm_launch_host.py; each test parameterises it:
+- `on_call(name, args, result)` sees every driver call (its `cu…` name, arguments and what it
+  returned; while the call's arguments are still live), for tests that record what warpy asked of
+  the driver;
+- keyword overrides replace particular calls (a failing cuInit, a stream that never finishes),
+  and are seen by `on_call` too; `launch_args` reads a launch's packed parameters;
+- `name`, `cc`, `sms`, `smem` describe the device (an H200 by default).
+
+Imported by its bare name (`from fake_cuda_driver import …`): tests/ is on sys.path because
+pytest's default (prepend) import mode puts tests/conftest.py's folder there, for the whole suite
+and for a single file alike.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import enum
+from collections.abc import Callable
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from warpy.runtime import driver as drv
+from warpy.runtime import launcher as L
+
+
+class CUresult(enum.IntEnum):
+    CUDA_SUCCESS = 0
+    CUDA_ERROR_NO_DEVICE = 100
+    CUDA_ERROR_NOT_READY = 600
+    CUDA_ERROR_ILLEGAL_ADDRESS = 700
+
+
+OK = (CUresult.CUDA_SUCCESS,)
+WARPY_STREAM = 99  # the handle of the stream warpy creates for itself (cuStreamCreate)
+
+
+class Stream:
+    """A CUstream: built from an int handle, and back to it with int()."""
+
+    def __init__(self, handle: int) -> None:
+        self.handle = handle
+
+    def __int__(self) -> int:
+        return self.handle
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Stream) and other.handle == self.handle
+
+    def __hash__(self) -> int:
+        return self.handle
+
+
+class LaunchConfig(SimpleNamespace):
+    """A CUlaunchConfig: the launcher sets its fields."""
+
+
+class Attribute:
+    """A CUlaunchAttribute."""
+
+    def __init__(self) -> None:
+        self.id = None
+        self.value = SimpleNamespace(clusterDim=SimpleNamespace(x=0, y=0, z=0), programmaticStreamSerializationAllowed=0)
+
+
+def launch_args(header: Any, address: int) -> dict[str, int]:
+    """The kernel parameters packed at `address`, by the header's names: a u64 its value, a u32 its
+    value, a tensor map the first 8 bytes of its 128 (the tests encode its base address there)."""
+    declared = header.kernel_params()
+    ptrs = (ctypes.c_void_p * len(declared)).from_address(address)
+    return {name: (ctypes.c_uint64 if typ in ("tmap", "u64") else ctypes.c_uint32).from_address(p).value
+            for (name, typ), p in zip(declared, ptrs)}
+
+
+OnCall = Callable[[str, tuple[Any, ...], Any], None]
+
+
+def fake_driver(on_call: OnCall | None = None, *, name: bytes = b"Fake H200\0",
+                cc: tuple[int, int] = (9, 0), sms: int = 132, smem: int = 232448,
+                **overrides: Callable[..., Any]) -> SimpleNamespace:
+    """The driver namespace; every call succeeds unless overridden (see the module's docstring)."""
+    values = {"major": cc[0], "minor": cc[1], "sms": sms, "smem": smem}
+    next_ptr = [0x7E00_0000_0000]
+
+    def mem_alloc(n: int) -> Any:  # distinct addresses, 64 KiB apart at the least
+        ptr = next_ptr[0]
+        next_ptr[0] += (n + 0xFFFF) // 0x10000 * 0x10000
+        return (CUresult.CUDA_SUCCESS, ptr)
+
+    calls: dict[str, Callable[..., Any]] = dict(
+        cuInit=lambda flags: OK,
+        cuDeviceGetCount=lambda: (CUresult.CUDA_SUCCESS, 1),
+        cuDeviceGet=lambda i: (CUresult.CUDA_SUCCESS, "dev0"),
+        cuDeviceGetName=lambda n, h: (CUresult.CUDA_SUCCESS, name),
+        cuDeviceGetAttribute=lambda a, h: (CUresult.CUDA_SUCCESS, values[a]),
+        cuDevicePrimaryCtxRetain=lambda h: (CUresult.CUDA_SUCCESS, "ctx"),
+        cuCtxSetCurrent=lambda c: OK,
+        cuCtxSynchronize=lambda: OK,
+        cuModuleLoadData=lambda image: (CUresult.CUDA_SUCCESS, "module"),
+        cuModuleGetFunction=lambda m, n: (CUresult.CUDA_SUCCESS, "function"),
+        cuFuncSetAttribute=lambda *a: OK,
+        cuStreamCreate=lambda flags: (CUresult.CUDA_SUCCESS, Stream(WARPY_STREAM)),
+        cuStreamQuery=lambda s: OK,
+        cuLaunchKernelEx=lambda cfg, fn, address, extra: OK,
+        cuMemAlloc=mem_alloc,
+        cuMemFree=lambda ptr: OK,
+        cuMemsetD8Async=lambda ptr, value, n, stream: OK,
+        cuMemsetD8=lambda ptr, value, n: OK,
+        cuMemcpyHtoD=lambda *a: OK,
+        cuMemcpyDtoH=lambda *a: OK,
+        cuGetErrorName=lambda e: (CUresult.CUDA_SUCCESS, CUresult(e).name.encode()),
+        cuGetErrorString=lambda e: (CUresult.CUDA_SUCCESS, b"fake description"),
+    )
+    unknown = set(overrides) - set(calls)
+    assert not unknown, f"the fake driver has no {sorted(unknown)}"
+    calls.update(overrides)
+    if on_call is not None:
+        calls = {n: _seen(n, f, on_call) for n, f in calls.items()}
+    return SimpleNamespace(
+        CUresult=CUresult,
+        CUdevice_attribute=SimpleNamespace(
+            CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR="major", CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR="minor",
+            CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT="sms", CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN="smem"),
+        CUfunction_attribute=SimpleNamespace(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES="dsmem",
+                                             CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED="np"),
+        CUstream_flags=SimpleNamespace(CU_STREAM_NON_BLOCKING=SimpleNamespace(value=1)),
+        CUlaunchAttributeID=SimpleNamespace(CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION="cluster",
+                                            CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION="pdl"),
+        CUlaunchConfig=LaunchConfig,
+        CUlaunchAttribute=Attribute,
+        CUstream=Stream,
+        **calls,
+    )
+
+
+def _seen(name: str, f: Callable[..., Any], on_call: OnCall) -> Callable[..., Any]:
+    def call(*a: Any) -> Any:
+        result = f(*a)
+        on_call(name, a, result)
+        return result
+    return call
+
+
+def install(monkeypatch: pytest.MonkeyPatch, driver: SimpleNamespace | None,
+            default_stream: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Make `driver` warpy's driver (None: none yet) with no device opened, no stream of warpy's own
+    (or `default_stream`) and no kernel launched; undone after the test. The driver state, for a
+    test that installs another driver later."""
+    state: dict[str, Any] = {} if driver is None else {"driver": driver}
+    monkeypatch.setattr(drv, "_state", state)
+    monkeypatch.setattr(L, "_default_stream", {} if default_stream is None else default_stream)
+    monkeypatch.setattr(L, "_last_kernel", {})
+    return state
