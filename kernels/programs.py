@@ -99,7 +99,7 @@ def choose(problem: GemmProblem) -> Config:
     if problem.arch != "sm_90a":
         raise WarpyError(f"no {problem.arch} GEMM program exists yet")
     (bm, bn), stream_k = min(((tile, sk) for tile in TILE_EFFICIENCY for sk in (False, True)),
-                             key=lambda c: sm90_cost(problem, *c[0], c[1]))
+                             key=lambda c: sm90_cost(problem, c[0][0], c[0][1], c[1]))
     split = sm90_split(problem, bm, bn) if stream_k else 0
     staged = problem.out_dtype in ("bf16", "fp16") and (problem.N * 2) % 16 == 0
 
