@@ -205,6 +205,9 @@ def current_stream(library: str, x: Any) -> Optional[int]:
     """The CUstream handle (an int) the library of tensor `x` is working on now; None: unknown."""
     if library == "torch":
         torch = sys.modules["torch"]
+        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+        if raw is not None:  # the handle itself: no Stream object built (a third of this call's time)
+            return int(raw(x.device.index or 0))
         return int(torch.cuda.current_stream(x.device).cuda_stream)
     if library == "cupy":
         cupy = sys.modules["cupy"]
@@ -230,9 +233,10 @@ def as_matrix(x: Any, name: str, stream: Optional[int] = None) -> Matrix:
         # The common call, read straight off the tensor: the same facts DLPack would give, without
         # building and parsing a capsule (most of warpy.gemm's host time; H200, 2026-11-29). On the
         # tensor's own current stream no producer synchronisation is asked for either way.
-        view = DLPackView(x.data_ptr(), tuple(x.shape), tuple(x.stride()), _TORCH_DTYPES.get(str(x.dtype), str(x.dtype)),
-                          DL_CUDA, x.device.index or 0, False)
-        return _from_view(view, name, lib, x)
+        shape, strides = x.shape, x.stride()
+        _need_matrix_on_gpu0(name, len(shape), x.device.index or 0)
+        return Matrix(name, x.data_ptr(), (shape[0], shape[1]), (strides[0], strides[1]),
+                      _TORCH_DTYPES.get(str(x.dtype), str(x.dtype)), "device", lib, x)
     if hasattr(x, "__dlpack__") and hasattr(x, "__dlpack_device__"):
         if lib == "torch" and x.requires_grad:  # torch will not export a tensor autograd tracks
             x = x.detach()
@@ -251,15 +255,19 @@ def as_matrix(x: Any, name: str, stream: Optional[int] = None) -> Matrix:
                      "(DLPack or __cuda_array_interface__)")
 
 
+def _need_matrix_on_gpu0(name: str, ndim: int, device_id: int) -> None:
+    if ndim != 2:
+        raise WarpyError(f"{name} has {ndim} dimensions; give a matrix (2-D)")
+    if device_id != 0:
+        raise WarpyError(f"{name} is on GPU {device_id}; warpy runs on GPU 0")
+
+
 def _from_view(v: DLPackView, name: str, lib: str, x: Any) -> Matrix:
-    if len(v.shape) != 2:
-        raise WarpyError(f"{name} has {len(v.shape)} dimensions; give a matrix (2-D)")
-    if v.device_type not in (DL_CUDA, DL_CUDA_MANAGED):
+    if v.device_type not in (DL_CUDA, DL_CUDA_MANAGED) and len(v.shape) == 2:
         where = DEVICE_TYPES.get(v.device_type, f"device type {v.device_type}")
         hint = " (move it to the GPU, or pass a numpy array)" if v.device_type in (DL_CPU, DL_CUDA_HOST) else ""
         raise WarpyError(f"{name} is in {where} memory, not on the GPU{hint}")
-    if v.device_id != 0:
-        raise WarpyError(f"{name} is on GPU {v.device_id}; warpy runs on GPU 0")
+    _need_matrix_on_gpu0(name, len(v.shape), v.device_id)
     shape = (v.shape[0], v.shape[1])
     strides = v.strides if v.strides is not None else (v.shape[1], 1)
     return Matrix(name, v.ptr, shape, (strides[0], strides[1]), v.dtype, "device", lib, x)
