@@ -103,9 +103,15 @@ def choose(problem: GemmProblem) -> Config:
     split = sm90_split(problem, bm, bn) if stream_k else 0
     staged = problem.out_dtype in ("bf16", "fp16") and (problem.N * 2) % 16 == 0
 
+    # Rows of A and B that are 16-byte but not 32-byte aligned (K * 2 bytes an odd multiple of 16)
+    # are read slowly by TMA: 3072 x 3072 x K with BN 192 took 128 us at K = 3016 and 3064 against
+    # 74-77 us at K = 3008, 3040, 3056 (H200, 2026-11-29); an L2 fetch of 128 bytes about each
+    # request rather than 256 took 108-110 us there and the same time where rows are aligned.
+    l2 = 256 if (problem.K * dtype_bytes(problem.dtype)) % 32 == 0 else 128
+
     def config(stages: int) -> Sm90Config:
         return Sm90Config(bn=bn, consumers=bm // 64, stages=stages, group=8, staged_epilogue=staged,
-                          stream_k=stream_k, split=split)
+                          stream_k=stream_k, split=split, l2_promotion=l2)
 
     stages = 3
     while smem_bytes(config(stages + 1)) <= MAX_SMEM and stages < 8:

@@ -6,6 +6,8 @@ program is written with. The GPU runs are tests/gpu/test_gemm.py."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from warpy.errors import WarpyError
 from warpy.kernels.gemm_sm90 import Sm90Config, Sm90Gemm
@@ -119,3 +121,10 @@ def test_the_staged_epilogue_reuses_a_buffer_only_after_its_store_read_it(bn: in
     prog = Sm90Gemm(1024, 1024, 128, "bf16", "bf16", Sm90Config(bn=bn, stages=4, sms=8, staged_epilogue=True)).build()
     rep = check_kernel(prog.kernel(), prog.coloured())
     assert rep.ok, "\n".join(list(rep.messages())[:5])
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 700).map(lambda k8: 8 * k8))
+def test_rows_not_32_byte_aligned_get_a_128_byte_l2_promotion(k: int) -> None:
+    cfg = choose(GemmProblem(1024, 1024, k, out_dtype="bf16"))
+    assert cfg.l2_promotion == (256 if (2 * k) % 32 == 0 else 128)
