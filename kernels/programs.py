@@ -109,14 +109,66 @@ def choose(problem: GemmProblem) -> Config:
     # request rather than 256 took 108-110 us there and the same time where rows are aligned.
     l2 = 256 if (problem.K * dtype_bytes(problem.dtype)) % 32 == 0 else 128
 
-    def config(stages: int) -> Sm90Config:
-        return Sm90Config(bn=bn, consumers=bm // 64, stages=stages, group=8, staged_epilogue=staged,
-                          stream_k=stream_k, split=split, l2_promotion=l2)
+    return deepest_ring(Sm90Config(bn=bn, consumers=bm // 64, stages=3, group=8, staged_epilogue=staged,
+                                   stream_k=stream_k, split=split, l2_promotion=l2))
 
+
+def deepest_ring(cfg: Sm90Config) -> Sm90Config:
+    """`cfg` with the deepest ring (3 to 8 stages) its shared memory allows."""
     stages = 3
-    while smem_bytes(config(stages + 1)) <= MAX_SMEM and stages < 8:
+    while stages < 8 and smem_bytes(attrs.evolve(cfg, stages=stages + 1)) <= MAX_SMEM:
         stages += 1
-    return config(stages)
+    return attrs.evolve(cfg, stages=stages)
+
+
+def _override_value(text: str) -> Union[int, bool, str]:
+    low = text.lower()
+    if low in ("true", "false", "yes", "no"):
+        return low in ("true", "yes")
+    try:
+        return int(text, 0)
+    except ValueError:
+        return text
+
+
+def parse_overrides(text: str) -> dict[str, object]:
+    """`key=value,...` (ints in any base Python reads, true/false/yes/no) as a dict."""
+    items: dict[str, object] = {}
+    for item in filter(None, (x.strip() for x in text.split(","))):
+        key, eq, value = item.partition("=")
+        if not eq or not key or not value:
+            raise WarpyError(f"configuration {text!r}: {item!r} is not KEY=VALUE")
+        items[key.strip()] = _override_value(value.strip())
+    return items
+
+
+def configure(problem: GemmProblem, overrides: Union[str, dict[str, object], None]) -> Config:
+    """The rule's configuration for `problem` with some fields set by hand: `overrides` is a dict or
+    text `key=value,...` (ints, true/false). On sm_90a a changed tile or epilogue gets the deepest
+    ring that fits unless `stages` is given, and clusters (`cluster_m=2`) walk whole tiles unless
+    stream-K is asked for too. An unknown field or a bad value is refused in one line."""
+    cfg = choose(problem)
+    overrides = parse_overrides(overrides) if isinstance(overrides, str) else dict(overrides or {})
+    if not overrides:
+        return cfg
+    fields = {f.name: f for f in attrs.fields(type(cfg))}
+    for key, value in overrides.items():
+        if key not in fields:
+            raise WarpyError(f"{type(cfg).__name__} has no field {key!r} (fields: {', '.join(fields)})")
+        default = fields[key].default
+        want = type(default) if default is not attrs.NOTHING and default is not None else None
+        if want is bool and not isinstance(value, bool) and value in (0, 1):
+            value = bool(value)
+            overrides[key] = value
+        if want is not None and type(value) is not want:
+            kind = {"int": "an integer", "bool": "true or false"}.get(want.__name__, want.__name__)
+            raise WarpyError(f"{key}={value!r}: {type(cfg).__name__}.{key} takes {kind}")
+    if isinstance(cfg, Sm90Config) and overrides.get("cluster_m") == 2 and "stream_k" not in overrides:
+        overrides = {**overrides, "stream_k": False, "split": 0}
+    out: Config = attrs.evolve(cfg, **overrides)  # type: ignore[arg-type]  # (checked field by field above)
+    if isinstance(out, Sm90Config) and "stages" not in overrides:
+        out = deepest_ring(out)
+    return out
 
 
 # Stream-K's cost over a data-parallel grid's, in k blocks of one CTA: storing or gathering a tile's

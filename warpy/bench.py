@@ -301,13 +301,21 @@ def _gpu_reason(arch: str) -> Optional[str]:
     return None
 
 
+def plan_for(problem: Any, config: Optional[str] = None, **kw: Any) -> Any:
+    """`make_plan` of the rule's configuration, or of it with `config`'s fields set by hand
+    (`kernels.programs.configure`, text `key=value,...`)."""
+    from warpy.matmul import make_plan, programs
+
+    return make_plan(problem, config=programs().configure(problem, config) if config else None, **kw)
+
+
 def gemm_job(M: int, N: int, K: int, arch: str = "sm_90a", dtype: str = "bf16", out_dtype: str = "f32",
              emit: Optional[str] = None, output: Optional[str] = None, run: bool = True, iters: int = 100,
-             echo: Callable[[str], None] = print) -> None:
+             echo: Callable[[str], None] = print, config: Optional[str] = None) -> None:
     """Pick, build, lift, assemble (resources), check the disassembly, optionally emit an artifact;
     on a GPU of the target: run on small integers, compare exactly with numpy, time."""
     from warpy.lift.disasm import find_disassembler
-    from warpy.matmul import dtype_name, make_plan, programs
+    from warpy.matmul import dtype_name, programs
 
     if emit is not None and emit not in ("sass", "ptx", "cubin"):
         raise WarpyError(f"--emit {emit!r} is not one of sass, ptx, cubin")
@@ -324,7 +332,7 @@ def gemm_job(M: int, N: int, K: int, arch: str = "sm_90a", dtype: str = "bf16", 
     try:
         problem = programs().GemmProblem(M, N, K, dtype=dtype, out_dtype=odt, arch=arch)
         progress("planning")
-        plan = make_plan(problem, progress=progress, keep_program=emit == "sass")
+        plan = plan_for(problem, config, progress=progress, keep_program=emit == "sass")
         progress.done()
         h = plan.header
         echo(f"program: {plan.describe}")
@@ -495,8 +503,10 @@ def _torch() -> Any:
 
 
 def bench_gemm(shapes: Sequence[tuple[int, int, int]], dtype: str = "bf16", out_dtype: Optional[str] = None,
-               iters: int = 50, echo: Callable[[str], None] = print) -> list[BenchRow]:
-    """warpy.gemm against torch.mm (cuBLAS), interleaved, per shape; prints each row as it lands."""
+               iters: int = 50, echo: Callable[[str], None] = print, config: Optional[str] = None) -> list[BenchRow]:
+    """warpy.gemm against torch.mm (cuBLAS), interleaved, per shape; prints each row as it lands.
+    With `config` (fields of the rule's configuration set by hand), warpy's side launches that
+    plan on the same tensors instead of warpy.gemm's."""
     import warpy
     from warpy import runtime as rt
     from warpy.matmul import dtype_name
@@ -528,12 +538,14 @@ def bench_gemm(shapes: Sequence[tuple[int, int, int]], dtype: str = "bf16", out_
             B = [torch.randn((N, K), device=dev, dtype=tdt, generator=g) for _ in range(sets)]
             Cw = [torch.empty((M, N), device=dev, dtype=todt) for _ in range(sets)]
             Cc = [torch.empty((M, N), device=dev, dtype=todt) for _ in range(sets)]
-            warpy.gemm(A[0], B[0], out=Cw[0])  # plan + load before timing
             cublas = _cublas_call(torch, todt)
-
-            def run_w(i: int) -> None:
-                j = i % sets
-                warpy.gemm(A[j], B[j], out=Cw[j])
+            if config:
+                run_w = _configured_launcher(shape, dtype, odt, config, A, B, Cw, stream_handle)
+            else:
+                def run_w(i: int) -> None:
+                    j = i % sets
+                    warpy.gemm(A[j], B[j], out=Cw[j])
+            run_w(0)  # plan + load before timing
 
             def run_c(i: int) -> None:
                 j = i % sets
@@ -557,6 +569,27 @@ def bench_gemm(shapes: Sequence[tuple[int, int, int]], dtype: str = "bf16", out_
               f"{row.check}", file=sys.stderr, flush=True)
     echo(bench_table(rows).rstrip("\n"))
     return rows
+
+
+def _configured_launcher(shape: tuple[int, int, int], dtype: str, odt: str, config: str, A: list[Any], B: list[Any],
+                         C: list[Any], stream: int) -> Callable[[int], None]:
+    """Launches of `config`'s plan on the i-th (mod len) torch tensors, on `stream`."""
+    from warpy.matmul import bind_gemm, programs
+    from warpy.runtime.bind import DeviceSpan, FastLaunch
+
+    M, N, K = shape
+    plan = plan_for(programs().GemmProblem(M, N, K, dtype=dtype, out_dtype=odt, arch="sm_90a"), config)
+    fast = FastLaunch(_kernel_of(plan), plan.header)
+
+    def span(t: Any) -> DeviceSpan:
+        return DeviceSpan(t.data_ptr(), t.numel() * t.element_size())
+
+    def run(i: int) -> None:
+        j = i % len(A)
+        fast(j, lambda scratch: bind_gemm(plan.header, span(A[j]), span(B[j]), span(C[j]), M, N, K, scratch=scratch),
+             stream)
+
+    return run
 
 
 def _cublas_call(torch: Any, todt: Any) -> Callable[[Any, Any, Any], None]:
@@ -709,12 +742,13 @@ def host_overhead(shapes: Sequence[tuple[int, int, int]], dtype: str = "bf16", o
 
 
 def static_rows(shapes: Sequence[tuple[int, int, int]], arch: str, dtype: str = "bf16",
-                out_dtype: Optional[str] = None, progress: Optional[Progress] = None) -> list[list[str]]:
+                out_dtype: Optional[str] = None, progress: Optional[Progress] = None,
+                config: Optional[str] = None) -> list[list[str]]:
     """Per shape: build + assemble + disassembly check; registers, shared memory, spills, main-loop
     instructions, the program chosen. A shape that cannot be built gets its error as one line."""
     from warpy.lift.disasm import MMA_OPCODES, check_opcodes, disassemble, loop_instruction_count
     from warpy.lift.lifter import expected_opcodes
-    from warpy.matmul import dtype_name, make_plan, programs
+    from warpy.matmul import dtype_name, programs
 
     from warpy.isa.text import parse
 
@@ -726,7 +760,7 @@ def static_rows(shapes: Sequence[tuple[int, int, int]], arch: str, dtype: str = 
         say(f"{shape_text(shape)}: building for {arch}")
         try:
             problem = programs().GemmProblem(M, N, K, dtype=dtype, out_dtype=odt, arch=arch)
-            plan = make_plan(problem, progress=say)
+            plan = plan_for(problem, config, progress=say)
             h = plan.header
             r = plan.cubin.resource(h.kernel)
             want = expected_opcodes(parse(plan.sass), arch)

@@ -89,6 +89,10 @@ def lift_cmd(
         typer.echo(msg)
 
 
+CONFIG_HELP = ("The rule's configuration with fields set by hand, KEY=VALUE,... (e.g. bn=192,cluster_m=2; "
+               "the fields of Sm90Config / Sm100Config in kernels/).")
+
+
 @app.command("gemm")
 def gemm_cmd(
     m: int = typer.Argument(..., help="M: rows of A and C."),
@@ -101,13 +105,14 @@ def gemm_cmd(
     out: Optional[str] = typer.Option(None, "-o", "--output", help="Where --emit writes (sass/ptx default: stdout)."),
     no_run: bool = typer.Option(False, "--no-run", help="Build, assemble and check only; do not run on a GPU."),
     iters: int = typer.Option(100, "--iters", help="Calls to time (the median is reported)."),
+    config: Optional[str] = typer.Option(None, "--config", help=CONFIG_HELP),
 ) -> None:
     """C = A·Bᵀ: pick the program, build, lift, assemble; on a GPU of the target run it on small
     integers, check exactly against numpy, and time it."""
     from warpy.bench import gemm_job
 
     gemm_job(m, n, k, arch=arch, dtype=dtype, out_dtype=out_dtype, emit=emit, output=out, run=not no_run,
-             iters=iters, echo=typer.echo)
+             iters=iters, echo=typer.echo, config=config)
 
 
 @app.command("bench")
@@ -121,6 +126,7 @@ def bench_cmd(
     host_overhead: bool = typer.Option(False, "--host-overhead", help="Measure host time per call (warpy.gemm vs torch.mm)."),
     arch: str = typer.Option("sm_90a", "--arch", help="Target for --static: sm_90a or sm_100a."),
     static_only: bool = typer.Option(False, "--static", help="No GPU: build, assemble, check; print resources per shape."),
+    config: Optional[str] = typer.Option(None, "--config", help=CONFIG_HELP + " Applied to every shape."),
 ) -> None:
     """warpy against cuBLAS (torch.mm) per shape, interleaved, median GPU time per call; or --static."""
     from warpy import bench as B
@@ -134,7 +140,7 @@ def bench_cmd(
     if static_only:
         progress = B.Progress()
         try:
-            static = B.static_rows(parsed or list(B.DEFAULT_SHAPES), arch, dtype, out_dtype, progress)
+            static = B.static_rows(parsed or list(B.DEFAULT_SHAPES), arch, dtype, out_dtype, progress, config=config)
         finally:
             progress.done()
         typer.echo(f"{arch} GEMM programs ({dtype} in, {out_dtype or dtype} out): built, assembled, disassembly checked")
@@ -143,9 +149,11 @@ def bench_cmd(
     if arch != "sm_90a":
         raise WarpyError(f"--arch {arch} runs only with --static (the GPU here is timed as sm_90a)")
     if host_overhead:
+        if config:
+            raise WarpyError("--host-overhead times warpy.gemm, which runs the rule's configuration: drop --config")
         B.host_overhead(parsed or list(B.HOST_OVERHEAD_SHAPES), dtype, out_dtype, echo=typer.echo)
         return
-    rows = B.bench_gemm(parsed or list(B.DEFAULT_SHAPES), dtype, out_dtype, iters, echo=typer.echo)
+    rows = B.bench_gemm(parsed or list(B.DEFAULT_SHAPES), dtype, out_dtype, iters, echo=typer.echo, config=config)
     if png:
         typer.echo(B.write_png(rows, png))
 
@@ -164,11 +172,13 @@ def check_cmd(
                                        "wrote and its mask to this .npz (to compare with the GPU's C)."),
     cluster_m: Optional[int] = typer.Option(None, "--cluster-m", help="sm_90a gemm: the chosen configuration with "
                                             "clusters of this many CTAs along M (1, or 2: B multicast)."),
+    config: Optional[str] = typer.Option(None, "--config", help=CONFIG_HELP),
 ) -> None:
     """Run a kernel's SASS on the CPU (first and last clusters) and check it; exit 1 on any problem."""
     from warpy.check.cli import check_main
 
-    raise typer.Exit(check_main(target, list(dims or []), arch, values, fault, not no_colour, dump, out, cluster_m))
+    raise typer.Exit(check_main(target, list(dims or []), arch, values, fault, not no_colour, dump, out, cluster_m,
+                                config))
 
 
 @app.command("hb")

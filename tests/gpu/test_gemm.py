@@ -5,8 +5,9 @@ that a fault or a hang in one leaves the others' CUDA context intact.
 
 - `exact:M:N:K:dtype:out`: the plan run on inputs in [-3, 3] against the float64 product (exact
   for f32 output, within one rounding for bf16/fp16), including ragged shapes;
-- `config:M:N:K:out:KEY=V,...`: the same with a configuration the rule does not pick for that shape
-  (2-CTA clusters with multicast, stream-K over 132 SMs, splits, 64-row tiles), every element;
+- `config:M:N:K:out:KEY=V,...`: the same with the rule's configuration with fields set by hand
+  (`kernels.programs.configure`: 2-CTA clusters with multicast, stream-K over 132 SMs, splits,
+  64-row tiles), every element;
 - `numpy:...`: `warpy.gemm` on numpy arrays (copied to the GPU and back);
 - `torch:...`: `warpy.gemm` on torch tensors (out given and allocated, out_dtype variants, the
   producer's stream ordering, a transposed operand refused); skipped where torch is missing.
@@ -138,12 +139,11 @@ def _run_here(case: str) -> dict[str, Any]:
         M, N, K = (int(x) for x in rest[:3])
         return _exact(M, N, K, rest[3], rest[4])
     if kind == "config":
-        from warpy.kernels.gemm_sm90 import Sm90Config  # type: ignore[import-not-found,unused-ignore]
+        from warpy.matmul import programs
 
         M, N, K = (int(x) for x in rest[:3])
-        kw = {k: int(v) for k, v in (item.split("=") for item in rest[4].split(","))}
-        cfg = Sm90Config(**{k: bool(v) if k in ("staged_epilogue", "stream_k") else v for k, v in kw.items()})
-        return _exact(M, N, K, "bf16", rest[3], cfg)
+        problem = programs().GemmProblem(M, N, K, dtype="bf16", out_dtype=rest[3], arch="sm_90a")
+        return _exact(M, N, K, "bf16", rest[3], programs().configure(problem, rest[4]))
     if kind == "numpy":
         M, N, K = (int(x) for x in rest)
         return _numpy(M, N, K)

@@ -34,25 +34,25 @@ def _problem(target: str, dims: list[int], arch: str, out_dtype: str = "fp32"): 
     return GemmProblem(dims[0], dims[1], dims[2], arch=arch, out_dtype=out_dtype)
 
 
-def _config(problem: Any, cluster_m: Optional[int]) -> Any:
-    """The configuration `choose` gives the shape, with `--cluster-m` applied (sm_90a only; clusters
-    walk whole tiles, so a stream-K choice becomes the persistent walk)."""
-    if cluster_m is None:
+def _config(problem: Any, cluster_m: Optional[int], config: Optional[str] = None) -> Any:
+    """The configuration `choose` gives the shape with `--config` and `--cluster-m` applied
+    (`kernels.programs.configure`; clusters walk whole tiles, so a stream-K choice becomes the
+    persistent walk); None when neither is given."""
+    if cluster_m is None and not config:
         return None
-    import attrs
+    from warpy.kernels.programs import configure, parse_overrides  # type: ignore[import-not-found,unused-ignore]
 
-    from warpy.kernels.programs import choose  # type: ignore[import-not-found,unused-ignore]
-
-    if problem.arch != "sm_90a":
+    if cluster_m is not None and problem.arch != "sm_90a":
         raise WarpyError(f"--cluster-m is an sm_90a option (the {problem.arch} GEMM sets its clusters itself)")
-    cfg = choose(problem)
-    if cluster_m == 2:
-        cfg = attrs.evolve(cfg, stream_k=False, split=0)
-    return attrs.evolve(cfg, cluster_m=cluster_m)
+    overrides = parse_overrides(config) if config else {}
+    if cluster_m is not None:
+        overrides["cluster_m"] = cluster_m
+    return configure(problem, overrides)
 
 
 def check_main(target: str, dims: list[int], arch: str, values: bool, fault: Optional[str], colour: bool,
-               dump: Optional[str] = None, out_dtype: str = "fp32", cluster_m: Optional[int] = None) -> int:
+               dump: Optional[str] = None, out_dtype: str = "fp32", cluster_m: Optional[int] = None,
+               config: Optional[str] = None) -> int:
     """Print the problems and the summary line; the exit status (0: nothing found)."""
     from warpy.check.faults import FaultDoesNotApply, inject
     from warpy.check.report import check_gemm, check_kernel, settle_fault
@@ -66,8 +66,8 @@ def check_main(target: str, dims: list[int], arch: str, values: bool, fault: Opt
                 raise WarpyError("a FILE.sass takes no sizes")
             if values:
                 raise WarpyError("--values needs a GEMM (the checker knows its operands): warpy check gemm M N K --values")
-            if cluster_m is not None:
-                raise WarpyError("--cluster-m configures a GEMM: warpy check gemm M N K --cluster-m 2")
+            if cluster_m is not None or config:
+                raise WarpyError("--cluster-m and --config configure a GEMM: warpy check gemm M N K --config bn=128")
             try:
                 text = open(target).read()
             except OSError as e:
@@ -90,7 +90,7 @@ def check_main(target: str, dims: list[int], arch: str, values: bool, fault: Opt
         else:
             prob = _problem(target, dims, arch, out_dtype)
             rep = check_gemm(prob, values=values or dump is not None, fault=fault, progress=_progress, coloured=colour,
-                             config=_config(prob, cluster_m))
+                             config=_config(prob, cluster_m, config))
             if dump is not None and rep.data:
                 import numpy as np
 
