@@ -108,3 +108,40 @@ def test_device_launch_refuses_small_memory_for_a_map(gpu: SimpleNamespace) -> N
         bind.bind_params(plan.header, {"a": bind.DeviceSpan(0x1000, M * K * 2 - 2), "b": bind.DeviceSpan(0x2000, N * K * 2),
                                        "c": bind.DeviceSpan(0x3000, M * N * 4)},
                          {"M": M, "N": N, "K": K}, strict=False)
+
+
+class FakeTensor:
+    """What `warpy bench gemm --config` reads off a torch tensor."""
+
+    def __init__(self, ptr: int, numel: int, elem: int) -> None:
+        self._ptr, self._numel, self._elem = ptr, numel, elem
+
+    def data_ptr(self) -> int:
+        return self._ptr
+
+    def numel(self) -> int:
+        return self._numel
+
+    def element_size(self) -> int:
+        return self._elem
+
+
+def test_bench_with_a_configuration_launches_that_plan_on_the_tensors(gpu: SimpleNamespace) -> None:
+    """`warpy bench gemm --config ...`: warpy's side is the configured plan (here stream-K, whose
+    scratch is bound too), launched on each rotated tensor set, on the benchmark's stream."""
+    from warpy.bench import _configured_launcher, plan_for
+
+    M, N, K = 256, 256, 4096
+    A = [FakeTensor(0x7F0000000000 + i * 0x1000000, M * K, 2) for i in range(2)]
+    B = [FakeTensor(0x7F0010000000 + i * 0x1000000, N * K, 2) for i in range(2)]
+    C = [FakeTensor(0x7F0020000000 + i * 0x1000000, M * N, 2) for i in range(2)]
+    run = _configured_launcher((M, N, K), "bf16", "bf16", "bn=128,stream_k=true", A, B, C, 7)
+    h = plan_for(mm.programs().GemmProblem(M, N, K, out_dtype="bf16"), "bn=128,stream_k=true").header
+    gpu.header.append(h)
+    assert "_sk" in h.kernel and {"flags", "partials"} <= set(h.scratch_params())
+    for i in range(3):
+        run(i)
+    assert [(x["a"], x["b"], x["c"], x["stream"]) for x in gpu.launches] == \
+        [(A[i % 2].data_ptr(), B[i % 2].data_ptr(), C[i % 2].data_ptr(), 7) for i in range(3)]
+    assert gpu.launches[0]["flags"] == gpu.launches[2]["flags"] != 0  # one scratch set for the stream
+    assert gpu.launches[0]["grid"] == h.grid
