@@ -42,6 +42,15 @@ def test_tiles_split_between_ctas_sum_to_numpy(M: int, N: int, K: int, out: str,
 FENCE_BEFORE = {"release": "REDG", "acquire": "STG.E.STRONG"}
 
 
+def test_a_release_fence_after_the_flag_is_too_late() -> None:
+    cfg = Sm90Config(bn=128, stages=4, stream_k=True, sms=2)
+    text = str(Sm90Gemm(128, 384, 1024, "bf16", "fp32", cfg).build().kernel())
+    late, n = re.subn(r"\n([^\n]*MEMBAR[^\n]*)\n([^\n]*REDG[^\n]*)\n", r"\n\2\n\1\n", text, count=1)
+    assert n == 1
+    rep, _ = _check(128, 384, 1024, "fp32", cfg, late)
+    assert any("partial_sums" in m for m in rep.messages()), rep.messages()
+
+
 @pytest.mark.parametrize("which", sorted(FENCE_BEFORE))
 def test_the_flag_fences_are_required(which: str) -> None:
     cfg = Sm90Config(bn=128, stages=4, stream_k=True, sms=2)

@@ -59,7 +59,7 @@ class Compiled:
 class Warp:
     __slots__ = ("gid", "cta", "wid", "regs", "groups", "state", "block", "vc", "via", "agent", "wg_committed",
                  "wg_open", "wg_retired", "pending", "bulk_committed", "bulk_open", "bulk_retired", "acq_done",
-                 "unfenced", "gunfenced", "trace", "steps", "tc_before", "cl_phase", "unfenced_init", "acquired",
+                 "unfenced", "gunfenced", "trace", "steps", "tc_before", "cl_phase", "unfenced_init", "acquired", "fenced_vc",
                  "exit_vc")
 
     def __init__(self, gid: int, cta: "Cta", wid: int) -> None:
@@ -89,6 +89,7 @@ class Warp:
         self.cl_phase = -1
         self.unfenced_init: list[Access] = []
         self.acquired: VC = {}  # clocks read through GPU-scope flags, joined at the next MEMBAR.GPU
+        self.fenced_vc: VC = {}  # this warp's clock at its last MEMBAR.GPU: what a flag it raises releases
         self.exit_vc: Optional[VC] = None
 
     def tick(self) -> VC:

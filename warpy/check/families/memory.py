@@ -202,8 +202,11 @@ def flag_value(m: Any, addr: int, value: int) -> None:
 
 
 def _release_flag(m: Any, w: Any, c: Any, addrs: np.ndarray) -> None:
+    """A relaxed GPU-scope write raises a flag: it releases what the warp did before its last
+    `MEMBAR.*.GPU` (a release is the fence, then the relaxed write), not what came after."""
     if "STRONG" in c.instr.mods and addrs.size:
-        vc = w.tick()
+        w.tick()
+        vc = dict(w.fenced_vc)
         for a in np.unique(addrs):
             join(m.flag_vc.setdefault(int(a), {}), vc)
             m.wake_flag_waiters(int(a))

@@ -260,6 +260,7 @@ def _membar(m: Any, w: Any, c: Any, lanes: Any) -> None:
         for a in w.gunfenced:
             a.gpu_fenced = True
         w.gunfenced = []
+        w.fenced_vc = dict(w.vc)  # release: a flag raised from here on hands this over
         if w.acquired:  # acquire: what GPU-scope flags this warp read released
             from warpy.check.state import join
 
