@@ -37,7 +37,7 @@ Program from the buffers' layouts; global addresses of C are the program's own a
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator, Optional, Union
+from typing import TYPE_CHECKING, Iterator, Optional, Union
 
 import attrs
 
@@ -49,17 +49,15 @@ from warpy.isa.program import ConsumerEnd, Param, Program
 from warpy.layout import Layout
 from warpy.layout.desc import tma_box, tma_multicast_slices, umma_idesc
 from warpy.layout.smem import smem_tile
-from warpy.layout.tma import TmaBox, dtype_bytes
+from warpy.layout.tma import TmaBox
+from warpy.target import SM100A, dtype_bytes
 
-from .gemm_sm90 import cdiv
-from .schedule import StreamK, TileOrder, divide, strided_tiles
+from .schedule import StreamK, TileOrder, cdiv, divide, strided_tiles
 
-B200_SMS = 148
-MAX_SMEM = 232448  # bytes of dynamic shared memory a block may opt into on sm_100
-TMEM_COLS = 512
-OUT_DTYPES = ("fp32", "bf16", "fp16")
-IN_DTYPES = ("bf16", "fp16")
-MEMDESC = CBank(0, 0x358)  # sm_100a's global memory descriptor word
+if TYPE_CHECKING:
+    from .gemm import GemmProblem
+
+MEMDESC = CBank(0, SM100A.memdesc)  # the global memory descriptor word
 BK = 64  # one 128-byte swizzle row of fp16/bf16
 CLC_DEPTH = 2
 MAXNREG = 168  # answers of cluster launch control in flight
@@ -88,7 +86,7 @@ class Sm100Config:
     stages: int = 6
     accs: int = 2
     pairs: int = 1
-    sms: int = B200_SMS
+    sms: int = SM100A.sms
     persistent: bool = True
     group: int = 8
     serpentine: bool = False
@@ -160,16 +158,18 @@ def check_config(cfg: Sm100Config) -> None:
         raise WarpyError(f"bm {cfg.bm}: an M=128 pair MMA folds N over two lane halves; bm must be a multiple of 64")
     if cfg.acc_cols % 32:
         raise WarpyError(f"an accumulator of {cfg.acc_cols} columns is not whole 32-column loads")
-    if cfg.accs not in (1, 2) or cfg.accs * cfg.acc_cols > TMEM_COLS:
-        raise WarpyError(f"{cfg.accs} accumulators of {cfg.acc_cols} columns do not fit {TMEM_COLS} tensor-memory columns")
+    if cfg.accs not in (1, 2) or cfg.accs * cfg.acc_cols > SM100A.tmem_columns:
+        raise WarpyError(f"{cfg.accs} accumulators of {cfg.acc_cols} columns do not fit {SM100A.tmem_columns} "
+                         f"tensor-memory columns")
     if cfg.pairs not in (1, 2, 4):
         raise WarpyError(f"{cfg.pairs} pairs a cluster: 1, 2 or 4")
     if cfg.cta_rows // cfg.pairs < 8:
         raise WarpyError(f"a multicast slice of {cfg.cta_rows // cfg.pairs} rows is less than one 8-row group")
     if cfg.pdl not in ("", "entry", "last_load"):
         raise WarpyError(f"pdl {cfg.pdl!r} is not '', 'entry' or 'last_load'")
-    if smem_bytes(cfg) > MAX_SMEM:
-        raise WarpyError(f"{cfg.describe()} needs {smem_bytes(cfg)} bytes of shared memory, more than {MAX_SMEM}")
+    if smem_bytes(cfg) > SM100A.max_dynamic_smem:
+        raise WarpyError(f"{cfg.describe()} needs {smem_bytes(cfg)} bytes of shared memory, more than "
+                         f"{SM100A.max_dynamic_smem}")
     if cfg.split > 1 and cfg.stream_k:
         raise WarpyError("split-K over the grid and stream-K are two ways of one thing; pick one")
     if (cfg.split > 1 or cfg.stream_k) and cfg.clc:
@@ -198,11 +198,8 @@ def tma_box_plain(m: int, n: int, dtype: str = "fp32") -> TmaBox:
 class Sm100Gemm:
     """The program builder for one problem and configuration."""
 
-    def __init__(self, m: int, n: int, k: int, dtype: str, out_dtype: str, cfg: Sm100Config) -> None:
-        if dtype not in IN_DTYPES:
-            raise WarpyError(f"input type {dtype!r} is not one of {', '.join(IN_DTYPES)}")
-        if out_dtype not in OUT_DTYPES:
-            raise WarpyError(f"output type {out_dtype!r} is not one of {', '.join(OUT_DTYPES)}")
+    def __init__(self, problem: GemmProblem, cfg: Sm100Config) -> None:
+        m, n, k, dtype, out_dtype = problem.M, problem.N, problem.K, problem.dtype, problem.out_dtype
         check_config(cfg)
         self.m, self.n, self.k = m, n, k
         self.dtype, self.out_dtype, self.cfg = dtype, out_dtype, cfg
@@ -246,7 +243,7 @@ class Sm100Gemm:
     def build(self) -> Program:
         cfg = self.cfg
         # one CTA an SM (the ring fills shared memory): without a cap ptxas aims at 4 and spills at 64
-        p = Program(self.name, "sm_100a", threads=256, grid=(self.clusters * cfg.cluster, 1, 1),
+        p = Program(self.name, SM100A.name, threads=256, grid=(self.clusters * cfg.cluster, 1, 1),
                     cluster=(cfg.cluster, 1, 1), maxnreg=MAXNREG)
         self.p = p
         a_tile = smem_tile(cfg.bm // 2, BK, self.dtype, "K", 128)
@@ -832,7 +829,7 @@ class Sm100Gemm:
                         p.emit(ins("STG", "E.U16", g, hi).guarded(ok))
 
 
-def choose_sm100(m: int, n: int, k: int, sms: int = B200_SMS, out_dtype: str = "fp32") -> Sm100Config:
+def choose_sm100(m: int, n: int, k: int, sms: int = SM100A.sms, out_dtype: str = "fp32") -> Sm100Config:
     """The configuration for a shape on a B200 (148 SMs: 74 CTA pairs), the seed's table at its 11
     shapes and the same rule elsewhere:
 

@@ -33,7 +33,7 @@ columns of the wgmma accumulator fragment, checked against the problem's edges o
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Iterator, Union
+from typing import TYPE_CHECKING, Any, Iterator, Union
 
 import attrs
 
@@ -45,16 +45,15 @@ from warpy.isa.program import ConsumerEnd, ProducerEnd, Program
 from warpy.layout import Layout, Swizzle, SwizzledLayout
 from warpy.layout.desc import tma_box, tma_multicast_slices
 from warpy.layout.smem import smem_tile
-from warpy.layout.tma import dtype_bytes
+from warpy.target import SM90A, dtype_bytes
 
-from .schedule import StreamK, TileOrder, strided_tiles
+from .schedule import StreamK, TileOrder, cdiv, strided_tiles
 
-H200_SMS = 132
-MAX_SMEM = 232448  # bytes of shared memory a block may opt into on sm_90
+if TYPE_CHECKING:
+    from .gemm import GemmProblem
+
 ACC_FULL_REGS = 232  # consumer warpgroups' registers after USETMAXREG
 PRODUCER_REGS = 40
-OUT_DTYPES = ("fp32", "bf16", "fp16")
-IN_DTYPES = ("bf16", "fp16")
 
 
 @attrs.frozen
@@ -67,7 +66,7 @@ class Sm90Config:
     bn: int = 256
     consumers: int = 2
     stages: int = 4
-    sms: int = H200_SMS
+    sms: int = SM90A.sms
     group: int = 8
     bk: int = 64
     l2_promotion: int = 256  # bytes the L2 fetches around each TMA request (0 = the driver's default)
@@ -104,10 +103,6 @@ class Work:
     k_cnt: Union[int, R]
 
 
-def cdiv(a: int, b: int) -> int:
-    return -(-a // b)
-
-
 EPI_COLS = 64  # columns of C one TMA store moves (64 16-bit values: one 128-byte swizzle row)
 EPI_TAILS = (16, 32)  # a tile's last, narrower chunk: 32 or 64 bytes a row, that span's swizzle
 
@@ -129,11 +124,8 @@ def smem_bytes(cfg: Sm90Config, elem: int = 2) -> int:
 class Sm90Gemm:
     """The program builder for one problem and configuration."""
 
-    def __init__(self, m: int, n: int, k: int, dtype: str, out_dtype: str, cfg: Sm90Config) -> None:
-        if dtype not in IN_DTYPES:
-            raise WarpyError(f"input type {dtype!r} is not one of {', '.join(IN_DTYPES)}")
-        if out_dtype not in OUT_DTYPES:
-            raise WarpyError(f"output type {out_dtype!r} is not one of {', '.join(OUT_DTYPES)}")
+    def __init__(self, problem: GemmProblem, cfg: Sm90Config) -> None:
+        m, n, k, dtype, out_dtype = problem.M, problem.N, problem.K, problem.dtype, problem.out_dtype
         if cfg.bk * dtype_bytes(dtype) != 128:
             raise WarpyError(f"BK {cfg.bk} of {dtype} is not one 128-byte swizzle row")
         if cfg.staged_epilogue and (dtype_bytes(out_dtype) != 2 or (n * 2) % 16):
@@ -141,8 +133,9 @@ class Sm90Gemm:
         if cfg.staged_epilogue and epi_tail(cfg.bn) not in (0,) + EPI_TAILS:
             raise WarpyError(f"the staged epilogue stores 64 columns at a time and then {' or '.join(map(str, EPI_TAILS))}"
                              f"; BN {cfg.bn} leaves {epi_tail(cfg.bn)}")
-        if smem_bytes(cfg) > MAX_SMEM:
-            raise WarpyError(f"{cfg.describe()} needs {smem_bytes(cfg)} bytes of shared memory, more than {MAX_SMEM}")
+        if smem_bytes(cfg) > SM90A.max_dynamic_smem:
+            raise WarpyError(f"{cfg.describe()} needs {smem_bytes(cfg)} bytes of shared memory, more than "
+                             f"{SM90A.max_dynamic_smem}")
         if cfg.cluster_m not in (1, 2):
             raise WarpyError(f"cluster_m {cfg.cluster_m}: the sm_90a GEMM runs clusters of 1 or 2 CTAs along M")
         if cfg.cluster_m == 2:
@@ -193,7 +186,7 @@ class Sm90Gemm:
         cfg = self.cfg
         threads = 128 * (1 + cfg.consumers)
         cl = cfg.cluster_m
-        p = Program(self.name, "sm_90a", threads=threads, grid=(self.grid, 1, 1), cluster=(cl, 1, 1),
+        p = Program(self.name, SM90A.name, threads=threads, grid=(self.grid, 1, 1), cluster=(cl, 1, 1),
                     maxnreg=(65536 // threads) // 8 * 8)
         a_tile = smem_tile(cfg.bm, cfg.bk, self.dtype, "K", 128)
         b_tile = smem_tile(cfg.bn, cfg.bk, self.dtype, "K", 128)

@@ -32,10 +32,9 @@ from warpy.layout import Layout, Swizzle, SwizzledLayout
 from warpy.layout import desc as D
 from warpy.layout.smem import smem_tile
 from warpy.layout.tma import TmaBox
+from warpy.target import ARCHS
 
 SW128 = Swizzle(3, 4, 3)
-MEMDESC = {"sm_90a": 0x208, "sm_100a": 0x358}
-ARCHS = ("sm_90a", "sm_100a")
 
 
 @attrs.frozen
@@ -66,7 +65,7 @@ def _global(p: Program, prm: Param) -> tuple[RVec, URVec]:
     ptr = p.rvec(f"{prm.name}_ptr", 2)
     md = p.urvec("memdesc", 2)
     p.emit(alu.ldc(ptr, prm.cbank()))
-    p.emit(alu.uldc(md, CBank(0, MEMDESC[p.sm]), p.sm))
+    p.emit(alu.uldc(md, CBank(0, p.target.memdesc), p.sm))
     return ptr, md
 
 

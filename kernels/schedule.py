@@ -20,6 +20,11 @@ from warpy.isa.operands import RZ, R
 from warpy.isa.program import Program
 
 
+def cdiv(a: int, b: int) -> int:
+    """ceil(a / b) for positive b."""
+    return -(-a // b)
+
+
 @attrs.frozen
 class Magic:
     """x // d as hi(x * mul) >> shift, exact for 0 <= x <= x_max (checked, not assumed)."""

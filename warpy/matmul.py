@@ -367,22 +367,10 @@ def _where(m: Matrix) -> str:
 
 
 def programs() -> Any:
-    """The module with GemmProblem / choose / build (`warpy.kernels.programs`, or `kernels.programs`
-    from a source checkout)."""
-    ours = ("warpy.kernels", "warpy.kernels.programs", "kernels", "kernels.programs")
-    try:
-        from warpy.kernels import programs as mod  # type: ignore[import-not-found,unused-ignore]
-    except ModuleNotFoundError as e:
-        if e.name not in ours:
-            raise
-        try:  # a source checkout run from its root (kernels/ importable as `kernels`)
-            from kernels import programs as mod  # type: ignore[no-redef,unused-ignore]
-        except ModuleNotFoundError as e2:
-            if e2.name not in ours:
-                raise
-            raise WarpyError("warpy's GEMM programs (kernels/programs.py) cannot be imported: "
-                             f"no module named {e2.name!r}") from None
-    return mod
+    """The GEMM family module (`warpy.kernels.gemm`: GemmProblem / choose / build)."""
+    from warpy.kernels import gemm
+
+    return gemm
 
 
 @attrs.frozen

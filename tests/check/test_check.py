@@ -10,7 +10,7 @@ import pytest
 from warpy.check.faults import CAUGHT_BY, FAULTS, FaultDoesNotApply, inject
 from warpy.check.report import check_gemm, check_kernel
 from warpy.isa.families import ALL
-from warpy.kernels.programs import GemmProblem
+from warpy.kernels.gemm import GemmProblem
 from warpy.kernels.probes import PROBES
 import warpy.isa.examples as E
 
@@ -134,7 +134,7 @@ def test_golden_order_format() -> None:
 
 
 def test_colouring_change_is_reported() -> None:
-    from warpy.kernels.programs import build
+    from warpy.kernels.gemm import build
     import attrs
     from warpy.isa.instr import Instr
     from warpy.isa.operands import Imm
@@ -163,7 +163,7 @@ def test_unknown_fault_is_one_line() -> None:
 def test_tmem_load_read_before_its_wait() -> None:
     from warpy.isa.instr import Instr
     from warpy.isa.text import Kernel
-    from warpy.kernels.programs import build
+    from warpy.kernels.gemm import build
 
     k = build(GemmProblem(256, 256, 128, arch="sm_100a")).kernel()
     lines = [x for x in k.lines if not (isinstance(x, Instr) and x.mnemonic == "TCGEN05.WAIT.LD")]
@@ -174,7 +174,7 @@ def test_tmem_load_read_before_its_wait() -> None:
 def test_init_needs_a_sync_and_its_fence() -> None:
     from warpy.isa.instr import Instr
     from warpy.isa.text import Kernel
-    from warpy.kernels.programs import build
+    from warpy.kernels.gemm import build
 
     k = build(GemmProblem(256, 256, 128)).kernel()
     for drop, want in (("BAR.SYNC.DEFER_BLOCKING", "and nothing orders the two"),
@@ -190,7 +190,7 @@ def test_reinit_and_grid_not_whole_clusters() -> None:
     import attrs
     from warpy.isa.instr import Instr
     from warpy.isa.text import Kernel
-    from warpy.kernels.programs import build
+    from warpy.kernels.gemm import build
 
     k = build(GemmProblem(256, 256, 128)).kernel()
     lines = list(k.lines)

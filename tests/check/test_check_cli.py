@@ -7,7 +7,7 @@ import sys
 
 import numpy as np
 
-from warpy.kernels.programs import GemmProblem, build
+from warpy.kernels.gemm import GemmProblem, build
 
 
 def _warpy(*args: str) -> subprocess.CompletedProcess[str]:

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from warpy.check.report import check_gemm
-from warpy.kernels.programs import GemmProblem
+from warpy.kernels.gemm import GemmProblem
 
 
 @functools.cache

@@ -39,7 +39,7 @@ def _run_here(name: str) -> dict[str, Any]:
     """Build, launch and compare one probe in this process; a dict saying what happened."""
     import numpy as np
 
-    from kernels.probes import PROBES
+    from warpy.kernels.probes import PROBES
     from warpy import runtime as rt
     from warpy.lift.lifter import build, lift
     from warpy.runtime.bind import bind_params, run_header
@@ -94,7 +94,7 @@ def _run_isolated(name: str) -> dict[str, Any]:
 
 
 def _gpu_probes() -> list[str]:
-    from kernels.probes import PROBES
+    from warpy.kernels.probes import PROBES
 
     return [n for n, pr in PROBES.items() if "sm_90a" in pr.archs and pr.host is not None and not n.endswith("_flipped")]
 

@@ -12,7 +12,7 @@ from warpy.errors import WarpyError
 from warpy.isa.program import Program
 from warpy.isa.text import PARAM_TYPES, Header, ParamDecl, ParseError, parse
 from warpy.layout import Layout
-from warpy.layout.tma import dtype_bytes
+from warpy.target import dtype_bytes
 
 HEAD = ".kernel g\n.sm sm_90a\n.threads 32\n.dynsmem 0\n.grid 1 1 1\n.cluster 1 1 1\n.mbarriers 0\n"
 
@@ -132,7 +132,7 @@ def test_scratch_bytes_are_the_extent_of_the_buffers_behind(bufs: list[tuple[int
 @pytest.mark.parametrize("shape", [(2048, 2048, 16384), (1024, 1024, 65536)])
 def test_split_and_stream_k_flags_are_scratch(shape: tuple[int, int, int]) -> None:
     """The sm_100a GEMM's flags and epochs (one word a tile, then one a CTA) are scratch memory."""
-    from warpy.kernels.programs import GemmProblem, build, choose
+    from warpy.kernels.gemm import GemmProblem, build, choose
 
     problem = GemmProblem(*shape, arch="sm_100a", out_dtype="fp32")
     prog = build(problem, choose(problem))

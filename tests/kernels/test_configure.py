@@ -12,8 +12,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from warpy.errors import WarpyError
-from warpy.kernels.gemm_sm90 import MAX_SMEM, smem_bytes
-from warpy.kernels.programs import GemmProblem, choose, configure, parse_overrides
+from warpy.kernels.gemm_sm90 import smem_bytes
+from warpy.target import SM90A
+
+MAX_SMEM = SM90A.max_dynamic_smem
+from warpy.kernels.gemm import GemmProblem, choose, configure, parse_overrides
 
 
 def test_overrides_parse_as_ints_and_booleans() -> None:

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kernels.gemm_sm100 import Sm100Config, Sm100Gemm, choose_sm100, smem_bytes
-from kernels.programs import GemmProblem, build, choose
+from warpy.kernels.gemm_sm100 import Sm100Config, Sm100Gemm, choose_sm100, smem_bytes
+from warpy.kernels.gemm import GemmProblem, build, choose
 from warpy.errors import WarpyError
 from warpy.lift.disasm import check_opcodes, disassemble
 from warpy.lift.lifter import expected_opcodes, lift
@@ -80,16 +80,16 @@ def test_rule_reproduces_the_seed_table(shape: tuple[int, int, int]) -> None:
                                    (5, 7, 8), (300000, 16, 64)])
 def test_rule_is_buildable_elsewhere(shape: tuple[int, int, int]) -> None:
     cfg = choose_sm100(*shape)
-    Sm100Gemm(*shape, "bf16", "fp32", cfg)  # the configuration is checked on construction
+    Sm100Gemm(GemmProblem(*shape, "bf16", "fp32", arch="sm_100a"), cfg)  # the configuration is checked on construction
 
 
 def test_bad_configs_are_refused() -> None:
     with pytest.raises(WarpyError, match="cta_rows"):
-        Sm100Gemm(256, 256, 256, "bf16", "fp32", Sm100Config(cta_rows=96))
+        Sm100Gemm(GemmProblem(256, 256, 256, "bf16", "fp32", arch="sm_100a"), Sm100Config(cta_rows=96))
     with pytest.raises(WarpyError, match="tensor-memory columns"):
-        Sm100Gemm(256, 256, 256, "bf16", "fp32", Sm100Config(bm=256, cta_rows=256, accs=2))
+        Sm100Gemm(GemmProblem(256, 256, 256, "bf16", "fp32", arch="sm_100a"), Sm100Config(bm=256, cta_rows=256, accs=2))
     with pytest.raises(WarpyError, match="shared memory"):
-        Sm100Gemm(256, 256, 256, "bf16", "fp32", Sm100Config(bm=256, cta_rows=256, accs=1, stages=8))
+        Sm100Gemm(GemmProblem(256, 256, 256, "bf16", "fp32", arch="sm_100a"), Sm100Config(bm=256, cta_rows=256, accs=1, stages=8))
 
 
 def _div(g: Sm100Gemm, x: int, d: int, x_max: int) -> int:
@@ -129,7 +129,7 @@ def test_split_and_stream_k_cover_every_k_block_once(shape: tuple[int, int, int]
     (who zeroes it), and in stream-K each cluster meets its owned tiles before the tile it adds to."""
     cfg = choose_sm100(*shape)
     assert cfg.split > 1 or cfg.stream_k
-    g = Sm100Gemm(*shape, "bf16", "fp32", cfg)
+    g = Sm100Gemm(GemmProblem(*shape, "bf16", "fp32", arch="sm_100a"), cfg)
     seen: dict[tuple[int, int], int] = {}
     owners: dict[int, int] = {}
     for cid in range(g.clusters):

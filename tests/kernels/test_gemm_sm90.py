@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from warpy.errors import WarpyError
 from warpy.kernels.gemm_sm90 import Sm90Config, Sm90Gemm
-from warpy.kernels.programs import GemmProblem, build, choose
+from warpy.kernels.gemm import GemmProblem, build, choose
 from warpy.lift.disasm import disassemble
 from warpy.lift.lifter import build as assemble
 
@@ -74,7 +74,7 @@ def test_out_dtype_aliases() -> None:
 
 def test_too_much_shared_memory_is_refused() -> None:
     with pytest.raises(WarpyError, match="shared memory"):
-        Sm90Gemm(4096, 4096, 4096, "bf16", "fp32", Sm90Config(stages=8))
+        Sm90Gemm(GemmProblem(4096, 4096, 4096, "bf16", "fp32"), Sm90Config(stages=8))
 
 
 def test_the_main_loop_is_the_innermost_loop_holding_the_mma() -> None:
@@ -94,7 +94,7 @@ def test_staged_epilogue_with_a_narrower_last_chunk_is_exact(M: int, N: int, K: 
     from warpy.check.report import check_kernel, gemm_expect
 
     prob = GemmProblem(M, N, K, out_dtype=out)
-    prog = Sm90Gemm(M, N, K, "bf16", prob.out_dtype, Sm90Config(bn=bn, stages=4, staged_epilogue=True)).build()
+    prog = Sm90Gemm(GemmProblem(M, N, K, "bf16", prob.out_dtype), Sm90Config(bn=bn, stages=4, staged_epilogue=True)).build()
     kernel = prog.kernel()
     assert [(t.name, t.over) for t in kernel.header.tmaps][-2:] == [("c", None), ("c_tail", "c")]
     rep = check_kernel(kernel, prog.coloured(), values=True, expect=gemm_expect(prob))
@@ -107,7 +107,7 @@ def test_staged_epilogue_with_a_narrower_last_chunk_is_exact(M: int, N: int, K: 
 
 def test_a_last_chunk_of_48_columns_is_refused() -> None:
     with pytest.raises(WarpyError, match="leaves 48"):
-        Sm90Gemm(1024, 1024, 1024, "bf16", "bf16", Sm90Config(bn=176, stages=4, staged_epilogue=True))
+        Sm90Gemm(GemmProblem(1024, 1024, 1024, "bf16", "bf16"), Sm90Config(bn=176, stages=4, staged_epilogue=True))
 
 
 @pytest.mark.parametrize("bn", [32, 64, 80, 144, 192, 208, 256])
@@ -118,7 +118,7 @@ def test_the_staged_epilogue_reuses_a_buffer_only_after_its_store_read_it(bn: in
     tiles a CTA, so the ring of buffers wraps."""
     from warpy.check.report import check_kernel
 
-    prog = Sm90Gemm(1024, 1024, 128, "bf16", "bf16", Sm90Config(bn=bn, stages=4, sms=8, staged_epilogue=True)).build()
+    prog = Sm90Gemm(GemmProblem(1024, 1024, 128, "bf16", "bf16"), Sm90Config(bn=bn, stages=4, sms=8, staged_epilogue=True)).build()
     rep = check_kernel(prog.kernel(), prog.coloured())
     assert rep.ok, "\n".join(list(rep.messages())[:5])
 

@@ -28,8 +28,9 @@ from warpy.isa.instr import Instr
 from warpy.isa.program import Program
 from warpy.isa.text import Kernel
 from warpy.kernels.gemm_sm90 import Sm90Config as C
-from warpy.kernels.gemm_sm90 import Sm90Gemm, cdiv
-from warpy.kernels.programs import GemmProblem, build, choose
+from warpy.kernels.gemm_sm90 import Sm90Gemm
+from warpy.kernels.schedule import cdiv
+from warpy.kernels.gemm import GemmProblem, build, choose
 
 
 # (M, N, K), configuration, input type, C's type, whether the two simulated clusters are the whole grid
@@ -94,7 +95,7 @@ def _tiles_of_grid(g: Sm90Gemm) -> list[tuple[int, int]]:
 @pytest.mark.parametrize("group", [1, 8, 9])
 def test_the_cluster_tiles_cover_c_once(shape: tuple[int, int, int], group: int) -> None:
     m, n, k = shape
-    g = Sm90Gemm(m, n, k, "bf16", "bf16", C(bn=256, stages=4, group=group, cluster_m=2))
+    g = Sm90Gemm(GemmProblem(m, n, k, "bf16", "bf16"), C(bn=256, stages=4, group=group, cluster_m=2))
     tiles = _tiles_of_grid(g)
     real = [t for t in tiles if t[0] < g.mt]
     assert sorted(real) == sorted((mb, nb) for mb in range(g.mt) for nb in range(g.nt))
@@ -198,7 +199,7 @@ def test_consumers_that_free_only_their_own_stage_race_with_the_peers_multicast(
     pipe = Program.pipe
     Program.pipe = lambda self, name, depth, fills=1, frees=1: pipe(self, name, depth, fills, frees // 2)  # type: ignore
     try:
-        prog = LocalFrees(m, n, k, "bf16", "fp32", cfg).build()
+        prog = LocalFrees(GemmProblem(m, n, k, "bf16", "fp32"), cfg).build()
     finally:
         Program.pipe = pipe  # type: ignore[method-assign]
     rep = _check(GemmProblem(m, n, k), prog.kernel(), prog.coloured())

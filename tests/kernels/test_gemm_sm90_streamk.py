@@ -12,14 +12,14 @@ import pytest
 from warpy.check.report import check_kernel, gemm_expect
 from warpy.isa.text import parse
 from warpy.kernels.gemm_sm90 import Sm90Config, Sm90Gemm
-from warpy.kernels.programs import GemmProblem, build, choose
+from warpy.kernels.gemm import GemmProblem, build, choose
 from warpy.lift.disasm import disassemble
 from warpy.lift.lifter import build as assemble
 
 
 def _check(M: int, N: int, K: int, out: str, cfg: Sm90Config, text: str | None = None):  # type: ignore[no-untyped-def]
     prob = GemmProblem(M, N, K, out_dtype=out)
-    prog = Sm90Gemm(M, N, K, "bf16", prob.out_dtype, cfg).build()
+    prog = Sm90Gemm(GemmProblem(M, N, K, "bf16", prob.out_dtype), cfg).build()
     named = parse(text) if text is not None else prog.kernel()
     col = None if text is not None else prog.coloured()
     return check_kernel(named, col, values=True, expect=gemm_expect(prob)), prog
@@ -44,7 +44,7 @@ FENCE_BEFORE = {"release": "REDG", "acquire": "STG.E.STRONG"}
 
 def test_a_release_fence_after_the_flag_is_too_late() -> None:
     cfg = Sm90Config(bn=128, stages=4, stream_k=True, sms=2)
-    text = str(Sm90Gemm(128, 384, 1024, "bf16", "fp32", cfg).build().kernel())
+    text = str(Sm90Gemm(GemmProblem(128, 384, 1024, "bf16", "fp32"), cfg).build().kernel())
     late, n = re.subn(r"\n([^\n]*MEMBAR[^\n]*)\n([^\n]*REDG[^\n]*)\n", r"\n\2\n\1\n", text, count=1)
     assert n == 1
     rep, _ = _check(128, 384, 1024, "fp32", cfg, late)
@@ -54,7 +54,7 @@ def test_a_release_fence_after_the_flag_is_too_late() -> None:
 @pytest.mark.parametrize("which", sorted(FENCE_BEFORE))
 def test_the_flag_fences_are_required(which: str) -> None:
     cfg = Sm90Config(bn=128, stages=4, stream_k=True, sms=2)
-    text = str(Sm90Gemm(128, 384, 1024, "bf16", "fp32", cfg).build().kernel())
+    text = str(Sm90Gemm(GemmProblem(128, 384, 1024, "bf16", "fp32"), cfg).build().kernel())
     bad, n = re.subn(r"\n[^\n]*MEMBAR[^\n]*\n(?=[^\n]*" + re.escape(FENCE_BEFORE[which]) + ")", "\n", text, count=1)
     assert n == 1
     rep, _ = _check(128, 384, 1024, "fp32", cfg, bad)
@@ -98,6 +98,6 @@ def test_split_refusals() -> None:
     from warpy.errors import WarpyError
 
     with pytest.raises(WarpyError, match="stream_k"):
-        Sm90Gemm(1024, 1024, 1024, "bf16", "fp32", Sm90Config(bn=128, split=2))
+        Sm90Gemm(GemmProblem(1024, 1024, 1024, "bf16", "fp32"), Sm90Config(bn=128, split=2))
     with pytest.raises(WarpyError, match="does not fit"):
-        Sm90Gemm(1024, 1024, 1024, "bf16", "fp32", Sm90Config(bn=128, stream_k=True, split=3))
+        Sm90Gemm(GemmProblem(1024, 1024, 1024, "bf16", "fp32"), Sm90Config(bn=128, stream_k=True, split=3))

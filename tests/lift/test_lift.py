@@ -223,7 +223,7 @@ needs_disassembler = pytest.mark.skipif(not _have_disassembler(), reason="no nvd
 
 
 def _programs() -> list[tuple[str, str]]:
-    from kernels.probes import PROBES
+    from warpy.kernels.probes import PROBES
     from warpy.isa.examples import EXAMPLES
 
     out = [(f"example:{n}", a) for n in EXAMPLES for a in ("sm_90a", "sm_100a")]
@@ -237,7 +237,7 @@ def _program(which: str, arch: str):  # type: ignore[no-untyped-def]
         from warpy.isa.examples import EXAMPLES
 
         return EXAMPLES[name](arch)
-    from kernels.probes import PROBES
+    from warpy.kernels.probes import PROBES
 
     return PROBES[name].build(arch)
 
@@ -258,7 +258,7 @@ def test_program_lifts_assembles_and_passes_the_disassembly_check(which: str, ar
 @needs_disassembler
 @pytest.mark.parametrize("name", ["umma_1cta", "umma_2cta"])
 def test_tcgen05_probes_show_their_opcodes(name: str) -> None:
-    from kernels.probes import PROBES, UMMA_OPCODES
+    from warpy.kernels.probes import PROBES, UMMA_OPCODES
     from warpy.lift.disasm import check_opcodes, disassemble
 
     kernel = PROBES[name].build("sm_100a").kernel()

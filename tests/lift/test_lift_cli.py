@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from kernels.probes import PROBES
+from warpy.kernels.probes import PROBES
 
 REPO = Path(__file__).resolve().parents[2]
 

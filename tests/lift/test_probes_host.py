@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kernels import probes
-from kernels.probes import PROBES, swizzle_bytes, wgmma_fragment
+from warpy.kernels import probes
+from warpy.kernels.probes import PROBES, swizzle_bytes, wgmma_fragment
 from warpy.layout import Swizzle
 from warpy.layout.atoms import wgmma_acc_layout
 

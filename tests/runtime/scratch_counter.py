@@ -13,8 +13,8 @@ from warpy.isa.families import alu, control, memory
 from warpy.isa.operands import CBank, GMem, RZ
 from warpy.isa.program import Program
 from warpy.layout import Layout
+from warpy.target import target
 
-MEMDESC = {"sm_90a": 0x208, "sm_100a": 0x358}
 THREADS, CTAS = 64, 2
 WORDS = THREADS * CTAS
 
@@ -30,7 +30,7 @@ def scratch_counter(arch: str = "sm_90a", scratch_words: int = WORDS) -> Program
     p.emit(alu.s2r(cta, "SR_CTAID.X"))
     p.emit(alu.imad(idx, cta, THREADS, tid))
     md = p.urvec("memdesc", 2)
-    p.emit(alu.uldc(md, CBank(0, MEMDESC[arch]), arch))
+    p.emit(alu.uldc(md, CBank(0, target(arch).memdesc), arch))
     eptr, optr = p.rvec("epochs_ptr", 2), p.rvec("out_ptr", 2)
     p.emit(alu.ldc(eptr, epochs.cbank()))
     p.emit(alu.ldc(optr, out.cbank()))

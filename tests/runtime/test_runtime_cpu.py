@@ -172,11 +172,11 @@ def test_tensor_map_args_golden() -> None:
 
 def test_tensor_map_enum_names_exist_in_the_bindings() -> None:
     d = pytest.importorskip("cuda.bindings.driver")
-    from warpy.layout.tma import DTYPES
+    from warpy.target import DTYPES
     from warpy.runtime import tensormap as T
 
-    for _, name in DTYPES.values():
-        assert hasattr(d.CUtensorMapDataType, name)
+    for t in DTYPES.values():
+        assert hasattr(d.CUtensorMapDataType, t.tma)
     for table, enum_ in ((T.SWIZZLE_ENUMS, d.CUtensorMapSwizzle), (T.INTERLEAVE_ENUMS, d.CUtensorMapInterleave),
                          (T.L2_PROMOTION_ENUMS, d.CUtensorMapL2promotion), (T.OOB_FILL_ENUMS, d.CUtensorMapFloatOOBfill)):
         for name in table.values():

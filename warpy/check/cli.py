@@ -25,7 +25,7 @@ def _end_progress() -> None:
 
 
 def _problem(target: str, dims: list[int], arch: str, out_dtype: str = "fp32"):  # type: ignore[no-untyped-def]
-    from warpy.kernels.programs import GemmProblem  # type: ignore[import-not-found,unused-ignore]
+    from warpy.kernels.gemm import GemmProblem  # type: ignore[import-not-found,unused-ignore]
 
     if target != "gemm":
         raise WarpyError(f"warpy check takes `gemm M N K` or a FILE.sass, not {target!r}")
@@ -40,7 +40,7 @@ def _config(problem: Any, cluster_m: Optional[int], config: Optional[str] = None
     persistent walk); None when neither is given."""
     if cluster_m is None and not config:
         return None
-    from warpy.kernels.programs import configure, parse_overrides  # type: ignore[import-not-found,unused-ignore]
+    from warpy.kernels.gemm import configure, parse_overrides  # type: ignore[import-not-found,unused-ignore]
 
     if cluster_m is not None and problem.arch != "sm_90a":
         raise WarpyError(f"--cluster-m is an sm_90a option (the {problem.arch} GEMM sets its clusters itself)")

@@ -22,7 +22,7 @@ from warpy.isa.instr import Instr, Label
 from warpy.isa.operands import Mem, Operand, P, R, RVec, UP, UR, URVec
 from warpy.isa.reference import reference
 from warpy.isa.text import BufferDecl, Kernel
-from warpy.layout.tma import dtype_bytes
+from warpy.target import dtype_bytes, target
 from warpy.check import lanes as L
 from warpy.check.state import Access, Agent, MBar, Problems, Region, VC, join, masks_of
 
@@ -174,7 +174,7 @@ class Machine:
         self.tmem_bufs = [b for b in self.h.buffers if b.space == "tmem"]
         self._setup_globals()
         self._compile()
-        sms = resident if resident is not None else (148 if self.h.sm == "sm_100a" else 132)
+        sms = resident if resident is not None else target(self.h.sm).sms
         self._setup_ctas(sms)
 
     # -- global memory: sources and declared buffers ---------------------------------------------

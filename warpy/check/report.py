@@ -189,7 +189,7 @@ def check_gemm(problem: Any, *, values: bool = False, fault: Optional[str] = Non
                progress: Optional[Callable[[str], None]] = None, coloured: bool = True,
                config: Any = None) -> Report:
     """Build the GEMM program the shape gets (or `config`'s), inject `fault` if given, and check it."""
-    from warpy.kernels.programs import build  # type: ignore[import-not-found,unused-ignore]
+    from warpy.kernels.gemm import build  # type: ignore[import-not-found,unused-ignore]
 
     from warpy.check.faults import inject
 

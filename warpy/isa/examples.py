@@ -474,7 +474,7 @@ def _generic_tail(p: Program, acc: "RVec", stile: "SmemBuffer", tc: "TensorMap",
         p.emit(alu.ldc(optr, out.cbank()))
         p.emit(alu.imad_wide(optr, ctaid, 16, optr))  # this CTA's 16 bytes, past the first 1 KiB
         p.emit(alu.ldc(nval, n.cbank()))
-        p.emit(alu.uldc(memdesc, CBank(0, 0x208 if p.sm == "sm_90a" else 0x358), p.sm))
+        p.emit(alu.uldc(memdesc, CBank(0, p.target.memdesc), p.sm))
         p.emit(memory.ldg(frag[2], GMem(memdesc, optr, 0x400)))
         p.emit(alu.iadd3(frag[2], frag[2], nval))
         p.emit(memory.stg(GMem(memdesc, optr, 0x404), frag[2]).guarded(leader))

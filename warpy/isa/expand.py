@@ -8,7 +8,8 @@ import os
 
 from warpy.errors import WarpyError
 from warpy.isa.program import Program
-from warpy.isa.text import ARCHS, Kernel, parse
+from warpy.isa.text import Kernel, parse
+from warpy.target import ARCHS
 
 
 def load_program(target: str, arch: str) -> Program | Kernel:

@@ -41,10 +41,12 @@ from warpy.isa.operands import (
     URVec,
     check_name,
 )
-from warpy.isa.text import ARCHS, BufferDecl, Header, Kernel, ParamDecl, RegDecl, TmapDecl
+from warpy.isa.text import BufferDecl, Header, Kernel, ParamDecl, RegDecl, TmapDecl
 from warpy.layout import Layout, SwizzledLayout
 from warpy.layout.desc import SmemDescFields, encode_smem_desc
+from warpy.layout.dtype import dtype_bytes
 from warpy.layout.tma import TmaBox
+from warpy.target import Target, target as target_of
 
 # ----------------------------------------------------------------------------------------
 # indices and coordinates
@@ -357,7 +359,7 @@ def desc_hi(buf: Buffer, arch: str) -> int:
     if sbo <= 0 or sbo % 16:
         raise WarpyError(f"{buf.name}: 8-row groups {sbo} bytes apart cannot be a descriptor's SBO")
     # the high word of warpy.layout.desc's encoding (the one place the bit layout lives)
-    fields = SmemDescFields("sm90" if arch == "sm_90a" else "sm100", start=0, lbo=LBO_FIELD << 4, sbo=sbo, swizzle=span)
+    fields = SmemDescFields(target_of(arch).desc, start=0, lbo=LBO_FIELD << 4, sbo=sbo, swizzle=span)
     return encode_smem_desc(fields) >> 32
 
 
@@ -508,10 +510,9 @@ class ConsumerEnd(_End):
 class Program:
     def __init__(self, name: str, sm: str, threads: int, grid: tuple[int, int, int] = (1, 1, 1),
                  cluster: tuple[int, int, int] = (1, 1, 1), maxnreg: Optional[int] = None) -> None:
-        if sm not in ARCHS:
-            raise WarpyError(f"target {sm!r} is not one of {', '.join(ARCHS)}")
+        self.target: Target = target_of(sm)
         self.name = name
-        self.sm = sm
+        self.sm = self.target.name
         self.threads = threads
         self.grid = grid
         self.cluster = cluster
@@ -575,9 +576,9 @@ class Program:
         return base
 
     def smem(self, name: str, layout: BufLayout, elem: str) -> SmemBuffer:
-        from warpy.layout.tma import DTYPES
+        from warpy.layout.dtype import DTYPES
 
-        ebytes = DTYPES[elem][0] if elem in DTYPES else 1
+        ebytes = dtype_bytes(elem) if elem in DTYPES else 1
         inner = layout.layout if isinstance(layout, SwizzledLayout) else layout
         size = _round_up(inner.cosize() - 1 + ebytes, 16)
         b = SmemBuffer(name, self._place(size, 1024 if isinstance(layout, SwizzledLayout) else 16), size, layout, elem)
@@ -618,8 +619,6 @@ class Program:
         its extent; global addresses are the program's own arithmetic, not derived)."""
         if source not in {t.name for t in self.tmaps} | {q.name for q in self.params}:
             raise WarpyError(f"global buffer {name}: {source} is no .param or .tmap of this program")
-        from warpy.layout.tma import dtype_bytes
-
         b = GlobalBuffer(name, 0, layout.cosize() - 1 + dtype_bytes(elem), layout, elem, source)
         self.buffers.append(b)
         return b
@@ -674,12 +673,12 @@ class Program:
         # sm_100a prints the carry-out predicates of IADD3/UIADD3; sm_90a does not.
         if i.name in ("IADD3", "UIADD3") and not i.mods:
             t = PT if i.name == "IADD3" else UPT
-            if self.sm == "sm_100a" and len(i.ops) == 4:
+            if self.target.iadd3_carry_outs and len(i.ops) == 4:
                 return attrs.evolve(i, ops=(i.ops[0], t, t) + i.ops[1:])
-            if self.sm == "sm_90a" and len(i.ops) == 6:
+            if not self.target.iadd3_carry_outs and len(i.ops) == 6:
                 return attrs.evolve(i, ops=(i.ops[0],) + i.ops[3:])
         if i.name in ("ULDC", "LDCU"):
-            return attrs.evolve(i, name="LDCU" if self.sm == "sm_100a" else "ULDC")
+            return attrs.evolve(i, name=self.target.const_load)
         return i
 
     def comment(self, text: str) -> None:

@@ -13,6 +13,7 @@ from typing import Optional, Union
 import attrs
 
 from warpy.errors import WarpyError
+from warpy.target import ARCHS
 from warpy.isa.families import form_of, lookup
 from warpy.isa.instr import Comment, Instr, Label, Line, Note, parse_note
 from warpy.isa.operands import (
@@ -42,7 +43,6 @@ from warpy.isa.operands import (
 from warpy.layout import Layout, LayoutError, Swizzle, SwizzledLayout
 from warpy.layout.tma import TmaBox
 
-ARCHS = ("sm_90a", "sm_100a")
 SPACES = ("smem", "tmem", "global")
 PARAM_TYPES = ("u64", "u32", "s32", "f32", "u16", "s64")
 REG_KINDS = ("R", "UR", "P", "UP")
@@ -596,6 +596,6 @@ def parse(text: str) -> Kernel:
 
 
 __all__ = [
-    "ARCHS", "BufferDecl", "Header", "Kernel", "ParamDecl", "ParseError", "RegDecl", "TmapDecl",
+    "BufferDecl", "Header", "Kernel", "ParamDecl", "ParseError", "RegDecl", "TmapDecl",
     "layout_text", "parse", "parse_layout_text", "elem_name",
 ]

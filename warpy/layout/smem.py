@@ -30,23 +30,10 @@ import attrs
 
 from warpy.layout.core import Layout, LayoutError
 from warpy.layout.swizzle import Swizzle, SwizzledLayout
-from warpy.layout.tma import dtype_bytes
+from warpy.layout.dtype import dtype as dtype_of
+from warpy.layout.dtype import names
 
 Major = Literal["K", "MN"]
-
-#: Element types a tensor-core operand tile may hold (bytes per element).
-OPERAND_DTYPES: dict[str, int] = {
-    "fp16": 2,
-    "bf16": 2,
-    "fp32": 4,
-    "tf32": 4,
-    "e4m3": 1,
-    "e5m2": 1,
-    "u8": 1,
-}
-
-#: Aliases accepted wherever a dtype name is read.
-DTYPE_ALIASES: dict[str, str] = {"f16": "fp16", "f32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
 
 SWIZZLE_SPANS = (0, 32, 64, 128)
 
@@ -56,17 +43,16 @@ CORE_ROW_BYTES = 16
 CORE_ROWS = 8
 
 
-def canonical_dtype(dtype: str) -> str:
-    d = DTYPE_ALIASES.get(dtype, dtype)
-    if d not in OPERAND_DTYPES:
-        raise LayoutError(f"element type {dtype!r} is not a tensor-core operand type ({', '.join(OPERAND_DTYPES)})")
-    return d
+def canonical_dtype(spelling: str) -> str:
+    """The canonical name of a tensor-core operand type (`warpy.layout.dtype`), refusing others."""
+    d = dtype_of(spelling)
+    if not d.operand:
+        raise LayoutError(f"element type {spelling!r} is not a tensor-core operand type ({', '.join(names('operand'))})")
+    return d.name
 
 
-def element_bytes(dtype: str) -> int:
-    d = canonical_dtype(dtype)
-    assert dtype_bytes(d) == OPERAND_DTYPES[d]
-    return OPERAND_DTYPES[d]
+def element_bytes(spelling: str) -> int:
+    return dtype_of(canonical_dtype(spelling)).bytes
 
 
 def swizzle_for_span(span: int) -> Swizzle:
@@ -247,7 +233,7 @@ def smem_tile(rows: int, cols: int, dtype: str, major: str = "K", swizzle: int =
     of 8, the contiguous extent a multiple of the swizzle span in elements (16 bytes without swizzle).
     """
     d = canonical_dtype(dtype)
-    e = OPERAND_DTYPES[d]
+    e = element_bytes(d)
     mj = _check_major(major)
     sw = swizzle_for_span(swizzle)
     if rows < 1 or cols < 1:
@@ -316,5 +302,4 @@ __all__ = [
     "repeat_bytes",
     "element_bytes",
     "canonical_dtype",
-    "OPERAND_DTYPES",
 ]

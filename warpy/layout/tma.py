@@ -9,35 +9,12 @@ from __future__ import annotations
 import attrs
 
 from warpy.layout.core import LayoutError
-
-# Element types by name: (bytes per element, CUtensorMapDataType enumerator name).
-DTYPES: dict[str, tuple[int, str]] = {
-    "u8": (1, "CU_TENSOR_MAP_DATA_TYPE_UINT8"),
-    "e4m3": (1, "CU_TENSOR_MAP_DATA_TYPE_UINT8"),
-    "e5m2": (1, "CU_TENSOR_MAP_DATA_TYPE_UINT8"),
-    "u16": (2, "CU_TENSOR_MAP_DATA_TYPE_UINT16"),
-    "fp16": (2, "CU_TENSOR_MAP_DATA_TYPE_FLOAT16"),
-    "bf16": (2, "CU_TENSOR_MAP_DATA_TYPE_BFLOAT16"),
-    "u32": (4, "CU_TENSOR_MAP_DATA_TYPE_UINT32"),
-    "s32": (4, "CU_TENSOR_MAP_DATA_TYPE_INT32"),
-    "fp32": (4, "CU_TENSOR_MAP_DATA_TYPE_FLOAT32"),
-    "tf32": (4, "CU_TENSOR_MAP_DATA_TYPE_TFLOAT32"),
-    "u64": (8, "CU_TENSOR_MAP_DATA_TYPE_UINT64"),
-    "s64": (8, "CU_TENSOR_MAP_DATA_TYPE_INT64"),
-    "fp64": (8, "CU_TENSOR_MAP_DATA_TYPE_FLOAT64"),
-}
+from warpy.layout.dtype import canonical, dtype_bytes
 
 SWIZZLES = (0, 32, 64, 128)
 INTERLEAVES = (0, 16, 32)
 L2_PROMOTIONS = (0, 64, 128, 256)
 OOB_FILLS = ("zero", "nan")
-
-
-def dtype_bytes(dtype: str) -> int:
-    try:
-        return DTYPES[dtype][0]
-    except KeyError:
-        raise LayoutError(f"unknown element type {dtype!r} (known: {', '.join(DTYPES)})") from None
 
 
 @attrs.frozen
@@ -49,7 +26,7 @@ class TmaBox:
     l2_promotion in bytes (0 = none); interleave 0/16/32 (0 = none); oob_fill "zero" or "nan".
     """
 
-    dtype: str
+    dtype: str = attrs.field(converter=canonical)
     dims: tuple[int, ...]
     strides: tuple[int, ...]
     box: tuple[int, ...]

@@ -53,7 +53,8 @@ from warpy.errors import WarpyError
 from warpy.isa.families import ALL, defs_uses, lookup
 from warpy.isa.instr import Comment, Instr, Label
 from warpy.isa.operands import Imm, LabelRef, P, UP
-from warpy.isa.text import ARCHS, Kernel, parse
+from warpy.isa.text import Kernel, parse
+from warpy.target import target as target_of
 from warpy.lift.families import RULES, WARP_COLLECTIVE
 from warpy.lift.families._ctx import LiftContext, ident
 from warpy.lift.families.sync import lift_trywait
@@ -117,8 +118,7 @@ def cta_group(kernel: Kernel) -> int:
 
 
 def _check_target(kernel: Kernel, target: str) -> None:
-    if target not in ARCHS:
-        raise WarpyError(f"target {target!r} is not one of {', '.join(ARCHS)}")
+    target_of(target)
     for ln in kernel.lines:
         if isinstance(ln, Instr):
             rec, _ = lookup(ln.name, ln.mods)

@@ -35,8 +35,8 @@ from pathlib import Path
 import attrs
 
 from warpy.errors import WarpyError
+from warpy.target import ARCHS
 
-ARCHES = ("sm_90a", "sm_100a")
 
 # Searched after PATH, when nothing else gave a ptxas.
 DEFAULT_CUDA_HOMES = ("/usr/local/cuda",)
@@ -447,8 +447,8 @@ def assemble(
     """Assemble `ptx` for `arch` ("sm_90a" or "sm_100a") with extra ptxas `flags` (`-v` is always
     passed). Raises PtxasError when ptxas refuses the PTX and PtxasWarningError when a warning of a
     failing kind (see the module docstring) is not in `allow`."""
-    if arch not in ARCHES:
-        raise WarpyError(f"unknown target {arch!r} (targets: {', '.join(ARCHES)})")
+    if arch not in ARCHS:
+        raise WarpyError(f"unknown target {arch!r} (targets: {', '.join(ARCHS)})")
     flags = tuple(flags)
     for f in flags:
         if not f.startswith("-") or f.startswith(("-arch", "--gpu-name", "-o", "--output-file")):

@@ -36,7 +36,8 @@ import attrs
 
 from warpy.errors import WarpyError
 from warpy.isa.text import Header
-from warpy.layout.tma import TmaBox, dtype_bytes
+from warpy.layout.tma import TmaBox
+from warpy.target import dtype_bytes
 from warpy.runtime.launcher import Scalar, f32, i32, launch, pack_params, run, u32, u64
 from warpy.runtime.memory import DeviceBuffer
 from warpy.runtime.module import Kernel

@@ -11,7 +11,8 @@ from typing import Any
 import attrs
 
 from warpy.errors import WarpyError
-from warpy.layout.tma import DTYPES, TmaBox
+from warpy.layout.tma import TmaBox
+from warpy.target import dtype
 
 SWIZZLE_ENUMS = {
     0: "CU_TENSOR_MAP_SWIZZLE_NONE",
@@ -61,7 +62,7 @@ def tensor_map_args(box: TmaBox, address: int) -> TensorMapArgs:
     if address % align:
         raise WarpyError(f"tensor map base address 0x{address:x} is not {align}-byte aligned")
     return TensorMapArgs(
-        data_type=DTYPES[box.dtype][1],
+        data_type=dtype(box.dtype).tma,
         rank=box.rank,
         global_address=address,
         global_dims=tuple(box.dims),

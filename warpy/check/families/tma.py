@@ -13,6 +13,8 @@ from typing import Any, Optional
 
 import numpy as np
 
+from warpy.target import dtype
+
 from warpy.check.lanes import first
 from warpy.check.state import masks_of
 from warpy.isa.operands import UR, Mem, URVec, elem_name
@@ -173,8 +175,9 @@ def _tma_store(m: Any, w: Any, c: Any, lanes: Any) -> None:
         if kind == "w":
             mem[dstb] = packed[srcb]
         else:
-            dt = {"fp32": np.float32, "fp16": np.float16, "bf16": None, "u32": np.uint32, "s32": np.int32}.get(box.dtype, np.uint32)
-            if dt is None:
+            npname = dtype(box.dtype).numpy
+            dt = np.dtype(npname or "uint32")
+            if box.dtype == "bf16":
                 cur = (mem[dstb].view(np.uint16).astype(np.uint32) << 16).view(np.float32)
                 add = (packed[srcb].view(np.uint16).astype(np.uint32) << 16).view(np.float32)
                 mem[dstb] = ((cur + add).view(np.uint32) >> 16).astype(np.uint16).view(np.uint8)

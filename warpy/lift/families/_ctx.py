@@ -16,12 +16,10 @@ from warpy.errors import WarpyError
 from warpy.isa.instr import Instr
 from warpy.isa.operands import GMem, Imm, Mem, Operand, P, R, RVec, Sym, UP, UR, URVec, elem_name
 from warpy.isa.text import Kernel
+from warpy.target import Target, dtype_bytes, target as target_of
 
 Reg = Union[R, UR, P, UP]
 
-PARAM_BASE = {"sm_90a": 0x210, "sm_100a": 0x380}
-MEMDESC = {"sm_90a": 0x208, "sm_100a": 0x358}
-PARAM_SIZE = {"u64": 8, "s64": 8, "u32": 4, "s32": 4, "f32": 4, "u16": 2}
 
 SPECIAL = {
     "SR_TID.X": "%tid.x", "SR_TID.Y": "%tid.y", "SR_TID.Z": "%tid.z",
@@ -53,6 +51,7 @@ class LiftContext:
         self.kernel = kernel
         self.header = kernel.header
         self.target = target
+        self.arch: Target = target_of(target)
         self.lines: list[str] = []
         self.regs: dict[tuple[str, str], str] = {}
         self.named_count = {"R": 0, "UR": 0, "P": 0, "UP": 0}
@@ -298,7 +297,7 @@ class LiftContext:
         out = []
         off = 0
         for name, typ in self.header.kernel_params():
-            size, align = (128, 64) if typ == "tmap" else (PARAM_SIZE[typ], PARAM_SIZE[typ])
+            size, align = (128, 64) if typ == "tmap" else (dtype_bytes(typ), dtype_bytes(typ))
             off = (off + align - 1) // align * align
             out.append((name, typ, off))
             off += size
@@ -312,9 +311,9 @@ class LiftContext:
                 if name == offset:
                     return name, typ, 0
             raise self.error(f"c[0x0][{offset}] names no kernel parameter ({', '.join(n for n, _, _ in layout) or 'none'})")
-        rel = offset - PARAM_BASE[self.target]
+        rel = offset - self.arch.param_base
         for name, typ, off in layout:
-            size = 128 if typ == "tmap" else PARAM_SIZE[typ]
+            size = 128 if typ == "tmap" else dtype_bytes(typ)
             if off <= rel < off + size:
                 return name, typ, rel - off
         raise self.error(f"constant-bank word {offset:#x} is not a kernel parameter of this kernel")

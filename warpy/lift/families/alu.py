@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from warpy.isa.instr import Instr
 from warpy.isa.operands import CBank, Imm, P, SReg, Sym, UP
-from warpy.lift.families._ctx import MEMDESC, LiftContext, Rule
+from warpy.lift.families._ctx import LiftContext, Rule
 
 CMP = {"EQ": "eq", "NE": "ne", "LT": "lt", "LE": "le", "GT": "gt", "GE": "ge"}
 
@@ -174,7 +174,7 @@ def _ldc(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     if cb.bank != 0:
         raise c.error(f"constant bank {cb.bank} is not lifted (only bank 0: kernel parameters)")
     wide = "64" in rest
-    if cb.offset == MEMDESC[c.target] and wide:
+    if cb.offset == c.arch.memdesc and wide:
         # the global memory descriptor: PTX addresses global memory without one
         for r in c.elems(d, 2):
             c.emit(f"mov.b32 {r}, 0")

@@ -7,30 +7,34 @@ in, fp32 accumulation, C (M x N) row-major in fp32 or the input type.
 
 from __future__ import annotations
 
-from typing import Union
+from typing import Callable, Union
 
 import attrs
 
-from .gemm_sm90 import H200_SMS, MAX_SMEM, Sm90Config, Sm90Gemm, cdiv, smem_bytes
+from .gemm_sm90 import Sm90Config, Sm90Gemm, smem_bytes
 from .gemm_sm100 import Sm100Config, Sm100Gemm, choose_sm100
+from .schedule import cdiv
 from warpy.errors import WarpyError
 from warpy.isa.program import Program
-from warpy.layout.tma import dtype_bytes
+from warpy.target import SM90A, dtype, dtype_bytes, target
 
-ARCHS = ("sm_90a", "sm_100a")
+#: the element types warpy's GEMM programs take (A and B) and give (C), canonical names
 IN_DTYPES = ("bf16", "fp16")
 OUT_DTYPES = ("fp32", "bf16", "fp16")
-OUT_ALIASES = {"f32": "fp32", "float32": "fp32", "fp32": "fp32", "bf16": "bf16", "bfloat16": "bf16",
-               "fp16": "fp16", "f16": "fp16", "float16": "fp16", "half": "fp16"}
 
 Config = Union[Sm90Config, Sm100Config]
 
+def _type_in(allowed: tuple[str, ...], what: str) -> Callable[[str], str]:
+    def convert(value: str) -> str:
+        try:
+            name = dtype(value).name
+        except Exception:
+            name = ""
+        if name not in allowed:
+            raise WarpyError(f"{what} type {value!r} is not one of {', '.join(allowed)}")
+        return name
 
-def _out_dtype(value: str) -> str:
-    try:
-        return OUT_ALIASES[value]
-    except KeyError:
-        raise WarpyError(f"output type {value!r} is not one of f32, bf16, fp16") from None
+    return convert
 
 
 @attrs.frozen
@@ -40,9 +44,9 @@ class GemmProblem:
     M: int
     N: int
     K: int
-    dtype: str = "bf16"
-    out_dtype: str = attrs.field(default="fp32", converter=_out_dtype)
-    arch: str = "sm_90a"
+    dtype: str = attrs.field(default="bf16", converter=_type_in(IN_DTYPES, "input"))
+    out_dtype: str = attrs.field(default="fp32", converter=_type_in(OUT_DTYPES, "output"))
+    arch: str = attrs.field(default="sm_90a", converter=lambda a: target(a).name)
 
     def __attrs_post_init__(self) -> None:
         for name in ("M", "N", "K"):
@@ -53,10 +57,6 @@ class GemmProblem:
             raise WarpyError(f"M and N must be at least 1 (got M={self.M}, N={self.N})")
         if self.K < 8:
             raise WarpyError(f"K must be at least 8 (got {self.K})")
-        if self.dtype not in IN_DTYPES:
-            raise WarpyError(f"input type {self.dtype!r} is not one of {', '.join(IN_DTYPES)}")
-        if self.arch not in ARCHS:
-            raise WarpyError(f"target {self.arch!r} is not one of {', '.join(ARCHS)}")
         row = self.K * dtype_bytes(self.dtype)
         if row % 16:
             raise WarpyError(
@@ -116,7 +116,7 @@ def choose(problem: GemmProblem) -> Config:
 def deepest_ring(cfg: Sm90Config) -> Sm90Config:
     """`cfg` with the deepest ring (3 to 8 stages) its shared memory allows."""
     stages = 3
-    while stages < 8 and smem_bytes(attrs.evolve(cfg, stages=stages + 1)) <= MAX_SMEM:
+    while stages < 8 and smem_bytes(attrs.evolve(cfg, stages=stages + 1)) <= SM90A.max_dynamic_smem:
         stages += 1
     return attrs.evolve(cfg, stages=stages)
 
@@ -194,7 +194,7 @@ def sm90_split(problem: GemmProblem, bm: int, bn: int) -> int:
     operands stream from DRAM once a CTA (1.6 GB), and it ran 1.7x slower than whole tiles' rate.
     0: an even share over all SMs."""
     tiles = _tiles(problem, bm, bn)
-    return min(H200_SMS // tiles, cdiv(problem.K, 64)) if 2 * tiles <= H200_SMS else 0
+    return min(SM90A.sms // tiles, cdiv(problem.K, 64)) if 2 * tiles <= SM90A.sms else 0
 
 
 def sm90_cost(problem: GemmProblem, bm: int, bn: int, stream_k: bool) -> float:
@@ -205,11 +205,11 @@ def sm90_cost(problem: GemmProblem, bm: int, bn: int, stream_k: bool) -> float:
     kt = cdiv(problem.K, 64)
     per = bm * bn / (128 * 256) / TILE_EFFICIENCY[bm, bn]
     if not stream_k:
-        return cdiv(tiles, H200_SMS) * kt * per
-    if tiles * kt < H200_SMS:
+        return cdiv(tiles, SM90A.sms) * kt * per
+    if tiles * kt < SM90A.sms:
         return float("inf")
     split = sm90_split(problem, bm, bn)
-    share = cdiv(kt, split) if split else cdiv(tiles * kt, H200_SMS)
+    share = cdiv(kt, split) if split else cdiv(tiles * kt, SM90A.sms)
     return (share + STREAM_K_OVERHEAD) * per / STREAM_K_MARGIN
 
 
@@ -218,5 +218,5 @@ def build(problem: GemmProblem, config: Config | None = None) -> Program:
     if isinstance(cfg, Sm100Config):
         if problem.arch != "sm_100a":
             raise WarpyError(f"an sm_100a configuration cannot build for {problem.arch}")
-        return Sm100Gemm(problem.M, problem.N, problem.K, problem.dtype, problem.out_dtype, cfg).build()
-    return Sm90Gemm(problem.M, problem.N, problem.K, problem.dtype, problem.out_dtype, cfg).build()
+        return Sm100Gemm(problem, cfg).build()
+    return Sm90Gemm(problem, cfg).build()
