@@ -1,10 +1,20 @@
 """CuTe's layout algebra: coalesce, composition, complement, divides, products, inverses.
 
-Results follow CuTe (with static shapes, as in CUTLASS's layout-algebra docs) on admissible input.
-Where CuTe silently accepts an input that is not admissible, these raise `LayoutError` naming the
-condition that failed: the inner layout of a composition running past the outer layout, the stride
-and shape divisibility conditions of composition, a complement whose modes interleave or alias,
-and a tile larger than (or not dividing) the layout it divides.
+Results follow CuTe (with static shapes, as in CUTLASS's layout-algebra docs) wherever CuTe's answer
+is defined and correct; docs/layout.md states each operation's admissible inputs. A refusal
+(`LayoutError`) happens only where no correct answer exists, or where warpy deliberately does not
+extend what CuTe silently extends:
+
+- composition is decided exactly: `composition(A, B)` is the strided layout R, over a refinement
+  of B's shape, with `R(c) == A(B(c))` for every coordinate c of B, and it is refused exactly when
+  no such layout exists (the message carries a witness). An inner layout running past the outer's
+  domain is refused; CuTe would extend the outer's last mode, and the message gives that extended
+  layout to compose with explicitly.
+- complement is CuTe's, for layouts whose modes, sorted by stride, each start at or past the span
+  of the one below (strides need not be multiples of it); interleaved, aliased or negative-stride
+  modes are refused (CuTe's construction would give an extent 0 or less).
+- a tile that does not divide the layout it divides is refused; CuTe would read past the end, and
+  the message gives the padded layout to divide explicitly.
 
 A *tiler* is a `Layout`, an int `n` (shorthand for `n:1`), `None` (CuTe's `_`: leave the mode
 alone), or a tuple of tilers, applied by mode (CuTe's `Tile`; a tuple of ints is a `Shape` tiler).
@@ -12,27 +22,34 @@ alone), or a tuple of tilers, applied by mode (CuTe's `Tile`; a tuple of ints is
 
 from __future__ import annotations
 
+from itertools import product as _cartesian
+from math import gcd
 from typing import Union, overload
 
-from warpy.layout.core import Layout, LayoutError
-from warpy.layout.swizzle import SwizzledLayout
-from warpy.layout.inttuple import IntTuple, flatten, prefix_product, product, to_str, unflatten
+from warpy.layout.core import Layout, LayoutError, _make, slice_and_offset
+from warpy.layout.inttuple import IntTuple, flatten, product, to_str, unflatten
 from warpy.layout.inttuple import idx2crd as natural_idx2crd
+from warpy.layout.swizzle import Swizzle, SwizzledLayout
 
 Tiler = Union[Layout, int, None, tuple["Tiler", ...]]
+Pairs = list[tuple[int, int]]
 
 
 # --- small helpers ------------------------------------------------------------------------
 
 
-def size(x: Layout | IntTuple) -> int:
+def size(x: Layout | SwizzledLayout | IntTuple) -> int:
     """Number of coordinates of a layout, or the product of a shape."""
-    return x.size() if isinstance(x, Layout) else product(x)
+    if isinstance(x, (Layout, SwizzledLayout)):
+        return x.size()
+    return product(x)
 
 
-def cosize(x: Layout | IntTuple) -> int:
-    """One past the largest value of a layout (of a shape: its size, the compact layout's cosize)."""
-    return x.cosize() if isinstance(x, Layout) else product(x)
+def cosize(x: Layout | SwizzledLayout | IntTuple) -> int:
+    """CuTe's cosize `L(size-1)+1` (of a shape: its size, the compact layout's cosize)."""
+    if isinstance(x, (Layout, SwizzledLayout)):
+        return x.cosize()
+    return product(x)
 
 
 def crd2idx(crd: IntTuple, shape: Layout | IntTuple, stride: IntTuple | None = None) -> int:
@@ -59,32 +76,71 @@ def idx2crd(idx: int, shape: Layout | IntTuple, stride: IntTuple | None = None) 
         if not 0 <= idx < lay.size():
             raise LayoutError(f"index {idx} is out of range for shape {to_str(lay.shape)} (size {lay.size()})")
         return natural_idx2crd(idx, lay.shape)
-    leaves = tuple((idx // d) % s if d else 0 for s, d in zip(flatten(lay.shape), flatten(lay.stride)))
+    leaves = tuple((idx // d) % s if d else 0 for s, d in lay.pairs())
     return unflatten(leaves, lay.shape)
 
 
-def _pairs(layout: Layout) -> list[tuple[int, int]]:
-    return list(zip(flatten(layout.shape), flatten(layout.stride)))
+def crd2crd(crd: IntTuple, dst_shape: IntTuple, src_shape: IntTuple | None = None) -> IntTuple:
+    """A coordinate of one shape as a coordinate of another of the same size (CuTe's crd2crd).
+
+    Tuple to tuple goes mode by mode; an int becomes the natural coordinate of `dst_shape`; a tuple
+    becomes an int by its colexicographic index in `src_shape` (which is then needed).
+    """
+    if isinstance(crd, tuple):
+        if isinstance(dst_shape, tuple):
+            if len(crd) != len(dst_shape):
+                raise LayoutError(f"crd2crd: coordinate {to_str(crd)} does not match shape {to_str(dst_shape)}")
+            if src_shape is not None and (not isinstance(src_shape, tuple) or len(src_shape) != len(crd)):
+                raise LayoutError(f"crd2crd: coordinate {to_str(crd)} does not match shape {to_str(src_shape)}")
+            srcs: tuple[IntTuple | None, ...] = src_shape if isinstance(src_shape, tuple) else (None,) * len(crd)
+            return tuple(crd2crd(c, d, s) for c, d, s in zip(crd, dst_shape, srcs))
+        if src_shape is None:
+            raise LayoutError(f"crd2crd: a tuple coordinate {to_str(crd)} into an int needs its source shape")
+        return Layout(src_shape)(crd)
+    if isinstance(dst_shape, tuple):
+        return idx2crd(crd, dst_shape)
+    if not 0 <= crd < dst_shape:
+        raise LayoutError(f"crd2crd: coordinate {crd} is out of range for extent {dst_shape}")
+    return crd
 
 
-def _from_pairs(pairs: list[tuple[int, int]]) -> Layout:
+def _pairs(layout: Layout) -> Pairs:
+    return list(layout.pairs())
+
+
+def _from_pairs(pairs: Pairs) -> Layout:
     """A flat layout from (extent, stride) pairs: an int layout for one pair, `1:0` for none."""
     if not pairs:
-        return Layout(1, 0)
+        return _make(1, 0)
     if len(pairs) == 1:
-        return Layout(pairs[0][0], pairs[0][1])
-    return Layout(tuple(s for s, _ in pairs), tuple(d for _, d in pairs))
+        return _make(pairs[0][0], pairs[0][1])
+    return _make(tuple(s for s, _ in pairs), tuple(d for _, d in pairs))
 
 
-def make_layout(*modes: Layout) -> Layout:
-    """Concatenation: the layout whose modes are `modes` (CuTe's make_layout(L0, L1, ...))."""
+@overload
+def make_layout(*modes: Layout) -> Layout: ...
+
+
+@overload
+def make_layout(shape: IntTuple, stride: IntTuple | None = None) -> Layout: ...
+
+
+def make_layout(*modes: object) -> Layout:  # type: ignore[misc]
+    """CuTe's make_layout: of layouts, their concatenation (each one a mode of the result); of a
+    shape (and a stride), that layout (`make_layout((4,8))` is `(4,8):(1,4)`)."""
     if not modes:
-        raise LayoutError("make_layout needs at least one mode")
-    return Layout(tuple(m.shape for m in modes), tuple(m.stride for m in modes))
+        raise LayoutError("make_layout needs at least one mode, or a shape")
+    if all(type(m) is Layout for m in modes):
+        return _make(tuple(m.shape for m in modes), tuple(m.stride for m in modes))  # type: ignore[attr-defined]
+    if any(isinstance(m, Layout) for m in modes):
+        raise LayoutError("make_layout takes layouts (to concatenate) or a shape and a stride, not both")
+    if len(modes) > 2:
+        raise LayoutError(f"make_layout(shape, stride) takes at most 2 arguments, got {len(modes)}")
+    return Layout(modes[0], modes[1] if len(modes) == 2 else None)  # type: ignore[arg-type]
 
 
 def _as_layout(t: Layout | int, what: str) -> Layout:
-    if isinstance(t, Layout):
+    if type(t) is Layout:
         return t
     if isinstance(t, int) and not isinstance(t, bool):
         return Layout(t, 1)
@@ -94,7 +150,7 @@ def _as_layout(t: Layout | int, what: str) -> Layout:
 def _value_range(layout: Layout) -> tuple[int, int]:
     """(smallest, largest) value of a layout."""
     lo = hi = 0
-    for s, d in _pairs(layout):
+    for s, d in layout.pairs():
         if d > 0:
             hi += (s - 1) * d
         else:
@@ -106,11 +162,11 @@ def _modes(layout: Layout) -> list[Layout]:
     return [layout[i] for i in range(layout.rank())]
 
 
-# --- coalesce -----------------------------------------------------------------------------
+# --- coalesce and filter ------------------------------------------------------------------
 
 
-def _coalesce_pairs(pairs: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    out: list[tuple[int, int]] = []
+def _coalesce_pairs(pairs: Pairs | tuple[tuple[int, int], ...]) -> Pairs:
+    out: Pairs = []
     for s, d in pairs:
         if s == 1:
             continue  # a size-1 mode only ever sees coordinate 0
@@ -128,7 +184,7 @@ def coalesce(layout: Layout, profile: IntTuple | None = None) -> Layout:
     recurse where it has a tuple; modes past the profile's rank are kept.
     """
     if profile is None or isinstance(profile, int):
-        return _from_pairs(_coalesce_pairs(_pairs(layout)))
+        return _from_pairs(_coalesce_pairs(layout.pairs()))
     if len(profile) > layout.rank():
         raise LayoutError(f"coalesce: profile {to_str(profile)} has more modes than {layout}")
     modes = [coalesce(layout[i], p) for i, p in enumerate(profile)]
@@ -136,102 +192,278 @@ def coalesce(layout: Layout, profile: IntTuple | None = None) -> Layout:
     return make_layout(*modes)
 
 
+def filter(layout: Layout, profile: IntTuple | None = None) -> Layout:  # noqa: A001 - CuTe's name
+    """CuTe's filter: drop the stride-0 and size-1 modes, then coalesce (`1:0` if none is left)."""
+    if profile is not None and not isinstance(profile, int):
+        if len(profile) > layout.rank():
+            raise LayoutError(f"filter: profile {to_str(profile)} has more modes than {layout}")
+        modes = [filter(layout[i], p) for i, p in enumerate(profile)]
+        modes += [layout[i] for i in range(len(profile), layout.rank())]
+        return make_layout(*modes)
+    return _from_pairs(_coalesce_pairs([(s, d) for s, d in layout.pairs() if d != 0]))
+
+
 # --- composition --------------------------------------------------------------------------
+#
+# A coalesced outer layout A with modes (s_i, d_i) at lows M_i (M_0 = 1, M_{i+1} = M_i s_i) is
+#     A(x) = sum_i w_i * floor(x / M_i),   w_0 = d_0,  w_i = d_i - s_{i-1} d_{i-1}  (!= 0: coalesced).
+# For one inner mode n:q, f(c) = A(q c) on [0, n) is a strided layout exactly when its greedy
+# decomposition succeeds: its first coalesced mode is its longest run r (f(c) = c f(1) for c < r),
+# r divides n, f(c0 + r j) = f(c0) + f(r j) (A adds the two parts without a carry that changes
+# the sum), and j -> f(r j) is again strided. CuTe's rule (the stride and shape divisibility
+# conditions) is the case where every run ends at a mode boundary of A; it is the fast path.
 
 
-def _compose_mode(outer: list[tuple[int, int]], s: int, d: int, a: Layout, b: Layout) -> Layout:
-    """`outer o s:d` for a coalesced flat outer layout (CuTe's composition_impl, one mode)."""
-    if s == 1:
-        return Layout(1, 0)
+def _lows(outer: Pairs) -> list[int]:
+    lows = []
+    m = 1
+    for s, _ in outer:
+        lows.append(m)
+        m *= s
+    return lows
+
+
+def _eval(outer: Pairs, x: int) -> int:
+    total = 0
+    for s, d in outer:
+        total += (x % s) * d
+        x //= s
+    return total
+
+
+def _argmax_mod(d: int, s: int, m: int) -> int:
+    """A c in [0, s) maximising (d*c) % m."""
+    d %= m
     if d == 0:
-        return Layout(s, 0)
-    if len(outer) == 1:
-        return Layout(s, d * outer[0][1])
-    # Divide the stride d out of the outer shape, from the left (stride divisibility condition).
-    rest_stride = d
-    divided: list[tuple[int, int]] = []
-    for si, di in outer[:-1]:
-        if rest_stride % si == 0:
-            divided.append((1, di * si))
-            rest_stride //= si
-        elif si % rest_stride == 0:
-            divided.append((si // rest_stride, di * rest_stride))
-            rest_stride = 1
-        else:
-            raise LayoutError(
-                f"composition({a}, {b}) is not admissible: stride divisibility fails, "
-                f"stride {d} neither divides nor is divided by extent {si} of the outer layout"
+        return 0
+    if d * (s - 1) < m:
+        return s - 1
+    g = gcd(d, m)
+    period = m // g
+    if s >= period:  # every multiple of g is reached; the largest is m - g
+        return ((m - g) // g * pow(d // g, -1, period)) % period
+    best, arg = -1, 0
+    for c in range(s):
+        v = (d * c) % m
+        if v > best:
+            best, arg = v, c
+    return arg
+
+
+def _carry_level(lows: list[int], leaves: Pairs, limit: int) -> int | None:
+    """The first low M_i at which the leaves' values can carry when added, or None (carry-free).
+
+    Carry-free at every level means A(sum x_k) == sum A(x_k) for every choice of the x_k.
+    """
+    for m in lows[1:]:
+        if m > limit:
+            break
+        total = 0
+        for s, d in leaves:
+            total += (d * _argmax_mod(d, s, m)) % m
+            if total >= m:
+                return m
+    return None
+
+
+def _additivity_witness(outer: Pairs, lows: list[int], leaves: Pairs, limit: int) -> tuple[int, ...] | None:
+    """None when A adds the leaves' values exactly (A(sum x_k) == sum A(x_k) for all choices),
+    else a coordinate (one per leaf) where it does not.
+
+    Decided by carries in A's mixed radix; only where carries cancel out by coincidence of A's
+    strides is it checked point by point (exact, and it stops at the first difference).
+    """
+    m = _carry_level(lows, leaves, limit)
+    if m is None:
+        return None
+    crd = tuple(_argmax_mod(d, s, m) for s, d in leaves)
+    if _eval(outer, sum(c * d for c, (_, d) in zip(crd, leaves))) != sum(_eval(outer, c * d) for c, (_, d) in zip(crd, leaves)):
+        return crd
+    for crd in _cartesian(*(range(s) for s, _ in leaves)):
+        if _eval(outer, sum(c * d for c, (_, d) in zip(crd, leaves))) != sum(_eval(outer, c * d) for c, (_, d) in zip(crd, leaves)):
+            return crd
+    return None
+
+
+def _run(outer: Pairs, lows: list[int], n: int, q: int) -> tuple[int, int]:
+    """(r, e): e = A(q) and r the first c in [1, n) with A(q c) != c e (n if none)."""
+    e = _eval(outer, q)
+    terms = [(m, q % m) for m in lows[1:] if q % m and m <= q * (n - 1)]
+    cur = 0
+    while True:
+        # f(c) - c e changes only where some floor((q mod M) c / M) steps: the next such c
+        nxt = n
+        for m, b in terms:
+            k = (b * cur) // m + 1  # the next multiple of m that b*c reaches
+            c = -((-k * m) // b)
+            if c < nxt:
+                nxt = c
+        if nxt >= n:
+            return n, e
+        if _eval(outer, q * nxt) != nxt * e:
+            return nxt, e
+        cur = nxt
+
+
+def _compose_general(outer: Pairs, lows: list[int], n: int, q: int) -> Pairs | str:
+    """The coalesced pairs of c -> A(q c) on [0, n), or why it is not a strided layout."""
+    out: Pairs = []
+    base = 1  # the inner coordinate step that q stands for
+    while n > 1:
+        r, e = _run(outer, lows, n, q)
+        if r >= n:
+            out.append((n, e))
+            break
+        if n % r:
+            return (
+                f"A(B(c)) advances by {e} for {r} steps of c (from c = 0 in steps of {base}), then not, "
+                f"and {r} does not divide the {n} values left"
             )
-    last_stride = rest_stride * outer[-1][1]
-    # Keep the first s elements (shape divisibility condition).
-    rest_shape = s
-    kept: list[tuple[int, int]] = []
-    for si, di in divided:
-        if rest_shape % si == 0:
-            kept.append((si, di))
-            rest_shape //= si
-        elif si % rest_shape == 0:
-            kept.append((rest_shape, di))
-            rest_shape = 1
-        else:
-            raise LayoutError(
-                f"composition({a}, {b}) is not admissible: shape divisibility fails, "
-                f"extent {s} (left {rest_shape}) neither divides nor is divided by extent {si}"
-            )
-    kept.append((rest_shape, last_stride))
-    return _from_pairs(_coalesce_pairs(kept))
+        m = n // r
+        w = _additivity_witness(outer, lows, [(r, q), (m, q * r)], q * (n - 1))
+        if w is not None:
+            c = (w[0] + r * w[1]) * base
+            return f"A(B(c)) is not strided: at c = {c} it is not the sum of its parts below and above {r * base}"
+        out.append((r, e))
+        q *= r
+        base *= r
+        n = m
+    return out
+
+
+def _compose_leaf(outer: Pairs, lows: list[int], n: int, q: int) -> Pairs | str:
+    """c -> A(q c) on [0, n) (n >= 2, q >= 1, within A's domain): its coalesced pairs, or why not.
+
+    The fast path is CuTe's rule (run through A's modes dividing the stride out, then keeping the
+    first n elements), which is exact wherever it applies, including a mode of B that ends inside
+    a mode of A whatever is left of that mode.
+    """
+    res: Pairs = []
+    rest_n, rest_q = n, q
+    for i in range(len(outer) - 1):
+        s, d = outer[i]
+        if rest_q % s == 0:
+            rest_q //= s
+            continue
+        if s % rest_q == 0:
+            r = s // rest_q
+            if rest_n <= r:
+                res.append((rest_n, rest_q * d))
+                return res
+            if rest_n % r:
+                return (
+                    f"it takes {r} steps through the extent-{s} mode of A, and {r} does not divide "
+                    f"the {rest_n} values left"
+                )
+            res.append((r, rest_q * d))
+            rest_n //= r
+            rest_q = 1
+            continue
+        if rest_q * (rest_n - 1) < s:  # ends inside this mode
+            res.append((rest_n, rest_q * d))
+            return res
+        return _compose_general(outer, lows, n, q)
+    res.append((rest_n, rest_q * outer[-1][1]))
+    return res
+
+
+def _extended(a: Layout, need: int) -> Layout:
+    """A (coalesced) with its last mode extended to cover `need` indices (what CuTe does silently)."""
+    outer = _coalesce_pairs(a.pairs()) or [(1, 0)]
+    low = 1
+    for s, _ in outer[:-1]:
+        low *= s
+    outer[-1] = (-(-need // low), outer[-1][1])
+    return _from_pairs(outer)
 
 
 def _compose_layouts(a: Layout, b: Layout) -> Layout:
-    lo, hi = _value_range(b)
-    if lo < 0 or hi >= a.size():
+    bp = b.pairs()
+    lo = hi = 0
+    for s, d in bp:
+        if d > 0:
+            hi += (s - 1) * d
+        else:
+            lo += (s - 1) * d
+    n_a = a.size()
+    if lo < 0:
         raise LayoutError(
-            f"composition({a}, {b}) runs past the outer layout: the inner layout reaches "
-            f"{hi if hi >= a.size() else lo}, the outer one has coordinates 0..{a.size() - 1}"
+            f"composition({a}, {b}) runs past the outer layout: the inner layout reaches index {lo} < 0, "
+            f"which no extension of the outer layout covers"
         )
-    outer = _coalesce_pairs(_pairs(a)) or [(1, 0)]
+    if hi >= n_a:
+        ext = _extended(a, hi + 1)
+        raise LayoutError(
+            f"composition({a}, {b}) runs past the outer layout: the inner layout reaches {hi}, the outer one "
+            f"has coordinates 0..{n_a - 1}; CuTe would extend the outer's last mode, to ask for that "
+            f"explicitly compose with composition({ext}, {b})"
+        )
+    outer = _coalesce_pairs(a.pairs())
+    if not outer:  # A is a constant 0 on its one coordinate; B's values are all 0
+        outer = [(1, 0)]
+    lows = _lows(outer)
+    single = len(outer) == 1
 
-    def go(bl: Layout) -> Layout:
-        if isinstance(bl.shape, tuple):
-            return make_layout(*(go(m) for m in _modes(bl)))
-        assert isinstance(bl.stride, int)
-        return _compose_mode(outer, bl.shape, bl.stride, a, b)
+    def leaf(s: int, d: int) -> tuple[IntTuple, IntTuple]:
+        if s == 1:
+            return 1, 0
+        if d == 0:
+            return s, 0
+        if single:
+            return s, d * outer[0][1]
+        got = _compose_leaf(outer, lows, s, d)
+        if isinstance(got, str):
+            raise LayoutError(
+                f"composition({a}, {b}) has no strided answer: for the mode {s}:{d} of the inner layout, {got}"
+            )
+        if len(got) == 1:
+            return got[0]
+        return tuple(p[0] for p in got), tuple(p[1] for p in got)
 
-    result = go(b)
-    if len(outer) > 1 and not _modes_disjoint(b):
-        _check_distributes(a, b, result)
-    return result
+    def go(shape: IntTuple, stride: IntTuple) -> tuple[IntTuple, IntTuple]:
+        if type(shape) is int:
+            return leaf(shape, stride)  # type: ignore[arg-type]
+        parts = [go(s, d) for s, d in zip(shape, stride)]  # type: ignore[arg-type]
+        return tuple(p[0] for p in parts), tuple(p[1] for p in parts)
+
+    shape, stride = go(b.shape, b.stride)
+    if not single:
+        live = [(s, d) for s, d in bp if s != 1 and d != 0]
+        if len(live) > 1 and not _modes_disjoint_aligned(live, lows, hi):
+            w = _additivity_witness(outer, lows, live, hi)
+            if w is not None:
+                x = sum(c * d for c, (_, d) in zip(w, live))
+                parts = sum(_eval(outer, c * d) for c, (_, d) in zip(w, live))
+                raise LayoutError(
+                    f"composition({a}, {b}) has no strided answer: the inner layout's modes add with a carry in the "
+                    f"outer's coordinates (at inner index {x}: A = {_eval(outer, x)}, the modes' parts sum to {parts})"
+                )
+    return _make(shape, stride)
 
 
-#: Above this many coordinates, a composition whose distributivity the interval test cannot show
-#: is refused rather than checked point by point.
-DISTRIBUTIVITY_CHECK_LIMIT = 1 << 16
+def _modes_disjoint_aligned(live: Pairs, lows: list[int], limit: int) -> bool:
+    """A quick sufficient test for additivity: the inner modes, sorted by stride, occupy disjoint
+    ranges [d, d*s), and each stride divides, or is a multiple of, each low of the outer below
+    `limit` (then at each low only the highest mode below it wraps, and the ones under it fit in
+    its stride: no carry)."""
+    srt = sorted((d, s) for s, d in live)
+    prev_end = 1
+    for d, s in srt:
+        if d < prev_end:
+            return False
+        for m in lows[1:]:
+            if m > limit:
+                break
+            if d % m and m % d:
+                return False
+        prev_end = d * s
+    return True
 
 
 def _modes_disjoint(b: Layout) -> bool:
-    """True when the inner layout's modes occupy disjoint ranges [d, d*s) of the outer's index.
-
-    Composition distributes over the inner layout's modes (the way CuTe computes it, one mode at
-    a time) when their images add without carries in the outer's mixed radix. Disjoint ranges,
-    each aligned by the stride divisibility condition, guarantee that.
-    """
-    live = sorted((d, s) for s, d in _pairs(b) if s != 1 and d != 0)
+    """True when the inner layout's modes occupy disjoint ranges [d, d*s) (sorted by stride)."""
+    live = sorted((d, s) for s, d in b.pairs() if s != 1 and d != 0)
     return all(d0 * s0 <= d1 for (d0, s0), (d1, _) in zip(live, live[1:]))
-
-
-def _check_distributes(a: Layout, b: Layout, result: Layout) -> None:
-    n = b.size()
-    if n > DISTRIBUTIVITY_CHECK_LIMIT:
-        raise LayoutError(
-            f"composition({a}, {b}) is not admissible: the inner layout's modes overlap in the outer's "
-            f"coordinates, and with {n} coordinates distributivity is not checked point by point"
-        )
-    for i in range(n):
-        if result(i) != a(b(i)):
-            raise LayoutError(
-                f"composition({a}, {b}) is not admissible: the inner layout's modes overlap in the outer's "
-                f"coordinates and do not add without carries (at index {i}: {result(i)} != {a(b(i))})"
-            )
 
 
 @overload
@@ -239,58 +471,88 @@ def composition(a: Layout, b: Tiler) -> Layout: ...
 
 
 @overload
-def composition(a: SwizzledLayout, b: Tiler) -> SwizzledLayout: ...
+def composition(a: SwizzledLayout | Swizzle, b: Tiler) -> SwizzledLayout: ...
 
 
-def composition(a: Layout | SwizzledLayout, b: Tiler) -> Layout | SwizzledLayout:
+def composition(a: Layout | SwizzledLayout | Swizzle, b: Tiler) -> Layout | SwizzledLayout:
     """`R(c) = a(b(c))` for every coordinate c of b (CuTe's composition; b may be a tiler).
 
-    A swizzled outer layout keeps its swizzle and offset: `swizzle(offset + (layout o b)(c))`.
+    A swizzled outer layout keeps its swizzle and offset: `swizzle(offset + (layout o b)(c))`;
+    a swizzle composed with a layout is the swizzled layout (CuTe's `composition(Swizzle, Layout)`).
     """
+    if isinstance(a, Swizzle):
+        if b is None:
+            raise LayoutError(f"composition({a}, _): a swizzle composes with a layout")
+        if isinstance(b, SwizzledLayout):
+            raise LayoutError(f"composition({a}, {b}): a swizzle of a swizzled layout is not supported")
+        return SwizzledLayout(a, _as_layout(b, "a swizzle's inner layout") if not isinstance(b, tuple) else _tiler_layout(b))
     if isinstance(a, SwizzledLayout):
         return SwizzledLayout(a.swizzle, composition(a.layout, b), a.offset)
+    if type(a) is not Layout:
+        raise LayoutError(f"composition: the outer must be a layout or a swizzle, not {a!r}")
     if b is None:
         return a
+    if type(b) is Layout:
+        return _compose_layouts(a, b)
     if isinstance(b, tuple):
         if len(b) > a.rank():
             raise LayoutError(f"composition: tiler has {len(b)} modes, more than the {a.rank()} of {a}")
         modes = [composition(a[i], t) for i, t in enumerate(b)]
         modes += [a[i] for i in range(len(b), a.rank())]
         return make_layout(*modes)
+    if isinstance(b, (SwizzledLayout, Swizzle)):
+        raise LayoutError(f"composition({a}, {b}): a layout composed with a swizzle is not a layout")
     return _compose_layouts(a, _as_layout(b, "a composition's inner layout"))
+
+
+def _tiler_layout(t: tuple[Tiler, ...]) -> Layout:
+    modes = []
+    for x in t:
+        if x is None or isinstance(x, tuple):
+            raise LayoutError("a swizzle composes with a layout, not a by-mode tiler")
+        modes.append(_as_layout(x, "a tiler mode"))
+    return make_layout(*modes)
 
 
 # --- complement ---------------------------------------------------------------------------
 
 
-def complement(a: Layout, cotarget: IntTuple | None = None) -> Layout:
-    """The ordered layout of the repetitions of `a` up to `size(cotarget)` (default: cosize(a)).
-
-    Admissible only when, with the modes of `a` sorted by stride, each stride is a multiple of
-    the span (extent * stride) of the mode below it: otherwise `a` aliases or its modes
-    interleave and no complement is disjoint from it.
-    """
-    m = a.cosize() if cotarget is None else product(cotarget)
-    pairs = [(s, d) for s, d in _pairs(a) if s != 1 and d != 0]
-    for s, d in pairs:
-        if d < 0:
-            raise LayoutError(f"complement({a}, {m}) is not admissible: stride {d} is negative")
-    pairs.sort(key=lambda p: (p[1], p[0]))
-    shapes: list[int] = []
-    strides: list[int] = []
+def _complement_parts(a: Layout, what: str) -> tuple[Pairs, int]:
+    """CuTe's complement before its last mode: the holes between a's modes, and their span."""
+    live = sorted((d, s) for s, d in a.pairs() if s != 1 and d != 0)
+    holes: Pairs = []
     cur = 1
-    for s, d in pairs:
-        if d % cur:
+    for d, s in live:
+        if d < 0:
+            raise LayoutError(f"{what} is not defined: stride {d} is negative (CuTe's complement needs positive strides)")
+        if d < cur:
             raise LayoutError(
-                f"complement({a}, {m}) is not admissible: stride {d} is not a multiple of {cur}, "
-                f"the span of the modes with smaller strides (the layout aliases or interleaves)"
+                f"{what} is not defined: sorted by stride, the mode {s}:{d} starts inside the span {cur} of the "
+                f"modes below it (the modes interleave or alias), so CuTe's complement would have an extent 0"
             )
-        shapes.append(d // cur)
-        strides.append(cur)
+        holes.append((d // cur, cur))
         cur = s * d
-    shapes.append(-(-m // cur))
-    strides.append(cur)
-    return coalesce(Layout(tuple(shapes), tuple(strides)))
+    return holes, cur
+
+
+def complement(a: Layout, cotarget: IntTuple | None = None) -> Layout:
+    """CuTe's complement: the ordered layout of the repetitions of `a` up to `size(cotarget)`
+    (default: cosize(a)), disjoint from `a`.
+
+    With `a`'s modes sorted by stride, each gap between the span `c` of the modes below and the
+    next stride `d` holds `d // c` repetitions (at stride c), and the last mode repeats the whole
+    span up to the cotarget. Defined when each sorted stride is at least the span of the mode
+    below it (it need not be a multiple of it); interleaved or aliased modes and negative strides
+    have no such complement.
+    """
+    if type(a) is not Layout:
+        raise LayoutError(f"complement takes a layout, not {a!r}")
+    m = a.cosize() if cotarget is None else product(cotarget)
+    holes, cur = _complement_parts(a, f"complement({a}, {m})")
+    top = -(-m // cur)
+    if top < 1:
+        raise LayoutError(f"complement({a}, {m}): the cotarget {m} is not positive")
+    return _from_pairs(_coalesce_pairs(holes + [(top, cur)]))
 
 
 # --- divides ------------------------------------------------------------------------------
@@ -304,14 +566,18 @@ def _divide_one(a: Layout, tile: Layout) -> Layout:
     if hi >= n:
         raise LayoutError(
             f"logical_divide({a}, {tile}): the tile is larger than the layout "
-            f"(it reaches {hi}, the layout has size {n})"
+            f"(it reaches {hi}, the layout has size {n}); CuTe would read past the end, to ask for that "
+            f"divide the padded layout: logical_divide({_extended(a, hi + 1)}, {tile})"
         )
-    rest = complement(tile, n)
+    holes, cur = _complement_parts(tile, f"logical_divide({a}, {tile}): the complement of the tile")
+    rest = _from_pairs(_coalesce_pairs(holes + [(-(-n // cur), cur)]))
     joined = make_layout(tile, rest)
-    if joined.cosize() != n:
+    top = hi + _value_range(rest)[1]
+    if top >= n:
         raise LayoutError(
-            f"logical_divide({a}, {tile}): the tile does not divide the layout "
-            f"(tile and its complement {rest} span {joined.cosize()}, the layout has size {n})"
+            f"logical_divide({a}, {tile}): the tile does not divide the layout (tile and its complement "
+            f"{rest} reach {top}, the layout has size {n}); CuTe would read past the end, to ask for that "
+            f"divide the padded layout: logical_divide({_extended(a, top + 1)}, {tile})"
         )
     return composition(a, joined)
 
@@ -326,11 +592,16 @@ def logical_divide(a: Layout, tiler: Tiler) -> Layout:
         modes = [logical_divide(a[i], t) for i, t in enumerate(tiler)]
         modes += [a[i] for i in range(len(tiler), a.rank())]
         return make_layout(*modes)
-    return _divide_one(a, _as_layout(tiler, "a tiler"))
+    return _divide_one(a, _as_layout(tiler, "a tiler"))  # type: ignore[arg-type]
 
 
 def _zip2_by(layout: Layout, guide: Tiler) -> tuple[Layout, Layout]:
-    """Split a divided/product layout into (all tile modes, all rest modes + untouched modes)."""
+    """Split a divided/product layout into (all tile modes, all rest modes + untouched modes).
+
+    A `None` guide (CuTe's `_`) leaves its mode whole: tile `1:0`, rest the mode (as pycute).
+    """
+    if guide is None:
+        return _make(1, 0), layout
     if isinstance(guide, tuple):
         if layout.rank() < len(guide):
             raise LayoutError(f"{layout} has fewer modes than the tiler")
@@ -373,7 +644,11 @@ def flat_divide(a: Layout, tiler: Tiler) -> Layout:
 
 
 def logical_product(a: Layout, tiler: Tiler) -> Layout:
-    """`(A, A* o B)`: mode 0 the block A, mode 1 B's arrangement of unique copies of A."""
+    """`(A, A* o B)`: mode 0 the block A, mode 1 B's arrangement of unique copies of A.
+
+    A* is `complement(A, size(A)*cosize(B))`; where B reaches past it, its last (repeat) mode is
+    extended, as CuTe's composition does.
+    """
     if tiler is None:
         return a
     if isinstance(tiler, tuple):
@@ -382,10 +657,15 @@ def logical_product(a: Layout, tiler: Tiler) -> Layout:
         modes = [logical_product(a[i], t) for i, t in enumerate(tiler)]
         modes += [a[i] for i in range(len(tiler), a.rank())]
         return make_layout(*modes)
-    b = _as_layout(tiler, "a tiler")
-    if _value_range(b)[0] < 0:
+    b = _as_layout(tiler, "a tiler")  # type: ignore[arg-type]
+    lo, hi = _value_range(b)
+    if lo < 0:
         raise LayoutError(f"logical_product({a}, {b}): the tiler has a negative stride")
-    rest = complement(a, a.size() * b.cosize())
+    holes, cur = _complement_parts(a, f"logical_product({a}, {b}): complement({a})")
+    top = -(-(a.size() * b.cosize()) // cur)
+    inside = product(tuple(s for s, _ in holes)) if holes else 1
+    top = max(top, -(-(hi + 1) // inside))
+    rest = _from_pairs(_coalesce_pairs(holes + [(top, cur)]))
     return make_layout(a, composition(rest, b))
 
 
@@ -393,7 +673,7 @@ def _append(layout: Layout, rank: int) -> Layout:
     """Pad to `rank` modes with 1:0 (CuTe's append<R>)."""
     if layout.rank() >= rank:
         return layout
-    modes = _flat_modes(layout) + [Layout(1, 0)] * (rank - layout.rank())
+    modes = _flat_modes(layout) + [_make(1, 0)] * (rank - layout.rank())
     return make_layout(*modes)
 
 
@@ -448,28 +728,86 @@ def flat_product(a: Layout, tiler: Tiler) -> Layout:
 # --- inverses -----------------------------------------------------------------------------
 
 
-def right_inverse(layout: Layout) -> Layout:
-    """The largest compact R with `layout(R(i)) == i` for i < size(R) (`1:0` if none)."""
-    pairs = _coalesce_pairs(_pairs(layout))
-    if not pairs:
-        return Layout(1, 0)
-    flat_shape = tuple(s for s, _ in pairs)
-    rstride = flatten(prefix_product(flat_shape))
-    by_stride: dict[int, int] = {}
-    for i, (_, d) in enumerate(pairs):
-        by_stride.setdefault(abs(d), i)
-    seq: list[int] = []
-    nxt = 1
-    while nxt in by_stride and by_stride[nxt] not in seq:
-        i = by_stride[nxt]
-        seq.append(i)
-        nxt = pairs[i][0] * abs(pairs[i][1])
-    return _from_pairs([(pairs[i][0], (1 if pairs[i][1] > 0 else -1) * rstride[i]) for i in seq])
+@overload
+def right_inverse(layout: Layout) -> Layout: ...
 
 
-def left_inverse(layout: Layout) -> Layout:
-    """An L with `L(layout(i)) == i` for every i < size(layout) (layout must be injective)."""
-    return right_inverse(make_layout(layout, complement(layout)))
+@overload
+def right_inverse(layout: Swizzle) -> Swizzle: ...
+
+
+def right_inverse(layout: Layout | Swizzle) -> Layout | Swizzle:
+    """CuTe's right inverse: the compact R with `layout(R(i)) == i` for i < size(R) that follows
+    the strides 1, s*d, ... of `layout` (coalesced) as far as they go (`1:0` if no stride is 1).
+
+    A swizzle is its own inverse.
+    """
+    if isinstance(layout, Swizzle):
+        return layout
+    if type(layout) is not Layout:
+        raise LayoutError(f"right_inverse takes a layout or a swizzle, not {layout!r}")
+    pairs = _coalesce_pairs(layout.pairs())
+    pre = _lows(pairs)
+    out: Pairs = []
+    cur = 1
+    for i in sorted(range(len(pairs)), key=lambda k: pairs[k][1]):
+        s, d = pairs[i]
+        if d == cur:
+            out.append((s, pre[i]))
+            cur = s * d
+    return _from_pairs(_coalesce_pairs(out))
+
+
+@overload
+def left_inverse(layout: Layout) -> Layout: ...
+
+
+@overload
+def left_inverse(layout: Swizzle) -> Swizzle: ...
+
+
+def left_inverse(layout: Layout | Swizzle) -> Layout | Swizzle:
+    """CuTe's left inverse: an L with `L(layout(i)) == i` for every i < size(layout).
+
+    With the modes of `layout` (coalesced, stride-0 modes left out) sorted by stride d_0 < d_1 <
+    ..., L has a mode (d_0 : 0), then for each mode the gap d_{k+1} / d_k at that mode's compact
+    stride, and the last mode's extent. Defined when each sorted stride divides the next and the
+    modes do not interleave (the layout is then injective but for its stride-0 modes, where L is
+    CuTe's quasi-inverse: `layout(L(layout(i))) == layout(i)`). A swizzle is its own inverse.
+    """
+    if isinstance(layout, Swizzle):
+        return layout
+    if type(layout) is not Layout:
+        raise LayoutError(f"left_inverse takes a layout or a swizzle, not {layout!r}")
+    pairs = _coalesce_pairs(layout.pairs())
+    pre = _lows(pairs)
+    order = [i for i in sorted(range(len(pairs)), key=lambda k: pairs[k][1]) if pairs[i][1] != 0]
+    if not order:
+        return _make(1, 0)
+    shapes: list[int] = []
+    strides: list[int] = [0]
+    span = 1  # the size of the result so far
+    prev_end = 1
+    for i in order:
+        s, d = pairs[i]
+        if d < 0:
+            raise LayoutError(f"left_inverse({layout}) is not defined: stride {d} is negative")
+        if d < prev_end:
+            raise LayoutError(
+                f"left_inverse({layout}) is not defined: the mode {s}:{d} starts inside the span {prev_end} of the "
+                f"modes with smaller strides, so the layout is not injective"
+            )
+        if d % span:
+            raise LayoutError(
+                f"left_inverse({layout}) is not defined in CuTe's form: stride {d} is not a multiple of {span}, "
+                f"the stride below it (CuTe's left-inverse divisibility condition)"
+            )
+        shapes.append(d // span)
+        strides.append(pre[i])
+        span = d
+        prev_end = s * d
+    shapes.append(pairs[order[-1]][0])
+    return _from_pairs(_coalesce_pairs(list(zip(shapes, strides))))
 
 
 __all__ = [
@@ -479,7 +817,9 @@ __all__ = [
     "complement",
     "composition",
     "cosize",
+    "crd2crd",
     "crd2idx",
+    "filter",
     "flat_divide",
     "flat_product",
     "idx2crd",
@@ -490,6 +830,7 @@ __all__ = [
     "raked_product",
     "right_inverse",
     "size",
+    "slice_and_offset",
     "tiled_divide",
     "tiled_product",
     "zipped_divide",

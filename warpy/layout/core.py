@@ -1,11 +1,15 @@
-"""The Layout value: a shape and a stride (CuTe notation, mode 0 fastest)."""
+"""The Layout value: a shape and a stride (CuTe notation, mode 0 fastest).
+
+`Layout` is immutable and hashable. Its constructor validates (ints or nested tuples of ints,
+congruent shape and stride, extents >= 1) with a fast path for the common flat cases, because code
+generators construct layouts in inner loops; the algebra builds its results with `_make`, which
+skips the checks its own construction already guarantees.
+"""
 
 from __future__ import annotations
 
 import re
-from typing import Iterator
-
-import attrs
+from typing import Iterator, Union, overload
 
 from warpy.layout.inttuple import (
     IntTuple,
@@ -23,72 +27,193 @@ class LayoutError(ValueError):
     """A layout operation whose input is not admissible; the message names the failed condition."""
 
 
-def _check_tuple(t: object, what: str) -> IntTuple:
-    if isinstance(t, bool):
-        raise LayoutError(f"{what} must be an int or a nested tuple of ints, not {t!r}")
-    if isinstance(t, int):
+#: Nesting deeper than this is refused (one line) rather than recursed into.
+MAX_DEPTH = 64
+
+#: A coordinate: an int, a nested tuple of coordinates; `None` (CuTe's `_`) keeps that mode (a slice).
+Coord = Union[int, None, tuple["Coord", ...]]
+
+
+def _check_tuple(t: object, what: str, depth: int = 0) -> IntTuple:
+    if type(t) is int:
         return t
+    if depth > MAX_DEPTH:
+        raise LayoutError(f"{what} is nested deeper than {MAX_DEPTH} levels")
     if isinstance(t, (tuple, list)):
-        return tuple(_check_tuple(e, what) for e in t)
+        return tuple(_check_tuple(e, what, depth + 1) for e in t)
+    if isinstance(t, int) and not isinstance(t, bool):  # an int subclass (e.g. IntEnum): its value
+        return int(t)
     raise LayoutError(f"{what} must be an int or a nested tuple of ints, not {t!r}")
 
 
-@attrs.frozen(eq=True, hash=True, repr=False, init=False)
+def _check_extents(shape: IntTuple) -> None:
+    for s in flatten(shape):
+        if s < 1:
+            raise LayoutError(f"shape {to_str(shape)} has an extent {s} < 1")
+
+
+_set = object.__setattr__
+
+
 class Layout:
     """A map from the coordinates of `shape` to integers: `sum(c_i * stride_i)`.
 
     `Layout(shape)` has CuTe's default, column-major compact strides.
     """
 
+    __slots__ = ("shape", "stride", "_pairs", "_size")
+
     shape: IntTuple
     stride: IntTuple
 
     def __init__(self, shape: IntTuple, stride: IntTuple | None = None) -> None:
-        shape = _check_tuple(shape, "shape")
-        for s in flatten(shape):
-            if s < 1:
-                raise LayoutError(f"shape {to_str(shape)} has an extent {s} < 1")
-        if stride is None:
-            stride = prefix_product(shape)
-        stride = _check_tuple(stride, "stride")
-        if not congruent(shape, stride):
+        ts = type(shape)
+        if ts is int:
+            if stride is None:
+                stride = 1
+            elif type(stride) is not int:
+                stride = _check_tuple(stride, "stride")
+                raise LayoutError(f"shape {to_str(shape)} and stride {to_str(stride)} are not congruent")
+            if shape < 1:  # type: ignore[operator]
+                raise LayoutError(f"shape {shape} has an extent {shape} < 1")
+            _set(self, "shape", shape)
+            _set(self, "stride", stride)
+            return
+        if ts is tuple and type(stride) is tuple and len(shape) == len(stride):  # type: ignore[arg-type]
+            for s, d in zip(shape, stride):  # type: ignore[call-overload]
+                if type(s) is not int or type(d) is not int or s < 1:
+                    break
+            else:  # flat, all ints, extents >= 1
+                _set(self, "shape", shape)
+                _set(self, "stride", stride)
+                return
+        try:
+            shape = _check_tuple(shape, "shape")
+            _check_extents(shape)
+            if stride is None:
+                stride = prefix_product(shape)
+            stride = _check_tuple(stride, "stride")
+            ok = congruent(shape, stride)
+        except RecursionError:
+            raise LayoutError(f"a shape or stride nested deeper than {MAX_DEPTH} levels") from None
+        if not ok:
             raise LayoutError(f"shape {to_str(shape)} and stride {to_str(stride)} are not congruent")
-        self.__attrs_init__(shape, stride)
+        _set(self, "shape", shape)
+        _set(self, "stride", stride)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"Layout is immutable (cannot set {name})")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"Layout is immutable (cannot delete {name})")
+
+    def __reduce__(self) -> tuple[type["Layout"], tuple[IntTuple, IntTuple]]:
+        return (Layout, (self.shape, self.stride))
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not Layout:
+            return NotImplemented
+        return self.shape == other.shape and self.stride == other.stride
+
+    def __ne__(self, other: object) -> bool:
+        if type(other) is not Layout:
+            return NotImplemented
+        return self.shape != other.shape or self.stride != other.stride
+
+    def __hash__(self) -> int:
+        return hash((self.shape, self.stride))
+
+    # --- flat view (cached) -----------------------------------------------------------
+    def pairs(self) -> tuple[tuple[int, int], ...]:
+        """The (extent, stride) leaves, left to right (cached)."""
+        try:
+            return self._pairs  # type: ignore[no-any-return]
+        except AttributeError:
+            pass
+        if type(self.shape) is int:
+            p: tuple[tuple[int, int], ...] = ((self.shape, self.stride),)  # type: ignore[assignment]
+        else:
+            p = tuple(zip(flatten(self.shape), flatten(self.stride)))
+        n = 1
+        for s, _ in p:
+            n *= s
+        _set(self, "_pairs", p)
+        _set(self, "_size", n)
+        return p
 
     # --- evaluation -------------------------------------------------------------------
-    def __call__(self, *crd: IntTuple) -> int:
-        c: IntTuple = crd[0] if len(crd) == 1 else tuple(crd)
-        return crd2idx(c, self.shape, self.stride)
+    @overload
+    def __call__(self, *crd: IntTuple) -> int: ...
+
+    @overload
+    def __call__(self, *crd: Coord) -> "Layout | int": ...
+
+    def __call__(self, *crd: Coord) -> "Layout | int":
+        """The value at a coordinate (an int at any level is a flat index into that sub-shape).
+
+        With `None` (CuTe's `_`) in the coordinate, the slice: the layout of the `None` modes
+        (CuTe's `layout(_, 1)`); `slice_and_offset` also gives the fixed part's offset.
+        """
+        c: Coord = crd[0] if len(crd) == 1 else crd
+        if type(c) is int:
+            shape = self.shape
+            if type(shape) is int:
+                if 0 <= c < shape:  # type: ignore[operator]
+                    return c * self.stride  # type: ignore[operator, no-any-return]
+                raise LayoutError(f"coordinate {c} is out of range for extent {shape}")
+            try:
+                pairs = self._pairs
+                n = self._size
+            except AttributeError:
+                pairs = self.pairs()
+                n = self._size
+            if not 0 <= c < n:  # type: ignore[operator]
+                raise LayoutError(f"index {c} is out of range for shape {to_str(shape)} (size {n})")
+            idx: int = c  # type: ignore[assignment]
+            total = 0
+            for s, d in pairs:
+                total += (idx % s) * d
+                idx //= s
+            return total
+        if _has_none(c):
+            return slice_and_offset(c, self)[0]
+        try:
+            return crd2idx(c, self.shape, self.stride)  # type: ignore[arg-type]
+        except RecursionError:
+            raise LayoutError(f"coordinate nested deeper than {MAX_DEPTH} levels") from None
 
     # --- structure --------------------------------------------------------------------
     def size(self) -> int:
-        return product(self.shape)
+        try:
+            return self._size  # type: ignore[no-any-return]
+        except AttributeError:
+            self.pairs()
+            return self._size  # type: ignore[no-any-return]
 
     def cosize(self) -> int:
-        """One past the largest value (`L(size-1)+1` for non-negative strides)."""
-        hi = 0
-        lo = 0
-        for s, d in zip(flatten(self.shape), flatten(self.stride)):
-            if d > 0:
-                hi += (s - 1) * d
-            else:
-                lo += (s - 1) * d
-        return hi - lo + 1
+        """CuTe's cosize: `L(size-1) + 1` (for non-negative strides, one past the largest value)."""
+        n = 0
+        for s, d in self.pairs():
+            n += (s - 1) * d
+        return n + 1
 
     def rank(self) -> int:
-        return len(self.shape) if isinstance(self.shape, tuple) else 1
+        return len(self.shape) if type(self.shape) is tuple else 1
 
     def __len__(self) -> int:
         return self.rank()
 
     def __getitem__(self, i: int) -> "Layout":
         """Mode `i` as a layout."""
-        if isinstance(self.shape, int):
+        if type(self.shape) is int:
             if i in (0, -1):
                 return self
             raise IndexError(i)
-        assert isinstance(self.stride, tuple)
-        return Layout(self.shape[i], self.stride[i])
+        assert isinstance(self.shape, tuple) and isinstance(self.stride, tuple)
+        return _make(self.shape[i], self.stride[i])
+
+    def __iter__(self) -> Iterator["Layout"]:
+        return self.modes()
 
     def modes(self) -> Iterator["Layout"]:
         for i in range(self.rank()):
@@ -96,14 +221,18 @@ class Layout:
 
     def flat(self) -> "Layout":
         """The same function over the flattened shape."""
-        fs, fd = flatten(self.shape), flatten(self.stride)
-        if len(fs) == 1:
-            return Layout(fs[0], fd[0])
-        return Layout(fs, fd)
+        p = self.pairs()
+        if len(p) == 1:
+            return _make(p[0][0], p[0][1])
+        return _make(tuple(s for s, _ in p), tuple(d for _, d in p))
 
     def values(self) -> list[int]:
         """L(i) for every i in [0, size) (colexicographic order)."""
-        return [self(i) for i in range(self.size())]
+        out = [0]
+        for s, d in self.pairs():
+            if s > 1:
+                out = [v + k * d for k in range(s) for v in out]
+        return out
 
     # --- text -------------------------------------------------------------------------
     def __str__(self) -> str:
@@ -114,12 +243,20 @@ class Layout:
 
     @staticmethod
     def parse(text: str) -> "Layout":
-        """Parse CuTe notation: `(6,2):(8,2)`, `20:2`, `((2,2),3):((24,2),8)`, or a shape alone."""
+        """Parse CuTe notation: `(6,2):(8,2)`, `20:2`, `((2,2),3):((24,2),8)`, `(4,):(1,)`, or a shape alone."""
         s = text.replace(" ", "")
         if ":" in s:
             sh, st = s.split(":", 1)
             return Layout(_parse_tuple(sh, text), _parse_tuple(st, text))
         return Layout(_parse_tuple(s, text))
+
+
+def _make(shape: IntTuple, stride: IntTuple) -> Layout:
+    """A Layout from parts the caller guarantees valid (no checks)."""
+    lay = object.__new__(Layout)
+    _set(lay, "shape", shape)
+    _set(lay, "stride", stride)
+    return lay
 
 
 _TOKEN = re.compile(r"\(|\)|,|-?\d+")
@@ -131,17 +268,21 @@ def _parse_tuple(s: str, whole: str) -> IntTuple:
         raise LayoutError(f"cannot read {whole!r} as a layout (CuTe notation, e.g. (6,2):(8,2))")
     pos = 0
 
-    def go() -> IntTuple:
+    def go(depth: int) -> IntTuple:
         nonlocal pos
         if pos >= len(toks):
             raise LayoutError(f"cannot read {whole!r}: it ends early")
+        if depth > MAX_DEPTH:
+            raise LayoutError(f"cannot read {whole!r}: nested deeper than {MAX_DEPTH} levels")
         t = toks[pos]
         pos += 1
         if t == "(":
-            items: list[IntTuple] = [go()]
+            items: list[IntTuple] = [go(depth + 1)]
             while pos < len(toks) and toks[pos] == ",":
                 pos += 1
-                items.append(go())
+                if pos < len(toks) and toks[pos] == ")":  # a trailing comma: (4,)
+                    break
+                items.append(go(depth + 1))
             if pos >= len(toks) or toks[pos] != ")":
                 raise LayoutError(f"cannot read {whole!r}: unbalanced parentheses")
             pos += 1
@@ -150,29 +291,92 @@ def _parse_tuple(s: str, whole: str) -> IntTuple:
             raise LayoutError(f"cannot read {whole!r}: unexpected {t!r}")
         return int(t)
 
-    out = go()
+    out = go(0)
     if pos != len(toks):
         raise LayoutError(f"cannot read {whole!r}: trailing text")
     return out
 
 
+def _has_none(c: object) -> bool:
+    if c is None:
+        return True
+    if type(c) is tuple:
+        return any(_has_none(e) for e in c)
+    return False
+
+
 def crd2idx(crd: IntTuple, shape: IntTuple, stride: IntTuple) -> int:
     """Evaluate a layout at a coordinate; an int at any level is a flat index into that sub-shape."""
-    if isinstance(crd, int):
-        if isinstance(shape, int):
-            if not 0 <= crd < shape:
+    if type(crd) is int:
+        if type(shape) is int:
+            if not 0 <= crd < shape:  # type: ignore[operator]
                 raise LayoutError(f"coordinate {crd} is out of range for extent {shape}")
-            assert isinstance(stride, int)
-            return crd * stride
+            return crd * stride  # type: ignore[operator, no-any-return]
+        idx: int = crd  # type: ignore[assignment]
         total = product(shape)
-        if not 0 <= crd < total:
+        if not 0 <= idx < total:
             raise LayoutError(f"index {crd} is out of range for shape {to_str(shape)} (size {total})")
-        return crd2idx(idx2crd(crd, shape), shape, stride)
-    if isinstance(shape, int) or isinstance(stride, int):
+        out = 0
+        for s, d in zip(flatten(shape), flatten(stride)):
+            out += (idx % s) * d
+            idx //= s
+        return out
+    if not isinstance(crd, tuple):
+        raise LayoutError(f"a coordinate is an int or a tuple of coordinates, not {crd!r}")
+    if type(shape) is int or type(stride) is int:
         raise LayoutError(f"coordinate {to_str(crd)} is deeper than shape {to_str(shape)}")
+    assert isinstance(shape, tuple) and isinstance(stride, tuple)
     if len(crd) != len(shape):
         raise LayoutError(f"coordinate {to_str(crd)} has rank {len(crd)}, shape {to_str(shape)} has {len(shape)}")
-    return sum(crd2idx(c, s, d) for c, s, d in zip(crd, shape, stride))
+    out = 0
+    for c, s, d in zip(crd, shape, stride):
+        out += crd2idx(c, s, d)
+    return out
 
 
-__all__ = ["Layout", "LayoutError", "crd2idx", "crd2idx_compact", "idx2crd"]
+def _slice(crd: Coord, t: IntTuple) -> tuple[IntTuple, ...]:
+    """CuTe's slice: the parts of `t` where `crd` has `None`, flattened one level (as pycute)."""
+    if crd is None:
+        return (t,)
+    if isinstance(crd, tuple):
+        if not isinstance(t, tuple) or len(crd) != len(t):
+            raise LayoutError(f"slice {_coord_str(crd)} does not match {to_str(t)}")
+        out: list[IntTuple] = []
+        for c, e in zip(crd, t):
+            out.extend(_slice(c, e))
+        return tuple(out)
+    return ()
+
+
+def _coord_str(c: Coord) -> str:
+    if c is None:
+        return "_"
+    if isinstance(c, int):
+        return str(c)
+    return "(" + ",".join(_coord_str(e) for e in c) + ")"
+
+
+def _zero_none(c: Coord) -> IntTuple:
+    if c is None:
+        return 0
+    if isinstance(c, tuple):
+        return tuple(_zero_none(e) for e in c)
+    return c
+
+
+def slice_and_offset(crd: Coord, layout: Layout) -> tuple[Layout, int]:
+    """(the layout of the modes `crd` leaves free with `None`, the offset of the fixed part).
+
+    `layout(crd)` with `c` in place of the `None`s is `offset + sliced(c)` (CuTe's slice_and_offset).
+    """
+    if crd is None:
+        return _make((layout.shape,), (layout.stride,)), 0
+    shape = _slice(crd, layout.shape)
+    stride = _slice(crd, layout.stride)
+    offset = crd2idx(_zero_none(crd), layout.shape, layout.stride)
+    if not shape:
+        return _make(1, 0), offset
+    return _make(shape, stride), offset
+
+
+__all__ = ["Coord", "Layout", "LayoutError", "crd2idx", "crd2idx_compact", "idx2crd", "slice_and_offset"]
