@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 from hypothesis import strategies as st
 
 from warpy.layout import Layout
@@ -105,3 +107,79 @@ def factorization(draw: st.DrawFn, n: int) -> list[int]:
         out.append(d)
         n //= d
     return out or [1]
+
+
+# --- the differential suite's generators: nested shapes, compact / padded / zero / negative strides
+
+
+def _nest_random(rng: random.Random, vals: list[int]) -> IntTuple:
+    if len(vals) == 1 and rng.random() < 0.5:
+        return vals[0]
+    out: list[IntTuple] = []
+    i = 0
+    while i < len(vals):
+        k = rng.randint(1, len(vals) - i)
+        part = vals[i : i + k]
+        out.append(part[0] if k == 1 else tuple(part))
+        i += k
+    return tuple(out)
+
+
+def stride_kinds(rng: random.Random, extents: list[int], kind: str, max_stride: int) -> list[int]:
+    """Strides for `extents`: compact or padded (in a random order of the modes), or random with
+    zeros, or random with negative strides."""
+    n = len(extents)
+    if kind in ("compact", "padded"):
+        order = list(range(n))
+        rng.shuffle(order)
+        strides = [0] * n
+        span = 1
+        for k in order:
+            strides[k] = span + (rng.choice([0, 0, 1, 2, 3]) if kind == "padded" else 0)
+            span = strides[k] * extents[k]
+        return strides
+    lo = -max_stride if kind == "negative" else 0
+    return [rng.choice([0, rng.randint(lo, max_stride)]) if kind == "zero" else rng.randint(lo, max_stride) for _ in range(n)]
+
+
+def random_layout(
+    rng: random.Random,
+    max_leaves: int = 4,
+    max_extent: int = 6,
+    max_stride: int = 24,
+    kinds: tuple[str, ...] = ("compact", "padded", "zero", "random", "negative"),
+) -> Layout:
+    """A random layout: a random nesting of 1..max_leaves leaves, extents 1..max_extent, strides of
+    one of `kinds`."""
+    n = rng.randint(1, max_leaves)
+    extents = [rng.randint(1, max_extent) for _ in range(n)]
+    strides = stride_kinds(rng, extents, rng.choice(kinds), max_stride)
+    idx = _nest_random(rng, list(range(n)))
+
+    def sub(t: IntTuple, vals: list[int]) -> IntTuple:
+        return vals[t] if isinstance(t, int) else tuple(sub(e, vals) for e in t)
+
+    return Layout(sub(idx, extents), sub(idx, strides))
+
+
+@st.composite
+def any_layouts(draw: st.DrawFn, max_leaves: int = 4, max_extent: int = 6, max_stride: int = 24) -> Layout:
+    """Hypothesis: nested layouts with compact, padded, zero, random or negative strides."""
+    n = draw(st.integers(1, max_leaves))
+    extents = draw(st.lists(st.integers(1, max_extent), min_size=n, max_size=n))
+    kind = draw(st.sampled_from(["compact", "padded", "zero", "random", "negative"]))
+    if kind in ("compact", "padded"):
+        order = draw(st.permutations(list(range(n))))
+        pads = draw(st.lists(st.sampled_from([0, 0, 1, 2, 3] if kind == "padded" else [0]), min_size=n, max_size=n))
+        strides = [0] * n
+        span = 1
+        for k in order:
+            strides[k] = span + pads[k]
+            span = strides[k] * extents[k]
+    else:
+        lo = -max_stride if kind == "negative" else 0
+        strides = draw(st.lists(st.integers(lo, max_stride), min_size=n, max_size=n))
+        if kind == "zero":
+            zeros = draw(st.lists(st.booleans(), min_size=n, max_size=n))
+            strides = [0 if z else d for z, d in zip(zeros, strides)]
+    return draw(_nested_layout(extents, strides))

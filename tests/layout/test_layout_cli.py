@@ -51,7 +51,7 @@ def test_evaluate(expr: str, expected: str) -> None:
     "expr, message",
     [
         ("composition(4:1, 8:1)", "runs past the outer layout"),
-        ("complement((4,6):(1,6), 24)", "not a multiple of 4"),
+        ("complement((4,6):(1,2), 24)", "interleave or alias"),
         ("logical_divide(2:1, 32)", "larger than the layout"),
         ("exec(1)", "unknown function 'exec'"),
         ("__import__(os)", "unknown function"),

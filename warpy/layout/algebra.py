@@ -317,7 +317,7 @@ def _compose_general(outer: Pairs, lows: list[int], n: int, q: int) -> Pairs | s
         if n % r:
             return (
                 f"A(B(c)) advances by {e} for {r} steps of c (from c = 0 in steps of {base}), then not, "
-                f"and {r} does not divide the {n} values left"
+                f"and the {n} values left are not a multiple of {r}"
             )
         m = n // r
         w = _additivity_witness(outer, lows, [(r, q), (m, q * r)], q * (n - 1))
@@ -352,8 +352,8 @@ def _compose_leaf(outer: Pairs, lows: list[int], n: int, q: int) -> Pairs | str:
                 return res
             if rest_n % r:
                 return (
-                    f"it takes {r} steps through the extent-{s} mode of A, and {r} does not divide "
-                    f"the {rest_n} values left"
+                    f"it takes {r} steps through the extent-{s} mode of A, and the {rest_n} values left "
+                    f"are not a multiple of {r}"
                 )
             res.append((r, rest_q * d))
             rest_n //= r
@@ -535,6 +535,17 @@ def _complement_parts(a: Layout, what: str) -> tuple[Pairs, int]:
     return holes, cur
 
 
+def _complement_top(a: Layout, holes: Pairs, cur: int, m: int) -> int:
+    """The extent of the complement's repeat mode: ceil(m / cur), or more where the holes leave
+    the joint layout (a, complement) short of the cotarget (CuTe's own rule would then break its
+    postcondition cosize((a, complement)) >= m)."""
+    top = -(-m // cur)
+    reach = sum((s - 1) * d for s, d in a.pairs()) + sum((s - 1) * d for s, d in holes) + (top - 1) * cur + 1
+    if reach < m:
+        top += -(-(m - reach) // cur)
+    return top
+
+
 def complement(a: Layout, cotarget: IntTuple | None = None) -> Layout:
     """CuTe's complement: the ordered layout of the repetitions of `a` up to `size(cotarget)`
     (default: cosize(a)), disjoint from `a`.
@@ -543,15 +554,16 @@ def complement(a: Layout, cotarget: IntTuple | None = None) -> Layout:
     next stride `d` holds `d // c` repetitions (at stride c), and the last mode repeats the whole
     span up to the cotarget. Defined when each sorted stride is at least the span of the mode
     below it (it need not be a multiple of it); interleaved or aliased modes and negative strides
-    have no such complement.
+    have no such complement. Where the holes fall short, the repeat mode is longer than CuTe's
+    `ceil(m / span)`, so that `cosize((a, complement)) >= m` always holds.
     """
     if type(a) is not Layout:
         raise LayoutError(f"complement takes a layout, not {a!r}")
     m = a.cosize() if cotarget is None else product(cotarget)
-    holes, cur = _complement_parts(a, f"complement({a}, {m})")
-    top = -(-m // cur)
-    if top < 1:
+    if m < 1:
         raise LayoutError(f"complement({a}, {m}): the cotarget {m} is not positive")
+    holes, cur = _complement_parts(a, f"complement({a}, {m})")
+    top = _complement_top(a, holes, cur, m)
     return _from_pairs(_coalesce_pairs(holes + [(top, cur)]))
 
 
@@ -570,7 +582,7 @@ def _divide_one(a: Layout, tile: Layout) -> Layout:
             f"divide the padded layout: logical_divide({_extended(a, hi + 1)}, {tile})"
         )
     holes, cur = _complement_parts(tile, f"logical_divide({a}, {tile}): the complement of the tile")
-    rest = _from_pairs(_coalesce_pairs(holes + [(-(-n // cur), cur)]))
+    rest = _from_pairs(_coalesce_pairs(holes + [(_complement_top(tile, holes, cur, n), cur)]))
     joined = make_layout(tile, rest)
     top = hi + _value_range(rest)[1]
     if top >= n:
@@ -592,7 +604,7 @@ def logical_divide(a: Layout, tiler: Tiler) -> Layout:
         modes = [logical_divide(a[i], t) for i, t in enumerate(tiler)]
         modes += [a[i] for i in range(len(tiler), a.rank())]
         return make_layout(*modes)
-    return _divide_one(a, _as_layout(tiler, "a tiler"))  # type: ignore[arg-type]
+    return _divide_one(a, _as_layout(tiler, "a tiler"))
 
 
 def _zip2_by(layout: Layout, guide: Tiler) -> tuple[Layout, Layout]:
@@ -657,12 +669,12 @@ def logical_product(a: Layout, tiler: Tiler) -> Layout:
         modes = [logical_product(a[i], t) for i, t in enumerate(tiler)]
         modes += [a[i] for i in range(len(tiler), a.rank())]
         return make_layout(*modes)
-    b = _as_layout(tiler, "a tiler")  # type: ignore[arg-type]
+    b = _as_layout(tiler, "a tiler")
     lo, hi = _value_range(b)
     if lo < 0:
         raise LayoutError(f"logical_product({a}, {b}): the tiler has a negative stride")
     holes, cur = _complement_parts(a, f"logical_product({a}, {b}): complement({a})")
-    top = -(-(a.size() * b.cosize()) // cur)
+    top = _complement_top(a, holes, cur, a.size() * b.cosize())
     inside = product(tuple(s for s, _ in holes)) if holes else 1
     top = max(top, -(-(hi + 1) // inside))
     rest = _from_pairs(_coalesce_pairs(holes + [(top, cur)]))
@@ -792,15 +804,15 @@ def left_inverse(layout: Layout | Swizzle) -> Layout | Swizzle:
         s, d = pairs[i]
         if d < 0:
             raise LayoutError(f"left_inverse({layout}) is not defined: stride {d} is negative")
-        if d < prev_end:
-            raise LayoutError(
-                f"left_inverse({layout}) is not defined: the mode {s}:{d} starts inside the span {prev_end} of the "
-                f"modes with smaller strides, so the layout is not injective"
-            )
         if d % span:
             raise LayoutError(
                 f"left_inverse({layout}) is not defined in CuTe's form: stride {d} is not a multiple of {span}, "
                 f"the stride below it (CuTe's left-inverse divisibility condition)"
+            )
+        if d < prev_end:
+            raise LayoutError(
+                f"left_inverse({layout}) is not defined: the mode {s}:{d} starts inside the span {prev_end} of the "
+                f"modes with smaller strides, so the layout is not injective"
             )
         shapes.append(d // span)
         strides.append(pre[i])

@@ -65,6 +65,8 @@ class Layout:
 
     shape: IntTuple
     stride: IntTuple
+    _pairs: tuple[tuple[int, int], ...]
+    _size: int
 
     def __init__(self, shape: IntTuple, stride: IntTuple | None = None) -> None:
         ts = type(shape)
@@ -80,7 +82,7 @@ class Layout:
             _set(self, "stride", stride)
             return
         if ts is tuple and type(stride) is tuple and len(shape) == len(stride):  # type: ignore[arg-type]
-            for s, d in zip(shape, stride):  # type: ignore[call-overload]
+            for s, d in zip(shape, stride):  # type: ignore[arg-type]
                 if type(s) is not int or type(d) is not int or s < 1:
                     break
             else:  # flat, all ints, extents >= 1
@@ -127,11 +129,12 @@ class Layout:
     def pairs(self) -> tuple[tuple[int, int], ...]:
         """The (extent, stride) leaves, left to right (cached)."""
         try:
-            return self._pairs  # type: ignore[no-any-return]
+            return self._pairs
         except AttributeError:
             pass
-        if type(self.shape) is int:
-            p: tuple[tuple[int, int], ...] = ((self.shape, self.stride),)  # type: ignore[assignment]
+        if isinstance(self.shape, int):
+            assert isinstance(self.stride, int)
+            p: tuple[tuple[int, int], ...] = ((self.shape, self.stride),)
         else:
             p = tuple(zip(flatten(self.shape), flatten(self.stride)))
         n = 1
@@ -158,8 +161,8 @@ class Layout:
         if type(c) is int:
             shape = self.shape
             if type(shape) is int:
-                if 0 <= c < shape:  # type: ignore[operator]
-                    return c * self.stride  # type: ignore[operator, no-any-return]
+                if 0 <= c < shape:
+                    return c * self.stride  # type: ignore[return-value]
                 raise LayoutError(f"coordinate {c} is out of range for extent {shape}")
             try:
                 pairs = self._pairs
@@ -167,9 +170,9 @@ class Layout:
             except AttributeError:
                 pairs = self.pairs()
                 n = self._size
-            if not 0 <= c < n:  # type: ignore[operator]
+            if not 0 <= c < n:
                 raise LayoutError(f"index {c} is out of range for shape {to_str(shape)} (size {n})")
-            idx: int = c  # type: ignore[assignment]
+            idx: int = c
             total = 0
             for s, d in pairs:
                 total += (idx % s) * d
@@ -185,10 +188,10 @@ class Layout:
     # --- structure --------------------------------------------------------------------
     def size(self) -> int:
         try:
-            return self._size  # type: ignore[no-any-return]
+            return self._size
         except AttributeError:
             self.pairs()
-            return self._size  # type: ignore[no-any-return]
+            return self._size
 
     def cosize(self) -> int:
         """CuTe's cosize: `L(size-1) + 1` (for non-negative strides, one past the largest value)."""
@@ -309,10 +312,10 @@ def crd2idx(crd: IntTuple, shape: IntTuple, stride: IntTuple) -> int:
     """Evaluate a layout at a coordinate; an int at any level is a flat index into that sub-shape."""
     if type(crd) is int:
         if type(shape) is int:
-            if not 0 <= crd < shape:  # type: ignore[operator]
+            if not 0 <= crd < shape:
                 raise LayoutError(f"coordinate {crd} is out of range for extent {shape}")
-            return crd * stride  # type: ignore[operator, no-any-return]
-        idx: int = crd  # type: ignore[assignment]
+            return crd * stride  # type: ignore[return-value]
+        idx: int = crd
         total = product(shape)
         if not 0 <= idx < total:
             raise LayoutError(f"index {crd} is out of range for shape {to_str(shape)} (size {total})")
@@ -328,10 +331,10 @@ def crd2idx(crd: IntTuple, shape: IntTuple, stride: IntTuple) -> int:
     assert isinstance(shape, tuple) and isinstance(stride, tuple)
     if len(crd) != len(shape):
         raise LayoutError(f"coordinate {to_str(crd)} has rank {len(crd)}, shape {to_str(shape)} has {len(shape)}")
-    out = 0
-    for c, s, d in zip(crd, shape, stride):
-        out += crd2idx(c, s, d)
-    return out
+    acc = 0
+    for c, sub_shape, sub_stride in zip(crd, shape, stride):
+        acc += crd2idx(c, sub_shape, sub_stride)
+    return acc
 
 
 def _slice(crd: Coord, t: IntTuple) -> tuple[IntTuple, ...]:
