@@ -58,6 +58,22 @@ def crd2idx(crd: IntTuple, shape: Layout | IntTuple, stride: IntTuple | None = N
         if stride is not None:
             raise LayoutError("crd2idx(crd, layout) takes no stride")
         return shape(crd)
+    if stride is not None and type(crd) is int and type(shape) is tuple and type(stride) is tuple:
+        # the common case, a flat index into a flat layout, without building the Layout
+        idx: int = crd
+        if idx >= 0 and len(shape) == len(stride):
+            total = 0
+            try:
+                for s, d in zip(shape, stride):
+                    if type(s) is not int or type(d) is not int or s < 1:
+                        break
+                    total += (idx % s) * d
+                    idx //= s
+                else:
+                    if idx == 0:
+                        return total
+            except TypeError:
+                pass
     return Layout(shape, stride)(crd)
 
 

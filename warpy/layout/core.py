@@ -52,78 +52,99 @@ def _check_extents(shape: IntTuple) -> None:
             raise LayoutError(f"shape {to_str(shape)} has an extent {s} < 1")
 
 
-_set = object.__setattr__
+def _valid_pair(s: object, d: object, depth: int) -> bool:
+    """One pass: ints or congruent nested tuples of ints, extents >= 1 (no copies)."""
+    if type(s) is int:
+        return type(d) is int and s >= 1
+    if type(s) is tuple and type(d) is tuple and len(s) == len(d) and depth < MAX_DEPTH:
+        for a, b in zip(s, d):
+            if type(a) is int:
+                if type(b) is not int or a < 1:
+                    return False
+            elif not _valid_pair(a, b, depth + 1):
+                return False
+        return True
+    return False
+
+
+def _validated(shape: object, stride: object) -> tuple[IntTuple, IntTuple]:
+    """The normalized (shape, stride) (lists become tuples, the default stride filled in), or the
+    LayoutError naming what is wrong."""
+    try:
+        sh = _check_tuple(shape, "shape")
+        _check_extents(sh)
+        st = prefix_product(sh) if stride is None else _check_tuple(stride, "stride")
+        ok = congruent(sh, st)
+    except RecursionError:
+        raise LayoutError(f"a shape or stride nested deeper than {MAX_DEPTH} levels") from None
+    if not ok:
+        raise LayoutError(f"shape {to_str(sh)} and stride {to_str(st)} are not congruent")
+    return sh, st
+
+
+#: Validated (shape, stride) pairs (stride None: the compact default) -> the normalized pair, so
+#: that constructing a layout seen before costs a dict lookup. Bounded; cleared when full.
+_VALIDATED: dict[tuple[object, object], tuple[IntTuple, IntTuple]] = {}
+_VALIDATED_MAX = 1 << 14
 
 
 class Layout:
     """A map from the coordinates of `shape` to integers: `sum(c_i * stride_i)`.
 
-    `Layout(shape)` has CuTe's default, column-major compact strides.
+    `Layout(shape)` has CuTe's default, column-major compact strides. Immutable and hashable.
     """
 
-    __slots__ = ("shape", "stride", "_pairs", "_size")
+    __slots__ = ("_shape", "_stride", "_pairs", "_size")
 
-    shape: IntTuple
-    stride: IntTuple
+    _shape: IntTuple
+    _stride: IntTuple
     _pairs: tuple[tuple[int, int], ...]
     _size: int
 
     def __init__(self, shape: IntTuple, stride: IntTuple | None = None) -> None:
-        ts = type(shape)
-        if ts is int:
-            if stride is None:
-                stride = 1
-            elif type(stride) is not int:
-                stride = _check_tuple(stride, "stride")
-                raise LayoutError(f"shape {to_str(shape)} and stride {to_str(stride)} are not congruent")
-            if shape < 1:  # type: ignore[operator]
-                raise LayoutError(f"shape {shape} has an extent {shape} < 1")
-            _set(self, "shape", shape)
-            _set(self, "stride", stride)
-            return
-        if ts is tuple and type(stride) is tuple and len(shape) == len(stride):  # type: ignore[arg-type]
-            for s, d in zip(shape, stride):  # type: ignore[arg-type]
-                if type(s) is not int or type(d) is not int or s < 1:
-                    break
-            else:  # flat, all ints, extents >= 1
-                _set(self, "shape", shape)
-                _set(self, "stride", stride)
-                return
+        key = (shape, stride)
         try:
-            shape = _check_tuple(shape, "shape")
-            _check_extents(shape)
-            if stride is None:
-                stride = prefix_product(shape)
-            stride = _check_tuple(stride, "stride")
-            ok = congruent(shape, stride)
-        except RecursionError:
-            raise LayoutError(f"a shape or stride nested deeper than {MAX_DEPTH} levels") from None
-        if not ok:
-            raise LayoutError(f"shape {to_str(shape)} and stride {to_str(stride)} are not congruent")
-        _set(self, "shape", shape)
-        _set(self, "stride", stride)
+            hit = _VALIDATED.get(key)
+        except TypeError:  # unhashable (a list): validate and normalize below
+            hit = None
+            key = None  # type: ignore[assignment]
+        if hit is not None:
+            self._shape, self._stride = hit
+            return
+        if stride is not None and _valid_pair(shape, stride, 0):
+            sh, st = shape, stride
+        else:
+            sh, st = _validated(shape, stride)
+        self._shape = sh
+        self._stride = st
+        if key is not None:
+            if len(_VALIDATED) >= _VALIDATED_MAX:
+                _VALIDATED.clear()
+            _VALIDATED[key] = (sh, st)
 
-    def __setattr__(self, name: str, value: object) -> None:
-        raise AttributeError(f"Layout is immutable (cannot set {name})")
+    @property
+    def shape(self) -> IntTuple:
+        return self._shape
 
-    def __delattr__(self, name: str) -> None:
-        raise AttributeError(f"Layout is immutable (cannot delete {name})")
+    @property
+    def stride(self) -> IntTuple:
+        return self._stride
 
     def __reduce__(self) -> tuple[type["Layout"], tuple[IntTuple, IntTuple]]:
-        return (Layout, (self.shape, self.stride))
+        return (Layout, (self._shape, self._stride))
 
     def __eq__(self, other: object) -> bool:
         if type(other) is not Layout:
             return NotImplemented
-        return self.shape == other.shape and self.stride == other.stride
+        return self._shape == other._shape and self._stride == other._stride
 
     def __ne__(self, other: object) -> bool:
         if type(other) is not Layout:
             return NotImplemented
-        return self.shape != other.shape or self.stride != other.stride
+        return self._shape != other._shape or self._stride != other._stride
 
     def __hash__(self) -> int:
-        return hash((self.shape, self.stride))
+        return hash((self._shape, self._stride))
 
     # --- flat view (cached) -----------------------------------------------------------
     def pairs(self) -> tuple[tuple[int, int], ...]:
@@ -132,16 +153,16 @@ class Layout:
             return self._pairs
         except AttributeError:
             pass
-        if isinstance(self.shape, int):
-            assert isinstance(self.stride, int)
-            p: tuple[tuple[int, int], ...] = ((self.shape, self.stride),)
+        if isinstance(self._shape, int):
+            assert isinstance(self._stride, int)
+            p: tuple[tuple[int, int], ...] = ((self._shape, self._stride),)
         else:
-            p = tuple(zip(flatten(self.shape), flatten(self.stride)))
+            p = tuple(zip(flatten(self._shape), flatten(self._stride)))
         n = 1
         for s, _ in p:
             n *= s
-        _set(self, "_pairs", p)
-        _set(self, "_size", n)
+        self._pairs = p
+        self._size = n
         return p
 
     # --- evaluation -------------------------------------------------------------------
@@ -159,10 +180,10 @@ class Layout:
         """
         c: Coord = crd[0] if len(crd) == 1 else crd
         if type(c) is int:
-            shape = self.shape
+            shape = self._shape
             if type(shape) is int:
                 if 0 <= c < shape:
-                    return c * self.stride  # type: ignore[return-value]
+                    return c * self._stride  # type: ignore[return-value]
                 raise LayoutError(f"coordinate {c} is out of range for extent {shape}")
             try:
                 pairs = self._pairs
@@ -257,8 +278,8 @@ class Layout:
 def _make(shape: IntTuple, stride: IntTuple) -> Layout:
     """A Layout from parts the caller guarantees valid (no checks)."""
     lay = object.__new__(Layout)
-    _set(lay, "shape", shape)
-    _set(lay, "stride", stride)
+    lay._shape = shape
+    lay._stride = stride
     return lay
 
 
