@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Iterator, Optional, Union
 import attrs
 
 from warpy.errors import WarpyError
-from warpy.isa.families import alu, blackwell, clc, control, memory, sync, tma
+from warpy.isa.families import alu, clc, control, memory, sync, tcgen05, tma
 from warpy.isa.families._util import ins
 from warpy.isa.operands import RZ, URZ, CBank, GMem, Mem, P, R, RVec, UR, URVec
 from warpy.isa.program import ConsumerEnd, Param, Program
@@ -317,12 +317,12 @@ class Sm100Gemm:
         w1 = p.p("is_warp1")
         p.emit(alu.isetp("EQ", w1, warp, 1))
         with p.when(w1):
-            p.emit_at(self.slot.at(0), lambda a: blackwell.tmem_alloc(a, alloc, True))
-            p.emit(blackwell.tmem_relinquish())
-        p.emit(blackwell.tc_fence_before())
+            p.emit_at(self.slot.at(0), lambda a: tcgen05.tmem_alloc(a, alloc, True))
+            p.emit(tcgen05.tmem_relinquish())
+        p.emit(tcgen05.tc_fence_before())
         p.emit(sync.cluster_arrive())
         p.emit(sync.cluster_wait())
-        p.emit(blackwell.tc_fence_after())
+        p.emit(tcgen05.tc_fence_after())
         p.tmem_base = p.ur("tmem_base")  # read in the roles that use it (a short live range)
 
         with p.role("producer", range(0, 1)):
@@ -531,13 +531,13 @@ class Sm100Gemm:
         with self.work_loop(p) as w:
             with acc_out.stage():
                 acc_out.wait_empty()
-                p.emit(blackwell.tc_fence_after())
+                p.emit(tcgen05.tc_fence_after())
                 p.emit(alu.umov(first, 0))
                 with p.loop("k", w.k_cnt, max_count=self.kt):
                     with inp.stage(probe=probe):
                         p.emit(alu.uisetp("NE", accumulate, first, URZ))
                         inp.wait_full()
-                        p.emit(blackwell.tc_fence_after())
+                        p.emit(tcgen05.tc_fence_after())
                         for rep in range(cfg.reps):
                             for j in range(BK // 16):
                                 p.utchmma(inp.slot(self.sbt, 128 * rep, 16 * j), inp.slot(self.sa, 0, 16 * j),
@@ -545,7 +545,7 @@ class Sm100Gemm:
                                           accumulate if j == 0 else True, two_cta=True)
                         p.emit(alu.umov(first, 1))
                         inp.free_commit(mask_all, two_cta=True)
-                p.emit_at(acc_out.full, lambda b: blackwell.utcbar(b, mask_pair, True))
+                p.emit_at(acc_out.full, lambda b: tcgen05.utcbar(b, mask_pair, True))
         # drain: every accumulator read by both CTAs' epilogues; then the peer may free its columns
         with p.loop("acc_drain", cfg.accs):
             with acc_out.stage():
@@ -565,8 +565,8 @@ class Sm100Gemm:
         p.emit(alu.mov(zero, 0))
         p.wait(self.tmem_free.at(0), zero)
         p.label(skip)
-        p.emit(blackwell.tc_fence_after())
-        p.emit(blackwell.tmem_dealloc(p.tmem_base, self.alloc_cols, True))  # type: ignore[arg-type]
+        p.emit(tcgen05.tc_fence_after())
+        p.emit(tcgen05.tmem_dealloc(p.tmem_base, self.alloc_cols, True))  # type: ignore[arg-type]
 
     # -- epilogue ---------------------------------------------------------------------------------
     def epilogue(self, p: Program) -> None:
@@ -633,12 +633,12 @@ class Sm100Gemm:
                     self.zero_block(p, mrow, ncol, md, cptr, ncols, w.t)
             with inp.stage():
                 inp.wait_full()
-                p.emit(blackwell.tc_fence_after())
+                p.emit(tcgen05.tc_fence_after())
                 base, off = p.value_reg("addr", self.acc.at(inp.ring, 0, 0))
 
                 def free_acc() -> None:
                     # the last LDTM has completed: the tensor core may refill this accumulator
-                    p.emit(blackwell.tc_fence_before())
+                    p.emit(tcgen05.tc_fence_before())
                     inp.free_remote(self.leader_rank, free_lane)
 
                 self._on_last_load = free_acc
@@ -726,8 +726,8 @@ class Sm100Gemm:
             col = rep * cfg.bm + 32 * chunk
             ref = self.acc.at(ring, wl_ix, col)  # type: ignore[arg-type]
             p.emit(alu.uiadd3(taddr, base, uwofs, off + col).noted(ref.note("addr")), mark="+")
-            p.emit(blackwell.ldtm(v, taddr))
-            p.emit(blackwell.tmem_wait_ld())
+            p.emit(tcgen05.ldtm(v, taddr))
+            p.emit(tcgen05.tmem_wait_ld())
             if (rep, chunk) == chunks[-1]:
                 self._on_last_load()
             p.emit(tma.bulk_wait(0))  # the last chunk's copy has read the staging tile
@@ -738,11 +738,11 @@ class Sm100Gemm:
                     p.emit(memory.sts(sts_at, v[i]).noted(at.note("addr", 0)))
                     continue
                 if i % 2 == 0:
-                    p.emit(ins("F2FP", f"{kind}.F32.PACK_AB", packed, v[i + 1], v[i]))
-                    p.emit(ins("STS", "U16", sts_at, packed).noted(at.note("addr", 0)))
+                    p.emit(ins(alu.F2FP, f"{kind}.F32.PACK_AB", packed, v[i + 1], v[i]))
+                    p.emit(ins(memory.STS, "U16", sts_at, packed).noted(at.note("addr", 0)))
                 else:
                     p.emit(alu.shf_r(hi, packed, 16))
-                    p.emit(ins("STS", "U16", sts_at, hi).noted(at.note("addr", 0)))
+                    p.emit(ins(memory.STS, "U16", sts_at, hi).noted(at.note("addr", 0)))
             p.emit(sync.fence_proxy_async())  # the staging writes, visible to the copy engine
             p.emit(control.warpsync_all())
             ncrd = p.r("n_crd")
@@ -798,8 +798,8 @@ class Sm100Gemm:
                 if not self._zero:
                     ref = self.acc.at(ring, wl_ix, col)  # type: ignore[arg-type]
                     p.emit(alu.uiadd3(taddr, base, uwofs, off + col).noted(ref.note("addr")), mark="+")
-                    p.emit(blackwell.ldtm(v, taddr))
-                    p.emit(blackwell.tmem_wait_ld())
+                    p.emit(tcgen05.ldtm(v, taddr))
+                    p.emit(tcgen05.tmem_wait_ld())
                     if rep == reps[-1] and chunk == ncols // 32 - 1:
                         self._on_last_load()
                 p.emit(alu.mov(cofs, 32 * chunk * self.n * oeb + 128 * rep * oeb))
@@ -822,11 +822,11 @@ class Sm100Gemm:
                         continue
                     kind = "BF16" if self.out_dtype == "bf16" else "F16"
                     if i % 2 == 0:
-                        p.emit(ins("F2FP", f"{kind}.F32.PACK_AB", packed, v[i + 1], v[i]))
-                        p.emit(ins("STG", "E.U16", g, packed).guarded(ok))
+                        p.emit(ins(alu.F2FP, f"{kind}.F32.PACK_AB", packed, v[i + 1], v[i]))
+                        p.emit(ins(memory.STG, "E.U16", g, packed).guarded(ok))
                     else:
                         p.emit(alu.shf_r(hi, packed, 16))
-                        p.emit(ins("STG", "E.U16", g, hi).guarded(ok))
+                        p.emit(ins(memory.STG, "E.U16", g, hi).guarded(ok))
 
 
 def choose_sm100(m: int, n: int, k: int, sms: int = SM100A.sms, out_dtype: str = "fp32") -> Sm100Config:

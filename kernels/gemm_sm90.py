@@ -23,7 +23,7 @@ Warp-specialised and persistent:
   have freed it (each consumer warp arrives on its own and the peer's empty barrier); the producer
   drains the ring before it exits so no remote arrival reaches an exited CTA.
 
-docs/hopper.md describes the program and the rule that configures it.
+docs/wgmma.md describes the program and the rule that configures it.
 
 Every shared-memory address, descriptor and barrier address is derived from the buffers'
 layouts by the Program; the global output address is the program's own arithmetic (rows and
@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Union
 import attrs
 
 from warpy.errors import WarpyError
-from warpy.isa.families import alu, control, hopper, memory, sync, tma
+from warpy.isa.families import alu, control, memory, sync, tma, wgmma
 from warpy.isa.families._util import ins
 from warpy.isa.operands import RZ, URZ, CBank, GMem, P, R, RVec, URVec
 from warpy.isa.program import ConsumerEnd, ProducerEnd, Program
@@ -274,7 +274,7 @@ class Sm90Gemm:
     # -- producer --------------------------------------------------------------------------
     def producer(self, p: Program) -> None:
         cfg = self.cfg
-        p.emit(hopper.setmaxnreg_dealloc(PRODUCER_REGS))
+        p.emit(control.setmaxnreg_dealloc(PRODUCER_REGS))
         loader = p.p("is_loader")
         p.emit(alu.isetp("EQ", loader, p.warp_index(), 0))
         with p.when(loader):
@@ -339,7 +339,7 @@ class Sm90Gemm:
         ok = p.up("regs_granted")
         grow = p.fresh_label("GROW")
         p.label(grow)
-        p.emit(hopper.setmaxnreg_try_alloc(ok, ACC_FULL_REGS))
+        p.emit(control.setmaxnreg_try_alloc(ok, ACC_FULL_REGS))
         p.emit(control.bra(grow).guarded(~ok), mark="~")
         acc = p.rvec("acc", cfg.bn // 2)
         leader = p.elect()
@@ -358,13 +358,13 @@ class Sm90Gemm:
                 with cons.stage():
                     p.emit(alu.uisetp("NE", accumulate, first, URZ))
                     cons.wait_full()
-                    p.emit(hopper.warpgroup_arrive())
+                    p.emit(wgmma.warpgroup_arrive())
                     steps = cfg.bk // 16
                     for j in range(steps):
                         p.hgmma(acc, cons.slot(self.sa, 64 * c, 16 * j), cons.slot(self.sb, 0, 16 * j), cfg.bn,
                                 accumulate if j == 0 else True, end=j == steps - 1)
-                    p.emit(hopper.wgmma_commit())
-                    p.emit(hopper.warpgroup_wait(1))
+                    p.emit(wgmma.wgmma_commit())
+                    p.emit(wgmma.warpgroup_wait(1))
                     p.emit(alu.umov(first, 1))
                 # the group before this one has finished reading its stage: free that stage
                 not_first = p.p("not_first_k")
@@ -372,7 +372,7 @@ class Sm90Gemm:
                 with p.when(not_first):
                     with rel.stage():
                         self.free(p, rel, leader)
-            p.emit(hopper.warpgroup_wait(0))
+            p.emit(wgmma.warpgroup_wait(0))
             with rel.stage():
                 self.free(p, rel, leader)
             done = None
@@ -593,13 +593,13 @@ class Sm90Gemm:
                         p.emit(memory.stg(g1, v[1]).guarded(ok1))
                     continue
                 kind = "BF16" if self.out_dtype == "bf16" else "F16"
-                p.emit(ins("F2FP", f"{kind}.F32.PACK_AB", packed, v[1], v[0]))
+                p.emit(ins(alu.F2FP, f"{kind}.F32.PACK_AB", packed, v[1], v[0]))
                 if pair_ok:
                     p.emit(memory.stg(g0, packed).guarded(ok0))
                 else:
-                    p.emit(ins("STG", "E.U16", g0, packed).guarded(ok0))
+                    p.emit(ins(memory.STG, "E.U16", g0, packed).guarded(ok0))
                     p.emit(alu.shf_r(hi_half, packed, 16))
-                    p.emit(ins("STG", "E.U16", g1, hi_half).guarded(ok1))
+                    p.emit(ins(memory.STG, "E.U16", g1, hi_half).guarded(ok1))
 
     # -- staged epilogue: registers -> STSM -> shared memory -> TMA store, 64 columns at a time ------
     def staged_setup(self, p: Program, c: int) -> dict[str, Any]:
@@ -648,7 +648,7 @@ class Sm90Gemm:
             for jj in range(width // 16):
                 j = c0 // 8 + 2 * jj  # 8-column group of the accumulator fragment
                 for r, (jv, h) in enumerate(((j, 0), (j, 1), (j + 1, 0), (j + 1, 1))):
-                    p.emit(ins("F2FP", f"{kind}.F32.PACK_AB", v[r], acc[4 * jv + 2 * h + 1], acc[4 * jv + 2 * h]))
+                    p.emit(ins(alu.F2FP, f"{kind}.F32.PACK_AB", v[r], acc[4 * jv + 2 * h + 1], acc[4 * jv + 2 * h]))
                 p.emit_swizzled_at(at(e["col"] + 16 * jj), lambda m: memory.stsm(m, v))
             p.emit(sync.fence_proxy_async())
             p.emit(sync.bar_sync(bar, 128))

@@ -25,7 +25,7 @@ from typing import Callable, Iterator, Optional
 import attrs
 import numpy as np
 
-from warpy.isa.families import alu, blackwell, control, hopper, memory, sync, tma
+from warpy.isa.families import alu, control, memory, sync, tcgen05, tma, wgmma
 from warpy.isa.operands import RZ, URZ, CBank, GMem, Mem, R, RVec, URVec
 from warpy.isa.program import Param, Program
 from warpy.layout import Layout, Swizzle, SwizzledLayout
@@ -403,7 +403,7 @@ def wgmma_k(swizzle: int) -> int:
     return {128: 64, 64: 32, 32: 16, 0: 16}[swizzle]
 
 
-def wgmma(dtype: str, swizzle: int, flipped: bool = False, sm: str = "sm_90a") -> Program:
+def wgmma_probe(dtype: str, swizzle: int, flipped: bool = False, sm: str = "sm_90a") -> Program:
     """C (64 x 64, fp32) = A (64 x K) · Bᵀ (B: 64 x K), both K-major in shared memory, loaded by TMA
     (unswizzled: two 2-D boxes per operand, one per 16-byte K chunk, so that only the descriptor is
     in question); K/16 HGMMAs; each thread stores its 32 accumulator registers in order to
@@ -444,7 +444,7 @@ def wgmma(dtype: str, swizzle: int, flipped: bool = False, sm: str = "sm_90a") -
     p.wait(full.at(0), _phase0(p))
 
     acc = p.rvec("acc", n // 2)
-    p.emit(hopper.warpgroup_arrive())
+    p.emit(wgmma.warpgroup_arrive())
     steps = k // 16
     if swizzle:
         for j in range(steps):
@@ -459,9 +459,9 @@ def wgmma(dtype: str, swizzle: int, flipped: bool = False, sm: str = "sm_90a") -
             p.emit(alu.ushf_r(descs[half], base, 4))
             p.emit(alu.uiadd3(descs[half], descs[half], (dword & 0xFFFFFFFF) + (off >> 4)))
             p.emit(alu.umov(descs[half + 1], dword >> 32))
-        p.emit(hopper.hgmma(n, acc, descs, False, end=True, ab=AB[dtype]))
-    p.emit(hopper.wgmma_commit())
-    p.emit(hopper.warpgroup_wait(0))
+        p.emit(wgmma.hgmma(n, acc, descs, False, end=True, ab=AB[dtype]))
+    p.emit(wgmma.wgmma_commit())
+    p.emit(wgmma.warpgroup_wait(0))
 
     ptr, md = _global(p, out)
     gaddr = p.rvec("gaddr", 2)
@@ -540,11 +540,11 @@ def umma(two_cta: bool) -> Program:
     w0 = p.p("is_w0")
     p.emit(alu.isetp("EQ", w0, warp, 0))
     with p.when(w0):
-        p.emit_at(slot.at(0), lambda a: blackwell.tmem_alloc(a, cols, two_cta))
-        p.emit(blackwell.tmem_relinquish())
-    p.emit(blackwell.tc_fence_before())
+        p.emit_at(slot.at(0), lambda a: tcgen05.tmem_alloc(a, cols, two_cta))
+        p.emit(tcgen05.tmem_relinquish())
+    p.emit(tcgen05.tc_fence_before())
     p.emit(sync.bar_sync(0))
-    p.emit(blackwell.tc_fence_after())
+    p.emit(tcgen05.tc_fence_after())
     tword = p.r("tmem_word")
     p.emit_at(slot.at(0), lambda a: memory.lds(tword, a))
     p.tmem_base = p.ur("tmem_base")
@@ -579,17 +579,17 @@ def umma(two_cta: bool) -> Program:
             p.emit(tma.tma_load(Mem(args), tm, None, two_cta))
         with p.when(is_leader):
             p.wait(full.at(0), _phase0(p))
-            p.emit(blackwell.tc_fence_after())
+            p.emit(tcgen05.tc_fence_after())
             for j in range(k // 16):
                 p.utchmma(sa.at(0, 16 * j), sb.at(0, 16 * j), acc.at(0, 0), idesc, j > 0, two_cta=two_cta)
             if two_cta:
                 mask = p.ur("cta_mask")
                 p.emit(alu.umov(mask, 0b11))
-                p.emit_at(acc_full.at(0), lambda b: blackwell.utcbar(b, mask, True))
+                p.emit_at(acc_full.at(0), lambda b: tcgen05.utcbar(b, mask, True))
             else:
-                p.emit_at(acc_full.at(0), lambda b: blackwell.utcbar(b))
+                p.emit_at(acc_full.at(0), lambda b: tcgen05.utcbar(b))
     p.wait(acc_full.at(0), _phase0(p))
-    p.emit(blackwell.tc_fence_after())
+    p.emit(tcgen05.tc_fence_after())
     lanes = p.r("lanes")
     p.emit(alu.shf_l(lanes, warp, 21))  # (32 * warp) << 16: this warp's TMEM lanes
     ulanes = p.ur("ulanes")
@@ -603,18 +603,18 @@ def umma(two_cta: bool) -> Program:
     p.emit(alu.imad_wide(gaddr, row, 4 * cols, ptr))
     for chunk in range(cols // 32):
         p.emit(alu.uiadd3(taddr, p.tmem_base, ulanes, 32 * chunk))
-        p.emit(blackwell.ldtm(v, taddr))
-        p.emit(blackwell.tmem_wait_ld())
+        p.emit(tcgen05.ldtm(v, taddr))
+        p.emit(tcgen05.tmem_wait_ld())
         for j in range(8):
             p.emit(memory.stg(GMem(md, gaddr, 128 * chunk + 16 * j), v.sub(4 * j, 4)))
-    p.emit(blackwell.tc_fence_before())
+    p.emit(tcgen05.tc_fence_before())
     if two_cta:
         p.emit(sync.cluster_arrive())
         p.emit(sync.cluster_wait())
     else:
         p.emit(sync.bar_sync(0))
     with p.when(w0):
-        p.emit(blackwell.tmem_dealloc(p.tmem_base, cols, two_cta))
+        p.emit(tcgen05.tmem_dealloc(p.tmem_base, cols, two_cta))
     p.emit(control.exit_())
     return p
 
@@ -631,10 +631,10 @@ PROBES["pipe"] = Probe("pipe", pipe, ARCHS, pipe_host)
 PROBES["multicast"] = Probe("multicast", multicast, ARCHS, multicast_host)
 for _dt, _sw in WGMMA_VARIANTS:
     PROBES[f"wgmma_{_dt}_sw{_sw}"] = Probe(
-        f"wgmma_{_dt}_sw{_sw}", (lambda d, s: lambda sm: wgmma(d, s, sm=sm))(_dt, _sw), ("sm_90a",), wgmma_host(_dt, _sw)
+        f"wgmma_{_dt}_sw{_sw}", (lambda d, s: lambda sm: wgmma_probe(d, s, sm=sm))(_dt, _sw), ("sm_90a",), wgmma_host(_dt, _sw)
     )
 PROBES["wgmma_bf16_sw0_flipped"] = Probe(
-    "wgmma_bf16_sw0_flipped", lambda sm: wgmma("bf16", 0, True, sm), ("sm_90a",), wgmma_host("bf16", 0),
+    "wgmma_bf16_sw0_flipped", lambda sm: wgmma_probe("bf16", 0, True, sm), ("sm_90a",), wgmma_host("bf16", 0),
     doc="LBO/SBO swapped: expected to be wrong",
 )
 PROBES["umma_1cta"] = Probe("umma_1cta", lambda sm: umma(False), ("sm_100a",))

@@ -66,7 +66,7 @@ def divide(p: Program, q: R, x: R, d: int, x_max: int) -> R:
         p.emit(alu.mov(q, x))
         return q
     mg = Magic.find(d, x_max)
-    p.emit(ins("IMAD", "HI.U32", q, x, mg.mul, RZ))
+    p.emit(ins(alu.IMAD, "HI.U32", q, x, mg.mul, RZ))
     if mg.shift:
         p.emit(alu.shf_r(q, q, mg.shift))
     return q

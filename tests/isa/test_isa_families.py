@@ -3,11 +3,8 @@ against what ptxas emits (nvdisasm of the probes in tests/isa/probes/)."""
 
 from __future__ import annotations
 
-import os
 import pathlib
 import re
-import shutil
-import subprocess
 
 import pytest
 
@@ -15,16 +12,14 @@ from warpy.errors import WarpyError
 from warpy.isa import families
 from warpy.isa.families import ALL, FAMILIES, SEM_CLASSES, lookup
 
-PROBES = pathlib.Path(__file__).resolve().parent / "probes"
+from probe_spellings import NOT_PROBED, probe_disassembly
 
 #: Records whose text form is warpy's own (docs/sass.md, "Differences from nvdisasm").
 OWN_FORM = {"UTCATOMSWS.FIND_AND_SET"}
-#: Records ptxas emits but the probes do not (yet) make it emit.
-NOT_PROBED = {"UIMAD", "USEL", "UPLOP3"}
 
 
 def test_registry_is_the_union_of_the_family_modules():
-    assert set(FAMILIES) == {"alu", "control", "memory", "sync", "tma", "hopper", "blackwell", "clc"}
+    assert set(FAMILIES) == {"alu", "control", "memory", "sync", "tma", "wgmma", "tcgen05", "clc"}
     keys = [op.key for fam in FAMILIES.values() for op in fam]
     assert len(keys) == len(set(keys)) == len(ALL)
     for name, fam in FAMILIES.items():
@@ -64,61 +59,27 @@ def test_lookup_by_key_words():
         lookup("FOO", ("BAR",))
 
 
-def _tool(env: str, rel: str) -> str | None:
-    if os.environ.get(env):
-        return os.environ[env]
-    try:
-        import nvidia
-
-        for base in nvidia.__path__:
-            p = pathlib.Path(base) / rel
-            if p.exists():
-                return str(p)
-    except ImportError:
-        pass
-    return None
-
-
-def _disassemble(ptx: pathlib.Path, tmp: pathlib.Path) -> list[str]:
-    ptxas = _tool("WARPY_PTXAS", "cuda_nvcc/bin/ptxas") or shutil.which("ptxas")
-    nvdisasm = _tool("WARPY_NVDISASM", "cu13/bin/nvdisasm") or shutil.which("nvdisasm")
-    if not ptxas or not nvdisasm:
-        pytest.skip("ptxas or nvdisasm not found")
-    arch = re.search(r"sm_\d+a", ptx.name).group(0)  # type: ignore[union-attr]
-    cubin = tmp / (ptx.stem + ".cubin")
-    subprocess.run([ptxas, f"-arch={arch}", str(ptx), "-o", str(cubin)], check=True, capture_output=True, timeout=120)
-    out = subprocess.run([nvdisasm, "-c", str(cubin)], check=True, capture_output=True, text=True, timeout=120).stdout
-    lines = []
-    for line in out.splitlines():
-        m = re.match(r"\s+/\*[0-9a-f]+\*/\s+(?:@!?U?P[0-9T]\s+)?(.*?)\s*;", line)
-        if m:
-            lines.append(m.group(1))
-    return lines
-
-
-def test_spellings_match_ptxas(tmp_path: pathlib.Path) -> None:
+def test_spellings_match_ptxas() -> None:
     seen: dict[str, set[str]] = {"sm_90a": set(), "sm_100a": set()}
     problems: list[str] = []
-    for ptx in sorted(PROBES.glob("*.ptx")):
-        arch = re.search(r"sm_\d+a", ptx.name).group(0)  # type: ignore[union-attr]
-        for text in _disassemble(ptx, tmp_path):
-            mnemonic, _, ops = text.partition(" ")
-            words = mnemonic.split(".")
-            if words[0] not in {k.split(".")[0] for k in ALL}:
-                continue
-            try:
-                rec, rest = lookup(words[0], tuple(words[1:]))
-            except WarpyError:
-                continue  # e.g. SYNCS.CCTL forms warpy does not model
-            try:
-                rec.check_mods(rest, text)  # every modifier ptxas prints is one the record accepts
-            except WarpyError as e:
-                problems.append(str(e))
-            n_ops = len([o for o in re.split(r",\s*(?![^\[]*\])", ops) if o.strip()]) if ops.strip() else 0
-            if rec.key not in OWN_FORM:
-                if n_ops not in {len(f) for f in rec.forms}:
-                    problems.append(f"{text}: {n_ops} operands, {rec.key} takes {[len(f) for f in rec.forms]}")
-            seen[arch].add(rec.key)
+    for arch, text in probe_disassembly():
+        mnemonic, _, ops = text.partition(" ")
+        words = mnemonic.split(".")
+        if words[0] not in {k.split(".")[0] for k in ALL}:
+            continue
+        try:
+            rec, rest = lookup(words[0], tuple(words[1:]))
+        except WarpyError:
+            continue  # e.g. SYNCS.CCTL forms warpy does not model
+        try:
+            rec.check_mods(rest, text)  # every modifier ptxas prints is one the record accepts
+        except WarpyError as e:
+            problems.append(str(e))
+        n_ops = len([o for o in re.split(r",\s*(?![^\[]*\])", ops) if o.strip()]) if ops.strip() else 0
+        if rec.key not in OWN_FORM:
+            if n_ops not in {len(f) for f in rec.forms}:
+                problems.append(f"{text}: {n_ops} operands, {rec.key} takes {[len(f) for f in rec.forms]}")
+        seen[arch].add(rec.key)
     for key, rec in ALL.items():
         if not rec.ptxas_emits or key in NOT_PROBED:
             continue

@@ -226,20 +226,20 @@ def test_tma_loads_of_every_rank_and_multicast(rank: int) -> None:
 
 
 def test_a_128_register_accumulator():
-    from warpy.isa.families import hopper
+    from warpy.isa.families import wgmma
 
     p = Program("wide", "sm_90a", threads=128)
     acc = p.rvec("acc", 128)
     d = p.urvec("d", 4)
     for k in range(4):
         p.emit(alu.umov(d[k], 0))
-    p.emit(hopper.hgmma(256, acc, d, False, end=True))
-    p.emit(hopper.hgmma(256, acc, d, True, end=True))
+    p.emit(wgmma.hgmma(256, acc, d, False, end=True))
+    p.emit(wgmma.hgmma(256, acc, d, True, end=True))
     p.emit(control.exit_())
     text = str(p.coloured())
     assert "  HGMMA.64x256x16.F32.BF16 R0, gdesc[UR0], RZ, !UPT, gsb0\n" in text
     with pytest.raises(WarpyError, match="needs 128 registers, small has 64"):
-        hopper.hgmma(256, p.rvec("small", 64), d, True)
+        wgmma.hgmma(256, p.rvec("small", 64), d, True)
 
 
 def test_a_tma_box_must_fit_and_match_the_tile():

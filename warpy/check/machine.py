@@ -17,13 +17,13 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from warpy.errors import WarpyError
-from warpy.isa.families import defs_uses, lookup
+from warpy.isa.families import defs_uses, lookup, record
 from warpy.isa.instr import Instr, Label
 from warpy.isa.operands import Mem, Operand, P, R, RVec, UP, UR, URVec
 from warpy.isa.reference import reference
 from warpy.isa.text import BufferDecl, Kernel
 from warpy.target import dtype_bytes, target
-from warpy.check import lanes as L
+from warpy.isa import values as L
 from warpy.check.state import Access, Agent, MBar, Problems, Region, VC, join, masks_of
 
 DSMEM = 0x400  # the shared-window address of the dynamic shared memory (1024-aligned)
@@ -274,10 +274,10 @@ class Machine:
             c.sem = rec.sem
             c.mnem = i.mnemonic
             c.single = rec.single_issue
-            try:
-                c.handler = SEMANTICS[rec.key]
-            except KeyError:
-                raise WarpyError(f"the checker has no semantics for {rec.key}") from None
+            handler = SEMANTICS.get(rec)
+            if handler is None:
+                raise WarpyError(f"the checker has no semantics for {rec.key}")
+            c.handler = handler
             c.guard = None if i.guard is None else self.read(i.guard)
             c.get = [self._reader_or_none(op) for op in i.ops]
             c.put = [self._writer_or_none(op) for op in i.ops]
@@ -308,22 +308,22 @@ class Machine:
                     nxt += 1
                 if nxt < len(self.code):
                     b = self.code[nxt].instr
-                    if b.name == "BRA" and b.guard is not None and isinstance(done, P) and b.guard.name == done.name \
+                    if self.code[nxt].sem == "branch" and b.guard is not None and isinstance(done, P) and b.guard.name == done.name \
                             and b.guard.neg and labels.get(b.ops[-1].name, 1 << 30) <= c.pc:  # type: ignore[union-attr]
                         c.wait_loop = True
             if c.sem == "dependent-wait":
                 self.uses_pdl = True
         for c in self.code:  # spin loops on a GPU-scope flag: LDG.STRONG, ISETP on it, a branch back
-            if c.key == "LDG" and "STRONG" in c.instr.mods and c.pc + 2 < len(self.code):
+            if c.sem == "load-global" and "STRONG" in c.instr.mods and c.pc + 2 < len(self.code):
                 cmp_c, br_c = self.code[c.pc + 1], self.code[c.pc + 2]
                 dst = getattr(c.instr.ops[0], "name", None)
                 target = getattr(br_c.instr.ops[-1], "name", "")
-                if cmp_c.key == "ISETP" and getattr(cmp_c.instr.ops[2], "name", None) == dst and br_c.key == "BRA" \
+                if cmp_c.sem == "compare" and getattr(cmp_c.instr.ops[2], "name", None) == dst and br_c.sem == "branch" \
                         and br_c.instr.guard is not None and br_c.instr.guard.name == getattr(cmp_c.instr.ops[0], "name", None) \
                         and labels.get(target, 1 << 30) <= c.pc:
                     c.extra["spin"] = (cmp_c, br_c.instr.guard.neg)
         for c in self.code:
-            if c.key == "BRA":
+            if c.sem == "branch":
                 c.extra["target"] = labels[c.instr.ops[-1].name]  # type: ignore[union-attr]
                 c.extra["cond"] = self.read(c.instr.ops[0]) if len(c.instr.ops) == 2 else None
 
@@ -343,10 +343,11 @@ class Machine:
                         return hash(np.broadcast_to(v, (32,)).tobytes()) + off
                     return (a | (b << 32)) + off
                 return gaddr
-        if i.name in ("UTMALDG", "UTMASTG", "UTMAREDG") and isinstance(i.ops[0], Mem) and i.ops[0].base is not None:
+        sem = record(i).sem
+        if sem in ("tma-load", "tma-store", "tma-reduce") and isinstance(i.ops[0], Mem) and i.ops[0].base is not None:
             base = i.ops[0].base.name
             dims = next((int(x[:-1]) for x in i.mods if x.endswith("D") and x[:-1].isdigit()), 1)
-            n = dims + (2 if i.name == "UTMALDG" else 1)  # (dst, bar, coords) or (src, coords)
+            n = dims + (2 if sem == "tma-load" else 1)  # (dst, bar, coords) or (src, coords)
 
             def args(w: Any, base: str = base, n: int = n) -> Any:
                 return tuple(L.first(w.regs.get(elem_name(base, k), 0)) for k in range(n))
@@ -821,15 +822,15 @@ class Machine:
                         continue
                     eff = None if (mask is None and e2.all()) else e2
                 elif not gv:
-                    if c.key == "BRA":
+                    if c.sem == "branch":
                         g[0] = pc + 1
                         self._merge(w)
                         continue
                     g[0] = pc + 1
                     self._merge(w)
                     continue
-            key = c.key
-            if key == "BRA":
+            sem = c.sem
+            if sem == "branch":
                 cond = c.extra["cond"]
                 if cond is not None:
                     cv = cond(w)
@@ -840,7 +841,7 @@ class Machine:
                         eff = False
                 self._branch(w, g, eff, c.extra["target"])
                 continue
-            if key == "EXIT":
+            if sem == "exit":
                 self._exit_lanes(w, eff)
                 if w.state == 2:
                     return n

@@ -24,7 +24,7 @@ import contextlib
 
 from typing import TYPE_CHECKING, Callable, Optional
 
-from warpy.isa.families import alu, blackwell, clc, control, hopper, memory, sync, tma
+from warpy.isa.families import alu, clc, control, memory, sync, tcgen05, tma, wgmma
 from warpy.isa.instr import Affine, Note
 from warpy.isa.operands import RZ, URZ, CBank, GMem, Mem
 from warpy.isa.program import Program
@@ -64,7 +64,7 @@ def pipe_sm90(k_tiles: int = 8, depth: int = 4) -> Program:
     p.init_barriers()
 
     with p.role("producer", range(4, 8)):
-        p.emit(hopper.setmaxnreg_dealloc(40))
+        p.emit(control.setmaxnreg_dealloc(40))
         warp = p.warp_index()
         w4 = p.p("is_loader")
         p.emit(alu.isetp("EQ", w4, warp, 4))
@@ -82,7 +82,7 @@ def pipe_sm90(k_tiles: int = 8, depth: int = 4) -> Program:
         ok = p.up("regs_granted")
         grow = p.fresh_label("GROW")
         p.label(grow)
-        p.emit(hopper.setmaxnreg_try_alloc(ok, 232))
+        p.emit(control.setmaxnreg_try_alloc(ok, 232))
         p.emit(control.bra(grow).guarded(~ok), mark="~")
         acc = p.rvec("acc", n // 2)
         leader = p.elect()
@@ -94,12 +94,12 @@ def pipe_sm90(k_tiles: int = 8, depth: int = 4) -> Program:
             with inp.stage():
                 p.emit(alu.uisetp("NE", accumulate, first, URZ))
                 inp.wait_full()
-                p.emit(hopper.warpgroup_arrive())
+                p.emit(wgmma.warpgroup_arrive())
                 for j in range(tk // 16):
                     p.hgmma(acc, inp.slot(sa, 0, 16 * j), inp.slot(sb, 0, 16 * j), n,
                             accumulate if j == 0 else True, end=j == tk // 16 - 1)
-                p.emit(hopper.wgmma_commit())
-                p.emit(hopper.warpgroup_wait(0))
+                p.emit(wgmma.wgmma_commit())
+                p.emit(wgmma.warpgroup_wait(0))
                 p.emit(alu.umov(first, 1))
                 inp.free(leader)
         # epilogue: each thread stores its n/2 accumulator values at c + tid * 4 * n/2
@@ -138,8 +138,8 @@ def pipe_sm100(k_tiles: int = 8, depth: int = 4) -> Program:
     w1 = p.p("is_mma_warp")
     p.emit(alu.isetp("EQ", w1, warp, 1))
     with p.when(w1):
-        p.emit_at(tmem_slot.at(0), lambda a: blackwell.tmem_alloc(a, n))
-        p.emit(blackwell.tmem_relinquish())
+        p.emit_at(tmem_slot.at(0), lambda a: tcgen05.tmem_alloc(a, n))
+        p.emit(tcgen05.tmem_relinquish())
     p.emit(sync.bar_sync(0))
     tword = p.r("tmem_word")
     p.emit_at(tmem_slot.at(0), lambda a: memory.lds(tword, a))
@@ -174,15 +174,15 @@ def pipe_sm100(k_tiles: int = 8, depth: int = 4) -> Program:
                               umma_idesc_bf16(m, n), accumulate if j == 0 else True)
                 p.emit(alu.umov(first, 1))
                 inp.free_commit()
-        p.emit_at(acc_full.at(0), lambda b: blackwell.utcbar(b))
+        p.emit_at(acc_full.at(0), lambda b: tcgen05.utcbar(b))
         # the epilogue reads the accumulator; the columns are freed once all four warps are done
         p.wait(acc_empty.at(0), _zero(p))
-        p.emit(blackwell.tc_fence_after())
-        p.emit(blackwell.tmem_dealloc(p.tmem_base, n))
+        p.emit(tcgen05.tc_fence_after())
+        p.emit(tcgen05.tmem_dealloc(p.tmem_base, n))
 
     with p.role("epilogue", range(2, 6)):
         p.wait(acc_full.at(0), _zero(p))
-        p.emit(blackwell.tc_fence_after())
+        p.emit(tcgen05.tc_fence_after())
         # warp w reads TMEM lanes 32*(w%4) .. +31: lane0 is the first, each thread its row
         lane0 = p.r("lane0")
         shifted = p.r("shifted")
@@ -205,11 +205,11 @@ def pipe_sm100(k_tiles: int = 8, depth: int = 4) -> Program:
         p.emit(alu.imad_wide(caddr, row, 4 * n, cptr))
         for chunk in range(n // 32):
             p.emit(alu.uiadd3(taddr, p.tmem_base, lanes, 32 * chunk).noted(Note("acc", (Affine(0, ((1, "lane0"),)), Affine(32 * chunk)))), mark="+")
-            p.emit(blackwell.ldtm(v, taddr))
-            p.emit(blackwell.tmem_wait_ld())
+            p.emit(tcgen05.ldtm(v, taddr))
+            p.emit(tcgen05.tmem_wait_ld())
             for j in range(8):
                 p.emit(memory.stg(GMem(memdesc, caddr, 128 * chunk + 16 * j), v.sub(4 * j, 4)))
-        p.emit(blackwell.tc_fence_before())
+        p.emit(tcgen05.tc_fence_before())
         done = p.elect("done_leader")
         p.emit_at(acc_empty.at(0), lambda b: sync.arrive(b), guard=done)
     p.emit(control.exit_())
@@ -250,7 +250,7 @@ def features_sm90() -> Program:
     p.emit(alu.s2ur(rank, "SR_CgaCtaId"))
     p.emit(sync.acqbulk())
     with p.role("producer", range(4, 8)):
-        p.emit(hopper.setmaxnreg_dealloc(40))
+        p.emit(control.setmaxnreg_dealloc(40))
         w4 = p.p("is_loader")
         p.emit(alu.isetp("EQ", w4, warp, 4))
         with p.when(w4):
@@ -273,7 +273,7 @@ def features_sm90() -> Program:
         p.emit(sync.cluster_wait())
     with p.role("consumer", range(0, 4)):
         ok = p.up("regs_granted")
-        p.emit(hopper.setmaxnreg_try_alloc(ok, 232))
+        p.emit(control.setmaxnreg_try_alloc(ok, 232))
         acc = p.rvec("acc", 32)
         leader = p.elect()
         peer = p.ur("peer")
@@ -284,10 +284,10 @@ def features_sm90() -> Program:
         with p.loop("k", k_count, max_count=4):
             with cons.stage():
                 cons.wait_full()
-                p.emit(hopper.warpgroup_arrive())
+                p.emit(wgmma.warpgroup_arrive())
                 p.hgmma(acc, cons.slot(sa), cons.slot(sa), 64, False, end=True)
-                p.emit(hopper.wgmma_commit())
-                p.emit(hopper.warpgroup_wait(0))
+                p.emit(wgmma.wgmma_commit())
+                p.emit(wgmma.warpgroup_wait(0))
                 cons.free(leader)
                 cons.free_remote(peer, leader)
         first = p.p("first_warp")
@@ -328,12 +328,12 @@ def features_sm100() -> Program:
     w1 = p.p("is_mma_warp")
     p.emit(alu.isetp("EQ", w1, warp, 1))
     with p.when(w1):
-        p.emit_at(tmem_slot.at(0), lambda s: blackwell.tmem_alloc(s, n, two_cta=True))
-        p.emit(blackwell.tmem_relinquish())
-    p.emit(blackwell.tc_fence_before())
+        p.emit_at(tmem_slot.at(0), lambda s: tcgen05.tmem_alloc(s, n, two_cta=True))
+        p.emit(tcgen05.tmem_relinquish())
+    p.emit(tcgen05.tc_fence_before())
     p.emit(sync.cluster_arrive())
     p.emit(sync.cluster_wait())
-    p.emit(blackwell.tc_fence_after())
+    p.emit(tcgen05.tc_fence_after())
     tword = p.r("tmem_word")
     p.emit_at(tmem_slot.at(0), lambda s: memory.lds(tword, s))
     p.tmem_base = p.ur("tmem_base")
@@ -371,9 +371,9 @@ def features_sm100() -> Program:
                               two_cta=True)
                     p.emit(alu.umov(first, 1))
                     cons.free_commit(mask=mask, two_cta=True)
-            p.emit_at(acc_bar.at(0), lambda b: blackwell.utcbar(b, mask, True))
+            p.emit_at(acc_bar.at(0), lambda b: tcgen05.utcbar(b, mask, True))
         p.wait(acc_bar.at(0), _zero(p))  # both CTAs: the pair's MMAs are done with the accumulator
-        p.emit(blackwell.tc_fence_after())
+        p.emit(tcgen05.tc_fence_after())
         # ask for the next tile: the response lands in clc_resp, 16 bytes complete on clc_full
         leader = p.elect()
         sixteen = p.r("sixteen")
@@ -391,13 +391,13 @@ def features_sm100() -> Program:
         p.emit(clc.query_canceled(got, answer))
         p.emit(clc.query_ctaid_x(next_x, answer).guarded(got))
         v = p.rvec("v", 8)
-        p.emit(blackwell.ldtm(v, p.tmem_base))
-        p.emit(blackwell.tmem_wait_ld())
-        p.emit(blackwell.sttm(p.tmem_base, v))
-        p.emit(blackwell.tmem_wait_st())
-        p.emit(hopper.setmaxnreg_dealloc(64))
+        p.emit(tcgen05.ldtm(v, p.tmem_base))
+        p.emit(tcgen05.tmem_wait_ld())
+        p.emit(tcgen05.sttm(p.tmem_base, v))
+        p.emit(tcgen05.tmem_wait_st())
+        p.emit(control.setmaxnreg_dealloc(64))
         _generic_tail(p, v, stile, tc, out, nparam, leader, bulk_bar, None, threads=32)
-        p.emit(blackwell.tmem_dealloc(p.tmem_base, n, two_cta=True))
+        p.emit(tcgen05.tmem_dealloc(p.tmem_base, n, two_cta=True))
         peer = p.ur("peer")
         remote = p.ur("remote")
         p.emit(alu.ulop3(peer, rank, 1, URZ, 0x3C))

@@ -1,22 +1,41 @@
-"""A small scalar interpreter of the integer/ALU part of the text: one thread, one register file.
+"""A small interpreter of the text: one thread, one register file, no memory.
 
 Enough to test that register colouring changes no value and that every derived operand equals its
 buffer's layout at the coordinates, through loops and rings. It is not the host checker
-(`warpy.check` runs every lane of every warp with the barrier, TMA and tensor-core models); here
-instructions outside the ALU/control subset do nothing, except that a wait's predicate is true.
+(`warpy.check` runs every lane of every warp with the barrier, TMA and tensor-core models), but it
+computes the ALU exactly as the checker does: both run the value rules of `warpy.isa.semantics` on
+`warpy.isa.values` readers and writers.
+
+What it does with the rest is decided by the record's semantic class, never by silence:
+`INTERP_PASSES` classes write their predicate true (a wait has waited, `setmaxnreg` was granted,
+`ELECT` picked this thread); `INTERP_ZEROES` classes (loads from memory the interpreter does not
+have) write 0 to their destinations; `INTERP_NOTHING` classes write no register. An instruction of
+any other class is refused, naming it.
 """
 
 from __future__ import annotations
 
-from typing import Callable, Optional, Union
+from typing import Any, Callable, Optional, Union
 
 from warpy.errors import WarpyError
-from warpy.isa.families import defs_uses
+from warpy.isa import values as L
+from warpy.isa.families import SEM_CLASSES, defs_uses, record
 from warpy.isa.instr import Instr, Label, Line, Note
-from warpy.isa.operands import CBank, Imm, Mem, Operand, P, R, RVec, SReg, Sym, UP, UR, URVec, elem_name
+from warpy.isa.operands import Mem, Operand, P, RVec, UP, URVec, elem_name
+from warpy.isa.semantics import VALUES
 from warpy.isa.text import Kernel
 
 M32 = 0xFFFFFFFF
+
+#: classes whose predicate destination the interpreter sets true
+INTERP_PASSES = frozenset({"barrier-wait", "setmaxnreg", "elect"})
+#: classes that load from memory the interpreter does not model: their destinations read 0
+INTERP_ZEROES = frozenset({"load-shared", "load-global", "load-matrix", "tmem-load", "clc-query"})
+#: classes that write no register the interpreter tracks (memory, barriers, fences, copies, MMAs...)
+INTERP_NOTHING = frozenset(SEM_CLASSES) - INTERP_PASSES - INTERP_ZEROES - {
+    "branch", "exit",  # run() moves the pc
+    "alu", "compare", "predicate", "special-reg", "const-load", "vote",  # value rules (warpy.isa.semantics)
+}
 
 
 def lut3(lut: int, a: int, b: int, c: int, bits: int = 32) -> int:
@@ -29,131 +48,101 @@ def lut3(lut: int, a: int, b: int, c: int, bits: int = 32) -> int:
     return out & mask
 
 
+class _Compiled:
+    """One instruction's readers and writers over the interpreter's registers."""
+
+    def __init__(self, m: "Machine", i: Instr) -> None:
+        self.instr = i
+        self.rec = record(i)
+        self.get: list[Any] = [m._reader_or_none(op) for op in i.ops]
+        self.put: list[Any] = [m._writer_or_none(op) for op in i.ops]
+        self.extra: dict[Any, Any] = {}
+
+
 class Machine:
+    """One thread: registers `v` (name -> value; predicates bool), what special registers
+    (`sreg`), constant-bank words (`cbank`, by offset or parameter name) and symbols (`sym`) read."""
+
     def __init__(self, sym: Optional[dict[str, int]] = None, sreg: Optional[dict[str, int]] = None,
                  cbank: Optional[dict[Union[int, str], int]] = None) -> None:
-        self.v: dict[str, int] = {}
+        self.v: dict[str, Any] = {}
         self.sym = sym or {"dsmem": 0x400}
         self.sreg = sreg or {}
         self.cbank = cbank or {}
+        self._code: dict[int, _Compiled] = {}
+
+    # the warp and environment the value rules see
+    @property
+    def regs(self) -> dict[str, Any]:
+        return self.v
+
+    @property
+    def params(self) -> dict[str, int]:
+        return {k: v for k, v in self.cbank.items() if isinstance(k, str)}
+
+    def _read(self, op: Operand) -> L.Reader:
+        if isinstance(op, Mem):
+            return L.mem_addr(op, self._read)
+        return L.reader(op, lambda _w, name: self.sreg.get(name, 0), lambda off: self.cbank.get(off, 0),
+                        lambda name: self.sym[name])
+
+    def _reader_or_none(self, op: Operand) -> Optional[L.Reader]:
+        try:
+            return self._read(op)
+        except (WarpyError, KeyError):
+            return None
+
+    def _writer_or_none(self, op: Operand) -> Any:
+        try:
+            return L.writer(op)
+        except WarpyError:
+            return None
 
     # registers
     def get(self, op: Operand) -> int:
-        if isinstance(op, Imm):
-            return op.value & M32
-        if isinstance(op, Sym):
-            return self.sym[op.name]
-        if isinstance(op, SReg):
-            return self.sreg.get(op.name, 0)
-        if isinstance(op, CBank):
-            return self.cbank.get(op.offset, 0)
-        if isinstance(op, (R, UR)):
-            if op.name in ("RZ", "URZ"):
-                x = 0
-            else:
-                x = self.v.get(op.name, 0)
-            if op.inv:
-                x = ~x & M32
-            if op.neg:
-                x = -x & M32
-            return x
-        if isinstance(op, (P, UP)):
-            x = 1 if op.name in ("PT", "UPT") else self.v.get(op.name, 0)
-            return x ^ 1 if op.neg else x
-        if isinstance(op, (RVec, URVec)):
-            return self.v.get(op.name, 0)
-        raise WarpyError(f"the interpreter cannot read {op}")
+        """The value of an operand (a predicate as 0/1; a vector: its first register)."""
+        v = self._read(op)(self)
+        return int(v) & M32
 
     def get64(self, op: Operand) -> int:
         if isinstance(op, (RVec, URVec)):
-            return self.v.get(elem_name(op.name, 0), 0) | self.v.get(elem_name(op.name, 1), 0) << 32
+            return int(self.v.get(elem_name(op.name, 0), 0)) | int(self.v.get(elem_name(op.name, 1), 0)) << 32
         return self.get(op)
 
     def set(self, op: Operand, x: int) -> None:
-        if isinstance(op, (R, UR)) and op.name in ("RZ", "URZ"):
-            return
-        if isinstance(op, (P, UP)) and op.name in ("PT", "UPT"):
-            return
-        if isinstance(op, (R, UR, RVec, URVec)):
-            self.v[op.name if isinstance(op, (R, UR)) else elem_name(op.name, 0)] = x & M32
-        elif isinstance(op, (P, UP)):
-            self.v[op.name] = 1 if x else 0
+        if isinstance(op, (P, UP)):
+            L.writer(op)(self, bool(x), None)
         else:
-            raise WarpyError(f"the interpreter cannot write {op}")
-
-    def set64(self, op: Operand, x: int) -> None:
-        assert isinstance(op, (RVec, URVec))
-        self.v[elem_name(op.name, 0)] = x & M32
-        self.v[elem_name(op.name, 1)] = (x >> 32) & M32
+            L.writer(op)(self, x & M32, None)
 
     def address(self, m: Mem) -> int:
-        x = m.offset
-        if m.base is not None:
-            x += self.get(m.base) if not isinstance(m.base, (RVec, URVec)) else self.get(m.base)
-        if m.ubase is not None:
-            x += self.get(m.ubase)
-        return x & M32
+        return int(self._read(m)(self)) & M32
 
     # one instruction
     def step(self, i: Instr) -> None:
+        c = self._code.get(id(i))
+        if c is None or c.instr is not i:
+            c = self._code[id(i)] = _Compiled(self, i)
         if i.guard is not None and not self.get(i.guard):
             return
-        g, o = self.get, i.ops
-        n = i.name
-        if n in ("IADD3", "UIADD3"):
-            self.set(o[0], g(o[-3]) + g(o[-2]) + g(o[-1]))
-        elif n in ("IMAD", "UIMAD"):
-            if "WIDE" in i.mods:
-                self.set64(o[0], g(o[1]) * g(o[2]) + self.get64(o[3]))
-            elif "HI" in i.mods:  # the high word of the 64-bit product (unsigned: .U32)
-                self.set(o[0], ((g(o[1]) * g(o[2])) >> 32) + g(o[3]))
-            else:
-                self.set(o[0], g(o[1]) * g(o[2]) + g(o[3]))
-        elif n in ("LEA", "ULEA"):
-            self.set(o[0], (g(o[1]) << g(o[3])) + g(o[2]))
-        elif n in ("LOP3", "ULOP3"):
-            if len(o) == 7:
-                r = lut3(g(o[5]), g(o[2]), g(o[3]), g(o[4]))
-                self.set(o[0], r != 0)
-                self.set(o[1], r)
-            else:
-                self.set(o[0], lut3(g(o[4]), g(o[1]), g(o[2]), g(o[3])))
-        elif n in ("SHF", "USHF"):
-            s = g(o[2]) & 31
-            if "L" in i.mods:
-                self.set(o[0], g(o[1]) << s)
-            else:
-                self.set(o[0], g(o[3]) >> s)
-        elif n in ("MOV", "UMOV", "R2UR", "S2R", "S2UR"):
-            self.set(o[0], g(o[1]))
-        elif n in ("SEL", "USEL"):
-            self.set(o[0], g(o[1]) if g(o[3]) else g(o[2]))
-        elif n in ("ISETP", "UISETP"):
-            x, y = g(o[2]), g(o[3])
-            if "U32" not in i.mods:
-                x = x - (1 << 32) if x >> 31 else x
-                y = y - (1 << 32) if y >> 31 else y
-            t = {"EQ": x == y, "NE": x != y, "LT": x < y, "LE": x <= y, "GT": x > y, "GE": x >= y}[i.mods[0]]
-            z = bool(g(o[4]))
-            logic = i.mods[-1]
-            self.set(o[0], (t and z) if logic == "AND" else (t or z) if logic == "OR" else (t != z))
-        elif n in ("PLOP3", "UPLOP3"):
-            self.set(o[0], lut3(g(o[5]), g(o[2]), g(o[3]), g(o[4]), bits=1))
-        elif n in ("LDC", "ULDC", "LDCU"):
-            if "64" in i.mods:
-                self.set64(o[0], self.cbank.get(o[1].offset, 0))  # type: ignore[union-attr]
-            else:
-                self.set(o[0], g(o[1]))
-        elif n == "SYNCS" and "PHASECHK" in i.mods:
-            self.set(o[0], 1)
-        elif n == "USETMAXREG" and len(o) == 2:
-            self.set(o[0], 1)
-        elif n == "ELECT":
-            self.set(o[0], 1)
-            self.set(o[1], 0)
+        rule = VALUES.get(c.rec)
+        if rule is not None:
+            rule(self, self, c, None)
+            return
+        sem = c.rec.sem
+        defs, _ = defs_uses(i)
+        if sem in INTERP_PASSES:
+            for k, d in enumerate(defs):
+                self.set(d, 1 if k == 0 else 0)
+        elif sem in INTERP_ZEROES:
+            for d in defs:
+                for k in range(d.width if isinstance(d, (RVec, URVec)) and d.width else 1):
+                    self.v[elem_name(d.name, k) if isinstance(d, (RVec, URVec)) else d.name] = 0
+        elif sem not in INTERP_NOTHING:
+            raise WarpyError(f"the interpreter has no meaning for {i.mnemonic} (class {sem})")
 
 
-def note_value(m: Machine, i: Instr, note: Note, before: dict[str, int]) -> int:
+def note_value(m: Machine, i: Instr, note: Note, before: dict[str, Any]) -> int:
     """The value a note speaks of: a written register after the line, an address, or a read value."""
     op = i.ops[note.operand]
     if isinstance(op, Mem):
@@ -175,7 +164,7 @@ def note_value(m: Machine, i: Instr, note: Note, before: dict[str, int]) -> int:
 
 
 def run(lines: Union[Kernel, list[Line]], machine: Optional[Machine] = None, max_steps: int = 100_000,
-        on_step: Optional[Callable[[int, Instr, Machine, dict[str, int]], None]] = None,
+        on_step: Optional[Callable[[int, Instr, Machine, dict[str, Any]], None]] = None,
         start: int = 0) -> Machine:
     """Run from line `start` until EXIT, the end, or max_steps (then raise)."""
     ls = list(lines.lines) if isinstance(lines, Kernel) else list(lines)
@@ -193,9 +182,10 @@ def run(lines: Union[Kernel, list[Line]], machine: Optional[Machine] = None, max
             continue
         before = dict(m.v)
         taken = x.guard is None or bool(m.get(x.guard))
-        if x.name == "EXIT" and taken:
+        sem = record(x).sem
+        if sem == "exit" and taken:
             return m
-        if x.name == "BRA":
+        if sem == "branch":
             cond = taken
             for op in x.ops:
                 if isinstance(op, UP):
@@ -210,3 +200,6 @@ def run(lines: Union[Kernel, list[Line]], machine: Optional[Machine] = None, max
             on_step(pc, x, m, before)
         pc += 1
     return m
+
+
+__all__ = ["Machine", "run", "note_value", "lut3", "INTERP_PASSES", "INTERP_ZEROES", "INTERP_NOTHING"]

@@ -23,7 +23,7 @@ from typing import Callable, Iterator, Optional, Sequence, Union
 import attrs
 
 from warpy.errors import WarpyError
-from warpy.isa.families import alu, blackwell, control, hopper, sync, tma, validate
+from warpy.isa.families import alu, control, sync, tcgen05, tma, validate, wgmma
 from warpy.isa.instr import Affine, Comment, Instr, Label, Line, Note
 from warpy.isa.operands import (
     PT,
@@ -500,7 +500,7 @@ class ConsumerEnd(_End):
 
     def free_commit(self, mask: Optional[UR] = None, two_cta: bool = False, guard: Optional[UP] = None) -> None:
         """Free the stage when the tensor core has finished the MMAs issued so far (UTCBAR)."""
-        self.pipe.prog.emit_at(self.empty, lambda m: blackwell.utcbar(m, mask, two_cta), guard=guard)
+        self.pipe.prog.emit_at(self.empty, lambda m: tcgen05.utcbar(m, mask, two_cta), guard=guard)
 
 
 # ----------------------------------------------------------------------------------------
@@ -1258,16 +1258,16 @@ class Program:
         both operands from shared memory; the type modifier comes from the buffers' elem."""
         if self.sm != "sm_90a":
             raise WarpyError("HGMMA is an sm_90a instruction")
-        if a.buffer.elem != b.buffer.elem or a.buffer.elem not in hopper.AB_TYPES:
+        if a.buffer.elem != b.buffer.elem or a.buffer.elem not in wgmma.AB_TYPES:
             raise WarpyError(f"HGMMA operands {a.buffer.name} ({a.buffer.elem}) and {b.buffer.name} ({b.buffer.elem}) "
-                             f"must share one of the types {', '.join(hopper.AB_TYPES)}")
-        ab, kstep = hopper.AB_TYPES[a.buffer.elem or ""]
+                             f"must share one of the types {', '.join(wgmma.AB_TYPES)}")
+        ab, kstep = wgmma.AB_TYPES[a.buffer.elem or ""]
         descs = self.urvec("gmma_desc", 4)
         self._hi(descs, 1, a.buffer, "gdesc.hi")
         self._hi(descs, 3, b.buffer, "gdesc.hi")
         self.derive_into(descs[0], "gdesc.lo", a)
         self.derive_into(descs[2], "gdesc.lo", b)
-        self.emit(hopper.hgmma(n, acc, descs, accumulate, end, ab=ab, k=kstep))
+        self.emit(wgmma.hgmma(n, acc, descs, accumulate, end, ab=ab, k=kstep))
 
     def utchmma(self, a: Tile, b: Tile, acc: TmemRef, idesc: int, accumulate: Union[UP, bool],
                 two_cta: bool = False, guard: Union[P, UP, None] = None) -> None:
@@ -1294,7 +1294,7 @@ class Program:
             self.emit(alu.uiadd3(t, treg, toff).noted(acc.note()), mark="+")
             treg = t
         acc_p = accumulate if isinstance(accumulate, UP) else (UPT if accumulate else ~UPT)
-        self.emit(blackwell.utchmma(ad, bd, treg, zi, acc_p, two_cta).guarded(guard))
+        self.emit(tcgen05.utchmma(ad, bd, treg, zi, acc_p, two_cta).guarded(guard))
 
     # -- output -------------------------------------------------------------------------------
     def _flat(self) -> list[Line]:

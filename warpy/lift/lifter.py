@@ -50,12 +50,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Iterable, Optional, Union
 
 from warpy.errors import WarpyError
-from warpy.isa.families import ALL, defs_uses, lookup
+from warpy.isa.families import ALL, defs_uses, lookup, record
 from warpy.isa.instr import Comment, Instr, Label
 from warpy.isa.operands import Imm, LabelRef, P, UP
 from warpy.isa.text import Kernel, parse
 from warpy.target import target as target_of
-from warpy.lift.families import RULES, WARP_COLLECTIVE
+from warpy.lift.families import LIFT_RULES
 from warpy.lift.families._ctx import LiftContext, ident
 from warpy.lift.families.sync import lift_trywait
 
@@ -65,24 +65,6 @@ if TYPE_CHECKING:
 #: `.version` of the emitted PTX: PTX ISA 8.7 (CUDA 12.8) has every sm_90a and sm_100a feature
 #: the rules use, and both ptxas 12.8+/12.9 and CUDA 13.0's ptxas accept it.
 PTX_VERSION = "8.7"
-
-#: tcgen05 records that carry a `.cta_group` (`.2CTA` or not)
-CTA_GROUP_RECORDS = frozenset({"UTCHMMA", "UTCBAR", "UTCATOMSWS.FIND_AND_SET", "UTCATOMSWS.AND"})
-
-#: single-issue records that join the issuing thread's bulk async-group: they, the commit and the
-#: wait must run on one lane, so a guard naming the program's elected lane does not move them off
-#: the entry's lane (only a region that lane alone runs does, and then all three move together)
-BULK_GROUP = frozenset({"UTMASTG", "UTMAREDG", "UBLKCP", "UTMACMDFLUSH"})
-
-#: semantic classes whose SASS ptxas re-selects freely (an IADD3 may become IMAD.IADD or vanish,
-#: a MOV an IMAD.MOV, an ISETP may fold into a branch): not asked for in the disassembly check
-REWRITTEN = frozenset({
-    "alu", "compare", "predicate", "special-reg", "const-load", "vote", "branch", "exit", "nop",
-    "warp-sync", "elect", "sleep",
-    # plain loads and stores: ptxas forwards a load from the store before it, drops dead stores,
-    # and merges neighbours into wider accesses
-    "load-shared", "store-shared", "load-global", "store-global",
-})
 
 Program = object  # anything with .kernel() -> Kernel (warpy.isa.program.Program)
 
@@ -107,7 +89,7 @@ def cta_group(kernel: Kernel) -> int:
         if not isinstance(ln, Instr):
             continue
         rec, _ = lookup(ln.name, ln.mods)
-        if rec.key in CTA_GROUP_RECORDS:
+        if rec.cta_group:
             g = 2 if "2CTA" in ln.mods else 1
             seen.setdefault(g, ln.mnemonic)
     if len(seen) == 2:
@@ -128,7 +110,7 @@ def _check_target(kernel: Kernel, target: str) -> None:
 
 def _is_sleep_of(nxt: object, done: object) -> bool:
     return (
-        isinstance(nxt, Instr) and nxt.name == "NANOSLEEP" and isinstance(nxt.guard, P) and isinstance(done, P)
+        isinstance(nxt, Instr) and record(nxt).sem == "sleep" and isinstance(nxt.guard, P) and isinstance(done, P)
         and nxt.guard.neg and nxt.guard.name == done.name and not done.neg
     )
 
@@ -138,7 +120,7 @@ def _lift_one(c: LiftContext, i: Instr, rest: tuple[str, ...], hint: Optional[st
     if hint is not None:
         lift_trywait(c, i, rest, hint)
     else:
-        RULES[rec.key](c, i, rest)
+        LIFT_RULES[rec](c, i, rest)
 
 
 def _elect_regions(lines: list[Union[Instr, Label, Comment]]) -> tuple[dict[int, str], set[int]]:
@@ -162,14 +144,15 @@ def _elect_regions(lines: list[Union[Instr, Label, Comment]]) -> tuple[dict[int,
         g = ln.guard
         if isinstance(g, P) and not g.neg and g.name in elected:
             guarded[n] = g.name
-        if (ln.name == "BRA" and isinstance(g, P) and g.neg and g.name in elected and len(ln.ops) == 1
+        rec = record(ln)
+        if (rec.sem == "branch" and isinstance(g, P) and g.neg and g.name in elected and len(ln.ops) == 1
                 and isinstance(ln.ops[0], LabelRef) and labels_ahead.get(ln.ops[0].name, -1) > n):
             until.append(ln.ops[0].name)
         defs, _ = defs_uses(ln)
         for d in defs:
             if isinstance(d, P):
                 elected.discard(d.name)
-        if ln.name == "ELECT" and isinstance(ln.ops[0], P):
+        if rec.sem == "elect" and isinstance(ln.ops[0], P):
             elected.add(ln.ops[0].name)
     return guarded, one_lane
 
@@ -192,14 +175,14 @@ def _body(c: LiftContext) -> None:
         c.where = f"{ln.mnemonic}"
         c.lines.append(f"    // {str(ln).strip()}")
         hint = None
-        if rec.key == "SYNCS.PHASECHK" and "TRYWAIT" in rest and k < len(lines) and _is_sleep_of(lines[k], ln.ops[0]):
+        if rec.sem == "barrier-wait" and "TRYWAIT" in rest and k < len(lines) and _is_sleep_of(lines[k], ln.ops[0]):
             sleep = lines[k]
             assert isinstance(sleep, Instr)
             ns = sleep.ops[0]
             hint = str(ns.value) if isinstance(ns, Imm) else c.src(ns)
             c.lines.append(f"    // {str(sleep).strip()}  (the try-wait's suspend-time hint)")
             k += 1
-        single = rec.single_issue and rec.key not in WARP_COLLECTIVE
+        single = rec.single_issue and not rec.warp_collective
         g = ln.guard
         if g is not None and c.is_true(g):
             g = None
@@ -210,7 +193,7 @@ def _body(c: LiftContext) -> None:
         if single and (k - 1) in one_lane:
             c.issuer = ""  # only the program's elected lane runs here: it issues
             single = False
-        elif single and (k - 1) in elect_guarded and rec.key not in BULK_GROUP:
+        elif single and (k - 1) in elect_guarded and not rec.bulk_group:
             assert isinstance(g, P)
             c.issuer = c.pred_neg(g)  # guarded by the program's ELECT: that lane issues
             _lift_one(c, ln, rest, hint)
@@ -279,7 +262,7 @@ def lift(x: Union[str, Kernel, Program], target: Optional[str] = None) -> str:
     out.append(f".maxntid {h.threads}, 1, 1")
     if h.maxnreg is not None:
         out.append(f".maxnreg {h.maxnreg}")
-    elif any(isinstance(x, Instr) and x.name == "USETMAXREG" for x in kernel.lines):
+    elif any(isinstance(x, Instr) and record(x).sem == "setmaxnreg" for x in kernel.lines):
         # setmaxnreg needs the register count at entry: one CTA per SM fixes it (65536 / threads)
         out.append(".minnctapersm 1")
     if tuple(h.cluster) != (1, 1, 1):
@@ -326,19 +309,10 @@ def expected_opcodes(kernel: Kernel, target: Optional[str] = None) -> list[str]:
     for ln in kernel.lines:
         if not isinstance(ln, Instr):
             continue
-        rec, rest = lookup(ln.name, ln.mods)
-        if not rec.ptxas_emits or rec.sem in REWRITTEN:
+        rec = record(ln)
+        if not rec.ptxas_emits or rec.reselected:
             continue
-        words = [ln.name] + list(ln.mods)
-        if rec.key == "UTCATOMSWS.AND":
-            words = [w for w in words if w != "2CTA"]  # ptxas prints the pair's dealloc without .2CTA
-        if rec.key == "HGMMA" and rest[2:3] == ("F16",):
-            words = words[:-1]  # nvdisasm prints fp16 operands without a type: HGMMA.64x64x16.F32
-        if rec.key == "BAR.ARV":
-            words = ["BAR.ARV"]
-        if rec.key == "DEPBAR":
-            words = ["DEPBAR", "LE"]
-        spelling = ".".join(words)
+        spelling = rec.disasm_spelling((ln.name,) + ln.mods)
         if spelling not in out:
             out.append(spelling)
     return out

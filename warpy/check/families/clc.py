@@ -11,11 +11,14 @@ from typing import Any
 
 import numpy as np
 
-from warpy.check.lanes import first
+from warpy.isa.values import first
 from warpy.isa.operands import elem_name
 from warpy.check.families.tma import _land
+from warpy.isa.families import clc as isa
+from warpy.check.semantics import semantics
 
 
+@semantics(isa.UGETNEXTWORKID)
 def _try_cancel(m: Any, w: Any, c: Any, lanes: Any) -> None:
     resp = int(first(c.get[0](w), lanes))
     bar = int(first(c.get[1](w), lanes))
@@ -43,6 +46,7 @@ def _try_cancel(m: Any, w: Any, c: Any, lanes: Any) -> None:
             m.shadow[(d.index, (resp & 0xFFFFFF) + 4 * k)] = int(words[k])
 
 
+@semantics(isa.CLCQUERY)
 def _query(m: Any, w: Any, c: Any, lanes: Any) -> None:
     i = c.instr
     src = i.ops[1]
@@ -53,6 +57,3 @@ def _query(m: Any, w: Any, c: Any, lanes: Any) -> None:
         return
     axis = 1 + "XYZ".index(i.mods[-1]) if i.mods[-1] in "XYZ" else 1
     c.put[0](w, vals[axis], lanes)
-
-
-SEMANTICS = {"UGETNEXTWORKID": _try_cancel, "CLCQUERY": _query}

@@ -10,9 +10,11 @@ from typing import Any
 
 import numpy as np
 
-from warpy.check.lanes import M32, first
+from warpy.isa.values import M32, first
 from warpy.check.state import join
 from warpy.isa.operands import GMem, RVec, elem_name
+from warpy.isa.families import memory as isa
+from warpy.check.semantics import semantics
 
 
 def _width(mods: tuple[str, ...]) -> int:
@@ -48,6 +50,7 @@ def _smem_access(m: Any, w: Any, c: Any, addrs: np.ndarray, nbytes: int, kind: s
     m.access("smem", w.cta, words, kind, w.vc, w.agent, w.vc[w.agent], c.mnem, w)
 
 
+@semantics(isa.LDS)
 def _lds(m: Any, w: Any, c: Any, lanes: Any) -> None:
     nb = _width(c.instr.mods)
     addrs = _active(c.get[1](w), lanes)
@@ -59,7 +62,7 @@ def _lds(m: Any, w: Any, c: Any, lanes: Any) -> None:
         # address, a cluster-launch-control answer): an LDS of one reads it
         a0 = int(addrs[0])
         if (w.cta.index, a0) in m.shadow:
-            from warpy.check.lanes import writer
+            from warpy.isa.values import writer
             from warpy.isa.operands import R
 
             for k, n in enumerate(_regs_of(c.instr.ops[0], max(1, nb // 4))):
@@ -67,7 +70,7 @@ def _lds(m: Any, w: Any, c: Any, lanes: Any) -> None:
 
 
 def _load_regs(m: Any, w: Any, c: Any, dst: Any, fetch: Any, addr: Any, nb: int, lanes: Any) -> None:
-    from warpy.check.lanes import writer
+    from warpy.isa.values import writer
     from warpy.isa.operands import R
 
     nregs = max(1, nb // 4)
@@ -98,6 +101,7 @@ def _store_bytes(w: Any, src: Any, nb: int, lanes: Any) -> np.ndarray:
     return b[:, :nb]
 
 
+@semantics(isa.STS)
 def _sts(m: Any, w: Any, c: Any, lanes: Any) -> None:
     nb = _width(c.instr.mods)
     addrs = _active(c.get[0](w), lanes)
@@ -141,6 +145,7 @@ def _shadowed(m: Any, src: Any, addrs: np.ndarray) -> bool:
     return b is not None and b.elem in ("u32", "s32")
 
 
+@semantics(isa.LDG)
 def _ldg(m: Any, w: Any, c: Any, lanes: Any) -> Any:
     gop = c.instr.ops[1]
     src, addrs, nb = _global(m, w, c, lanes, gop, "r")
@@ -212,6 +217,7 @@ def _release_flag(m: Any, w: Any, c: Any, addrs: np.ndarray) -> None:
             m.wake_flag_waiters(int(a))
 
 
+@semantics(isa.STG)
 def _stg(m: Any, w: Any, c: Any, lanes: Any) -> None:
     gop = c.instr.ops[0]
     src, addrs, nb = _global(m, w, c, lanes, gop, "w")
@@ -275,20 +281,23 @@ def _matrix(m: Any, w: Any, c: Any, lanes: Any, store: bool) -> None:
                     a = int(base[rr]) + 2 * cc
                     hv.append(int.from_bytes(smem[a:a + 2].tobytes(), "little"))
                 out[t] = hv[0] | (hv[1] << 16)
-            from warpy.check.lanes import writer
+            from warpy.isa.values import writer
             from warpy.isa.operands import R
 
             writer(R(names[j]))(w, out, lanes)
 
 
+@semantics(isa.LDSM)
 def _ldsm(m: Any, w: Any, c: Any, lanes: Any) -> None:
     _matrix(m, w, c, lanes, False)
 
 
+@semantics(isa.STSM)
 def _stsm(m: Any, w: Any, c: Any, lanes: Any) -> None:
     _matrix(m, w, c, lanes, True)
 
 
+@semantics(isa.REDG)
 def _redg(m: Any, w: Any, c: Any, lanes: Any) -> None:
     gop = c.instr.ops[0]
     src, addrs, nb = _global(m, w, c, lanes, gop, "red")
@@ -311,5 +320,4 @@ def _redg(m: Any, w: Any, c: Any, lanes: Any) -> None:
                 mem[o:o + 4] = np.frombuffer(np.uint32((cur + int(v[ln])) & M32).tobytes(), dtype=np.uint8)
 
 
-SEMANTICS = {"LDS": _lds, "STS": _sts, "LDG": _ldg, "STG": _stg, "REDG": _redg, "LDSM": _ldsm, "STSM": _stsm}
 _ = M32

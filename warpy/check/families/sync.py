@@ -11,9 +11,11 @@ from typing import Any
 
 import numpy as np
 
-from warpy.check.lanes import first
+from warpy.isa.values import first
 from warpy.check.state import join
 from warpy.isa.operands import URVec, elem_name
+from warpy.isa.families import sync as isa
+from warpy.check.semantics import semantics
 
 
 def _lanes_n(lanes: Any) -> int:
@@ -31,6 +33,7 @@ def _bar_short(name: str) -> str:
     return name.split("[")[0]
 
 
+@semantics(isa.SYNCS_EXCH)
 def _init(m: Any, w: Any, c: Any, lanes: Any) -> None:
     op = c.instr.ops[2]
     assert isinstance(op, URVec)
@@ -54,6 +57,7 @@ def _init(m: Any, w: Any, c: Any, lanes: Any) -> None:
         bar.release_vc = dict(w.vc)
 
 
+@semantics(isa.SYNCS_ARRIVE)
 def _arrive(m: Any, w: Any, c: Any, lanes: Any) -> None:
     mods = c.instr.mods
     n_lanes = _lanes_n(lanes)
@@ -85,6 +89,7 @@ def _arrive(m: Any, w: Any, c: Any, lanes: Any) -> None:
         m.arrive(bar, arrivals * n_lanes, tx * n_lanes, vc, who)
 
 
+@semantics(isa.SYNCS_PHASECHK)
 def _wait(m: Any, w: Any, c: Any, lanes: Any) -> Any:
     addr = first(c.get[1](w), lanes)
     par = (first(c.get[2](w), lanes) >> 31) & 1
@@ -117,6 +122,7 @@ def m_block() -> int:
     return BLOCK
 
 
+@semantics(isa.SYNCS_CCTL)
 def _inval(m: Any, w: Any, c: Any, lanes: Any) -> None:
     for addr in _addrs(c.get[0](w), lanes):
         if m.check_barrier_addr(w, c, addr):
@@ -124,6 +130,7 @@ def _inval(m: Any, w: Any, c: Any, lanes: Any) -> None:
             bar.inited = False
 
 
+@semantics(isa.ELECT)
 def _elect(m: Any, w: Any, c: Any, lanes: Any) -> None:
     act = np.ones(32, dtype=bool) if lanes is None else lanes
     lane = int(np.argmax(act))
@@ -172,6 +179,7 @@ def named_barrier_recheck(m: Any, cta: Any) -> None:
             _named_release(m, cta, bid, st)
 
 
+@semantics(isa.BAR_SYNC)
 def _bar_sync(m: Any, w: Any, c: Any, lanes: Any) -> Any:
     bid, cnt = _bar_id(c, w, lanes)
     st = _named_state(m, w.cta, bid, cnt)
@@ -191,6 +199,7 @@ def _bar_sync(m: Any, w: Any, c: Any, lanes: Any) -> Any:
     return m_block()
 
 
+@semantics(isa.BAR_ARV)
 def _bar_arv(m: Any, w: Any, c: Any, lanes: Any) -> None:
     bid, cnt = _bar_id(c, w, lanes)
     st = _named_state(m, w.cta, bid, cnt)
@@ -213,6 +222,7 @@ def cluster_barrier_check(m: Any, cl: Any) -> None:
                 x.block = None
 
 
+@semantics(isa.UCGABAR_ARV)
 def _cl_arrive(m: Any, w: Any, c: Any, lanes: Any) -> None:
     cl = w.cta.cluster
     if w.gid in cl.bar_arrived:
@@ -223,6 +233,7 @@ def _cl_arrive(m: Any, w: Any, c: Any, lanes: Any) -> None:
     cluster_barrier_check(m, cl)
 
 
+@semantics(isa.UCGABAR_WAIT)
 def _cl_wait(m: Any, w: Any, c: Any, lanes: Any) -> Any:
     cl = w.cta.cluster
     if w.cl_phase < 0:
@@ -237,10 +248,12 @@ def _cl_wait(m: Any, w: Any, c: Any, lanes: Any) -> Any:
     return m_block()
 
 
+@semantics(isa.NANOSLEEP, isa.PREEXIT)
 def _nothing(m: Any, w: Any, c: Any, lanes: Any) -> None:
     return None
 
 
+@semantics(isa.FENCE_VIEW_ASYNC)
 def _fence_async(m: Any, w: Any, c: Any, lanes: Any) -> None:
     if "S" in c.instr.mods or "G" in c.instr.mods:
         for a in w.unfenced:
@@ -248,6 +261,7 @@ def _fence_async(m: Any, w: Any, c: Any, lanes: Any) -> None:
         w.unfenced = []
 
 
+@semantics(isa.FENCE_MBARRIER_INIT)
 def _fence_init(m: Any, w: Any, c: Any, lanes: Any) -> None:
     """fence.mbarrier_init: this thread's barrier inits become visible to the async proxy (and cluster)."""
     for a in w.unfenced_init:
@@ -255,6 +269,7 @@ def _fence_init(m: Any, w: Any, c: Any, lanes: Any) -> None:
     w.unfenced_init = []
 
 
+@semantics(isa.MEMBAR)
 def _membar(m: Any, w: Any, c: Any, lanes: Any) -> None:
     if "GPU" in c.instr.mods or "SYS" in c.instr.mods:
         for a in w.gunfenced:
@@ -268,13 +283,6 @@ def _membar(m: Any, w: Any, c: Any, lanes: Any) -> None:
             w.acquired = {}
 
 
+@semantics(isa.ACQBULK)
 def _acqbulk(m: Any, w: Any, c: Any, lanes: Any) -> None:
     w.acq_done = True
-
-
-SEMANTICS = {
-    "SYNCS.EXCH": _init, "SYNCS.ARRIVE": _arrive, "SYNCS.PHASECHK": _wait, "SYNCS.CCTL": _inval, "ELECT": _elect,
-    "BAR.SYNC": _bar_sync, "BAR.ARV": _bar_arv, "UCGABAR_ARV": _cl_arrive, "UCGABAR_WAIT": _cl_wait,
-    "NANOSLEEP": _nothing, "FENCE.VIEW.ASYNC": _fence_async, "FENCE.MBARRIER_INIT": _fence_init, "MEMBAR": _membar,
-    "ACQBULK": _acqbulk, "PREEXIT": _nothing,
-}

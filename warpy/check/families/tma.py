@@ -15,10 +15,12 @@ import numpy as np
 
 from warpy.target import dtype
 
-from warpy.check.lanes import first
+from warpy.isa.values import first
 from warpy.check.state import masks_of
 from warpy.isa.operands import UR, Mem, URVec, elem_name
 from warpy.layout.tma import TmaBox
+from warpy.isa.families import tma as isa
+from warpy.check.semantics import semantics
 
 
 def _s32(x: int) -> int:
@@ -113,6 +115,7 @@ def _land(m: Any, w: Any, c: Any, dest: Any, bar_cta: Any, dst: int, bar_addr: i
     m.complete_tx(bar, nbytes, issue_vc)
 
 
+@semantics(isa.UTMALDG)
 def _tma_load(m: Any, w: Any, c: Any, lanes: Any) -> None:
     n = _rank(c)
     name = c.instr.ops[1].name
@@ -144,6 +147,7 @@ def _bulk_agent(w: Any) -> tuple[Any, ...]:
     return ("bulk", w.cta.index, w.wid)
 
 
+@semantics(isa.UTMASTG, isa.UTMAREDG)
 def _tma_store(m: Any, w: Any, c: Any, lanes: Any) -> None:
     n = _rank(c)
     name = c.instr.ops[1].name
@@ -162,7 +166,7 @@ def _tma_store(m: Any, w: Any, c: Any, lanes: Any) -> None:
     off, pidx = box_offsets(box, coords)
     base = m.src_base[name]
     words = np.unique((base + off) >> 2)
-    kind = "red" if c.key == "UTMAREDG" else "w"
+    kind = "red" if c.sem == "tma-reduce" else "w"
     m.access("global", None, words, kind, w.vc, agent, clock, c.mnem, w, proxy="async")
     m.stores_seen += 1
     if m.values and w.cta.smem is not None:
@@ -190,10 +194,12 @@ def _tma_store(m: Any, w: Any, c: Any, lanes: Any) -> None:
             m.greduced[name][dstb] = True
 
 
+@semantics(isa.UTMAPF, isa.UTMACCTL)
 def _tma_prefetch(m: Any, w: Any, c: Any, lanes: Any) -> None:
     return None
 
 
+@semantics(isa.UBLKCP)
 def _bulk_copy(m: Any, w: Any, c: Any, lanes: Any) -> None:
     ops = c.instr.ops
     size = first(c.get[2](w))
@@ -227,11 +233,13 @@ def _bulk_copy(m: Any, w: Any, c: Any, lanes: Any) -> None:
                  proxy="async")
 
 
+@semantics(isa.UTMACMDFLUSH)
 def _commit(m: Any, w: Any, c: Any, lanes: Any) -> None:
     w.bulk_committed += 1
     w.bulk_open = False
 
 
+@semantics(isa.DEPBAR)
 def _wait(m: Any, w: Any, c: Any, lanes: Any) -> None:
     n = c.instr.ops[1].value
     done = max(w.bulk_retired, w.bulk_committed - n)
@@ -242,10 +250,6 @@ def _wait(m: Any, w: Any, c: Any, lanes: Any) -> None:
         w.via[agent] = "bulk-group wait"
 
 
-SEMANTICS = {
-    "UTMALDG": _tma_load, "UTMASTG": _tma_store, "UTMAREDG": _tma_store, "UTMAPF": _tma_prefetch, "UTMACCTL": _tma_prefetch,
-    "UBLKCP": _bulk_copy, "UTMACMDFLUSH": _commit, "DEPBAR": _wait,
-}
 
 
 def operand_k(m: Any, cta: Any, start: int) -> Optional[tuple[str, int]]:

@@ -9,12 +9,13 @@ over must match the record's modifier groups.
 from __future__ import annotations
 
 from warpy.errors import WarpyError
-from warpy.isa.families import alu, blackwell, clc, control, hopper, memory, sync, tma
+from warpy.target import ARCHS
+from warpy.isa.families import alu, clc, control, memory, sync, tcgen05, tma, wgmma
 from warpy.isa.families.base import SEM_CLASSES, Arg, Opcode, describe, operand_fits
 from warpy.isa.instr import Instr
 from warpy.isa.operands import Imm, Operand, P, R, RVec, UP, UR, URVec
 
-MODULES = (alu, control, memory, sync, tma, hopper, blackwell, clc)
+MODULES = (alu, control, memory, sync, tma, wgmma, tcgen05, clc)
 FAMILIES: dict[str, list[Opcode]] = {m.__name__.rsplit(".", 1)[1]: m.OPCODES for m in MODULES}
 
 ALL: dict[str, Opcode] = {}
@@ -105,4 +106,21 @@ def defs_uses(i: Instr) -> tuple[list[Operand], list[Operand]]:
     return d, u
 
 
-__all__ = ["ALL", "FAMILIES", "MODULES", "SEM_CLASSES", "Opcode", "Arg", "lookup", "record", "validate", "defs_uses"]
+def opcode_table() -> str:
+    """The opcode table of docs/sass.md, one row a record, rendered from the records themselves (a
+    test keeps the document equal to this)."""
+    rows = ["| opcode | family | class | targets | operands | PTX | what it does |", "|---|---|---|---|---|---|---|"]
+    for fam, recs in FAMILIES.items():
+        for r in recs:
+            flags = [f for f, on in (("single-issue", r.single_issue and not r.warp_collective),
+                                     ("warp-collective", r.warp_collective), ("no SASS of its own", not r.ptxas_emits))
+                     if on]
+            what = r.doc + (f" ({', '.join(flags)})" if flags else "")
+            targets = " ".join(t for t in ARCHS if t in r.archs)
+            cells = [f"`{r.key}`", fam, r.sem, targets, f"`{r.text_form()}`", r.ptx, what]
+            rows.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return "\n".join(rows) + "\n"
+
+
+__all__ = ["ALL", "FAMILIES", "MODULES", "SEM_CLASSES", "Opcode", "Arg", "lookup", "record", "validate", "defs_uses",
+           "opcode_table"]

@@ -126,16 +126,39 @@ class Arg:
         return tuple(self.kind.split("|"))
 
 
-@attrs.frozen
+#: semantic classes whose SASS ptxas re-selects freely (an IADD3 may become IMAD.IADD or vanish, a
+#: MOV an IMAD.MOV, an ISETP may fold into a branch; plain loads and stores are forwarded, dropped
+#: when dead and merged into wider accesses): the disassembly check does not ask for them
+RESELECTED_CLASSES = frozenset({
+    "alu", "compare", "predicate", "special-reg", "const-load", "vote", "branch", "exit", "nop",
+    "warp-sync", "elect", "sleep", "load-shared", "store-shared", "load-global", "store-global",
+})
+
+Spelling = Callable[[tuple[str, ...]], tuple[str, ...]]
+
+
+def _reselected(rec: "Opcode") -> bool:
+    return rec.sem in RESELECTED_CLASSES
+
+
+@attrs.frozen(eq=False, repr=False)
 class Opcode:
-    """An opcode family record.
+    """An opcode record: every fact about one opcode. Records are compared and hashed by identity
+    (one record a key, `warpy.isa.families.ALL`), which is what the registries key by.
 
     key: leading mnemonic words (`SYNCS.PHASECHK`); family: the module (`sync`); sem: semantic class
     (one of SEM_CLASSES); forms: operand signatures (one per arity); mods: modifier groups, each a
     regex a modifier may match, in order, `!` in front = required; single_issue: the instruction
-    does its work once per warp, not per lane (the lifter runs it on one elected lane);
-    ptxas_emits: ptxas emits an instruction of this name (False: a warpy marker with no SASS of its
-    own, e.g. the wgmma commit); archs: targets that have it; ptx: the PTX it stands for.
+    does its work once per warp, not per lane; warp_collective: ... but PTX spells it as an aligned
+    instruction every lane executes (`tcgen05.alloc`: ptxas elects inside), so the lifter runs it on
+    every lane where other single-issue instructions run on one elected lane; cta_group: a tcgen05
+    instruction naming a `.cta_group` (`.2CTA` in the text, 1 without), of which PTX allows one per
+    kernel; bulk_group: joins the issuing thread's bulk async-group (its commit and wait must run on
+    the same lane); ptxas_emits: ptxas emits an instruction of this name (False: a warpy marker with
+    no SASS of its own, e.g. the wgmma commit); reselected: ptxas re-selects or removes it at will
+    (default: by semantic class, RESELECTED_CLASSES), so the disassembly check does not ask for it;
+    spelling: how nvdisasm spells the mnemonic's words where it differs from the text (words in,
+    words out); archs: targets that have it; ptx: the PTX it stands for; doc: what it does.
     """
 
     key: str
@@ -144,7 +167,12 @@ class Opcode:
     forms: tuple[tuple[Arg, ...], ...]
     mods: tuple[str, ...] = ()
     single_issue: bool = False
+    warp_collective: bool = False
+    cta_group: bool = False
+    bulk_group: bool = False
     ptxas_emits: bool = True
+    reselected: bool = attrs.field(default=attrs.Factory(_reselected, takes_self=True))
+    spelling: Optional[Spelling] = None
     archs: frozenset[str] = frozenset({"sm_90a", "sm_100a"})
     ptx: str = ""
     doc: str = ""
@@ -152,6 +180,15 @@ class Opcode:
     def __attrs_post_init__(self) -> None:
         if self.sem not in SEM_CLASSES:
             raise ValueError(f"{self.key}: unknown semantic class {self.sem!r}")
+        if self.warp_collective and not self.single_issue:
+            raise ValueError(f"{self.key}: warp_collective qualifies a single-issue instruction")
+
+    def __repr__(self) -> str:
+        return f"<opcode {self.key}>"
+
+    def disasm_spelling(self, words: tuple[str, ...]) -> str:
+        """The mnemonic as nvdisasm prints an instruction of this record whose words are `words`."""
+        return ".".join(self.spelling(words) if self.spelling is not None else words)
 
     @property
     def key_words(self) -> tuple[str, ...]:

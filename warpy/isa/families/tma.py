@@ -17,28 +17,30 @@ from warpy.isa.operands import Kw, Mem, TmapRef, UR
 F = "tma"
 DIM = r"!1D|2D|3D|4D|5D"
 
+UTMALDG = Opcode("UTMALDG", F, "tma-load", ((a("args", "mem"), a("map", "tmap")), (a("args", "mem"), a("map", "tmap"), a("mask", "UR"))),
+    mods=(DIM, r"MULTICAST", r"2CTA"), single_issue=True,
+    ptx="cp.async.bulk.tensor.Nd.shared::cluster.global.tile.mbarrier::complete_tx::bytes[.multicast::cluster][.cta_group::2]",
+    doc="copy the box at (c0, c1, ...) into shared memory at dst (in every CTA of mask), completing bytes on bar")
+UTMASTG = Opcode("UTMASTG", F, "tma-store", ((a("args", "mem"), a("map", "tmap")),), mods=(DIM,), single_issue=True,
+    ptx="cp.async.bulk.tensor.Nd.global.shared::cta.tile.bulk_group",
+    doc="copy the box from shared memory at src to the tensor at (c0, c1, ...)", bulk_group=True)
+UTMAREDG = Opcode("UTMAREDG", F, "tma-reduce", ((a("args", "mem"), a("map", "tmap")),), mods=(DIM, r"!ADD|MIN|MAX|INC|DEC|AND|OR|XOR"),
+    single_issue=True, ptx="cp.reduce.async.bulk.tensor.Nd.global.shared::cta.op.tile.bulk_group",
+    doc="reduce the box from shared memory into the tensor", bulk_group=True)
+UTMAPF = Opcode("UTMAPF", F, "tma-prefetch", ((a("args", "mem"), a("map", "tmap")),), mods=(r"!L2", DIM), single_issue=True,
+    ptx="cp.async.bulk.prefetch.tensor.Nd.L2.global.tile", doc="prefetch the box into L2 (args: [c0, c1, ...])")
+UTMACCTL = Opcode("UTMACCTL", F, "tma-prefetch", ((a("map", "tmap"),),), mods=(r"!PF",), single_issue=True,
+    ptx="prefetch.tensormap", doc="fetch the tensor map's descriptor into the copy engine's cache")
+UBLKCP = Opcode("UBLKCP", F, "bulk-copy", ((a("args", "mem"), a("src", "mem"), a("size", "UR")),), mods=(r"!S|G", r"!S|G"),
+    single_issue=True, ptx="cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [dst], [src], size, [bar]",
+    doc="copy size bytes from global src (a uniform pair) to shared: args = (dst, bar), completing on bar (.S.G); .G.S: back", bulk_group=True)
+UTMACMDFLUSH = Opcode("UTMACMDFLUSH", F, "bulk-commit", ((),), single_issue=True, ptx="cp.async.bulk.commit_group",
+    doc="close the group of bulk stores issued so far", bulk_group=True)
+DEPBAR = Opcode("DEPBAR", F, "bulk-wait", ((a("sb", "kw:SB0"), a("n", "I")),), mods=(r"!LE",),
+    ptx="cp.async.bulk.wait_group[.read] n", doc="wait until at most n bulk groups are outstanding", spelling=lambda w: w[:2])
+
 OPCODES: list[Opcode] = [
-    Opcode("UTMALDG", F, "tma-load", ((a("args", "mem"), a("map", "tmap")), (a("args", "mem"), a("map", "tmap"), a("mask", "UR"))),
-           mods=(DIM, r"MULTICAST", r"2CTA"), single_issue=True,
-           ptx="cp.async.bulk.tensor.Nd.shared::cluster.global.tile.mbarrier::complete_tx::bytes[.multicast::cluster][.cta_group::2]",
-           doc="copy the box at (c0, c1, ...) into shared memory at dst (in every CTA of mask), completing bytes on bar"),
-    Opcode("UTMASTG", F, "tma-store", ((a("args", "mem"), a("map", "tmap")),), mods=(DIM,), single_issue=True,
-           ptx="cp.async.bulk.tensor.Nd.global.shared::cta.tile.bulk_group",
-           doc="copy the box from shared memory at src to the tensor at (c0, c1, ...)"),
-    Opcode("UTMAREDG", F, "tma-reduce", ((a("args", "mem"), a("map", "tmap")),), mods=(DIM, r"!ADD|MIN|MAX|INC|DEC|AND|OR|XOR"),
-           single_issue=True, ptx="cp.reduce.async.bulk.tensor.Nd.global.shared::cta.op.tile.bulk_group",
-           doc="reduce the box from shared memory into the tensor"),
-    Opcode("UTMAPF", F, "tma-prefetch", ((a("args", "mem"), a("map", "tmap")),), mods=(r"!L2", DIM), single_issue=True,
-           ptx="cp.async.bulk.prefetch.tensor.Nd.L2.global.tile", doc="prefetch the box into L2 (args: [c0, c1, ...])"),
-    Opcode("UTMACCTL", F, "tma-prefetch", ((a("map", "tmap"),),), mods=(r"!PF",), single_issue=True,
-           ptx="prefetch.tensormap", doc="fetch the tensor map's descriptor into the copy engine's cache"),
-    Opcode("UBLKCP", F, "bulk-copy", ((a("args", "mem"), a("src", "mem"), a("size", "UR")),), mods=(r"!S|G", r"!S|G"),
-           single_issue=True, ptx="cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [dst], [src], size, [bar]",
-           doc="copy size bytes from global src (a uniform pair) to shared: args = (dst, bar), completing on bar (.S.G); .G.S: back"),
-    Opcode("UTMACMDFLUSH", F, "bulk-commit", ((),), single_issue=True, ptx="cp.async.bulk.commit_group",
-           doc="close the group of bulk stores issued so far"),
-    Opcode("DEPBAR", F, "bulk-wait", ((a("sb", "kw:SB0"), a("n", "I")),), mods=(r"!LE",),
-           ptx="cp.async.bulk.wait_group[.read] n", doc="wait until at most n bulk groups are outstanding"),
+    UTMALDG, UTMASTG, UTMAREDG, UTMAPF, UTMACCTL, UBLKCP, UTMACMDFLUSH, DEPBAR,
 ]
 
 
@@ -53,37 +55,37 @@ def _dim(args: Mem, first: int) -> str:
 def tma_load(args: Mem, tmap: str, mask: UR | None = None, two_cta: bool = False) -> Instr:
     mods = _dim(args, 2) + (".MULTICAST" if mask is not None else "") + (".2CTA" if two_cta else "")
     if mask is not None:
-        return ins("UTMALDG", mods, args, TmapRef(tmap), mask)
-    return ins("UTMALDG", mods, args, TmapRef(tmap))
+        return ins(UTMALDG, mods, args, TmapRef(tmap), mask)
+    return ins(UTMALDG, mods, args, TmapRef(tmap))
 
 
 def tma_store(args: Mem, tmap: str) -> Instr:
-    return ins("UTMASTG", _dim(args, 1), args, TmapRef(tmap))
+    return ins(UTMASTG, _dim(args, 1), args, TmapRef(tmap))
 
 
 def tma_reduce_add(args: Mem, tmap: str) -> Instr:
-    return ins("UTMAREDG", _dim(args, 1) + ".ADD", args, TmapRef(tmap))
+    return ins(UTMAREDG, _dim(args, 1) + ".ADD", args, TmapRef(tmap))
 
 
 def bulk_commit() -> Instr:
-    return ins("UTMACMDFLUSH", "")
+    return ins(UTMACMDFLUSH, "")
 
 
 def bulk_wait(n: int = 0) -> Instr:
-    return ins("DEPBAR", "LE", Kw("SB0"), n)
+    return ins(DEPBAR, "LE", Kw("SB0"), n)
 
 
 def tmap_prefetch(tmap: str) -> Instr:
     """Fetch a tensor map's descriptor ahead of its first copy (ptxas: UTMACCTL.PF [UR])."""
-    return ins("UTMACCTL", "PF", TmapRef(tmap))
+    return ins(UTMACCTL, "PF", TmapRef(tmap))
 
 
 def tma_prefetch(args: Mem, tmap: str) -> Instr:
     """Prefetch a box into L2 (args: the coordinates)."""
-    return ins("UTMAPF", "L2." + _dim(args, 0), args, TmapRef(tmap))
+    return ins(UTMAPF, "L2." + _dim(args, 0), args, TmapRef(tmap))
 
 
 def bulk_copy_s_g(args: Mem, src: Mem, size: UR) -> Instr:
     """Copy size bytes from global (src: a uniform pair holding the address) to shared:
     args = (dst, bar) consecutive uniform registers, completing size bytes on bar."""
-    return ins("UBLKCP", "S.G", args, src, size)
+    return ins(UBLKCP, "S.G", args, src, size)

@@ -1,14 +1,12 @@
-"""Lift rules, one module per opcode family, keyed like `warpy.isa.families` (module name = family,
-rule key = the isa record's key). `RULES` merges them; tests/lift asserts every record has one."""
+"""Lift rules, one module per opcode family of `warpy.isa.families` (same module names). Each
+module registers its rules against the isa's records (`@rule(isa.IADD3, ...)`); importing this
+package imports them all, so `LIFT_RULES` then holds every rule."""
 
 from __future__ import annotations
 
-from warpy.lift.families import alu, blackwell, clc, control, hopper, memory, sync, tma
-from warpy.lift.families._ctx import LiftContext, Rule
-from warpy.lift.families.blackwell import WARP_COLLECTIVE
+from warpy.lift.families import alu, clc, control, memory, sync, tcgen05, tma, wgmma
+from warpy.lift.families._ctx import LIFT_RULES, LiftContext, LiftRule, Rule
 
-MODULES = (alu, control, memory, sync, tma, hopper, blackwell, clc)
-FAMILIES: dict[str, dict[str, Rule]] = {m.__name__.rsplit(".", 1)[1]: m.RULES for m in MODULES}
-RULES: dict[str, Rule] = {k: r for fam in FAMILIES.values() for k, r in fam.items()}
+MODULES = (alu, control, memory, sync, tma, wgmma, tcgen05, clc)
 
-__all__ = ["FAMILIES", "RULES", "MODULES", "LiftContext", "Rule", "WARP_COLLECTIVE"]
+__all__ = ["LIFT_RULES", "MODULES", "LiftContext", "LiftRule", "Rule"]

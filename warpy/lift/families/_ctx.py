@@ -10,10 +10,11 @@ Temporaries: `%t` (.b32), `%td` (.b64), `%tp` (.pred), `%tq` (.b128), `%tm` (ten
 from __future__ import annotations
 
 import re
-from typing import Callable, Optional, Union
+from typing import Callable, Optional, Protocol, Union
 
 from warpy.errors import WarpyError
 from warpy.isa.instr import Instr
+from warpy.isa.registry import Registry
 from warpy.isa.operands import GMem, Imm, Mem, Operand, P, R, RVec, Sym, UP, UR, URVec, elem_name
 from warpy.isa.text import Kernel
 from warpy.target import Target, dtype_bytes, target as target_of
@@ -319,7 +320,18 @@ class LiftContext:
         raise self.error(f"constant-bank word {offset:#x} is not a kernel parameter of this kernel")
 
 
-Rule = Callable[[LiftContext, Instr, tuple[str, ...]], None]
+class LiftRule(Protocol):
+    """A lift rule: append the PTX of instruction `i` (its modifiers other than the record's key
+    words: `rest`) to the context."""
+
+    def __call__(self, c: LiftContext, i: Instr, rest: tuple[str, ...], /) -> None: ...
+
+
+Rule = LiftRule
+
+#: every lift rule, by opcode record (filled by the family modules as they are imported)
+LIFT_RULES: Registry[LiftRule] = Registry("lift rule")
+rule = LIFT_RULES.register
 
 
 def width_of(op: Operand, default: int) -> int:

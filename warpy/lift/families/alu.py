@@ -7,10 +7,13 @@ from __future__ import annotations
 from warpy.isa.instr import Instr
 from warpy.isa.operands import CBank, Imm, P, SReg, Sym, UP
 from warpy.lift.families._ctx import LiftContext, Rule
+from warpy.isa.families import alu as isa
+from warpy.lift.families._ctx import rule
 
 CMP = {"EQ": "eq", "NE": "ne", "LT": "lt", "LE": "le", "GT": "gt", "GE": "ge"}
 
 
+@rule(isa.IADD3, isa.UIADD3)
 def _add3(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     ops = i.ops
     if len(ops) == 6:
@@ -32,6 +35,7 @@ def _add3(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
         c.emit(f"add.u32 {d}, {t}, {terms[2]}")
 
 
+@rule(isa.IMAD, isa.UIMAD)
 def _mad(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     d, a, b, cc = i.ops
     signed = "U32" not in rest
@@ -58,6 +62,7 @@ def _mad(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     c.emit(f"mad.lo.u32 {dd}, {c.src(a)}, {c.src(b)}, {c.src(cc)}")
 
 
+@rule(isa.LEA, isa.ULEA)
 def _lea(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     d, a, b, sh = i.ops
     assert isinstance(sh, Imm)
@@ -69,6 +74,7 @@ def _lea(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     c.emit(f"add.u32 {c.dst(d)}, {t}, {c.src(b)}")
 
 
+@rule(isa.LOP3, isa.ULOP3)
 def _lop3(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     ops = i.ops
     pd = None
@@ -84,6 +90,7 @@ def _lop3(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
         c.emit(f"setp.ne.u32 {c.pred_dst(pd)}, {res}, 0")
 
 
+@rule(isa.SHF, isa.USHF)
 def _shf(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     d, a, sh, b = i.ops
     dd = c.dst(d)
@@ -101,6 +108,7 @@ def _shf(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
             c.emit(f"shf.r.clamp.b32 {dd}, {c.src(a)}, {c.src(b)}, {s}")
 
 
+@rule(isa.MOV, isa.UMOV, isa.R2UR)
 def _mov(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     d, a = i.ops
     if isinstance(a, Sym):
@@ -109,6 +117,7 @@ def _mov(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
         c.emit(f"mov.b32 {c.dst(d)}, {c.src(a)}")
 
 
+@rule(isa.SEL, isa.USEL)
 def _sel(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     d, a, b, p = i.ops
     assert isinstance(p, (P, UP))
@@ -121,6 +130,7 @@ def _sel(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     c.emit(f"selp.b32 {c.dst(d)}, {sa}, {sb}, {c.reg(type(p)(p.name))}")
 
 
+@rule(isa.PRMT, isa.UPRMT)
 def _prmt(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     # SASS PRMT d, a, sel, b: bytes 0-3 of a, 4-7 of b, as PTX prmt's {b, a}. With sel 0x654 it is
     # (a << 24) | b[23:0]: the shared::cluster address of b in CTA a, which is what ptxas emits for mapa.
@@ -129,6 +139,7 @@ def _prmt(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     c.emit(f"prmt.b32 {c.dst(d)}, {c.src(a)}, {c.src(b)}, {sel.value & 0xFFFF:#x}")
 
 
+@rule(isa.ISETP, isa.UISETP)
 def _setp(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     p, q, a, b, cc = i.ops
     cmp = CMP[rest[0]]
@@ -141,6 +152,7 @@ def _setp(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     c.emit(f"setp.{cmp}.{op}.{ty} {dests}, {c.src(a, signed)}, {c.src(b, signed)}, {c.pred_neg(cc)}")
 
 
+@rule(isa.PLOP3, isa.UPLOP3)
 def _plop3(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     p, q, a, b, cc, lut, _lut2 = i.ops
     if not c.is_true(q):
@@ -162,12 +174,14 @@ def _plop3(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     c.emit(f"setp.ne.u32 {c.pred_dst(p)}, {t}, 0")
 
 
+@rule(isa.S2R, isa.S2UR)
 def _s2r(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     d, sr = i.ops
     assert isinstance(sr, SReg)
     c.emit(f"mov.u32 {c.dst(d)}, {c.special(sr.name)}")
 
 
+@rule(isa.LDC, isa.ULDC, isa.LDCU)
 def _ldc(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     d, cb = i.ops
     assert isinstance(cb, CBank)
@@ -194,6 +208,7 @@ def _ldc(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     c.emit(f"ld.param.{ty} {c.dst(d)}, {where}")
 
 
+@rule(isa.VOTEU)
 def _vote(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     m = c.tmp()
     c.emit(f"activemask.b32 {m}")
@@ -210,31 +225,14 @@ def _vote(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     c.emit(f"vote.sync.{mode}.pred {c.pred_dst(q)}, {c.pred_neg(p)}, {m}")
 
 
+@rule(isa.F2FP)
 def _f2fp(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     d, a, b = i.ops
     ty = "bf16x2" if "BF16" in rest else "f16x2"
     c.emit(f"cvt.rn.{ty}.f32 {c.dst(d)}, {c.src(a)}, {c.src(b)}")
 
 
+@rule(isa.FADD)
 def _fadd(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     d, a, b = i.ops
     c.emit(f"add.rn.f32 {c.dst(d)}, {c.src(a)}, {c.src(b)}")
-
-
-RULES: dict[str, Rule] = {
-    "IADD3": _add3, "UIADD3": _add3,
-    "IMAD": _mad, "UIMAD": _mad,
-    "LEA": _lea, "ULEA": _lea,
-    "LOP3": _lop3, "ULOP3": _lop3,
-    "SHF": _shf, "USHF": _shf,
-    "MOV": _mov, "UMOV": _mov, "R2UR": _mov,
-    "SEL": _sel, "USEL": _sel,
-    "PRMT": _prmt, "UPRMT": _prmt,
-    "ISETP": _setp, "UISETP": _setp,
-    "PLOP3": _plop3, "UPLOP3": _plop3,
-    "S2R": _s2r, "S2UR": _s2r,
-    "LDC": _ldc, "ULDC": _ldc, "LDCU": _ldc,
-    "VOTEU": _vote,
-    "F2FP": _f2fp,
-    "FADD": _fadd,
-}

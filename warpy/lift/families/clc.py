@@ -5,8 +5,11 @@ from __future__ import annotations
 
 from warpy.isa.instr import Instr
 from warpy.lift.families._ctx import LiftContext, Rule
+from warpy.isa.families import clc as isa
+from warpy.lift.families._ctx import rule
 
 
+@rule(isa.UGETNEXTWORKID)
 def _try_cancel(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     resp, bar = c.smem_addr(i.ops[0]), c.smem_addr(i.ops[1])
     mc = ".multicast::cluster::all" if "BROADCAST" in rest else ""
@@ -22,6 +25,7 @@ def _b128(c: LiftContext, op: object) -> str:
     return q
 
 
+@rule(isa.CLCQUERY)
 def _query(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     d, resp = i.ops
     q = _b128(c, resp)
@@ -30,6 +34,3 @@ def _query(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     else:
         axis = rest[1].lower() if len(rest) > 1 else "x"
         c.emit(f"clusterlaunchcontrol.query_cancel.get_first_ctaid::{axis}.b32.b128 {c.dst(d)}, {q}")
-
-
-RULES: dict[str, Rule] = {"UGETNEXTWORKID": _try_cancel, "CLCQUERY": _query}

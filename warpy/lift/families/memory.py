@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from warpy.isa.instr import Instr
 from warpy.lift.families._ctx import LiftContext, Rule
+from warpy.isa.families import memory as isa
+from warpy.lift.families._ctx import rule
 
 _TYPE = {"U8": "u8", "S8": "s8", "U16": "u16", "S16": "s16"}
 
@@ -27,6 +29,7 @@ def _vec(c: LiftContext, op: object, n: int, store: bool) -> str:
     return regs[0] if n == 1 else "{" + ", ".join(regs) + "}"
 
 
+@rule(isa.LDS)
 def _lds(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     d, a = i.ops
     ty, n = _shape(rest, False)
@@ -35,6 +38,7 @@ def _lds(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     c.emit(f"ld.shared.{ty} {regs[0] if n == 1 else '{' + ', '.join(regs) + '}'}, {addr}")
 
 
+@rule(isa.STS)
 def _sts(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     a, v = i.ops
     ty, n = _shape(rest, True)
@@ -47,6 +51,7 @@ def _scope(rest: tuple[str, ...]) -> str:
     return ".relaxed.gpu" if "STRONG" in rest and "GPU" in rest else ""
 
 
+@rule(isa.LDG)
 def _ldg(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     d, g = i.ops
     ty, n = _shape(rest, False)
@@ -56,6 +61,7 @@ def _ldg(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     c.emit(f"ld{_scope(rest)}.global.{ty} {regs[0] if n == 1 else '{' + ', '.join(regs) + '}'}, {addr}")
 
 
+@rule(isa.STG)
 def _stg(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     g, v = i.ops
     ty, n = _shape(rest, True)
@@ -63,6 +69,7 @@ def _stg(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     c.emit(f"st{_scope(rest)}.global.{ty} {addr}, {_vec(c, v, n, True)}")
 
 
+@rule(isa.REDG)
 def _redg(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     g, v = i.ops
     c.emit(f"red.relaxed.gpu.global.add.u32 {c.gmem_addr(g)}, {c.src(v)}")
@@ -72,6 +79,7 @@ def _num(rest: tuple[str, ...]) -> int:
     return int(rest[-1])
 
 
+@rule(isa.LDSM)
 def _ldsm(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     d, a = i.ops
     n = _num(rest)
@@ -80,13 +88,10 @@ def _ldsm(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     c.emit(f"ldmatrix.sync.aligned.m8n8.x{n}{trans}.shared.b16 {{{', '.join(c.elems(d, n))}}}, {addr}")
 
 
+@rule(isa.STSM)
 def _stsm(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     a, v = i.ops
     n = _num(rest)
     trans = ".trans" if "T" in rest else ""
     addr = c.smem_addr(a)
     c.emit(f"stmatrix.sync.aligned.m8n8.x{n}{trans}.shared.b16 {addr}, {{{', '.join(c.elems(v, n))}}}")
-
-
-RULES: dict[str, Rule] = {"LDS": _lds, "STS": _sts, "LDG": _ldg, "STG": _stg, "REDG": _redg, "LDSM": _ldsm,
-                          "STSM": _stsm}

@@ -13,8 +13,11 @@ from typing import Optional
 from warpy.isa.instr import Instr
 from warpy.isa.operands import Imm
 from warpy.lift.families._ctx import LiftContext, Rule
+from warpy.isa.families import sync as isa
+from warpy.lift.families._ctx import rule
 
 
+@rule(isa.SYNCS_EXCH)
 def _init(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     old, bar, init = i.ops
     if not c.is_zero(old):
@@ -32,6 +35,7 @@ def _state(c: LiftContext, op: object) -> Optional[str]:
     return None if c.is_zero(op) else c.tmp("td")
 
 
+@rule(isa.SYNCS_ARRIVE)
 def _arrive(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     state, bar, n = i.ops
     remote = "RED" in rest
@@ -70,14 +74,17 @@ def lift_trywait(c: LiftContext, i: Instr, rest: tuple[str, ...], hint: Optional
         c.emit(f"mbarrier.test_wait.parity.shared::cta.b64 {c.pred_dst(done)}, {addr}, {ph}")
 
 
+@rule(isa.SYNCS_PHASECHK)
 def _wait(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     lift_trywait(c, i, rest)
 
 
+@rule(isa.SYNCS_CCTL)
 def _inval(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     c.emit(f"mbarrier.inval.shared::cta.b64 {c.smem_addr(i.ops[0])}")
 
 
+@rule(isa.ELECT)
 def _elect(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     p, lane, mask = i.ops
     if not c.is_true(mask):
@@ -88,60 +95,50 @@ def _elect(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     c.emit(f"elect.sync {d}|{c.pred_dst(p)}, {m}")
 
 
+@rule(isa.BAR_SYNC, isa.BAR_ARV)
 def _bar_sync(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     args = ", ".join(c.src(o) for o in i.ops)
     c.emit(f"barrier.sync.aligned {args}" if i.name == "BAR" and "SYNC" in i.mods else f"barrier.arrive.aligned {args}")
 
 
+@rule(isa.UCGABAR_ARV)
 def _cluster_arrive(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     c.emit("barrier.cluster.arrive.release.aligned")
 
 
+@rule(isa.UCGABAR_WAIT)
 def _cluster_wait(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     c.emit("barrier.cluster.wait.acquire.aligned")
 
 
+@rule(isa.NANOSLEEP)
 def _nanosleep(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     ns = i.ops[0]
     c.emit(f"nanosleep.u32 {c.src(ns) if not isinstance(ns, Imm) else ns.value}")
 
 
+@rule(isa.FENCE_VIEW_ASYNC)
 def _fence_async(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     c.emit("fence.proxy.async.shared::cta" if "S" in rest else "fence.proxy.async.global")
 
 
+@rule(isa.FENCE_MBARRIER_INIT)
 def _fence_init(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     c.emit("fence.mbarrier_init.release.cluster")
 
 
+@rule(isa.MEMBAR)
 def _membar(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     sem = "sc" if "SC" in rest else "acq_rel"
     scope = {"CTA": "cta", "GPU": "gpu", "SYS": "sys"}[rest[-1]]
     c.emit(f"fence.{sem}.{scope}")
 
 
+@rule(isa.ACQBULK)
 def _acqbulk(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     c.emit("griddepcontrol.wait")
 
 
+@rule(isa.PREEXIT)
 def _preexit(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     c.emit("griddepcontrol.launch_dependents")
-
-
-RULES: dict[str, Rule] = {
-    "SYNCS.EXCH": _init,
-    "SYNCS.ARRIVE": _arrive,
-    "SYNCS.PHASECHK": _wait,
-    "SYNCS.CCTL": _inval,
-    "ELECT": _elect,
-    "BAR.SYNC": _bar_sync,
-    "BAR.ARV": _bar_sync,
-    "UCGABAR_ARV": _cluster_arrive,
-    "UCGABAR_WAIT": _cluster_wait,
-    "NANOSLEEP": _nanosleep,
-    "FENCE.VIEW.ASYNC": _fence_async,
-    "FENCE.MBARRIER_INIT": _fence_init,
-    "MEMBAR": _membar,
-    "ACQBULK": _acqbulk,
-    "PREEXIT": _preexit,
-}

@@ -10,6 +10,8 @@ from __future__ import annotations
 from warpy.isa.instr import Instr
 from warpy.isa.operands import Imm, TmapRef
 from warpy.lift.families._ctx import LiftContext, Rule
+from warpy.isa.families import tma as isa
+from warpy.lift.families._ctx import rule
 
 
 def _dims(rest: tuple[str, ...]) -> int:
@@ -25,6 +27,7 @@ def _mask16(c: LiftContext, op: object) -> str:
     return h
 
 
+@rule(isa.UTMALDG)
 def _load(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     n = _dims(rest)
     args, tm = i.ops[0], i.ops[1]
@@ -42,6 +45,7 @@ def _load(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
             f"[{dst}], [{c.tmap(tm.name)}, {{{', '.join(crd)}}}], [{bar}]{tail}")
 
 
+@rule(isa.UTMASTG, isa.UTMAREDG)
 def _store(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     n = _dims(rest)
     args, tm = i.ops
@@ -52,6 +56,7 @@ def _store(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     c.issue(f"{head}.tile.bulk_group [{c.tmap(tm.name)}, {{{', '.join(regs[1:])}}}], [{regs[0]}]")
 
 
+@rule(isa.UTMAPF)
 def _prefetch(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     n = _dims(rest)
     args, tm = i.ops
@@ -60,12 +65,14 @@ def _prefetch(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     c.issue(f"cp.async.bulk.prefetch.tensor.{n}d.L2.global.tile [{c.tmap(tm.name)}, {{{', '.join(regs)}}}]")
 
 
+@rule(isa.UTMACCTL)
 def _tmap_prefetch(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     tm = i.ops[0]
     assert isinstance(tm, TmapRef)
     c.issue(f"prefetch.tensormap [{c.tmap(tm.name)}]")
 
 
+@rule(isa.UBLKCP)
 def _bulk_copy(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     # UBLKCP.S.G [dst, bar], [src.lo, src.hi], size: global -> shared, completing on bar;
     # UBLKCP.G.S [dst.lo, dst.hi], [src], size: shared -> global (a bulk group).
@@ -89,10 +96,12 @@ def _pair(c: LiftContext, m: object):  # type: ignore[no-untyped-def]
     return m.base
 
 
+@rule(isa.UTMACMDFLUSH)
 def _commit(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     c.issue("cp.async.bulk.commit_group")
 
 
+@rule(isa.DEPBAR)
 def _wait(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     n = i.ops[1]
     assert isinstance(n, Imm)
@@ -100,15 +109,3 @@ def _wait(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     m = c.tmp()
     c.emit(f"activemask.b32 {m}")
     c.emit(f"bar.warp.sync {m}")
-
-
-RULES: dict[str, Rule] = {
-    "UTMALDG": _load,
-    "UTMASTG": _store,
-    "UTMAREDG": _store,
-    "UTMAPF": _prefetch,
-    "UTMACCTL": _tmap_prefetch,
-    "UBLKCP": _bulk_copy,
-    "UTMACMDFLUSH": _commit,
-    "DEPBAR": _wait,
-}

@@ -12,12 +12,15 @@ from __future__ import annotations
 from warpy.isa.instr import Instr
 from warpy.isa.operands import Desc, Imm, UP
 from warpy.lift.families._ctx import LiftContext, Rule
+from warpy.isa.families import tcgen05 as isa
+from warpy.lift.families._ctx import rule
 
 
 def _g(c: LiftContext) -> str:
     return f"cta_group::{c.cta_group}"
 
 
+@rule(isa.UTCHMMA)
 def _mma(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     a, b, d, _z, idesc, acc = i.ops
     assert isinstance(a, Desc) and isinstance(b, Desc) and isinstance(d, Desc) and isinstance(idesc, Desc)
@@ -29,6 +32,7 @@ def _mma(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     c.issue(f"tcgen05.mma.{_g(c)}.kind::f16 [{dt}], {ad}, {bd}, {idv}, {en}")
 
 
+@rule(isa.UTCBAR)
 def _commit(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     bar = c.smem_addr(i.ops[0])
     if "MULTICAST" in rest:
@@ -50,6 +54,7 @@ def _shape(c: LiftContext, rest: tuple[str, ...]) -> tuple[str, int]:
     return "32x32b", n
 
 
+@rule(isa.LDTM)
 def _ld(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     d, t = i.ops
     assert isinstance(t, Desc)
@@ -57,6 +62,7 @@ def _ld(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     c.emit(f"tcgen05.ld.sync.aligned.{shape}.x{n}.b32 {{{', '.join(c.elems(d, n))}}}, [{c.src(t.reg)}]")
 
 
+@rule(isa.STTM)
 def _st(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     t, v = i.ops
     assert isinstance(t, Desc)
@@ -64,10 +70,12 @@ def _st(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     c.emit(f"tcgen05.st.sync.aligned.{shape}.x{n}.b32 [{c.src(t.reg)}], {{{', '.join(c.elems(v, n))}}}")
 
 
+@rule(isa.TCGEN05_WAIT)
 def _wait(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     c.emit(f"tcgen05.wait::{rest[0].lower()}.sync.aligned")
 
 
+@rule(isa.TCGEN05_FENCE)
 def _fence(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     c.emit(f"tcgen05.fence::{rest[0].lower()}_thread_sync")
 
@@ -78,31 +86,20 @@ def _ncols(c: LiftContext, op: object) -> str:
     return c.src(op)  # type: ignore[arg-type]
 
 
+@rule(isa.UTCATOMSWS_FIND_AND_SET)
 def _alloc(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     slot, ncols = i.ops
     c.emit(f"tcgen05.alloc.{_g(c)}.sync.aligned.shared::cta.b32 {c.smem_addr(slot)}, {_ncols(c, ncols)}")
 
 
+@rule(isa.UTCATOMSWS_AND)
 def _dealloc(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     taddr, ncols = i.ops
     c.emit(f"tcgen05.dealloc.{_g(c)}.sync.aligned.b32 {c.src(taddr)}, {_ncols(c, ncols)}")
 
 
+@rule(isa.UVIRTCOUNT_DEALLOC)
 def _relinquish(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     c.emit(f"tcgen05.relinquish_alloc_permit.{_g(c)}.sync.aligned")
 
 
-RULES: dict[str, Rule] = {
-    "UTCHMMA": _mma,
-    "UTCBAR": _commit,
-    "LDTM": _ld,
-    "STTM": _st,
-    "TCGEN05.WAIT": _wait,
-    "TCGEN05.FENCE": _fence,
-    "UTCATOMSWS.FIND_AND_SET": _alloc,
-    "UTCATOMSWS.AND": _dealloc,
-    "UVIRTCOUNT.DEALLOC": _relinquish,
-}
-
-#: single-issue records that are warp-collective in PTX: lifted for every lane, not the elected one
-WARP_COLLECTIVE = frozenset({"UTCATOMSWS.FIND_AND_SET", "UTCATOMSWS.AND", "UVIRTCOUNT.DEALLOC"})

@@ -14,9 +14,11 @@ from typing import Any
 
 import numpy as np
 
-from warpy.check.lanes import LANES, first, reg_ids, writer
+from warpy.isa.values import LANES, first, reg_ids, writer
 from warpy.check.machine import from16
 from warpy.isa.operands import R, URVec, elem_name
+from warpy.isa.families import wgmma as isa
+from warpy.check.semantics import semantics
 
 _SW_BITS = {0: 0, 1: 3, 2: 2, 3: 1}  # GMMA layout type -> swizzle bits (128B, 64B, 32B)
 
@@ -65,6 +67,7 @@ def read_matrix(smem: np.ndarray, addrs: np.ndarray, dtype: str, eb: int) -> np.
     return np.asarray(raw.copy().view(np.float32))
 
 
+@semantics(isa.HGMMA)
 def _hgmma(m: Any, w: Any, c: Any, lanes: Any) -> None:
     i = c.instr
     shape = i.mods[0].split("x")
@@ -122,15 +125,18 @@ def _hgmma(m: Any, w: Any, c: Any, lanes: Any) -> None:
         writer(R(nm))(w, bits[:, v].copy(), lanes)
 
 
+@semantics(isa.WARPGROUP_ARRIVE)
 def _nothing(m: Any, w: Any, c: Any, lanes: Any) -> None:
     return None
 
 
+@semantics(isa.WGMMA_COMMIT)
 def _commit(m: Any, w: Any, c: Any, lanes: Any) -> None:
     w.wg_committed += 1
     w.wg_open = False
 
 
+@semantics(isa.WARPGROUP_DEPBAR)
 def _wait(m: Any, w: Any, c: Any, lanes: Any) -> None:
     n = c.instr.ops[1].value
     done = max(w.wg_retired, w.wg_committed - n)
@@ -141,14 +147,3 @@ def _wait(m: Any, w: Any, c: Any, lanes: Any) -> None:
         w.via[agent] = "wgmma wait"
     if w.pending:
         w.pending = [p for p in w.pending if p[3] > done]
-
-
-def _setmaxnreg(m: Any, w: Any, c: Any, lanes: Any) -> None:
-    if len(c.get) == 2:
-        c.put[0](w, True, lanes)
-
-
-SEMANTICS = {
-    "HGMMA": _hgmma, "WARPGROUP.ARRIVE": _nothing, "WGMMA.COMMIT": _commit, "WARPGROUP.DEPBAR": _wait,
-    "USETMAXREG": _setmaxnreg,
-}

@@ -1,8 +1,10 @@
-"""Lane values: a register holds a Python int (the same in every lane: most registers are) or a
-numpy uint64 vector of 32 lanes, always reduced to 32 bits; a predicate a bool or a bool vector.
+"""Register values as the host checker and the isa's interpreter both hold them: a register holds a
+Python int (the same in every lane: most registers are) or a numpy uint64 vector of 32 lanes,
+always reduced to 32 bits; a predicate a bool or a bool vector. A warp is anything with a `regs`
+dict (name -> value; vector elements are `name.k`).
 
-Operand readers and writers are compiled once per instruction (closures), so the interpreter's
-inner loop does no isinstance dispatch.
+Operand readers and writers are compiled once per instruction (closures), so an interpreter's
+inner loop does no isinstance dispatch. `warpy.isa.semantics` computes the ALU's values on them.
 """
 
 from __future__ import annotations
@@ -109,7 +111,7 @@ def reader(op: Operand, sreg: Callable[[Any, str], Any], cbank: Callable[[Union[
     if isinstance(op, Sym):
         v = sym(op.name)
         return lambda w: v
-    raise WarpyError(f"the checker cannot read operand {op}")
+    raise WarpyError(f"cannot read operand {op} as a register value")
 
 
 def writer(op: Operand) -> Callable[[Any, Any, Optional[np.ndarray]], None]:
@@ -154,7 +156,7 @@ def writer(op: Operand) -> Callable[[Any, Any, Optional[np.ndarray]], None]:
         def put_up(w: Any, v: Any, mask: Optional[np.ndarray]) -> None:
             w.regs[n] = bool(first(v, mask)) if isinstance(v, np.ndarray) else bool(v)
         return put_up
-    raise WarpyError(f"the checker cannot write operand {op}")
+    raise WarpyError(f"cannot write operand {op} as a register value")
 
 
 def vec_names(op: Operand, width: int) -> list[str]:

@@ -18,7 +18,7 @@ from warpy.isa.families.base import Opcode, a
 from warpy.isa.instr import Instr
 from warpy.isa.operands import RZ, Desc, Kw, RVec, UP, URVec
 
-F = "hopper"
+F = "wgmma"
 H90 = frozenset({"sm_90a"})
 SHAPE = r"!64x(8|16|24|32|40|48|56|64|72|80|88|96|104|112|120|128|136|144|152|160|168|176|184|192|200|208|216|224|232|240|248|256)x(8|16|32)"
 
@@ -32,23 +32,21 @@ _D = a("d", "Rv", "d", acc_width)
 _A = a("descs", "gdesc")
 _C = a("c", "Rv", "u", acc_width)
 
+HGMMA = Opcode("HGMMA", F, "mma", (
+    (_D, _A, _C), (_D, _A, _C, a("scale", "UP")), (_D, _A, _C, a("end", "kw:gsb0")),
+    (_D, _A, _C, a("scale", "UP"), a("end", "kw:gsb0")),
+), mods=(SHAPE, r"!F32|F16", r"!BF16|F16|TF32"), single_issue=False, archs=H90,
+    ptx="wgmma.mma_async.sync.aligned.m64nNk16.f32.bf16.bf16 d, adesc, bdesc, scale-d, 1, 1, 0, 0",
+    doc="warpgroup MMA from shared memory (both operands by descriptor) into the register accumulator", spelling=lambda w: w[:3] if w[3:4] == ("F16",) else w)
+WARPGROUP_ARRIVE = Opcode("WARPGROUP.ARRIVE", F, "mma-fence", ((),), archs=H90, ptx="wgmma.fence.sync.aligned",
+    doc="order earlier register/shared accesses before the following HGMMAs")
+WGMMA_COMMIT = Opcode("WGMMA.COMMIT", F, "mma-commit", ((),), archs=H90, ptxas_emits=False, ptx="wgmma.commit_group.sync.aligned",
+    doc="close the group of HGMMAs issued since the last commit; no SASS of its own (ptxas marks gsb0)")
+WARPGROUP_DEPBAR = Opcode("WARPGROUP.DEPBAR", F, "mma-wait", ((a("sb", "kw:gsb0"), a("n", "I")),), mods=(r"!LE",), archs=H90,
+    ptx="wgmma.wait_group.sync.aligned n", doc="wait until at most n HGMMA groups are pending")
+
 OPCODES: list[Opcode] = [
-    Opcode("HGMMA", F, "mma", (
-        (_D, _A, _C), (_D, _A, _C, a("scale", "UP")), (_D, _A, _C, a("end", "kw:gsb0")),
-        (_D, _A, _C, a("scale", "UP"), a("end", "kw:gsb0")),
-    ), mods=(SHAPE, r"!F32|F16", r"!BF16|F16|TF32"), single_issue=False, archs=H90,
-        ptx="wgmma.mma_async.sync.aligned.m64nNk16.f32.bf16.bf16 d, adesc, bdesc, scale-d, 1, 1, 0, 0",
-        doc="warpgroup MMA from shared memory (both operands by descriptor) into the register accumulator"),
-    Opcode("WARPGROUP.ARRIVE", F, "mma-fence", ((),), archs=H90, ptx="wgmma.fence.sync.aligned",
-           doc="order earlier register/shared accesses before the following HGMMAs"),
-    Opcode("WGMMA.COMMIT", F, "mma-commit", ((),), archs=H90, ptxas_emits=False, ptx="wgmma.commit_group.sync.aligned",
-           doc="close the group of HGMMAs issued since the last commit; no SASS of its own (ptxas marks gsb0)"),
-    Opcode("WARPGROUP.DEPBAR", F, "mma-wait", ((a("sb", "kw:gsb0"), a("n", "I")),), mods=(r"!LE",), archs=H90,
-           ptx="wgmma.wait_group.sync.aligned n", doc="wait until at most n HGMMA groups are pending"),
-    Opcode("USETMAXREG", F, "setmaxnreg", ((a("n", "I"),), (a("ok", "UP", "d"), a("n", "I"))),
-           mods=(r"!DEALLOC|TRY_ALLOC", r"!CTAPOOL"), archs=frozenset({"sm_90a", "sm_100a"}),
-           ptx="setmaxnreg.dec/.inc.sync.aligned.u32 n",
-           doc="the warpgroup gives registers back down to n (DEALLOC) or asks for n (TRY_ALLOC; ok: granted)"),
+    HGMMA, WARPGROUP_ARRIVE, WGMMA_COMMIT, WARPGROUP_DEPBAR,
 ]
 
 
@@ -71,25 +69,16 @@ def hgmma(shape_n: int, d: RVec, descs: URVec, accumulate: Union[UP, bool], end:
         ops += [d, accumulate]
     if end:
         ops.append(Kw("gsb0"))
-    return ins("HGMMA", f"64x{shape_n}x{k}.F32.{ab}", *ops)  # type: ignore[arg-type]
+    return ins(HGMMA, f"64x{shape_n}x{k}.F32.{ab}", *ops)  # type: ignore[arg-type]
 
 
 def warpgroup_arrive() -> Instr:
-    return ins("WARPGROUP.ARRIVE", "")
+    return ins(WARPGROUP_ARRIVE, "ARRIVE")
 
 
 def wgmma_commit() -> Instr:
-    return ins("WGMMA.COMMIT", "")
+    return ins(WGMMA_COMMIT, "COMMIT")
 
 
 def warpgroup_wait(n: int) -> Instr:
-    return ins("WARPGROUP.DEPBAR", "LE", Kw("gsb0"), n)
-
-
-def setmaxnreg_dealloc(n: int) -> Instr:
-    return ins("USETMAXREG", "DEALLOC.CTAPOOL", n)
-
-
-def setmaxnreg_try_alloc(ok: UP, n: int) -> Instr:
-    return ins("USETMAXREG", "TRY_ALLOC.CTAPOOL", ok, n)
-
+    return ins(WARPGROUP_DEPBAR, "DEPBAR.LE", Kw("gsb0"), n)

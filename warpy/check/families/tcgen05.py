@@ -14,10 +14,12 @@ from typing import Any
 
 import numpy as np
 
-from warpy.check.lanes import LANES, first, reg_ids, writer
+from warpy.isa.values import LANES, first, reg_ids, writer
 from warpy.check.state import masks_of
 from warpy.isa.operands import R, URVec, elem_name
-from warpy.check.families.hopper import desc_rows, operand_footprint, read_matrix
+from warpy.check.families.wgmma import desc_rows, operand_footprint, read_matrix
+from warpy.isa.families import tcgen05 as isa
+from warpy.check.semantics import semantics
 
 _UMMA_SW = {0: 0, 2: 3, 4: 2, 6: 1}
 
@@ -52,6 +54,7 @@ def _tmem_check(m: Any, w: Any, c: Any, cta: Any, col0: int, ncols: int) -> bool
     return False
 
 
+@semantics(isa.UTCHMMA)
 def _utchmma(m: Any, w: Any, c: Any, lanes: Any) -> None:
     i = c.instr
     two = "2CTA" in i.mods
@@ -122,6 +125,7 @@ def _utchmma(m: Any, w: Any, c: Any, lanes: Any) -> None:
                 tv[:] = prod
 
 
+@semantics(isa.UTCBAR)
 def _utcbar(m: Any, w: Any, c: Any, lanes: Any) -> None:
     i = c.instr
     addr = int(first(c.get[0](w), lanes))
@@ -174,6 +178,7 @@ def _tmem_access(m: Any, w: Any, c: Any, tval: int, ncols: int, kind: str) -> tu
     return lane0, col0
 
 
+@semantics(isa.LDTM)
 def _ldtm(m: Any, w: Any, c: Any, lanes: Any) -> None:
     n = _ldtm_cols(c)
     tval = int(first(m.read(c.instr.ops[1].reg)(w)))
@@ -195,6 +200,7 @@ def _ldtm(m: Any, w: Any, c: Any, lanes: Any) -> None:
             writer(R(elem_name(d.name, j)))(w, vals[:, j].copy(), lanes)
 
 
+@semantics(isa.STTM)
 def _sttm(m: Any, w: Any, c: Any, lanes: Any) -> None:
     n = _ldtm_cols(c)
     tval = int(first(m.read(c.instr.ops[0].reg)(w)))
@@ -207,15 +213,18 @@ def _sttm(m: Any, w: Any, c: Any, lanes: Any) -> None:
             w.cta.tmem_vals[lane0:lane0 + 32, col0 + j] = x.astype(np.uint32).view(np.float32)
 
 
+@semantics(isa.TCGEN05_FENCE)
 def _nothing(m: Any, w: Any, c: Any, lanes: Any) -> None:
     return None
 
 
+@semantics(isa.TCGEN05_WAIT)
 def _wait(m: Any, w: Any, c: Any, lanes: Any) -> None:
     if "LD" in c.instr.mods and w.pending:
         w.pending = [p for p in w.pending if p[3] >= 0]
 
 
+@semantics(isa.UTCATOMSWS_FIND_AND_SET)
 def _alloc(m: Any, w: Any, c: Any, lanes: Any) -> None:
     slot = int(first(c.get[0](w), lanes))
     ncols = int(first(c.get[1](w), lanes))
@@ -241,6 +250,7 @@ def _alloc(m: Any, w: Any, c: Any, lanes: Any) -> None:
     m.shadow[(cta.index, slot)] = start
 
 
+@semantics(isa.UTCATOMSWS_AND)
 def _dealloc(m: Any, w: Any, c: Any, lanes: Any) -> None:
     tval = int(first(c.get[0](w), lanes))
     ncols = int(first(c.get[1](w), lanes))
@@ -257,12 +267,6 @@ def _dealloc(m: Any, w: Any, c: Any, lanes: Any) -> None:
                                f"which no allocation returned")
 
 
+@semantics(isa.UVIRTCOUNT_DEALLOC)
 def _relinquish(m: Any, w: Any, c: Any, lanes: Any) -> None:
     w.cta.relinquished = True
-
-
-SEMANTICS = {
-    "UTCHMMA": _utchmma, "UTCBAR": _utcbar, "LDTM": _ldtm, "STTM": _sttm, "TCGEN05.WAIT": _wait,
-    "TCGEN05.FENCE": _nothing, "UTCATOMSWS.FIND_AND_SET": _alloc, "UTCATOMSWS.AND": _dealloc,
-    "UVIRTCOUNT.DEALLOC": _relinquish,
-}

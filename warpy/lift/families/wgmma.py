@@ -11,10 +11,13 @@ from __future__ import annotations
 from warpy.isa.instr import Instr
 from warpy.isa.operands import Desc, Imm, Kw, UP
 from warpy.lift.families._ctx import LiftContext, Rule
+from warpy.isa.families import wgmma as isa
+from warpy.lift.families._ctx import rule
 
 DT = {"F32": "f32", "F16": "f16", "BF16": "bf16", "E4M3": "e4m3", "E5M2": "e5m2", "TF32": "tf32"}
 
 
+@rule(isa.HGMMA)
 def _hgmma(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     shape, dt, ab = rest[0], rest[1], rest[2]
     _, n, k = shape.split("x")
@@ -42,35 +45,18 @@ def _hgmma(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     c.emit(f"wgmma.mma_async.sync.aligned.m64n{n}k{k}.{DT[dt]}.{DT[ab]}.{DT[ab]} {{{regs}}}, {ad}, {bd}, {sd}, 1, 1{trans}")
 
 
+@rule(isa.WARPGROUP_ARRIVE)
 def _arrive(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     c.emit("wgmma.fence.sync.aligned")
 
 
+@rule(isa.WGMMA_COMMIT)
 def _commit(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     c.emit("wgmma.commit_group.sync.aligned")
 
 
+@rule(isa.WARPGROUP_DEPBAR)
 def _wait(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     n = i.ops[1]
     assert isinstance(n, Imm)
     c.emit(f"wgmma.wait_group.sync.aligned {n.value}")
-
-
-def _setmaxnreg(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
-    n = i.ops[-1]
-    assert isinstance(n, Imm)
-    if "DEALLOC" in rest:
-        c.emit(f"setmaxnreg.dec.sync.aligned.u32 {n.value}")
-        return
-    c.emit(f"setmaxnreg.inc.sync.aligned.u32 {n.value}")
-    if len(i.ops) == 2:  # setmaxnreg.inc returns once the registers are granted
-        c.emit(f"mov.pred {c.pred_dst(i.ops[0])}, 1")
-
-
-RULES: dict[str, Rule] = {
-    "HGMMA": _hgmma,
-    "WARPGROUP.ARRIVE": _arrive,
-    "WGMMA.COMMIT": _commit,
-    "WARPGROUP.DEPBAR": _wait,
-    "USETMAXREG": _setmaxnreg,
-}

@@ -1,0 +1,63 @@
+"""The SASS that ptxas emits for the PTX probes of tests/isa/probes/ (disassembled by nvdisasm, once
+a session): what the records' spellings are checked against, and where the opcode walk finds each
+record's probe."""
+
+from __future__ import annotations
+
+import functools
+import pathlib
+import re
+import subprocess
+import tempfile
+
+import pytest
+
+PROBES = pathlib.Path(__file__).resolve().parent / "probes"
+
+#: Records ptxas emits but no probe makes it emit yet, and why that is acceptable for now.
+NOT_PROBED = {
+    "UIMAD": "ptxas keeps uniform multiply-adds for its own address arithmetic; no PTX asks for one directly",
+    "USEL": "ptxas selects USEL only for uniform selp it proves warp-uniform; the probes' selp land in SEL",
+    "UPLOP3": "ptxas emits uniform predicate logic only when it moves predicates to the uniform file itself",
+}
+
+
+def _disassemble(ptx: pathlib.Path, tmp: pathlib.Path) -> list[str]:
+    """The instruction texts nvdisasm prints for a probe (ptxas and nvdisasm found as warpy finds them;
+    the probe is assembled directly, not through warpy's lifter or cache)."""
+    from warpy.errors import WarpyError
+    from warpy.lift.disasm import find_disassembler
+    from warpy.lift.ptxas import find_ptxas
+
+    try:
+        ptxas, nvdisasm = find_ptxas().path, find_disassembler()
+    except WarpyError as e:
+        pytest.skip(f"no ptxas or disassembler: {e}")
+    if nvdisasm.kind != "nvdisasm":
+        pytest.skip(f"the probes' spellings are nvdisasm's; only {nvdisasm.kind} was found")
+    arch = re.search(r"sm_\d+a", ptx.name).group(0)  # type: ignore[union-attr]
+    cubin = tmp / (ptx.stem + ".cubin")
+    subprocess.run([ptxas, f"-arch={arch}", str(ptx), "-o", str(cubin)], check=True, capture_output=True, timeout=120)
+    out = subprocess.run([nvdisasm.path, "-c", str(cubin)], check=True, capture_output=True, text=True,
+                         timeout=120).stdout
+    lines = []
+    for line in out.splitlines():
+        m = re.match(r"\s+/\*[0-9a-f]+\*/\s+(?:@!?U?P[0-9T]\s+)?(.*?)\s*;", line)
+        if m:
+            lines.append(m.group(1))
+    return lines
+
+
+@functools.lru_cache(maxsize=1)
+def _all() -> tuple[tuple[str, str], ...]:
+    out: list[tuple[str, str]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for ptx in sorted(PROBES.glob("*.ptx")):
+            arch = re.search(r"sm_\d+a", ptx.name).group(0)  # type: ignore[union-attr]
+            out.extend((arch, text) for text in _disassemble(ptx, pathlib.Path(tmp)))
+    return tuple(out)
+
+
+def probe_disassembly() -> tuple[tuple[str, str], ...]:
+    """(target, instruction text) of every instruction of every probe."""
+    return _all()

@@ -1,0 +1,25 @@
+"""The checker's semantics registry: what each opcode does to the machine, by opcode record.
+
+A handler is called as `handler(machine, warp, compiled, lanes)` (lanes: None for every lane of the
+warp's current group, else a bool vector of the lanes taking part). It returns `BLOCK` when the warp
+must wait (its pc stays), anything else to go on. Family modules under `warpy.check.families`
+register theirs with `@semantics(record, ...)`; the integer/ALU meanings are `warpy.isa.semantics`'s
+value rules, shared with the isa's interpreter.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Protocol
+
+from warpy.isa.registry import Registry
+
+
+class CheckHandler(Protocol):
+    def __call__(self, m: Any, w: Any, c: Any, lanes: Optional[Any], /) -> object: ...
+
+
+#: every opcode's checker semantics (filled by the family modules as they are imported)
+SEMANTICS: Registry[CheckHandler] = Registry("checker semantics")
+semantics = SEMANTICS.register
+
+__all__ = ["CheckHandler", "SEMANTICS", "semantics"]
