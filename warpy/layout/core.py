@@ -105,22 +105,33 @@ class Layout:
         key = (shape, stride)
         try:
             hit = _VALIDATED.get(key)
-        except TypeError:  # unhashable (a list): validate and normalize below
-            hit = None
-            key = None  # type: ignore[assignment]
+        except TypeError:  # unhashable (a list): validated and normalized below
+            hit = key = None  # type: ignore[assignment]
         if hit is not None:
             self._shape, self._stride = hit
             return
-        if stride is not None and _valid_pair(shape, stride, 0):
+        if type(shape) is tuple and type(stride) is tuple and len(shape) == len(stride):
+            for a, b in zip(shape, stride):
+                if type(a) is not int:
+                    ok = _valid_pair(shape, stride, 0)
+                    break
+                if type(b) is not int or a < 1:
+                    ok = False
+                    break
+            else:
+                ok = True
+        else:
+            ok = stride is not None and _valid_pair(shape, stride, 0)
+        if ok:
             sh, st = shape, stride
         else:
             sh, st = _validated(shape, stride)
         self._shape = sh
-        self._stride = st
+        self._stride = st  # type: ignore[assignment]
         if key is not None:
             if len(_VALIDATED) >= _VALIDATED_MAX:
                 _VALIDATED.clear()
-            _VALIDATED[key] = (sh, st)
+            _VALIDATED[key] = (sh, st)  # type: ignore[assignment]
 
     @property
     def shape(self) -> IntTuple:

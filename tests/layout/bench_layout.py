@@ -1,0 +1,135 @@
+"""Micro-benchmark of warpy.layout against pycute (CuTe's Python reference), on the same inputs.
+
+    python3 tests/layout/bench_layout.py [--number N] [--markdown]
+
+Times each operation (best of 5 repeats of N calls) and, when CuTe's pycute is importable, the
+same call in pycute and the ratio. pycute is not a dependency of warpy: without it the comparison
+column is left out (and the script says so). Not collected by pytest (the name does not start
+with test_); tests/layout/test_layout_bench.py runs it once when WARPY_SLOW=1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import timeit
+from typing import Any, Callable
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+
+import warpy.layout as wl  # noqa: E402
+
+
+def _pycute() -> Any:
+    try:
+        import pycute  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    return pycute if hasattr(pycute, "composition") and hasattr(pycute, "Layout") else None
+
+
+def cases(pc: Any) -> list[tuple[str, Callable[[], object], Callable[[], object] | None]]:
+    def both(name: str, w: Callable[[], object], p: Callable[[], object]) -> tuple[str, Callable[[], object], Callable[[], object] | None]:
+        return (name, w, p if pc is not None else None)
+
+    P = wl.Layout.parse
+    Q = (lambda s, d=None: pc.Layout(s, d)) if pc is not None else None
+    out = []
+    # construction: a layout seen before (the common case in a generator's loop) ...
+    out.append(both("Layout((4,8),(8,1))", lambda: wl.Layout((4, 8), (8, 1)), lambda: Q((4, 8), (8, 1))))
+    out.append(
+        both(
+            "Layout(((2,4),(3,5)),((1,2),(8,24)))",
+            lambda: wl.Layout(((2, 4), (3, 5)), ((1, 2), (8, 24))),
+            lambda: Q(((2, 4), (3, 5)), ((1, 2), (8, 24))),
+        )
+    )
+    out.append(both("Layout((4,8)) (default stride)", lambda: wl.Layout((4, 8)), lambda: Q((4, 8))))
+    # ... and a new one each call (the validation itself)
+    counter = iter(range(10**9))
+    counter2 = iter(range(10**9))
+    out.append(
+        both(
+            "Layout((n,8),(8,1)), n new each call",
+            lambda: wl.Layout((next(counter) + 1, 8), (8, 1)),
+            lambda: Q((next(counter2) + 1, 8), (8, 1)),
+        )
+    )
+    a, ap = wl.Layout((4, 8), (8, 1)), (Q((4, 8), (8, 1)) if pc else None)
+    out.append(both("layout(13)", lambda: a(13), lambda: ap(13)))
+    out.append(both("layout((1,3))", lambda: a((1, 3)), lambda: ap((1, 3))))
+    out.append(both("crd2idx(13, (4,8), (8,1))", lambda: wl.crd2idx(13, (4, 8), (8, 1)), lambda: pc.crd2idx(13, (4, 8), (8, 1))))
+    nested, nestedp = wl.Layout(((2, 4), (3, 5)), ((1, 2), (8, 24))), (Q(((2, 4), (3, 5)), ((1, 2), (8, 24))) if pc else None)
+    out.append(both("nested layout(77)", lambda: nested(77), lambda: nestedp(77)))
+
+    def pair(sa: str, sb: str) -> tuple[Any, Any, Any, Any]:
+        x, y = P(sa), P(sb)
+        return x, y, (Q(x.shape, x.stride) if pc else None), (Q(y.shape, y.stride) if pc else None)
+
+    x, y, xp, yp = pair("(6,2):(8,2)", "(4,3):(3,1)")
+    out.append(both("composition((6,2):(8,2), (4,3):(3,1))", lambda: wl.composition(x, y), lambda: pc.composition(xp, yp)))
+    x2, y2, x2p, y2p = pair("(3,6,2,8):(1,100,1000,10000)", "16:9")
+    out.append(both("composition((3,6,2,8):(..), 16:9)", lambda: wl.composition(x2, y2), lambda: pc.composition(x2p, y2p)))
+    x3, y3, x3p, y3p = pair("(8,64):(1,100)", "(2,2,64):(1,1,8)")
+    out.append(both("composition, overlapping inner modes", lambda: wl.composition(x3, y3), lambda: pc.composition(x3p, y3p)))
+    a4 = P("(12,(4,8)):(59,(13,1))")
+    t4 = (P("3:4"), P("8:2"))
+    a4p = Q(a4.shape, a4.stride) if pc else None
+    t4p = (Q(3, 4), Q(8, 2)) if pc else None
+    out.append(both("composition by mode", lambda: wl.composition(a4, t4), lambda: pc.composition(a4p, t4p)))
+    a5 = P("(9,(4,8)):(59,(13,1))")
+    t5 = (P("3:3"), P("(2,4):(1,8)"))
+    a5p = Q(a5.shape, a5.stride) if pc else None
+    t5p = (Q(3, 3), Q((2, 4), (1, 8))) if pc else None
+    out.append(both("logical_divide by mode", lambda: wl.logical_divide(a5, t5), lambda: pc.logical_divide(a5p, t5p)))
+    out.append(both("zipped_divide by mode", lambda: wl.zipped_divide(a5, t5), lambda: pc.zipped_divide(a5p, t5p)))
+    x6, y6, x6p, y6p = pair("24:1", "4:1")
+    out.append(both("logical_divide(24:1, 4:1)", lambda: wl.logical_divide(x6, y6), lambda: pc.logical_divide(x6p, y6p)))
+    x7, y7, x7p, y7p = pair("(2,2):(4,1)", "6:1")
+    out.append(both("logical_product((2,2):(4,1), 6:1)", lambda: wl.logical_product(x7, y7), lambda: pc.logical_product(x7p, y7p)))
+    x8 = P("4:2")
+    x8p = Q(4, 2) if pc else None
+    out.append(both("complement(4:2, 24)", lambda: wl.complement(x8, 24), lambda: pc.complement(x8p, 24)))
+    x9 = P("((2,(3,4)),(3,2),1):((4,(8,24)),(2,6),12)")
+    x9p = Q(x9.shape, x9.stride) if pc else None
+    out.append(both("coalesce", lambda: wl.coalesce(x9), lambda: pc.coalesce(x9p)))
+    out.append(both("right_inverse((4,8):(8,1))", lambda: wl.right_inverse(a), lambda: pc.right_inverse(ap)))
+    out.append(both("left_inverse((4,8):(8,1))", lambda: wl.left_inverse(a), lambda: pc.left_inverse(ap)))
+    return out
+
+
+def best(f: Callable[[], object], number: int) -> float:
+    return min(timeit.repeat(f, number=number, repeat=5)) / number * 1e6
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--number", type=int, default=20000, help="calls per repeat (default 20000)")
+    ap.add_argument("--markdown", action="store_true", help="print a Markdown table")
+    args = ap.parse_args(argv)
+    pc = _pycute()
+    if pc is None:
+        print("pycute (CuTe's Python reference) is not installed: timings of warpy only, no comparison")
+    rows = []
+    for name, w, p in cases(pc):
+        tw = best(w, args.number)
+        tp = best(p, args.number) if p is not None else None
+        rows.append((name, tw, tp))
+    if args.markdown:
+        print("| operation | warpy (us) | pycute (us) | ratio |")
+        print("|---|---:|---:|---:|")
+        for name, tw, tp in rows:
+            print(f"| `{name}` | {tw:.2f} | {'' if tp is None else f'{tp:.2f}'} | {'' if tp is None else f'{tw / tp:.2f}'} |")
+    else:
+        for name, tw, tp in rows:
+            cmp = "" if tp is None else f"  pycute {tp:8.2f} us  ratio {tw / tp:5.2f}"
+            print(f"{name:45s} warpy {tw:8.2f} us{cmp}")
+    worst = max((tw / tp for _, tw, tp in rows if tp), default=None)
+    if worst is not None:
+        print(f"slowest relative to pycute: {worst:.2f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
