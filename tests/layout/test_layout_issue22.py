@@ -1,0 +1,289 @@
+"""Golden values for issue 22 (CuTe's answers on the inputs warpy refused or got wrong) and for the
+layout rough edges of issue 20; the CLI cases run the real `warpy` command in a subprocess."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from warpy.layout import (
+    SW128_ATOM,
+    Layout,
+    LayoutError,
+    Swizzle,
+    SwizzledLayout,
+    complement,
+    composition,
+    cosize,
+    crd2crd,
+    filter,
+    flat_product,
+    left_inverse,
+    logical_divide,
+    logical_product,
+    make_layout,
+    right_inverse,
+    slice_and_offset,
+    tiled_product,
+    zipped_divide,
+    zipped_product,
+)
+from warpy.layout.lang import evaluate, show, table
+
+P = Layout.parse
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def values(x: Layout) -> list[int]:
+    return [x(i) for i in range(x.size())]
+
+
+# --- 1, 2, 3: composition ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "a, b, expected",
+    [
+        # 1: a prefix that ends inside a mode
+        ("(3,2):(2,1)", "2:1", "2:2"),
+        ("(4,6,8,10):(2,3,5,7)", "6:12", "(2,3):(9,5)"),
+        ("(48,24,5):(1,128,3072)", "32:1", "32:1"),
+        ("(6,6):(6,1)", "(2,2):(2,6)", "(2,2):(12,1)"),
+        # 2: B's mode ends inside one A mode, whatever the stride
+        ("(4,2):(2,1)", "2:3", "2:6"),
+        ("(8,8):(8,1)", "3:3", "3:24"),
+        # CuTe's own weaker rule is wrong here; the strided answer is (3,2):(24,9)
+        ("(8,8):(8,1)", "6:3", "(3,2):(24,9)"),
+        # 3: large overlapping inner modes, decided symbolically
+        ("(8,20000):(1,100)", "(2,2,20000):(1,1,8)", "(2,2,20000):(1,1,100)"),
+    ],
+)
+def test_composition_cute_answers(a: str, b: str, expected: str) -> None:
+    la, lb = P(a), P(b)
+    r = composition(la, lb)
+    assert str(r) == expected
+    n = lb.size()
+    for i in range(0, n, max(1, n // 997)):
+        assert r(i) == la(lb(i))
+
+
+def test_composition_prefixes_are_all_decided() -> None:
+    # every prefix k:1 of these layouts: an answer exactly when A(c), c < k, is strided
+    for a in map(P, ["(3,2):(2,1)", "(48,24,5):(1,128,3072)", "(4,6,8,10):(2,3,5,7)", "(5,3,2):(3,1,40)"]):
+        for k in range(1, a.size() + 1):
+            try:
+                r = composition(a, k)
+            except LayoutError as e:
+                assert "no strided answer" in str(e)
+                continue
+            assert values(r) == [a(i) for i in range(k)]
+
+
+def test_composition_refusals_say_what_cute_does() -> None:
+    with pytest.raises(LayoutError, match=r"CuTe would extend the outer's last mode.*composition\(8:1, 8:1\)"):
+        composition(P("4:1"), P("8:1"))
+    with pytest.raises(LayoutError, match=r"no strided answer.*carry"):
+        composition(P("(4,4):(1,10)"), P("(2,2):(2,2)"))
+    with pytest.raises(LayoutError, match=r"does not divide.*CuTe would read past the end.*logical_divide\(8:1, 4:1\)"):
+        logical_divide(P("6:1"), 4)
+    # what the message proposes does what CuTe would have done
+    assert str(logical_divide(P("8:1"), 4)) == "(4,2):(1,4)"
+
+
+def test_composition_with_a_swizzle() -> None:
+    sw = composition(Swizzle(3, 4, 3), P("(8,8):(8,1)"))
+    assert sw == SwizzledLayout(Swizzle(3, 4, 3), P("(8,8):(8,1)"))
+    assert right_inverse(Swizzle(3, 4, 3)) == Swizzle(3, 4, 3) == left_inverse(Swizzle(3, 4, 3))
+
+
+# --- 4: complement and what it feeds -------------------------------------------------------
+
+
+def test_complement_cute_answers() -> None:
+    assert str(complement(P("(4,2):(1,10)"), 14)) == "2:4"
+    assert str(complement(P("(2,2):(1,3)"), 5)) == "1:0"
+    assert str(complement(P("(4,6):(1,6)"), 24)) == "1:0"
+    # the holes: (A, A*) is injective and reaches the cotarget
+    a, r = P("(4,2):(1,10)"), complement(P("(4,2):(1,10)"), 40)
+    joined = make_layout(a, r)
+    assert len(set(values(joined))) == joined.size() and joined.cosize() >= 40
+
+
+def test_left_inverse_cute_answers() -> None:
+    assert str(left_inverse(P("(2,2):(1,3)"))) == "(3,2):(1,2)"
+    for text in ["(4,2):(1,5)", "(128,160):(65536,1)", "(128,3,160):(65536,512,1)", "(2,2):(1,3)"]:
+        a = P(text)
+        li = left_inverse(a)
+        step = max(1, a.size() // 4093)
+        assert all(li(a(i)) == i for i in range(0, a.size(), step))
+    assert str(left_inverse(P("(4,2):(1,5)"))) == "(5,2):(1,4)"
+    assert str(left_inverse(P("(128,160):(65536,1)"))) == "(65536,128):(128,1)"
+
+
+def test_products_of_holey_layouts() -> None:
+    a = P("(2,2):(1,3)")
+    p = logical_product(a, 3)
+    assert p[0] == a and len(set(values(p))) == p.size()
+    assert values(zipped_product(a, 3)) == values(tiled_product(a, 3)) == values(flat_product(a, 3)) == values(p)
+
+
+# --- 5: right inverse of negative strides --------------------------------------------------
+
+
+def test_right_inverse_ignores_negative_strides() -> None:
+    assert str(right_inverse(P("2:-1"))) == "1:0"
+    r = right_inverse(P("(2,4):(-1,1)"))
+    a = P("(2,4):(-1,1)")
+    assert all(0 <= r(i) < a.size() and a(r(i)) == i for i in range(r.size()))
+
+
+# --- 6: None in a by-mode tiler ------------------------------------------------------------
+
+
+def test_none_in_a_zipped_tiler() -> None:
+    # as pycute: the untouched mode is a tile of 1:0 and a whole rest
+    assert str(zipped_divide(P("(4,6):(1,4)"), (2, None))) == "((2,1),(2,6)):((1,0),(2,4))"
+    # a mode with two sub-modes is not split
+    assert str(zipped_divide(P("(4,(2,3)):(1,(4,8))"), (2, None))) == "((2,1),(2,(2,3))):((1,0),(2,(4,8)))"
+    assert show(evaluate("zipped_divide((4,6):(1,4), <2,_>)")) == "((2,1),(2,6)):((1,0),(2,4))"
+
+
+# --- 7: smaller ----------------------------------------------------------------------------
+
+
+def test_slicing_with_none() -> None:
+    a = Layout((2, 3))
+    assert a(None, 1) == Layout((2,), (1,))
+    assert a(1, None) == Layout((3,), (2,))
+    s, off = slice_and_offset((1, None), a)
+    assert s == Layout((3,), (2,)) and off == 1
+    assert all(a(1, j) == off + s(j) for j in range(3))
+    b = P("((2,3),4):((1,2),6)")
+    s, off = slice_and_offset(((None, 2), None), b)
+    assert str(s) == "(2,4):(1,6)" and off == 4
+
+
+def test_parse_one_tuples_and_deep_nesting() -> None:
+    assert Layout.parse("(4,):(1,)") == Layout((4,), (1,))
+    assert str(Layout.parse("(4,):(1,)")) == "(4):(1)"
+    assert Layout.parse("(4):(1)") == Layout((4,), (1,))
+    deep = "(" * 2000 + "1" + ")" * 2000
+    with pytest.raises(LayoutError, match="deeper than"):
+        Layout.parse(deep)
+    with pytest.raises(LayoutError, match="deeper than"):
+        evaluate(deep)
+
+
+def test_cosize_is_cutes() -> None:
+    assert cosize(P("20:-2")) == P("20:-2")(19) + 1 == -37
+    assert cosize(P("(2,2):(1,-1)")) == 1
+    assert cosize(P("(6,2):(8,2)")) == 43
+
+
+def test_filter_and_crd2crd() -> None:
+    assert str(filter(P("(2,3,4):(1,0,2)"))) == "8:1"
+    assert str(filter(P("(3,4):(0,0)"))) == "1:0"
+    assert str(filter(P("(2,(3,4)):(0,(1,0))"), (1, 1))) == "(1,3):(0,1)"
+    assert crd2crd((1, 2), (4, 3)) == (1, 2)
+    assert crd2crd(7, (2, (2, 2))) == (1, (1, 1))
+    assert crd2crd((1, 2), 12, (4, 3)) == 9
+    with pytest.raises(LayoutError, match="needs its source shape"):
+        crd2crd((1, 2), 12)
+
+
+def test_make_layout_of_a_shape() -> None:
+    assert make_layout((4, 8)) == Layout((4, 8), (1, 4))
+    assert make_layout((4, 8), (8, 1)) == Layout((4, 8), (8, 1))
+    assert make_layout(P("4:1"), P("3:4")) == Layout((4, 3), (1, 4))
+
+
+# --- issue 20: the expression language and the CLI ----------------------------------------
+
+
+def test_swizzle_notation_reads_back() -> None:
+    for obj in [SW128_ATOM, SwizzledLayout(Swizzle(2, 4, 3), P("(8,64):(64,1)"), 1024)]:
+        assert evaluate(str(obj)) == obj
+    # CuTe's print of a composed layout, with the offset between
+    assert evaluate("Sw<3,4,3> o 0 o (8,128):(128,1)") == SW128_ATOM
+    assert evaluate("Sw<3,4,3> o (8,8):(8,1)") == composition(Swizzle(3, 4, 3), P("(8,8):(8,1)"))
+    assert evaluate("(6,2):(8,2) o (4,3):(3,1)") == composition(P("(6,2):(8,2)"), P("(4,3):(3,1)"))
+
+
+@pytest.mark.parametrize(
+    "expr, message",
+    [
+        ("size(Swizzle(3,4,3))", "bad arguments"),
+        ("Sw<3,4> o 4:1", "three ints"),
+        ("composition(4:1, Swizzle(3,4,3))", "not a layout"),
+        ("+4 (8,8):(8,1)", "offset"),
+        ("right_inverse(Sw<3,4,3> o (8,8):(8,1))", "takes a layout or a swizzle"),
+    ],
+)
+def test_bad_swizzle_input_is_one_line(expr: str, message: str) -> None:
+    with pytest.raises(LayoutError, match=message) as e:
+        evaluate(expr)
+    assert "\n" not in str(e.value)
+
+
+def test_table_is_bounded() -> None:
+    t = table(P("(1000000,1000000):(1,1000000)"))
+    lines = t.splitlines()
+    assert len(lines) <= 40 and lines[-1] == "(elided: 1000000 rows x 1000000 columns, the first 32 x 16 shown)"
+    assert lines[2].split()[:4] == ["0", "|", "0", "1000000"]
+    small = table(P("(4,3):(3,1)"))
+    assert "elided" not in small
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env.pop("WARPY_TRACEBACK", None)
+    return subprocess.run(
+        [sys.executable, "-m", "warpy.cli", "layout", *args], capture_output=True, text=True, cwd=ROOT, env=env, timeout=60
+    )
+
+
+@pytest.mark.parametrize(
+    "expr, out",
+    [
+        ("make_layout((4,8))", "(4,8):(1,4)"),
+        ("composition(Swizzle(3,4,3), (8,8):(8,1))", "Sw<3,4,3> o (8,8):(8,1)"),
+        ("right_inverse(Swizzle(3,4,3))", "Sw<3,4,3>"),
+        ("Sw<3,4,3> o +1024(8,128):(128,1)", "Sw<3,4,3> o +1024(8,128):(128,1)"),
+        ("composition((3,2):(2,1), 2:1)", "2:2"),
+        ("left_inverse((2,2):(1,3))", "(3,2):(1,2)"),
+    ],
+)
+def test_cli_cute_expressions(expr: str, out: str) -> None:
+    r = cli(expr)
+    assert r.returncode == 0 and r.stdout == out + "\n", r.stderr
+    # and what it prints reads back
+    again = cli(r.stdout.strip())
+    assert again.returncode == 0 and again.stdout == r.stdout
+
+
+def test_cli_deep_nesting_is_one_line() -> None:
+    r = cli("(" * 2000 + "1" + ")" * 2000)
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith("error: ") and "deeper than" in r.stderr
+    assert "internal error" not in r.stderr and len(r.stderr) < 300
+
+
+def test_cli_huge_table_is_bounded() -> None:
+    t0 = time.monotonic()
+    r = cli("(1000000,1000000):(1,1000000)", "--table")
+    assert time.monotonic() - t0 < 30
+    assert r.returncode == 0
+    lines = r.stdout.splitlines()
+    assert lines[0] == "(1000000,1000000):(1,1000000)" and len(lines) < 45
+    assert lines[-1].startswith("(elided: 1000000 rows x 1000000 columns")
+
+
+def test_cli_bad_arguments_are_one_line() -> None:
+    for expr in ["size(Swizzle(3,4,3))", "complement(Swizzle(3,4,3))", "make_layout(4:1, (2,2))"]:
+        r = cli(expr)
+        assert r.returncode == 2 and r.stderr.startswith("error: ") and r.stderr.count("\n") == 1, (expr, r.stderr)
