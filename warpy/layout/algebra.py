@@ -576,9 +576,9 @@ def complement(a: Layout, cotarget: IntTuple | None = None) -> Layout:
     if type(a) is not Layout:
         raise LayoutError(f"complement takes a layout, not {a!r}")
     m = a.cosize() if cotarget is None else product(cotarget)
+    holes, cur = _complement_parts(a, f"complement({a}, {m})")
     if m < 1:
         raise LayoutError(f"complement({a}, {m}): the cotarget {m} is not positive")
-    holes, cur = _complement_parts(a, f"complement({a}, {m})")
     top = _complement_top(a, holes, cur, m)
     return _from_pairs(_coalesce_pairs(holes + [(top, cur)]))
 
