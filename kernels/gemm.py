@@ -7,15 +7,20 @@ in, fp32 accumulation, C (M x N) row-major in fp32 or the input type.
 
 from __future__ import annotations
 
-from typing import Callable, Union
+from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
 import attrs
+import numpy as np
 
 from .gemm_sm90 import Sm90Config, Sm90Gemm, smem_bytes
 from .gemm_sm100 import Sm100Config, Sm100Gemm, choose_sm100
+from .family import checked_overrides
 from .schedule import cdiv
+from warpy.check.expect import Verdict
 from warpy.errors import WarpyError
 from warpy.isa.program import Program
+from warpy.layout.tma import TmaBox
+from warpy.numeric import bits16, from_bits, round_to, small_ints
 from warpy.target import SM90A, dtype, dtype_bytes, target
 
 #: the element types warpy's GEMM programs take (A and B) and give (C), canonical names
@@ -24,17 +29,26 @@ OUT_DTYPES = ("fp32", "bf16", "fp16")
 
 Config = Union[Sm90Config, Sm100Config]
 
-def _type_in(allowed: tuple[str, ...], what: str) -> Callable[[str], str]:
-    def convert(value: str) -> str:
-        try:
-            name = dtype(value).name
-        except Exception:
-            name = ""
-        if name not in allowed:
-            raise WarpyError(f"{what} type {value!r} is not one of {', '.join(allowed)}")
-        return name
+def _type_in(value: str, allowed: tuple[str, ...], what: str) -> str:
+    try:
+        name = dtype(value).name
+    except Exception:
+        name = ""
+    if name not in allowed:
+        raise WarpyError(f"{what} type {value!r} is not one of {', '.join(allowed)}")
+    return name
 
-    return convert
+
+def _input_type(value: str) -> str:
+    return _type_in(value, IN_DTYPES, "input")
+
+
+def _output_type(value: str) -> str:
+    return _type_in(value, OUT_DTYPES, "output")
+
+
+def _target_name(value: str) -> str:
+    return target(value).name
 
 
 @attrs.frozen
@@ -44,9 +58,9 @@ class GemmProblem:
     M: int
     N: int
     K: int
-    dtype: str = attrs.field(default="bf16", converter=_type_in(IN_DTYPES, "input"))
-    out_dtype: str = attrs.field(default="fp32", converter=_type_in(OUT_DTYPES, "output"))
-    arch: str = attrs.field(default="sm_90a", converter=lambda a: target(a).name)
+    dtype: str = attrs.field(default="bf16", converter=_input_type)
+    out_dtype: str = attrs.field(default="fp32", converter=_output_type)
+    arch: str = attrs.field(default="sm_90a", converter=_target_name)
 
     def __attrs_post_init__(self) -> None:
         for name in ("M", "N", "K"):
@@ -121,48 +135,15 @@ def deepest_ring(cfg: Sm90Config) -> Sm90Config:
     return attrs.evolve(cfg, stages=stages)
 
 
-def _override_value(text: str) -> Union[int, bool, str]:
-    low = text.lower()
-    if low in ("true", "false", "yes", "no"):
-        return low in ("true", "yes")
-    try:
-        return int(text, 0)
-    except ValueError:
-        return text
-
-
-def parse_overrides(text: str) -> dict[str, object]:
-    """`key=value,...` (ints in any base Python reads, true/false/yes/no) as a dict."""
-    items: dict[str, object] = {}
-    for item in filter(None, (x.strip() for x in text.split(","))):
-        key, eq, value = item.partition("=")
-        if not eq or not key or not value:
-            raise WarpyError(f"configuration {text!r}: {item!r} is not KEY=VALUE")
-        items[key.strip()] = _override_value(value.strip())
-    return items
-
-
-def configure(problem: GemmProblem, overrides: Union[str, dict[str, object], None]) -> Config:
+def configure(problem: GemmProblem, overrides: Union[str, Mapping[str, object], None]) -> Config:
     """The rule's configuration for `problem` with some fields set by hand: `overrides` is a dict or
     text `key=value,...` (ints, true/false). On sm_90a a changed tile or epilogue gets the deepest
     ring that fits unless `stages` is given, and clusters (`cluster_m=2`) walk whole tiles unless
     stream-K is asked for too. An unknown field or a bad value is refused in one line."""
     cfg = choose(problem)
-    overrides = parse_overrides(overrides) if isinstance(overrides, str) else dict(overrides or {})
+    overrides = checked_overrides(cfg, overrides)
     if not overrides:
         return cfg
-    fields = {f.name: f for f in attrs.fields(type(cfg))}
-    for key, value in overrides.items():
-        if key not in fields:
-            raise WarpyError(f"{type(cfg).__name__} has no field {key!r} (fields: {', '.join(fields)})")
-        default = fields[key].default
-        want = type(default) if default is not attrs.NOTHING and default is not None else None
-        if want is bool and not isinstance(value, bool) and value in (0, 1):
-            value = bool(value)
-            overrides[key] = value
-        if want is not None and type(value) is not want:
-            kind = {"int": "an integer", "bool": "true or false"}.get(want.__name__, want.__name__)
-            raise WarpyError(f"{key}={value!r}: {type(cfg).__name__}.{key} takes {kind}")
     if isinstance(cfg, Sm90Config) and overrides.get("cluster_m") == 2 and "stream_k" not in overrides:
         overrides = {**overrides, "stream_k": False, "split": 0}
     out: Config = attrs.evolve(cfg, **overrides)  # type: ignore[arg-type]  # (checked field by field above)
@@ -220,3 +201,111 @@ def build(problem: GemmProblem, config: Config | None = None) -> Program:
             raise WarpyError(f"an sm_100a configuration cannot build for {problem.arch}")
         return Sm100Gemm(problem, cfg).build()
     return Sm90Gemm(problem, cfg).build()
+
+
+class GemmExpectation:
+    """What the checker needs to compute a GEMM's data (`warpy.check.expect`): A and B hold integers
+    in [-3, 3] (exact in bf16/fp16, and every sum of their products exact in fp32); C must equal
+    numpy's A · Bᵀ rounded once to C's type. Elements holding partial sums that CTAs outside the
+    simulated clusters complete (split-K / stream-K) are counted, not compared."""
+
+    def __init__(self, problem: GemmProblem) -> None:
+        self.problem = problem
+
+    def initial(self, source: str, box: Optional[TmaBox], nbytes: int, rng: np.random.Generator) -> Optional[np.ndarray]:
+        if box is None or box.dtype not in IN_DTYPES:
+            return None  # C, flags and workspaces start as zeros
+        return bits16(small_ints(rng, (nbytes // box.elem_bytes,)), box.dtype)
+
+    def compare(self, run: Any) -> Verdict:
+        p = self.problem
+        M, N, K = p.M, p.N, p.K
+        a = from_bits(run.gmem["a"].view(np.uint16)[: M * K], p.dtype).reshape(M, K)
+        bname = "b" if "b" in run.gmem else ("bt" if "bt" in run.gmem else "b")
+        b = from_bits(run.gmem[bname].view(np.uint16)[: N * K], p.dtype).reshape(N, K)
+        ref = a.astype(np.float64) @ b.astype(np.float64).T
+        src = _output_source(run.h)
+        eb = dtype_bytes(p.out_dtype)
+        raw = run.gmem[src][: M * N * eb]
+        wr = run.gwritten[src][: M * N * eb].reshape(M * N, eb).all(axis=1).reshape(M, N)
+        got = from_bits(raw, p.out_dtype).reshape(M, N).astype(np.float64)
+        ref = round_to(ref, p.out_dtype).reshape(M, N)
+        red = run.greduced[src][: M * N * eb].reshape(M * N, eb).any(axis=1).reshape(M, N)
+        partial = int((wr & red).sum())
+        wr = wr & ~red  # partial sums: CTAs outside the simulated clusters add the rest
+        n = int(wr.sum())
+        bad = wr & (got != ref)
+        msgs = []
+        if n == 0 and not partial:
+            msgs.append("values: the simulated clusters wrote no element of C")
+        if bad.any():
+            r, c = np.argwhere(bad)[0]
+            msgs.append(f"values: {int(bad.sum())} of {n} elements of C differ from numpy, first C[{r}, {c}] = {got[r, c]} "
+                        f"where numpy has {ref[r, c]}")
+        data = {"a": a, "b": b, "c": got.astype(np.float32), "written": wr}
+        return Verdict(n, int(bad.sum()), partial, msgs, data)
+
+
+def _output_source(header: Any) -> str:
+    """C's memory: the source of the first global buffer, else the tensor map `c`."""
+    for buf in header.buffers:
+        if buf.space == "global" and buf.source:
+            return str(buf.source)
+    for t in header.tmaps:
+        if t.name == "c":
+            return "c"
+    raise KeyError("no output buffer")
+
+
+def bind(header: Any, a: Any, b: Any, c: Any, M: int, N: int, K: int, *,
+         scratch: Optional[Any] = None, encode: Optional[Callable[..., Any]] = None) -> list[Any]:
+    """A GEMM kernel's parameters, bound by the names warpy's GEMM programs use (the one place this
+    convention lives; warpy.gemm, `warpy gemm` and `warpy bench gemm` all bind through it):
+
+    - `a`, `b`, `c`: A, B and C's memory (tensor maps or pointers, as the header declares them);
+    - maps declared `over` one of these (`c_add`, through which split-K / stream-K programs add
+      partial sums into C; `c_tail`, a staged epilogue's last, narrower chunk) view its memory;
+    - the scalars `M N K` (also `m n k`), where declared;
+    - scratch memory (flags, workspaces: `.param NAME u64 scratch`) from `scratch`, the set of the
+      stream the launch goes on (`ScratchPool.get(stream)`, `alloc_scratch`).
+
+    Names the kernel does not declare are ignored (strict=False), except in `scratch`."""
+    from warpy.runtime.bind import bind_params, encode_cached
+
+    return bind_params(header, {"a": a, "b": b, "c": c},
+                       {"M": M, "N": N, "K": K, "m": M, "n": N, "k": K},
+                       scratch=scratch, strict=False, encode=encode or encode_cached)
+
+
+@attrs.frozen
+class GemmFamily:
+    """The GEMM family (`warpy.kernels.family.KernelFamily`): C = A · Bᵀ."""
+
+    name: str = "gemm"
+
+    def problem(self, dims: Sequence[int], *, arch: str, **options: Any) -> GemmProblem:
+        """`gemm M N K` from the command line; options `dtype` and `out_dtype`."""
+        if len(dims) != 3:
+            raise WarpyError(f"gemm takes three sizes M N K, got {len(dims)}")
+        return GemmProblem(dims[0], dims[1], dims[2], arch=arch,
+                           **{k: v for k, v in options.items() if v is not None})
+
+    def choose(self, problem: GemmProblem) -> Config:
+        return choose(problem)
+
+    def configure(self, problem: GemmProblem, overrides: Union[str, Mapping[str, object], None]) -> Config:
+        return configure(problem, overrides)
+
+    def build(self, problem: GemmProblem, config: Any = None) -> Program:
+        return build(problem, config)
+
+    def bind(self, header: Any, problem: GemmProblem, memory: Mapping[str, Any], *, scratch: Any = None,
+             encode: Optional[Callable[..., Any]] = None) -> list[Any]:
+        return bind(header, memory["a"], memory["b"], memory["c"], problem.M, problem.N, problem.K,
+                    scratch=scratch, encode=encode)
+
+    def expectation(self, problem: GemmProblem) -> GemmExpectation:
+        return GemmExpectation(problem)
+
+
+FAMILY = GemmFamily()

@@ -883,7 +883,3 @@ def _choose_sm100(m: int, n: int, k: int, sms: int, out_dtype: str) -> Sm100Conf
         return Sm100Config(bm=192, cta_rows=128, stages=7, accs=2, clc=True, sms=sms)
     return Sm100Config(bm=256, cta_rows=256, stages=4, accs=1, clc=True, ask_ahead=True, serpentine=True, sms=sms)
 
-
-def build_sm100(m: int, n: int, k: int, dtype: str, out_dtype: str, cfg: Sm100Config) -> Program:
-    return Sm100Gemm(m, n, k, dtype, out_dtype, cfg).build()
-

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Optional
+from typing import Any, Callable, Optional
+
+from warpy.errors import WarpyError
 
 import typer
 
@@ -109,7 +111,7 @@ def gemm_cmd(
 ) -> None:
     """C = A·Bᵀ: pick the program, build, lift, assemble; on a GPU of the target run it on small
     integers, check exactly against numpy, and time it."""
-    from warpy.bench import gemm_job
+    from warpy.kernels.gemm_bench import gemm_job
 
     gemm_job(m, n, k, arch=arch, dtype=dtype, out_dtype=out_dtype, emit=emit, output=out, run=not no_run,
              iters=iters, echo=typer.echo, config=config)
@@ -129,8 +131,8 @@ def bench_cmd(
     config: Optional[str] = typer.Option(None, "--config", help=CONFIG_HELP + " Applied to every shape."),
 ) -> None:
     """warpy against cuBLAS (torch.mm) per shape, interleaved, median GPU time per call; or --static."""
-    from warpy import bench as B
     from warpy.errors import WarpyError
+    from warpy.kernels import gemm_bench as B
 
     if what != "gemm":
         raise WarpyError(f"nothing to benchmark called {what!r} (only: gemm)")
@@ -138,7 +140,9 @@ def bench_cmd(
         raise WarpyError(f"--iters {iters} must be at least 1")
     parsed = [B.parse_shape(s) for s in shapes] if shapes else None
     if static_only:
-        progress = B.Progress()
+        from warpy.bench import Progress
+
+        progress = Progress()
         try:
             static = B.static_rows(parsed or list(B.DEFAULT_SHAPES), arch, dtype, out_dtype, progress, config=config)
         finally:
@@ -160,8 +164,8 @@ def bench_cmd(
 
 @app.command("check")
 def check_cmd(
-    target: str = typer.Argument(..., help="`gemm` (then M N K) or a FILE.sass."),
-    dims: Optional[list[int]] = typer.Argument(None, help="M N K for gemm."),
+    target: str = typer.Argument(..., help="A kernel family (gemm, then M N K) or a FILE.sass."),
+    dims: Optional[list[int]] = typer.Argument(None, help="The family's sizes (gemm: M N K)."),
     arch: str = typer.Option("sm_90a", "--arch", help="Target: sm_90a or sm_100a."),
     values: bool = typer.Option(False, "--values", help="Also compute the data (numpy MMAs) and compare C with numpy."),
     fault: Optional[str] = typer.Option(None, "--fault", help="Inject a known bug first: drop-arrive, early-free, wrong-tx, "
@@ -175,22 +179,61 @@ def check_cmd(
     config: Optional[str] = typer.Option(None, "--config", help=CONFIG_HELP),
 ) -> None:
     """Run a kernel's SASS on the CPU (first and last clusters) and check it; exit 1 on any problem."""
-    from warpy.check.cli import check_main
+    raise typer.Exit(_check(target, list(dims or []), arch, values, fault, not no_colour, dump, out, cluster_m, config))
 
-    raise typer.Exit(check_main(target, list(dims or []), arch, values, fault, not no_colour, dump, out, cluster_m,
-                                config))
+
+def _family_work(target: str, dims: list[int], arch: str, out_dtype: Optional[str] = None,
+                 cluster_m: Optional[int] = None, config: Optional[str] = None, **kw: Any) -> Callable[[], Any]:
+    """What checking `target` (a kernel family) at `dims` runs: the family's program for the problem,
+    with `--config` / `--cluster-m` (the GEMM's 2-CTA clusters) applied, through warpy.plan."""
+    from warpy.check.cli import _progress
+    from warpy.kernels.family import FAMILY_MODULES, family, parse_overrides
+    from warpy.plan import check_problem
+
+    if target not in FAMILY_MODULES:
+        raise WarpyError(f"warpy check takes a kernel family ({', '.join(FAMILY_MODULES)}) and its sizes, or a "
+                         f"FILE.sass, not {target!r}")
+    fam = family(target)
+    prob = fam.problem(dims, arch=arch, out_dtype=out_dtype)
+    overrides = parse_overrides(config) if config else {}
+    if cluster_m is not None:
+        if arch != "sm_90a":
+            raise WarpyError(f"--cluster-m is an sm_90a option (the {arch} GEMM sets its clusters itself)")
+        overrides["cluster_m"] = cluster_m
+    cfg = fam.configure(prob, overrides) if overrides else None
+    return lambda: check_problem(fam, prob, config=cfg, progress=_progress, **kw)
+
+
+def _check(target: str, dims: list[int], arch: str, values: bool, fault: Optional[str], colour: bool,
+           dump: Optional[str], out: str, cluster_m: Optional[int], config: Optional[str]) -> int:
+    from warpy.check.cli import check_file, run_check
+    from warpy.kernels.family import FAMILY_MODULES
+
+    if target.endswith(".sass") or (os.path.exists(target) and target not in FAMILY_MODULES):
+        if dims:
+            raise WarpyError("a FILE.sass takes no sizes")
+        if values:
+            raise WarpyError("--values needs a kernel family (the checker knows its operands): "
+                             "warpy check gemm M N K --values")
+        if cluster_m is not None or config:
+            raise WarpyError("--cluster-m and --config configure a kernel family's program: "
+                             "warpy check gemm M N K --config bn=128")
+        return run_check(lambda: check_file(target, fault, colour))
+    work = _family_work(target, dims, arch, out, cluster_m, config, values=values or dump is not None, fault=fault,
+                        coloured=colour)
+    return run_check(work, fault, dump)
 
 
 @app.command("hb")
 def hb_cmd(
-    target: str = typer.Argument(..., help="`gemm`"),
-    dims: Optional[list[int]] = typer.Argument(None, help="M N K"),
+    target: str = typer.Argument(..., help="A kernel family: gemm."),
+    dims: Optional[list[int]] = typer.Argument(None, help="Its sizes (gemm: M N K)."),
     arch: str = typer.Option("sm_90a", "--arch", help="Target: sm_90a or sm_100a."),
 ) -> None:
     """Print what orders what: buffer, earlier access, later access, ordered by, how many pairs."""
-    from warpy.check.cli import hb_main
+    from warpy.check.cli import run_hb
 
-    raise typer.Exit(hb_main(target, list(dims or []), arch))
+    raise typer.Exit(run_hb(_family_work(target, list(dims or []), arch, hb=True, coloured=False)))
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:

@@ -8,7 +8,9 @@ import re
 import pytest
 
 from warpy.check.faults import CAUGHT_BY, FAULTS, FaultDoesNotApply, inject
-from warpy.check.report import check_gemm, check_kernel
+from warpy.check.report import check_kernel
+from warpy.kernels.gemm import FAMILY as GEMM
+from warpy.plan import check_problem
 from warpy.kernels.gemm import GemmProblem
 from warpy.kernels.probes import PROBES
 import warpy.isa.examples as E
@@ -55,7 +57,7 @@ GEMMS = [
 
 @pytest.mark.parametrize("arch,m,n,k,od", GEMMS)
 def test_gemm_clean(arch: str, m: int, n: int, k: int, od: str) -> None:
-    rep = check_gemm(GemmProblem(m, n, k, arch=arch, out_dtype=od))
+    rep = check_problem(GEMM, GemmProblem(m, n, k, arch=arch, out_dtype=od))
     assert rep.ok, rep.text()
     got = SUMMARY.match(rep.summary())
     assert got and int(got.group(1)) == rep.notes_checked > 0 and got.group(2) == "0"
@@ -67,7 +69,7 @@ def test_gemm_clean(arch: str, m: int, n: int, k: int, od: str) -> None:
     ("sm_100a", 256, 256, 128, "fp32"), ("sm_100a", 1000, 520, 264, "fp32"), ("sm_100a", 3072, 1280, 2048, "fp32"),
 ])
 def test_values_agree_with_numpy(arch: str, m: int, n: int, k: int, od: str) -> None:
-    rep = check_gemm(GemmProblem(m, n, k, arch=arch, out_dtype=od), values=True, coloured=False)
+    rep = check_problem(GEMM, GemmProblem(m, n, k, arch=arch, out_dtype=od), values=True, coloured=False)
     assert rep.ok, rep.text()
     assert rep.values_checked > 0 and rep.values_wrong == 0
 
@@ -80,7 +82,7 @@ FAULT_CASES = [(f, a, shape) for f in FAULTS for a in ("sm_90a", "sm_100a")
 def test_fault_detected_or_not_applicable(fault: str, arch: str, shape: tuple) -> None:
     m, n, k, od = shape
     try:
-        rep = check_gemm(GemmProblem(m, n, k, arch=arch, out_dtype=od), fault=fault, coloured=False)
+        rep = check_problem(GEMM, GemmProblem(m, n, k, arch=arch, out_dtype=od), fault=fault, coloured=False)
     except FaultDoesNotApply as e:
         msg = str(e)
         assert msg.startswith(fault) and "\n" not in msg
@@ -96,24 +98,24 @@ def test_fault_detected_or_not_applicable(fault: str, arch: str, shape: tuple) -
 @pytest.mark.parametrize("fault", ["early-free", "box-off-by-one", "drop-arrive", "read-before-commit"])
 @pytest.mark.parametrize("shape", [(3072, 1280, 2048), (2048, 2048, 16384)])
 def test_faults_in_cluster_and_stream_k_programs(fault: str, shape: tuple[int, int, int]) -> None:
-    rep = check_gemm(GemmProblem(*shape, arch="sm_100a"), fault=fault, coloured=False)
+    rep = check_problem(GEMM, GemmProblem(*shape, arch="sm_100a"), fault=fault, coloured=False)
     assert rep.problems.count(CAUGHT_BY[fault]) > 0, rep.text()
 
 
 def test_stream_k_values_are_partial_sums() -> None:
-    rep = check_gemm(GemmProblem(256, 256, 2048, arch="sm_100a"), values=True, coloured=False)  # stream-K
+    rep = check_problem(GEMM, GemmProblem(256, 256, 2048, arch="sm_100a"), values=True, coloured=False)  # stream-K
     assert rep.ok, rep.text()
     assert rep.values_partial > 0 and "partial sums the rest of the grid completes" in rep.summary()
 
 
 def test_tmem_overlap_caught_where_two_accumulators_are_used() -> None:
-    rep = check_gemm(GemmProblem(4096, 4096, 1024, arch="sm_100a"), fault="tmem-overlap", coloured=False)
+    rep = check_problem(GEMM, GemmProblem(4096, 4096, 1024, arch="sm_100a"), fault="tmem-overlap", coloured=False)
     assert rep.problems.count("order") > 0
     assert any(m.startswith("tensor memory: ") for m in rep.problems.msgs["order"])
 
 
 def test_golden_hang_format() -> None:
-    rep = check_gemm(GemmProblem(256, 256, 128), fault="drop-arrive", coloured=False)
+    rep = check_problem(GEMM, GemmProblem(256, 256, 128), fault="drop-arrive", coloured=False)
     hangs = [m for m in rep.problems.msgs["protocol"] if m.startswith("hang:")]
     # 128 x 64 tiles: the stage's 128 x 64 A box and 64 x 64 B box of bf16 have landed, 24576 bytes
     assert "hang: CTA 0 warp 4 waits on stage_full[0] for the phase of parity 0: it is in phase 0, 1 of 1 arrivals to " \
@@ -121,7 +123,7 @@ def test_golden_hang_format() -> None:
 
 
 def test_golden_order_format() -> None:
-    rep = check_gemm(GemmProblem(1024, 1024, 1024, arch="sm_100a"), fault="early-free", coloured=False)
+    rep = check_problem(GEMM, GemmProblem(1024, 1024, 1024, arch="sm_100a"), fault="early-free", coloured=False)
     assert any(re.fullmatch(r"sbt\[\d+\]: UTCHMMA\.2CTA, warp 1 reads it and UTMALDG\.2D\.2CTA, warp 0 writes it, and "
                             r"nothing orders the two", m) for m in rep.problems.msgs["order"])
 

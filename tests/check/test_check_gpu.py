@@ -9,7 +9,8 @@ import functools
 import numpy as np
 import pytest
 
-from warpy.check.report import check_gemm
+from warpy.kernels.gemm import FAMILY as GEMM
+from warpy.plan import check_problem
 from warpy.kernels.gemm import GemmProblem
 
 
@@ -33,7 +34,7 @@ def test_checker_values_match_the_h200(m: int, n: int, k: int) -> None:
         pytest.skip(f"no sm_90 GPU: {why}")
     import warpy
 
-    rep = check_gemm(GemmProblem(m, n, k, dtype="fp16"), values=True, coloured=False)
+    rep = check_problem(GEMM, GemmProblem(m, n, k, dtype="fp16"), values=True, coloured=False)
     assert rep.ok, rep.text()
     d = rep.data
     a16, b16 = d["a"].astype(np.float16), d["b"].astype(np.float16)

@@ -16,6 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import warpy.bench as B
+import warpy.numeric as N
+import warpy.plan as plan
+from warpy.kernels import gemm_bench as G
 from warpy.errors import WarpyError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -30,25 +33,25 @@ REPO = Path(__file__).resolve().parents[2]
     ("8192×2048×4096", (8192, 2048, 4096)), ("3,4,5", (3, 4, 5)), (" 7 ", (7, 7, 7)),
 ])
 def test_parse_shape(text: str, shape: tuple[int, int, int]) -> None:
-    assert B.parse_shape(text) == shape
+    assert G.parse_shape(text) == shape
 
 
 @pytest.mark.parametrize("text", ["", "1x2", "1x2x3x4", "ax2x3", "-1", "0x4x4", "4x4x", "1.5", "1e3"])
 def test_parse_shape_refuses_in_one_line(text: str) -> None:
     with pytest.raises(WarpyError) as e:
-        B.parse_shape(text)
+        G.parse_shape(text)
     assert "\n" not in str(e.value) and repr(text) in str(e.value)
 
 
 @settings(max_examples=50, deadline=None)
 @given(st.tuples(st.integers(1, 10**6), st.integers(1, 10**6), st.integers(1, 10**6)))
 def test_shape_text_round_trips(shape: tuple[int, int, int]) -> None:
-    text = B.shape_text(shape)
-    assert B.parse_shape(text.replace("³", "")) == shape
+    text = G.shape_text(shape)
+    assert G.parse_shape(text.replace("³", "")) == shape
 
 
 def test_default_shapes_are_the_issue_s() -> None:
-    assert [B.shape_text(s) for s in B.DEFAULT_SHAPES] == [
+    assert [G.shape_text(s) for s in G.DEFAULT_SHAPES] == [
         "1024³", "1536³", "2048³", "3072x1280x2048", "4096x4096x1024", "4096³", "8192x2048x4096", "8192³",
         "16384³", "2048x2048x16384", "1024x1024x65536"]
 
@@ -58,10 +61,10 @@ def test_default_shapes_are_the_issue_s() -> None:
 
 
 def test_bench_table_golden() -> None:
-    rows = [B.BenchRow((4096, 4096, 4096), 200.0, 190.0, "ok"),
-            B.BenchRow((1024, 1024, 65536), None, 500.0, "error: no GPU"),
-            B.BenchRow((8192, 2048, 4096), 160.0, 170.0, "FAIL (3 elements; max |Δ| 0.5)")]
-    assert B.bench_table(rows) == (
+    rows = [G.BenchRow((4096, 4096, 4096), 200.0, 190.0, "ok"),
+            G.BenchRow((1024, 1024, 65536), None, 500.0, "error: no GPU"),
+            G.BenchRow((8192, 2048, 4096), 160.0, 170.0, "FAIL (3 elements; max |Δ| 0.5)")]
+    assert G.bench_table(rows) == (
         "shape            warpy µs  cuBLAS µs  warpy TFLOP/s  cuBLAS TFLOP/s  ratio  check\n"
         "---------------  --------  ---------  -------------  --------------  -----  ------------------------------\n"
         "4096³               200.0      190.0            687             723  0.950  ok\n"
@@ -71,16 +74,16 @@ def test_bench_table_golden() -> None:
 
 
 def test_ratio_is_cublas_over_warpy() -> None:
-    assert B.BenchRow((1, 1, 1), 2.0, 3.0, "ok").ratio == 1.5
-    assert B.BenchRow((1, 1, 1), None, 3.0, "ok").ratio is None
-    assert B.tflops((1000, 1000, 1000), 2.0) == pytest.approx(1000.0)
+    assert G.BenchRow((1, 1, 1), 2.0, 3.0, "ok").ratio == 1.5
+    assert G.BenchRow((1, 1, 1), None, 3.0, "ok").ratio is None
+    assert G.tflops((1000, 1000, 1000), 2.0) == pytest.approx(1000.0)
 
 
 def test_overhead_and_static_tables() -> None:
-    t = B.overhead_table([B.OverheadRow("warpy.gemm(a, b, out=c) 256³", 6.25, 30.0, 12.0)])
+    t = G.overhead_table([G.OverheadRow("warpy.gemm(a, b, out=c) 256³", 6.25, 30.0, 12.0)])
     assert t.splitlines()[0].split("  ")[0] == "call"
     assert t.splitlines()[2].split()[-4:] == ["6.2", "12.0", "30.0", "18.0"]
-    s = B.static_table([["1024³", "168", "197632", "0", "772", "ok", "-", "prog"],
+    s = G.static_table([["1024³", "168", "197632", "0", "772", "ok", "-", "prog"],
                         ["256³", "", "", "", "", "", "", "not built: no sm_100a GEMM program exists yet"]])
     lines = s.splitlines()
     assert lines[0].split() == ["shape", "registers", "smem", "bytes", "spill", "bytes", "loop", "instrs", "opcodes",
@@ -92,10 +95,10 @@ def test_png_without_matplotlib_is_one_line(tmp_path: Path) -> None:
     try:
         import matplotlib  # type: ignore[import-not-found,unused-ignore]  # noqa: F401
     except ImportError:
-        msg = B.write_png([B.BenchRow((1, 1, 1), 1.0, 1.0, "ok")], str(tmp_path / "r.png"))
+        msg = G.write_png([G.BenchRow((1, 1, 1), 1.0, 1.0, "ok")], str(tmp_path / "r.png"))
         assert msg.startswith("no chart: matplotlib is not installed") and "\n" not in msg
     else:
-        msg = B.write_png([B.BenchRow((1, 1, 1), 1.0, 1.0, "ok")], str(tmp_path / "r.png"))
+        msg = G.write_png([G.BenchRow((1, 1, 1), 1.0, 1.0, "ok")], str(tmp_path / "r.png"))
         assert (tmp_path / "r.png").stat().st_size > 0 and msg.startswith("wrote")
 
 
@@ -105,42 +108,42 @@ def test_png_without_matplotlib_is_one_line(tmp_path: Path) -> None:
 
 def test_bf16_bits_golden() -> None:
     x = np.array([1.0, -3.0, 0.0, 1.0 + 2**-8, 1.0 + 3 * 2**-8, 65504.0, 1.0 + 2**-7], dtype=np.float32)
-    bits = B.bf16_bits(x)
+    bits = N.bf16_bits(x)
     # ties to even: 1 + 2^-8 → 1.0 (0x3F80); 1 + 3·2^-8 → 1 + 2^-6 (0x3F82)
     assert [hex(int(b)) for b in bits] == ["0x3f80", "0xc040", "0x0", "0x3f80", "0x3f82", "0x4780", "0x3f81"]
-    assert np.array_equal(B.bf16_to_f32(B.bf16_bits(np.array([-3, 3, 27], np.float32))), [-3, 3, 27])
+    assert np.array_equal(N.bf16_to_f32(N.bf16_bits(np.array([-3, 3, 27], np.float32))), [-3, 3, 27])
 
 
 @settings(max_examples=100, deadline=None)
 @given(st.floats(-(2.0**100), 2.0**100, width=32, allow_subnormal=False))
 def test_bf16_rounding_is_within_half_a_step(v: float) -> None:
     x = np.array([v], np.float32)
-    back = B.bf16_to_f32(B.bf16_bits(x)).astype(np.float64)
-    assert abs(back[0] - float(x[0])) <= B.output_spacing(x.astype(np.float64), "bf16")[0] / 2
+    back = N.bf16_to_f32(N.bf16_bits(x)).astype(np.float64)
+    assert abs(back[0] - float(x[0])) <= N.output_spacing(x.astype(np.float64), "bf16")[0] / 2
 
 
 def test_compare_exact() -> None:
     ref = np.array([[3.0, 300.0], [-257.0, 0.0]])
-    assert B.compare_exact(ref.copy(), ref, "f32")[0] == 0
+    assert N.compare_exact(ref.copy(), ref, "fp32")[0] == 0
     got = ref.copy()
     got[1, 0] = -256.0  # bf16 has 8 significant bits: -257 rounds to -256 (a half step away: allowed)
-    assert B.compare_exact(got, ref, "bf16") == (0, "exact (4 elements, within the output rounding)")
-    n, msg = B.compare_exact(got, ref, "f32")
+    assert N.compare_exact(got, ref, "bf16") == (0, "exact (4 elements, within the output rounding)")
+    n, msg = N.compare_exact(got, ref, "fp32")
     assert n == 1 and msg == "1 of 4 elements wrong: C[1,0]=-256 want -257"
     got[0, 1] = 302.0  # a bf16 step at 300 is 2: 302 is a whole step away
-    assert B.compare_exact(got, ref, "bf16")[0] == 1
-    assert B.compare_exact(got, ref, "fp16")[0] == 2  # fp16 at 257 has a step of 0.25
+    assert N.compare_exact(got, ref, "bf16")[0] == 1
+    assert N.compare_exact(got, ref, "fp16")[0] == 2  # fp16 at 257 has a step of 0.25
     never_written = ref.copy()
     never_written[0, 0] = np.nan
-    assert B.compare_exact(never_written, ref, "f32")[0] == 1
-    assert B.compare_exact(never_written, ref, "bf16")[0] == 1
+    assert N.compare_exact(never_written, ref, "fp32")[0] == 1
+    assert N.compare_exact(never_written, ref, "bf16")[0] == 1
 
 
 def test_to_and_from_bits() -> None:
     x = np.array([[1.0, -2.0]], np.float32)
-    assert B.to_bits(x, "bf16").dtype == np.uint16
-    assert np.array_equal(B.from_bits(B.to_bits(x, "bf16"), "bf16"), x)
-    assert np.array_equal(B.from_bits(B.to_bits(x, "fp16"), "fp16"), x)
+    assert N.to_bits(x, "bf16").dtype == np.uint16
+    assert np.array_equal(N.from_bits(N.to_bits(x, "bf16"), "bf16"), x)
+    assert np.array_equal(N.from_bits(N.to_bits(x, "fp16"), "fp16"), x)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -149,10 +152,11 @@ def test_to_and_from_bits() -> None:
 
 def test_rotation_keeps_small_shapes_out_of_the_l2() -> None:
     l2 = 50 * 2**20
-    assert B.rotation((16384, 16384, 16384), 2, 2, l2) == 1
-    n = B.rotation((1024, 1024, 1024), 2, 2, l2)
+    assert B.rotation(G.operand_bytes((16384, 16384, 16384), 2, 2), l2) == 1
+    n = B.rotation(G.operand_bytes((1024, 1024, 1024), 2, 2), l2)
     assert n * (3 * 1024 * 1024 * 2) >= 3 * l2 and n <= 32
-    assert B.rotation((1, 1, 8), 2, 4, l2) == 32
+    assert B.rotation(G.operand_bytes((1, 1, 8), 2, 4), l2) == 32
+    assert G.operand_bytes((3, 5, 7), 2, 4) == (3 * 7 + 5 * 7) * 2 + 3 * 5 * 4
 
 
 def test_progress_prints_only_slow_steps() -> None:
@@ -253,28 +257,22 @@ def test_spin_kernel_assembles() -> None:
 def test_gemm_job_reports_run_check_and_time(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """The run branch of `warpy gemm`, with the GPU parts replaced: what it prints, and a wrong
     result failing in one line."""
-    import warpy.matmul as mm
-
-    try:
-        mm.programs()
-    except WarpyError as e:
-        pytest.skip(f"kernels/programs.py not importable yet: {e}")
-    monkeypatch.setattr(mm, "cache_root", lambda: tmp_path)
-    monkeypatch.setattr(B, "_gpu_reason", lambda arch: None)
+    monkeypatch.setattr(plan, "cache_root", lambda: tmp_path)
+    monkeypatch.setattr(G, "gpu_reason", lambda arch: None)
     seen: list[tuple[int, ...]] = []
 
     def run_check(plan: object, M: int, N: int, K: int, dtype: str, out: str) -> tuple[int, str]:
         seen.append((M, N, K))
         return 0, "exact (65536 elements)"
 
-    monkeypatch.setattr(B, "run_check", run_check)
-    monkeypatch.setattr(B, "time_plan", lambda plan, iters: 10.0)
+    monkeypatch.setattr(G, "run_check", run_check)
+    monkeypatch.setattr(G, "time_plan", lambda plan, iters: 10.0)
     lines: list[str] = []
-    B.gemm_job(256, 256, 64, echo=lines.append)
+    G.gemm_job(256, 256, 64, echo=lines.append)
     assert seen == [(256, 256, 64)]
     assert lines[0].startswith("program: ")
     assert lines[-2] == "check against numpy (inputs in [-3, 3]): exact (65536 elements)"
     assert lines[-1] == "time: 10.0 µs (median of 100 calls), 0.8 TFLOP/s"
-    monkeypatch.setattr(B, "run_check", lambda *a: (3, "3 of 65536 elements wrong: C[0,0]=1 want 2"))
+    monkeypatch.setattr(G, "run_check", lambda *a: (3, "3 of 65536 elements wrong: C[0,0]=1 want 2"))
     with pytest.raises(WarpyError, match=r"^GEMM 256x256x64 gave wrong results \(3 elements\)$"):
-        B.gemm_job(256, 256, 64, echo=lines.append)
+        G.gemm_job(256, 256, 64, echo=lines.append)

@@ -15,6 +15,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import warpy.matmul as mm
+import warpy.interop as interop
+import warpy.plan as plan
+from warpy.kernels import gemm as gemm_family
+from warpy.kernels.gemm import FAMILY as GEMM
 from warpy.errors import WarpyError
 from warpy.isa.text import parse
 from warpy.runtime.bind import DeviceSpan, bind_params, tmap_extent_bytes
@@ -28,27 +32,27 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("versioned", [False, True])
-@pytest.mark.parametrize("dtype,name", [(np.float16, "fp16"), (np.float32, "f32"), (np.int32, "int32"),
-                                        (np.uint8, "uint8"), (np.float64, "float64")])
+@pytest.mark.parametrize("dtype,name", [(np.float16, "fp16"), (np.float32, "fp32"), (np.int32, "s32"),
+                                        (np.uint8, "u8"), (np.float64, "fp64"), (np.int8, "int8")])
 def test_capsule_decodes_shape_strides_dtype(versioned: bool, dtype: Any, name: str) -> None:
     a = np.zeros((3, 5), dtype=dtype)
     cap = a.__dlpack__(max_version=(1, 0)) if versioned else a.__dlpack__()
-    v = mm.read_capsule(cap)
+    v = interop.read_capsule(cap)
     assert v.versioned is versioned
     assert v.shape == (3, 5)
     assert v.strides in (None, (5, 1))
     assert v.dtype == name
     assert v.ptr == a.ctypes.data
-    assert (v.device_type, v.device_id) == (mm.DL_CPU, 0)
+    assert (v.device_type, v.device_id) == (interop.DL_CPU, 0)
 
 
 def test_capsule_of_a_transposed_and_offset_view() -> None:
     base = np.zeros((6, 8), dtype=np.float16)
     t = base.T  # 8x6, strides (1, 8) in elements
-    v = mm.read_capsule(t.__dlpack__())
+    v = interop.read_capsule(t.__dlpack__())
     assert v.shape == (8, 6) and v.strides == (1, 8)
     sub = base[2:, 3:]  # data pointer moved (numpy puts it in data or in byte_offset: both count)
-    v = mm.read_capsule(sub.__dlpack__())
+    v = interop.read_capsule(sub.__dlpack__())
     assert v.ptr == base.ctypes.data + (2 * 8 + 3) * 2
     assert v.shape == (4, 5) and v.strides == (8, 1)
 
@@ -57,14 +61,14 @@ def test_capsule_of_a_transposed_and_offset_view() -> None:
 @given(st.lists(st.integers(1, 7), min_size=1, max_size=4))
 def test_capsule_shape_any_rank(shape: list[int]) -> None:
     a = np.ones(shape, dtype=np.float32)
-    v = mm.read_capsule(a.__dlpack__())
+    v = interop.read_capsule(a.__dlpack__())
     assert v.shape == tuple(shape)
     assert v.strides is None or v.strides == tuple(s // 4 for s in a.strides)
 
 
 def test_not_a_capsule_and_a_consumed_capsule() -> None:
     with pytest.raises(WarpyError, match="not a DLPack capsule"):
-        mm.read_capsule(object())
+        interop.read_capsule(object())
     import ctypes
 
     cap = np.zeros(4, np.float32).__dlpack__()
@@ -74,7 +78,7 @@ def test_not_a_capsule_and_a_consumed_capsule() -> None:
     set_name(cap, keep)
     try:
         with pytest.raises(WarpyError, match="already consumed"):
-            mm.read_capsule(cap)
+            interop.read_capsule(cap)
     finally:
         set_name(cap, b"dltensor")  # give it back its name so its destructor frees it
 
@@ -97,27 +101,27 @@ class FakeDLPack:
 def test_cpu_memory_is_refused_where_the_gpu_is_needed() -> None:
     a = np.zeros((4, 8), np.float16)
     with pytest.raises(WarpyError, match=r"^a is in CPU memory, not on the GPU \(move it to the GPU"):
-        mm.as_matrix(FakeDLPack(a, (1, 0)), "a")
+        interop.as_matrix(FakeDLPack(a, (1, 0)), "a")
     # the producer says CUDA but the capsule says CPU: the capsule wins; the stream was handed over
     f = FakeDLPack(a, (2, 0))
     with pytest.raises(WarpyError, match="^b is in CPU memory"):
-        mm.as_matrix(f, "b", stream=7)
+        interop.as_matrix(f, "b", stream=7)
     assert f.streams == [7]
     f = FakeDLPack(a, (2, 0))
     with pytest.raises(WarpyError):
-        mm.as_matrix(f, "b")
+        interop.as_matrix(f, "b")
     assert f.streams == [-1]  # no stream named: no synchronisation asked for
 
 
 def test_other_device_types_are_named() -> None:
-    v = mm.DLPackView(0x1000, (2, 8), None, "fp16", 10, 0, False)
+    v = interop.DLPackView(0x1000, (2, 8), None, "fp16", 10, 0, False)
     with pytest.raises(WarpyError, match="^a is in ROCm memory, not on the GPU$"):
-        mm._from_view(v, "a", "other", None)
-    v = mm.DLPackView(0x1000, (2, 8), None, "fp16", mm.DL_CUDA, 1, False)
+        interop._from_view(v, "a", "other", None)
+    v = interop.DLPackView(0x1000, (2, 8), None, "fp16", interop.DL_CUDA, 1, False)
     with pytest.raises(WarpyError, match="on GPU 1; warpy runs on GPU 0"):
-        mm._from_view(v, "a", "other", None)
-    v = mm.DLPackView(0x1000, (2, 8), None, "fp16", mm.DL_CUDA, 0, False)
-    m = mm._from_view(v, "a", "other", None)
+        interop._from_view(v, "a", "other", None)
+    v = interop.DLPackView(0x1000, (2, 8), None, "fp16", interop.DL_CUDA, 0, False)
+    m = interop._from_view(v, "a", "other", None)
     assert m.strides == (8, 1) and m.side == "device"
 
 
@@ -135,22 +139,22 @@ class CAI:
 class FakeBackend:
     def __init__(self) -> None:
         self.host_calls: list[mm.GemmCall] = []
-        self.launches: list[tuple[mm.GemmCall, mm.Matrix, Any]] = []
+        self.launches: list[tuple[mm.GemmCall, interop.Matrix, Any]] = []
 
     def run_host(self, call: mm.GemmCall) -> np.ndarray:
         self.host_calls.append(call)
         a = np.asarray(call.a.obj, dtype=np.float64)
         b = np.asarray(call.b.obj, dtype=np.float64)
-        return (a @ b.T).astype(np.float32 if call.out_dtype == "f32" else np.float16)
+        return (a @ b.T).astype(np.float32 if call.out_dtype == "fp32" else np.float16)
 
-    def launch(self, call: mm.GemmCall, out: mm.Matrix, stream: Any) -> None:
+    def launch(self, call: mm.GemmCall, out: interop.Matrix, stream: Any) -> None:
         self.launches.append((call, out, stream))
 
 
 @pytest.fixture
 def fake(monkeypatch: pytest.MonkeyPatch) -> FakeBackend:
     be = FakeBackend()
-    monkeypatch.setattr(mm, "_backend", be)
+    monkeypatch.setattr(mm, "_launches", be)
     return be
 
 
@@ -162,7 +166,7 @@ def test_numpy_in_numpy_out(fake: FakeBackend) -> None:
     assert c.shape == (5, 7) and c.dtype == np.float32
     assert np.array_equal(c, a.astype(np.float64) @ b.astype(np.float64).T)
     call = fake.host_calls[-1]
-    assert (call.M, call.N, call.K, call.dtype, call.out_dtype) == (5, 7, 16, "fp16", "f32")
+    assert (call.M, call.N, call.K, call.dtype, call.out_dtype) == (5, 7, 16, "fp16", "fp32")
     out = np.zeros((5, 7), np.float16)
     assert mm.gemm(a, b, out=out) is out and fake.host_calls[-1].out_dtype == "fp16"
     assert np.array_equal(out, c)
@@ -171,7 +175,7 @@ def test_numpy_in_numpy_out(fake: FakeBackend) -> None:
 
 
 @pytest.mark.parametrize("args,message", [
-    ((np.zeros((4, 16), np.float32), np.zeros((4, 16), np.float16)), "^a is f32; inputs must be bf16 or fp16$"),
+    ((np.zeros((4, 16), np.float32), np.zeros((4, 16), np.float16)), "^a is fp32; inputs must be bf16 or fp16$"),
     ((np.zeros((4, 16), np.float16), np.zeros((4, 16), np.int8)), "^b is int8; inputs must be bf16 or fp16$"),
     ((np.zeros(16, np.float16), np.zeros((4, 16), np.float16)), "^a has 1 dimensions; give a matrix"),
     ((np.zeros((4, 16), np.float16), np.zeros((4, 8), np.float16)),
@@ -188,15 +192,15 @@ def test_out_errors(fake: FakeBackend) -> None:
     a, b = np.zeros((4, 16), np.float16), np.zeros((6, 16), np.float16)
     with pytest.raises(WarpyError, match="^out is 6x4; C = A·Bᵀ is 4x6$"):
         mm.gemm(a, b, out=np.zeros((6, 4), np.float32))
-    with pytest.raises(WarpyError, match="^out is fp16 but out_dtype is f32$"):
+    with pytest.raises(WarpyError, match="^out is fp16 but out_dtype is fp32$"):
         mm.gemm(a, b, out=np.zeros((4, 6), np.float16), out_dtype="f32")
-    with pytest.raises(WarpyError, match="^out is int32; the output must be f32, bf16 or fp16$"):
+    with pytest.raises(WarpyError, match="^out is s32; the output must be fp32, bf16, fp16$"):
         mm.gemm(a, b, out=np.zeros((4, 6), np.int32))
-    with pytest.raises(WarpyError, match="^out_dtype 'f64' is not one of f32, bf16, fp16$"):
+    with pytest.raises(WarpyError, match="^out_dtype 'f64' is not one of fp32, bf16, fp16$"):
         mm.gemm(a, b, out_dtype="f64")
     with pytest.raises(WarpyError, match="^a is a numpy array but b is on the GPU"):
         mm.gemm(a, CAI((6, 16)))
-    with pytest.raises(WarpyError, match="^a is f32; inputs must be bf16 or fp16$"):
+    with pytest.raises(WarpyError, match="^a is fp32; inputs must be bf16 or fp16$"):
         mm.gemm(CAI((4, 16), "<f4"), CAI((6, 16), "<f4"))
     with pytest.raises(WarpyError, match="^a is fp16 but b is bf16: both inputs must have the same type$"):
         mm.gemm(CAI((4, 16)), CAI((6, 16), "bf16"))
@@ -217,7 +221,7 @@ def test_device_strides_alignment_and_outputs(fake: FakeBackend) -> None:
     out = CAI((64, 32), "<f4", ptr=0x7F0000200000)
     assert mm.gemm(a, b, out=out) is out
     call, o, stream = fake.launches[-1]
-    assert (call.M, call.N, call.K, call.dtype, call.out_dtype) == (64, 32, 128, "fp16", "f32")
+    assert (call.M, call.N, call.K, call.dtype, call.out_dtype) == (64, 32, 128, "fp16", "fp32")
     assert o.ptr == 0x7F0000200000 and o.nbytes == 64 * 32 * 4 and stream is None
     mm.gemm(a, b, out=out, stream=5)
     assert fake.launches[-1][2] == 5
@@ -229,21 +233,21 @@ def test_device_strides_alignment_and_outputs(fake: FakeBackend) -> None:
 @given(st.integers(1, 9), st.integers(1, 9), st.integers(-3, 3), st.integers(-3, 3))
 def test_row_major_rule(rows: int, cols: int, d0: int, d1: int) -> None:
     s0, s1 = cols + d0, 1 + d1
-    m = mm.Matrix("x", 0, (rows, cols), (s0, s1), "fp16", "device", "other", None)
+    m = interop.Matrix("x", 0, (rows, cols), (s0, s1), "fp16", "device", "other", None)
     dense = (cols == 1 or s1 == 1) and (rows == 1 or s0 == cols)
     if dense:
-        mm.check_row_major(m)
+        interop.check_row_major(m)
     else:
         with pytest.raises(WarpyError, match="^x: strides"):
-            mm.check_row_major(m)
+            interop.check_row_major(m)
 
 
 def test_dtype_names() -> None:
-    assert [mm.dtype_name(x) for x in ("f32", "fp32", "float32", "bf16", "bfloat16", "fp16", "half")] == \
-        ["f32", "f32", "f32", "bf16", "bf16", "fp16", "fp16"]
-    assert mm.dtype_name(np.float32) == mm.dtype_name(np.dtype(np.float32)) == "f32"
-    assert mm.dtype_name(np.dtype(np.float16)) == "fp16"
-    assert mm.dtype_name("torch.bfloat16") == "bf16"
+    assert [interop.dtype_name(x) for x in ("f32", "fp32", "float32", "bf16", "bfloat16", "fp16", "half")] == \
+        ["fp32", "fp32", "fp32", "bf16", "bf16", "fp16", "fp16"]
+    assert interop.dtype_name(np.float32) == interop.dtype_name(np.dtype(np.float32)) == "fp32"
+    assert interop.dtype_name(np.dtype(np.float16)) == "fp16"
+    assert interop.dtype_name("torch.bfloat16") == "bf16"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -297,35 +301,28 @@ def test_tmap_extent_is_the_last_byte() -> None:
 # Plans: memory and disk caches (the real programs; skipped until kernels/programs.py lands)
 
 
-def _programs_or_skip() -> Any:
-    try:
-        return mm.programs()
-    except WarpyError as e:
-        pytest.skip(f"kernels/programs.py not importable yet: {e}")
-
-
 def test_plan_disk_cache_round_trip(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    prog = _programs_or_skip()
-    monkeypatch.setattr(mm, "cache_root", lambda: tmp_path)
+    prog = gemm_family
+    monkeypatch.setattr(plan, "cache_root", lambda: tmp_path)
     problem = prog.GemmProblem(256, 256, 64, dtype="bf16", out_dtype="f32")
-    first = mm.make_plan(problem)
+    first = plan.make_plan(GEMM, problem)
     assert not first.from_disk and first.config is not None
     entries = list((tmp_path / "gemm").glob("*.json"))
     assert len(entries) == 1
-    again = mm.make_plan(problem)
+    again = plan.make_plan(GEMM, problem)
     assert again.from_disk and again.config is None
     assert (again.header, again.ptx, again.sass, again.describe) == (first.header, first.ptx, first.sass, first.describe)
     assert {n for n, _ in again.header.kernel_params()} >= {"a", "b"}
     entries[0].write_text("{not json")  # damaged: a miss, rewritten
-    assert not mm.make_plan(problem).from_disk
-    assert mm.make_plan(problem).from_disk
+    assert not plan.make_plan(GEMM, problem).from_disk
+    assert plan.make_plan(GEMM, problem).from_disk
     other = prog.GemmProblem(256, 256, 64, dtype="bf16", out_dtype="bf16")
-    assert mm.problem_key(other) != mm.problem_key(problem)
+    assert plan.problem_key(other) != plan.problem_key(problem)
 
 
 def test_header_of_reads_only_the_header() -> None:
     text = str(HEADER.lines() and "\n".join(HEADER.lines())) + "\n  EXIT\n"
-    assert mm._header_of(text) == HEADER
+    assert plan._header_of(text) == HEADER
 
 
 # ---------------------------------------------------------------------------------------------

@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 
 import warpy.matmul as mm
+import warpy.plan as plan
+from warpy.kernels import gemm as gemm_family
 import warpy.runtime.bind as bind
 import warpy.runtime.tensormap as tm
 from warpy.errors import WarpyError
@@ -44,10 +46,6 @@ class CAI:
 
 @pytest.fixture
 def gpu(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> SimpleNamespace:
-    try:
-        mm.programs()
-    except WarpyError as e:
-        pytest.skip(f"kernels/programs.py not importable yet: {e}")
     launches: list[dict[str, Any]] = []
     calls: list[str] = []
     encoded: list[tuple[Any, int]] = []
@@ -60,8 +58,8 @@ def gpu(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> SimpleNamespace:
         return tm.TensorMap(int(address).to_bytes(8, "little") + bytes(120), box, int(address))
 
     monkeypatch.setattr(tm, "encode_tensor_map", encode)
-    monkeypatch.setattr(mm, "cache_root", lambda: tmp_path)
-    monkeypatch.setattr(mm, "_backend", mm.CudaBackend())
+    monkeypatch.setattr(plan, "cache_root", lambda: tmp_path)
+    monkeypatch.setattr(mm, "_launches", mm.Launches())
     return SimpleNamespace(launches=launches, calls=calls, encoded=encoded, header=header)
 
 
@@ -70,7 +68,7 @@ def test_device_launch_by_header(gpu: SimpleNamespace) -> None:
     a = CAI((M, K), "bf16", 0x7F0000000000)
     b = CAI((N, K), "bf16", 0x7F0000100000)
     c = CAI((M, N), "<f4", 0x7F0000200000)
-    plan = mm.backend().plan((M, N, K, "bf16", "f32"), "sm_90a")
+    plan = mm.launches().plan((M, N, K, "bf16", "fp32"), "sm_90a")
     h = plan.header
     gpu.header.append(h)
     assert mm.gemm(a, b, out=c, stream=5) is c
@@ -103,7 +101,7 @@ def test_device_launch_by_header(gpu: SimpleNamespace) -> None:
 def test_device_launch_refuses_small_memory_for_a_map(gpu: SimpleNamespace) -> None:
     """The kernel's maps span exactly the operands: binding checks each against the operand's bytes."""
     M, N, K = 256, 192, 64
-    plan = mm.backend().plan((M, N, K, "bf16", "f32"), "sm_90a")
+    plan = mm.launches().plan((M, N, K, "bf16", "fp32"), "sm_90a")
     with pytest.raises(WarpyError, match="tensor map 'a' spans"):
         bind.bind_params(plan.header, {"a": bind.DeviceSpan(0x1000, M * K * 2 - 2), "b": bind.DeviceSpan(0x2000, N * K * 2),
                                        "c": bind.DeviceSpan(0x3000, M * N * 4)},
@@ -129,14 +127,14 @@ class FakeTensor:
 def test_bench_with_a_configuration_launches_that_plan_on_the_tensors(gpu: SimpleNamespace) -> None:
     """`warpy bench gemm --config ...`: warpy's side is the configured plan (here stream-K, whose
     scratch is bound too), launched on each rotated tensor set, on the benchmark's stream."""
-    from warpy.bench import _configured_launcher, plan_for
+    from warpy.kernels.gemm_bench import _configured_launcher, plan_for
 
     M, N, K = 256, 256, 4096
     A = [FakeTensor(0x7F0000000000 + i * 0x1000000, M * K, 2) for i in range(2)]
     B = [FakeTensor(0x7F0010000000 + i * 0x1000000, N * K, 2) for i in range(2)]
     C = [FakeTensor(0x7F0020000000 + i * 0x1000000, M * N, 2) for i in range(2)]
     run = _configured_launcher((M, N, K), "bf16", "bf16", "bn=128,stream_k=true", A, B, C, 7)
-    h = plan_for(mm.programs().GemmProblem(M, N, K, out_dtype="bf16"), "bn=128,stream_k=true").header
+    h = plan_for(gemm_family.GemmProblem(M, N, K, out_dtype="bf16"), "bn=128,stream_k=true").header
     gpu.header.append(h)
     assert "_sk" in h.kernel and {"flags", "partials"} <= set(h.scratch_params())
     for i in range(3):

@@ -16,7 +16,8 @@ from warpy.kernels.gemm_sm90 import smem_bytes
 from warpy.target import SM90A
 
 MAX_SMEM = SM90A.max_dynamic_smem
-from warpy.kernels.gemm import GemmProblem, choose, configure, parse_overrides
+from warpy.kernels.family import parse_overrides
+from warpy.kernels.gemm import GemmProblem, choose, configure
 
 
 def test_overrides_parse_as_ints_and_booleans() -> None:

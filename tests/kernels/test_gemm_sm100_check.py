@@ -12,6 +12,7 @@ import pytest
 
 from warpy.kernels.gemm_sm100 import Sm100Config as C
 from warpy.kernels.gemm_sm100 import Sm100Gemm
+from warpy.kernels.gemm import FAMILY as GEMM
 from warpy.kernels.gemm import GemmProblem
 
 check = pytest.importorskip("warpy.check.report")
@@ -33,7 +34,7 @@ def test_feature_program_is_clean_and_right(name: str) -> None:
     (m, n, k), cfg, out = CASES[name]
     prob = GemmProblem(m, n, k, dtype="bf16", out_dtype=out, arch="sm_100a")
     prog = Sm100Gemm(GemmProblem(m, n, k, "bf16", out, arch="sm_100a"), cfg).build()
-    rep = check.check_kernel(prog.kernel(), prog.coloured(), values=True, expect=check.gemm_expect(prob))
+    rep = check.check_kernel(prog.kernel(), prog.coloured(), values=True, expect=GEMM.expectation(prob))
     assert rep.ok, "\n".join(list(rep.messages())[:10])
     assert rep.notes_checked > 0
     if not (cfg.split > 1 or cfg.stream_k):

@@ -91,13 +91,14 @@ def test_the_main_loop_is_the_innermost_loop_holding_the_mma() -> None:
 
 @pytest.mark.parametrize("M,N,K,bn,out", [(256, 288, 256, 144, "bf16"), (200, 328, 200, 160, "fp16"), (130, 416, 64, 208, "bf16")])
 def test_staged_epilogue_with_a_narrower_last_chunk_is_exact(M: int, N: int, K: int, bn: int, out: str) -> None:
-    from warpy.check.report import check_kernel, gemm_expect
+    from warpy.check.report import check_kernel
+    from warpy.kernels.gemm import FAMILY as GEMM
 
     prob = GemmProblem(M, N, K, out_dtype=out)
     prog = Sm90Gemm(GemmProblem(M, N, K, "bf16", prob.out_dtype), Sm90Config(bn=bn, stages=4, staged_epilogue=True)).build()
     kernel = prog.kernel()
     assert [(t.name, t.over) for t in kernel.header.tmaps][-2:] == [("c", None), ("c_tail", "c")]
-    rep = check_kernel(kernel, prog.coloured(), values=True, expect=gemm_expect(prob))
+    rep = check_kernel(kernel, prog.coloured(), values=True, expect=GEMM.expectation(prob))
     assert rep.ok, rep.messages()
     assert rep.values_wrong == 0
     written = rep.data["written"]  # the first and last CTAs' tiles, the tail chunk's columns too

@@ -23,6 +23,8 @@ import pytest
 
 from warpy.check import report as check
 from warpy.check.report import Report
+from warpy.kernels.gemm import FAMILY as GEMM
+from warpy.plan import check_problem
 from warpy.errors import WarpyError
 from warpy.isa.instr import Instr
 from warpy.isa.program import Program
@@ -50,7 +52,7 @@ CASES = {
 
 
 def _check(prob: GemmProblem, named: Kernel, coloured: Kernel) -> Report:
-    return check.check_kernel(named, coloured, values=True, expect=check.gemm_expect(prob))
+    return check.check_kernel(named, coloured, values=True, expect=GEMM.expectation(prob))
 
 
 def _chosen(prob: GemmProblem, cluster_m: int = 1) -> C:
@@ -213,7 +215,7 @@ def test_the_standard_faults_are_caught(fault: str) -> None:
     prob = GemmProblem(384, 256, 1024, out_dtype="bf16")
     cfg = _chosen(prob, 2)
     assert cfg.staged_epilogue
-    rep = check.check_gemm(prob, fault=fault, config=cfg)
+    rep = check_problem(GEMM, prob, fault=fault, config=cfg)
     assert not rep.ok
 
 

@@ -9,7 +9,8 @@ import re
 
 import pytest
 
-from warpy.check.report import check_kernel, gemm_expect
+from warpy.check.report import check_kernel
+from warpy.kernels.gemm import FAMILY as GEMM
 from warpy.isa.text import parse
 from warpy.kernels.gemm_sm90 import Sm90Config, Sm90Gemm
 from warpy.kernels.gemm import GemmProblem, build, choose
@@ -22,7 +23,7 @@ def _check(M: int, N: int, K: int, out: str, cfg: Sm90Config, text: str | None =
     prog = Sm90Gemm(GemmProblem(M, N, K, "bf16", prob.out_dtype), cfg).build()
     named = parse(text) if text is not None else prog.kernel()
     col = None if text is not None else prog.coloured()
-    return check_kernel(named, col, values=True, expect=gemm_expect(prob)), prog
+    return check_kernel(named, col, values=True, expect=GEMM.expectation(prob)), prog
 
 
 @pytest.mark.parametrize("M,N,K,out,bn,staged", [
@@ -88,7 +89,7 @@ def test_a_full_grid_checks_clean(split: int) -> None:
     prob = GemmProblem(1024, 1024, 1024, out_dtype="fp32")
     cfg = Sm90Config(bn=128, stages=6, stream_k=True, split=split)
     prog = build(prob, cfg)
-    rep = check_kernel(prog.kernel(), prog.coloured(), values=True, expect=gemm_expect(prob))
+    rep = check_kernel(prog.kernel(), prog.coloured(), values=True, expect=GEMM.expectation(prob))
     assert rep.ok, rep.messages()
     assert rep.values_checked + rep.values_partial > 0
     assert prog.grid == ((128 if split else 132), 1, 1)

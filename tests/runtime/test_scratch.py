@@ -18,7 +18,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import warpy.bench as bench
+import warpy.kernels.gemm_bench as gemm_bench
 import warpy.matmul as mm
+import warpy.plan as plan
+from warpy.kernels import gemm as gemm_family
 import warpy.runtime.bind as bind
 import warpy.runtime.tensormap as tm
 from warpy.errors import WarpyError
@@ -156,18 +159,18 @@ def test_bind_takes_scratch_from_scratch_only() -> None:
 
 
 def test_one_place_binds_gemm_parameters() -> None:
-    """warpy.gemm and `warpy gemm` / `warpy bench gemm` bind through matmul.bind_gemm only (where
-    `c_add` and the scratch memory are handled), never with bind_params of their own."""
-    for rel in ("warpy/matmul.py", "warpy/bench.py"):
+    """warpy.gemm and `warpy gemm` / `warpy bench gemm` bind through the GEMM family's `bind` only
+    (where `c_add` and the scratch memory are handled), never with bind_params of their own."""
+    for rel in ("warpy/matmul.py", "warpy/bench.py", "kernels/gemm_bench.py", "kernels/gemm.py"):
         tree = ast.parse((REPO / rel).read_text())
         for fn in ast.walk(tree):
-            if not isinstance(fn, ast.FunctionDef) or fn.name == "bind_gemm":
+            if not isinstance(fn, ast.FunctionDef) or (rel == "kernels/gemm.py" and fn.name == "bind"):
                 continue
             for node in ast.walk(fn):
                 if isinstance(node, ast.Call):
                     f = node.func
                     name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
-                    assert name != "bind_params", f"{rel}: {fn.name} calls bind_params; use matmul.bind_gemm"
+                    assert name != "bind_params", f"{rel}: {fn.name} calls bind_params; use warpy.kernels.gemm.bind"
 
 
 def test_bind_gemm_binds_a_map_declared_over_c_to_c() -> None:
@@ -178,12 +181,12 @@ def test_bind_gemm_binds_a_map_declared_over_c_to_c() -> None:
         ".buffer flag_words global base=0x0 size=0x40 elem=u32 source=flags layout=16:4\n"
     ).header
     c = DeviceSpan(0x3000, 256 * 192 * 4)
-    ps = mm.bind_gemm(h, DeviceSpan(0x1000, 256 * 128), 0x2000, c, 256, 192, 64,
+    ps = gemm_family.bind(h, DeviceSpan(0x1000, 256 * 128), 0x2000, c, 256, 192, 64,
                       scratch={"flags": DeviceSpan(0x9000, 64)}, encode=_encode)
     assert ps[0].address == 0x1000 and ps[1].address == 0x3000 and ps[1].box == h.tmap("c_add")
     assert [(p.kind, p.value) for p in ps[2:]] == [("u64", 0x3000), ("u64", 0x9000), ("u32", 64)]
     with pytest.raises(WarpyError, match="nothing given for scratch memory 'flags'"):
-        mm.bind_gemm(h, 0x1000, 0x2000, c, 256, 192, 64, encode=_encode)
+        gemm_family.bind(h, 0x1000, 0x2000, c, 256, 192, 64, encode=_encode)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -211,9 +214,9 @@ def recorder(events: list[tuple[Any, ...]], header: Any) -> OnCall:
 
 
 M, N, K = 256, 192, 64
-# a split-K-like GEMM: A and B by TMA, C zeroed through a pointer and added to through `c_add`,
+# a split-K-like GEMM_TEXT: A and B by TMA, C zeroed through a pointer and added to through `c_add`,
 # flags in scratch memory
-GEMM = (
+GEMM_TEXT = (
     ".kernel gemm_fake\n.sm sm_90a\n.threads 128\n.dynsmem 1024\n.grid 4 1 1\n.cluster 1 1 1\n.mbarriers 0\n"
     ".tmap a dtype=fp16 dims=64,256 strides=128 box=64,128 swizzle=128\n"
     ".tmap b dtype=fp16 dims=64,192 strides=128 box=64,64 swizzle=128\n"
@@ -227,19 +230,19 @@ GEMM = (
 @pytest.fixture
 def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[SimpleNamespace]:
     events: list[tuple[Any, ...]] = []
-    header = parse(GEMM).header
+    header = parse(GEMM_TEXT).header
     install(monkeypatch, fake_driver(recorder(events, header)))
     monkeypatch.setattr(bind, "_TMAP_CACHE", type(bind._TMAP_CACHE)())
     monkeypatch.setattr(tm, "encode_tensor_map",
                         lambda box, address: TensorMap(int(address).to_bytes(8, "little") + bytes(120), box, int(address)))
-    problem = SimpleNamespace(M=M, N=N, K=K, dtype="fp16", out_dtype="f32", arch="sm_90a")
-    plan = mm.GemmPlan(problem, "fake split-K", header, GEMM, "", b"not a cubin", False)
-    be = mm.CudaBackend()
+    problem = SimpleNamespace(M=M, N=N, K=K, dtype="fp16", out_dtype="fp32", arch="sm_90a")
+    fake_plan = plan.Plan(gemm_family.FAMILY, problem, "fake split-K", header, GEMM_TEXT, "", b"not a cubin", False)
+    be = mm.Launches()
     be._arch = "sm_90a"
-    be._plans[(M, N, K, "fp16", "f32", "sm_90a")] = plan
-    monkeypatch.setattr(mm, "_backend", be)
+    be._plans[(M, N, K, "fp16", "fp32", "sm_90a")] = fake_plan
+    monkeypatch.setattr(mm, "_launches", be)
     monkeypatch.setattr(bench, "_kernels", {})
-    yield SimpleNamespace(events=events, plan=plan, backend=be)
+    yield SimpleNamespace(events=events, plan=fake_plan, backend=be)
     for ld in be._loaded.values():  # while the fake driver is still the driver
         ld.launcher.scratch.free()
 
@@ -300,7 +303,7 @@ def test_gemm_device_path_binds_scratch_per_stream_and_c_add(fake: SimpleNamespa
 def test_gemm_numpy_path_uses_warpy_streams_scratch(fake: SimpleNamespace) -> None:
     a = np.zeros((M, K), np.float16)
     b = np.zeros((N, K), np.float16)
-    mm.gemm(a, b, out_dtype="f32")
+    mm.gemm(a, b, out_dtype="fp32")
     flags, stream = _flags_zeroed_before(fake.events, 0)
     assert stream == WARPY_STREAM
     args = _of(fake.events, "launch")[0][2]
@@ -314,7 +317,7 @@ def test_gemm_numpy_path_uses_warpy_streams_scratch(fake: SimpleNamespace) -> No
 
 
 def test_warpy_gemm_check_binds_and_frees_scratch(fake: SimpleNamespace) -> None:
-    n_bad, _msg = bench.run_check(fake.plan, M, N, K, "fp16", "f32")
+    n_bad, _msg = gemm_bench.run_check(fake.plan, M, N, K, "fp16", "fp32")
     assert n_bad > 0  # the fake driver computes nothing; what matters is the binding
     flags, stream = _flags_zeroed_before(fake.events, 0)
     args = _of(fake.events, "launch")[0][2]
@@ -328,9 +331,9 @@ def test_warpy_gemm_timing_binds_one_scratch_for_the_stream(fake: SimpleNamespac
             enqueue(i)
         return [1.0] * iters
 
-    monkeypatch.setattr(bench, "gpu_times_us", times)
-    monkeypatch.setattr(bench, "l2_bytes", lambda: 50 << 20)
-    assert bench.time_plan(fake.plan, iters=8) == 1.0
+    monkeypatch.setattr(gemm_bench, "gpu_times_us", times)
+    monkeypatch.setattr(gemm_bench, "l2_bytes", lambda: 50 << 20)
+    assert gemm_bench.time_plan(fake.plan, iters=8) == 1.0
     launches = _of(fake.events, "launch")
     flags, stream = _flags_zeroed_before(fake.events, 0)
     assert len(launches) == 8 and {e[2]["flags"] for e in launches} == {flags} and stream == WARPY_STREAM
@@ -347,7 +350,7 @@ def test_fast_launch_packs_per_stream_only_with_scratch(fake: SimpleNamespace) -
 
     def make(scratch: Any) -> list[Any]:
         made.append(dict(scratch))
-        return mm.bind_gemm(fake.plan.header, 0x1000, 0x2000, 0x3000, M, N, K, scratch=scratch)
+        return gemm_family.bind(fake.plan.header, 0x1000, 0x2000, 0x3000, M, N, K, scratch=scratch)
 
     fast = FastLaunch(k, fake.plan.header)
     for s in (5, 5, 6, 6, 5):
@@ -358,7 +361,7 @@ def test_fast_launch_packs_per_stream_only_with_scratch(fake: SimpleNamespace) -
 
     assert len(fast._packed) == 2  # one block a stream: their scratch pointers differ
 
-    plain = parse(GEMM.replace(" scratch\n", "\n")).header
+    plain = parse(GEMM_TEXT.replace(" scratch\n", "\n")).header
     seen: list[Any] = []
 
     def make_plain(scratch: Any) -> list[Any]:

@@ -2,12 +2,13 @@
 last clusters of its launch) and checks derived operands, the colouring, barrier protocol,
 happens-before, proxy fences, dependent launch and declared memory; `docs/checker.md` says how.
 
-`check_kernel(named, coloured)` returns a `Report`; `check_gemm(problem)` builds the GEMM a shape
-gets and checks it; `warpy.check.faults` injects known bugs.
+`check_kernel(named, coloured)` returns a `Report`; `check_program(program, expect=...)` checks a
+built program, with a kernel family's `Expectation` of its data (`warpy.check.expect`) for
+`--values`; `warpy.check.faults` injects known bugs. The checker knows no kernel family.
 """
 
 from __future__ import annotations
 
-from warpy.check.report import Report, check_gemm, check_kernel
+from warpy.check.report import Report, check_kernel, check_program
 
-__all__ = ["Report", "check_gemm", "check_kernel"]
+__all__ = ["Report", "check_kernel", "check_program"]

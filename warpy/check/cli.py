@@ -1,11 +1,12 @@
-"""The `warpy check` and `warpy hb` verbs (imported lazily by warpy.cli)."""
+"""Printing what `warpy check` and `warpy hb` found (imported lazily by warpy.cli): the problems,
+the summary line, the happens-before table; and checking a SASS file. Which program a kernel
+family builds for a problem is the caller's business (warpy.cli, through warpy.plan)."""
 
 from __future__ import annotations
 
-import os
 import sys
 import time
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from warpy.errors import WarpyError
 
@@ -24,80 +25,50 @@ def _end_progress() -> None:
         sys.stderr.flush()
 
 
-def _problem(target: str, dims: list[int], arch: str, out_dtype: str = "fp32"):  # type: ignore[no-untyped-def]
-    from warpy.kernels.gemm import GemmProblem  # type: ignore[import-not-found,unused-ignore]
+def check_file(path: str, fault: Optional[str] = None, colour: bool = True) -> Any:
+    """`warpy check FILE.sass`: parse, colour a named text (and compare the two runs), inject `fault`."""
+    from warpy.check.faults import inject
+    from warpy.check.report import check_kernel, settle_fault
+    from warpy.isa.text import parse
 
-    if target != "gemm":
-        raise WarpyError(f"warpy check takes `gemm M N K` or a FILE.sass, not {target!r}")
-    if len(dims) != 3:
-        raise WarpyError(f"gemm takes three sizes M N K, got {len(dims)}")
-    return GemmProblem(dims[0], dims[1], dims[2], arch=arch, out_dtype=out_dtype)
+    try:
+        text = open(path).read()
+    except OSError as e:
+        raise WarpyError(f"cannot read {path}: {e.strerror}") from None
+    k = parse(text)
+    col = None
+    if k.named and colour:  # a named text is coloured here, and the two compared
+        from warpy.isa.colour import colour as colour_text
+
+        col = colour_text(k)
+    elif not k.named:
+        print("(a coloured text: the colouring is not compared with a named one)", file=sys.stderr)
+    note = ""
+    if fault:
+        k, col, note = inject(fault, k, col)
+        _progress(f"fault {fault}: {note}")
+    rep = check_kernel(k, col, progress=_progress)
+    if fault:
+        rep.fault_note = note
+        settle_fault(fault, rep)
+    return rep
 
 
-def _config(problem: Any, cluster_m: Optional[int], config: Optional[str] = None) -> Any:
-    """The configuration `choose` gives the shape with `--config` and `--cluster-m` applied
-    (`kernels.programs.configure`; clusters walk whole tiles, so a stream-K choice becomes the
-    persistent walk); None when neither is given."""
-    if cluster_m is None and not config:
-        return None
-    from warpy.kernels.gemm import configure, parse_overrides  # type: ignore[import-not-found,unused-ignore]
-
-    if cluster_m is not None and problem.arch != "sm_90a":
-        raise WarpyError(f"--cluster-m is an sm_90a option (the {problem.arch} GEMM sets its clusters itself)")
-    overrides = parse_overrides(config) if config else {}
-    if cluster_m is not None:
-        overrides["cluster_m"] = cluster_m
-    return configure(problem, overrides)
-
-
-def check_main(target: str, dims: list[int], arch: str, values: bool, fault: Optional[str], colour: bool,
-               dump: Optional[str] = None, out_dtype: str = "fp32", cluster_m: Optional[int] = None,
-               config: Optional[str] = None) -> int:
-    """Print the problems and the summary line; the exit status (0: nothing found)."""
-    from warpy.check.faults import FaultDoesNotApply, inject
-    from warpy.check.report import check_gemm, check_kernel, settle_fault
+def run_check(work: Callable[[], Any], fault: Optional[str] = None, dump: Optional[str] = None) -> int:
+    """Run a check (`work` returns its Report), print the problems and the summary line; the exit
+    status (0: nothing found; 3: the fault does not apply here)."""
+    from warpy.check.faults import FaultDoesNotApply
 
     t0 = time.monotonic()
     try:
-        if target.endswith(".sass") or (os.path.exists(target) and target != "gemm"):
-            from warpy.isa.text import parse
+        rep = work()
+        if dump is not None and rep.data:
+            import numpy as np
 
-            if dims:
-                raise WarpyError("a FILE.sass takes no sizes")
-            if values:
-                raise WarpyError("--values needs a GEMM (the checker knows its operands): warpy check gemm M N K --values")
-            if cluster_m is not None or config:
-                raise WarpyError("--cluster-m and --config configure a GEMM: warpy check gemm M N K --config bn=128")
-            try:
-                text = open(target).read()
-            except OSError as e:
-                raise WarpyError(f"cannot read {target}: {e.strerror}") from None
-            k = parse(text)
-            col = None
-            if k.named:  # a named text is coloured here, and the two compared
-                from warpy.isa.colour import colour as colour_text
-
-                col = colour_text(k)
-            else:
-                print("(a coloured text: the colouring is not compared with a named one)", file=sys.stderr)
-            if fault:
-                k, col, note = inject(fault, k, col)
-                _progress(f"fault {fault}: {note}")
-            rep = check_kernel(k, col, progress=_progress)
-            if fault:
-                rep.fault_note = note
-                settle_fault(fault, rep)
-        else:
-            prob = _problem(target, dims, arch, out_dtype)
-            rep = check_gemm(prob, values=values or dump is not None, fault=fault, progress=_progress, coloured=colour,
-                             config=_config(prob, cluster_m, config))
-            if dump is not None and rep.data:
-                import numpy as np
-
-                np.savez(dump, **rep.data)  # type: ignore[arg-type]
-            if fault:
-                _end_progress()
-                print(f"fault {fault}: {rep.fault_note}")
+            np.savez(dump, **rep.data)
+        if fault:
+            _end_progress()
+            print(f"fault {fault}: {rep.fault_note}")
     except FaultDoesNotApply as e:
         _end_progress()
         print(str(e))
@@ -110,11 +81,9 @@ def check_main(target: str, dims: list[int], arch: str, values: bool, fault: Opt
     return 0 if rep.ok else 1
 
 
-def hb_main(target: str, dims: list[int], arch: str) -> int:
-    from warpy.check.report import check_gemm
-
-    prob = _problem(target, dims, arch)
-    rep = check_gemm(prob, hb=True, progress=_progress, coloured=False)
+def run_hb(work: Callable[[], Any]) -> int:
+    """`warpy hb`: what orders what, then the problems; the exit status."""
+    rep = work()
     _end_progress()
     for line in hb_table(rep.hb_table):
         print(line)

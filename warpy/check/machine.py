@@ -24,6 +24,7 @@ from warpy.isa.reference import reference
 from warpy.isa.text import BufferDecl, Kernel
 from warpy.target import dtype_bytes, target
 from warpy.isa import values as L
+from warpy.check.expect import Expectation
 from warpy.check.state import Access, Agent, MBar, Problems, Region, VC, join, masks_of
 
 DSMEM = 0x400  # the shared-window address of the dynamic shared memory (1024-aligned)
@@ -142,8 +143,9 @@ def _pipe_name(decl: BufferDecl, coords: tuple[int, ...]) -> Optional[str]:
 class Machine:
     def __init__(self, kernel: Kernel, *, values: bool = False, resident: Optional[int] = None,
                  progress: Optional[Callable[[str], None]] = None, hb: bool = False, seed: int = 0,
-                 label: str = "") -> None:
+                 label: str = "", expect: Optional[Expectation] = None) -> None:
         self.kernel = kernel
+        self.expect = expect
         self.h = kernel.header
         self.values = values
         self.hb = hb
@@ -162,7 +164,6 @@ class Machine:
         self.flag_waiters: list[Warp] = []
         self.flag_vc: dict[int, VC] = {}
         self.gshadow: dict[int, int] = {}
-        self.gemm_data: dict[str, np.ndarray] = {}
         # what other CTAs of the cluster did to a CTA's shared memory (remote arrivals, multicast and
         # pair copies landing, and the barrier completions they make): per target CTA and agent, the
         # latest clock and who did it; each must happen before one of the target's warps exits
@@ -211,18 +212,15 @@ class Machine:
         self.gmem: dict[str, np.ndarray] = {}
         self.gwritten: dict[str, np.ndarray] = {}
         self.greduced: dict[str, np.ndarray] = {}
-        self.partial_values = 0
         if self.values:
             for name, size in self.src_size.items():
-                if name in self.tmaps:
-                    box = self.tmaps[name]
-                    n = size // box.elem_bytes
-                    if box.dtype in ("bf16", "fp16"):
-                        f = self.rng.integers(-3, 4, size=n).astype(np.float32)
-                        arr = _to16(f, box.dtype)
-                    else:
-                        arr = np.zeros(n, dtype=np.uint8 if box.elem_bytes == 1 else np.uint32 if box.elem_bytes == 4 else np.uint16)
-                    self.gmem[name] = arr.view(np.uint8).copy()
+                tbox = self.tmaps.get(name)
+                # what the family says the memory holds at launch (its inputs), else zeros
+                init = self.expect.initial(name, tbox, size, self.rng) if self.expect is not None else None
+                if init is not None:
+                    self.gmem[name] = np.ascontiguousarray(init).view(np.uint8).copy()
+                elif tbox is not None:
+                    self.gmem[name] = np.zeros(size // tbox.elem_bytes * tbox.elem_bytes, dtype=np.uint8)
                 else:
                     self.gmem[name] = np.zeros(max(size, 1 << 16), dtype=np.uint8)
                 self.gwritten[name] = np.zeros(self.gmem[name].size, dtype=bool)
@@ -1007,18 +1005,6 @@ def _verb(kind: str, op: str = "") -> str:
 
 def _regname(base: str, lo: int) -> str:
     return f"{base}{lo}" if base in ("R", "UR") else base
-
-
-def _to16(f: np.ndarray, dtype: str) -> np.ndarray:
-    if dtype == "fp16":
-        return f.astype(np.float16).view(np.uint16)
-    return (f.astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
-
-
-def from16(bits: np.ndarray, dtype: str) -> np.ndarray:
-    if dtype in ("fp16", "f16"):
-        return bits.view(np.float16).astype(np.float32)
-    return (bits.astype(np.uint32) << 16).view(np.float32)
 
 
 def default_progress(msg: str) -> None:

@@ -1,4 +1,4 @@
-"""Running the checker and reporting what it found, in the seed's formats."""
+"""Running the checker and reporting what it found."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import attrs
 import numpy as np
 
 from warpy.isa.text import Kernel
+from warpy.check.expect import Expectation
 from warpy.check.machine import Machine
 from warpy.check.state import Problems
 
@@ -76,12 +77,14 @@ class Report:
 
 def check_kernel(named: Kernel, coloured: Optional[Kernel] = None, *, values: bool = False, hb: bool = False,
                  progress: Optional[Callable[[str], None]] = None, resident: Optional[int] = None,
-                 expect: Optional[Callable[[Machine], tuple[int, int, list[str]]]] = None) -> Report:
-    """Run the named text (and the coloured one, comparing their derived values) and report."""
+                 expect: Optional[Expectation] = None) -> Report:
+    """Run the named text (and the coloured one, comparing their derived values) and report. With
+    `values`, the data is computed too, from `expect`'s inputs (zeros without one), and `expect`
+    judges the outputs (`warpy.check.expect`)."""
     import time
 
     t0 = time.monotonic()
-    m = Machine(named, values=values, hb=hb, progress=progress, resident=resident, label="named: ")
+    m = Machine(named, values=values, hb=hb, progress=progress, resident=resident, label="named: ", expect=expect)
     m.run()
     problems = m.problems
     if coloured is not None:
@@ -109,11 +112,11 @@ def check_kernel(named: Kernel, coloured: Optional[Kernel] = None, *, values: bo
                  stores=m.stores_seen, uses_pdl=m.uses_pdl, hb_table=m.hb_table)
     rep.values_on = values
     if values and expect is not None:
-        n, bad, vmsgs = expect(m)
-        rep.values_checked, rep.values_wrong = n, bad
-        rep.data = m.gemm_data
-        rep.values_partial = m.partial_values
-        for vmsg in vmsgs:
+        verdict = expect.compare(m)
+        rep.values_checked, rep.values_wrong = verdict.checked, verdict.wrong
+        rep.data = verdict.data
+        rep.values_partial = verdict.partial
+        for vmsg in verdict.messages:
             problems.add("values", vmsg)
     return rep
 
@@ -128,79 +131,19 @@ def _hx(v: Any) -> str:
     return f"0x{v:x}"
 
 
-def gemm_expect(problem: Any) -> Callable[[Machine], tuple[int, int, list[str]]]:
-    """Compare the C elements the simulated clusters wrote with numpy's A · Bᵀ."""
-
-    def expect(m: Machine) -> tuple[int, int, list[str]]:
-        from warpy.check.machine import from16
-
-        M, N, K = problem.M, problem.N, problem.K
-        a = from16(m.gmem["a"].view(np.uint16)[: M * K], problem.dtype).reshape(M, K)
-        bname = "b" if "b" in m.gmem else ("bt" if "bt" in m.gmem else "b")
-        b = from16(m.gmem[bname].view(np.uint16)[: N * K], problem.dtype).reshape(N, K)
-        ref = a.astype(np.float64) @ b.astype(np.float64).T
-        src = _c_source(m)
-        eb = {"fp32": 4, "bf16": 2, "fp16": 2}[problem.out_dtype]
-        raw = m.gmem[src][: M * N * eb]
-        wr = m.gwritten[src][: M * N * eb].reshape(M * N, eb).all(axis=1).reshape(M, N)
-        if eb == 4:
-            got = raw.view(np.float32).reshape(M, N).astype(np.float64)
-        else:
-            got = from16(raw.view(np.uint16), problem.out_dtype).reshape(M, N).astype(np.float64)
-            ref = from16(_round16(ref, problem.out_dtype), problem.out_dtype).reshape(M, N).astype(np.float64)
-        red = m.greduced[src][: M * N * eb].reshape(M * N, eb).any(axis=1).reshape(M, N)
-        partial = int((wr & red).sum())
-        wr = wr & ~red  # partial sums: CTAs outside the simulated clusters add the rest
-        n = int(wr.sum())
-        bad = wr & (got != ref)
-        m.gemm_data = {"a": a, "b": b, "c": got.astype(np.float32), "written": wr}
-        msgs = []
-        if n == 0 and not partial:
-            msgs.append("values: the simulated clusters wrote no element of C")
-        m.partial_values = partial
-        if bad.any():
-            r, c = np.argwhere(bad)[0]
-            msgs.append(f"values: {int(bad.sum())} of {n} elements of C differ from numpy, first C[{r}, {c}] = {got[r, c]} "
-                        f"where numpy has {ref[r, c]}")
-        return n, int(bad.sum()), msgs
-
-    return expect
-
-
-def _round16(x: np.ndarray, dtype: str) -> np.ndarray:
-    f = x.astype(np.float32).ravel()
-    if dtype == "fp16":
-        return f.astype(np.float16).view(np.uint16)
-    u = f.view(np.uint32).astype(np.uint64)
-    return (((u + 0x7FFF + ((u >> 16) & 1)) >> 16) & 0xFFFF).astype(np.uint16)
-
-
-def _c_source(m: Machine) -> str:
-    for b in m.h.buffers:
-        if b.space == "global" and b.source:
-            return b.source
-    for t in m.h.tmaps:
-        if t.name == "c":
-            return "c"
-    raise KeyError("no output buffer")
-
-
-def check_gemm(problem: Any, *, values: bool = False, fault: Optional[str] = None, hb: bool = False,
-               progress: Optional[Callable[[str], None]] = None, coloured: bool = True,
-               config: Any = None) -> Report:
-    """Build the GEMM program the shape gets (or `config`'s), inject `fault` if given, and check it."""
-    from warpy.kernels.gemm import build  # type: ignore[import-not-found,unused-ignore]
-
+def check_program(prog: Any, *, expect: Optional[Expectation] = None, values: bool = False, fault: Optional[str] = None,
+                  hb: bool = False, progress: Optional[Callable[[str], None]] = None, coloured: bool = True) -> Report:
+    """Check a built program (anything with `kernel()` and `coloured()`, a `warpy.isa.Program`):
+    inject `fault` first if given; with `values`, compute the data from `expect`'s inputs and let it
+    judge the outputs."""
     from warpy.check.faults import inject
 
-    prog = build(problem, config)
     named = prog.kernel()
     col = prog.coloured() if coloured else None
     note = ""
     if fault is not None:
         named, col, note = inject(fault, named, col)
-    rep = check_kernel(named, col, values=values, hb=hb, progress=progress,
-                       expect=gemm_expect(problem) if values else None)
+    rep = check_kernel(named, col, values=values, hb=hb, progress=progress, expect=expect if values else None)
     rep.fault_note = note
     if fault is not None:
         settle_fault(fault, rep)

@@ -136,8 +136,11 @@ class Machine:
                 self.set(d, 1 if k == 0 else 0)
         elif sem in INTERP_ZEROES:
             for d in defs:
-                for k in range(d.width if isinstance(d, (RVec, URVec)) and d.width else 1):
-                    self.v[elem_name(d.name, k) if isinstance(d, (RVec, URVec)) else d.name] = 0
+                if isinstance(d, (RVec, URVec)):
+                    for k in range(d.width or 1):
+                        self.v[elem_name(d.name, k)] = 0
+                else:
+                    L.writer(d)(self, 0, None)
         elif sem not in INTERP_NOTHING:
             raise WarpyError(f"the interpreter has no meaning for {i.mnemonic} (class {sem})")
 

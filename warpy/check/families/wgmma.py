@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from warpy.isa.values import LANES, first, reg_ids, writer
-from warpy.check.machine import from16
+from warpy.numeric import from_bits
 from warpy.isa.operands import R, URVec, elem_name
 from warpy.isa.families import wgmma as isa
 from warpy.check.semantics import semantics
@@ -63,7 +63,7 @@ def read_matrix(smem: np.ndarray, addrs: np.ndarray, dtype: str, eb: int) -> np.
     raw = smem[addrs]  # [rows, kbytes]
     if eb == 2:
         bits = raw.reshape(raw.shape[0], -1).copy().view(np.uint16)
-        return from16(bits, dtype)
+        return from_bits(bits, dtype)
     return np.asarray(raw.copy().view(np.float32))
 
 

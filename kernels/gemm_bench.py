@@ -1,0 +1,519 @@
+"""The GEMM family's command-line jobs: `warpy gemm M N K` (build, check, run, time one GEMM) and
+`warpy bench gemm` (warpy against cuBLAS, interleaved; host overhead; the static report).
+
+Timing is `warpy.bench`'s (per-call GPU time from CUDA events, median of many calls after warm-up);
+here both sides are measured the same way in one process, interleaved (warpy, cuBLAS, cuBLAS,
+warpy, twice), and small shapes rotate several input sets so the L2 does not hold them across calls.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import re
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, Optional
+
+import attrs
+import numpy as np
+
+from warpy import plan
+from warpy.bench import (STATIC_HEADERS, Progress, disassembly_line, emit_artifact, format_table, gpu_reason,
+                         gpu_times_us, kernel_of, l2_bytes, rotation, spin, static_row)
+from warpy.errors import NoGPU, WarpyError
+from warpy.interop import dtype_name
+from warpy.numeric import compare_exact, from_bits, small_ints, to_bits
+from warpy.plan import Plan
+from warpy.target import dtype_bytes
+
+from .gemm import FAMILY, GemmProblem, bind
+
+
+DEFAULT_SHAPES: tuple[tuple[int, int, int], ...] = (
+    (1024, 1024, 1024), (1536, 1536, 1536), (2048, 2048, 2048), (3072, 1280, 2048), (4096, 4096, 1024),
+    (4096, 4096, 4096), (8192, 2048, 4096), (8192, 8192, 8192), (16384, 16384, 16384),
+    (2048, 2048, 16384), (1024, 1024, 65536),
+)
+HOST_OVERHEAD_SHAPES: tuple[tuple[int, int, int], ...] = ((256, 256, 256), (4096, 4096, 4096))
+
+
+
+def parse_shape(text: str) -> tuple[int, int, int]:
+    """`MxNxK` (also `M,N,K`) or `N` (a cube); one-line WarpyError otherwise."""
+    parts = re.split(r"[x×,]", text.strip().lower())
+    if len(parts) not in (1, 3) or not all(re.fullmatch(r"[0-9]+", p) for p in parts):
+        raise WarpyError(f"shape {text!r} is not MxNxK or N (e.g. 4096x4096x1024 or 2048)")
+    dims = tuple(int(p) for p in parts)
+    if any(d < 1 for d in dims):
+        raise WarpyError(f"shape {text!r} has a zero extent")
+    return (dims[0], dims[0], dims[0]) if len(dims) == 1 else (dims[0], dims[1], dims[2])
+
+
+def shape_text(shape: tuple[int, int, int]) -> str:
+    M, N, K = shape
+    return f"{M}³" if M == N == K else f"{M}x{N}x{K}"
+
+
+def tflops(shape: tuple[int, int, int], us: float) -> float:
+    M, N, K = shape
+    return 2.0 * M * N * K / (us * 1e-6) / 1e12
+
+
+@attrs.frozen
+class BenchRow:
+    """One shape's result: median per-call GPU times (µs; None when that side did not run), and
+    the correctness check's verdict ("ok", "FAIL ...", or an error's line)."""
+
+    shape: tuple[int, int, int]
+    warpy_us: Optional[float]
+    cublas_us: Optional[float]
+    check: str
+
+    @property
+    def ratio(self) -> Optional[float]:
+        """cuBLAS time / warpy time: above 1 means warpy is faster."""
+        if self.warpy_us is None or self.cublas_us is None or self.warpy_us <= 0:
+            return None
+        return self.cublas_us / self.warpy_us
+
+
+def _num(x: Optional[float], fmt: str) -> str:
+    return "—" if x is None else format(x, fmt)
+
+
+def bench_table(rows: Sequence[BenchRow]) -> str:
+    """shape | warpy µs | cuBLAS µs | warpy TFLOP/s | cuBLAS TFLOP/s | ratio (cuBLAS/warpy) | check."""
+    body = []
+    for r in rows:
+        body.append([
+            shape_text(r.shape),
+            _num(r.warpy_us, ".1f"), _num(r.cublas_us, ".1f"),
+            _num(None if r.warpy_us is None else tflops(r.shape, r.warpy_us), ".0f"),
+            _num(None if r.cublas_us is None else tflops(r.shape, r.cublas_us), ".0f"),
+            _num(r.ratio, ".3f"),
+            r.check,
+        ])
+    headers = ["shape", "warpy µs", "cuBLAS µs", "warpy TFLOP/s", "cuBLAS TFLOP/s", "ratio", "check"]
+    return format_table(headers, body, [False, True, True, True, True, True, False])
+
+
+
+def plan_for(problem: GemmProblem, config: Optional[str] = None, **kw: Any) -> Plan:
+    """The GEMM plan of the rule's configuration, or of it with `config`'s fields set by hand."""
+    return plan.plan_for(FAMILY, problem, config, **kw)
+
+
+
+def gemm_job(M: int, N: int, K: int, arch: str = "sm_90a", dtype: str = "bf16", out_dtype: str = "fp32",
+             emit: Optional[str] = None, output: Optional[str] = None, run: bool = True, iters: int = 100,
+             echo: Callable[[str], None] = print, config: Optional[str] = None) -> None:
+    """Pick, build, lift, assemble (resources), check the disassembly, optionally emit an artifact;
+    on a GPU of the target: run on small integers, compare exactly with numpy, time."""
+    from warpy.lift.disasm import find_disassembler
+
+    if emit is not None and emit not in ("sass", "ptx", "cubin"):
+        raise WarpyError(f"--emit {emit!r} is not one of sass, ptx, cubin")
+    if emit == "cubin" and output is None:
+        raise WarpyError("--emit cubin needs -o PATH")
+    if output is not None and emit is None:
+        raise WarpyError("-o PATH goes with --emit sass|ptx|cubin")
+    odt = dtype_name(out_dtype)
+    artifact = echo
+    if emit in ("sass", "ptx") and output is None:  # stdout carries the artifact; the report goes to stderr
+        def echo(line: str) -> None:
+            print(line, file=sys.stderr, flush=True)
+    progress = Progress()
+    try:
+        problem = GemmProblem(M, N, K, dtype=dtype, out_dtype=odt, arch=arch)
+        progress("planning")
+        plan = plan_for(problem, config, progress=progress, keep_program=emit == "sass")
+        progress.done()
+        h = plan.header
+        echo(f"program: {plan.describe}")
+        r = plan.cubin.resource(h.kernel)
+        echo(f"kernel {h.kernel}: {r.registers} registers, {h.dynsmem + r.shared_bytes} bytes shared memory, "
+             f"{r.spill_stores + r.spill_loads} spill bytes; grid {'x'.join(map(str, h.grid))}, "
+             f"{h.threads} threads, cluster {'x'.join(map(str, h.cluster))}")
+        for w in plan.cubin.warnings:
+            echo(w.line())
+        try:
+            find_disassembler()
+        except WarpyError:
+            echo("disassembly check skipped: no nvdisasm or cuobjdump found")
+        else:
+            progress("checking the disassembly")
+            echo(disassembly_line(plan))
+            progress.done()
+        if emit is not None:
+            (artifact if output is None else echo)(emit_artifact(plan, emit, output))
+        if not run:
+            return
+        why = gpu_reason(arch)
+        if why is not None:
+            echo(f"not run: no {arch.rstrip('a')} GPU here ({why}); built and assembled only")
+            return
+        progress("running")
+        n_bad, msg = run_check(plan, problem.M, problem.N, problem.K, problem.dtype, odt)
+        progress.done()
+        echo(f"check against numpy (inputs in [-3, 3]): {msg}")
+        if n_bad:
+            raise WarpyError(f"GEMM {M}x{N}x{K} gave wrong results ({n_bad} elements)")
+        progress("timing")
+        us = time_plan(plan, iters)
+        progress.done()
+        echo(f"time: {us:.1f} µs (median of {iters} calls), {tflops((M, N, K), us):.1f} TFLOP/s")
+    finally:
+        progress.done()
+
+
+
+def run_check(plan: Plan, M: int, N: int, K: int, dtype: str, out_dtype: str, seed: int = 20261129) -> tuple[int, str]:
+    """Run the plan once on inputs in [-3, 3] and compare with the float64 product."""
+    from warpy import runtime as rt
+    from warpy.runtime.bind import alloc_scratch, free_scratch, run_header
+
+    rng = np.random.default_rng(seed)
+    a = small_ints(rng, (M, K))
+    b = small_ints(rng, (N, K))
+    ref = a.astype(np.float64) @ b.astype(np.float64).T
+    da, db = rt.to_device(to_bits(a, dtype)), rt.to_device(to_bits(b, dtype))
+    dc = rt.alloc(M * N * dtype_bytes(out_dtype))
+    dc.fill(0xFF)  # NaN everywhere: an element the kernel never writes cannot pass
+    scratch = alloc_scratch(plan.header)  # zeroed on warpy's stream, which run_header launches on
+    try:
+        k = kernel_of(plan)
+        params = bind(plan.header, da, db, dc, M, N, K, scratch=scratch)
+        run_header(k, plan.header, params, timeout=30)
+        raw = dc.download({"fp32": np.float32, "fp16": np.float16, "bf16": np.uint16}[out_dtype], (M, N))
+    finally:
+        for buf in (da, db, dc):
+            buf.free()
+        free_scratch(scratch)
+    return compare_exact(from_bits(raw, out_dtype).astype(np.float64), ref, out_dtype)
+
+
+
+def time_plan(plan: Plan, iters: int = 100) -> float:
+    """Median per-call GPU time (µs) of the plan on random-normal inputs, rotating input sets."""
+    from warpy import runtime as rt
+    from warpy.runtime.bind import FastLaunch
+    from warpy.runtime.launcher import default_stream
+
+    p = plan.problem
+    M, N, K = p.M, p.N, p.K
+    out_elem = dtype_bytes(p.out_dtype)
+    sets = rotation(operand_bytes((M, N, K), 2, out_elem), l2_bytes())
+    rng = np.random.default_rng(1)
+    bufs = []
+    for _ in range(sets):
+        a = rt.to_device(to_bits(rng.standard_normal((M, K), dtype=np.float32), p.dtype))
+        b = rt.to_device(to_bits(rng.standard_normal((N, K), dtype=np.float32), p.dtype))
+        bufs.append((a, b, rt.alloc(M * N * out_elem)))
+    k = kernel_of(plan)
+    fast = FastLaunch(k, plan.header)  # owns the kernel's scratch memory for this timing
+    stream = default_stream()
+    handle = int(stream)
+    scratch = fast.scratch.get(handle)  # the set every launch below (all on `stream`) binds
+    params = [bind(plan.header, a, b, c, M, N, K, scratch=scratch) for a, b, c in bufs]
+    try:
+        samples = gpu_times_us(lambda i: fast(i % sets, lambda _s: params[i % sets], handle), stream, iters)
+    finally:
+        for trio in bufs:
+            for buf in trio:
+                buf.free()
+        fast.scratch.free()
+    return statistics.median(samples)
+
+
+
+# ---------------------------------------------------------------------------------------------
+# warpy bench gemm
+
+
+def _torch() -> Any:
+    try:
+        import torch  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:
+        raise WarpyError("warpy bench compares with cuBLAS through torch: install torch (with CUDA)") from None
+    if not torch.cuda.is_available():
+        raise NoGPU("torch sees no CUDA GPU")
+    return torch
+
+
+def bench_gemm(shapes: Sequence[tuple[int, int, int]], dtype: str = "bf16", out_dtype: Optional[str] = None,
+               iters: int = 50, echo: Callable[[str], None] = print, config: Optional[str] = None) -> list[BenchRow]:
+    """warpy.gemm against torch.mm (cuBLAS), interleaved, per shape; prints each row as it lands.
+    With `config` (fields of the rule's configuration set by hand), warpy's side launches that
+    plan on the same tensors instead of warpy.gemm's."""
+    import warpy
+    from warpy import runtime as rt
+
+    why = gpu_reason("sm_90a")
+    if why is not None:
+        raise NoGPU(f"warpy bench needs an sm_90 GPU: {why}")
+    torch = _torch()
+    tdt = {"bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
+    odt = dtype_name(out_dtype) if out_dtype else dtype
+    todt = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[odt]
+    dev = torch.device("cuda", 0)
+    stream_handle = int(torch.cuda.current_stream(dev).cuda_stream)
+    from warpy.runtime.driver import cuda
+
+    cu_stream = cuda().CUstream(stream_handle)
+    l2 = l2_bytes()
+    rows: list[BenchRow] = []
+    echo(f"{rt.device().name}: {dtype} inputs, {odt} output (cuBLAS: torch.mm, {'bf16/fp16' if odt != 'fp32' else 'fp32 via out_dtype where torch has it'}); "
+         f"median of {iters} calls x 4 interleaved rounds each")
+    progress = Progress()
+    for shape in shapes:
+        M, N, K = shape
+        progress(f"{shape_text(shape)}: planning")
+        try:
+            sets = rotation(operand_bytes(shape, 2, dtype_bytes(odt)), l2)
+            g = torch.Generator(device=dev).manual_seed(0)
+            A = [torch.randn((M, K), device=dev, dtype=tdt, generator=g) for _ in range(sets)]
+            B = [torch.randn((N, K), device=dev, dtype=tdt, generator=g) for _ in range(sets)]
+            Cw = [torch.empty((M, N), device=dev, dtype=todt) for _ in range(sets)]
+            Cc = [torch.empty((M, N), device=dev, dtype=todt) for _ in range(sets)]
+            cublas = _cublas_call(torch, todt)
+            if config:
+                run_w = _configured_launcher(shape, dtype, odt, config, A, B, Cw, stream_handle)
+            else:
+                def run_w(i: int) -> None:
+                    j = i % sets
+                    warpy.gemm(A[j], B[j], out=Cw[j])
+            run_w(0)  # plan + load before timing
+
+            def run_c(i: int) -> None:
+                j = i % sets
+                cublas(A[j], B[j], Cc[j])
+
+            progress(f"{shape_text(shape)}: timing")
+            w_samples: list[float] = []
+            c_samples: list[float] = []
+            for side in ("w", "c", "c", "w") * 2:
+                fn, acc = (run_w, w_samples) if side == "w" else (run_c, c_samples)
+                acc += gpu_times_us(fn, cu_stream, iters)
+            check = _bench_check(torch, A[0], B[0], Cw[0], K)
+            row = BenchRow(shape, statistics.median(w_samples), statistics.median(c_samples), check)
+            del A, B, Cw, Cc
+            torch.cuda.empty_cache()
+        except WarpyError as e:
+            row = BenchRow(shape, None, None, f"error: {e}")
+        progress.done()
+        rows.append(row)
+        print(f"{shape_text(shape)}: warpy {_num(row.warpy_us, '.1f')} µs, cuBLAS {_num(row.cublas_us, '.1f')} µs, "
+              f"{row.check}", file=sys.stderr, flush=True)
+    echo(bench_table(rows).rstrip("\n"))
+    return rows
+
+
+def _configured_launcher(shape: tuple[int, int, int], dtype: str, odt: str, config: str, A: list[Any], B: list[Any],
+                         C: list[Any], stream: int) -> Callable[[int], None]:
+    """Launches of `config`'s plan on the i-th (mod len) torch tensors, on `stream`."""
+    from warpy.runtime.bind import DeviceSpan, FastLaunch
+
+    M, N, K = shape
+    plan = plan_for(GemmProblem(M, N, K, dtype=dtype, out_dtype=odt, arch="sm_90a"), config)
+    fast = FastLaunch(kernel_of(plan), plan.header)
+
+    def span(t: Any) -> DeviceSpan:
+        return DeviceSpan(t.data_ptr(), t.numel() * t.element_size())
+
+    def run(i: int) -> None:
+        j = i % len(A)
+        fast(j, lambda scratch: bind(plan.header, span(A[j]), span(B[j]), span(C[j]), M, N, K, scratch=scratch),
+             stream)
+
+    return run
+
+
+def _cublas_call(torch: Any, todt: Any) -> Callable[[Any, Any, Any], None]:
+    """torch.mm(a, b.t()) into c: the input type directly; f32 output through out_dtype where this
+    torch has it, else through the input type (noted as such)."""
+
+    def same(a: Any, b: Any, c: Any) -> None:
+        torch.mm(a, b.t(), out=c)
+
+    if todt != torch.float32:
+        return same
+    try:
+        probe = torch.zeros((16, 16), device="cuda", dtype=torch.bfloat16)
+        torch.mm(probe, probe.t(), out_dtype=torch.float32)
+    except (TypeError, RuntimeError):
+        def via_input_type(a: Any, b: Any, c: Any) -> None:
+            c.copy_(torch.mm(a, b.t()))
+
+        return via_input_type
+
+    def f32_out(a: Any, b: Any, c: Any) -> None:
+        c.copy_(torch.mm(a, b.t(), out_dtype=torch.float32))
+
+    return f32_out
+
+
+def _bench_check(torch: Any, a: Any, b: Any, c: Any, K: int) -> str:
+    """warpy's C against an fp32 product on the GPU: within bf16-scale tolerance (one rounding of the
+    output plus accumulation-order differences on sums of size ~sqrt(K))."""
+    ref = torch.mm(a.float(), b.float().t())
+    err = (c.float() - ref).abs()
+    tol = 2.0 ** -7 * ref.abs() + 2.0 ** -9 * math.sqrt(K)
+    bad = int((err > tol).sum().item())
+    worst = float(err.max().item())
+    return "ok" if bad == 0 else f"FAIL ({bad} elements; max |Δ| {worst:.3g})"
+
+
+def write_png(rows: Sequence[BenchRow], path: str) -> str:
+    """A bar chart of cuBLAS time / warpy time per shape (matplotlib); a one-line note if unavailable."""
+    try:
+        import matplotlib  # type: ignore[import-not-found,unused-ignore]
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:
+        return f"no chart: matplotlib is not installed (wanted {path})"
+    names = [shape_text(r.shape) for r in rows]
+    ratios = [r.ratio or 0.0 for r in rows]
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.8 * len(rows)), 4.0))
+    ax.bar(names, ratios, color=["tab:green" if x >= 1 else "tab:orange" for x in ratios])
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_ylabel("cuBLAS time / warpy time")
+    ax.set_title("warpy GEMM vs cuBLAS (above 1: warpy faster)")
+    ax.tick_params(axis="x", rotation=45)
+    fig.tight_layout()
+    try:
+        fig.savefig(path, dpi=120)
+    except OSError as e:
+        raise WarpyError(f"cannot write {path}: {e.strerror or e}") from None
+    finally:
+        plt.close(fig)
+    return f"wrote {path}"
+
+
+
+# ---------------------------------------------------------------------------------------------
+# Host overhead
+
+
+@attrs.frozen
+class OverheadRow:
+    what: str
+    enqueue_us: float  # host time per call, calls back to back with the GPU busy
+    sync_us: float  # wall time of call + stream synchronize, median
+    gpu_us: float  # the kernel's GPU time, median
+
+    @property
+    def overhead_us(self) -> float:
+        return self.sync_us - self.gpu_us
+
+
+def overhead_table(rows: Sequence[OverheadRow]) -> str:
+    body = [[r.what, f"{r.enqueue_us:.1f}", f"{r.gpu_us:.1f}", f"{r.sync_us:.1f}", f"{r.overhead_us:.1f}"]
+            for r in rows]
+    return format_table(["call", "host µs/call", "GPU µs", "call+sync µs", "call+sync − GPU µs"], body)
+
+
+def host_overhead(shapes: Sequence[tuple[int, int, int]], dtype: str = "bf16", out_dtype: Optional[str] = None,
+                  calls: int = 200, echo: Callable[[str], None] = print) -> list[OverheadRow]:
+    """Host cost per call of warpy.gemm (out given / allocated) next to torch.mm's, per shape:
+    back-to-back enqueue time per call (GPU kept busy by a spin), and the median of (call + wait)
+    minus the kernel's GPU time."""
+    import warpy
+
+    why = gpu_reason("sm_90a")
+    if why is not None:
+        raise NoGPU(f"warpy bench --host-overhead needs an sm_90 GPU: {why}")
+    torch = _torch()
+    from warpy.runtime.driver import cuda
+
+    tdt = {"bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
+    odt = dtype_name(out_dtype) if out_dtype else dtype
+    todt = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[odt]
+    dev = torch.device("cuda", 0)
+    stream = torch.cuda.current_stream(dev)
+    cu_stream = cuda().CUstream(int(stream.cuda_stream))
+    rows: list[OverheadRow] = []
+    for shape in shapes:
+        M, N, K = shape
+        a = torch.randn((M, K), device=dev, dtype=tdt)
+        b = torch.randn((N, K), device=dev, dtype=tdt)
+        c = torch.empty((M, N), device=dev, dtype=todt)
+        c_same = torch.empty((M, N), device=dev, dtype=tdt)
+        t0 = time.perf_counter()
+        warpy.gemm(a, b, out=c)
+        stream.synchronize()
+        echo(f"{shape_text(shape)}: first warpy.gemm call in this process {1e3 * (time.perf_counter() - t0):.1f} ms "
+             "(plan from the disk cache or built, cubin loaded)")
+        cases: list[tuple[str, Callable[[], Any]]] = [
+            (f"warpy.gemm(a, b, out=c) {shape_text(shape)}", lambda: warpy.gemm(a, b, out=c)),
+            (f"warpy.gemm(a, b) {shape_text(shape)}", lambda: warpy.gemm(a, b, out_dtype=odt)),
+            (f"torch.mm(a, b.t(), out=c) {shape_text(shape)}", lambda: torch.mm(a, b.t(), out=c_same)),
+            (f"torch.mm(a, b.t()) {shape_text(shape)}", lambda: torch.mm(a, b.t())),
+        ]
+        for what, fn in cases:
+            for _ in range(10):
+                fn()
+            stream.synchronize()
+            gpu = statistics.median(gpu_times_us(lambda _i: fn(), cu_stream, 50))
+            spin(cu_stream, 20_000.0 + 100.0 * calls)
+            t = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            enqueue = (time.perf_counter() - t) / calls * 1e6
+            stream.synchronize()
+            walls = []
+            for _ in range(50):
+                t = time.perf_counter()
+                fn()
+                stream.synchronize()
+                walls.append((time.perf_counter() - t) * 1e6)
+            rows.append(OverheadRow(what, enqueue, statistics.median(walls), gpu))
+        del a, b, c, c_same
+    echo(overhead_table(rows).rstrip("\n"))
+    return rows
+
+
+
+# ---------------------------------------------------------------------------------------------
+# warpy bench gemm --static (no GPU)
+
+
+def static_rows(shapes: Sequence[tuple[int, int, int]], arch: str, dtype: str = "bf16",
+                out_dtype: Optional[str] = None, progress: Optional[Progress] = None,
+                config: Optional[str] = None) -> list[list[str]]:
+    """Per shape: build + assemble + disassembly check (`warpy.bench.static_row`). A shape that
+    cannot be built gets its error as one line."""
+    odt = dtype_name(out_dtype) if out_dtype else dtype
+    say = progress or (lambda _m: None)
+    rows = []
+    for shape in shapes:
+        M, N, K = shape
+        say(f"{shape_text(shape)}: building for {arch}")
+        try:
+            p = plan_for(GemmProblem(M, N, K, dtype=dtype, out_dtype=odt, arch=arch), config, progress=say)
+            rows.append([shape_text(shape)] + static_row(p))
+        except WarpyError as e:
+            rows.append([shape_text(shape), "", "", "", "", "", "", f"not built: {e}"])
+    return rows
+
+
+def static_table(rows: Sequence[Sequence[str]]) -> str:
+    headers = ["shape"] + STATIC_HEADERS
+    return format_table(headers, rows, [False, True, True, True, True, False, False, False])
+
+
+
+
+def operand_bytes(shape: tuple[int, int, int], elem: int, out_elem: int) -> int:
+    """Bytes of one set of A, B and C."""
+    M, N, K = shape
+    return (M * K + N * K) * elem + M * N * out_elem
+
+
+__all__ = [
+    "DEFAULT_SHAPES", "HOST_OVERHEAD_SHAPES", "BenchRow", "OverheadRow", "bench_gemm", "bench_table", "gemm_job",
+    "host_overhead", "overhead_table", "parse_shape", "plan_for", "run_check", "shape_text", "static_rows",
+    "static_table", "time_plan", "tflops", "write_png",
+]

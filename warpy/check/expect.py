@@ -1,0 +1,45 @@
+"""What a kernel family tells the checker about its data: the seam between `warpy.check`, which
+knows no kernel family, and the families under `warpy.kernels`.
+
+With `--values` the checker computes the data a kernel moves and multiplies (copies, MMAs,
+epilogues). It needs to know what the inputs hold and what the outputs should hold; a family hands
+it an `Expectation`:
+
+- `initial(source, box, nbytes, rng)`: the initial bytes of global memory behind a tensor map or
+  pointer parameter (`box`: the map's `TmaBox`, None for a pointer), or None for zeros;
+- `compare(run)`: after the run, the verdict on what the simulated CTAs wrote (`run` is the
+  checker's machine: `gmem` / `gwritten` / `greduced` hold each source's bytes, which of them were
+  written, and which hold partial sums added by CTAs outside the simulated clusters).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Protocol
+
+import attrs
+import numpy as np
+
+from warpy.layout.tma import TmaBox
+
+
+@attrs.define
+class Verdict:
+    """How the outputs compare: elements compared, how many differ, how many hold partial sums not
+    compared, one line per problem, and arrays worth keeping (`warpy check --dump` saves them)."""
+
+    checked: int
+    wrong: int
+    partial: int = 0
+    messages: list[str] = attrs.field(factory=list)
+    data: dict[str, np.ndarray] = attrs.field(factory=dict)
+
+
+class Expectation(Protocol):
+    def initial(self, source: str, box: Optional[TmaBox], nbytes: int, rng: np.random.Generator) -> Optional[np.ndarray]:
+        ...
+
+    def compare(self, run: Any) -> Verdict:
+        ...
+
+
+__all__ = ["Expectation", "Verdict"]

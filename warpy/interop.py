@@ -1,0 +1,286 @@
+"""Operands from other libraries: numpy arrays, and device tensors through DLPack (torch, cupy,
+anything with `__dlpack__`; the capsule is read with ctypes) or `__cuda_array_interface__`.
+
+`as_matrix` describes a 2-D operand (`Matrix`: address, shape, strides in elements, warpy's dtype
+name, host or device, the library); `current_stream` is the CUstream a library works on now. Element
+types come from the table in `warpy.target`. Nothing here knows a kernel family.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+from typing import Any, Optional
+
+import attrs
+import numpy as np
+
+from warpy.errors import WarpyError
+from warpy.target import DTYPES, dtype_bytes, element_type, from_cai, from_dlpack
+
+
+def dtype_name(x: Any) -> str:
+    """warpy's canonical name (`warpy.target`: "fp32", "bf16", "fp16", ...) of a dtype given as a
+    string (any accepted spelling), a numpy dtype or type, or a torch / cupy dtype."""
+    if isinstance(x, type) and issubclass(x, np.generic):  # np.float32 and the like
+        x = np.dtype(x)
+    return element_type(str(x)).name
+
+
+# ---------------------------------------------------------------------------------------------
+# DLPack, read with ctypes
+
+
+class _DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class _DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class _DLTensor(ctypes.Structure):
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("device", _DLDevice),
+        ("ndim", ctypes.c_int32),
+        ("dtype", _DLDataType),
+        ("shape", ctypes.POINTER(ctypes.c_int64)),
+        ("strides", ctypes.POINTER(ctypes.c_int64)),
+        ("byte_offset", ctypes.c_uint64),
+    ]
+
+
+class _DLManagedTensor(ctypes.Structure):  # DLPack < 1.0: capsule "dltensor"
+    _fields_ = [("dl_tensor", _DLTensor), ("manager_ctx", ctypes.c_void_p), ("deleter", ctypes.c_void_p)]
+
+
+class _DLPackVersion(ctypes.Structure):
+    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32)]
+
+
+class _DLManagedTensorVersioned(ctypes.Structure):  # DLPack >= 1.0: capsule "dltensor_versioned"
+    _fields_ = [
+        ("version", _DLPackVersion),
+        ("manager_ctx", ctypes.c_void_p),
+        ("deleter", ctypes.c_void_p),
+        ("flags", ctypes.c_uint64),
+        ("dl_tensor", _DLTensor),
+    ]
+
+
+_capsule_name = ctypes.pythonapi.PyCapsule_GetName
+_capsule_name.restype = ctypes.c_char_p
+_capsule_name.argtypes = [ctypes.py_object]
+_capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+_capsule_pointer.restype = ctypes.c_void_p
+_capsule_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+
+DL_CPU, DL_CUDA, DL_CUDA_HOST, DL_CUDA_MANAGED = 1, 2, 3, 13
+DEVICE_TYPES = {1: "CPU", 2: "CUDA", 3: "CUDA host", 4: "OpenCL", 7: "Vulkan", 8: "Metal", 10: "ROCm",
+                11: "ROCm host", 13: "CUDA managed", 14: "oneAPI"}
+_DL_CODES = {0: "int", 1: "uint", 2: "float", 4: "bfloat", 5: "complex", 6: "bool"}
+
+
+@attrs.frozen
+class DLPackView:
+    """What a DLPack capsule describes: the data address (byte offset applied), shape, strides in
+    elements (None: compact row-major), warpy's dtype name (or the DLPack one, e.g. "int32"), and
+    the device."""
+
+    ptr: int
+    shape: tuple[int, ...]
+    strides: Optional[tuple[int, ...]]
+    dtype: str
+    device_type: int
+    device_id: int
+    versioned: bool
+
+
+def read_capsule(capsule: Any) -> DLPackView:
+    """Decode a `dltensor` or `dltensor_versioned` capsule without consuming it (its destructor
+    still frees it; the memory belongs to the tensor the caller holds)."""
+    try:
+        raw = _capsule_name(capsule)
+    except (TypeError, ValueError):
+        raise WarpyError(f"not a DLPack capsule: {type(capsule).__name__}") from None
+    name = raw.decode() if raw else ""
+    if name == "dltensor":
+        t = _DLManagedTensor.from_address(_capsule_pointer(capsule, raw)).dl_tensor
+        versioned = False
+    elif name == "dltensor_versioned":
+        mt = _DLManagedTensorVersioned.from_address(_capsule_pointer(capsule, raw))
+        if mt.version.major != 1:
+            raise WarpyError(f"DLPack version {mt.version.major}.{mt.version.minor} is not supported (1.x is)")
+        t = mt.dl_tensor
+        versioned = True
+    else:
+        raise WarpyError(f"a DLPack capsule named {name!r} (already consumed?) cannot be read")
+    nd = t.ndim
+    shape = tuple(t.shape[i] for i in range(nd))
+    strides = tuple(t.strides[i] for i in range(nd)) if t.strides else None
+    dt = t.dtype
+    if dt.lanes != 1:
+        dtype = f"{_DL_CODES.get(dt.code, f'code{dt.code}')}{dt.bits}x{dt.lanes}"
+    else:
+        known = from_dlpack(dt.code, dt.bits)
+        dtype = known.name if known is not None else f"{_DL_CODES.get(dt.code, f'code{dt.code}')}{dt.bits}"
+    return DLPackView((t.data or 0) + t.byte_offset, shape, strides, dtype, t.device.device_type,
+                      t.device.device_id, versioned)
+
+
+# ---------------------------------------------------------------------------------------------
+# Operands
+
+
+@attrs.frozen
+class Matrix:
+    """A 2-D operand: address, shape, strides (elements), dtype, and where it lives.
+    side: "host" (numpy), "device" (GPU memory); library: "numpy", "torch", "cupy" or "other"."""
+
+    name: str
+    ptr: int
+    shape: tuple[int, int]
+    strides: tuple[int, int]
+    dtype: str
+    side: str
+    library: str
+    obj: Any = attrs.field(eq=False, repr=False)
+
+    @property
+    def nbytes(self) -> int:
+        return self.shape[0] * self.shape[1] * (dtype_bytes(self.dtype) if self.dtype in DTYPES else 1)
+
+
+def _library(x: Any) -> str:
+    mod = type(x).__module__.split(".", 1)[0]
+    return mod if mod in ("torch", "cupy", "numpy") else "other"
+
+
+def _numpy_dtype(dt: np.dtype) -> str:
+    """warpy's name of a numpy dtype (ml_dtypes' bfloat16 included), or numpy's own for others."""
+    try:
+        return element_type(dt.name).name
+    except WarpyError:
+        return str(dt)
+
+
+def current_stream(library: str, x: Any) -> Optional[int]:
+    """The CUstream handle (an int) the library of tensor `x` is working on now; None: unknown."""
+    if library == "torch":
+        torch = sys.modules["torch"]
+        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+        if raw is not None:  # the handle itself: no Stream object built (a third of this call's time)
+            return int(raw(x.device.index or 0))
+        return int(torch.cuda.current_stream(x.device).cuda_stream)
+    if library == "cupy":
+        cupy = sys.modules["cupy"]
+        return int(cupy.cuda.get_current_stream().ptr)
+    return None
+
+
+def _torch_dtype(dt: Any) -> str:
+    s = str(dt)
+    try:
+        return element_type(s).name
+    except WarpyError:
+        return s
+
+
+def as_matrix(x: Any, name: str, stream: Optional[int] = None) -> Matrix:
+    """Describe operand `x` (numpy array, DLPack tensor, or `__cuda_array_interface__` object).
+    `stream`: the CUstream the caller will use it on, handed to the producer so it can order its
+    pending work before (the DLPack protocol); None: the caller uses the producer's own stream."""
+    lib = _library(x)
+    if isinstance(x, np.ndarray):
+        if x.ndim != 2:
+            raise WarpyError(f"{name} has {x.ndim} dimensions; give a matrix (2-D)")
+        item = x.itemsize
+        strides = (x.strides[0] // item, x.strides[1] // item)
+        return Matrix(name, x.ctypes.data, (x.shape[0], x.shape[1]), strides, _numpy_dtype(x.dtype), "host", "numpy", x)
+    if lib == "torch" and stream is None and getattr(getattr(x, "device", None), "type", None) == "cuda":
+        # The common call, read straight off the tensor: the same facts DLPack would give, without
+        # building and parsing a capsule (most of warpy.gemm's host time; H200, 2026-11-29). On the
+        # tensor's own current stream no producer synchronisation is asked for either way.
+        shape, strides = x.shape, x.stride()
+        _need_matrix_on_gpu0(name, len(shape), x.device.index or 0)
+        return Matrix(name, x.data_ptr(), (shape[0], shape[1]), (strides[0], strides[1]),
+                      _torch_dtype(x.dtype), "device", lib, x)
+    if hasattr(x, "__dlpack__") and hasattr(x, "__dlpack_device__"):
+        if lib == "torch" and x.requires_grad:  # torch will not export a tensor autograd tracks
+            x = x.detach()
+        dev_type, dev_id = x.__dlpack_device__()
+        if int(dev_type) in (DL_CUDA, DL_CUDA_MANAGED):
+            # -1: no synchronisation (we run on the producer's current stream); else the consumer's stream
+            s = -1 if stream is None else (stream or 1)  # DLPack spells the legacy default stream 1
+            view = read_capsule(x.__dlpack__(stream=s))
+        else:
+            view = read_capsule(x.__dlpack__())
+        return _from_view(view, name, lib, x)
+    cai = getattr(x, "__cuda_array_interface__", None)
+    if cai is not None:
+        return _from_cai(cai, name, lib, x)
+    raise WarpyError(f"{name} is a {type(x).__module__}.{type(x).__name__}: give a numpy array or a GPU tensor "
+                     "(DLPack or __cuda_array_interface__)")
+
+
+def _need_matrix_on_gpu0(name: str, ndim: int, device_id: int) -> None:
+    if ndim != 2:
+        raise WarpyError(f"{name} has {ndim} dimensions; give a matrix (2-D)")
+    if device_id != 0:
+        raise WarpyError(f"{name} is on GPU {device_id}; warpy runs on GPU 0")
+
+
+def _from_view(v: DLPackView, name: str, lib: str, x: Any) -> Matrix:
+    if v.device_type not in (DL_CUDA, DL_CUDA_MANAGED) and len(v.shape) == 2:
+        where = DEVICE_TYPES.get(v.device_type, f"device type {v.device_type}")
+        hint = " (move it to the GPU, or pass a numpy array)" if v.device_type in (DL_CPU, DL_CUDA_HOST) else ""
+        raise WarpyError(f"{name} is in {where} memory, not on the GPU{hint}")
+    _need_matrix_on_gpu0(name, len(v.shape), v.device_id)
+    shape = (v.shape[0], v.shape[1])
+    strides = v.strides if v.strides is not None else (v.shape[1], 1)
+    return Matrix(name, v.ptr, shape, (strides[0], strides[1]), v.dtype, "device", lib, x)
+
+
+def _from_cai(cai: dict[str, Any], name: str, lib: str, x: Any) -> Matrix:
+    shape = tuple(cai["shape"])
+    if len(shape) != 2:
+        raise WarpyError(f"{name} has {len(shape)} dimensions; give a matrix (2-D)")
+    typestr = cai["typestr"]
+    known = from_cai(typestr)
+    dtype = known.name if known is not None else typestr
+    item = int(typestr[2:]) if typestr[2:].isdigit() else 2 if dtype == "bf16" else 1
+    st = cai.get("strides")
+    strides = (shape[1], 1) if st is None else (st[0] // item, st[1] // item)
+    ptr = int(cai["data"][0] or 0)
+    return Matrix(name, ptr, (shape[0], shape[1]), (strides[0], strides[1]), dtype, "device", lib, x)
+
+
+def check_row_major(m: Matrix) -> None:
+    """Refuse a matrix whose rows are not contiguous and densely packed, or whose address TMA cannot take."""
+    rows, cols = m.shape
+    s0, s1 = m.strides
+    if (cols > 1 and s1 != 1) or (rows > 1 and s0 != cols):
+        hint = " (a transposed view? pass it .contiguous())" if s0 == 1 and cols > 1 else " (pass a contiguous copy)"
+        raise WarpyError(f"{m.name}: strides {m.strides} (elements) are not row-major contiguous for shape "
+                         f"{rows}x{cols}{hint}")
+    if m.side == "device" and m.ptr % 16:
+        raise WarpyError(f"{m.name}: address 0x{m.ptr:x} is not 16-byte aligned (TMA needs 16)")
+
+
+def host_dtype(name: str) -> np.dtype:
+    """The numpy dtype that holds values of warpy's type `name` on the host (bf16: ml_dtypes')."""
+    d = element_type(name)
+    if d.numpy:
+        return np.dtype(d.numpy)
+    if d.name != "bf16":
+        raise WarpyError(f"numpy has no type for {d.name}")
+    try:
+        import ml_dtypes  # type: ignore[import-not-found,import-untyped,unused-ignore]
+    except ImportError:
+        raise WarpyError("a bf16 numpy result needs the ml_dtypes package; pass out_dtype='fp32'") from None
+    return np.dtype(ml_dtypes.bfloat16)  # type: ignore[no-any-return,unused-ignore]
+
+
+__all__ = ["DLPackView", "Matrix", "as_matrix", "check_row_major", "current_stream", "dtype_name", "host_dtype",
+           "read_capsule"]
