@@ -1,0 +1,66 @@
+"""Programs' SASS text pinned by hash: a refactor of the DSL, the derivation or the colouring that
+changes one byte of what a GEMM, an example or a probe prints fails here, naming the program.
+
+The hashes were taken before the restructuring that split `Program` and `Machine` and gave the
+GEMM family its seam (it changed no program's text). When a change is meant to alter a program,
+update the hash in the same commit and say why in its message. (sha256 of the named and of the
+coloured text, first 24 hex digits.)"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Callable
+
+import pytest
+
+from warpy.isa.examples import EXAMPLES
+from warpy.kernels.gemm import GemmProblem, build, configure
+from warpy.kernels.probes import PROBES
+
+
+def _gemm(m: int, n: int, k: int, out: str = "fp32", arch: str = "sm_90a", config: str = "") -> Callable[[], Any]:
+    def make() -> Any:
+        p = GemmProblem(m, n, k, out_dtype=out, arch=arch)
+        return build(p, configure(p, config) if config else None)
+    return make
+
+
+CASES: dict[str, tuple[Callable[[], Any], tuple[str, str]]] = {
+    "gemm sm_90a 1024x1024x1024 bf16": (_gemm(1024, 1024, 1024, "bf16"), ("4e34152da8459ffe6def86c7", "7ee1dc3704c07dfa26cbc8e3")),
+    "gemm sm_90a 4096x4096x4096 fp32": (_gemm(4096, 4096, 4096), ("b8c816ba4eacd99a06d7564f", "e48f74e2bb727ec9f092da86")),
+    "gemm sm_90a 300x301x512 bf16": (_gemm(300, 301, 512, "bf16"), ("08319bf8914e9b62357428a2", "f0491b9f82045bdc9c53dbc8")),
+    "gemm sm_90a 1024x1024x65536 bf16 (split)": (_gemm(1024, 1024, 65536, "bf16"),
+                                                  ("3b647c708c66eba9fd9f658f", "e2c1c1f88f753b672b73f42f")),
+    "gemm sm_90a 4096x4096x4096 bf16 bn=192,cluster_m=2": (_gemm(4096, 4096, 4096, "bf16", config="bn=192,cluster_m=2"),
+                                                             ("7737e7f6340cc7af95fca8be", "8239fcf8f0910fe7c2539fb7")),
+    "gemm sm_100a 1024x1024x1024 fp32": (_gemm(1024, 1024, 1024, arch="sm_100a"),
+                                         ("d2bf2da0342420603c104563", "91d8c7df1784b88ee1045046")),
+    "gemm sm_100a 2048x2048x16384 bf16": (_gemm(2048, 2048, 16384, "bf16", "sm_100a"),
+                                          ("69c53057d2fde3a0e67b8031", "13af8d4c809beb05855b4f29")),
+    "gemm sm_100a 300x301x512 bf16": (_gemm(300, 301, 512, "bf16", "sm_100a"),
+                                      ("39a0266c300e0d80790ebaec", "03c8401fc7bc8a33d2b80379")),
+    "gemm sm_100a 1024x1024x65536 fp32": (_gemm(1024, 1024, 65536, arch="sm_100a"),
+                                          ("8996f89b0742f39747fc9ca6", "112172ebd00b15ee99d5c575")),
+    "example-pipe sm_90a": (lambda: EXAMPLES["example-pipe"]("sm_90a"), ("4b9a6445fe0dd677f26e3164", "8c9042e5c59571f389ee426e")),
+    "example-pipe sm_100a": (lambda: EXAMPLES["example-pipe"]("sm_100a"), ("1c0aac5125d56b398c547aa7", "3c4378b3ee9a4dae2632056f")),
+    "example-features sm_90a": (lambda: EXAMPLES["example-features"]("sm_90a"),
+                                ("0b75f35472bcbe20748fef44", "54587f83c55ffe87e2e43f11")),
+    "example-features sm_100a": (lambda: EXAMPLES["example-features"]("sm_100a"),
+                                 ("225008d52325abd38e2948d3", "2ab20adbaacbbf599b83506e")),
+    "probe tma_copy_3d sm_90a": (lambda: PROBES["tma_copy_3d"].build("sm_90a"), ("3c326ff21ff40ee82ea9c4cc", "f1257fa9f56470f9071a0236")),
+    "probe multicast sm_100a": (lambda: PROBES["multicast"].build("sm_100a"), ("3e5a9f861715654da804a5bf", "98550925f14e70e264e9bff1")),
+    "probe wgmma_bf16_sw128 sm_90a": (lambda: PROBES["wgmma_bf16_sw128"].build("sm_90a"),
+                                      ("e4858ed334b674b132ce7be8", "b7c99cd8d716dfbaca32156b")),
+    "probe umma_2cta sm_100a": (lambda: PROBES["umma_2cta"].build("sm_100a"), ("a7394f2d49a9b28988090e7b", "7320a0d5fa0456c39612d394")),
+}
+
+
+def _h(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_program_text_is_unchanged(name: str) -> None:
+    make, (named, coloured) = CASES[name]
+    prog = make()
+    assert (_h(str(prog.kernel())), _h(str(prog.coloured()))) == (named, coloured), name
