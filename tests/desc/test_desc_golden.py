@@ -22,7 +22,7 @@ def test_issue_worked_example_fp16_128x64_k_sw128():
     t = smem_tile(128, 64, "fp16", "K", 128)
     assert gmma_smem_desc(t) == 0x4000004000010000
     assert umma_smem_desc(t) == 0x4000404000010000
-    # the seed's paragraph: high word 0x40004040 = SBO 1024>>4, fixed 0b001 at bit 46, mode 2 at 61
+    # high word 0x40004040 = SBO 1024>>4, the fixed 0b001 at bit 46, layout mode 2 (128B) at bit 61
     assert umma_smem_desc(t) >> 32 == 0x40004040
 
 

@@ -1,5 +1,6 @@
 """Programs that must fail to type-check, each exactly at its line marked `# mypy: error`, and a
-control that must pass (DESIGN.md: the typing folder, the counterpart of the seed's backend/typing)."""
+control that must pass: the public builder signatures are typed so that mypy rejects the same
+mistakes the builders refuse at build time (docs/architecture.md)."""
 
 from __future__ import annotations
 

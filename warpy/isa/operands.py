@@ -21,7 +21,7 @@ from warpy.errors import WarpyError
 # ----------------------------------------------------------------------------------------
 # names
 
-#: A programmer's register name: letters, digits, `_` and `@` (the seed's `bar@stage`).
+#: A programmer's register name: letters, digits, `_` and `@` (`bar@stage`: a derived value's name says what it is).
 NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_@]*")
 PHYS_RE = {
     "R": re.compile(r"R(\d+)"),

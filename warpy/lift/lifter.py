@@ -40,9 +40,10 @@ forms above. A region entered by some other lane subset that excludes the entry'
 skip the work silently.
 
 The disassembly check (`expected_opcodes`) asks for every instruction whose record says ptxas
-emits it, except the classes ptxas re-selects or removes at will (`REWRITTEN`: ALU, compares,
-moves, branches, plain loads and stores), with ptxas's spelling where it differs from the text's
-(fp16 `HGMMA` has no `.F16`; the pair's dealloc prints without `.2CTA`).
+emits it and does not re-select it at will (`Opcode.reselected`: ALU, compares, moves, branches,
+plain loads and stores), spelled as the record says nvdisasm prints it (`Opcode.spelling`: fp16
+`HGMMA` has no `.F16`; the pair's dealloc prints without `.2CTA`). Which records are single-issue,
+warp-collective, carry a `.cta_group` or join the bulk async-group is likewise read off the records.
 """
 
 from __future__ import annotations

@@ -201,7 +201,7 @@ def uisetp(cmp: str, p: UP, a_: UR, b: URI, unsigned: bool = True, c: UP = UPT) 
 
 
 def plop3_mov(p: P, src: Union[P, UP]) -> Instr:
-    """p = src (the seed's `PLOP3.LUT p, PT, PT, PT, src, 0x80, 0x8`)."""
+    """p = src (`PLOP3.LUT p, PT, PT, PT, src, 0x80, 0x8`, as ptxas writes a predicate move)."""
     return ins(PLOP3, "LUT", p, PT, PT, PT, src, 0x80, 0x8)
 
 

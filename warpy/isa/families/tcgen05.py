@@ -3,7 +3,7 @@ tensor-memory loads/stores (`LDTM`/`STTM`), and tensor-memory allocation.
 
 `UTCHMMA[.2CTA] gdesc[a], gdesc[b], tmem[d], tmem[z], idesc[z+1], acc`: a and b are pairs of
 uniform registers holding the 64-bit UMMA shared-memory descriptors; d the accumulator's tensor
-memory address; z and z+1 consecutive registers (`zero_idesc.0`, `zero_idesc.1` in the seed):
+memory address; z and z+1 consecutive registers (`zero_idesc.0`, `zero_idesc.1` as Program names them):
 z is 0 for the SS form, z+1 the 32-bit instruction descriptor; acc the uniform predicate
 enable-input-d (`UPT`: always add).
 
