@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any, Callable, Optional
 
 import attrs
+
+from warpy.cache import atomic_write, cache_root
 
 
 @attrs.frozen
@@ -34,11 +34,6 @@ class Plan:
     from_disk: bool = attrs.field(eq=False)
     config: Any = attrs.field(default=None, eq=False)  # None when read back from disk
     program: Any = attrs.field(default=None, eq=False, repr=False)
-
-
-def cache_root() -> Path:
-    root = os.environ.get("WARPY_CACHE")
-    return Path(root) if root else Path.home() / ".cache" / "warpy"
 
 
 _fingerprint: dict[str, str] = {}
@@ -87,23 +82,7 @@ def _disk_read(family: str, key: str) -> Optional[dict[str, str]]:
 
 
 def _disk_write(family: str, key: str, entry: dict[str, str]) -> None:
-    """Atomically (temp file + rename); an unwritable cache only costs speed."""
-    path = _disk_path(family, key)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{key[:16]}.", suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "w") as f:
-                json.dump(entry, f)
-            os.replace(tmp, path)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
-    except OSError:
-        pass
+    atomic_write(_disk_path(family, key), json.dumps(entry).encode())
 
 
 def _header_of(sass: str) -> Any:

@@ -34,6 +34,7 @@ from pathlib import Path
 
 import attrs
 
+from warpy.cache import atomic_write, cache_root
 from warpy.errors import WarpyError
 from warpy.target import ARCHS
 
@@ -330,8 +331,7 @@ _memory_cache: dict[str, tuple[bytes, str]] = {}
 
 
 def cache_dir() -> Path:
-    root = os.environ.get("WARPY_CACHE")
-    return (Path(root) if root else Path.home() / ".cache" / "warpy") / "cubin"
+    return cache_root() / "cubin"
 
 
 def cache_key(ptx: str, ptxas: Ptxas, flags: Sequence[str], arch: str) -> str:
@@ -365,29 +365,13 @@ def _disk_read(key: str) -> tuple[bytes, str] | None:
 
 
 def _disk_write(key: str, data: bytes, log: str) -> None:
-    """Write the entry to a unique temporary file in the cache folder, then rename it into place:
-    rename is atomic within one filesystem, so a reader sees the old entry, no entry, or the whole
-    new one. An unwritable cache only costs speed, so OS errors are ignored here."""
-    folder = cache_dir()
+    """The entry: a magic line, its sizes and checksum (a damaged entry reads as a miss), the log,
+    the cubin; written atomically (`warpy.cache.atomic_write`)."""
     logb = log.encode()
     meta = json.dumps(
         {"log_bytes": len(logb), "cubin_bytes": len(data), "cubin_sha256": hashlib.sha256(data).hexdigest()}
     ).encode()
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{key[:16]}.", suffix=".tmp", dir=folder)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(_MAGIC + meta + b"\n" + logb + data)
-            os.replace(tmp, folder / f"{key}.wcubin")
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
-    except OSError:
-        pass
+    atomic_write(cache_dir() / f"{key}.wcubin", _MAGIC + meta + b"\n" + logb + data)
 
 
 def clear_memory_cache() -> None:
