@@ -343,33 +343,15 @@ class FastLaunch:
 
     def _first_launch(self, key: Hashable, make_params: MakeParams, stream: int | None) -> Any:
         from warpy.runtime.driver import cuda
-        from warpy.runtime.launcher import default_stream
+        from warpy.runtime.launcher import default_stream, launch_config, launch_with
 
         d = cuda()
         h = self.header
         cu_stream = default_stream() if stream is None else d.CUstream(stream)
+        cfg = launch_config(self.kernel, grid=h.grid, block=h.threads, smem=h.dynsmem, cluster=h.cluster, pdl=self.pdl,
+                            stream=cu_stream)
         params = make_params(self.scratch.get(stream))
-        launch(self.kernel, grid=h.grid, block=h.threads, smem=h.dynsmem, params=params,
-               cluster=h.cluster, pdl=self.pdl, stream=cu_stream)
-        # the same configuration launch() built, kept for the next calls
-        cfg = d.CUlaunchConfig()
-        cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = h.grid
-        cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = h.threads, 1, 1
-        cfg.sharedMemBytes = h.dynsmem
-        cfg.hStream = cu_stream
-        attributes = []
-        if tuple(h.cluster) != (1, 1, 1):
-            a = d.CUlaunchAttribute()
-            a.id = d.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
-            a.value.clusterDim.x, a.value.clusterDim.y, a.value.clusterDim.z = h.cluster
-            attributes.append(a)
-        if self.pdl:
-            a = d.CUlaunchAttribute()
-            a.id = d.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
-            a.value.programmaticStreamSerializationAllowed = 1
-            attributes.append(a)
-        cfg.attrs = attributes
-        cfg.numAttrs = len(attributes)
+        launch_with(self.kernel, cfg, params)
         address, keep = pack_params(params)
         self._packed[self._key(key, stream)] = (address, keep)
         return cfg

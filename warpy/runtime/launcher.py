@@ -147,21 +147,20 @@ def _stream_key(stream: Any) -> int:
         return id(stream)
 
 
-def launch(
+def launch_config(
     kernel: Kernel,
     grid: int | Sequence[int],
     block: int | Sequence[int],
     smem: int = 0,
-    params: Sequence[Any] = (),
     cluster: int | Sequence[int] = (1, 1, 1),
     pdl: bool = False,
     stream: Any = None,
-) -> None:
-    """Enqueue `kernel` with cuLaunchKernelEx. `smem` is dynamic shared memory in bytes (above 48 KiB
-    the kernel's opt-in attribute is raised first); `cluster` adds the cluster-dimension attribute
-    (when not 1x1x1); `pdl` allows programmatic stream serialization (the kernel may start before the
-    previous one on the stream ends, and must `griddepcontrol.wait` before reading its outputs).
-    Returns at once; use `synchronize` to wait under the watchdog."""
+) -> Any:
+    """The checked `CUlaunchConfig` of a launch (what `launch` enqueues with; `FastLaunch` keeps it
+    for the calls after its first). `smem` is dynamic shared memory in bytes (above 48 KiB the
+    kernel's opt-in attribute is raised first); `cluster` adds the cluster-dimension attribute (when
+    not 1x1x1); `pdl` allows programmatic stream serialization (the kernel may start before the
+    previous one on the stream ends, and must `griddepcontrol.wait` before reading its outputs)."""
     g = _dim3(grid, "grid")
     b = _dim3(block, "block")
     c = _dim3(cluster, "cluster")
@@ -201,10 +200,31 @@ def launch(
         attributes.append(a)
     cfg.attrs = attributes
     cfg.numAttrs = len(attributes)
+    return cfg
+
+
+def launch_with(kernel: Kernel, cfg: Any, params: Sequence[Any]) -> None:
+    """Enqueue `kernel` with a configuration `launch_config` made."""
+    d = cuda()
     address, keep = pack_params(params)
     check(d.cuLaunchKernelEx(cfg, kernel.handle, address, 0), f"launch of kernel {kernel.name}")
     del keep  # the driver has copied the parameters by the time cuLaunchKernelEx returns
-    _last_kernel[_stream_key(stream)] = kernel.name
+    _last_kernel[_stream_key(cfg.hStream)] = kernel.name
+
+
+def launch(
+    kernel: Kernel,
+    grid: int | Sequence[int],
+    block: int | Sequence[int],
+    smem: int = 0,
+    params: Sequence[Any] = (),
+    cluster: int | Sequence[int] = (1, 1, 1),
+    pdl: bool = False,
+    stream: Any = None,
+) -> None:
+    """Enqueue `kernel` with cuLaunchKernelEx (`launch_config` says what each argument does).
+    Returns at once; use `synchronize` to wait under the watchdog."""
+    launch_with(kernel, launch_config(kernel, grid, block, smem, cluster, pdl, stream), params)
 
 
 def synchronize(stream: Any = None, timeout: float = 30.0, kernel: str | None = None) -> None:
