@@ -39,7 +39,8 @@ class Config(Protocol):
 
 
 class KernelFamily(Protocol):
-    name: str
+    @property
+    def name(self) -> str: ...
 
     def problem(self, dims: Sequence[int], *, arch: str, **options: Any) -> Any: ...
 

@@ -12,11 +12,18 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import attrs
 
 from warpy.cache import atomic_write, cache_root
+from warpy.isa.text import Header
+
+if TYPE_CHECKING:
+    from warpy.check.report import Report
+    from warpy.isa.program import Program
+    from warpy.kernels.family import KernelFamily
+    from warpy.lift.ptxas import Cubin
 
 
 @attrs.frozen
@@ -24,16 +31,16 @@ class Plan:
     """One problem's kernel: its family, the configuration's summary, the header (parameters,
     grid, block, shared memory, cluster), the named SASS text, the PTX and the cubin."""
 
-    family: Any  # warpy.kernels.family.KernelFamily
+    family: KernelFamily
     problem: Any
     describe: str
-    header: Any  # warpy.isa.text.Header
+    header: Header
     sass: str
     ptx: str
-    cubin: Any  # warpy.lift.ptxas.Cubin
+    cubin: Cubin
     from_disk: bool = attrs.field(eq=False)
     config: Any = attrs.field(default=None, eq=False)  # None when read back from disk
-    program: Any = attrs.field(default=None, eq=False, repr=False)
+    program: Optional[Program] = attrs.field(default=None, eq=False, repr=False)
 
 
 _fingerprint: dict[str, str] = {}
@@ -85,7 +92,7 @@ def _disk_write(family: str, key: str, entry: dict[str, str]) -> None:
     atomic_write(_disk_path(family, key), json.dumps(entry).encode())
 
 
-def _header_of(sass: str) -> Any:
+def _header_of(sass: str) -> Header:
     """The header of a SASS text, parsed from its header lines alone (fast for long programs)."""
     from warpy.isa.text import parse
 
@@ -100,7 +107,7 @@ def _header_of(sass: str) -> Any:
 Progress = Callable[[str], None]
 
 
-def make_plan(family: Any, problem: Any, *, use_disk: bool = True, progress: Optional[Progress] = None,
+def make_plan(family: KernelFamily, problem: Any, *, use_disk: bool = True, progress: Optional[Progress] = None,
               keep_program: bool = False, config: Any = None) -> Plan:
     """Plan `problem` of `family` (`warpy.kernels.family`): from the disk cache, or choose + build +
     lift; then assemble (ptxas's cache). ptxas warnings (wgmma serialisation, spills) do not fail
@@ -133,14 +140,15 @@ def make_plan(family: Any, problem: Any, *, use_disk: bool = True, progress: Opt
                 from_disk, config, program)
 
 
-def plan_for(family: Any, problem: Any, config: Optional[str] = None, **kw: Any) -> Plan:
+def plan_for(family: KernelFamily, problem: Any, config: Optional[str] = None, **kw: Any) -> Plan:
     """`make_plan` of the family's rule's configuration, or of it with `config`'s fields set by
     hand (`family.configure`, text `key=value,...`)."""
     return make_plan(family, problem, config=family.configure(problem, config) if config else None, **kw)
 
 
-def check_problem(family: Any, problem: Any, *, config: Any = None, values: bool = False, fault: Optional[str] = None,
-                  hb: bool = False, progress: Optional[Progress] = None, coloured: bool = True) -> Any:
+def check_problem(family: KernelFamily, problem: Any, *, config: Any = None, values: bool = False,
+                  fault: Optional[str] = None, hb: bool = False, progress: Optional[Progress] = None,
+                  coloured: bool = True) -> Report:
     """Build the program `problem` gets (or `config`'s) and run the host checker on it, with the
     family's expectation of its data (`warpy.check.report.check_program`)."""
     from warpy.check.report import check_program
