@@ -147,7 +147,10 @@ def gemm_job(M: int, N: int, K: int, arch: str = "sm_90a", dtype: str = "bf16", 
             echo(disassembly_line(plan))
             progress.done()
         if emit is not None:
-            (artifact if output is None else echo)(emit_artifact(plan, emit, output))
+            if output is None:  # the text itself ends in a newline; echo adds one
+                artifact(emit_artifact(plan, emit, output).rstrip("\n"))
+            else:
+                echo(emit_artifact(plan, emit, output))
         if not run:
             return
         why = gpu_reason(arch)

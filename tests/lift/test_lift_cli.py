@@ -64,3 +64,34 @@ def test_other_errors_are_one_line(sass: Path, tmp_path: Path) -> None:
     assert r.returncode == 2 and r.stderr.startswith("error: cannot read ") and r.stderr.count("\n") == 1
     r = warpy("lift", str(sass), "-o", "k.bin", cwd=tmp_path)
     assert r.returncode == 2 and r.stderr == "error: output k.bin must end in .ptx or .cubin\n"
+
+
+def test_what_warpy_prints_warpy_reads_back_through_a_file_and_a_pipe(tmp_path: Path) -> None:
+    """`warpy gemm ... --emit sass` to stdout, then `warpy lift` of that file and of standard input."""
+    emitted = warpy("gemm", "256", "256", "128", "--out-dtype", "bf16", "--emit", "sass", "--no-run", cwd=tmp_path)
+    assert emitted.returncode == 0, emitted.stderr
+    assert emitted.stdout.endswith("EXIT\n") and not emitted.stdout.endswith("\n\n")
+    (tmp_path / "out.sass").write_text(emitted.stdout)
+    from_file = warpy("lift", "out.sass", cwd=tmp_path)
+    assert from_file.returncode == 0, from_file.stderr
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    from_pipe = subprocess.run([sys.executable, "-m", "warpy.cli", "lift", "-"], input=emitted.stdout, capture_output=True,
+                               text=True, cwd=tmp_path, env=env, timeout=120)
+    assert from_pipe.returncode == 0, from_pipe.stderr
+    assert from_pipe.stdout == from_file.stdout
+
+
+def test_blank_lines_and_header_comments_are_read(sass: Path, tmp_path: Path) -> None:
+    text = sass.read_text()
+    edited = "// a note above the header\n" + text.replace("\n", "\n\n", 3) + "\n\n"
+    (tmp_path / "edited.sass").write_text(edited)
+    a, b = warpy("lift", str(sass), cwd=tmp_path), warpy("lift", "edited.sass", cwd=tmp_path)
+    assert a.returncode == b.returncode == 0, b.stderr
+    assert a.stdout.replace(str(sass), "X") == b.stdout.replace("edited.sass", "X").replace(str(tmp_path / "X"), "X")
+
+
+def test_a_binary_file_is_refused_in_one_line(tmp_path: Path) -> None:
+    (tmp_path / "k.cubin").write_bytes(bytes(range(256)))
+    r = warpy("lift", "k.cubin", cwd=tmp_path)
+    assert r.returncode == 2
+    assert r.stderr == "error: k.cubin is not a text file (a SASS text is UTF-8)\n"

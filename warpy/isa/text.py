@@ -559,11 +559,11 @@ def parse(text: str) -> Kernel:
     body_lines: list[int] = []
     in_body = False
     raw = text.split("\n")
-    if raw and raw[-1] == "":
-        raw = raw[:-1]
     for ln, line in enumerate(raw, 1):
         if not line.strip():
-            raise ParseError(ln, 1, "empty line (warpy text has none)")
+            continue  # warpy prints none; a blank line someone added means nothing
+        if line.startswith("//") and not in_body:
+            continue  # a comment above or among the header lines (the body keeps its comments)
         if line.startswith("."):
             if in_body:
                 raise ParseError(ln, 1, "a header line after the first instruction")

@@ -337,6 +337,22 @@ def build(x: Union[str, Kernel, Program], target: Optional[str] = None, *, check
     return cubin
 
 
+def read_text_file(path: str) -> str:
+    """A SASS text from `path` (`-`: standard input), refusing in one line what cannot be read or
+    is not text."""
+    import sys
+    from pathlib import Path
+
+    try:
+        data = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
+    except OSError as e:
+        raise WarpyError(f"cannot read {path}: {e.strerror or e}") from None
+    try:
+        return data.decode()
+    except UnicodeDecodeError:
+        raise WarpyError(f"{'standard input' if path == '-' else path} is not a text file (a SASS text is UTF-8)") from None
+
+
 class TextError(SyntaxError):
     """A SASS text that does not parse: `FILE:line:col: message`."""
 
@@ -347,10 +363,7 @@ def lift_file(path: str, out: Optional[str] = None, target: Optional[str] = None
 
     from warpy.isa.text import ParseError
 
-    try:
-        text = Path(path).read_text()
-    except OSError as e:
-        raise WarpyError(f"cannot read {path}: {e.strerror or e}") from None
+    text = read_text_file(path)
     try:
         kernel = parse(text)
     except ParseError as e:
