@@ -45,7 +45,12 @@ from warpy.errors import WarpyError
 from warpy.isa.families import alu, clc, control, memory, sync, tcgen05, tma
 from warpy.isa.families._util import ins
 from warpy.isa.operands import RZ, URZ, CBank, GMem, Mem, P, R, RVec, UR, URVec
-from warpy.isa.program import ConsumerEnd, Param, Program
+from warpy.isa.buffers import Param
+from warpy.isa.index import Lane, Uniform
+from warpy.isa.pipes import ConsumerEnd, init_barriers, wait
+from warpy.isa.program import Program
+from warpy.isa.units.tcgen05 import utchmma
+from warpy.isa.units.tma import tma_load, tma_store
 from warpy.layout import Layout
 from warpy.layout.desc import tma_box, tma_multicast_slices, umma_idesc
 from warpy.layout.smem import smem_tile
@@ -293,7 +298,7 @@ class Sm100Gemm:
         alloc = max(32, 1 << (cfg.accs * cfg.acc_cols - 1).bit_length())
         self.alloc_cols = alloc
         self.acc = p.tmem("acc", Layout((cfg.accs, 128, cfg.acc_cols), (cfg.acc_cols, 1 << 16, 1)), alloc)
-        p.init_barriers()
+        init_barriers(p)
 
         # ranks: this CTA's in the cluster, its pair, its place in the pair, the pair's leader
         self.rank = p.ur("cta_rank")
@@ -317,13 +322,13 @@ class Sm100Gemm:
         w1 = p.p("is_warp1")
         p.emit(alu.isetp("EQ", w1, warp, 1))
         with p.when(w1):
-            p.emit_at(self.slot.at(0), lambda a: tcgen05.tmem_alloc(a, alloc, True))
+            p.derive.emit_at(self.slot.at(0), lambda a: tcgen05.tmem_alloc(a, alloc, True))
             p.emit(tcgen05.tmem_relinquish())
         p.emit(tcgen05.tc_fence_before())
         p.emit(sync.cluster_arrive())
         p.emit(sync.cluster_wait())
         p.emit(tcgen05.tc_fence_after())
-        p.tmem_base = p.ur("tmem_base")  # read in the roles that use it (a short live range)
+        p.derive.tmem_base = p.ur("tmem_base")  # read in the roles that use it (a short live range)
 
         with p.role("producer", range(0, 1)):
             self.producer(p)
@@ -403,7 +408,7 @@ class Sm100Gemm:
         with cons.stage():
             cons.wait_full()
             resp = p.rvec("clc_answer", 4)
-            p.emit_at(self.resp.at(cons.ring), lambda a: memory.lds(resp, a))
+            p.derive.emit_at(self.resp.at(cons.ring), lambda a: memory.lds(resp, a))
             p.emit(clc.query_canceled(more, resp))
             p.emit(clc.query_ctaid_x(p.r("next_cta"), resp))
             rank0 = p.ur("rank0")
@@ -427,8 +432,8 @@ class Sm100Gemm:
                 prod.wait_empty()
             prod.arrive_full(leader, tx_bytes=16)
             resp = self.resp.at(prod.ring)
-            rreg, roff = p.value_reg("addr", resp)
-            breg, boff = p.value_reg("addr", prod.full)
+            rreg, roff = p.derive.value_reg("addr", resp)
+            breg, boff = p.derive.value_reg("addr", prod.full)
             ask = clc.try_cancel(Mem(rreg, offset=roff), Mem(breg, offset=boff), multicast=True)
             p.emit(ask.noted(resp.note("addr", 0)).noted(prod.full.note("addr", 1)).guarded(first))
         more = self.next_tile(p, cons, leader)
@@ -463,7 +468,7 @@ class Sm100Gemm:
             mask = p.ur("bt_mask")
             p.emit(alu.umov(mask, (0x55 & ((1 << cfg.cluster) - 1))))
             p.emit(alu.ushf_l(mask, mask, self.in_pair))
-            slice_ix = p.uniform("bt_slice", self.pair, cfg.pairs)
+            slice_ix = Uniform("bt_slice", self.pair, cfg.pairs)
         out = self.stage.producer("ps")
         tx = (cfg.bm + 2 * cfg.cta_rows) * BK * self.eb  # both CTAs' A halves and Bᵀ tiles
         a_row, bt_row = p.ur("a_row"), p.ur("bt_row")
@@ -489,10 +494,10 @@ class Sm100Gemm:
                         kc = p.r("k_elem")
                         p.emit(alu.iadd3(kc, k.reg, w.k_lo))
                         p.emit(alu.imad(kc, kc, BK, RZ))
-                    p.tma_load(out.slot(self.sa), self.ta, [kc, a_row], out.full, two_cta=True,  # type: ignore[list-item]
+                    tma_load(p, out.slot(self.sa), self.ta, [kc, a_row], out.full, two_cta=True,  # type: ignore[list-item]
                                bar_rank=self.leader_rank)
                     dst = out.slot(self.sbt, slice_ix * self.slice_rows, 0) if slice_ix is not None else out.slot(self.sbt)
-                    p.tma_load(dst, self.tb, [kc, bt_row], out.full, mask=mask, two_cta=True,  # type: ignore[list-item]
+                    tma_load(p, dst, self.tb, [kc, bt_row], out.full, mask=mask, two_cta=True,  # type: ignore[list-item]
                                bar_rank=self.leader_rank)
         if cfg.pdl == "last_load":
             p.emit(sync.preexit())
@@ -505,9 +510,9 @@ class Sm100Gemm:
     def read_tmem_base(self, p: Program) -> None:
         """The allocation's address, from the slot warp 1 wrote before the cluster barrier."""
         tword = p.r("tmem_word")
-        p.emit_at(self.slot.at(0), lambda a: memory.lds(tword, a))
-        assert p.tmem_base is not None
-        p.emit(alu.r2ur(p.tmem_base, tword))
+        p.derive.emit_at(self.slot.at(0), lambda a: memory.lds(tword, a))
+        assert p.derive.tmem_base is not None
+        p.emit(alu.r2ur(p.derive.tmem_base, tword))
 
     def mma(self, p: Program) -> None:
         cfg = self.cfg
@@ -540,12 +545,12 @@ class Sm100Gemm:
                         p.emit(tcgen05.tc_fence_after())
                         for rep in range(cfg.reps):
                             for j in range(BK // 16):
-                                p.utchmma(inp.slot(self.sbt, 128 * rep, 16 * j), inp.slot(self.sa, 0, 16 * j),
+                                utchmma(p, inp.slot(self.sbt, 128 * rep, 16 * j), inp.slot(self.sa, 0, 16 * j),
                                           self.acc.at(acc_out.ring, 0, rep * cfg.bm), idesc,
                                           accumulate if j == 0 else True, two_cta=True)
                         p.emit(alu.umov(first, 1))
                         inp.free_commit(mask_all, two_cta=True)
-                p.emit_at(acc_out.full, lambda b: tcgen05.utcbar(b, mask_pair, True))
+                p.derive.emit_at(acc_out.full, lambda b: tcgen05.utcbar(b, mask_pair, True))
         # drain: every accumulator read by both CTAs' epilogues; then the peer may free its columns
         with p.loop("acc_drain", cfg.accs):
             with acc_out.stage():
@@ -554,7 +559,7 @@ class Sm100Gemm:
         p.emit(alu.uiadd3(peer, self.rank, 1))
         lane = p.elect("free_leader")
         fb = p.ur("tmem_free_peer")
-        p.derive_into(fb, "addr", self.tmem_free.at(0))
+        p.derive.into(fb, "addr", self.tmem_free.at(0))
         p.emit(alu.mapa(fb, peer, fb))
         p.emit(sync.arrive_remote(Mem(fb)).guarded(lane))
         p.label(done)
@@ -563,10 +568,10 @@ class Sm100Gemm:
         p.emit(control.bra_u(self.is_leader, skip))
         zero = p.r("phase0")
         p.emit(alu.mov(zero, 0))
-        p.wait(self.tmem_free.at(0), zero)
+        wait(p, self.tmem_free.at(0), zero)
         p.label(skip)
         p.emit(tcgen05.tc_fence_after())
-        p.emit(tcgen05.tmem_dealloc(p.tmem_base, self.alloc_cols, True))  # type: ignore[arg-type]
+        p.emit(tcgen05.tmem_dealloc(p.derive.tmem_base, self.alloc_cols, True))  # type: ignore[arg-type]
 
     # -- epilogue ---------------------------------------------------------------------------------
     def epilogue(self, p: Program) -> None:
@@ -599,7 +604,7 @@ class Sm100Gemm:
         p.emit(alu.shf_l(wofs, wl, 16))  # lanes are the high half of a tensor-memory address
         uwofs = p.ur("tmem_warp")
         p.emit(alu.r2ur(uwofs, wofs))
-        wl_ix = p.lane("warp_lane0", wl, 128)
+        wl_ix = Lane("warp_lane0", wl, 128)
         cptr = p.rvec("c_ptr", 2)
         if self.c is not None:
             p.emit(alu.ldc(cptr, self.c.cbank()))
@@ -634,7 +639,7 @@ class Sm100Gemm:
             with inp.stage():
                 inp.wait_full()
                 p.emit(tcgen05.tc_fence_after())
-                base, off = p.value_reg("addr", self.acc.at(inp.ring, 0, 0))
+                base, off = p.derive.value_reg("addr", self.acc.at(inp.ring, 0, 0))
 
                 def free_acc() -> None:
                     # the last LDTM has completed: the tensor core may refill this accumulator
@@ -677,8 +682,8 @@ class Sm100Gemm:
         """The warp's staging tile (per-CTA index: the warp's quarter) and the thread's column in it."""
         uq = p.ur("quarter_u")
         p.emit(alu.r2ur(uq, q))
-        self.uq_ix = p.uniform("quarter", uq, 4)
-        self.lane_ix = p.lane("lane", lane, 32)
+        self.uq_ix = Uniform("quarter", uq, 4)
+        self.lane_ix = Lane("lane", lane, 32)
 
     def flag_addr(self, p: Program, t: R) -> RVec:
         fa = p.rvec("flag_addr", 2)
@@ -720,7 +725,7 @@ class Sm100Gemm:
         kind = "BF16" if self.out_dtype == "bf16" else "F16"
         nw, mw = p.r("n_warp0"), p.r("m_chunk0")
         p.emit(alu.imad(nw, lane, (1 << 32) - 1, ncol))  # the warp's first column of C
-        st_reg, st_off = p.lane_value("addr", self.stage_c.at(self.uq_ix, 0, self.lane_ix))
+        st_reg, st_off = p.derive.lane_value("addr", self.stage_c.at(self.uq_ix, 0, self.lane_ix))
         chunks = [(rep, chunk) for rep in range(cfg.reps) for chunk in range(ncols // 32)]
         for rep, chunk in chunks:
             col = rep * cfg.bm + 32 * chunk
@@ -748,7 +753,7 @@ class Sm100Gemm:
             ncrd = p.r("n_crd")
             p.emit(alu.iadd3(ncrd, nw, 128 * rep))
             p.emit(alu.iadd3(mw, mrow, 32 * chunk))
-            p.tma_store(self.stage_c.at(self.uq_ix, 0, 0), self.tc, [ncrd, mw], reduce_add=self.adds)
+            tma_store(p, self.stage_c.at(self.uq_ix, 0, 0), self.tc, [ncrd, mw], reduce_add=self.adds)
             p.emit(tma.bulk_commit())
         p.emit(tma.bulk_wait(0))
 

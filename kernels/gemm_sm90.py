@@ -41,7 +41,11 @@ from warpy.errors import WarpyError
 from warpy.isa.families import alu, control, memory, sync, tma, wgmma
 from warpy.isa.families._util import ins
 from warpy.isa.operands import RZ, URZ, CBank, GMem, P, R, RVec, URVec
-from warpy.isa.program import ConsumerEnd, ProducerEnd, Program
+from warpy.isa.index import Lane, Uniform
+from warpy.isa.pipes import ConsumerEnd, ProducerEnd, init_barriers
+from warpy.isa.program import Program
+from warpy.isa.units.tma import tma_load, tma_store
+from warpy.isa.units.wgmma import hgmma
 from warpy.layout import Layout, Swizzle, SwizzledLayout
 from warpy.layout.desc import tma_box, tma_multicast_slices
 from warpy.layout.smem import smem_tile
@@ -230,10 +234,10 @@ class Sm90Gemm:
         # (each consumer warp frees its own CTA's stage and the peer's, whose producer multicasts into it)
         self.stage = p.pipe("stage", cfg.stages, fills=1, frees=4 * cfg.consumers * cl)
         if cl == 1:
-            p.init_barriers()
+            init_barriers(p)
         else:
             # the cluster barrier orders both CTAs' barrier inits before any remote arrival or multicast
-            p.init_barriers(cluster_sync=True)
+            init_barriers(p, cluster_sync=True)
             self.rank = p.ur("cta_rank")
             p.emit(alu.s2ur(self.rank, "SR_CgaCtaId"))
         with p.role("producer", range(0, 4)):
@@ -299,8 +303,8 @@ class Sm90Gemm:
                             kc = p.r("k_elem")
                             p.emit(alu.iadd3(kc, k.reg, w.k_lo))
                             p.emit(alu.imad(kc, kc, cfg.bk, RZ))
-                        p.tma_load(out.slot(self.sa), self.ta, [kc, m0], out.full, guard=leader)
-                        p.tma_load(out.slot(self.sb), self.tb, [kc, n0], out.full, guard=leader)
+                        tma_load(p, out.slot(self.sa), self.ta, [kc, m0], out.full, guard=leader)
+                        tma_load(p, out.slot(self.sb), self.tb, [kc, n0], out.full, guard=leader)
 
     def cluster_producer(self, p: Program, leader: P, out: ProducerEnd) -> None:
         """The producer of a CTA of a 2x1 cluster: its own A box, and its half of B's box (rows
@@ -313,7 +317,7 @@ class Sm90Gemm:
         half = cfg.bn // 2
         mask = p.ur("b_mask")
         p.emit(alu.umov(mask, 0b11))
-        b_half = p.uniform("b_half", self.rank, 2)
+        b_half = Uniform("b_half", self.rank, 2)
         half_row = p.r("b_half_row")
         p.emit(alu.mov(half_row, self.rank))
         p.emit(alu.imad(half_row, half_row, half, RZ))
@@ -326,8 +330,8 @@ class Sm90Gemm:
                 with out.stage():
                     out.wait_empty()
                     out.arrive_full(leader, tx_bytes=tx)
-                    p.tma_load(out.slot(self.sa), self.ta, [k * cfg.bk, m0], out.full, guard=leader)
-                    p.tma_load(out.slot(self.sb, b_half * half, 0), self.tb, [k * cfg.bk, n0], out.full,
+                    tma_load(p, out.slot(self.sa), self.ta, [k * cfg.bk, m0], out.full, guard=leader)
+                    tma_load(p, out.slot(self.sb, b_half * half, 0), self.tb, [k * cfg.bk, n0], out.full,
                                mask=mask, guard=leader)
         with p.loop("drain", cfg.stages):
             with out.stage():
@@ -361,7 +365,7 @@ class Sm90Gemm:
                     p.emit(wgmma.warpgroup_arrive())
                     steps = cfg.bk // 16
                     for j in range(steps):
-                        p.hgmma(acc, cons.slot(self.sa, 64 * c, 16 * j), cons.slot(self.sb, 0, 16 * j), cfg.bn,
+                        hgmma(p, acc, cons.slot(self.sa, 64 * c, 16 * j), cons.slot(self.sb, 0, 16 * j), cfg.bn,
                                 accumulate if j == 0 else True, end=j == steps - 1)
                     p.emit(wgmma.wgmma_commit())
                     p.emit(wgmma.warpgroup_wait(1))
@@ -619,7 +623,7 @@ class Sm90Gemm:
         p.emit(alu.iadd3(srow, srow, tmp))
         p.emit(alu.lop3(scol, t, 16, RZ, 0xC0))  # 8 * (l // 16)
         p.emit(alu.shf_r(scol, scol, 1))
-        return {"lead": lead, "row": p.lane("stsm_row", srow, 64), "col": p.lane("stsm_col", scol, 16)}
+        return {"lead": lead, "row": Lane("stsm_row", srow, 64), "col": Lane("stsm_col", scol, 16)}
 
     def staged_epilogue(self, p: Program, c: int, e: dict[str, Any], acc: RVec, m_blk: R, n_blk: R) -> None:
         cfg = self.cfg
@@ -649,13 +653,13 @@ class Sm90Gemm:
                 j = c0 // 8 + 2 * jj  # 8-column group of the accumulator fragment
                 for r, (jv, h) in enumerate(((j, 0), (j, 1), (j + 1, 0), (j + 1, 1))):
                     p.emit(ins(alu.F2FP, f"{kind}.F32.PACK_AB", v[r], acc[4 * jv + 2 * h + 1], acc[4 * jv + 2 * h]))
-                p.emit_swizzled_at(at(e["col"] + 16 * jj), lambda m: memory.stsm(m, v))
+                p.derive.emit_swizzled_at(at(e["col"] + 16 * jj), lambda m: memory.stsm(m, v))
             p.emit(sync.fence_proxy_async())
             p.emit(sync.bar_sync(bar, 128))
             p.emit(alu.imad(col, n_blk, cfg.bn, c0))
             with p.when(lead):
                 if b >= 0:
-                    p.tma_store(self.cst.at(c, b, 0, 0), self.tc, [col, row0])
+                    tma_store(p, self.cst.at(c, b, 0, 0), self.tc, [col, row0])
                 else:
-                    p.tma_store(self.cst_tail.at(c, 0, 0), self.tc_tail, [col, row0])
+                    tma_store(p, self.cst_tail.at(c, 0, 0), self.tc_tail, [col, row0])
                 p.emit(tma.bulk_commit())

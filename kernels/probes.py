@@ -27,7 +27,12 @@ import numpy as np
 
 from warpy.isa.families import alu, control, memory, sync, tcgen05, tma, wgmma
 from warpy.isa.operands import RZ, URZ, CBank, GMem, Mem, R, RVec, URVec
-from warpy.isa.program import Param, Program
+from warpy.isa.buffers import Param
+from warpy.isa.pipes import init_barriers, wait
+from warpy.isa.program import Program
+from warpy.isa.units.tcgen05 import utchmma
+from warpy.isa.units.tma import tma_load, tma_store
+from warpy.isa.units.wgmma import hgmma
 from warpy.layout import Layout, Swizzle, SwizzledLayout
 from warpy.layout import desc as D
 from warpy.layout.smem import smem_tile
@@ -142,7 +147,7 @@ def tma_copy(name: str, sm: str) -> Program:
     dump = p.param("dump", "u64")
     tile = p.smem("tile", case.tile, case.elem)  # type: ignore[arg-type]
     full = p.barriers("full", 1, count=1)
-    p.init_barriers()
+    init_barriers(p)
     warp = p.warp_index()
     tid = p.r("tid")
     w0 = p.p("is_w0")
@@ -162,9 +167,9 @@ def tma_copy(name: str, sm: str) -> Program:
         leader = p.elect()
         tx = p.r("tx")
         p.emit(alu.mov(tx, src_box.box_bytes))
-        p.emit_at(full.at(0), lambda m: sync.arrive_expect_tx(m, tx), guard=leader)
-        p.tma_load(origin, src, crd, full.at(0))
-    p.wait(full.at(0), _phase0(p))
+        p.derive.emit_at(full.at(0), lambda m: sync.arrive_expect_tx(m, tx), guard=leader)
+        tma_load(p, origin, src, crd, full.at(0))
+    wait(p, full.at(0), _phase0(p))
 
     # the raw tile, 16 bytes per thread per round, at dump + cta * box_bytes
     lin = p.r("cta_lin")  # (cz * gy + cy) * gx + cx
@@ -178,7 +183,7 @@ def tma_copy(name: str, sm: str) -> Program:
     ptr, md = _global(p, dump)
     gaddr = p.rvec("gaddr", 2)
     p.emit(alu.imad_wide(gaddr, goff, 1, ptr))
-    base, off = p.value_reg("addr", origin)
+    base, off = p.derive.value_reg("addr", origin)
     v = p.rvec("v", 4)
     for q in range(src_box.box_bytes // 2048):
         p.emit(memory.lds(v, Mem(soff, base, off + 2048 * q)))
@@ -188,7 +193,7 @@ def tma_copy(name: str, sm: str) -> Program:
         p.emit(sync.fence_proxy_async())
         p.emit(sync.bar_sync(0))
         with p.when(w0):
-            p.tma_store(origin, dst, crd)
+            tma_store(p, origin, dst, crd)
             p.emit(tma.bulk_commit())
             p.emit(tma.bulk_wait(0))
     p.emit(control.exit_())
@@ -288,7 +293,7 @@ def pipe(sm: str, tiles: int = PIPE_TILES, depth: int = PIPE_DEPTH) -> Program:
     out = p.param("out", "u64")
     ring = p.smem_ring("ring", depth, SwizzledLayout(SW128, Layout((32, 64), (128, 2))), "fp16")
     stage = p.pipe("stage", depth, fills=1, frees=2)
-    p.init_barriers()
+    init_barriers(p)
 
     with p.role("producer", range(0, 1)):
         leader = p.elect()
@@ -297,7 +302,7 @@ def pipe(sm: str, tiles: int = PIPE_TILES, depth: int = PIPE_DEPTH) -> Program:
             with prod.stage():
                 prod.wait_empty()
                 prod.arrive_full(leader, tx_bytes=tile_bytes)
-                p.tma_load(prod.slot(ring), src, [0, k * 32], prod.full)
+                tma_load(p, prod.slot(ring), src, [0, k * 32], prod.full)
 
     with p.role("consumer", range(1, 3)):
         leader = p.elect("cleader")
@@ -314,7 +319,7 @@ def pipe(sm: str, tiles: int = PIPE_TILES, depth: int = PIPE_DEPTH) -> Program:
         with p.loop("kc", tiles) as kc:
             with cons.stage():
                 cons.wait_full()
-                base, off = p.value_reg("addr", cons.slot(ring))
+                base, off = p.derive.value_reg("addr", cons.slot(ring))
                 p.emit(alu.imad_wide(gaddr, kc.reg, tile_bytes, gbase))
                 for q in range(tile_bytes // 1024):
                     p.emit(memory.lds(v, Mem(soff, base, off + 1024 * q)))
@@ -346,29 +351,29 @@ def multicast(sm: str) -> Program:
     dst = p.tmap("dst", TmaBox("fp16", dims=(64, 128), strides=(128,), box=(64, 64), swizzle=128))
     tile = p.smem("tile", SwizzledLayout(SW128, Layout((64, 64), (128, 2))), "fp16")
     full = p.barriers("full", 1, count=1)
-    p.init_barriers(cluster_sync=True)
+    init_barriers(p, cluster_sync=True)
     leader = p.elect()
     rank = p.ur("rank")
     p.emit(alu.s2ur(rank, "SR_CgaCtaId"))
     tx = p.r("tx")
     p.emit(alu.mov(tx, 64 * 64 * 2))
-    p.emit_at(full.at(0), lambda m: sync.arrive_expect_tx(m, tx), guard=leader)
+    p.derive.emit_at(full.at(0), lambda m: sync.arrive_expect_tx(m, tx), guard=leader)
     # the slice's shared address and coordinate depend on the CTA's rank (a register, not a
     # program index): derive the origin, then add rank * slice by hand
     args = p.urvec("mc_args", 4)
-    p.derive_into(args[0], "addr", tile.at(0, 0))
+    p.derive.into(args[0], "addr", tile.at(0, 0))
     p.emit(alu.uimad(args[0], rank, 32 * 128, args[0]))
-    p.derive_into(args[1], "addr", full.at(0))
+    p.derive.into(args[1], "addr", full.at(0))
     p.emit(alu.umov(args[2], 0))
     p.emit(alu.uimad(args[3], rank, 32, URZ))
     mask = p.ur("cta_mask")
     p.emit(alu.umov(mask, 0b11))
     p.emit(tma.tma_load(Mem(args), "src", mask))
-    p.wait(full.at(0), _phase0(p))
+    wait(p, full.at(0), _phase0(p))
     p.emit(sync.fence_proxy_async())
     row = p.ur("row")
     p.emit(alu.uimad(row, rank, 64, URZ))
-    p.tma_store(tile.at(0, 0), dst, [0, row])
+    tma_store(p, tile.at(0, 0), dst, [0, row])
     p.emit(tma.bulk_commit())
     p.emit(tma.bulk_wait(0))
     p.emit(sync.cluster_arrive())
@@ -424,7 +429,7 @@ def wgmma_probe(dtype: str, swizzle: int, flipped: bool = False, sm: str = "sm_9
     sa = p.smem("sa", st.layout, dtype)
     sb = p.smem("sb", st.layout, dtype)
     full = p.barriers("full", 1, count=1)
-    p.init_barriers()
+    init_barriers(p)
     warp = p.warp_index()
     tid = p.r("tid")
     w0 = p.p("is_w0")
@@ -433,29 +438,29 @@ def wgmma_probe(dtype: str, swizzle: int, flipped: bool = False, sm: str = "sm_9
         leader = p.elect()
         tx = p.r("tx")
         p.emit(alu.mov(tx, 2 * m * k * eb))
-        p.emit_at(full.at(0), lambda mm: sync.arrive_expect_tx(mm, tx), guard=leader)
+        p.derive.emit_at(full.at(0), lambda mm: sync.arrive_expect_tx(mm, tx), guard=leader)
         if swizzle:
-            p.tma_load(sa.at(0, 0), ta, [0, 0], full.at(0))
-            p.tma_load(sb.at(0, 0), tb, [0, 0], full.at(0))
+            tma_load(p, sa.at(0, 0), ta, [0, 0], full.at(0))
+            tma_load(p, sb.at(0, 0), tb, [0, 0], full.at(0))
         else:
             for chunk in range(k // 8):
-                p.tma_load(sa.at(0, 8 * chunk), ta, [8 * chunk, 0], full.at(0))
-                p.tma_load(sb.at(0, 8 * chunk), tb, [8 * chunk, 0], full.at(0))
-    p.wait(full.at(0), _phase0(p))
+                tma_load(p, sa.at(0, 8 * chunk), ta, [8 * chunk, 0], full.at(0))
+                tma_load(p, sb.at(0, 8 * chunk), tb, [8 * chunk, 0], full.at(0))
+    wait(p, full.at(0), _phase0(p))
 
     acc = p.rvec("acc", n // 2)
     p.emit(wgmma.warpgroup_arrive())
     steps = k // 16
     if swizzle:
         for j in range(steps):
-            p.hgmma(acc, sa.at(0, 16 * j), sb.at(0, 16 * j), n, accumulate=j > 0, end=j == steps - 1)
+            hgmma(p, acc, sa.at(0, 16 * j), sb.at(0, 16 * j), n, accumulate=j > 0, end=j == steps - 1)
     else:
         # warpy.layout.desc's descriptor (start 0) plus the tiles' shared addresses >> 4
         with _k_interleave_flipped(flipped):
             dword = D.gmma_smem_desc(st, 0)
         descs = p.urvec("gmma_desc", 4)
         for half, buf in ((0, sa), (2, sb)):
-            base, off = p.value_reg("addr", buf.at(0, 0))
+            base, off = p.derive.value_reg("addr", buf.at(0, 0))
             p.emit(alu.ushf_r(descs[half], base, 4))
             p.emit(alu.uiadd3(descs[half], descs[half], (dword & 0xFFFFFFFF) + (off >> 4)))
             p.emit(alu.umov(descs[half + 1], dword >> 32))
@@ -532,7 +537,7 @@ def umma(two_cta: bool) -> Program:
     acc_full = p.barriers("acc_full", 1, count=1)
     slot = p.smem_words("tmem_slot", 1)
     acc = p.tmem("acc", Layout((m_cta, cols), (1 << 16, 1)), cols)
-    p.init_barriers(cluster_sync=two_cta)
+    init_barriers(p, cluster_sync=two_cta)
     idesc = D.umma_idesc("bf16", "bf16", "f32", m_total, n_total, "K", "K", cta_group=2 if two_cta else 1)
 
     warp = p.warp_index()
@@ -540,15 +545,15 @@ def umma(two_cta: bool) -> Program:
     w0 = p.p("is_w0")
     p.emit(alu.isetp("EQ", w0, warp, 0))
     with p.when(w0):
-        p.emit_at(slot.at(0), lambda a: tcgen05.tmem_alloc(a, cols, two_cta))
+        p.derive.emit_at(slot.at(0), lambda a: tcgen05.tmem_alloc(a, cols, two_cta))
         p.emit(tcgen05.tmem_relinquish())
     p.emit(tcgen05.tc_fence_before())
     p.emit(sync.bar_sync(0))
     p.emit(tcgen05.tc_fence_after())
     tword = p.r("tmem_word")
-    p.emit_at(slot.at(0), lambda a: memory.lds(tword, a))
-    p.tmem_base = p.ur("tmem_base")
-    p.emit(alu.r2ur(p.tmem_base, tword))
+    p.derive.emit_at(slot.at(0), lambda a: memory.lds(tword, a))
+    p.derive.tmem_base = p.ur("tmem_base")
+    p.emit(alu.r2ur(p.derive.tmem_base, tword))
 
     rank = p.ur("rank")
     is_leader = p.up("is_leader_cta")
@@ -562,33 +567,33 @@ def umma(two_cta: bool) -> Program:
         with p.when(is_leader):
             tx = p.r("tx")
             p.emit(alu.mov(tx, (2 if two_cta else 1) * (m_cta + n_cta) * k * 2))
-            p.emit_at(full.at(0), lambda mm: sync.arrive_expect_tx(mm, tx), guard=leader)
+            p.derive.emit_at(full.at(0), lambda mm: sync.arrive_expect_tx(mm, tx), guard=leader)
         # each CTA loads its rows of A and B; with 2 CTAs the loads complete on the leader's barrier
         args = p.urvec("tma_args", 4)
         bar0 = p.ur("bar0")
-        p.derive_into(bar0, "addr", full.at(0))
+        p.derive.into(bar0, "addr", full.at(0))
         if two_cta:
             zero = p.ur("zero_rank")
             p.emit(alu.umov(zero, 0))
             p.emit(alu.mapa(bar0, zero, bar0))
         for buf, tm, rows in ((sa, "a", m_cta), (sb, "b", n_cta)):
-            p.derive_into(args[0], "addr", buf.at(0, 0))
+            p.derive.into(args[0], "addr", buf.at(0, 0))
             p.emit(alu.umov(args[1], bar0))
             p.emit(alu.umov(args[2], 0))
             p.emit(alu.uimad(args[3], rank, rows, URZ))
             p.emit(tma.tma_load(Mem(args), tm, None, two_cta))
         with p.when(is_leader):
-            p.wait(full.at(0), _phase0(p))
+            wait(p, full.at(0), _phase0(p))
             p.emit(tcgen05.tc_fence_after())
             for j in range(k // 16):
-                p.utchmma(sa.at(0, 16 * j), sb.at(0, 16 * j), acc.at(0, 0), idesc, j > 0, two_cta=two_cta)
+                utchmma(p, sa.at(0, 16 * j), sb.at(0, 16 * j), acc.at(0, 0), idesc, j > 0, two_cta=two_cta)
             if two_cta:
                 mask = p.ur("cta_mask")
                 p.emit(alu.umov(mask, 0b11))
-                p.emit_at(acc_full.at(0), lambda b: tcgen05.utcbar(b, mask, True))
+                p.derive.emit_at(acc_full.at(0), lambda b: tcgen05.utcbar(b, mask, True))
             else:
-                p.emit_at(acc_full.at(0), lambda b: tcgen05.utcbar(b))
-    p.wait(acc_full.at(0), _phase0(p))
+                p.derive.emit_at(acc_full.at(0), lambda b: tcgen05.utcbar(b))
+    wait(p, acc_full.at(0), _phase0(p))
     p.emit(tcgen05.tc_fence_after())
     lanes = p.r("lanes")
     p.emit(alu.shf_l(lanes, warp, 21))  # (32 * warp) << 16: this warp's TMEM lanes
@@ -602,7 +607,7 @@ def umma(two_cta: bool) -> Program:
     gaddr = p.rvec("gaddr", 2)
     p.emit(alu.imad_wide(gaddr, row, 4 * cols, ptr))
     for chunk in range(cols // 32):
-        p.emit(alu.uiadd3(taddr, p.tmem_base, ulanes, 32 * chunk))
+        p.emit(alu.uiadd3(taddr, p.derive.tmem_base, ulanes, 32 * chunk))
         p.emit(tcgen05.ldtm(v, taddr))
         p.emit(tcgen05.tmem_wait_ld())
         for j in range(8):
@@ -614,7 +619,7 @@ def umma(two_cta: bool) -> Program:
     else:
         p.emit(sync.bar_sync(0))
     with p.when(w0):
-        p.emit(tcgen05.tmem_dealloc(p.tmem_base, cols, two_cta))
+        p.emit(tcgen05.tmem_dealloc(p.derive.tmem_base, cols, two_cta))
     p.emit(control.exit_())
     return p
 

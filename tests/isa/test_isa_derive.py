@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from warpy.errors import WarpyError
 from warpy.isa.families import alu, control
 from warpy.isa.interp import Machine, note_value, run
+from warpy.isa.index import Lane
 from warpy.isa.program import Program
 from warpy.isa.reference import reference
 from warpy.isa.text import BufferDecl, Kernel, parse
@@ -57,11 +58,11 @@ def ring_program(depth: int, k_tiles: int, span: int, rows: int, sm: str, row_of
         with inp.stage():
             inp.wait_full()
             for j in range(k_elems // 16):
-                p.derive_into(out, f"{form}.lo", inp.slot(sa, 0, 16 * j))
+                p.derive.into(out, f"{form}.lo", inp.slot(sa, 0, 16 * j))
                 for r in row_offsets:
-                    p.derive_into(out, "addr", inp.slot(sa, r % rows, (16 * j + r) % k_elems))
-            p.derive_into(out, "addr", sx.at(k, 3))
-            p.derive_into(out, "addr", sx.at(k * 1, 0))
+                    p.derive.into(out, "addr", inp.slot(sa, r % rows, (16 * j + r) % k_elems))
+            p.derive.into(out, "addr", sx.at(k, 3))
+            p.derive.into(out, "addr", sx.at(k * 1, 0))
             inp.free()
     p.emit(control.exit_())
     return p
@@ -108,7 +109,7 @@ def test_a_descriptor_that_cannot_start_at_a_swizzled_row_is_refused():
     tile = SwizzledLayout(Swizzle(3, 4, 3), Layout((64, 64), (128, 2)))
     sa = p.smem_ring("sa", 2, tile, "bf16")
     with pytest.raises(WarpyError, match="not a swizzle-atom row"):
-        p.derive_into(p.ur("d"), "gdesc.lo", sa.at(0, 1, 0))
+        p.derive.into(p.ur("d"), "gdesc.lo", sa.at(0, 1, 0))
 
 
 def test_a_value_not_affine_in_the_index_is_refused():
@@ -117,7 +118,7 @@ def test_a_value_not_affine_in_the_index_is_refused():
     sx = p.smem("sx", SwizzledLayout(Swizzle(3, 4, 3), Layout((8, 8), (128, 16))), "bf16")
     with p.loop("k", 8) as k:
         with pytest.raises(WarpyError, match="not affine"):
-            p.derive_into(p.ur("d"), "addr", sx.at(1, k))
+            p.derive.into(p.ur("d"), "addr", sx.at(1, k))
 
 
 @pytest.mark.parametrize("arch", ["sm_90a", "sm_100a"])
@@ -126,7 +127,7 @@ def test_descriptors_agree_with_warpy_layout_desc(arch: str, span: int, rows: in
     """The derived descriptor words, run through the interpreter, equal warpy.layout.desc's encoding of
     the same tile (warpy.layout.smem.smem_tile) for every stage and MMA K-step."""
     from warpy.isa.families import alu
-    from warpy.isa.program import desc_hi
+    from warpy.isa.descriptors import desc_hi
     from warpy.layout.desc import smem_descs
     from warpy.layout.smem import smem_tile
 
@@ -141,7 +142,7 @@ def test_descriptors_agree_with_warpy_layout_desc(arch: str, span: int, rows: in
     with p.loop("k", depth):
         with p.ring_iteration(stage):
             for j in range(span // 32):
-                p.derive_into(lo, f"{form}.lo", sa.at(stage, 0, 16 * j))
+                p.derive.into(lo, f"{form}.lo", sa.at(stage, 0, 16 * j))
                 p.emit(alu.umov(hi, desc_hi(sa, arch)))
                 p.emit(control.nop())
     p.emit(control.exit_())
@@ -170,12 +171,12 @@ def test_per_thread_addresses(tid: int) -> None:
     ring = p.ring("r", 2)
     t = p.r("t")
     p.emit(alu.s2r(t, "SR_TID.X"))
-    row = p.lane("row", t, 128)
+    row = Lane("row", t, 128)
     v = p.r("v")
     p.emit(alu.mov(v, 7))
     with p.loop("k", 3):
         with p.ring_iteration(ring):
-            p.emit_at(st.at(ring, row, 5), lambda m: memory.sts(m, v))
+            p.derive.emit_at(st.at(ring, row, 5), lambda m: memory.sts(m, v))
     p.emit(control.exit_())
     text = p.text()
     assert "+ IMAD st@row, t, 0x84, st@r  // addr st[r_stage, t, 0]" in text
@@ -194,7 +195,7 @@ def test_per_thread_addresses(tid: int) -> None:
     run(k, m, on_step=on_step)
     assert checked >= 6
     with pytest.raises(WarpyError, match="per-thread coordinate"):
-        p.derive_into(p.ur("u"), "addr", st.at(0, row, 0))
+        p.derive.into(p.ur("u"), "addr", st.at(0, row, 0))
 
 
 @pytest.mark.parametrize("name", ["example-pipe", "example-features"])

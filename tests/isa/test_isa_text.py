@@ -15,7 +15,10 @@ from warpy.errors import WarpyError
 from warpy.isa.examples import EXAMPLES, pipe_sm90, pipe_sm100
 from warpy.isa.families import alu, control, sync
 from warpy.isa.operands import Mem
+from warpy.isa.pipes import init_barriers, wait
 from warpy.isa.program import Program
+from warpy.isa.units.tma import tma_load
+from warpy.isa.units.wgmma import hgmma
 from warpy.isa.text import ParseError, parse
 from warpy.layout import Layout, Swizzle, SwizzledLayout
 from warpy.layout.tma import TmaBox
@@ -138,7 +141,7 @@ def programs(draw):  # type: ignore[no-untyped-def]
     sa = p.smem_ring("sa", depth, SwizzledLayout(Swizzle(3, 4, 3), Layout((rows, 64), (128, 2))), "bf16")
     pipe = p.pipe("st", depth, fills=1, frees=draw(st.integers(1, 4)))
     if draw(st.booleans()):
-        p.init_barriers()
+        init_barriers(p)
     r = [p.r(f"r{n}") for n in range(4)]
     u = [p.ur(f"u{n}") for n in range(3)]
     for x in r:
@@ -152,7 +155,7 @@ def programs(draw):  # type: ignore[no-untyped-def]
                 end.wait_full(sleep=draw(st.sampled_from([None, 0x20])))
                 for _ in range(draw(st.integers(0, 4))):
                     j = draw(st.integers(0, 3))
-                    p.derive_into(u[0], draw(st.sampled_from(["addr", "gdesc.lo", "udesc.lo"])),
+                    p.derive.into(u[0], draw(st.sampled_from(["addr", "gdesc.lo", "udesc.lo"])),
                                   end.slot(sa, 8 * draw(st.integers(0, rows // 8 - 1)), 16 * j))
                 if draw(st.booleans()):
                     p.emit(alu.iadd3(r[0], r[1], k.reg, r[2]).guarded(~p.p("waited")))
@@ -178,7 +181,7 @@ def test_builders_name_the_bad_operand():
         alu.iadd3(p.r("a"), p.ur("u"), p.r("b"))  # type: ignore[arg-type]
     sa = p.smem_ring("sa", 2, SwizzledLayout(Swizzle(3, 4, 3), Layout((8, 64), (128, 2))), "bf16")
     with pytest.raises(WarpyError, match="wait takes a barrier, not Tile sa"):
-        p.wait(sa.at(0, 0, 0), p.r("par"))  # type: ignore[arg-type]
+        wait(p, sa.at(0, 0, 0), p.r("par"))  # type: ignore[arg-type]
     with p.loop("k", 2) as k:
         with pytest.raises(WarpyError, match="advance takes a ring, not Counter k"):
             p.advance(k)  # type: ignore[arg-type]
@@ -201,7 +204,7 @@ def test_branch_to_a_missing_label_is_refused():
 def test_barriers_after_init_are_refused():
     p = Program("t", "sm_90a", threads=32)
     p.pipe("a", 2)
-    p.init_barriers()
+    init_barriers(p)
     with pytest.raises(WarpyError, match="declared after init_barriers"):
         p.pipe("b", 2)
 
@@ -216,7 +219,7 @@ def test_tma_loads_of_every_rank_and_multicast(rank: int) -> None:
     bars = p.barriers("full", 2)
     mask = p.ur("mask")
     p.emit(alu.umov(mask, 3))
-    p.tma_load(sa.at(1, 0, 0), t, [0] * rank, bars.at(1), mask=mask)
+    tma_load(p, sa.at(1, 0, 0), t, [0] * rank, bars.at(1), mask=mask)
     p.emit(control.exit_())
     text = p.text()
     assert f".reg UR[{2 + rank}] tma_t" in text
@@ -249,9 +252,9 @@ def test_a_tma_box_must_fit_and_match_the_tile():
     big = p.tmap("big", TmaBox("bf16", (64, 256), (128,), (64, 128), swizzle=128))
     plain = p.tmap("plain", TmaBox("bf16", (64, 256), (128,), (64, 64)))
     with pytest.raises(WarpyError, match="box is 16384 bytes, more than sa's 8192"):
-        p.tma_load(sa.at(0, 0, 0), big, [0, 0], bars.at(0))
+        tma_load(p, sa.at(0, 0, 0), big, [0, 0], bars.at(0))
     with pytest.raises(WarpyError, match="swizzles 0 bytes, buffer sa 128"):
-        p.tma_load(sa.at(0, 0, 0), plain, [0, 0], bars.at(0))
+        tma_load(p, sa.at(0, 0, 0), plain, [0, 0], bars.at(0))
 
 
 def test_hgmma_takes_its_type_from_the_buffers():
@@ -261,16 +264,16 @@ def test_hgmma_takes_its_type_from_the_buffers():
     sb = p.smem_ring("sb", 2, tile, "fp16")
     sc = p.smem_ring("sc", 2, tile, "bf16")
     acc = p.rvec("acc", 32)
-    p.hgmma(acc, sa.at(0, 0, 0), sb.at(0, 0, 0), 64, False)
+    hgmma(p, acc, sa.at(0, 0, 0), sb.at(0, 0, 0), 64, False)
     assert str(p.lines[-1]) == "  HGMMA.64x64x16.F32.F16 acc, gdesc[gmma_desc], RZ, !UPT"
     with pytest.raises(WarpyError, match="must share one of the types"):
-        p.hgmma(acc, sa.at(0, 0, 0), sc.at(0, 0, 0), 64, False)
+        hgmma(p, acc, sa.at(0, 0, 0), sc.at(0, 0, 0), 64, False)
     t32 = p.smem_ring("t32", 2, SwizzledLayout(Swizzle(3, 4, 3), Layout((64, 32), (128, 4))), "tf32")
-    p.hgmma(acc, t32.at(0, 0, 0), t32.at(0, 0, 0), 64, True)
+    hgmma(p, acc, t32.at(0, 0, 0), t32.at(0, 0, 0), 64, True)
     assert str(p.lines[-1]) == "  HGMMA.64x64x8.F32.TF32 acc, gdesc[gmma_desc], acc"
     f8 = p.smem_ring("f8", 2, SwizzledLayout(Swizzle(3, 4, 3), Layout((64, 128), (128, 1))), "e4m3")
     with pytest.raises(WarpyError, match="must share one of the types"):
-        p.hgmma(acc, f8.at(0, 0, 0), f8.at(0, 0, 0), 64, True)
+        hgmma(p, acc, f8.at(0, 0, 0), f8.at(0, 0, 0), 64, True)
 
 
 def test_note_coordinates_name_registers():

@@ -1,4 +1,4 @@
-"""Per-CTA uniform indices (Program.uniform): a value affine in one is one UIMAD at the point of
+"""Per-CTA uniform indices (warpy.isa.index.Uniform): a value affine in one is one UIMAD at the point of
 use, noted with the buffer at its coordinates; a general register is refused."""
 
 from __future__ import annotations
@@ -8,7 +8,10 @@ import pytest
 from warpy.errors import WarpyError
 from warpy.isa.families import alu, control
 from warpy.isa.operands import R
+from warpy.isa.index import Uniform
+from warpy.isa.pipes import init_barriers
 from warpy.isa.program import Program
+from warpy.isa.units.tma import tma_load
 from warpy.layout.desc import tma_box
 from warpy.layout import Layout
 from warpy.layout.smem import smem_tile
@@ -20,15 +23,15 @@ def _program() -> tuple[Program, str]:
     tb = p.tmap("b", tma_box(Layout((512, 64), (64, 1)), tile, multicast=4))
     ring = p.smem_ring("sb", 3, tile.layout, "bf16")
     pipe = p.pipe("stage", 3)
-    p.init_barriers()
+    init_barriers(p)
     rank = p.ur("rank")
     p.emit(alu.s2ur(rank, "SR_CgaCtaId"))
-    part = p.uniform("part", rank, 4)
+    part = Uniform("part", rank, 4)
     out = pipe.producer("ps")
     with p.loop("k", 5):
         with out.stage():
             out.wait_empty()
-            p.tma_load(out.slot(ring, part * 32, 0), tb, [0, rank], out.full)
+            tma_load(p, out.slot(ring, part * 32, 0), tb, [0, rank], out.full)
     p.emit(control.exit_())
     return p, p.text()
 
@@ -48,4 +51,4 @@ def test_uniform_term_is_one_uimad_at_the_point_of_use() -> None:
 def test_uniform_index_needs_a_uniform_register() -> None:
     p = Program("bad", "sm_100a", threads=32)
     with pytest.raises(WarpyError, match="uniform register"):
-        p.uniform("x", R("r"), 4)  # type: ignore[arg-type]
+        Uniform("x", R("r"), 4)  # type: ignore[arg-type]

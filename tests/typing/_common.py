@@ -3,7 +3,9 @@ exactly at the line marked `# mypy: error`; pass_* must type-check)."""
 
 from __future__ import annotations
 
-from warpy.isa.program import Pipe, Program, TileRing
+from warpy.isa.buffers import TileRing
+from warpy.isa.pipes import Pipe
+from warpy.isa.program import Program
 from warpy.layout import Layout, Swizzle, SwizzledLayout
 
 

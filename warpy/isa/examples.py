@@ -27,14 +27,19 @@ from typing import TYPE_CHECKING, Callable, Optional
 from warpy.isa.families import alu, clc, control, memory, sync, tcgen05, tma, wgmma
 from warpy.isa.instr import Affine, Note
 from warpy.isa.operands import RZ, URZ, CBank, GMem, Mem
+from warpy.isa.index import Uniform
+from warpy.isa.pipes import init_barriers, wait
 from warpy.isa.program import Program
+from warpy.isa.units.tcgen05 import utchmma
+from warpy.isa.units.tma import tma_load, tma_store
+from warpy.isa.units.wgmma import hgmma
 from warpy.layout import Layout, Swizzle, SwizzledLayout
 from warpy.layout.desc import umma_idesc
 from warpy.layout.tma import TmaBox
 
 if TYPE_CHECKING:
     from warpy.isa.operands import P, RVec
-    from warpy.isa.program import BarrierArray, Param, SmemBuffer, TensorMap
+    from warpy.isa.buffers import BarrierArray, Param, SmemBuffer, TensorMap
 
 SW128 = Swizzle(3, 4, 3)
 
@@ -61,7 +66,7 @@ def pipe_sm90(k_tiles: int = 8, depth: int = 4) -> Program:
     sa = p.smem_ring("sa", depth, k_major_tile(m), "bf16")
     sb = p.smem_ring("sb", depth, k_major_tile(n), "bf16")
     stage = p.pipe("stage", depth, fills=1, frees=4)
-    p.init_barriers()
+    init_barriers(p)
 
     with p.role("producer", range(4, 8)):
         p.emit(control.setmaxnreg_dealloc(40))
@@ -75,8 +80,8 @@ def pipe_sm90(k_tiles: int = 8, depth: int = 4) -> Program:
                 with out.stage():
                     out.wait_empty()
                     out.arrive_full(leader, tx_bytes=(m + n) * tk * 2)
-                    p.tma_load(out.slot(sa), ta, [k * tk, 0], out.full)
-                    p.tma_load(out.slot(sb), tb, [k * tk, 0], out.full)
+                    tma_load(p, out.slot(sa), ta, [k * tk, 0], out.full)
+                    tma_load(p, out.slot(sb), tb, [k * tk, 0], out.full)
 
     with p.role("consumer", range(0, 4)):
         ok = p.up("regs_granted")
@@ -96,7 +101,7 @@ def pipe_sm90(k_tiles: int = 8, depth: int = 4) -> Program:
                 inp.wait_full()
                 p.emit(wgmma.warpgroup_arrive())
                 for j in range(tk // 16):
-                    p.hgmma(acc, inp.slot(sa, 0, 16 * j), inp.slot(sb, 0, 16 * j), n,
+                    hgmma(p, acc, inp.slot(sa, 0, 16 * j), inp.slot(sb, 0, 16 * j), n,
                             accumulate if j == 0 else True, end=j == tk // 16 - 1)
                 p.emit(wgmma.wgmma_commit())
                 p.emit(wgmma.warpgroup_wait(0))
@@ -131,20 +136,20 @@ def pipe_sm100(k_tiles: int = 8, depth: int = 4) -> Program:
     acc_empty = p.barriers("acc_empty", 1, count=4)
     tmem_slot = p.smem_words("tmem_slot", 1)
     acc = p.tmem("acc", Layout((m, n), (1 << 16, 1)), n)
-    p.init_barriers()
+    init_barriers(p)
 
     # warp 1 allocates the accumulator's columns; everyone reads the address after a CTA barrier
     warp = p.warp_index()
     w1 = p.p("is_mma_warp")
     p.emit(alu.isetp("EQ", w1, warp, 1))
     with p.when(w1):
-        p.emit_at(tmem_slot.at(0), lambda a: tcgen05.tmem_alloc(a, n))
+        p.derive.emit_at(tmem_slot.at(0), lambda a: tcgen05.tmem_alloc(a, n))
         p.emit(tcgen05.tmem_relinquish())
     p.emit(sync.bar_sync(0))
     tword = p.r("tmem_word")
-    p.emit_at(tmem_slot.at(0), lambda a: memory.lds(tword, a))
-    p.tmem_base = p.ur("tmem_base")
-    p.emit(alu.r2ur(p.tmem_base, tword))
+    p.derive.emit_at(tmem_slot.at(0), lambda a: memory.lds(tword, a))
+    p.derive.tmem_base = p.ur("tmem_base")
+    p.emit(alu.r2ur(p.derive.tmem_base, tword))
 
     with p.role("producer", range(0, 1)):
         leader = p.elect()
@@ -153,8 +158,8 @@ def pipe_sm100(k_tiles: int = 8, depth: int = 4) -> Program:
             with out.stage():
                 out.wait_empty()
                 out.arrive_full(leader, tx_bytes=(m + n) * tk * 2)
-                p.tma_load(out.slot(sa), ta, [k * tk, 0], out.full)
-                p.tma_load(out.slot(sb), tb, [k * tk, 0], out.full)
+                tma_load(p, out.slot(sa), ta, [k * tk, 0], out.full)
+                tma_load(p, out.slot(sb), tb, [k * tk, 0], out.full)
 
     with p.role("mma", range(1, 2)):
         first = p.ur("first")
@@ -170,18 +175,18 @@ def pipe_sm100(k_tiles: int = 8, depth: int = 4) -> Program:
                 p.emit(alu.isetp("LT", more, k.reg, k_tiles - 1))
                 inp.wait_full()
                 for j in range(tk // 16):
-                    p.utchmma(inp.slot(sa, 0, 16 * j), inp.slot(sb, 0, 16 * j), acc.at(0, 0),
+                    utchmma(p, inp.slot(sa, 0, 16 * j), inp.slot(sb, 0, 16 * j), acc.at(0, 0),
                               umma_idesc_bf16(m, n), accumulate if j == 0 else True)
                 p.emit(alu.umov(first, 1))
                 inp.free_commit()
-        p.emit_at(acc_full.at(0), lambda b: tcgen05.utcbar(b))
+        p.derive.emit_at(acc_full.at(0), lambda b: tcgen05.utcbar(b))
         # the epilogue reads the accumulator; the columns are freed once all four warps are done
-        p.wait(acc_empty.at(0), _zero(p))
+        wait(p, acc_empty.at(0), _zero(p))
         p.emit(tcgen05.tc_fence_after())
-        p.emit(tcgen05.tmem_dealloc(p.tmem_base, n))
+        p.emit(tcgen05.tmem_dealloc(p.derive.tmem_base, n))
 
     with p.role("epilogue", range(2, 6)):
-        p.wait(acc_full.at(0), _zero(p))
+        wait(p, acc_full.at(0), _zero(p))
         p.emit(tcgen05.tc_fence_after())
         # warp w reads TMEM lanes 32*(w%4) .. +31: lane0 is the first, each thread its row
         lane0 = p.r("lane0")
@@ -204,14 +209,14 @@ def pipe_sm100(k_tiles: int = 8, depth: int = 4) -> Program:
         p.emit(alu.iadd3(row, row, lane0))
         p.emit(alu.imad_wide(caddr, row, 4 * n, cptr))
         for chunk in range(n // 32):
-            p.emit(alu.uiadd3(taddr, p.tmem_base, lanes, 32 * chunk).noted(Note("acc", (Affine(0, ((1, "lane0"),)), Affine(32 * chunk)))), mark="+")
+            p.emit(alu.uiadd3(taddr, p.derive.tmem_base, lanes, 32 * chunk).noted(Note("acc", (Affine(0, ((1, "lane0"),)), Affine(32 * chunk)))), mark="+")
             p.emit(tcgen05.ldtm(v, taddr))
             p.emit(tcgen05.tmem_wait_ld())
             for j in range(8):
                 p.emit(memory.stg(GMem(memdesc, caddr, 128 * chunk + 16 * j), v.sub(4 * j, 4)))
         p.emit(tcgen05.tc_fence_before())
         done = p.elect("done_leader")
-        p.emit_at(acc_empty.at(0), lambda b: sync.arrive(b), guard=done)
+        p.derive.emit_at(acc_empty.at(0), lambda b: sync.arrive(b), guard=done)
     p.emit(control.exit_())
     return p
 
@@ -244,7 +249,7 @@ def features_sm90() -> Program:
     stile = p.smem("sc", Layout((32, 64), (4, 128)), "fp32")
     stage = p.pipe("stage", 2, fills=1, frees=8)  # 4 consumer warps of each of the 2 CTAs
     bulk_bar = p.barriers("bulk_full", 1)
-    p.init_barriers(cluster_sync=True)
+    init_barriers(p, cluster_sync=True)
     warp = p.warp_index()
     rank = p.ur("rank")
     p.emit(alu.s2ur(rank, "SR_CgaCtaId"))
@@ -257,7 +262,7 @@ def features_sm90() -> Program:
             leader = p.elect()
             mask = p.ur("mask")
             p.emit(alu.umov(mask, 0x3))
-            half = p.uniform("half", rank, 2)
+            half = Uniform("half", rank, 2)
             row0 = p.ur("half_row")
             p.emit(alu.uimad(row0, rank, 32, URZ))
             prod = stage.producer("ps")
@@ -265,7 +270,7 @@ def features_sm90() -> Program:
                 with prod.stage():
                     prod.wait_empty(sleep=0x20)
                     prod.arrive_full(leader, tx_bytes=64 * 64 * 2)  # both halves land in each CTA
-                    p.tma_load(prod.slot(sa, 32 * half, 0), ta, [k * 64, row0], prod.full, mask=mask, guard=leader)
+                    tma_load(p, prod.slot(sa, 32 * half, 0), ta, [k * 64, row0], prod.full, mask=mask, guard=leader)
             p.emit(sync.preexit())
         # exit through a cluster barrier (each role exits at its end): no CTA leaves while the peer's
         # consumers may still arrive on its empty barriers
@@ -285,7 +290,7 @@ def features_sm90() -> Program:
             with cons.stage():
                 cons.wait_full()
                 p.emit(wgmma.warpgroup_arrive())
-                p.hgmma(acc, cons.slot(sa), cons.slot(sa), 64, False, end=True)
+                hgmma(p, acc, cons.slot(sa), cons.slot(sa), 64, False, end=True)
                 p.emit(wgmma.wgmma_commit())
                 p.emit(wgmma.warpgroup_wait(0))
                 cons.free(leader)
@@ -320,7 +325,7 @@ def features_sm100() -> Program:
     nparam = p.param("n", "u32")
     stile = p.smem("sc", Layout((32, 64), (4, 128)), "fp32")
     bulk_bar = p.barriers("bulk_full", 1)
-    p.init_barriers(cluster_sync=True)
+    init_barriers(p, cluster_sync=True)
     p.emit(sync.acqbulk())
     warp = p.warp_index()
     rank = p.ur("rank")
@@ -328,16 +333,16 @@ def features_sm100() -> Program:
     w1 = p.p("is_mma_warp")
     p.emit(alu.isetp("EQ", w1, warp, 1))
     with p.when(w1):
-        p.emit_at(tmem_slot.at(0), lambda s: tcgen05.tmem_alloc(s, n, two_cta=True))
+        p.derive.emit_at(tmem_slot.at(0), lambda s: tcgen05.tmem_alloc(s, n, two_cta=True))
         p.emit(tcgen05.tmem_relinquish())
     p.emit(tcgen05.tc_fence_before())
     p.emit(sync.cluster_arrive())
     p.emit(sync.cluster_wait())
     p.emit(tcgen05.tc_fence_after())
     tword = p.r("tmem_word")
-    p.emit_at(tmem_slot.at(0), lambda s: memory.lds(tword, s))
-    p.tmem_base = p.ur("tmem_base")
-    p.emit(alu.r2ur(p.tmem_base, tword))
+    p.derive.emit_at(tmem_slot.at(0), lambda s: memory.lds(tword, s))
+    p.derive.tmem_base = p.ur("tmem_base")
+    p.emit(alu.r2ur(p.derive.tmem_base, tword))
     with p.role("producer", range(0, 1)):
         leader = p.elect()
         pair0 = p.ur("pair0")
@@ -352,8 +357,8 @@ def features_sm100() -> Program:
                 prod.wait_empty()
                 # the pair leader's full barrier counts both CTAs' bytes; both CTAs' loads complete on it
                 prod.arrive_full(lead_lane, tx_bytes=2 * (128 + 64) * 64 * 2)
-                p.tma_load(prod.slot(sa), ta, [k * 64, 0], prod.full, two_cta=True, bar_rank=pair0)
-                p.tma_load(prod.slot(sb), tb, [k * 64, 0], prod.full, two_cta=True, bar_rank=pair0)
+                tma_load(p, prod.slot(sa), ta, [k * 64, 0], prod.full, two_cta=True, bar_rank=pair0)
+                tma_load(p, prod.slot(sb), tb, [k * 64, 0], prod.full, two_cta=True, bar_rank=pair0)
     with p.role("mma", range(1, 2)):
         lead = p.up("pair_leader")
         p.emit(alu.uisetp("EQ", lead, rank, 0))
@@ -367,44 +372,44 @@ def features_sm100() -> Program:
                 with cons.stage():
                     p.emit(alu.uisetp("NE", accumulate, first, URZ))
                     cons.wait_full()
-                    p.utchmma(cons.slot(sa), cons.slot(sb), acc.at(0, 0), umma_idesc_bf16(m, n), accumulate,
+                    utchmma(p, cons.slot(sa), cons.slot(sb), acc.at(0, 0), umma_idesc_bf16(m, n), accumulate,
                               two_cta=True)
                     p.emit(alu.umov(first, 1))
                     cons.free_commit(mask=mask, two_cta=True)
-            p.emit_at(acc_bar.at(0), lambda b: tcgen05.utcbar(b, mask, True))
-        p.wait(acc_bar.at(0), _zero(p))  # both CTAs: the pair's MMAs are done with the accumulator
+            p.derive.emit_at(acc_bar.at(0), lambda b: tcgen05.utcbar(b, mask, True))
+        wait(p, acc_bar.at(0), _zero(p))  # both CTAs: the pair's MMAs are done with the accumulator
         p.emit(tcgen05.tc_fence_after())
         # ask for the next tile: the response lands in clc_resp, 16 bytes complete on clc_full
         leader = p.elect()
         sixteen = p.r("sixteen")
         p.emit(alu.mov(sixteen, 16))
-        p.emit_at(clc_bar.at(0), lambda b: sync.arrive_expect_tx(b, sixteen), guard=leader)
+        p.derive.emit_at(clc_bar.at(0), lambda b: sync.arrive_expect_tx(b, sixteen), guard=leader)
         cbar = p.ur("clc_bar_addr")
-        p.derive_into(cbar, "addr", clc_bar.at(0))
+        p.derive.into(cbar, "addr", clc_bar.at(0))
         with p.when(lead):  # one request for the cluster; the answer lands in both CTAs
-            p.emit_at(resp.at(0), lambda r: clc.try_cancel(r, Mem(cbar)))
-        p.wait(clc_bar.at(0), _zero(p))
+            p.derive.emit_at(resp.at(0), lambda r: clc.try_cancel(r, Mem(cbar)))
+        wait(p, clc_bar.at(0), _zero(p))
         answer = p.rvec("answer", 4)
-        p.emit_at(resp.at(0), lambda r: memory.lds(answer, r))
+        p.derive.emit_at(resp.at(0), lambda r: memory.lds(answer, r))
         got = p.p("got_tile")
         next_x = p.r("next_x")
         p.emit(clc.query_canceled(got, answer))
         p.emit(clc.query_ctaid_x(next_x, answer).guarded(got))
         v = p.rvec("v", 8)
-        p.emit(tcgen05.ldtm(v, p.tmem_base))
+        p.emit(tcgen05.ldtm(v, p.derive.tmem_base))
         p.emit(tcgen05.tmem_wait_ld())
-        p.emit(tcgen05.sttm(p.tmem_base, v))
+        p.emit(tcgen05.sttm(p.derive.tmem_base, v))
         p.emit(tcgen05.tmem_wait_st())
         p.emit(control.setmaxnreg_dealloc(64))
         _generic_tail(p, v, stile, tc, out, nparam, leader, bulk_bar, None, threads=32)
-        p.emit(tcgen05.tmem_dealloc(p.tmem_base, n, two_cta=True))
+        p.emit(tcgen05.tmem_dealloc(p.derive.tmem_base, n, two_cta=True))
         peer = p.ur("peer")
         remote = p.ur("remote")
         p.emit(alu.ulop3(peer, rank, 1, URZ, 0x3C))
-        p.derive_into(remote, "addr", peer_bar.at(0))
+        p.derive.into(remote, "addr", peer_bar.at(0))
         p.emit(alu.mapa(remote, peer, remote))
         p.emit(sync.arrive_remote(Mem(remote)).guarded(leader))  # tell the peer this CTA is done
-        p.wait(peer_bar.at(0), _zero(p))  # and leave only once the peer said so too
+        wait(p, peer_bar.at(0), _zero(p))  # and leave only once the peer said so too
     p.emit(sync.cluster_arrive())
     p.emit(sync.cluster_wait())
     p.emit(control.exit_())
@@ -426,7 +431,7 @@ def _generic_tail(p: Program, acc: "RVec", stile: "SmemBuffer", tc: "TensorMap",
     p.emit(alu.lop3(row, tid, 0x7F, RZ, 0xC0))
     saddr = p.r("saddr")
     sbase = p.ur("sc_addr")
-    p.derive_into(sbase, "addr", stile.at(0, 0))
+    p.derive.into(sbase, "addr", stile.at(0, 0))
     p.emit(alu.imad(saddr, row, 16, sbase))  # 16 bytes a thread: rows 0..127 of 2 KiB
     p.emit(memory.stsm(Mem(saddr), frag))
     p.emit(memory.ldsm(frag, Mem(saddr)))
@@ -459,8 +464,8 @@ def _generic_tail(p: Program, acc: "RVec", stile: "SmemBuffer", tc: "TensorMap",
         p.emit(alu.s2r(ctaid, "SR_CTAID.X"))
         p.emit(alu.imad(crow, ctaid, 64, RZ))  # each CTA its own 64 rows of c
         with p.when(leader):
-            p.tma_store(stile.at(0, 0), tc, [0, crow])
-            p.tma_store(stile.at(0, 0), tc, [32, crow], reduce_add=True)
+            tma_store(p, stile.at(0, 0), tc, [0, crow])
+            tma_store(p, stile.at(0, 0), tc, [32, crow], reduce_add=True)
             p.emit(tma.bulk_commit())
             p.emit(tma.bulk_wait(0))
             pf = p.urvec("tma_pf", 2)
@@ -494,12 +499,12 @@ def _generic_tail(p: Program, acc: "RVec", stile: "SmemBuffer", tc: "TensorMap",
         p.emit(alu.uldc(gsrc, out.cbank(), p.sm))
         p.emit(alu.umov(size, 256))
         p.emit(alu.mov(nbytes, 256))
-        p.emit_at(bulk_bar.at(0), lambda b: sync.arrive_expect_tx(b, nbytes), guard=leader)
-        p.derive_into(cp[0], "addr", stile.at(0, 0))
-        p.derive_into(cp[1], "addr", bulk_bar.at(0))
+        p.derive.emit_at(bulk_bar.at(0), lambda b: sync.arrive_expect_tx(b, nbytes), guard=leader)
+        p.derive.into(cp[0], "addr", stile.at(0, 0))
+        p.derive.into(cp[1], "addr", bulk_bar.at(0))
         p.emit(tma.bulk_copy_s_g(Mem(cp), Mem(gsrc), size).guarded(leader))
-        p.wait(bulk_bar.at(0), _zero(p))
-        p.emit_at(bulk_bar.at(0), lambda b: sync.mbar_inval(b), guard=leader)
+        wait(p, bulk_bar.at(0), _zero(p))
+        p.derive.emit_at(bulk_bar.at(0), lambda b: sync.mbar_inval(b), guard=leader)
     p.emit(sync.preexit())
 
 

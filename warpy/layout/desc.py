@@ -94,6 +94,14 @@ def encode_smem_desc(f: SmemDescFields) -> int:
     return word
 
 
+def smem_desc_low_word(f: SmemDescFields) -> tuple[int, int]:
+    """The low 32 bits of the descriptor as a program computes them from a start address it holds
+    in a register: `(shift, rest)` with low word = (start >> shift) + rest. The start address is
+    the word's lowest field, in `_field`'s 16-byte units; `rest` is the word's other fields (LBO)
+    as `encode_smem_desc` packs them. The high word is `encode_smem_desc(f) >> 32`."""
+    return 4, encode_smem_desc(attrs.evolve(f, start=0)) & 0xFFFF_FFFF
+
+
 def decode_gmma_desc(desc: int) -> SmemDescFields:
     if not 0 <= desc < 1 << 64:
         raise LayoutError(f"descriptor {desc:#x} is not a 64-bit value")

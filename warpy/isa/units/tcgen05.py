@@ -1,0 +1,40 @@
+"""The sm_100a tensor core: `utchmma`, one K step of D (+)= A * B, A and B from shared-memory
+tiles, D in tensor memory."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Union
+
+from warpy.errors import WarpyError
+from warpy.isa.buffers import Tile, TmemRef
+from warpy.isa.descriptors import set_desc_hi
+from warpy.isa.families import alu, tcgen05
+from warpy.isa.operands import UP, UPT, P
+
+if TYPE_CHECKING:
+    from warpy.isa.program import Program
+
+
+def utchmma(p: Program, a: Tile, b: Tile, acc: TmemRef, idesc: int, accumulate: Union[UP, bool],
+            two_cta: bool = False, guard: Union[P, UP, None] = None) -> None:
+    """D (+)= A * B for one K step of the tensor core (sm_100a)."""
+    if p.sm != "sm_100a":
+        raise WarpyError("UTCHMMA is an sm_100a instruction")
+    if not isinstance(acc, TmemRef):
+        raise WarpyError(f"utchmma's accumulator must be tensor memory, not {type(acc).__name__}")
+    ad = p.urvec("umma_a", 2)
+    bd = p.urvec("umma_b", 2)
+    zi = p.urvec("zero_idesc", 2)
+    set_desc_hi(p, ad, 1, a.buffer, "udesc.hi")
+    set_desc_hi(p, bd, 1, b.buffer, "udesc.hi")
+    # the instruction descriptor's pair of words (zero, idesc): once per role and idesc
+    p.derive.per_role(("zero_idesc", idesc), idesc, [alu.umov(zi[0], 0), alu.umov(zi[1], idesc)])
+    p.derive.into(ad[0], "udesc.lo", a)
+    p.derive.into(bd[0], "udesc.lo", b)
+    treg, toff = p.derive.value_reg("addr", acc)
+    if toff:
+        t = p.ur("acc_col")
+        p.emit(alu.uiadd3(t, treg, toff).noted(acc.note()), mark="+")
+        treg = t
+    acc_p = accumulate if isinstance(accumulate, UP) else (UPT if accumulate else ~UPT)
+    p.emit(tcgen05.utchmma(ad, bd, treg, zi, acc_p, two_cta).guarded(guard))
