@@ -37,17 +37,17 @@ Program from the buffers' layouts; global addresses of C are the program's own a
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING, Iterator, Optional, Union
+from typing import TYPE_CHECKING, Callable, Iterator, Optional, Union
 
 import attrs
 
 from warpy.errors import WarpyError
+from warpy.isa.buffers import BarrierArray, Param, SmemBuffer, TensorMap, TileRing, TmemBuffer
 from warpy.isa.families import alu, clc, control, memory, sync, tcgen05, tma
 from warpy.isa.families._util import ins
-from warpy.isa.operands import RZ, URZ, CBank, GMem, Mem, P, R, RVec, UR, URVec
-from warpy.isa.buffers import Param
-from warpy.isa.index import Lane, Uniform
-from warpy.isa.pipes import ConsumerEnd, init_barriers, wait
+from warpy.isa.index import Ix, Lane, Ring, Uniform
+from warpy.isa.operands import RZ, UP, URZ, CBank, GMem, Mem, P, R, RVec, UR, URVec
+from warpy.isa.pipes import ConsumerEnd, Pipe, init_barriers, wait
 from warpy.isa.program import Program
 from warpy.isa.units.tcgen05 import utchmma
 from warpy.isa.units.tma import tma_load, tma_store
@@ -194,6 +194,126 @@ class Work:
     owner: Optional[P]
 
 
+@attrs.frozen
+class Ranks:
+    """This CTA's place in its cluster, uniform registers set in the prologue: its rank, its place
+    in its pair (0: the pair's leader), its pair, the pair leader's rank, and whether it leads."""
+
+    rank: UR
+    in_pair: UR
+    pair: UR
+    leader_rank: UR
+    is_leader: UP
+
+
+@attrs.frozen
+class Scheduler:
+    """Cluster launch control: the pipe handing the next tile to every role, and the answers' slots."""
+
+    pipe: Pipe
+    resp: SmemBuffer
+
+
+@attrs.frozen
+class CStaging:
+    """C leaving (or added to in the L2) by TMA: the map, and the warps' staging tiles (a 32 x 32
+    box a warp and chunk: 32 rows of C's 32 columns, row-major)."""
+
+    tmap: TensorMap
+    tiles: SmemBuffer
+
+
+@attrs.frozen
+class Sm100Resources:
+    """What the roles share, declared in `build` before any role: tensor maps and parameters,
+    buffers, pipes, barriers and the prologue's registers.
+
+    c: C's pointer where the program stores with STG (from the registers; zeros for split-K /
+    stream-K); staging: where C leaves by TMA; flags: the split-K / stream-K workspace (one flag a
+    tile, then one epoch word a CTA); stage: the operand ring (sa, sbt); accp: the tensor-memory
+    accumulators; clc: cluster launch control; tmem_free: the leader's word to the peer that it
+    may free its columns; tmem_slot: where warp 1 writes the allocation's address; tmem_base: the
+    register each role reads it into."""
+
+    ta: TensorMap
+    tb: TensorMap
+    c: Optional[Param]
+    staging: Optional[CStaging]
+    flags: Optional[Param]
+    sa: TileRing
+    sbt: TileRing
+    stage: Pipe
+    accp: Pipe
+    clc: Optional[Scheduler]
+    tmem_free: BarrierArray
+    tmem_slot: SmemBuffer
+    acc: TmemBuffer
+    tmem_base: UR
+    ranks: Ranks
+
+
+@attrs.frozen
+class EpilogueThread:
+    """The epilogue's per-thread constants, set before its tile loop: the thread's lane and the
+    warp's first tensor-memory lane (an index of acc), the warp's lane offset in a tensor-memory
+    address, the address and the 32 values of one load, the global memory descriptor, C's pointer,
+    the accumulator columns a warp reads, (C through staging tiles) the warp's staging tile and the
+    thread's column in it, and (split-K / stream-K) this CTA's epoch."""
+
+    lane: R
+    wl_ix: Lane
+    uwofs: UR
+    taddr: UR
+    v: RVec
+    md: URVec
+    cptr: RVec
+    ncols: int
+    staging: Optional["StagingIndex"]
+    epoch: Optional["Epoch"]
+
+
+@attrs.frozen
+class Epoch:
+    """Split-K / stream-K: the workspace's pointer, this CTA's epoch word (its address, and the
+    launches run so far, read from it) and the flag value saying a tile was zeroed in this launch."""
+
+    flags_ptr: RVec
+    addr: RVec
+    value: R
+    flag_target: R
+
+
+@attrs.frozen
+class StagingIndex:
+    """The warp's staging tile (a per-CTA index: the warp's quarter) and the thread's column in it."""
+
+    quarter: Uniform
+    lane: Lane
+
+
+@attrs.frozen
+class OutTile:
+    """A tile the epilogue writes: its number and blocks, and the thread's first row and its column of C."""
+
+    t: R
+    m_blk: R
+    n_blk: R
+    mrow: R
+    ncol: R
+
+
+@attrs.frozen
+class AccRead:
+    """The accumulator a tile's stores read: the buffer and ring position, its derived tensor-memory
+    address (a register and an offset), and what to do once the last load has completed."""
+
+    acc: TmemBuffer
+    ring: Ring
+    base: UR
+    off: int
+    on_last_load: Callable[[], None]
+
+
 def tma_box_plain(m: int, n: int, dtype: str = "fp32") -> TmaBox:
     """C (M x N, row-major) in 32 x 32 boxes, unswizzled: a warp's staging tile (32 rows of C's 32
     columns), as the TMA store or reduce-add copies it."""
@@ -231,9 +351,13 @@ class Sm100Gemm:
                                  f"into them (no split-K / stream-K)")
             # no tensor map can store rows that are not whole 16 bytes: C leaves from the registers
             self.cfg = cfg = attrs.evolve(cfg, tma_store=False)
+        self.work = self.tiles * self.kt  # k blocks of all tiles (stream-K shares them out evenly over the clusters)
         if cfg.stream_k:
-            self.work = self.tiles * self.kt  # k blocks of all tiles, shared out evenly over the clusters
             self.clusters = min(max_clusters, self.work)
+        self.nctas = self.clusters * cfg.cluster
+        self.slice_rows = cfg.cta_rows // cfg.pairs  # rows of the Bᵀ tile each CTA of a cluster loads
+        self.staged = self.adds or cfg.tma_store  # C leaves through staging tiles and the TMA
+        self.alloc_cols = max(32, 1 << (cfg.accs * cfg.acc_cols - 1).bit_length())  # tensor memory, a power of 2
 
     @property
     def name(self) -> str:
@@ -250,67 +374,65 @@ class Sm100Gemm:
         # one CTA an SM (the ring fills shared memory): without a cap ptxas aims at 4 and spills at 64
         p = Program(self.name, SM100A.name, threads=256, grid=(self.clusters * cfg.cluster, 1, 1),
                     cluster=(cfg.cluster, 1, 1), maxnreg=MAXNREG)
-        self.p = p
         a_tile = smem_tile(cfg.bm // 2, BK, self.dtype, "K", 128)
         bt_tile = smem_tile(cfg.cta_rows, BK, self.dtype, "K", 128)
         a_glob = Layout((self.m, self.k), (self.k, 1))
         b_glob = Layout((self.n, self.k), (self.k, 1))
-        self.ta = p.tmap("a", tma_box(a_glob, a_tile))
-        self.tb = p.tmap("b", tma_box(b_glob, bt_tile, multicast=cfg.pairs))  # the host binds a, b, c by name
-        self.slice_rows = cfg.cta_rows // cfg.pairs
+        ta = p.tmap("a", tma_box(a_glob, a_tile))
+        tb = p.tmap("b", tma_box(b_glob, bt_tile, multicast=cfg.pairs))  # the host binds a, b, c by name
         if cfg.pairs > 1:
             # each CTA's slice of the Bᵀ box: rows [p * slice_rows, ...) of the tile, at that row's bytes
             for s in tma_multicast_slices(b_glob, bt_tile, cfg.pairs):
                 want_off = int(bt_tile.layout((s.cta * self.slice_rows, 0)))
                 if s.smem_offset != want_off or s.coord_offset != (0, s.cta * self.slice_rows):
                     raise WarpyError(f"multicast slice {s} is not rows {s.cta * self.slice_rows}.. of the Bᵀ tile")
-        self.staged = self.adds or cfg.tma_store
         # C: a pointer where the program stores with STG (from the registers; zeros for split-K /
         # stream-K), a tensor map where it leaves by TMA; a TMA-stored program's map is named c
-        self.c: Optional[Param] = None
+        c: Optional[Param] = None
         if self.adds or not cfg.tma_store:
-            self.c = p.param("c", "u64")
+            c = p.param("c", "u64")
+        staging: Optional[CStaging] = None
         if self.staged:
             # C leaves (or is added to in the L2) by TMA: a 32 x 32 box a warp and chunk, from the
             # warp's staging tile (32 rows of C's 32 columns, row-major)
             oeb = self.oeb
-            self.tc = p.tmap("c_add" if self.adds else "c", tma_box_plain(self.m, self.n, self.out_dtype),
-                             over="c" if self.adds else None)
-            self.stage_c = p.smem("c_stage", Layout((4, 32, 32), (32 * 32 * oeb, 32 * oeb, oeb)), self.out_dtype)
+            tc = p.tmap("c_add" if self.adds else "c", tma_box_plain(self.m, self.n, self.out_dtype),
+                        over="c" if self.adds else None)
+            staging = CStaging(tc, p.smem("c_stage", Layout((4, 32, 32), (32 * 32 * oeb, 32 * oeb, oeb)), self.out_dtype))
         p.global_buffer("c_out", Layout((self.m, self.n), (self.n * self.oeb, self.oeb)), self.out_dtype, "c")
+        flags: Optional[Param] = None
         if self.adds:
             # the workspace, scratch memory the host owns (zero-filled once per kernel and stream,
             # never cleared again): one flag a tile, then one epoch word a CTA (zero once, never reset)
-            self.nctas = self.clusters * cfg.cluster
-            self.flags, _ = p.scratch("flags", "flag_words", Layout(self.tiles + self.nctas, 4), "u32")
-        self.sa = p.smem_ring("sa", cfg.stages, a_tile.layout, self.dtype)
-        self.sbt = p.smem_ring("sbt", cfg.stages, bt_tile.layout, self.dtype)
-        self.stage = p.pipe("stage", cfg.stages, fills=1, frees=cfg.pairs)
-        self.accp = p.pipe("acc", cfg.accs, fills=1, frees=8)  # 4 epilogue warps in each CTA of the pair
+            flags, _ = p.scratch("flags", "flag_words", Layout(self.tiles + self.nctas, 4), "u32")
+        sa = p.smem_ring("sa", cfg.stages, a_tile.layout, self.dtype)
+        sbt = p.smem_ring("sbt", cfg.stages, bt_tile.layout, self.dtype)
+        stage = p.pipe("stage", cfg.stages, fills=1, frees=cfg.pairs)
+        accp = p.pipe("acc", cfg.accs, fills=1, frees=8)  # 4 epilogue warps in each CTA of the pair
+        clc_: Optional[Scheduler] = None
         if cfg.clc:
             # the next tile: the CLC warp of each CTA arms its own stage (16 bytes), cluster rank 0 asks;
             # every consumer (producer, epilogue warps and the CLC warp of each CTA, each pair's MMA warp)
             # frees the stage in rank 0, whose answer lands in every CTA
-            self.sched = p.pipe("sched", CLC_DEPTH, fills=1, frees=cfg.cluster * 6 + cfg.pairs)
-            self.resp = p.smem_words("clc_resp", CLC_DEPTH, "b128")
-        self.tmem_free = p.barriers("tmem_free", 1, count=1)
-        self.slot = p.smem_words("tmem_slot", 1)
-        alloc = max(32, 1 << (cfg.accs * cfg.acc_cols - 1).bit_length())
-        self.alloc_cols = alloc
-        self.acc = p.tmem("acc", Layout((cfg.accs, 128, cfg.acc_cols), (cfg.acc_cols, 1 << 16, 1)), alloc)
+            sched = p.pipe("sched", CLC_DEPTH, fills=1, frees=cfg.cluster * 6 + cfg.pairs)
+            clc_ = Scheduler(sched, p.smem_words("clc_resp", CLC_DEPTH, "b128"))
+        tmem_free = p.barriers("tmem_free", 1, count=1)
+        tmem_slot = p.smem_words("tmem_slot", 1)
+        alloc = self.alloc_cols
+        acc = p.tmem("acc", Layout((cfg.accs, 128, cfg.acc_cols), (cfg.acc_cols, 1 << 16, 1)), alloc)
         init_barriers(p)
 
         # ranks: this CTA's in the cluster, its pair, its place in the pair, the pair's leader
-        self.rank = p.ur("cta_rank")
-        p.emit(alu.s2ur(self.rank, "SR_CgaCtaId"))
-        self.in_pair = p.ur("in_pair")
-        p.emit(alu.ulop3(self.in_pair, self.rank, 1, URZ, 0xC0))
-        self.pair = p.ur("pair")
-        p.emit(alu.ushf_r(self.pair, self.rank, 1))
-        self.leader_rank = p.ur("leader_rank")
-        p.emit(alu.ulop3(self.leader_rank, self.rank, 0xFFFFFFFE, URZ, 0xC0))
-        self.is_leader = p.up("is_leader_cta")
-        p.emit(alu.uisetp("EQ", self.is_leader, self.in_pair, 0))
+        rank = p.ur("cta_rank")
+        p.emit(alu.s2ur(rank, "SR_CgaCtaId"))
+        in_pair = p.ur("in_pair")
+        p.emit(alu.ulop3(in_pair, rank, 1, URZ, 0xC0))
+        pair = p.ur("pair")
+        p.emit(alu.ushf_r(pair, rank, 1))
+        leader_rank = p.ur("leader_rank")
+        p.emit(alu.ulop3(leader_rank, rank, 0xFFFFFFFE, URZ, 0xC0))
+        is_leader = p.up("is_leader_cta")
+        p.emit(alu.uisetp("EQ", is_leader, in_pair, 0))
         # the previous grid's writes are visible before any global access (on every path: here)
         p.emit(sync.acqbulk())
         if cfg.pdl == "entry":
@@ -322,34 +444,38 @@ class Sm100Gemm:
         w1 = p.p("is_warp1")
         p.emit(alu.isetp("EQ", w1, warp, 1))
         with p.when(w1):
-            p.derive.emit_at(self.slot.at(0), lambda a: tcgen05.tmem_alloc(a, alloc, True))
+            p.derive.emit_at(tmem_slot.at(0), lambda a: tcgen05.tmem_alloc(a, alloc, True))
             p.emit(tcgen05.tmem_relinquish())
         p.emit(tcgen05.tc_fence_before())
         p.emit(sync.cluster_arrive())
         p.emit(sync.cluster_wait())
         p.emit(tcgen05.tc_fence_after())
-        p.derive.tmem_base = p.ur("tmem_base")  # read in the roles that use it (a short live range)
+        tmem_base = p.ur("tmem_base")  # read in the roles that use it (a short live range)
+        p.derive.tmem_base = tmem_base
+        res = Sm100Resources(ta=ta, tb=tb, c=c, staging=staging, flags=flags, sa=sa, sbt=sbt, stage=stage,
+                             accp=accp, clc=clc_, tmem_free=tmem_free, tmem_slot=tmem_slot, acc=acc,
+                             tmem_base=tmem_base, ranks=Ranks(rank, in_pair, pair, leader_rank, is_leader))
 
         with p.role("producer", range(0, 1)):
-            self.producer(p)
+            self.producer(p, res)
         with p.role("mma", range(1, 2)):
-            self.mma(p)
+            self.mma(p, res)
         if cfg.clc:
             with p.role("scheduler", range(2, 3)):
-                self.scheduler(p)
+                self.scheduler(p, res)
         with p.role("epilogue", range(4, 8)):
-            self.epilogue(p)
+            self.epilogue(p, res)
         p.emit(control.exit_())
         return p
 
     # -- the tile schedule ------------------------------------------------------------------------
     @contextlib.contextmanager
-    def work_loop(self, p: Program) -> Iterator[Work]:
+    def work_loop(self, p: Program, res: Sm100Resources) -> Iterator[Work]:
         """For each piece of work this cluster owns: a tile, and (split-K / stream-K) which k blocks
         of it and whether this cluster owns the tile's first k block."""
         cfg = self.cfg
         if not self.adds:
-            with self.tile_loop(p) as t:
+            with self.tile_loop(p, res) as t:
                 yield Work(t, None, self.kt, None)
             return
         ctaid = p.r("ctaid")
@@ -378,37 +504,37 @@ class Sm100Gemm:
             yield Work(seg.t, seg.k_lo, seg.k_cnt, owner)
 
     @contextlib.contextmanager
-    def tile_loop(self, p: Program) -> Iterator[R]:
+    def tile_loop(self, p: Program, res: Sm100Resources) -> Iterator[R]:
         """For each tile this cluster owns: yields the register holding the tile's number."""
         cfg = self.cfg
         ctaid = p.r("ctaid")
         p.emit(alu.s2r(ctaid, "SR_CTAID.X"))
         cid = p.r("cluster_id")
         p.emit(alu.shf_r(cid, ctaid, cfg.cluster.bit_length() - 1))
-        if cfg.clc:
+        if res.clc is not None:
             # the cluster's own tile first, then one answer of the scheduler a tile until it declines
             t = p.r("t")
             p.emit(alu.mov(t, cid))
-            cons = self.sched.consumer("sched_c")
+            cons = res.clc.pipe.consumer("sched_c")
             leader = p.elect("sched_free_leader")
             top = p.fresh_label("TILE")
             p.label(top)
             yield t
-            more = self.next_tile(p, cons, leader)
+            more = self.next_tile(p, res.clc, cons, leader)
             p.emit(alu.shf_r(t, R("next_cta"), cfg.cluster.bit_length() - 1))
             p.emit(control.bra(top).guarded(more))
             return
         with strided_tiles(p, cid, self.clusters, self.tiles) as t:
             yield t
 
-    def next_tile(self, p: Program, cons: ConsumerEnd, leader: P) -> P:
+    def next_tile(self, p: Program, clc_: Scheduler, cons: ConsumerEnd, leader: P) -> P:
         """Read the scheduler's next answer: `more_tiles` (a cluster was cancelled) and `next_cta` (its
         first CTA); free the answer's stage in cluster rank 0."""
         more = p.p("more_tiles")
         with cons.stage():
             cons.wait_full()
             resp = p.rvec("clc_answer", 4)
-            p.derive.emit_at(self.resp.at(cons.ring), lambda a: memory.lds(resp, a))
+            p.derive.emit_at(clc_.resp.at(cons.ring), lambda a: memory.lds(resp, a))
             p.emit(clc.query_canceled(more, resp))
             p.emit(clc.query_ctaid_x(p.r("next_cta"), resp))
             rank0 = p.ur("rank0")
@@ -416,27 +542,28 @@ class Sm100Gemm:
             cons.free_remote(rank0, leader)
         return more
 
-    def scheduler(self, p: Program) -> None:
+    def scheduler(self, p: Program, res: Sm100Resources) -> None:
         """Warp 2: cluster rank 0 asks for the next tile (`UGETNEXTWORKID.BROADCAST`: the answer lands
         in every CTA of the cluster, 16 bytes on each CTA's stage barrier, which its own CLC warp arms),
         one stage ahead of the answer it reads itself; it stops asking once an answer declines."""
+        assert res.clc is not None
         first = p.up("is_rank0")
-        p.emit(alu.uisetp("EQ", first, self.rank, 0))
+        p.emit(alu.uisetp("EQ", first, res.ranks.rank, 0))
         leader = p.elect("sched_leader")
-        prod = self.sched.producer("sched_p")
-        cons = self.sched.consumer("sched_c")
+        prod = res.clc.pipe.producer("sched_p")
+        cons = res.clc.pipe.consumer("sched_c")
         top = p.fresh_label("ASK")
         p.label(top)
         with prod.stage():
             with p.when(first):
                 prod.wait_empty()
             prod.arrive_full(leader, tx_bytes=16)
-            resp = self.resp.at(prod.ring)
+            resp = res.clc.resp.at(prod.ring)
             rreg, roff = p.derive.value_reg("addr", resp)
             breg, boff = p.derive.value_reg("addr", prod.full)
             ask = clc.try_cancel(Mem(rreg, offset=roff), Mem(breg, offset=boff), multicast=True)
             p.emit(ask.noted(resp.note("addr", 0)).noted(prod.full.note("addr", 1)).guarded(first))
-        more = self.next_tile(p, cons, leader)
+        more = self.next_tile(p, res.clc, cons, leader)
         p.emit(control.bra(top).guarded(more))
         # rank 0 leaves only once every CTA's consumers have freed the last answer (remote arrivals)
         with p.when(first):
@@ -454,51 +581,52 @@ class Sm100Gemm:
         return divide(p, q, x, d, max(x_max, self.tiles))
 
     # -- producer ---------------------------------------------------------------------------------
-    def producer(self, p: Program) -> None:
+    def producer(self, p: Program, res: Sm100Resources) -> None:
         cfg = self.cfg
+        ranks = res.ranks
         leader = p.elect()
         arms = p.p("arms_full")  # the elected lane of the pair's leader arms the stage's barrier
         lead_r = p.r("in_pair_r")
-        p.emit(alu.mov(lead_r, self.in_pair))
+        p.emit(alu.mov(lead_r, ranks.in_pair))
         p.emit(alu.isetp("EQ", arms, lead_r, 0, c=leader))
         mask: Optional[UR] = None
-        slice_ix = None
+        slice_ix: Optional[Uniform] = None
         if cfg.pairs > 1:
             # the CTAs of this CTA's place in the pair, one in each pair of the cluster
             mask = p.ur("bt_mask")
             p.emit(alu.umov(mask, (0x55 & ((1 << cfg.cluster) - 1))))
-            p.emit(alu.ushf_l(mask, mask, self.in_pair))
-            slice_ix = Uniform("bt_slice", self.pair, cfg.pairs)
-        out = self.stage.producer("ps")
+            p.emit(alu.ushf_l(mask, mask, ranks.in_pair))
+            slice_ix = Uniform("bt_slice", ranks.pair, cfg.pairs)
+        out = res.stage.producer("ps")
         tx = (cfg.bm + 2 * cfg.cta_rows) * BK * self.eb  # both CTAs' A halves and Bᵀ tiles
         a_row, bt_row = p.ur("a_row"), p.ur("bt_row")
-        with self.work_loop(p) as w:
+        with self.work_loop(p, res) as w:
             m_blk, n_blk = self.tile_origin(p, w.t)
             r = p.r("row_tmp")
             # A: rows m_blk * tile_m + pair * bm + in_pair * bm/2
             p.emit(alu.imad(r, m_blk, self.tile_m, RZ))
             p.emit(alu.r2ur(a_row, r))
-            p.emit(alu.uimad(a_row, self.rank, cfg.bm // 2, a_row))
+            p.emit(alu.uimad(a_row, ranks.rank, cfg.bm // 2, a_row))
             # Bᵀ: rows n_blk * tile_n + in_pair * cta_rows (+ this CTA's slice)
             p.emit(alu.imad(r, n_blk, self.tile_n, RZ))
             p.emit(alu.r2ur(bt_row, r))
-            p.emit(alu.uimad(bt_row, self.in_pair, cfg.cta_rows, bt_row))
+            p.emit(alu.uimad(bt_row, ranks.in_pair, cfg.cta_rows, bt_row))
             if cfg.pairs > 1:
-                p.emit(alu.uimad(bt_row, self.pair, self.slice_rows, bt_row))
+                p.emit(alu.uimad(bt_row, ranks.pair, self.slice_rows, bt_row))
             with p.loop("k", w.k_cnt, max_count=self.kt) as k:
                 with out.stage():
                     out.wait_empty()
                     out.arrive_full(arms, tx_bytes=tx)
-                    kc: object = k * BK
+                    kc: Union[Ix, R] = k * BK
                     if w.k_lo is not None:  # this piece's k blocks start at k_lo
                         kc = p.r("k_elem")
                         p.emit(alu.iadd3(kc, k.reg, w.k_lo))
                         p.emit(alu.imad(kc, kc, BK, RZ))
-                    tma_load(p, out.slot(self.sa), self.ta, [kc, a_row], out.full, two_cta=True,  # type: ignore[list-item]
-                               bar_rank=self.leader_rank)
-                    dst = out.slot(self.sbt, slice_ix * self.slice_rows, 0) if slice_ix is not None else out.slot(self.sbt)
-                    tma_load(p, dst, self.tb, [kc, bt_row], out.full, mask=mask, two_cta=True,  # type: ignore[list-item]
-                               bar_rank=self.leader_rank)
+                    tma_load(p, out.slot(res.sa), res.ta, [kc, a_row], out.full, two_cta=True,
+                             bar_rank=ranks.leader_rank)
+                    dst = out.slot(res.sbt, slice_ix * self.slice_rows, 0) if slice_ix is not None else out.slot(res.sbt)
+                    tma_load(p, dst, res.tb, [kc, bt_row], out.full, mask=mask, two_cta=True,
+                             bar_rank=ranks.leader_rank)
         if cfg.pdl == "last_load":
             p.emit(sync.preexit())
         # drain: every stage freed by every pair's MMAs (their commits land in this CTA's barriers)
@@ -507,33 +635,33 @@ class Sm100Gemm:
                 out.wait_empty()
 
     # -- MMA --------------------------------------------------------------------------------------
-    def read_tmem_base(self, p: Program) -> None:
+    def read_tmem_base(self, p: Program, res: Sm100Resources) -> None:
         """The allocation's address, from the slot warp 1 wrote before the cluster barrier."""
         tword = p.r("tmem_word")
-        p.derive.emit_at(self.slot.at(0), lambda a: memory.lds(tword, a))
-        assert p.derive.tmem_base is not None
-        p.emit(alu.r2ur(p.derive.tmem_base, tword))
+        p.derive.emit_at(res.tmem_slot.at(0), lambda a: memory.lds(tword, a))
+        p.emit(alu.r2ur(res.tmem_base, tword))
 
-    def mma(self, p: Program) -> None:
+    def mma(self, p: Program, res: Sm100Resources) -> None:
         cfg = self.cfg
-        self.read_tmem_base(p)
+        ranks = res.ranks
+        self.read_tmem_base(p, res)
         idesc = umma_idesc(self.dtype, self.dtype, "f32", cfg.mma_m, cfg.bm, "K", "K", cta_group=2)
         done = p.fresh_label("MMA_DONE")
-        p.emit(control.bra_u(~self.is_leader, done))
+        p.emit(control.bra_u(~ranks.is_leader, done))
         mask_all, mask_pair = p.ur("mask_all"), p.ur("mask_pair")
         p.emit(alu.umov(mask_all, (1 << cfg.cluster) - 1))
         p.emit(alu.umov(mask_pair, 0b11))
-        p.emit(alu.ushf_l(mask_pair, mask_pair, self.rank))  # the leader's rank is even
+        p.emit(alu.ushf_l(mask_pair, mask_pair, ranks.rank))  # the leader's rank is even
         first, accumulate = p.ur("first"), p.up("accumulate")
-        acc_out = self.accp.producer("acc_p")
-        inp = self.stage.consumer("cs")
+        acc_out = res.accp.producer("acc_p")
+        inp = res.stage.consumer("cs")
         # asking a stage ahead: after each stage, test the next one's full barrier (the stage the next
         # wait is for, this tile's or the next tile's: the ring runs on across tiles, and a phase seen
         # complete stays complete until this warp frees the stage), and skip that wait if it landed
         probe = p.p("probe") if cfg.ask_ahead else None
         if probe is not None:
             p.emit(alu.pset(probe, False))
-        with self.work_loop(p) as w:
+        with self.work_loop(p, res) as w:
             with acc_out.stage():
                 acc_out.wait_empty()
                 p.emit(tcgen05.tc_fence_after())
@@ -545,9 +673,9 @@ class Sm100Gemm:
                         p.emit(tcgen05.tc_fence_after())
                         for rep in range(cfg.reps):
                             for j in range(BK // 16):
-                                utchmma(p, inp.slot(self.sbt, 128 * rep, 16 * j), inp.slot(self.sa, 0, 16 * j),
-                                          self.acc.at(acc_out.ring, 0, rep * cfg.bm), idesc,
-                                          accumulate if j == 0 else True, two_cta=True)
+                                utchmma(p, inp.slot(res.sbt, 128 * rep, 16 * j), inp.slot(res.sa, 0, 16 * j),
+                                        res.acc.at(acc_out.ring, 0, rep * cfg.bm), idesc,
+                                        accumulate if j == 0 else True, two_cta=True)
                         p.emit(alu.umov(first, 1))
                         inp.free_commit(mask_all, two_cta=True)
                 p.derive.emit_at(acc_out.full, lambda b: tcgen05.utcbar(b, mask_pair, True))
@@ -556,27 +684,27 @@ class Sm100Gemm:
             with acc_out.stage():
                 acc_out.wait_empty()
         peer = p.ur("peer_rank")
-        p.emit(alu.uiadd3(peer, self.rank, 1))
+        p.emit(alu.uiadd3(peer, ranks.rank, 1))
         lane = p.elect("free_leader")
         fb = p.ur("tmem_free_peer")
-        p.derive.into(fb, "addr", self.tmem_free.at(0))
+        p.derive.into(fb, "addr", res.tmem_free.at(0))
         p.emit(alu.mapa(fb, peer, fb))
         p.emit(sync.arrive_remote(Mem(fb)).guarded(lane))
         p.label(done)
         # the non-leader frees its columns once the leader says every MMA and load is done
         skip = p.fresh_label("FREE_OWN")
-        p.emit(control.bra_u(self.is_leader, skip))
+        p.emit(control.bra_u(ranks.is_leader, skip))
         zero = p.r("phase0")
         p.emit(alu.mov(zero, 0))
-        wait(p, self.tmem_free.at(0), zero)
+        wait(p, res.tmem_free.at(0), zero)
         p.label(skip)
         p.emit(tcgen05.tc_fence_after())
-        p.emit(tcgen05.tmem_dealloc(p.derive.tmem_base, self.alloc_cols, True))  # type: ignore[arg-type]
+        p.emit(tcgen05.tmem_dealloc(res.tmem_base, self.alloc_cols, True))
 
     # -- epilogue ---------------------------------------------------------------------------------
-    def epilogue(self, p: Program) -> None:
+    def epilogue(self, p: Program, res: Sm100Resources) -> None:
         cfg = self.cfg
-        self.read_tmem_base(p)
+        self.read_tmem_base(p, res)
         warp = p.warp_index()
         tid = p.r("tid")
         q = p.r("quarter")  # the warp's tensor-memory sub-partition: lanes 32q..32q+31
@@ -606,23 +734,25 @@ class Sm100Gemm:
         p.emit(alu.r2ur(uwofs, wofs))
         wl_ix = Lane("warp_lane0", wl, 128)
         cptr = p.rvec("c_ptr", 2)
-        if self.c is not None:
-            p.emit(alu.ldc(cptr, self.c.cbank()))
+        if res.c is not None:
+            p.emit(alu.ldc(cptr, res.c.cbank()))
         md = p.urvec("memdesc", 2)
         p.emit(alu.uldc(md, MEMDESC, p.sm))
         prank = p.r("rank_r")
-        p.emit(alu.mov(prank, self.rank))
-        inp = self.accp.consumer("acc_c")
+        p.emit(alu.mov(prank, res.ranks.rank))
+        inp = res.accp.consumer("acc_c")
         v = p.rvec("v", 32)
         taddr = p.ur("taddr")
         free_lane = p.elect("acc_free_leader")
+        epoch: Optional[Epoch] = None
+        staging: Optional[StagingIndex] = None
         if self.adds:
-            self.add_setup(p, q, lane, ncols)
-        elif self.staged:
-            self.stage_setup(p, q, lane)
-        with self.work_loop(p) as w:
+            epoch = self.read_epoch(p, res, md)
+        if self.staged:
+            staging = self.staging_index(p, q, lane)
+        e = EpilogueThread(lane, wl_ix, uwofs, taddr, v, md, cptr, ncols, staging, epoch)
+        with self.work_loop(p, res) as w:
             m_blk, n_blk = self.tile_origin(p, w.t)
-            self.m_blk, self.n_blk = m_blk, n_blk
             mrow, ncol = p.r("m_row0"), p.r("n_col0")
             # C rows of accumulator column wc: m_blk * tile_m + pair * bm + wc (rank >> 1 = pair)
             p.emit(alu.shf_r(mrow, prank, 1))
@@ -632,40 +762,41 @@ class Sm100Gemm:
             p.emit(alu.lop3(ncol, prank, 1, RZ, 0xC0))
             p.emit(alu.imad(ncol, ncol, cfg.cta_rows, row_in))
             p.emit(alu.imad(ncol, n_blk, self.tile_n, ncol))
+            tile = OutTile(w.t, m_blk, n_blk, mrow, ncol)
             if self.adds:
                 assert w.owner is not None
                 with p.when(w.owner):
-                    self.zero_block(p, mrow, ncol, md, cptr, ncols, w.t)
+                    self.zero_block(p, e, tile)
             with inp.stage():
                 inp.wait_full()
                 p.emit(tcgen05.tc_fence_after())
-                base, off = p.derive.value_reg("addr", self.acc.at(inp.ring, 0, 0))
+                base, off = p.derive.value_reg("addr", res.acc.at(inp.ring, 0, 0))
 
                 def free_acc() -> None:
                     # the last LDTM has completed: the tensor core may refill this accumulator
                     p.emit(tcgen05.tc_fence_before())
-                    inp.free_remote(self.leader_rank, free_lane)
+                    inp.free_remote(res.ranks.leader_rank, free_lane)
 
-                self._on_last_load = free_acc
+                read = AccRead(res.acc, inp.ring, base, off, free_acc)
                 if self.staged:
-                    self.add_tile(p, inp.ring, base, off, uwofs, wl_ix, taddr, v, mrow, ncol, lane, ncols, w.t)
+                    self.add_tile(p, res, e, tile, read)
                 else:
-                    self.store_tile(p, inp, base, off, uwofs, wl_ix, taddr, v, mrow, ncol, md, cptr, ncols)
-        if self.adds:
+                    self.store_tile(p, e, tile, read)
+        if epoch is not None:
             # this CTA's launches, counted: the next launch's flags are one past this one's
             done = p.p("epoch_writer")
             p.emit(alu.isetp("EQ", done, q, 0, c=free_lane))
             nxt = p.r("epoch_next")
-            p.emit(alu.iadd3(nxt, R("epoch"), 1))
-            p.emit(memory.stg(GMem(md, RVec("epoch_addr", 2)), nxt).guarded(done))
+            p.emit(alu.iadd3(nxt, epoch.value, 1))
+            p.emit(memory.stg(GMem(md, epoch.addr), nxt).guarded(done))
 
     # -- adding partial sums in the L2 (split-K, stream-K) --------------------------------------------
-    def add_setup(self, p: Program, q: R, lane: R, ncols: int) -> None:
+    def read_epoch(self, p: Program, res: Sm100Resources, md: URVec) -> Epoch:
         """Read this CTA's epoch (how many launches it has run) and agree on it before any warp of
-        the epilogue can write it back; the staging tile's per-thread row."""
-        md = URVec("memdesc", 2)
+        the epilogue can write it back."""
+        assert res.flags is not None
         fptr = p.rvec("flags_ptr", 2)
-        p.emit(alu.ldc(fptr, self.flags.cbank()))
+        p.emit(alu.ldc(fptr, res.flags.cbank()))
         ctaid = p.r("ctaid_e")
         p.emit(alu.s2r(ctaid, "SR_CTAID.X"))
         ea = p.rvec("epoch_addr", 2)
@@ -676,47 +807,50 @@ class Sm100Gemm:
         p.emit(sync.bar_sync(1, 128))  # every epilogue warp has read it before warp 4 may write it
         target = p.r("flag_target")  # 4 warps x 2 CTAs zero a tile and raise its flag once a launch
         p.emit(alu.imad(target, e, 8, 8))
-        self.stage_setup(p, q, lane)
+        return Epoch(fptr, ea, e, target)
 
-    def stage_setup(self, p: Program, q: R, lane: R) -> None:
+    def staging_index(self, p: Program, q: R, lane: R) -> StagingIndex:
         """The warp's staging tile (per-CTA index: the warp's quarter) and the thread's column in it."""
         uq = p.ur("quarter_u")
         p.emit(alu.r2ur(uq, q))
-        self.uq_ix = Uniform("quarter", uq, 4)
-        self.lane_ix = Lane("lane", lane, 32)
+        return StagingIndex(Uniform("quarter", uq, 4), Lane("lane", lane, 32))
 
-    def flag_addr(self, p: Program, t: R) -> RVec:
+    def flag_addr(self, p: Program, epoch: Epoch, t: R) -> RVec:
         fa = p.rvec("flag_addr", 2)
-        p.emit(alu.imad_wide(fa, t, 4, RVec("flags_ptr", 2)))
+        p.emit(alu.imad_wide(fa, t, 4, epoch.flags_ptr))
         return fa
 
-    def zero_block(self, p: Program, mrow: R, ncol: R, md: URVec, cptr: RVec, ncols: int, t: R) -> None:
+    def zero_block(self, p: Program, e: EpilogueThread, tile: OutTile) -> None:
         """The tile's first k block is this cluster's: zero this CTA's block of C (guarded at the
         edges), make the writes visible to the copy engine, and raise the tile's flag (one per warp)."""
-        self.store_tile(p, None, URZ, 0, URZ, None, URZ, RVec("v", 32), mrow, ncol, md, cptr, ncols, zero=True)
+        assert e.epoch is not None
+        self.store_tile(p, e, tile, None)
         p.emit(sync.fence_proxy_async_global())
         p.emit(control.warpsync_all())
         raiser = p.elect("flag_raiser")
-        fa = self.flag_addr(p, t)
+        fa = self.flag_addr(p, e.epoch, tile.t)
         one = p.r("one")
         p.emit(alu.mov(one, 1))
         with p.when(raiser):
             p.emit(sync.membar("GPU"))  # release: the warp's zeros before the flag
-            p.emit(memory.red_add(GMem(md, fa), one))
+            p.emit(memory.red_add(GMem(e.md, fa), one))
 
-    def add_tile(self, p: Program, ring: object, base: UR, off: int, uwofs: UR, wl_ix: object, taddr: UR,
-                 v: RVec, mrow: R, ncol: R, lane: R, ncols: int, t: R) -> None:
-        """Wait until the tile's owner has zeroed it, then add the accumulator into C: each 32 x 32
-        chunk from tensor memory into the warp's staging tile, then a TMA reduce-add (UTMAREDG.ADD)."""
+    def add_tile(self, p: Program, res: Sm100Resources, e: EpilogueThread, tile: OutTile, read: AccRead) -> None:
+        """Wait until the tile's owner has zeroed it (split-K / stream-K), then add the accumulator
+        into C, or store it there: each 32 x 32 chunk from tensor memory into the warp's staging
+        tile, then a TMA reduce-add (UTMAREDG.ADD) or store."""
         cfg = self.cfg
-        md = URVec("memdesc", 2)
-        if self.adds:
-            fa = self.flag_addr(p, t)
+        md = e.md
+        assert res.staging is not None and e.staging is not None
+        stage_c, tc = res.staging.tiles, res.staging.tmap
+        quarter, lane_ix = e.staging.quarter, e.staging.lane
+        if e.epoch is not None:
+            fa = self.flag_addr(p, e.epoch, tile.t)
             flag, up = p.r("flag"), p.p("flag_up")
             spin = p.fresh_label("FLAG")
             p.label(spin)
             p.emit(memory.ldg_strong(flag, GMem(md, fa)))
-            p.emit(alu.isetp("EQ", up, flag, R("flag_target")))
+            p.emit(alu.isetp("EQ", up, flag, e.epoch.flag_target))
             p.emit(control.bra(spin).guarded(~up))
             p.emit(sync.membar("GPU"))  # acquire: the owner's zeros before the adds
             p.emit(sync.fence_proxy_async_global())
@@ -724,26 +858,26 @@ class Sm100Gemm:
         packed, hi = p.r("packed"), p.r("hi_half")
         kind = "BF16" if self.out_dtype == "bf16" else "F16"
         nw, mw = p.r("n_warp0"), p.r("m_chunk0")
-        p.emit(alu.imad(nw, lane, (1 << 32) - 1, ncol))  # the warp's first column of C
-        st_reg, st_off = p.derive.lane_value("addr", self.stage_c.at(self.uq_ix, 0, self.lane_ix))
-        chunks = [(rep, chunk) for rep in range(cfg.reps) for chunk in range(ncols // 32)]
+        p.emit(alu.imad(nw, e.lane, (1 << 32) - 1, tile.ncol))  # the warp's first column of C
+        st_reg, st_off = p.derive.lane_value("addr", stage_c.at(quarter, 0, lane_ix))
+        chunks = [(rep, chunk) for rep in range(cfg.reps) for chunk in range(e.ncols // 32)]
         for rep, chunk in chunks:
             col = rep * cfg.bm + 32 * chunk
-            ref = self.acc.at(ring, wl_ix, col)  # type: ignore[arg-type]
-            p.emit(alu.uiadd3(taddr, base, uwofs, off + col).noted(ref.note("addr")), mark="+")
-            p.emit(tcgen05.ldtm(v, taddr))
+            ref = read.acc.at(read.ring, e.wl_ix, col)
+            p.emit(alu.uiadd3(e.taddr, read.base, e.uwofs, read.off + col).noted(ref.note("addr")), mark="+")
+            p.emit(tcgen05.ldtm(e.v, e.taddr))
             p.emit(tcgen05.tmem_wait_ld())
             if (rep, chunk) == chunks[-1]:
-                self._on_last_load()
+                read.on_last_load()
             p.emit(tma.bulk_wait(0))  # the last chunk's copy has read the staging tile
             for i in range(32):
-                at = self.stage_c.at(self.uq_ix, i, self.lane_ix)
+                at = stage_c.at(quarter, i, lane_ix)
                 sts_at = Mem(st_reg, offset=st_off + 32 * oeb * i)
                 if oeb == 4:
-                    p.emit(memory.sts(sts_at, v[i]).noted(at.note("addr", 0)))
+                    p.emit(memory.sts(sts_at, e.v[i]).noted(at.note("addr", 0)))
                     continue
                 if i % 2 == 0:
-                    p.emit(ins(alu.F2FP, f"{kind}.F32.PACK_AB", packed, v[i + 1], v[i]))
+                    p.emit(ins(alu.F2FP, f"{kind}.F32.PACK_AB", packed, e.v[i + 1], e.v[i]))
                     p.emit(ins(memory.STS, "U16", sts_at, packed).noted(at.note("addr", 0)))
                 else:
                     p.emit(alu.shf_r(hi, packed, 16))
@@ -752,43 +886,40 @@ class Sm100Gemm:
             p.emit(control.warpsync_all())
             ncrd = p.r("n_crd")
             p.emit(alu.iadd3(ncrd, nw, 128 * rep))
-            p.emit(alu.iadd3(mw, mrow, 32 * chunk))
-            tma_store(p, self.stage_c.at(self.uq_ix, 0, 0), self.tc, [ncrd, mw], reduce_add=self.adds)
+            p.emit(alu.iadd3(mw, tile.mrow, 32 * chunk))
+            tma_store(p, stage_c.at(quarter, 0, 0), tc, [ncrd, mw], reduce_add=self.adds)
             p.emit(tma.bulk_commit())
         p.emit(tma.bulk_wait(0))
 
-    def store_tile(self, p: Program, inp: object, base: UR, off: int, uwofs: UR, wl_ix: object,
-                   taddr: UR, v: RVec, mrow: R, ncol: R, md: URVec, cptr: RVec, ncols: int, zero: bool = False) -> None:
-        """Store the accumulator (or zeros) as this thread's column of C: rows mrow.., column ncol."""
-        cfg = self.cfg
-        self._zero = zero
-        ring = inp.ring if inp is not None else None  # type: ignore[attr-defined]
+    def store_tile(self, p: Program, e: EpilogueThread, tile: OutTile, read: Optional[AccRead]) -> None:
+        """Store the accumulator `read` (None: zeros) as this thread's column of C: rows mrow.., column ncol."""
         ragged = bool(self.m % self.tile_m or self.n % self.tile_n)
         tile_addr = p.rvec("c_tile", 2)
-        p.emit(alu.imad_wide(tile_addr, mrow, self.n * self.oeb, cptr))
-        p.emit(alu.imad_wide(tile_addr, ncol, self.oeb, tile_addr))
+        p.emit(alu.imad_wide(tile_addr, tile.mrow, self.n * self.oeb, e.cptr))
+        p.emit(alu.imad_wide(tile_addr, tile.ncol, self.oeb, tile_addr))
         inside: Optional[P] = None
         if ragged:
             # the same for the whole warp (LDTM is warp-collective): is the cluster's tile inside C?
             inside = p.p("tile_inside")
-            p.emit(alu.isetp("LT", inside, self.m_blk, self.m // self.tile_m))
-            p.emit(alu.isetp("LT", inside, self.n_blk, self.n // self.tile_n, c=inside))
+            p.emit(alu.isetp("LT", inside, tile.m_blk, self.m // self.tile_m))
+            p.emit(alu.isetp("LT", inside, tile.n_blk, self.n // self.tile_n, c=inside))
         edge = p.fresh_label("EDGE_TILE") if ragged else None
         stored = p.fresh_label("STORED") if ragged else None
         if ragged:
             assert inside is not None and edge is not None
             p.emit(control.bra(edge).guarded(~inside))
-        self._stores(p, ring, base, off, uwofs, wl_ix, taddr, v, mrow, ncol, md, tile_addr, ncols, False)
+        self._stores(p, e, tile, read, tile_addr, False)
         if ragged:
             assert stored is not None and edge is not None
             p.emit(control.bra(stored))
             p.label(edge)
-            self._stores(p, ring, base, off, uwofs, wl_ix, taddr, v, mrow, ncol, md, tile_addr, ncols, True)
+            self._stores(p, e, tile, read, tile_addr, True)
             p.label(stored)
 
-    def _stores(self, p: Program, ring: object, base: UR, off: int, uwofs: UR, wl_ix: object,
-                taddr: UR, v: RVec, mrow: R, ncol: R, md: URVec, tile_addr: RVec, ncols: int, guarded: bool) -> None:
+    def _stores(self, p: Program, e: EpilogueThread, tile: OutTile, read: Optional[AccRead], tile_addr: RVec,
+                guarded: bool) -> None:
         cfg, oeb = self.cfg, self.oeb
+        md, v, ncols = e.md, e.v, e.ncols
         caddr = p.rvec("c_addr", 2)
         cofs = p.r("c_ofs")
         packed, hi = p.r("packed"), p.r("hi_half")
@@ -797,16 +928,16 @@ class Sm100Gemm:
             n_ok: Optional[P] = None
             if guarded:
                 n_ok = p.p("n_ok")
-                p.emit(alu.isetp("LT", n_ok, ncol, self.n - 128 * rep))
+                p.emit(alu.isetp("LT", n_ok, tile.ncol, self.n - 128 * rep))
             for chunk in range(ncols // 32):
                 col = rep * cfg.bm + 32 * chunk
-                if not self._zero:
-                    ref = self.acc.at(ring, wl_ix, col)  # type: ignore[arg-type]
-                    p.emit(alu.uiadd3(taddr, base, uwofs, off + col).noted(ref.note("addr")), mark="+")
-                    p.emit(tcgen05.ldtm(v, taddr))
+                if read is not None:
+                    ref = read.acc.at(read.ring, e.wl_ix, col)
+                    p.emit(alu.uiadd3(e.taddr, read.base, e.uwofs, read.off + col).noted(ref.note("addr")), mark="+")
+                    p.emit(tcgen05.ldtm(v, e.taddr))
                     p.emit(tcgen05.tmem_wait_ld())
                     if rep == reps[-1] and chunk == ncols // 32 - 1:
-                        self._on_last_load()
+                        read.on_last_load()
                 p.emit(alu.mov(cofs, 32 * chunk * self.n * oeb + 128 * rep * oeb))
                 p.emit(alu.imad_wide(caddr, cofs, 1, tile_addr))
                 for i in range(32):
@@ -817,9 +948,9 @@ class Sm100Gemm:
                             break
                         ok = p.p("st_ok")
                         assert n_ok is not None
-                        p.emit(alu.isetp("LT", ok, mrow, bound, c=n_ok))
+                        p.emit(alu.isetp("LT", ok, tile.mrow, bound, c=n_ok))
                     g = GMem(md, caddr, i * self.n * oeb)
-                    if self._zero:
+                    if read is None:
                         p.emit(memory.stg(g, RZ).guarded(ok))
                         continue
                     if self.out_dtype == "fp32":
