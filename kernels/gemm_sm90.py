@@ -33,16 +33,17 @@ columns of the wgmma accumulator fragment, checked against the problem's edges o
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING, Any, Iterator, Union
+from typing import TYPE_CHECKING, Iterator, Optional, Union
 
 import attrs
 
 from warpy.errors import WarpyError
 from warpy.isa.families import alu, control, memory, sync, tma, wgmma
 from warpy.isa.families._util import ins
-from warpy.isa.operands import RZ, URZ, CBank, GMem, P, R, RVec, URVec
-from warpy.isa.index import Lane, Uniform
-from warpy.isa.pipes import ConsumerEnd, ProducerEnd, init_barriers
+from warpy.isa.operands import RZ, UR, URZ, CBank, GMem, P, R, RVec, URVec
+from warpy.isa.buffers import Param, SmemBuffer, TensorMap, Tile, TileRing
+from warpy.isa.index import Coord, Ix, Lane, Uniform
+from warpy.isa.pipes import ConsumerEnd, Pipe, ProducerEnd, init_barriers
 from warpy.isa.program import Program
 from warpy.isa.units.tma import tma_load, tma_store
 from warpy.isa.units.wgmma import hgmma
@@ -105,6 +106,75 @@ class Work:
     t: R
     k_lo: R | None
     k_cnt: Union[int, R]
+
+
+@attrs.frozen
+class StagedChunks:
+    """A map over C and the consumer warpgroups' staging tiles of C it stores from (the staged
+    epilogue): 64-column chunks through two tiles a warpgroup (`c`), or the narrower last chunk
+    through one (`c_tail`)."""
+
+    tmap: TensorMap
+    tiles: SmemBuffer
+
+
+@attrs.frozen
+class Workspace:
+    """Stream-K's scratch: a flag per tile and consumer warp, a slot of partial sums per CTA."""
+
+    flags: Param
+    partials: Param
+
+
+@attrs.frozen
+class Sm90Resources:
+    """What the roles share, declared in `build` before any role: the operand maps and rings, the
+    stage pipe, and where C goes (a pointer `c` for the register-stored epilogue; `staged` and
+    `staged_tail` for the staged one); the stream-K workspace; the CTA's cluster rank (2x1 clusters)."""
+
+    ta: TensorMap
+    tb: TensorMap
+    c: Optional[Param]
+    staged: Optional[StagedChunks]
+    staged_tail: Optional[StagedChunks]
+    workspace: Optional[Workspace]
+    sa: TileRing
+    sb: TileRing
+    stage: Pipe
+    rank: Optional[UR]
+
+
+@attrs.frozen
+class FixupThread:
+    """Stream-K's per-thread constants: the memory descriptor, this thread's byte offset in a slot
+    of partial sums, the CTA's index and the consumer warp's index among the flags."""
+
+    md: URVec
+    off: R
+    cta: R
+    wflag: R
+
+
+@attrs.frozen
+class EpilogueThread:
+    """The register-stored epilogue's per-thread constants: this thread's first row and column in
+    the tile, C's pointer, the memory descriptor and 8 rows of C in bytes."""
+
+    row: R
+    col: R
+    cptr: RVec
+    memdesc: URVec
+    pitch8: R
+
+
+@attrs.frozen
+class StagedThread:
+    """The staged epilogue's per-thread constants: the warpgroup's first thread (it issues the TMA
+    stores) and this lane's row and column of STSM.16.M88.4's matrices, indices of the staging tiles."""
+
+    lead: P
+    row: Lane
+    col: Lane
 
 
 EPI_COLS = 64  # columns of C one TMA store moves (64 16-bit values: one 128-byte swizzle row)
@@ -195,61 +265,71 @@ class Sm90Gemm:
         a_tile = smem_tile(cfg.bm, cfg.bk, self.dtype, "K", 128)
         b_tile = smem_tile(cfg.bn, cfg.bk, self.dtype, "K", 128)
         l2 = cfg.l2_promotion
-        self.ta = p.tmap("a", tma_box(Layout((self.m, self.k), (self.k, 1)), a_tile, l2_promotion=l2))
+        ta = p.tmap("a", tma_box(Layout((self.m, self.k), (self.k, 1)), a_tile, l2_promotion=l2))
         b_glob = Layout((self.n, self.k), (self.k, 1))
         if cl == 1:
-            self.tb = p.tmap("b", tma_box(b_glob, b_tile, l2_promotion=l2))
+            tb = p.tmap("b", tma_box(b_glob, b_tile, l2_promotion=l2))
         else:
             # each CTA of the pair loads rows [r * BN/2, (r + 1) * BN/2) of B's tile, multicast to both
-            self.tb = p.tmap("b", tma_box(b_glob, b_tile, multicast=2, l2_promotion=l2))
+            tb = p.tmap("b", tma_box(b_glob, b_tile, multicast=2, l2_promotion=l2))
             for sl in tma_multicast_slices(b_glob, b_tile, 2):
                 want = int(b_tile.layout((sl.cta * cfg.bn // 2, 0)))
                 if sl.smem_offset != want or sl.coord_offset != (0, sl.cta * cfg.bn // 2):
                     raise WarpyError(f"multicast slice {sl} is not rows {sl.cta * cfg.bn // 2}.. of B's tile")
         tail = epi_tail(cfg.bn) if cfg.staged_epilogue else 0
+        c: Optional[Param] = None
+        tc: Optional[TensorMap] = None
+        tc_tail: Optional[TensorMap] = None
         if cfg.staged_epilogue:
             c_tile = smem_tile(64, EPI_COLS, self.out_dtype, "K", 128)
-            self.tc = p.tmap("c", tma_box(Layout((self.m, self.n), (self.n, 1)), c_tile))
+            tc = p.tmap("c", tma_box(Layout((self.m, self.n), (self.n, 1)), c_tile))
         else:
-            self.c = p.param("c", "u64")
+            c = p.param("c", "u64")
         if tail:  # the last chunk: a map of its own over C (box 64 x tail, a swizzle of its row)
             t_tile = smem_tile(64, tail, self.out_dtype, "K", 2 * tail)
-            self.tc_tail = p.tmap("c_tail", tma_box(Layout((self.m, self.n), (self.n, 1)), t_tile), over="c")
+            tc_tail = p.tmap("c_tail", tma_box(Layout((self.m, self.n), (self.n, 1)), t_tile), over="c")
         p.global_buffer("c_out", Layout((self.m, self.n), (self.n * self.oeb, self.oeb)), self.out_dtype, "c")
+        workspace: Optional[Workspace] = None
         if self.sk is not None:
             # scratch the host owns (zeroed once): a flag per tile and consumer warp, which the tile's
             # finisher resets; a slot of partial sums per CTA (a CTA contributes to one tile at most)
-            self.flags, _ = p.scratch("flags", "flag_words", Layout(self.tiles * 4 * cfg.consumers, 4), "u32")
-            self.partials, _ = p.scratch("partials", "partial_sums", Layout(self.grid * cfg.bm * cfg.bn, 4), "fp32")
-        self.sa = p.smem_ring("sa", cfg.stages, a_tile.layout, self.dtype)
-        self.sb = p.smem_ring("sb", cfg.stages, b_tile.layout, self.dtype)
-        if cfg.staged_epilogue:  # per consumer warpgroup, two 64 x 64 tiles of C (128-byte swizzle)
-            self.cst = p.smem("c_stage", SwizzledLayout(Swizzle(3, 4, 3), Layout(
+            flags, _ = p.scratch("flags", "flag_words", Layout(self.tiles * 4 * cfg.consumers, 4), "u32")
+            partials, _ = p.scratch("partials", "partial_sums", Layout(self.grid * cfg.bm * cfg.bn, 4), "fp32")
+            workspace = Workspace(flags, partials)
+        sa = p.smem_ring("sa", cfg.stages, a_tile.layout, self.dtype)
+        sb = p.smem_ring("sb", cfg.stages, b_tile.layout, self.dtype)
+        staged: Optional[StagedChunks] = None
+        staged_tail: Optional[StagedChunks] = None
+        if tc is not None:  # per consumer warpgroup, two 64 x 64 tiles of C (128-byte swizzle)
+            staged = StagedChunks(tc, p.smem("c_stage", SwizzledLayout(Swizzle(3, 4, 3), Layout(
                 (cfg.consumers, 2, 64, EPI_COLS), (2 * 64 * EPI_COLS * 2, 64 * EPI_COLS * 2, EPI_COLS * 2, 2))),
-                self.out_dtype)
-        if tail:
-            self.cst_tail = p.smem("c_stage_tail", SwizzledLayout(t_tile.layout.swizzle, Layout(
-                (cfg.consumers, 64, tail), (64 * tail * 2, tail * 2, 2))), self.out_dtype)
+                self.out_dtype))
+        if tc_tail is not None:
+            staged_tail = StagedChunks(tc_tail, p.smem("c_stage_tail", SwizzledLayout(t_tile.layout.swizzle, Layout(
+                (cfg.consumers, 64, tail), (64 * tail * 2, tail * 2, 2))), self.out_dtype))
         # a stage is free once every consumer warp has freed it: with clusters, those of both CTAs
         # (each consumer warp frees its own CTA's stage and the peer's, whose producer multicasts into it)
-        self.stage = p.pipe("stage", cfg.stages, fills=1, frees=4 * cfg.consumers * cl)
+        stage = p.pipe("stage", cfg.stages, fills=1, frees=4 * cfg.consumers * cl)
+        rank: Optional[UR] = None
         if cl == 1:
             init_barriers(p)
         else:
             # the cluster barrier orders both CTAs' barrier inits before any remote arrival or multicast
             init_barriers(p, cluster_sync=True)
-            self.rank = p.ur("cta_rank")
-            p.emit(alu.s2ur(self.rank, "SR_CgaCtaId"))
+            rank = p.ur("cta_rank")
+            p.emit(alu.s2ur(rank, "SR_CgaCtaId"))
+        res = Sm90Resources(ta=ta, tb=tb, c=c, staged=staged, staged_tail=staged_tail, workspace=workspace,
+                            sa=sa, sb=sb, stage=stage, rank=rank)
         with p.role("producer", range(0, 4)):
-            self.producer(p)
-        for c in range(cfg.consumers):
-            with p.role(f"consumer{c}", range(4 + 4 * c, 8 + 4 * c)):
-                self.consumer(p, c)
+            self.producer(p, res)
+        for wg in range(cfg.consumers):
+            with p.role(f"consumer{wg}", range(4 + 4 * wg, 8 + 4 * wg)):
+                self.consumer(p, res, wg)
         p.emit(control.exit_())
         return p
 
     @contextlib.contextmanager
-    def work_loop(self, p: Program) -> Iterator[Work]:
+    def work_loop(self, p: Program, res: Sm90Resources) -> Iterator[Work]:
         """For each piece of work this CTA owns: a whole tile (ctaid, ctaid + grid, ...; with clusters,
         its cluster's cluster tiles) or, with stream-K, a segment of a tile's k blocks; tiles in the
         grouped order."""
@@ -258,9 +338,10 @@ class Sm90Gemm:
         if self.cfg.cluster_m == 2:
             # clusters of two along M: cluster c takes cluster tiles c, c + clusters, ... (both CTAs the
             # same ones, in lockstep); CTA rank r of the pair computes M-block 2 * pair + r
+            assert res.rank is not None
             cid, rank_r = p.r("cluster_id"), p.r("rank_r")
             p.emit(alu.shf_r(cid, ctaid, 1))
-            p.emit(alu.mov(rank_r, self.rank))
+            p.emit(alu.mov(rank_r, res.rank))
             with strided_tiles(p, cid, self.clusters, self.cluster_tiles) as t:
                 m_blk, n_blk = self.order.emit(p, t)
                 p.emit(alu.imad(m_blk, m_blk, 2, rank_r))
@@ -276,7 +357,7 @@ class Sm90Gemm:
             yield Work(m_blk, n_blk, seg.t, seg.k_lo, seg.k_cnt)
 
     # -- producer --------------------------------------------------------------------------
-    def producer(self, p: Program) -> None:
+    def producer(self, p: Program, res: Sm90Resources) -> None:
         cfg = self.cfg
         p.emit(control.setmaxnreg_dealloc(PRODUCER_REGS))
         loader = p.p("is_loader")
@@ -284,29 +365,29 @@ class Sm90Gemm:
         with p.when(loader):
             leader = p.elect()
             with p.when(leader):  # the descriptors' first fetch overlaps the ring's first waits
-                for tm in (self.ta, self.tb) + ((self.tc,) if cfg.staged_epilogue else ()):
+                for tm in (res.ta, res.tb) + ((res.staged.tmap,) if res.staged is not None else ()):
                     p.emit(tma.tmap_prefetch(tm.name))
-            out = self.stage.producer("ps")
+            out = res.stage.producer("ps")
             if cfg.cluster_m == 2:
-                self.cluster_producer(p, leader, out)
+                self.cluster_producer(p, res, leader, out)
                 return
-            with self.work_loop(p) as w:
+            with self.work_loop(p, res) as w:
                 m0, n0 = p.r("m0"), p.r("n0")
                 p.emit(alu.imad(m0, w.m_blk, cfg.bm, RZ))
                 p.emit(alu.imad(n0, w.n_blk, cfg.bn, RZ))
                 with p.loop("k", w.k_cnt, max_count=self.kt) as k:
                     with out.stage():
                         out.wait_empty()
-                        out.arrive_full(leader, tx_bytes=self.ta.box.box_bytes + self.tb.box.box_bytes)
-                        kc: Any = k * cfg.bk
+                        out.arrive_full(leader, tx_bytes=res.ta.box.box_bytes + res.tb.box.box_bytes)
+                        kc: Union[Ix, R] = k * cfg.bk
                         if w.k_lo is not None:  # the segment's k blocks start at k_lo
                             kc = p.r("k_elem")
                             p.emit(alu.iadd3(kc, k.reg, w.k_lo))
                             p.emit(alu.imad(kc, kc, cfg.bk, RZ))
-                        tma_load(p, out.slot(self.sa), self.ta, [kc, m0], out.full, guard=leader)
-                        tma_load(p, out.slot(self.sb), self.tb, [kc, n0], out.full, guard=leader)
+                        tma_load(p, out.slot(res.sa), res.ta, [kc, m0], out.full, guard=leader)
+                        tma_load(p, out.slot(res.sb), res.tb, [kc, n0], out.full, guard=leader)
 
-    def cluster_producer(self, p: Program, leader: P, out: ProducerEnd) -> None:
+    def cluster_producer(self, p: Program, res: Sm90Resources, leader: P, out: ProducerEnd) -> None:
         """The producer of a CTA of a 2x1 cluster: its own A box, and its half of B's box (rows
         rank * BN/2..) multicast into that half of the stage in both CTAs. The stage's empty barrier
         takes both CTAs' frees (the peer's B half lands here too), the full barrier the whole stage's
@@ -314,15 +395,16 @@ class Sm90Gemm:
         allow). Then it drains the ring: every stage freed by both CTAs' consumers, so no remote
         arrival is still on its way to this CTA's barriers when it exits."""
         cfg = self.cfg
+        assert res.rank is not None
         half = cfg.bn // 2
         mask = p.ur("b_mask")
         p.emit(alu.umov(mask, 0b11))
-        b_half = Uniform("b_half", self.rank, 2)
+        b_half = Uniform("b_half", res.rank, 2)
         half_row = p.r("b_half_row")
-        p.emit(alu.mov(half_row, self.rank))
+        p.emit(alu.mov(half_row, res.rank))
         p.emit(alu.imad(half_row, half_row, half, RZ))
-        tx = self.ta.box.box_bytes + 2 * self.tb.box.box_bytes
-        with self.work_loop(p) as w:
+        tx = res.ta.box.box_bytes + 2 * res.tb.box.box_bytes
+        with self.work_loop(p, res) as w:
             m0, n0 = p.r("m0"), p.r("n0")
             p.emit(alu.imad(m0, w.m_blk, cfg.bm, RZ))
             p.emit(alu.imad(n0, w.n_blk, cfg.bn, half_row))
@@ -330,15 +412,15 @@ class Sm90Gemm:
                 with out.stage():
                     out.wait_empty()
                     out.arrive_full(leader, tx_bytes=tx)
-                    tma_load(p, out.slot(self.sa), self.ta, [k * cfg.bk, m0], out.full, guard=leader)
-                    tma_load(p, out.slot(self.sb, b_half * half, 0), self.tb, [k * cfg.bk, n0], out.full,
+                    tma_load(p, out.slot(res.sa), res.ta, [k * cfg.bk, m0], out.full, guard=leader)
+                    tma_load(p, out.slot(res.sb, b_half * half, 0), res.tb, [k * cfg.bk, n0], out.full,
                                mask=mask, guard=leader)
         with p.loop("drain", cfg.stages):
             with out.stage():
                 out.wait_empty()
 
     # -- consumers -----------------------------------------------------------------------------
-    def consumer(self, p: Program, c: int) -> None:
+    def consumer(self, p: Program, res: Sm90Resources, c: int) -> None:
         cfg = self.cfg
         ok = p.up("regs_granted")
         grow = p.fresh_label("GROW")
@@ -348,14 +430,17 @@ class Sm90Gemm:
         acc = p.rvec("acc", cfg.bn // 2)
         leader = p.elect()
         first, accumulate = p.ur("first"), p.up("accumulate")
+        peer: Optional[UR] = None
         if cfg.cluster_m == 2:
-            self.peer = p.ur("peer_rank")
-            p.emit(alu.ulop3(self.peer, self.rank, 1, URZ, 0x3C))  # rank ^ 1
-        cons = self.stage.consumer("cs")
-        rel = self.stage.consumer("rel")
-        epi = self.staged_setup(p, c) if cfg.staged_epilogue else self.epilogue_setup(p, c)
+            assert res.rank is not None
+            peer = p.ur("peer_rank")
+            p.emit(alu.ulop3(peer, res.rank, 1, URZ, 0x3C))  # rank ^ 1
+        cons = res.stage.consumer("cs")
+        rel = res.stage.consumer("rel")
+        staged = self.staged_setup(p, c) if res.staged is not None else None
+        epi = self.epilogue_setup(p, res, c) if res.staged is None else None
         fix = self.fixup_setup(p, c) if self.sk is not None else None
-        with self.work_loop(p) as w:
+        with self.work_loop(p, res) as w:
             m_blk, n_blk = w.m_blk, w.n_blk
             p.emit(alu.umov(first, 0))
             with p.loop("k", w.k_cnt, max_count=self.kt) as k:
@@ -365,8 +450,8 @@ class Sm90Gemm:
                     p.emit(wgmma.warpgroup_arrive())
                     steps = cfg.bk // 16
                     for j in range(steps):
-                        hgmma(p, acc, cons.slot(self.sa, 64 * c, 16 * j), cons.slot(self.sb, 0, 16 * j), cfg.bn,
-                                accumulate if j == 0 else True, end=j == steps - 1)
+                        hgmma(p, acc, cons.slot(res.sa, 64 * c, 16 * j), cons.slot(res.sb, 0, 16 * j), cfg.bn,
+                              accumulate if j == 0 else True, end=j == steps - 1)
                     p.emit(wgmma.wgmma_commit())
                     p.emit(wgmma.warpgroup_wait(1))
                     p.emit(alu.umov(first, 1))
@@ -375,30 +460,32 @@ class Sm90Gemm:
                 p.emit(alu.isetp("NE", not_first, k.reg, 0))
                 with p.when(not_first):
                     with rel.stage():
-                        self.free(p, rel, leader)
+                        self.free(p, rel, leader, peer)
             p.emit(wgmma.warpgroup_wait(0))
             with rel.stage():
-                self.free(p, rel, leader)
+                self.free(p, rel, leader, peer)
             done = None
             if fix is not None:
+                assert res.workspace is not None
                 done = p.fresh_label("SEGMENT_DONE")
-                self.fixup(p, fix, w, acc, done)
+                self.fixup(p, res.workspace, fix, w, acc, done)
             with self.real_tile(p, m_blk):
-                if cfg.staged_epilogue:
-                    self.staged_epilogue(p, c, epi, acc, m_blk, n_blk)
+                if staged is not None:
+                    self.staged_epilogue(p, res, c, staged, acc, m_blk, n_blk)
                 else:
+                    assert epi is not None
                     self.epilogue(p, epi, acc, m_blk, n_blk)
             if done is not None:
                 p.label(done)
-        if cfg.staged_epilogue:  # the last stores must have read shared memory before the CTA exits
-            p.emit(tma.bulk_wait(0).guarded(epi["lead"]))  # type: ignore[arg-type]
+        if staged is not None:  # the last stores must have read shared memory before the CTA exits
+            p.emit(tma.bulk_wait(0).guarded(staged.lead))
 
-    def free(self, p: Program, rel: ConsumerEnd, leader: P) -> None:
+    def free(self, p: Program, rel: ConsumerEnd, leader: P, peer: Optional[UR]) -> None:
         """Free a stage: one arrival a warp on this CTA's empty barrier, and with clusters one on the
-        peer's too (its producer's multicast writes this CTA's half of the stage)."""
+        peer's too (rank `peer`: its producer's multicast writes this CTA's half of the stage)."""
         rel.free(leader)
-        if self.cfg.cluster_m == 2:
-            rel.free_remote(self.peer, leader)
+        if peer is not None:
+            rel.free_remote(peer, leader)
 
     @contextlib.contextmanager
     def real_tile(self, p: Program, m_blk: R) -> Iterator[None]:
@@ -414,7 +501,7 @@ class Sm90Gemm:
             yield
 
     # -- stream-K: partial sums between the CTAs sharing a tile ------------------------------------
-    def fixup_setup(self, p: Program, c: int) -> dict[str, Any]:
+    def fixup_setup(self, p: Program, c: int) -> FixupThread:
         """Per-thread constants: this thread's place in a slot of partial sums (a slot holds a CTA's
         accumulators, warpgroup by warpgroup, 16 bytes a thread at a time: every access is a whole,
         coalesced 512-byte line a warp), its own slot's address, the flag word's warp index."""
@@ -430,16 +517,16 @@ class Sm90Gemm:
         wflag = p.r("flag_warp")  # the consumer warp's index: 0 .. 4 consumers - 1
         p.emit(alu.iadd3(wflag, p.warp_index(), (1 << 32) - 4))
         # (the pointers are read from the parameters where they are used: registers are scarce)
-        return {"md": md, "off": off, "cta": ctaid, "wflag": wflag}
+        return FixupThread(md, off, ctaid, wflag)
 
-    def slot_address(self, p: Program, f: dict[str, Any], dst: RVec, slot: R) -> RVec:
+    def slot_address(self, p: Program, ws: Workspace, f: FixupThread, dst: RVec, slot: R) -> RVec:
         """dst = the address of this thread's first vector in CTA `slot`'s partial sums."""
-        p.emit(alu.ldc(dst, self.partials.cbank()))
+        p.emit(alu.ldc(dst, ws.partials.cbank()))
         p.emit(alu.imad_wide(dst, slot, self.cfg.bm * self.cfg.bn * 4, dst))
-        p.emit(alu.imad_wide(dst, f["off"], 1, dst))
+        p.emit(alu.imad_wide(dst, f.off, 1, dst))
         return dst
 
-    def fixup(self, p: Program, f: dict[str, Any], w: "Work", acc: RVec, done: str) -> None:
+    def fixup(self, p: Program, ws: Workspace, f: FixupThread, w: Work, acc: RVec, done: str) -> None:
         """After a segment's MMAs. A segment that stops short of the tile's last k block contributes:
         its accumulators go to the CTA's slot, then each warp raises its flag of the tile (once its
         stores are visible at GPU scope) and the CTA goes on with its next segment. The segment
@@ -449,11 +536,11 @@ class Sm90Gemm:
         its accumulators, in the order of the CTAs (deterministic), and the epilogue stores C."""
         assert self.sk is not None and w.k_lo is not None
         cfg = self.cfg
-        md: URVec = f["md"]
+        md = f.md
         fa = p.rvec("flag_addr", 2)
         x = p.r("flag_ix")
-        p.emit(alu.ldc(fa, self.flags.cbank()))
-        p.emit(alu.imad(x, w.t, 4 * cfg.consumers, f["wflag"]))
+        p.emit(alu.ldc(fa, ws.flags.cbank()))
+        p.emit(alu.imad(x, w.t, 4 * cfg.consumers, f.wflag))
         p.emit(alu.imad_wide(fa, x, 4, fa))
         end, contrib = p.r("seg_end"), p.p("contributes")
         p.emit(alu.iadd3(end, w.k_lo, w.k_cnt))
@@ -466,7 +553,7 @@ class Sm90Gemm:
         p.emit(control.bra(gather_done).guarded(whole))
         first, count = p.r("first_cta"), p.r("contributors")
         self.sk.emit_first_worker(p, first, w.t)
-        p.emit(alu.imad(count, first, (1 << 32) - 1, f["cta"]))
+        p.emit(alu.imad(count, first, (1 << 32) - 1, f.cta))
         flag, up = p.r("flag"), p.p("flag_up")
         spin = p.fresh_label("FLAG")
         p.label(spin)
@@ -475,7 +562,7 @@ class Sm90Gemm:
         p.emit(control.bra(spin).guarded(~up))
         p.emit(sync.membar("GPU"))  # acquire: the contributors' partial sums before the loads
         p.emit(memory.stg_strong(GMem(md, fa), RZ))
-        src = self.slot_address(p, f, p.rvec("slot_addr", 2), first)
+        src = self.slot_address(p, ws, f, p.rvec("slot_addr", 2), first)
         # loads in flight a thread: 8 vectors, 4 where the register-stored epilogue's addresses of
         # 128 x 256 tiles leave too few registers (H200, 1024 x 1024 x 65536 split 4 ways: 8, 12 or
         # 16 in flight all ran 182.6 us: the gathering is not what stream-K's overhead is made of)
@@ -492,11 +579,11 @@ class Sm90Gemm:
                         r = 4 * (j0 + j) + i
                         p.emit(alu.fadd(acc[r], acc[r], part[4 * j + i]))
             p.emit(alu.iadd3(first, first, 1))
-            self.slot_address(p, f, src, first)
+            self.slot_address(p, ws, f, src, first)
         p.emit(control.bra(gather_done))
         # a contributor: the accumulators to this CTA's slot, then the flag
         p.label(give)
-        mine = self.slot_address(p, f, p.rvec("my_slot", 2), f["cta"])
+        mine = self.slot_address(p, ws, f, p.rvec("my_slot", 2), f.cta)
         for j in range(vecs):
             p.emit(memory.stg(GMem(md, mine, j * 128 * 16), acc.sub(4 * j, 4)))
         p.emit(control.warpsync_all())
@@ -510,7 +597,7 @@ class Sm90Gemm:
         p.label(gather_done)
 
     # -- epilogue: registers -> global, guarded on ragged tiles ----------------------------------
-    def epilogue_setup(self, p: Program, c: int) -> dict[str, Union[R, RVec, URVec]]:
+    def epilogue_setup(self, p: Program, res: Sm90Resources, c: int) -> EpilogueThread:
         """Per-thread constants: this thread's first row and column in the tile, C's pointer."""
         t = p.r("wg_tid")
         p.emit(alu.iadd3(t, R("tid"), (1 << 32) - 128 * (c + 1)))
@@ -525,22 +612,23 @@ class Sm90Gemm:
         p.emit(alu.lop3(col, t, 3, RZ, 0xC0))
         p.emit(alu.shf_l(col, col, 1))
         cptr = p.rvec("c_ptr", 2)
-        p.emit(alu.ldc(cptr, self.c.cbank()))
+        assert res.c is not None
+        p.emit(alu.ldc(cptr, res.c.cbank()))
         memdesc = p.urvec("memdesc", 2)
         p.emit(alu.uldc(memdesc, CBank(0, 0x208), p.sm))
         pitch = p.r("c_pitch8")
         p.emit(alu.mov(pitch, 8 * self.n * self.oeb))
-        return {"row": row, "col": col, "cptr": cptr, "memdesc": memdesc, "pitch8": pitch}
+        return EpilogueThread(row, col, cptr, memdesc, pitch)
 
-    def epilogue(self, p: Program, e: dict[str, Union[R, RVec, URVec]], acc: RVec, m_blk: R, n_blk: R) -> None:
+    def epilogue(self, p: Program, e: EpilogueThread, acc: RVec, m_blk: R, n_blk: R) -> None:
         cfg = self.cfg
         row0, col0 = p.r("row0"), p.r("col0")
-        p.emit(alu.imad(row0, m_blk, cfg.bm, e["row"]))  # type: ignore[arg-type]
-        p.emit(alu.imad(col0, n_blk, cfg.bn, e["col"]))  # type: ignore[arg-type]
+        p.emit(alu.imad(row0, m_blk, cfg.bm, e.row))
+        p.emit(alu.imad(col0, n_blk, cfg.bn, e.col))
         addr = [p.rvec("c_addr0", 2), p.rvec("c_addr1", 2)]
-        p.emit(alu.imad_wide(addr[0], row0, self.n * self.oeb, e["cptr"]))  # type: ignore[arg-type]
+        p.emit(alu.imad_wide(addr[0], row0, self.n * self.oeb, e.cptr))
         p.emit(alu.imad_wide(addr[0], col0, self.oeb, addr[0]))
-        p.emit(alu.imad_wide(addr[1], e["pitch8"], 1, addr[0]))  # type: ignore[arg-type]
+        p.emit(alu.imad_wide(addr[1], e.pitch8, 1, addr[0]))
         ragged = self.m % cfg.bm or self.n % cfg.bn
         if not ragged:
             self.stores(p, e, acc, addr, None, None)
@@ -556,13 +644,12 @@ class Sm90Gemm:
         self.stores(p, e, acc, addr, row0, col0)
         p.label(done)
 
-    def stores(self, p: Program, e: dict[str, Union[R, RVec, URVec]], acc: RVec, addr: list[RVec],
+    def stores(self, p: Program, e: EpilogueThread, acc: RVec, addr: list[RVec],
                row0: R | None, col0: R | None) -> None:
         """Store the accumulator: value 4j + 2h + i is row + 8h, column 8j + i of this thread's
         fragment. With row0/col0, every store is guarded by the problem's edges."""
         cfg, oeb = self.cfg, self.oeb
-        md = e["memdesc"]
-        assert isinstance(md, URVec)
+        md = e.memdesc
         guarded = row0 is not None and col0 is not None
         pair_ok = self.n % 2 == 0  # a pair of columns is one aligned access only if rows stay aligned
         packed = p.r("packed")
@@ -606,7 +693,7 @@ class Sm90Gemm:
                     p.emit(ins(memory.STG, "E.U16", g1, hi_half).guarded(ok1))
 
     # -- staged epilogue: registers -> STSM -> shared memory -> TMA store, 64 columns at a time ------
-    def staged_setup(self, p: Program, c: int) -> dict[str, Any]:
+    def staged_setup(self, p: Program, c: int) -> StagedThread:
         """Per-thread constants of STSM.16.M88.4: lane l gives the address of row l % 8 of matrix
         l // 8; matrices (0, 1, 2, 3) are (rows 0-7, rows 8-15) x (columns 0-7, 8-15) of the warp's
         16 x 16 block. The TMA stores are issued by the warpgroup's first thread."""
@@ -623,11 +710,14 @@ class Sm90Gemm:
         p.emit(alu.iadd3(srow, srow, tmp))
         p.emit(alu.lop3(scol, t, 16, RZ, 0xC0))  # 8 * (l // 16)
         p.emit(alu.shf_r(scol, scol, 1))
-        return {"lead": lead, "row": Lane("stsm_row", srow, 64), "col": Lane("stsm_col", scol, 16)}
+        return StagedThread(lead, Lane("stsm_row", srow, 64), Lane("stsm_col", scol, 16))
 
-    def staged_epilogue(self, p: Program, c: int, e: dict[str, Any], acc: RVec, m_blk: R, n_blk: R) -> None:
+    def staged_epilogue(self, p: Program, res: Sm90Resources, c: int, e: StagedThread, acc: RVec, m_blk: R,
+                        n_blk: R) -> None:
         cfg = self.cfg
-        lead: P = e["lead"]
+        assert res.staged is not None
+        main, tail = res.staged, res.staged_tail
+        lead = e.lead
         kind = "BF16" if self.out_dtype == "bf16" else "F16"
         v = p.rvec("stsm_v", 4)
         row0, col = p.r("tile_row"), p.r("tile_col")
@@ -640,8 +730,11 @@ class Sm90Gemm:
             chunks.append((cfg.bn - epi_tail(cfg.bn), epi_tail(cfg.bn), -1))
         bufs = [b for _, _, b in chunks]
         for i, (c0, width, b) in enumerate(chunks):
-            def at(col_: Any) -> Any:
-                return self.cst.at(c, b, e["row"], col_) if b >= 0 else self.cst_tail.at(c, e["row"], col_)
+            def at(col_: Coord) -> Tile:
+                if b >= 0:
+                    return main.tiles.at(c, b, e.row, col_)
+                assert tail is not None
+                return tail.tiles.at(c, e.row, col_)
 
             # the store that last read this buffer must be done with it: `back` stores ago, counting
             # into the previous tile's chunks (one 64-column chunk, or three: the next tile's first
@@ -653,13 +746,14 @@ class Sm90Gemm:
                 j = c0 // 8 + 2 * jj  # 8-column group of the accumulator fragment
                 for r, (jv, h) in enumerate(((j, 0), (j, 1), (j + 1, 0), (j + 1, 1))):
                     p.emit(ins(alu.F2FP, f"{kind}.F32.PACK_AB", v[r], acc[4 * jv + 2 * h + 1], acc[4 * jv + 2 * h]))
-                p.derive.emit_swizzled_at(at(e["col"] + 16 * jj), lambda m: memory.stsm(m, v))
+                p.derive.emit_swizzled_at(at(e.col + 16 * jj), lambda m: memory.stsm(m, v))
             p.emit(sync.fence_proxy_async())
             p.emit(sync.bar_sync(bar, 128))
             p.emit(alu.imad(col, n_blk, cfg.bn, c0))
             with p.when(lead):
                 if b >= 0:
-                    tma_store(p, self.cst.at(c, b, 0, 0), self.tc, [col, row0])
+                    tma_store(p, main.tiles.at(c, b, 0, 0), main.tmap, [col, row0])
                 else:
-                    tma_store(p, self.cst_tail.at(c, 0, 0), self.tc_tail, [col, row0])
+                    assert tail is not None
+                    tma_store(p, tail.tiles.at(c, 0, 0), tail.tmap, [col, row0])
                 p.emit(tma.bulk_commit())

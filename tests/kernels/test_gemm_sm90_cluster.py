@@ -195,7 +195,7 @@ def test_consumers_that_free_only_their_own_stage_race_with_the_peers_multicast(
     (m, n, k), cfg = SMALL
 
     class LocalFrees(Sm90Gemm):
-        def free(self, p, rel, leader):  # type: ignore[no-untyped-def]
+        def free(self, p, rel, leader, peer):  # type: ignore[no-untyped-def]
             rel.free(leader)
 
     pipe = Program.pipe
