@@ -1,0 +1,233 @@
+"""The megakernel's instruction: 64 words of 32 bits (256 bytes), every field declared once here.
+
+The host packs instructions with this table and the device interpreter decodes them with the same
+table, so this module is a leaf: it imports nothing of the graph, the tiling or the scheduler
+(only the standard library and `warpy.errors`), and the kernels may import it without importing
+upward. `docs/megakernel.md` prints the table generated from `FIELDS`.
+
+Layout, chosen for the interpreter:
+- word 0 is the opcode alone, so one load and one indexed branch dispatch an instruction;
+- the header (words 1-8) holds what every body reads: counts, epilogue flags, eps, tile extents and
+  the K range;
+- five operand slots of five words: a tensor-map index into the launch's table, the operand's
+  broadcast mask over the tile's dimensions, the map's rank, and the box origin in map coordinates
+  (innermost first, as TMA takes them);
+- eight waits of two words (counter index; target per call and the stage it guards), then eight
+  arrives of one word (counter index). A waiter waits until the counter reaches target x call
+  number (compared as a signed 32-bit difference, so the counters may wrap), which is why no call
+  resets the counters.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Iterable, Mapping, Sequence
+
+from warpy.errors import WarpyError
+
+WORDS = 64
+WORD_BITS = 32
+BYTES = WORDS * WORD_BITS // 8
+
+#: opcodes (word 0): one interpreter body each
+NOOP, GEMM, UNARY, BINARY, SILU_MUL, RMSNORM = range(6)
+OPCODES: dict[str, int] = {"noop": NOOP, "gemm": GEMM, "unary": UNARY, "binary": BINARY, "silu_mul": SILU_MUL,
+                           "rmsnorm": RMSNORM}
+#: activation codes (GEMM epilogue and UNARY); none is a copy
+ACT_NONE, ACT_RELU, ACT_SILU, ACT_GELU_TANH = range(4)
+ACTIVATIONS: dict[str, int] = {"none": ACT_NONE, "relu": ACT_RELU, "silu": ACT_SILU, "gelu": ACT_GELU_TANH}
+#: BINARY's operation
+BIN_ADD, BIN_MUL = range(2)
+BINOPS: dict[str, int] = {"add": BIN_ADD, "mul": BIN_MUL}
+
+#: how many of each repeated slot an instruction has
+OPERANDS = 5
+COORDS = 4
+WAITS = 8
+ARRIVES = 8
+
+#: operand axis codes (op[i].axes): 0-3 are output dimensions from the innermost
+AXIS_K = 4
+AXIS_FIXED = 7
+
+#: operand slot roles per opcode (slot 0 is always the output)
+OPERAND_ROLES: dict[int, tuple[str, ...]] = {
+    NOOP: (),
+    GEMM: ("out", "a", "b", "bias", "residual"),
+    UNARY: ("out", "x"),
+    BINARY: ("out", "a", "b"),
+    SILU_MUL: ("out", "gate", "up"),
+    RMSNORM: ("out", "x", "weight"),
+}
+
+
+@dataclass(frozen=True)
+class Field:
+    """Bits [lo, lo + bits) of word `word`."""
+
+    name: str
+    word: int
+    lo: int
+    bits: int
+    doc: str
+
+    @property
+    def mask(self) -> int:
+        return (1 << self.bits) - 1
+
+    @property
+    def hi(self) -> int:
+        """The highest bit the field holds."""
+        return self.lo + self.bits - 1
+
+
+def _header() -> list[Field]:
+    return [
+        Field("opcode", 0, 0, 8, "the body to run: noop 0, gemm 1, unary 2, binary 3, silu_mul 4, rmsnorm 5"),
+        Field("index", 1, 0, 32, "the instruction's place in the global order (status words and hang dumps name it)"),
+        Field("node", 2, 0, 16, "the lowered graph node the instruction is a tile of"),
+        Field("n_operands", 2, 16, 4, "operand slots in use (slot 0 is the output)"),
+        Field("n_waits", 2, 20, 4, "wait slots in use"),
+        Field("n_arrives", 2, 24, 4, "arrive slots in use"),
+        Field("activation", 3, 0, 4, "none 0 (a copy for unary), relu 1, silu 2, gelu-tanh 3"),
+        Field("binop", 3, 4, 2, "binary: add 0, mul 1"),
+        Field("bias", 3, 6, 1, "gemm: add operand 3 (broadcast by its mask) before the activation"),
+        Field("residual", 3, 7, 1, "gemm: add operand 4 (broadcast by its mask) after the activation"),
+        Field("b_kmajor", 3, 8, 1, "gemm: B is (N, K), K contiguous (x·Wᵀ); 0: B is (K, N) (x·W)"),
+        Field("eps", 4, 0, 32, "rmsnorm: eps as fp32 bits, taken from the graph"),
+        Field("tile_m", 5, 0, 16, "rows of the tile (gemm: M extent; elementwise, rmsnorm: rows)"),
+        Field("tile_n", 5, 16, 16, "columns of the tile (gemm: N extent; elementwise: columns)"),
+        Field("k_begin", 6, 0, 32, "gemm: first K of the tile's reduction"),
+        Field("k_end", 7, 0, 32, "gemm: one past the last K; rmsnorm: the row width"),
+        Field("k_step", 8, 0, 16, "gemm: K of one operand box (the loader's step)"),
+    ]
+
+
+OPERAND_BASE = 9
+OPERAND_WORDS = 1 + COORDS
+WAIT_BASE = OPERAND_BASE + OPERANDS * OPERAND_WORDS
+WAIT_WORDS = 2
+ARRIVE_BASE = WAIT_BASE + WAITS * WAIT_WORDS
+
+
+def _operands() -> list[Field]:
+    out = []
+    for i in range(OPERANDS):
+        w = OPERAND_BASE + i * OPERAND_WORDS
+        out += [
+            Field(f"op{i}.tmap", w, 0, 12, "index of the operand's tensor map in the launch's table"),
+            Field(f"op{i}.rank", w, 12, 3, "the tensor map's rank (1..4)"),
+            Field(f"op{i}.axes", w, 15, 3 * COORDS, "per map dimension c, bits 3c..3c+2: the tile axis it runs "
+                  "along (0-3: output dimension counted from the innermost; 4: gemm K; 7: fixed, a selected "
+                  "index); tile axes no map dimension runs along broadcast"),
+        ]
+        out += [Field(f"op{i}.coord{c}", w + 1 + c, 0, 32, "box origin along map dimension c (elements)")
+                for c in range(COORDS)]
+    return out
+
+
+def _waits() -> list[Field]:
+    out = []
+    for i in range(WAITS):
+        w = WAIT_BASE + i * WAIT_WORDS
+        out += [
+            Field(f"wait{i}.counter", w, 0, 32, "index of the counter to wait on"),
+            Field(f"wait{i}.target", w + 1, 0, 24, "arrivals per call: wait until counter - target x call >= 0"),
+            Field(f"wait{i}.before_store", w + 1, 31, 1, "1: wait before the first store (buffer reuse); "
+                  "0: before the first load"),
+        ]
+    return out
+
+
+def _arrives() -> list[Field]:
+    return [Field(f"arrive{i}", ARRIVE_BASE + i, 0, 32, "index of a counter to add 1 to after the stores completed")
+            for i in range(ARRIVES)]
+
+
+FIELDS: tuple[Field, ...] = tuple(_header() + _operands() + _waits() + _arrives())
+BY_NAME: dict[str, Field] = {f.name: f for f in FIELDS}
+RESERVED_WORDS: tuple[int, ...] = tuple(range(ARRIVE_BASE + ARRIVES, WORDS))
+
+
+def _check_layout() -> None:
+    """The declaration itself: fields inside their word, no two fields sharing a bit."""
+    used: dict[tuple[int, int], str] = {}
+    for f in FIELDS:
+        if not (0 <= f.word < WORDS and f.bits >= 1 and 0 <= f.lo and f.lo + f.bits <= WORD_BITS):
+            raise AssertionError(f"field {f.name} does not fit in a word")
+        for b in range(f.lo, f.lo + f.bits):
+            if (f.word, b) in used:
+                raise AssertionError(f"fields {used[(f.word, b)]} and {f.name} share bit {b} of word {f.word}")
+            used[(f.word, b)] = f.name
+
+
+_check_layout()
+
+
+def fp32_bits(x: float) -> int:
+    """The fp32 bit pattern of `x` (rounded to nearest)."""
+    return int(struct.unpack("<I", struct.pack("<f", x))[0])
+
+
+def fp32_value(bits: int) -> float:
+    return float(struct.unpack("<f", struct.pack("<I", bits & 0xFFFFFFFF))[0])
+
+
+def pack(values: Mapping[str, int], what: str = "instruction") -> list[int]:
+    """The 64 words holding `values` (field name -> unsigned value; fields not named are 0). A name
+    that is no field, or a value its field cannot hold, is a one-line error naming `what`."""
+    words = [0] * WORDS
+    for name, v in values.items():
+        f = BY_NAME.get(name)
+        if f is None:
+            raise WarpyError(f"{what}: no instruction field is called {name!r}")
+        if not isinstance(v, int):
+            raise WarpyError(f"{what}: field {name} takes an integer, not {v!r}")
+        if not 0 <= v <= f.mask:
+            raise WarpyError(f"{what}: field {name} = {v} does not fit its {f.bits} bits (0..{f.mask})")
+        words[f.word] |= int(v) << f.lo
+    return words
+
+
+def unpack(words: Sequence[int]) -> dict[str, int]:
+    """Every field of an instruction's 64 words."""
+    if len(words) != WORDS:
+        raise WarpyError(f"an instruction is {WORDS} words, not {len(words)}")
+    return {f.name: (int(words[f.word]) >> f.lo) & f.mask for f in FIELDS}
+
+
+def field_table(fields: Iterable[Field] = FIELDS) -> str:
+    """The declaration as a Markdown table, repeated slots shown once (slot 0) with their count."""
+    rows = ["| field | word | bits | meaning |", "|---|---|---|---|"]
+    for f in fields:
+        base, _, sub = f.name.partition(".")
+        repeated = base.rstrip("0123456789")
+        if repeated in ("op", "wait", "arrive") and base != repeated + "0":
+            continue
+        if repeated == "op" and sub.startswith("coord") and sub != "coord0":
+            continue
+        name, word = f.name, str(f.word)
+        if repeated == "op":
+            stride = OPERAND_WORDS
+            name = name.replace("op0.", "op[i].").replace("coord0", "coord[c]")
+            word = f"{f.word} + {stride}i" + (" + c" if "coord" in f.name else "")
+            name += f" (i < {OPERANDS}" + (f", c < {COORDS})" if "coord" in f.name else ")")
+        elif repeated == "wait":
+            name = name.replace("wait0.", "wait[i].") + f" (i < {WAITS})"
+            word = f"{f.word} + {WAIT_WORDS}i"
+        elif repeated == "arrive":
+            name = f"arrive[i] (i < {ARRIVES})"
+            word = f"{f.word} + i"
+        bits = f"{f.hi}:{f.lo}" if f.bits > 1 else str(f.lo)
+        rows.append(f"| `{name}` | {word} | {bits} | {f.doc} |")
+    rows.append(f"| reserved | {RESERVED_WORDS[0]}-{RESERVED_WORDS[-1]} | | zero |")
+    return "\n".join(rows) + "\n"
+
+
+__all__ = [
+    "WORDS", "BYTES", "Field", "FIELDS", "BY_NAME", "pack", "unpack", "field_table", "fp32_bits", "fp32_value",
+    "OPCODES", "ACTIVATIONS", "BINOPS", "OPERAND_ROLES", "OPERANDS", "COORDS", "WAITS", "ARRIVES",
+    "NOOP", "GEMM", "UNARY", "BINARY", "SILU_MUL", "RMSNORM", "ACT_NONE", "ACT_RELU", "ACT_SILU", "ACT_GELU_TANH",
+    "BIN_ADD", "BIN_MUL", "RESERVED_WORDS", "AXIS_K", "AXIS_FIXED",
+]

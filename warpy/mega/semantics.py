@@ -1,0 +1,131 @@
+"""What each op computes, in numpy, once: the whole-graph reference, the lowered program's reference
+and the reference VM's tiles all call these functions, on whole tensors or on tiles.
+
+Values travel as float32 arrays that hold values of the tensor's element type exactly (a bf16 value
+is a float32 value). An op computes in float64 from its operands and rounds its result once to the
+element type (through fp32, nearest even, as the device's fp32 accumulator is converted), so a tile
+computed alone equals the same elements of the whole tensor computed at once.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Mapping, Optional, Sequence
+
+import numpy as np
+
+from warpy.errors import WarpyError
+from warpy.numeric import from_bits, to_bits
+
+if TYPE_CHECKING:
+    from warpy.mega.graph import Value
+
+GELU_C = math.sqrt(2.0 / math.pi)
+
+
+def store(x: np.ndarray, dtype: str) -> np.ndarray:
+    """float64 results -> what a tensor of `dtype` holds (float32 array of its values)."""
+    return np.asarray(from_bits(to_bits(np.asarray(x, dtype=np.float32), dtype), dtype), dtype=np.float32)
+
+
+def activation(x: np.ndarray, act: str) -> np.ndarray:
+    if act == "none":
+        return x
+    if act == "relu":
+        return np.maximum(x, 0.0)
+    if act == "silu":
+        return x / (1.0 + np.exp(-x))
+    if act == "gelu":
+        return 0.5 * x * (1.0 + np.tanh(GELU_C * (x + 0.044715 * x * x * x)))
+    raise WarpyError(f"no activation called {act!r}")
+
+
+def f64(x: np.ndarray) -> np.ndarray:
+    return np.asarray(x, dtype=np.float64)
+
+
+def gemm(a: np.ndarray, b: np.ndarray, b_kmajor: bool, bias: Optional[np.ndarray], act: str,
+         residual: Optional[np.ndarray], dtype: str) -> np.ndarray:
+    """act(a·B + bias) + residual, rounded once: a (M, K); b (N, K) when b_kmajor (x·Wᵀ), else (K, N);
+    bias and residual broadcast to (M, N)."""
+    acc = f64(a) @ (f64(b).T if b_kmajor else f64(b))
+    if bias is not None:
+        acc = acc + f64(bias)
+    acc = activation(acc, act)
+    if residual is not None:
+        acc = acc + f64(residual)
+    return store(acc, dtype)
+
+
+def unary(x: np.ndarray, act: str, dtype: str) -> np.ndarray:
+    return store(activation(f64(x), act), dtype)
+
+
+def binary(op: str, a: np.ndarray, b: np.ndarray, dtype: str) -> np.ndarray:
+    if op == "add":
+        return store(f64(a) + f64(b), dtype)
+    if op == "mul":
+        return store(f64(a) * f64(b), dtype)
+    raise WarpyError(f"no binary op called {op!r}")
+
+
+def silu_mul(gate: np.ndarray, up: np.ndarray, dtype: str) -> np.ndarray:
+    return store(activation(f64(gate), "silu") * f64(up), dtype)
+
+
+def rmsnorm(x: np.ndarray, w: np.ndarray, eps: float, dtype: str) -> np.ndarray:
+    """Over the last dimension, whole rows at a time."""
+    xf = f64(x)
+    ms = np.mean(xf * xf, axis=-1, keepdims=True)
+    return store(xf / np.sqrt(ms + eps) * f64(w), dtype)
+
+
+def view_array(v: "Value", base: np.ndarray) -> np.ndarray:
+    """The elements of view `v` of the array `base` holds (numpy views of it)."""
+    from warpy.mega.graph import view_of
+
+    _, vw = view_of(v)
+    idx_l = [slice(s, s + 1) for s in vw.start]
+    for j, d in enumerate(vw.dims):
+        idx_l[d] = slice(vw.start[d], vw.start[d] + vw.shape[j])
+    out = base[tuple(idx_l)]
+    return out.reshape(vw.shape) if vw.selected else out
+
+
+def evaluate_value(v: "Value", args: Sequence[np.ndarray], inputs: Mapping[str, np.ndarray]) -> np.ndarray:
+    """One graph value from its operands' values (the unfused, op-by-op meaning)."""
+    if v.op == "input":
+        if v.name not in inputs:
+            raise WarpyError(f"no value given for input {v.name!r}")
+        x = np.asarray(inputs[v.name])
+        if x.shape != v.shape:
+            raise WarpyError(f"input {v.name} has shape {list(x.shape)}, the graph says {list(v.shape)}")
+        return x.astype(np.float32, copy=False)
+    if v.op in ("select", "slice"):
+        parent = v.args[0]
+        idx: list[object] = [slice(None)] * parent.rank
+        d = v.attrs["dim"]
+        idx[d] = v.attrs["index"] if v.op == "select" else slice(v.attrs["start"], v.attrs["start"] + v.shape[d])
+        return args[0][tuple(idx)]
+    if v.op == "matmul":
+        return gemm(args[0], args[1], False, None, "none", None, v.dtype)
+    if v.op == "linear":
+        return gemm(args[0], args[1], True, None, "none", None, v.dtype)
+    if v.op in ("add", "mul"):
+        return binary(v.op, args[0], args[1], v.dtype)
+    if v.op in ("relu", "silu", "gelu"):
+        return unary(args[0], v.op, v.dtype)
+    if v.op == "silu_mul":
+        return silu_mul(args[0], args[1], v.dtype)
+    if v.op == "rmsnorm":
+        return rmsnorm(args[0], args[1], v.attrs["eps"], v.dtype)
+    raise WarpyError(f"no meaning for op {v.op!r}")
+
+
+def random_values(rng: np.random.Generator, shape: tuple[int, ...], dtype: str, scale: float = 1.0) -> np.ndarray:
+    """Values of `dtype` (float32 array), normal with standard deviation `scale`."""
+    return store(rng.standard_normal(shape, dtype=np.float32) * scale, dtype)
+
+
+__all__ = ["store", "activation", "gemm", "unary", "binary", "silu_mul", "rmsnorm", "evaluate_value",
+           "random_values", "view_array"]

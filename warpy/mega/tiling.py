@@ -1,0 +1,216 @@
+"""Each node becomes tiles: a box of its output, the boxes of its operands it reads, an estimated cost.
+
+The tile shape comes from the node's rule, never from a divisibility requirement: the output is cut
+into tiles of the rule's extents and the last tile along a dimension is whatever remains (TMA fills
+the loads past a tensor's edge with zeros and clips the stores), so any M, N, K and any hidden size
+that TMA can address tile.
+
+- gemm: (tile_m, tile_n) chosen among the tensor core's shapes to minimise the estimated makespan
+  (waves over the launch's units x the cost of one tile, memory or compute bound), larger tiles on a
+  tie; the whole K in one tile; tiles in an L2-friendly order (groups of row tiles walked column by
+  column, so a wave shares the rows of x and the columns of W), then longest first.
+- elementwise (unary, binary, silu_mul): up to 256 columns and enough rows that the tiles fill the
+  units, each tile at most 32 KiB per operand.
+- rmsnorm: whole rows (the reduction needs the row), as many as fill the units and fit the shared
+  memory twice (in and out).
+
+Boxes are (lo, hi) per dimension, clipped to the tensor; `extents` are the rule's (unclipped) tile.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+from warpy.mega.lower import Node, Program
+from warpy.target import Target, element_type
+
+Box = tuple[tuple[int, int], ...]
+
+#: K of one gemm operand box: 128 bytes of bf16, the 128-byte swizzle span
+GEMM_K_STEP = 64
+GEMM_N_CHOICES = (16, 32, 64, 128, 192, 256)
+#: a TMA box is at most 256 elements along each dimension
+BOX_MAX = 256
+ELEMENTWISE_TILE_BYTES = 32 * 1024
+#: gemm rows per tile and 2-CTA pairs per unit, per tensor-core family: a unit is one CTA on sm_90a
+#: (two consumer warpgroups of 64 rows) and a 2-CTA cluster on sm_100a (cta_group::2, 128 rows a CTA)
+GEMM_M_CHOICES = {"wgmma": (64, 128), "tcgen05": (128, 256)}
+CLUSTER = {"wgmma": 1, "tcgen05": 2}
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """Estimated throughput of one SM (for placement only; nothing depends on it for correctness)."""
+
+    flops: float  # dense bf16 tensor-core flop/s
+    bytes: float  # HBM bytes/s when every SM streams
+    overhead: float  # seconds an instruction costs regardless of size
+
+
+COSTS = {"wgmma": CostModel(7.5e12, 36e9, 1.0e-6), "tcgen05": CostModel(15e12, 54e9, 1.0e-6)}
+
+
+def units(target: Target) -> int:
+    """The queues of a launch: CTAs on sm_90a, 2-CTA clusters on sm_100a."""
+    return target.sms // CLUSTER[target.unit]
+
+
+@dataclass(frozen=True)
+class Tile:
+    node: int
+    box: Box
+    cost: float
+
+
+@dataclass(frozen=True)
+class NodeTiling:
+    """A node's rule: tile extents per output dimension, the gemm K step, the tiles in order."""
+
+    node: int
+    extents: tuple[int, ...]
+    k_step: int
+    tiles: tuple[Tile, ...]
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _grid(shape: Sequence[int], ext: Sequence[int]) -> list[Box]:
+    """Row-major tiles of `ext` over `shape`, clipped."""
+    boxes: list[Box] = [()]
+    for n, e in zip(shape, ext):
+        boxes = [b + ((lo, min(lo + e, n)),) for b in boxes for lo in range(0, n, e)]
+    return boxes
+
+
+def _elems(box: Box) -> int:
+    return math.prod(hi - lo for lo, hi in box)
+
+
+def project(view_shape: Sequence[int], out_box: Box) -> Box:
+    """The box of a broadcast operand (of `view_shape`, right-aligned to the output) that a tile of
+    the output reads: its own extent-1 dimensions whole, the others as the tile's."""
+    off = len(out_box) - len(view_shape)
+    return tuple((0, 1) if n == 1 else out_box[j + off] for j, n in enumerate(view_shape))
+
+
+def operand_boxes(prog: Program, node: Node, out_box: Box) -> list[Box]:
+    """The box of each operand (in its view's coordinates) a tile writing `out_box` reads."""
+    out = []
+    for role, op in enumerate(node.operands):
+        shape = op.view.shape
+        if node.kind == "gemm" and role < 2:
+            (m0, m1), (n0, n1) = out_box
+            if role == 0:
+                out.append(((m0, m1), (0, shape[1])))
+            elif node.b_kmajor:
+                out.append(((n0, n1), (0, shape[1])))
+            else:
+                out.append(((0, shape[0]), (n0, n1)))
+        elif node.kind == "rmsnorm" and role == 1:
+            out.append(((0, shape[0]),))
+        else:
+            out.append(project(shape, out_box))
+    return out
+
+
+def _gemm(prog: Program, node: Node, target: Target) -> NodeTiling:
+    M, N = prog.tensors[node.out].shape
+    K = node.operands[0].view.shape[1]
+    esz = element_type(prog.tensors[node.out].dtype).bytes
+    cm = COSTS[target.unit]
+    cl = CLUSTER[target.unit]
+    n_units = units(target)
+
+    def tile_cost(bm: int, bn: int, rows: int, cols: int) -> float:
+        flops = 2.0 * bm * bn * K / cl
+        moved = (rows + cols) * K * esz + rows * cols * esz
+        return max(flops / cm.flops, moved / (cm.bytes * cl)) + cm.overhead
+
+    best: tuple[float, int, int, int] | None = None
+    for bm in GEMM_M_CHOICES[target.unit]:
+        for bn in GEMM_N_CHOICES:
+            stage = (bm // cl + bn) * GEMM_K_STEP * esz
+            if 2 * stage + (bm // cl) * bn * esz > target.max_dynamic_smem:
+                continue
+            t = cdiv(M, bm) * cdiv(N, bn)
+            span = cdiv(t, n_units) * tile_cost(bm, bn, min(bm, M), min(bn, N))
+            key = (span, -bm * bn, bm, bn)
+            if best is None or key < best:
+                best = key
+    assert best is not None
+    bm, bn = best[2], best[3]
+    mt, nt = cdiv(M, bm), cdiv(N, bn)
+    group = max(1, min(mt, round(math.sqrt(n_units * bn / bm)) or 1))
+    order: list[tuple[int, int]] = []
+    for g0 in range(0, mt, group):
+        for j in range(nt):
+            for i in range(g0, min(g0 + group, mt)):
+                order.append((i, j))
+    tiles = []
+    for i, j in order:
+        box = ((i * bm, min(M, (i + 1) * bm)), (j * bn, min(N, (j + 1) * bn)))
+        tiles.append(Tile(node.id, box, tile_cost(bm, bn, box[0][1] - box[0][0], box[1][1] - box[1][0])))
+    tiles.sort(key=lambda t: -t.cost)  # longest first; stable, so the L2 order stays within a cost
+    return NodeTiling(node.id, (bm, bn), GEMM_K_STEP, tuple(tiles))
+
+
+def _rows_cols(shape: tuple[int, ...]) -> tuple[int, int, int]:
+    """(outer tiles, rows, cols) of an output: rank 1 is one row; dims before the last two are cut in 1s."""
+    cols = shape[-1]
+    rows = shape[-2] if len(shape) >= 2 else 1
+    outer = math.prod(shape[:-2]) if len(shape) > 2 else 1
+    return outer, rows, cols
+
+
+def _moved(prog: Program, node: Node, box: Box) -> int:
+    esz = element_type(prog.tensors[node.out].dtype).bytes
+    return esz * (_elems(box) + sum(_elems(b) for b in operand_boxes(prog, node, box)))
+
+
+def _cut(prog: Program, node: Node, target: Target, ext: tuple[int, ...]) -> NodeTiling:
+    cm = COSTS[target.unit]
+    cl = CLUSTER[target.unit]
+    shape = prog.tensors[node.out].shape
+    tiles = [Tile(node.id, b, _moved(prog, node, b) / (cm.bytes * cl) + cm.overhead) for b in _grid(shape, ext)]
+    tiles.sort(key=lambda t: -t.cost)
+    return NodeTiling(node.id, ext, 0, tuple(tiles))
+
+
+def _elementwise(prog: Program, node: Node, target: Target) -> NodeTiling:
+    shape = prog.tensors[node.out].shape
+    esz = element_type(prog.tensors[node.out].dtype).bytes
+    outer, rows, cols = _rows_cols(shape)
+    align = 16 // esz
+    tc = min(cdiv(cols, align) * align, BOX_MAX)
+    col_tiles = cdiv(cols, tc)
+    want_row_tiles = max(1, cdiv(units(target), col_tiles * outer))
+    cap = max(1, min(BOX_MAX, ELEMENTWISE_TILE_BYTES // (tc * esz)))
+    tr = max(1, min(cap, cdiv(rows, want_row_tiles)))
+    ext = (1,) * (len(shape) - 2) + ((tr,) if len(shape) >= 2 else ()) + (tc,)
+    return _cut(prog, node, target, ext)
+
+
+def _rmsnorm(prog: Program, node: Node, target: Target) -> NodeTiling:
+    shape = prog.tensors[node.out].shape
+    esz = element_type(prog.tensors[node.out].dtype).bytes
+    outer, rows, cols = _rows_cols(shape)
+    fit = max(1, target.max_dynamic_smem // (2 * cols * esz))
+    tr = max(1, min(BOX_MAX, fit, cdiv(rows * outer, units(target))))
+    ext = (1,) * (len(shape) - 2) + ((min(tr, rows),) if len(shape) >= 2 else ()) + (cols,)
+    return _cut(prog, node, target, ext)
+
+
+def tile_node(prog: Program, node: Node, target: Target) -> NodeTiling:
+    if node.kind == "gemm":
+        return _gemm(prog, node, target)
+    if node.kind == "rmsnorm":
+        return _rmsnorm(prog, node, target)
+    return _elementwise(prog, node, target)
+
+
+__all__ = ["Box", "Tile", "NodeTiling", "tile_node", "operand_boxes", "project", "units", "CLUSTER", "COSTS",
+           "GEMM_K_STEP", "BOX_MAX", "cdiv", "CostModel"]
