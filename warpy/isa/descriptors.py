@@ -18,6 +18,7 @@ from warpy.isa.families import alu
 from warpy.isa.operands import URVec
 from warpy.layout import LayoutError
 from warpy.layout.desc import UNUSED_FIELD_BYTES, SmemDescFields, encode_smem_desc, smem_desc_low_word
+from warpy.layout.smem import CORE_ROWS
 from warpy.target import target as target_of
 
 if TYPE_CHECKING:
@@ -52,21 +53,22 @@ def desc_hi(buf: Buffer, arch: str) -> int:
     if r < 2:
         raise WarpyError(f"{buf.name}: a descriptor needs a (row, k) tile")
     rows = buf.shape()[r - 2]
-    if rows < 8 or rows % 8:
-        raise WarpyError(f"{buf.name}: a descriptor's tile has whole 8-row groups, not {rows} rows")
+    if rows < CORE_ROWS or rows % CORE_ROWS:
+        raise WarpyError(f"{buf.name}: a descriptor's tile has whole {CORE_ROWS}-row groups, not {rows} rows")
     zero = [0] * r
-    eight = [0] * (r - 2) + [8, 0]
-    sbo = int(lay(tuple(eight))) - int(lay(tuple(zero)))
+    next_group = [0] * (r - 2) + [CORE_ROWS, 0]
+    sbo = int(lay(tuple(next_group))) - int(lay(tuple(zero)))
     span = buf.swizzle_span()
     one = [0] * (r - 2) + [1, 0]
     if span and int(lay(tuple(one))) - int(lay(tuple(zero))) != span:
         raise WarpyError(f"{buf.name}: rows are not {span}-byte swizzle rows of a K-major tile")
+    refused = f"{buf.name}: {CORE_ROWS}-row groups {sbo} bytes apart cannot be a descriptor's SBO"
+    if sbo <= 0:
+        raise WarpyError(refused)
     try:
-        if sbo <= 0:
-            raise LayoutError("SBO is not positive")
         return encode_smem_desc(_fields(arch, sbo=sbo, swizzle=span)) >> 32
-    except LayoutError:
-        raise WarpyError(f"{buf.name}: 8-row groups {sbo} bytes apart cannot be a descriptor's SBO") from None
+    except LayoutError:  # the encoder refuses an SBO its field cannot hold
+        raise WarpyError(refused) from None
 
 
 def set_desc_hi(p: Program, vec: URVec, elem: int, buf: Buffer, form: str) -> None:

@@ -65,6 +65,9 @@ __all__ = [
 
 
 class Program:
+    """One kernel being built: its launch shape, registers, lines (with the derivation's slots among
+    them), labels and declarations. `derive` owns the derived values (`warpy.isa.derive`)."""
+
     def __init__(self, name: str, sm: str, threads: int, grid: tuple[int, int, int] = (1, 1, 1),
                  cluster: tuple[int, int, int] = (1, 1, 1), maxnreg: Optional[int] = None) -> None:
         self.target: Target = target_of(sm)
