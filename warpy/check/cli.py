@@ -6,9 +6,13 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 from warpy.errors import WarpyError
+
+if TYPE_CHECKING:
+    from warpy.check.happens_before import HbKey
+    from warpy.check.report import Report
 
 
 def _progress(msg: str) -> None:
@@ -25,7 +29,7 @@ def _end_progress() -> None:
         sys.stderr.flush()
 
 
-def check_file(path: str, fault: Optional[str] = None, colour: bool = True) -> Any:
+def check_file(path: str, fault: Optional[str] = None, colour: bool = True) -> Report:
     """`warpy check FILE.sass`: parse, colour a named text (and compare the two runs), inject `fault`."""
     from warpy.check.faults import inject
     from warpy.check.report import check_kernel, settle_fault
@@ -54,7 +58,7 @@ def check_file(path: str, fault: Optional[str] = None, colour: bool = True) -> A
     return rep
 
 
-def run_check(work: Callable[[], Any], fault: Optional[str] = None, dump: Optional[str] = None) -> int:
+def run_check(work: Callable[[], Report], fault: Optional[str] = None, dump: Optional[str] = None) -> int:
     """Run a check (`work` returns its Report), print the problems and the summary line; the exit
     status (0: nothing found; 3: the fault does not apply here)."""
     from warpy.check.faults import FaultDoesNotApply
@@ -65,7 +69,9 @@ def run_check(work: Callable[[], Any], fault: Optional[str] = None, dump: Option
         if dump is not None and rep.data:
             import numpy as np
 
-            np.savez(dump, **rep.data)
+            # (savez's stubs take a keyword `allow_pickle`, which no array of ours is named)
+            save: Callable[..., None] = np.savez
+            save(dump, **rep.data)
         if fault:
             _end_progress()
             print(f"fault {fault}: {rep.fault_note}")
@@ -81,7 +87,7 @@ def run_check(work: Callable[[], Any], fault: Optional[str] = None, dump: Option
     return 0 if rep.ok else 1
 
 
-def run_hb(work: Callable[[], Any]) -> int:
+def run_hb(work: Callable[[], Report]) -> int:
     """`warpy hb`: what orders what, then the problems; the exit status."""
     rep = work()
     _end_progress()
@@ -101,20 +107,29 @@ def _warps(ws: set[int]) -> str:
     return "warps " + ",".join(map(str, s))
 
 
-def hb_table(table: dict[tuple[Any, ...], int]) -> list[str]:
+class _Row:
+    """The warps of the earlier and of the later accesses of one row, and how many pairs it counts."""
+
+    def __init__(self) -> None:
+        self.earlier: set[int] = set()
+        self.later: set[int] = set()
+        self.pairs = 0
+
+
+def hb_table(table: dict[HbKey, int]) -> list[str]:
     """Rows: buffer, earlier access, later access, what ordered them, how many pairs."""
-    rows: dict[tuple[Any, ...], list[Any]] = {}
-    for (buf, eop, ewarp, _, lop, lwarp, other, how, ekind, lkind), n in table.items():
+    rows: dict[tuple[str, str, str, str, str], _Row] = {}
+    for (buf, eop, ewarp, lop, lwarp, other, how, ekind, lkind), n in table.items():
         if ekind == "r" and lkind == "r":
             continue
-        key = (buf, eop, lop, other, how)
-        r = rows.setdefault(key, [set(), set(), 0])
-        r[0].add(ewarp)
-        r[1].add(lwarp)
-        r[2] += n
+        r = rows.setdefault((buf, eop, lop, other, how), _Row())
+        r.earlier.add(ewarp)
+        r.later.add(lwarp)
+        r.pairs += n
     cells = []
-    for (buf, eop, lop, other, how), (ew, lw, n) in sorted(rows.items(), key=lambda kv: (kv[0][0], -kv[1][2])):
-        cells.append((buf, f"{eop}, {_warps(ew)}{other}", f"{lop}, {_warps(lw)}", f"{how or 'program order'}  ({n})"))
+    for (buf, eop, lop, other, how), r in sorted(rows.items(), key=lambda kv: (kv[0][0], -kv[1].pairs)):
+        cells.append((buf, f"{eop}, {_warps(r.earlier)}{other}", f"{lop}, {_warps(r.later)}",
+                      f"{how or 'program order'}  ({r.pairs})"))
     wb = max([len("buffer")] + [len(x[0]) for x in cells]) + 1
     we = max([len("earlier")] + [len(x[1]) for x in cells]) + 2
     wl = max([len("later")] + [len(x[2]) for x in cells]) + 2

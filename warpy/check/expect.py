@@ -8,17 +8,19 @@ it an `Expectation`:
 - `initial(source, box, nbytes, rng)`: the initial bytes of global memory behind a tensor map or
   pointer parameter (`box`: the map's `TmaBox`, None for a pointer), or None for zeros;
 - `compare(run)`: after the run, the verdict on what the simulated CTAs wrote (`run` is the
-  checker's machine: `gmem` / `gwritten` / `greduced` hold each source's bytes, which of them were
-  written, and which hold partial sums added by CTAs outside the simulated clusters).
+  checker's machine, seen as `RunData`: `gmem` / `gwritten` / `greduced` hold each source's bytes,
+  which of them were written, and which hold partial sums added by CTAs outside the simulated
+  clusters; `h` is the kernel's header).
 """
 
 from __future__ import annotations
 
-from typing import Any, Optional, Protocol
+from typing import Optional, Protocol
 
 import attrs
 import numpy as np
 
+from warpy.isa.text import Header
 from warpy.layout.tma import TmaBox
 
 
@@ -34,12 +36,29 @@ class Verdict:
     data: dict[str, np.ndarray] = attrs.field(factory=dict)
 
 
+class RunData(Protocol):
+    """What a run leaves for `Expectation.compare`: the kernel's header and, per global source, its
+    bytes, which of them a simulated CTA wrote, and which hold partial sums."""
+
+    @property
+    def h(self) -> Header: ...
+
+    @property
+    def gmem(self) -> dict[str, np.ndarray]: ...
+
+    @property
+    def gwritten(self) -> dict[str, np.ndarray]: ...
+
+    @property
+    def greduced(self) -> dict[str, np.ndarray]: ...
+
+
 class Expectation(Protocol):
     def initial(self, source: str, box: Optional[TmaBox], nbytes: int, rng: np.random.Generator) -> Optional[np.ndarray]:
         ...
 
-    def compare(self, run: Any) -> Verdict:
+    def compare(self, run: RunData) -> Verdict:
         ...
 
 
-__all__ = ["Expectation", "Verdict"]
+__all__ = ["Expectation", "RunData", "Verdict"]

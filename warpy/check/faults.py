@@ -18,7 +18,7 @@ each is caught by the check it should be.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from typing import Callable, Optional
 
 import attrs
 
@@ -209,12 +209,18 @@ def _tmem_overlap(named_k: Kernel, col_k: Kernel) -> tuple[Kernel, Kernel, str]:
     for bi, b in enumerate(bufs):
         if b.space != "tmem":
             continue
-        lay: Any = b.layout
-        shape: Any = lay.shape if isinstance(lay.shape, tuple) else (lay.shape,)
-        stride: Any = lay.stride if isinstance(lay.stride, tuple) else (lay.stride,)
-        if len(shape) < 3 or shape[0] < 2:
+        lay = b.layout
+        if not isinstance(lay, Layout):
+            raise WarpyError(f"{b.name}: a tensor-memory buffer with a swizzled layout")
+        shape = lay.shape if isinstance(lay.shape, tuple) else (lay.shape,)
+        stride = lay.stride if isinstance(lay.stride, tuple) else (lay.stride,)
+        if len(shape) < 3:
             continue
-        old = stride[0]
+        stages, old = shape[0], stride[0]
+        if not isinstance(stages, int) or not isinstance(old, int):
+            raise WarpyError(f"{b.name}: a nested stage mode")
+        if stages < 2:
+            continue
         new = old // 2
         nb = attrs.evolve(b, layout=Layout(shape, (new,) + tuple(stride[1:])))
         bufs[bi] = nb

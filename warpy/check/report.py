@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from typing import Callable, Optional, Protocol
 
 import attrs
 import numpy as np
 
 from warpy.isa.text import Kernel
 from warpy.check.expect import Expectation
+from warpy.check.happens_before import HbKey
 from warpy.check.machine import Machine
-from warpy.check.state import Problems
+from warpy.check.state import Problems, Traced
 
 MAX_LINES = 12  # messages printed per kind (the rest are counted)
 
@@ -32,7 +33,7 @@ class Report:
     stores: int = 0
     uses_pdl: bool = False
     proxy_fences: int = 0
-    hb_table: dict[tuple[object, ...], int] = attrs.field(factory=dict)
+    hb_table: dict[HbKey, int] = attrs.field(factory=dict)
     fault_note: str = ""
     #: with values: the inputs (A, B as float32) and what the simulated clusters wrote of C (C, and
     #: a mask of the elements written), to compare with what the cubin computes on a GPU
@@ -99,7 +100,7 @@ def check_kernel(named: Kernel, coloured: Optional[Kernel] = None, *, values: bo
                 if va != vb:
                     changed += 1
                     line = (ta[k] if k < len(ta) else tb[k])[0] + 1
-                    problems.add("coloured", f"{m.cta_name(wa.cta)} warp {wa.wid}, line {line}: the named text computes "
+                    problems.add("coloured", f"{wa.cta.name} warp {wa.wid}, line {line}: the named text computes "
                                              f"{_hx(va)}, the coloured one {_hx(vb)}")
                     break  # one message a warp: after a difference the two runs need not line up
         for kind, msgs in mc.problems.msgs.items():
@@ -108,8 +109,8 @@ def check_kernel(named: Kernel, coloured: Optional[Kernel] = None, *, values: bo
             for msg in msgs:
                 if msg not in problems.msgs[kind]:
                     problems.add(kind, "coloured: " + msg)
-    rep = Report(named.header.kernel, m.notes_checked, problems, m.steps, time.monotonic() - t0, refills=m.refills,
-                 stores=m.stores_seen, uses_pdl=m.uses_pdl, hb_table=m.hb_table)
+    rep = Report(named.header.kernel, m.derived.checked, problems, m.steps, time.monotonic() - t0, refills=m.order.refills,
+                 stores=m.global_memory.stores_seen, uses_pdl=m.code.uses_pdl, hb_table=m.order.table)
     rep.values_on = values
     if values and expect is not None:
         verdict = expect.compare(m)
@@ -121,7 +122,7 @@ def check_kernel(named: Kernel, coloured: Optional[Kernel] = None, *, values: bo
     return rep
 
 
-def _hx(v: Any) -> str:
+def _hx(v: Optional[Traced]) -> str:
     if v is None:
         return "nothing"
     if isinstance(v, tuple):
@@ -131,7 +132,15 @@ def _hx(v: Any) -> str:
     return f"0x{v:x}"
 
 
-def check_program(prog: Any, *, expect: Optional[Expectation] = None, values: bool = False, fault: Optional[str] = None,
+class Checkable(Protocol):
+    """A built program (`warpy.isa.Program`): its named text and its coloured one."""
+
+    def kernel(self) -> Kernel: ...
+
+    def coloured(self) -> Kernel: ...
+
+
+def check_program(prog: Checkable, *, expect: Optional[Expectation] = None, values: bool = False, fault: Optional[str] = None,
                   hb: bool = False, progress: Optional[Callable[[str], None]] = None, coloured: bool = True) -> Report:
     """Check a built program (anything with `kernel()` and `coloured()`, a `warpy.isa.Program`):
     inject `fault` first if given; with `values`, compute the data from `expect`'s inputs and let it

@@ -1,5 +1,12 @@
-"""The state the host checker keeps: vector clocks, memory regions with their access records,
-mbarriers, and the problems found (kept as counts of distinct messages).
+"""What every part of the host checker shares: the simulated launch's clusters, CTAs and warps,
+vector clocks, and the problems found (kept as counts of distinct messages).
+
+A warp holds its registers (`warpy.isa.values` lane values), its divergent lane groups, its vector
+clock and the books the tensor-core, bulk-copy and fence models keep on it; a CTA its named
+barriers, shared-memory bytes (with values), tensor memory and tensor-core queue; a cluster its
+cluster barrier and cluster-launch-control count. The models that act on them live in their own
+modules (`schedule`, `happens_before`, `mbarrier`, `global_memory`, `flags`) and in the opcode
+families (`warpy.check.families`).
 
 Vector clocks are dicts `agent -> clock`. Agents: each warp (`("w", cta, warp)`), each warp's
 wgmma queue (`("wg", cta, warp)`, clock = group number), each CTA's tensor-core queue
@@ -11,14 +18,22 @@ ordered after them.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Optional, Union
 
 import numpy as np
 
-Agent = tuple[Any, ...]
-VC = dict[Agent, int]  # agent -> clock
+from warpy.isa.values import Val
 
-CHUNK_WORDS = 4096  # a region is 16 KiB of bytes (4096 4-byte words); masks are ints of 4096 bits
+if TYPE_CHECKING:
+    from warpy.check.happens_before import Access
+    from warpy.check.mbarrier import MBar
+
+Agent = Union[tuple[str, int, int], tuple[str, int]]  # ("w" | "wg" | "bulk" | "bar", cta, warp or address) or ("tc", cta)
+VC = dict[Agent, int]  # agent -> clock
+Lanes = Optional[np.ndarray]  # the lanes taking part: None for every lane of the group, else a bool vector
+
+#: a warp's states
+RUNS, BLOCKED, EXITED = 0, 1, 2
 
 
 def join(dst: VC, src: VC, via: Optional[dict[Agent, str]] = None, how: str = "") -> None:
@@ -29,76 +44,166 @@ def join(dst: VC, src: VC, via: Optional[dict[Agent, str]] = None, how: str = ""
                 via[k] = how
 
 
-def masks_of(words: np.ndarray) -> list[tuple[int, int]]:
-    """(chunk index, bit mask) for each 16 KiB chunk the word indices touch."""
-    words = np.asarray(words, dtype=np.int64).ravel()
-    if words.size == 0:
-        return []
-    chunks = words >> 12
-    c0 = int(chunks.min())
-    if int(chunks.max()) == c0:
-        return [(c0, _bits(words & 4095))]
-    out = []
-    for c in np.unique(chunks):
-        out.append((int(c), _bits(words[chunks == c] & 4095)))
-    return out
+class LaneGroup:
+    """Lanes of a warp at one pc: `mask` None for every lane the warp has, else a bool vector."""
 
+    __slots__ = ("pc", "mask")
 
-def _bits(idx: np.ndarray) -> int:
-    b = np.zeros(CHUNK_WORDS, dtype=bool)
-    b[idx] = True
-    return int.from_bytes(np.packbits(b, bitorder="little").tobytes(), "little")
-
-
-class Access:
-    """One access record: what touched which words of a region, stamped with an epoch."""
-
-    __slots__ = ("mask", "agent", "clock", "kind", "op", "warp", "cta", "proxy", "fenced", "gpu_fenced")
-
-    def __init__(self, mask: int, agent: Agent, clock: int, kind: str, op: str, warp: int, cta: int,
-                 proxy: str = "generic") -> None:
+    def __init__(self, pc: int, mask: Lanes) -> None:
+        self.pc = pc
         self.mask = mask
-        self.agent = agent
-        self.clock = clock
-        self.kind = kind  # "r", "w", "red"
-        self.op = op
-        self.warp = warp
+
+
+class MBarWait:
+    """A warp blocked on an mbarrier until the phase of parity `parity` completes."""
+
+    __slots__ = ("bar", "parity")
+
+    def __init__(self, bar: MBar, parity: int) -> None:
+        self.bar = bar
+        self.parity = parity
+
+
+class FlagWait:
+    """A warp blocked on a GPU-scope flag word until it holds `want`."""
+
+    __slots__ = ("addr", "want")
+
+    def __init__(self, addr: int, want: int) -> None:
+        self.addr = addr
+        self.want = want
+
+    def __str__(self) -> str:
+        return str(self.addr)
+
+
+class BarrierWait:
+    """A warp blocked at a named barrier (`kind` "named") or the cluster barrier ("cluster")."""
+
+    __slots__ = ("kind", "what")
+
+    def __init__(self, kind: str, what: str) -> None:
+        self.kind = kind
+        self.what = what
+
+    def __str__(self) -> str:
+        return self.what
+
+
+Block = Union[MBarWait, FlagWait, BarrierWait]
+Traced = Union[int, tuple[int, ...]]  # what the colouring check compares of one line's run
+
+
+class Warp:
+    __slots__ = ("gid", "cta", "wid", "regs", "groups", "state", "block", "vc", "via", "agent", "wg_committed",
+                 "wg_open", "wg_retired", "pending", "bulk_committed", "bulk_open", "bulk_retired", "acq_done",
+                 "unfenced", "gunfenced", "trace", "cl_phase", "unfenced_init", "acquired", "fenced_vc", "exit_vc")
+
+    def __init__(self, gid: int, cta: Cta, wid: int) -> None:
+        self.gid = gid
         self.cta = cta
-        self.proxy = proxy  # "generic" or "async"
-        self.fenced = proxy != "generic"
-        self.gpu_fenced = False
+        self.wid = wid
+        self.regs: dict[str, Val] = {}
+        self.groups: list[LaneGroup] = [LaneGroup(0, None)]
+        self.state = RUNS
+        self.block: Optional[Block] = None
+        self.agent: Agent = ("w", cta.index, wid)
+        self.vc: VC = {self.agent: 1}
+        self.via: dict[Agent, str] = {}
+        self.wg_committed = 0
+        self.wg_open = False
+        self.wg_retired = 0
+        # registers an asynchronous unit still writes: (base, lo, hi, wgmma group or -1: a tmem load, op)
+        self.pending: list[tuple[str, int, int, int, str]] = []
+        self.bulk_committed = 0
+        self.bulk_open = False
+        self.bulk_retired = 0
+        self.acq_done = False
+        self.unfenced: list[Access] = []  # generic-proxy shared writes no proxy fence has covered yet
+        self.gunfenced: list[Access] = []  # global writes no GPU-scope fence has covered yet
+        self.unfenced_init: list[Access] = []  # barrier inits no fence.mbarrier_init has covered yet
+        self.trace: list[tuple[int, Traced]] = []
+        self.cl_phase = -1
+        self.acquired: VC = {}  # clocks read through GPU-scope flags, joined at the next MEMBAR.GPU
+        self.fenced_vc: VC = {}  # this warp's clock at its last MEMBAR.GPU: what a flag it raises releases
+        self.exit_vc: Optional[VC] = None
+
+    def tick(self) -> VC:
+        """A release: a copy of this warp's clock, then the warp's own clock moves on."""
+        snap = dict(self.vc)
+        self.vc[self.agent] = self.vc[self.agent] + 1
+        return snap
 
 
-class Region:
-    __slots__ = ("writes", "reads")
+class NamedBarrier:
+    """A named barrier's current generation: threads arrived, the count it waits for (0: every
+    thread of the CTA still running, decided at release), the arrivals' clocks and the warps waiting."""
+
+    __slots__ = ("arrived", "count", "vc", "waiting")
 
     def __init__(self) -> None:
-        self.writes: list[Access] = []
-        self.reads: list[Access] = []
-
-
-class MBar:
-    """An mbarrier: expected arrivals, pending arrivals and transaction bytes of the current phase,
-    and the number of phases completed (`phase`; its parity is the current phase's)."""
-
-    __slots__ = ("cta", "addr", "name", "count", "pending", "tx", "phase", "acc_vc", "release_vc", "waiters",
-                 "inited", "agent", "arrived_any", "cta_obj")
-
-    def __init__(self, cta: int, addr: int, name: str) -> None:
-        self.cta = cta
-        self.addr = addr
-        self.name = name
+        self.arrived = 0
         self.count = 0
-        self.pending = 0
-        self.tx = 0
-        self.phase = 0
-        self.acc_vc: VC = {}
-        self.release_vc: VC = {}
-        self.waiters: list[Any] = []
-        self.cta_obj: Any = None
-        self.inited = False
-        self.agent = ("bar", cta, addr)
-        self.arrived_any = False
+        self.vc: VC = {}
+        self.waiting: list[Warp] = []
+
+
+TMEM_LANES, TMEM_COLUMNS = 128, 512
+
+
+class Cta:
+    def __init__(self, index: int, ctaid: tuple[int, int, int], rank: int, cluster: Cluster, linear: int) -> None:
+        self.index = index
+        self.ctaid = ctaid
+        self.rank = rank
+        self.cluster = cluster
+        self.linear = linear  # its index in the grid, x fastest
+        self.name = f"CTA {linear}"
+        self.warps: list[Warp] = []
+        self.named: dict[int, NamedBarrier] = {}
+        self.smem: Optional[np.ndarray] = None  # with values: the shared-memory bytes
+        # without values, the few shared words the machine itself writes (a tensor-memory
+        # allocation's address, a cluster-launch-control answer), for the LDS that reads them
+        self.shadow: dict[int, int] = {}
+        # what the copy engine landed where (shared address -> tensor map, coordinates, bytes)
+        self.landed: dict[int, tuple[str, list[int], int]] = {}
+        self.tmem_cols: list[tuple[int, int]] = []  # allocations (start column, columns)
+        self.tmem_written = np.zeros((TMEM_LANES, TMEM_COLUMNS), dtype=bool)  # [lane, column] an MMA (or STTM) wrote it
+        self.tmem_vals: Optional[np.ndarray] = None  # with values: the tensor-memory words
+        self.tmem_base = 0
+        self.tc_clock = 0
+        self.tc_agent: Agent = ("tc", index)
+        self.relinquished = False
+        # with values: the CTA has read global memory the simulated CTAs never wrote behind a pointer
+        # parameter (another CTA's partial sums), so what it writes afterwards is not known here
+        self.foreign = False
+
+    def peer(self, rank: int) -> Optional[Cta]:
+        """The CTA of the cluster with that rank."""
+        for c in self.cluster.ctas:
+            if c.rank == rank:
+                return c
+        return None
+
+    def resolve(self, addr: int) -> tuple[Optional[Cta], int]:
+        """(CTA, shared address in it) of a shared::cluster address (the rank in bits 24 and up)."""
+        rank = addr >> 24
+        local = addr & 0xFFFFFF
+        if rank == 0 and addr < (1 << 24) and len(self.cluster.ctas) == 1:
+            return self, local
+        return self.peer(rank), local
+
+
+class Cluster:
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.ctas: list[Cta] = []
+        self.bar_arrived: set[int] = set()
+        self.bar_vc: VC = {}
+        self.bar_phase = 0
+        self.bar_release: VC = {}
+        self.clc_taken = 0
+        self.clc_declined = False
 
 
 class Problems:

@@ -6,29 +6,68 @@ Values are `warpy.isa.values` lane values: Python ints where every lane holds th
 numpy uint64 vectors of 32 lanes otherwise, reduced to 32 bits. A rule is called as
 `rule(env, warp, compiled, lanes)`:
 
-- env: the machine; only `env.params` (kernel parameter name -> value) is read, by 64-bit `LDC`;
-- warp: anything with a `regs` dict;
-- compiled: the instruction (`instr`), one reader per operand (`get[k](warp)`), one writer per
-  operand (`put[k](warp, value, lanes)`) and a dict for the rule's own caches (`extra`);
+- env (`Env`): the machine; only `env.params` (kernel parameter name -> value) is read, by 64-bit `LDC`;
+- warp (`RegFile`): anything with a `regs` dict;
+- compiled (`ValueInstr`): the instruction (`instr`), one reader per operand (`get[k](warp)`), one
+  writer per operand (`put[k](warp, value, lanes)`) and a dict for the rule's own caches (`extra`);
+  its readers and writers take the warp the rule is given (the checker's `Warp`, the interpreter's
+  one-thread machine);
 - lanes: None for every lane of the warp's current group, else a bool vector of the lanes taking part.
 """
 
 from __future__ import annotations
 
-from typing import Any, Optional, Protocol
+from typing import Callable, Mapping, Optional, Protocol, Sequence, TypeVar, Union, cast, overload
 
 import numpy as np
 
-from warpy.isa.values import M32, first
-from warpy.isa.operands import CBank, RVec, URVec, elem_name
+from warpy.isa.instr import Instr
+from warpy.isa.values import M32, Val, first, writer
+from warpy.isa.operands import CBank, Imm, Operand, R, RVec, UR, URVec, elem_name
 from warpy.isa.families import alu as isa
 from warpy.isa.registry import Registry
 
 V = np.ndarray
+Lanes = Optional[np.ndarray]
+
+
+class RegFile(Protocol):
+    """A warp as a value rule sees it: its registers (name -> lane value)."""
+
+    @property
+    def regs(self) -> dict[str, Val]: ...
+
+
+class Env(Protocol):
+    """The machine as a value rule sees it: the kernel parameters' values (for 64-bit `LDC`)."""
+
+    @property
+    def params(self) -> Mapping[str, int]: ...
+
+
+W = TypeVar("W", bound=RegFile)
+W_contra = TypeVar("W_contra", bound=RegFile, contravariant=True)
+
+
+class ValueInstr(Protocol[W_contra]):
+    """An instruction as a value rule sees it: one reader and one writer per operand over warps of
+    one kind, and a dict for the rule's own caches."""
+
+    @property
+    def instr(self) -> Instr: ...
+
+    @property
+    def get(self) -> Sequence[Callable[[W_contra], Val]]: ...
+
+    @property
+    def put(self) -> Sequence[Callable[[W_contra, Val, Lanes], None]]: ...
+
+    @property
+    def extra(self) -> dict[object, object]: ...
 
 
 class ValueRule(Protocol):
-    def __call__(self, env: Any, w: Any, c: Any, lanes: Optional[np.ndarray], /) -> None: ...
+    def __call__(self, env: Env, w: W, c: ValueInstr[W], lanes: Lanes, /) -> None: ...
 
 
 #: the value rules, by opcode record
@@ -36,52 +75,104 @@ VALUES: Registry[ValueRule] = Registry("value rule")
 value = VALUES.register
 
 
-def _s32(x: Any) -> Any:
+@overload
+def _s32(x: int) -> int: ...
+
+
+@overload
+def _s32(x: np.ndarray) -> np.ndarray: ...
+
+
+@overload
+def _s32(x: Val) -> Val: ...
+
+
+def _s32(x: Val) -> Val:
+    """The lane value as signed 32-bit (an int64 vector for a vector)."""
     if isinstance(x, V):
         return x.astype(np.int64) - ((x.astype(np.int64) >> 31) & 1) * (1 << 32)
     return x - (1 << 32) if x >> 31 else x
 
 
-def _lut(lut: int, a: Any, b: Any, c: Any) -> Any:
-    out: Any = 0
+def _lut(lut: int, a: Val, b: Val, c: Val) -> Val:
     if isinstance(a, V) or isinstance(b, V) or isinstance(c, V):
-        a, b, c = (np.asarray(x, dtype=np.uint64) for x in (a, b, c))
-        out = np.zeros(32, dtype=np.uint64)
+        av, bv, cv = (np.asarray(x, dtype=np.uint64) for x in (a, b, c))
+        vout = np.zeros(32, dtype=np.uint64)
+        for i in range(8):
+            if lut >> i & 1:
+                vout = vout | ((av if i & 4 else ~av) & (bv if i & 2 else ~bv) & (cv if i & 1 else ~cv))
+        return vout & M32
+    out = 0
     for i in range(8):
         if lut >> i & 1:
             out = out | ((a if i & 4 else ~a) & (b if i & 2 else ~b) & (c if i & 1 else ~c))
     return out & M32
 
 
-def _u(x: Any) -> Any:
+@overload
+def _u(x: int) -> int: ...
+
+
+@overload
+def _u(x: np.ndarray) -> np.ndarray: ...
+
+
+@overload
+def _u(x: Val) -> Val: ...
+
+
+def _u(x: Val) -> Val:
     return np.asarray(x, dtype=np.uint64) if isinstance(x, V) else x
 
 
 @value(isa.IADD3, isa.UIADD3)
-def _iadd3(m: Any, w: Any, c: Any, lanes: Any) -> None:
+def _iadd3(m: Env, w: W, c: ValueInstr[W], lanes: Lanes) -> None:
     g = c.get
     if len(g) == 6:
-        v = (g[3](w) + g[4](w) + g[5](w)) & M32
+        v = _sum(g[3](w), g[4](w), g[5](w)) & M32
     else:
-        v = (g[1](w) + g[2](w) + g[3](w)) & M32
+        v = _sum(g[1](w), g[2](w), g[3](w)) & M32
     c.put[0](w, v, lanes)
 
 
-def _pair(w: Any, op: Any) -> Any:
+def _sum(a: Val, b: Val, c: Val) -> Val:
+    # (numpy's stubs take int + array for a float array; an int lane value and a uint64 vector add to
+    # a uint64 vector)
+    return cast(Val, a + b + c)
+
+
+def _reg(op: Operand) -> str:
+    if not isinstance(op, (R, UR, RVec, URVec)):
+        raise TypeError(f"{op} is not a register")
+    return op.name
+
+
+def _imm(op: Operand) -> int:
+    """An immediate operand's value (a LUT, a shift, a byte selector)."""
+    if not isinstance(op, Imm):
+        raise TypeError(f"{op} is not an immediate")
+    return op.value
+
+
+def _pair(w: RegFile, op: Union[R, UR, RVec, URVec]) -> Val:
+    """The 64-bit value of a register pair (the vector, or its first register in a parsed coloured text)."""
     lo = w.regs.get(elem_name(op.name, 0), 0)
     hi = w.regs.get(elem_name(op.name, 1), 0)
     return _u(lo) | (_u(hi) << 32) if isinstance(lo, V) or isinstance(hi, V) else lo | (hi << 32)
 
 
-def _put_pair(m: Any, w: Any, c: Any, op: Any, v: Any, lanes: Any) -> None:
-    key = ("pair", id(op))
-    ws = c.extra.get(key)
-    if ws is None:
-        from warpy.isa.values import writer
-        from warpy.isa.operands import R, UR
+Writer = Callable[[W, Val, Lanes], None]
 
+
+def _put_pair(w: W, c: ValueInstr[W], op: Operand, v: Val, lanes: Lanes) -> None:
+    """Write a 64-bit value into a register pair (its writers are kept in the instruction's `extra`)."""
+    key = ("pair", id(op))
+    cached = c.extra.get(key)
+    if cached is None:
         kind = R if isinstance(op, RVec) else UR
-        ws = c.extra[key] = (writer(kind(elem_name(op.name, 0))), writer(kind(elem_name(op.name, 1))))
+        name = _reg(op)
+        cached = c.extra[key] = (writer(kind(elem_name(name, 0))), writer(kind(elem_name(name, 1))))
+    ws = cast(tuple[Writer[W], Writer[W]], cached)
     if isinstance(v, V):
         v = v.astype(np.uint64)
         ws[0](w, v & np.uint64(M32), lanes)
@@ -93,44 +184,54 @@ def _put_pair(m: Any, w: Any, c: Any, op: Any, v: Any, lanes: Any) -> None:
 
 
 @value(isa.IMAD, isa.UIMAD)
-def _imad(m: Any, w: Any, c: Any, lanes: Any) -> None:
+def _imad(m: Env, w: W, c: ValueInstr[W], lanes: Lanes) -> None:
     i = c.instr
     g = c.get
     a, b = g[1](w), g[2](w)
     signed = "U32" not in i.mods
+    # (casts: numpy's stubs take int * array for a float array; an int lane value and a uint64 vector
+    # multiply and add to a uint64 vector)
+    v: Val
     if "WIDE" in i.mods:
         cc = i.ops[3]
         # a register c is 64-bit (a pair: the vector, or its first register in a parsed coloured text)
-        from warpy.isa.operands import R, UR
-
         c64 = _pair(w, cc) if isinstance(cc, (RVec, URVec)) or (isinstance(cc, (R, UR)) and cc.name not in ("RZ", "URZ")) else g[3](w)
         if signed:
-            a, b = _s32(a), _s32(b)
-            if isinstance(a, V) or isinstance(b, V):
-                v = (np.asarray(a, dtype=np.int64) * np.asarray(b, dtype=np.int64)).astype(np.uint64) + _u(c64)
+            sa, sb = _s32(a), _s32(b)
+            if isinstance(sa, V) or isinstance(sb, V):
+                v = (np.asarray(sa, dtype=np.int64) * np.asarray(sb, dtype=np.int64)).astype(np.uint64) + _u(c64)
             else:
-                v = (a * b + c64) & ((1 << 64) - 1)
+                v = (sa * sb + c64) & ((1 << 64) - 1)
+        elif isinstance(a, V) or isinstance(b, V) or isinstance(c64, V):
+            v = cast(Val, _u(a) * _u(b) + _u(c64))
         else:
-            v = _u(a) * _u(b) + _u(c64) if (isinstance(a, V) or isinstance(b, V) or isinstance(c64, V)) else (a * b + c64)
-        _put_pair(m, w, c, i.ops[0], v, lanes)
+            v = a * b + c64
+        _put_pair(w, c, i.ops[0], v, lanes)
         return
     cv = g[3](w)
     if "HI" in i.mods:
+        hi: Val
         if signed:
-            p = np.asarray(_s32(a), dtype=np.int64) * np.asarray(_s32(b), dtype=np.int64) if (isinstance(a, V) or isinstance(b, V)) else _s32(a) * _s32(b)
+            p: Val
+            if isinstance(a, V) or isinstance(b, V):
+                p = np.asarray(_s32(a), dtype=np.int64) * np.asarray(_s32(b), dtype=np.int64)
+            else:
+                p = _s32(a) * _s32(b)
             hi = (p >> 32) & M32
+        elif isinstance(a, V) or isinstance(b, V):
+            hi = cast(Val, _u(a) * _u(b)) >> 32
         else:
-            hi = (_u(a) * _u(b)) >> 32 if (isinstance(a, V) or isinstance(b, V)) else (a * b) >> 32
-        v = (_u(hi) + cv) & M32 if isinstance(hi, V) else (hi + cv) & M32
+            hi = (a * b) >> 32
+        v = cast(Val, _u(hi) + cv) & M32 if isinstance(hi, V) else (hi + cv) & M32
     else:
-        v = (a * b + cv) & M32
+        v = cast(Val, a * b + cv) & M32
     c.put[0](w, v, lanes)
 
 
 @value(isa.LEA, isa.ULEA)
-def _lea(m: Any, w: Any, c: Any, lanes: Any) -> None:
+def _lea(m: Env, w: W, c: ValueInstr[W], lanes: Lanes) -> None:
     g = c.get
-    a, b, sh = g[1](w), g[2](w), c.instr.ops[3].value
+    a, b, sh = g[1](w), g[2](w), _imm(c.instr.ops[3])
     if "HI" in c.instr.mods:
         v = ((a >> (32 - sh)) + b) & M32
     else:
@@ -139,25 +240,24 @@ def _lea(m: Any, w: Any, c: Any, lanes: Any) -> None:
 
 
 @value(isa.LOP3, isa.ULOP3)
-def _lop3(m: Any, w: Any, c: Any, lanes: Any) -> None:
+def _lop3(m: Env, w: W, c: ValueInstr[W], lanes: Lanes) -> None:
     g = c.get
     if len(g) == 7:
-        r = _lut(c.instr.ops[5].value, g[2](w), g[3](w), g[4](w))
+        r = _lut(_imm(c.instr.ops[5]), g[2](w), g[3](w), g[4](w))
         c.put[0](w, (r != 0) if isinstance(r, V) else r != 0, lanes)
         c.put[1](w, r, lanes)
     else:
-        c.put[0](w, _lut(c.instr.ops[4].value, g[1](w), g[2](w), g[3](w)), lanes)
+        c.put[0](w, _lut(_imm(c.instr.ops[4]), g[1](w), g[2](w), g[3](w)), lanes)
 
 
 @value(isa.SHF, isa.USHF)
-def _shf(m: Any, w: Any, c: Any, lanes: Any) -> None:
+def _shf(m: Env, w: W, c: ValueInstr[W], lanes: Lanes) -> None:
     g = c.get
     mods = c.instr.mods
     a, s, b = g[1](w), g[2](w), g[3](w)
-    vec = any(isinstance(x, V) for x in (a, s, b))
-    if vec:
-        a, s, b = (np.broadcast_to(np.asarray(x, dtype=np.uint64), (32,)).astype(object) for x in (a, s, b))
-        out = np.array([_shf1(mods, int(x), int(y), int(z)) for x, y, z in zip(a, s, b)], dtype=np.uint64)
+    if isinstance(a, V) or isinstance(s, V) or isinstance(b, V):
+        av, sv, bv = (np.broadcast_to(np.asarray(x, dtype=np.uint64), (32,)).astype(object) for x in (a, s, b))
+        out = np.array([_shf1(mods, int(x), int(y), int(z)) for x, y, z in zip(av, sv, bv)], dtype=np.uint64)
         c.put[0](w, out, lanes)
         return
     c.put[0](w, _shf1(mods, a, s, b), lanes)
@@ -176,7 +276,7 @@ def _shf1(mods: tuple[str, ...], a: int, s: int, b: int) -> int:
 
 
 @value(isa.MOV, isa.UMOV, isa.R2UR)
-def _mov(m: Any, w: Any, c: Any, lanes: Any) -> None:
+def _mov(m: Env, w: W, c: ValueInstr[W], lanes: Lanes) -> None:
     if len(c.get) == 3:  # R2UR p, d, a
         c.put[0](w, True, lanes)
         c.put[1](w, c.get[2](w), lanes)
@@ -185,9 +285,10 @@ def _mov(m: Any, w: Any, c: Any, lanes: Any) -> None:
 
 
 @value(isa.SEL, isa.USEL)
-def _sel(m: Any, w: Any, c: Any, lanes: Any) -> None:
+def _sel(m: Env, w: W, c: ValueInstr[W], lanes: Lanes) -> None:
     g = c.get
     a, b, p = g[1](w), g[2](w), g[3](w)
+    v: Val
     if isinstance(p, V):
         v = np.where(p, np.asarray(a, dtype=np.uint64), np.asarray(b, dtype=np.uint64))
     else:
@@ -208,13 +309,13 @@ def _prmt1(a: int, sel: int, b: int) -> int:
 
 
 @value(isa.PRMT, isa.UPRMT)
-def _prmt(m: Any, w: Any, c: Any, lanes: Any) -> None:
+def _prmt(m: Env, w: W, c: ValueInstr[W], lanes: Lanes) -> None:
     g = c.get
-    a, sel, b = g[1](w), c.instr.ops[2].value, g[3](w)
+    a, sel, b = g[1](w), _imm(c.instr.ops[2]), g[3](w)
     if isinstance(a, V) or isinstance(b, V):
         aa = np.broadcast_to(np.asarray(a, dtype=np.uint64), (32,))
         bb = np.broadcast_to(np.asarray(b, dtype=np.uint64), (32,))
-        v: Any = np.array([_prmt1(int(x), sel, int(y)) for x, y in zip(aa, bb)], dtype=np.uint64)
+        v: Val = np.array([_prmt1(int(x), sel, int(y)) for x, y in zip(aa, bb)], dtype=np.uint64)
     else:
         v = _prmt1(a, sel, b)
     c.put[0](w, v, lanes)
@@ -227,7 +328,7 @@ _CMP = {
 
 
 @value(isa.ISETP, isa.UISETP)
-def _setp(m: Any, w: Any, c: Any, lanes: Any) -> None:
+def _setp(m: Env, w: W, c: ValueInstr[W], lanes: Lanes) -> None:
     g = c.get
     mods = c.instr.mods
     x, y = g[2](w), g[3](w)
@@ -238,27 +339,29 @@ def _setp(m: Any, w: Any, c: Any, lanes: Any) -> None:
     t = _CMP[mods[0]](x, y)
     z = g[4](w)
     logic = mods[-1]
-    vec = isinstance(t, V) or isinstance(z, V)
-    if vec:
-        t, z = np.asarray(t, dtype=bool), np.asarray(z, dtype=bool)
-        p = (t & z) if logic == "AND" else (t | z) if logic == "OR" else (t ^ z)
-        q = (~t & z) if logic == "AND" else (~t | z) if logic == "OR" else (~t ^ z)
+    p: Val
+    q: Val
+    if isinstance(t, V) or isinstance(z, V):
+        tv, zv = np.asarray(t, dtype=bool), np.asarray(z, dtype=bool)
+        p = (tv & zv) if logic == "AND" else (tv | zv) if logic == "OR" else (tv ^ zv)
+        q = (~tv & zv) if logic == "AND" else (~tv | zv) if logic == "OR" else (~tv ^ zv)
     else:
-        t, z = bool(t), bool(z)
-        p = (t and z) if logic == "AND" else (t or z) if logic == "OR" else (t != z)
-        q = ((not t) and z) if logic == "AND" else ((not t) or z) if logic == "OR" else ((not t) != z)
+        tb, zb = bool(t), bool(z)
+        p = (tb and zb) if logic == "AND" else (tb or zb) if logic == "OR" else (tb != zb)
+        q = ((not tb) and zb) if logic == "AND" else ((not tb) or zb) if logic == "OR" else ((not tb) != zb)
     c.put[0](w, p, lanes)
     c.put[1](w, q, lanes)
 
 
 @value(isa.PLOP3, isa.UPLOP3)
-def _plop3(m: Any, w: Any, c: Any, lanes: Any) -> None:
+def _plop3(m: Env, w: W, c: ValueInstr[W], lanes: Lanes) -> None:
     g = c.get
     a, b, cc = g[2](w), g[3](w), g[4](w)
-    lut = c.instr.ops[5].value
+    lut = _imm(c.instr.ops[5])
+    v: Val
     if any(isinstance(x, V) for x in (a, b, cc)):
-        a, b, cc = (np.broadcast_to(np.asarray(x, dtype=bool), (32,)).astype(np.int64) for x in (a, b, cc))
-        idx = (a << 2) | (b << 1) | cc
+        av, bv, cv = (np.broadcast_to(np.asarray(x, dtype=bool), (32,)).astype(np.int64) for x in (a, b, cc))
+        idx = (av << 2) | (bv << 1) | cv
         v = ((lut >> idx) & 1).astype(bool)
     else:
         v = bool((lut >> ((int(a) << 2) | (int(b) << 1) | int(cc))) & 1)
@@ -266,23 +369,23 @@ def _plop3(m: Any, w: Any, c: Any, lanes: Any) -> None:
 
 
 @value(isa.S2R, isa.S2UR)
-def _s2r(m: Any, w: Any, c: Any, lanes: Any) -> None:
+def _s2r(m: Env, w: W, c: ValueInstr[W], lanes: Lanes) -> None:
     c.put[0](w, c.get[1](w), lanes)
 
 
 @value(isa.LDC, isa.ULDC, isa.LDCU)
-def _ldc(m: Any, w: Any, c: Any, lanes: Any) -> None:
+def _ldc(m: Env, w: W, c: ValueInstr[W], lanes: Lanes) -> None:
     op = c.instr.ops[1]
     assert isinstance(op, CBank)
     if "64" in c.instr.mods:
         v = m.params.get(op.offset, 0) if isinstance(op.offset, str) else 0
-        _put_pair(m, w, c, c.instr.ops[0], v, lanes)
+        _put_pair(w, c, c.instr.ops[0], v, lanes)
         return
     c.put[0](w, c.get[1](w), lanes)
 
 
 @value(isa.VOTEU)
-def _vote(m: Any, w: Any, c: Any, lanes: Any) -> None:
+def _vote(m: Env, w: W, c: ValueInstr[W], lanes: Lanes) -> None:
     p = c.get[-1](w)
     act = np.ones(32, dtype=bool) if lanes is None else lanes
     pv = np.broadcast_to(np.asarray(p, dtype=bool), (32,)) & act
@@ -300,7 +403,7 @@ def _vote(m: Any, w: Any, c: Any, lanes: Any) -> None:
         c.put[1](w, res, lanes)
 
 
-def _bf16(bits: Any, kind: str) -> Any:
+def _bf16(bits: np.ndarray, kind: str) -> np.ndarray:
     f = np.asarray(bits, dtype=np.uint64).astype(np.uint32).view(np.float32)
     if kind == "F16":
         return f.astype(np.float16).view(np.uint16).astype(np.uint64)
@@ -310,7 +413,7 @@ def _bf16(bits: Any, kind: str) -> Any:
 
 
 @value(isa.F2FP)
-def _f2fp(m: Any, w: Any, c: Any, lanes: Any) -> None:
+def _f2fp(m: Env, w: W, c: ValueInstr[W], lanes: Lanes) -> None:
     a, b = c.get[1](w), c.get[2](w)
     kind = "F16" if "F16" in c.instr.mods[:1] else "BF16"
     hi, lo = _bf16(np.atleast_1d(a), kind), _bf16(np.atleast_1d(b), kind)
@@ -322,7 +425,7 @@ def _f2fp(m: Any, w: Any, c: Any, lanes: Any) -> None:
 
 
 @value(isa.FADD)
-def _fadd(m: Any, w: Any, c: Any, lanes: Any) -> None:
+def _fadd(m: Env, w: W, c: ValueInstr[W], lanes: Lanes) -> None:
     a, b = c.get[1](w), c.get[2](w)
     fa = np.atleast_1d(np.asarray(a, dtype=np.uint64)).astype(np.uint32).view(np.float32)
     fb = np.atleast_1d(np.asarray(b, dtype=np.uint64)).astype(np.uint32).view(np.float32)

@@ -2,19 +2,26 @@
 
 Each access is checked against the declared buffers (shared: a `.buffer ... smem`; global: a
 `.buffer ... global` behind the pointer) and recorded for the happens-before check: a generic-proxy
-access by the warp, stamped with the warp's clock. With values, the bytes move."""
+access by the warp, stamped with the warp's clock. With values, the bytes move. GPU-scope
+(`.STRONG`) loads and stores are flags between CTAs (`warpy.check.flags`)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Callable, Optional
 
 import numpy as np
 
-from warpy.isa.values import M32, first
-from warpy.check.state import join
-from warpy.isa.operands import GMem, RVec, elem_name
+from warpy.isa.values import M32, Val, writer
+from warpy.isa.operands import GMem, Operand, R, elem_name
 from warpy.isa.families import memory as isa
+from warpy.check.happens_before import words_of
+from warpy.check.registers import active, all_lanes, lanes_i64, lanes_u64, reg_name, regs_of
 from warpy.check.semantics import semantics
+from warpy.check.state import Lanes, Warp
+
+if TYPE_CHECKING:
+    from warpy.check.code import Compiled
+    from warpy.check.machine import Machine
 
 
 def _width(mods: tuple[str, ...]) -> int:
@@ -29,54 +36,43 @@ def _width(mods: tuple[str, ...]) -> int:
     return 4
 
 
-def _active(v: Any, lanes: Any) -> np.ndarray:
-    a = np.broadcast_to(np.asarray(v, dtype=np.int64), (32,))
-    return a if lanes is None else a[lanes]
+def _gmem_op(op: Operand) -> GMem:
+    if not isinstance(op, GMem):
+        raise TypeError(f"{op} is not a global address")
+    return op
 
 
-def _regs_of(op: Any, n: int) -> list[str]:
-    if isinstance(op, RVec):
-        return [elem_name(op.name, i) for i in range(n)]
-    return [op.name] + [elem_name(op.name, i) for i in range(1, n)] if n > 1 else [op.name]
-
-
-def _smem_access(m: Any, w: Any, c: Any, addrs: np.ndarray, nbytes: int, kind: str) -> None:
+def _smem_access(m: Machine, w: Warp, c: Compiled, addrs: np.ndarray, nbytes: int, kind: str) -> None:
     if addrs.size == 0:
         return
     lo, hi = int(addrs.min()), int(addrs.max()) + nbytes
-    if not m.check_smem_range(w, c, lo, hi):
+    if not m.places.check_smem_range(w, c, lo, hi):
         return
-    words = m.smem_words(addrs, nbytes)
-    m.access("smem", w.cta, words, kind, w.vc, w.agent, w.vc[w.agent], c.mnem, w)
+    m.order.access("smem", w.cta, words_of(addrs, nbytes), kind, w.vc, w.agent, w.vc[w.agent], c.mnem, w)
 
 
 @semantics(isa.LDS)
-def _lds(m: Any, w: Any, c: Any, lanes: Any) -> None:
+def _lds(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     nb = _width(c.instr.mods)
-    addrs = _active(c.get[1](w), lanes)
+    addrs = active(c.get[1](w), lanes)
     _smem_access(m, w, c, addrs, nb, "r")
-    if m.values and w.cta.smem is not None:
-        _load_regs(m, w, c, c.instr.ops[0], lambda a, n: w.cta.smem[a:a + n], c.get[1](w), nb, lanes)
-    elif m.shadow and addrs.size:
+    smem = w.cta.smem
+    if m.values and smem is not None:
+        _load_regs(w, c.instr.ops[0], lambda a, n: smem[a:a + n], c.get[1](w), nb, lanes)
+    elif w.cta.shadow and addrs.size:
         # without values, shared memory holds only the words the machine itself wrote (an allocation's
         # address, a cluster-launch-control answer): an LDS of one reads it
         a0 = int(addrs[0])
-        if (w.cta.index, a0) in m.shadow:
-            from warpy.isa.values import writer
-            from warpy.isa.operands import R
-
-            for k, n in enumerate(_regs_of(c.instr.ops[0], max(1, nb // 4))):
-                writer(R(n))(w, m.shadow.get((w.cta.index, a0 + 4 * k), 0), lanes)
+        if a0 in w.cta.shadow:
+            for k, n in enumerate(regs_of(c.instr.ops[0], max(1, nb // 4))):
+                writer(R(n))(w, w.cta.shadow.get(a0 + 4 * k, 0), lanes)
 
 
-def _load_regs(m: Any, w: Any, c: Any, dst: Any, fetch: Any, addr: Any, nb: int, lanes: Any) -> None:
-    from warpy.isa.values import writer
-    from warpy.isa.operands import R
-
+def _load_regs(w: Warp, dst: Operand, fetch: Callable[[int, int], np.ndarray], addr: Val, nb: int, lanes: Lanes) -> None:
     nregs = max(1, nb // 4)
-    names = _regs_of(dst, nregs)
-    av = np.broadcast_to(np.asarray(addr, dtype=np.int64), (32,))
-    act = np.ones(32, dtype=bool) if lanes is None else lanes
+    names = regs_of(dst, nregs)
+    av = lanes_i64(addr)
+    act = all_lanes(lanes)
     out = np.zeros((32, nregs), dtype=np.uint64)
     for ln in range(32):
         if not act[ln]:
@@ -92,31 +88,32 @@ def _load_regs(m: Any, w: Any, c: Any, dst: Any, fetch: Any, addr: Any, nb: int,
         writer(R(n))(w, out[:, k].copy(), lanes)
 
 
-def _store_bytes(w: Any, src: Any, nb: int, lanes: Any) -> np.ndarray:
+def _store_bytes(w: Warp, src: Operand, nb: int) -> np.ndarray:
     nregs = max(1, nb // 4)
-    names = _regs_of(src, nregs)
-    vals = [np.broadcast_to(np.asarray(w.regs.get(n, 0), dtype=np.uint64), (32,)) for n in names]
+    names = regs_of(src, nregs)
+    vals = [lanes_u64(w.regs.get(n, 0)) for n in names]
     arr = np.stack(vals, axis=1).astype(np.uint32)
     b = arr.view(np.uint8).reshape(32, nregs * 4)
     return b[:, :nb]
 
 
 @semantics(isa.STS)
-def _sts(m: Any, w: Any, c: Any, lanes: Any) -> None:
+def _sts(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     nb = _width(c.instr.mods)
-    addrs = _active(c.get[0](w), lanes)
+    addrs = active(c.get[0](w), lanes)
     _smem_access(m, w, c, addrs, nb, "w")
-    if m.values and w.cta.smem is not None:
-        data = _store_bytes(w, c.instr.ops[1], nb, lanes)
-        av = np.broadcast_to(np.asarray(c.get[0](w), dtype=np.int64), (32,))
-        act = np.ones(32, dtype=bool) if lanes is None else lanes
+    smem = w.cta.smem
+    if m.values and smem is not None:
+        data = _store_bytes(w, c.instr.ops[1], nb)
+        av = lanes_i64(c.get[0](w))
+        act = all_lanes(lanes)
         for ln in np.nonzero(act)[0]:
             a = int(av[ln])
-            if a + nb <= w.cta.smem.size:
-                w.cta.smem[a:a + nb] = data[ln]
+            if a + nb <= smem.size:
+                smem[a:a + nb] = data[ln]
 
 
-def _gaddr(w: Any, op: GMem) -> Any:
+def _gaddr(w: Warp, op: GMem) -> Val:
     lo = w.regs.get(elem_name(op.addr.name, 0), 0)
     hi = w.regs.get(elem_name(op.addr.name, 1), 0)
     if isinstance(lo, np.ndarray) or isinstance(hi, np.ndarray):
@@ -124,148 +121,110 @@ def _gaddr(w: Any, op: GMem) -> Any:
     return (lo | (hi << 32)) + op.offset
 
 
-def _global(m: Any, w: Any, c: Any, lanes: Any, gop: GMem, kind: str) -> tuple[Any, np.ndarray, int]:
+def _global(m: Machine, w: Warp, c: Compiled, lanes: Lanes, gop: GMem, kind: str) -> tuple[Optional[str], np.ndarray, int]:
     nb = _width(c.instr.mods)
-    m.pdl_check(w, c)
-    addrs = _active(_gaddr(w, gop), lanes)
-    src = m.check_global(w, c, addrs, nb)
+    gm = m.global_memory
+    gm.pdl_check(w, c)
+    addrs = active(_gaddr(w, gop), lanes)
+    src = gm.check(w, c, addrs, nb)
     # GPU-scope (.STRONG.GPU) accesses and reductions are atomic: flags between CTAs, not data races
     if src is not None and "STRONG" not in c.instr.mods:
-        words = m.smem_words(addrs, nb)
-        m.access("global", None, words, kind, w.vc, w.agent, w.vc[w.agent], c.mnem, w)
+        m.order.access("global", None, words_of(addrs, nb), kind, w.vc, w.agent, w.vc[w.agent], c.mnem, w)
     return src, addrs, nb
 
 
-def _shadowed(m: Any, src: Any, addrs: np.ndarray) -> bool:
+def _shadowed(m: Machine, src: Optional[str], addrs: np.ndarray) -> bool:
     """Without values, the words of u32/s32 global buffers (flags, counters) are still kept."""
     if src is None or addrs.size == 0:
         return False
-    off = int(addrs[0]) - m.src_base[src]
-    b = m.global_buffer_of(src, off, off + 4)
+    gm = m.global_memory
+    off = int(addrs[0]) - gm.base[src]
+    b = gm.buffer_of(src, off, off + 4)
     return b is not None and b.elem in ("u32", "s32")
 
 
 @semantics(isa.LDG)
-def _ldg(m: Any, w: Any, c: Any, lanes: Any) -> Any:
-    gop = c.instr.ops[1]
+def _ldg(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> Optional[int]:
+    gop = _gmem_op(c.instr.ops[1])
     src, addrs, nb = _global(m, w, c, lanes, gop, "r")
+    gm = m.global_memory
     if m.values and src is not None:
-        base = m.src_base[src]
-        mem = m.gmem[src]
-        if src in m.params and src not in m.tmaps and addrs.size and "STRONG" not in c.instr.mods:
-            wr = m.gwritten[src]
+        base = gm.base[src]
+        mem = gm.gmem[src]
+        if src in gm.params and src not in gm.tmaps and addrs.size and "STRONG" not in c.instr.mods:
+            wr = gm.gwritten[src]
             offs = (addrs.astype(np.int64) - base)[:, None] + np.arange(nb)[None, :]
             offs = offs[(offs >= 0) & (offs < wr.size)]
             if offs.size and not wr[offs].all():
                 w.cta.foreign = True
-        _load_regs(m, w, c, c.instr.ops[0], lambda a, n: mem[a - base:a - base + n], _gaddr(w, gop), nb, lanes)
+        _load_regs(w, c.instr.ops[0], lambda a, n: mem[a - base:a - base + n], _gaddr(w, gop), nb, lanes)
     elif nb == 4 and _shadowed(m, src, addrs):
-        av = np.broadcast_to(np.asarray(_gaddr(w, gop), dtype=np.int64), (32,))
-        v = np.array([m.gshadow.get(int(a), 0) for a in av], dtype=np.uint64)
+        av = lanes_i64(_gaddr(w, gop))
+        v = np.array([gm.shadow.get(int(a), 0) for a in av], dtype=np.uint64)
         c.put[0](w, int(v[0]) if (v == v[0]).all() else v, lanes)
     if "STRONG" in c.instr.mods and addrs.size:
         addr = int(addrs[0])
-        rel = m.flag_vc.get(addr)
-        if rel is not None:  # a relaxed load: what the flag releases is acquired by the next fence
-            for k, v in rel.items():
-                if w.acquired.get(k, 0) < v:
-                    w.acquired[k] = v
-        spin = c.extra.get("spin")
-        if spin is not None:
-            return _spin(m, w, c, spin, addr, lanes)
+        m.flags.acquire(w, addr)
+        if c.spin is not None:
+            return m.flags.spin(w, c, c.spin, addr, lanes)
     return None
 
 
-def _spin(m: Any, w: Any, c: Any, spin: Any, addr: int, lanes: Any) -> Any:
-    """A flag loop whose flag does not yet hold what it waits for blocks the warp until a simulated
-    warp writes the flag (or, when nothing else can run, the rest of the grid raises it)."""
-    s, loop_on_false = spin
-    mods = s.instr.mods
-    x = first(w.regs.get(c.instr.ops[0].name, 0), lanes)
-    y = first(s.get[3](w), lanes)
-    t = {"EQ": x == y, "NE": x != y, "LT": x < y, "LE": x <= y, "GT": x > y, "GE": x >= y}[mods[0]]
-    leaves = t if loop_on_false else not t
-    if leaves:
-        return None
-    want = {"EQ": y, "GE": y, "GT": y + 1, "NE": y + 1, "LE": y, "LT": y - 1}[mods[0]]
-    if not loop_on_false:
-        want = {"EQ": y + 1, "NE": y, "LT": y, "LE": y + 1, "GT": y, "GE": y - 1}[mods[0]]
-    w.state = 1
-    w.block = ("flag", addr, want & M32)
-    m.flag_waiters.append(w)
-    from warpy.check.machine import BLOCK
-
-    return BLOCK
-
-
-def flag_value(m: Any, addr: int, value: int) -> None:
-    """The rest of the grid writes a flag word."""
-    src, off = m.global_source(addr)
-    m.gshadow[addr] = value
-    if m.values and src is not None and 0 <= off and off + 4 <= m.gmem[src].size:
-        m.gmem[src][off:off + 4] = np.frombuffer(np.uint32(value).tobytes(), dtype=np.uint8)
-
-
-def _release_flag(m: Any, w: Any, c: Any, addrs: np.ndarray) -> None:
-    """A relaxed GPU-scope write raises a flag: it releases what the warp did before its last
-    `MEMBAR.*.GPU` (a release is the fence, then the relaxed write), not what came after."""
+def _release_flag(m: Machine, w: Warp, c: Compiled, addrs: np.ndarray) -> None:
     if "STRONG" in c.instr.mods and addrs.size:
-        w.tick()
-        vc = dict(w.fenced_vc)
-        for a in np.unique(addrs):
-            join(m.flag_vc.setdefault(int(a), {}), vc)
-            m.wake_flag_waiters(int(a))
+        m.flags.release(w, addrs)
 
 
 @semantics(isa.STG)
-def _stg(m: Any, w: Any, c: Any, lanes: Any) -> None:
-    gop = c.instr.ops[0]
+def _stg(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
+    gop = _gmem_op(c.instr.ops[0])
     src, addrs, nb = _global(m, w, c, lanes, gop, "w")
-    m.stores_seen += 1
+    gm = m.global_memory
+    gm.stores_seen += 1
     if not m.values and nb == 4 and _shadowed(m, src, addrs):
-        av = _active(_gaddr(w, gop), lanes)
-        v = _active(w.regs.get(c.instr.ops[1].name, 0), lanes)
+        av = active(_gaddr(w, gop), lanes)
+        v = active(w.regs.get(reg_name(c.instr.ops[1]), 0), lanes)
         for a, x in zip(av, v):
-            m.gshadow[int(a)] = int(x) & M32
+            gm.shadow[int(a)] = int(x) & M32
     _release_flag(m, w, c, addrs)
     if m.values and src is not None:
-        base = m.src_base[src]
-        data = _store_bytes(w, c.instr.ops[1], nb, lanes)
-        act = np.ones(32, dtype=bool) if lanes is None else lanes
-        av = np.broadcast_to(np.asarray(_gaddr(w, gop), dtype=np.int64), (32,))
-        mem, wr = m.gmem[src], m.gwritten[src]
+        base = gm.base[src]
+        data = _store_bytes(w, c.instr.ops[1], nb)
+        act = all_lanes(lanes)
+        av = lanes_i64(_gaddr(w, gop))
+        mem, wr = gm.gmem[src], gm.gwritten[src]
         for ln in np.nonzero(act)[0]:
             o = int(av[ln]) - base
             if 0 <= o and o + nb <= mem.size:
                 mem[o:o + nb] = data[ln]
                 wr[o:o + nb] = True
                 if w.cta.foreign:
-                    m.greduced[src][o:o + nb] = True
+                    gm.greduced[src][o:o + nb] = True
 
 
 def _nmat(mods: tuple[str, ...]) -> int:
     return int(mods[-1]) if mods and mods[-1] in ("1", "2", "4") else 1
 
 
-def _matrix(m: Any, w: Any, c: Any, lanes: Any, store: bool) -> None:
+def _matrix(m: Machine, w: Warp, c: Compiled, lanes: Lanes, store: bool) -> None:
     n = _nmat(c.instr.mods)
     mem_op = 0 if store else 1
-    av = np.broadcast_to(np.asarray(c.get[mem_op](w), dtype=np.int64), (32,))
+    av = lanes_i64(c.get[mem_op](w))
     rows = av[: 8 * n]
     _smem_access(m, w, c, rows, 16, "w" if store else "r")
-    if not (m.values and w.cta.smem is not None):
+    smem = w.cta.smem
+    if not (m.values and smem is not None):
         return
     trans = "T" in c.instr.mods
     reg_op = c.instr.ops[1] if store else c.instr.ops[0]
-    names = _regs_of(reg_op, n)
-    smem = w.cta.smem
+    names = regs_of(reg_op, n)
     lane = np.arange(32)
     for j in range(n):
         # matrix j: rows addressed by lanes 8j..8j+7; lane t holds row t//4, columns 2(t%4), +1
         r, col = lane // 4, 2 * (lane % 4)
         base = rows[8 * j:8 * j + 8]
         if store:
-            v = np.broadcast_to(np.asarray(w.regs.get(names[j], 0), dtype=np.uint64), (32,)).astype(np.uint32)
+            v = lanes_u64(w.regs.get(names[j], 0)).astype(np.uint32)
             halves = np.stack([v & 0xFFFF, v >> 16], axis=1).astype(np.uint16)
             for t in range(32):
                 for h in range(2):
@@ -281,43 +240,38 @@ def _matrix(m: Any, w: Any, c: Any, lanes: Any, store: bool) -> None:
                     a = int(base[rr]) + 2 * cc
                     hv.append(int.from_bytes(smem[a:a + 2].tobytes(), "little"))
                 out[t] = hv[0] | (hv[1] << 16)
-            from warpy.isa.values import writer
-            from warpy.isa.operands import R
-
             writer(R(names[j]))(w, out, lanes)
 
 
 @semantics(isa.LDSM)
-def _ldsm(m: Any, w: Any, c: Any, lanes: Any) -> None:
+def _ldsm(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     _matrix(m, w, c, lanes, False)
 
 
 @semantics(isa.STSM)
-def _stsm(m: Any, w: Any, c: Any, lanes: Any) -> None:
+def _stsm(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     _matrix(m, w, c, lanes, True)
 
 
 @semantics(isa.REDG)
-def _redg(m: Any, w: Any, c: Any, lanes: Any) -> None:
-    gop = c.instr.ops[0]
+def _redg(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
+    gop = _gmem_op(c.instr.ops[0])
     src, addrs, nb = _global(m, w, c, lanes, gop, "red")
+    gm = m.global_memory
     if not m.values:
-        av = _active(_gaddr(w, gop), lanes)
-        v = _active(w.regs.get(c.instr.ops[1].name, 0), lanes)
+        av = active(_gaddr(w, gop), lanes)
+        v = active(w.regs.get(reg_name(c.instr.ops[1]), 0), lanes)
         for a, x in zip(av, v):
-            m.gshadow[int(a)] = (m.gshadow.get(int(a), 0) + int(x)) & M32
+            gm.shadow[int(a)] = (gm.shadow.get(int(a), 0) + int(x)) & M32
     _release_flag(m, w, c, addrs)
     if m.values and src is not None:
-        base = m.src_base[src]
-        mem = m.gmem[src]
-        act = np.ones(32, dtype=bool) if lanes is None else lanes
-        av = np.broadcast_to(np.asarray(_gaddr(w, gop), dtype=np.int64), (32,))
-        v = np.broadcast_to(np.asarray(w.regs.get(c.instr.ops[1].name, 0), dtype=np.uint64), (32,))
+        base = gm.base[src]
+        mem = gm.gmem[src]
+        act = all_lanes(lanes)
+        av = lanes_i64(_gaddr(w, gop))
+        vv = lanes_u64(w.regs.get(reg_name(c.instr.ops[1]), 0))
         for ln in np.nonzero(act)[0]:
             o = int(av[ln]) - base
             if 0 <= o and o + 4 <= mem.size:
                 cur = int(mem[o:o + 4].view("<u4")[0])
-                mem[o:o + 4] = np.frombuffer(np.uint32((cur + int(v[ln])) & M32).tobytes(), dtype=np.uint8)
-
-
-_ = M32
+                mem[o:o + 4] = np.frombuffer(np.uint32((cur + int(vv[ln])) & M32).tobytes(), dtype=np.uint8)

@@ -7,22 +7,27 @@ phase's arrivals (and of the copies that completed on it)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Optional
 
 import numpy as np
 
-from warpy.isa.values import first
-from warpy.check.state import join
+from warpy.isa.values import Val, first
 from warpy.isa.operands import URVec, elem_name
 from warpy.isa.families import sync as isa
-from warpy.check.semantics import semantics
+from warpy.check.semantics import BLOCK, semantics
+from warpy.check.state import (BLOCKED, EXITED, RUNS, BarrierWait, Cluster, Cta, Lanes, MBarWait, NamedBarrier, Warp,
+                               join)
+
+if TYPE_CHECKING:
+    from warpy.check.code import Compiled
+    from warpy.check.machine import Machine
 
 
-def _lanes_n(lanes: Any) -> int:
+def _lanes_n(lanes: Lanes) -> int:
     return 32 if lanes is None else int(np.count_nonzero(lanes))
 
 
-def _addrs(v: Any, lanes: Any) -> list[int]:
+def _addrs(v: Val, lanes: Lanes) -> list[int]:
     if isinstance(v, np.ndarray):
         vv = v if lanes is None else v[lanes]
         return [int(x) for x in np.unique(vv)]
@@ -34,20 +39,20 @@ def _bar_short(name: str) -> str:
 
 
 @semantics(isa.SYNCS_EXCH)
-def _init(m: Any, w: Any, c: Any, lanes: Any) -> None:
+def _init(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     op = c.instr.ops[2]
     assert isinstance(op, URVec)
-    lo = w.regs.get(elem_name(op.name, 0), 0)
-    lo = first(lo, lanes)
+    lo = first(w.regs.get(elem_name(op.name, 0), 0), lanes)
     count = (1 << 20) - ((lo >> 1) & 0xFFFFF)
+    mb = m.mbarriers
     for addr in _addrs(c.get[1](w), lanes):
-        if not m.check_barrier_addr(w, c, addr):
+        if not m.places.check_barrier_addr(w, c, addr):
             continue
-        bar = m.mbar(w.cta, addr)
+        bar = mb.at(w.cta, addr)
         if bar.inited:
-            m.problems.add("protocol", f"{m.cta_name(w.cta)} warp {w.wid} initialises {bar.name} again without "
+            m.problems.add("protocol", f"{w.cta.name} warp {w.wid} initialises {bar.name} again without "
                                        f"invalidating it (SYNCS.CCTL.IV)")
-        m.bar_access(bar, w, "w", w.vc, w.agent, w.vc[w.agent], c.mnem, "generic")
+        mb.bar_access(bar, w, "w", w.vc, w.agent, w.vc[w.agent], c.mnem, "generic")
         bar.inited = True
         bar.count = count
         bar.pending = count
@@ -58,7 +63,7 @@ def _init(m: Any, w: Any, c: Any, lanes: Any) -> None:
 
 
 @semantics(isa.SYNCS_ARRIVE)
-def _arrive(m: Any, w: Any, c: Any, lanes: Any) -> None:
+def _arrive(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     mods = c.instr.mods
     n_lanes = _lanes_n(lanes)
     nval = c.get[2](w)
@@ -73,65 +78,61 @@ def _arrive(m: Any, w: Any, c: Any, lanes: Any) -> None:
         tx = first(nval, lanes)
     remote = "RED" in mods
     vc = w.tick()
-    who = f"{m.cta_name(w.cta)} warp {w.wid}"
+    who = f"{w.cta.name} warp {w.wid}"
+    mb = m.mbarriers
     for addr in _addrs(c.get[1](w), lanes):
-        cta = w.cta
+        cta: Optional[Cta] = w.cta
         local = addr
         if remote:
-            cta, local = m.resolve_cluster_addr(w.cta, addr)
-            if cta is None:
-                m.problems.add("protocol", f"{who}: {c.mnem} arrives on cluster address 0x{addr:x}, a CTA rank the cluster has not")
-                continue
-        if not m.check_barrier_addr(w, c, local):
+            cta, local = w.cta.resolve(addr)
+        if cta is None:
+            m.problems.add("protocol", f"{who}: {c.mnem} arrives on cluster address 0x{addr:x}, a CTA rank the cluster has not")
             continue
-        bar = m.mbar(cta, local)
-        m.bar_access(bar, w, "red", vc, w.agent, vc[w.agent], c.mnem, "generic")
-        m.arrive(bar, arrivals * n_lanes, tx * n_lanes, vc, who)
+        if not m.places.check_barrier_addr(w, c, local):
+            continue
+        bar = mb.at(cta, local)
+        mb.bar_access(bar, w, "red", vc, w.agent, vc[w.agent], c.mnem, "generic")
+        mb.arrive(bar, arrivals * n_lanes, tx * n_lanes, vc, who)
 
 
 @semantics(isa.SYNCS_PHASECHK)
-def _wait(m: Any, w: Any, c: Any, lanes: Any) -> Any:
+def _wait(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> Optional[int]:
     addr = first(c.get[1](w), lanes)
     par = (first(c.get[2](w), lanes) >> 31) & 1
-    if not m.check_barrier_addr(w, c, addr):
+    if not m.places.check_barrier_addr(w, c, addr):
         c.put[0](w, True, lanes)
         return None
-    bar = m.mbar(w.cta, addr)
-    m.bar_access(bar, w, "red", w.vc, w.agent, w.vc[w.agent], c.mnem, "generic")
+    mb = m.mbarriers
+    bar = mb.at(w.cta, addr)
+    mb.bar_access(bar, w, "red", w.vc, w.agent, w.vc[w.agent], c.mnem, "generic")
     if not bar.inited:
-        m.problems.add("protocol", f"{m.cta_name(w.cta)} warp {w.wid} waits on {bar.name}, which is not initialised")
+        m.problems.add("protocol", f"{w.cta.name} warp {w.wid} waits on {bar.name}, which is not initialised")
         c.put[0](w, True, lanes)
         return None
-    if m.bar_passed(bar, par):
+    if bar.passed(par):
         if bar.phase > 0:
             join(w.vc, bar.release_vc, w.via, f"wait on {_bar_short(bar.name)}")
         c.put[0](w, True, lanes)
         return None
     if c.wait_loop:
-        w.state = 1
-        w.block = ("mbar", bar, par)
+        w.state = BLOCKED
+        w.block = MBarWait(bar, par)
         bar.waiters.append(w)
-        return m_block()
+        return BLOCK
     c.put[0](w, False, lanes)
     return None
 
 
-def m_block() -> int:
-    from warpy.check.machine import BLOCK
-
-    return BLOCK
-
-
 @semantics(isa.SYNCS_CCTL)
-def _inval(m: Any, w: Any, c: Any, lanes: Any) -> None:
+def _inval(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     for addr in _addrs(c.get[0](w), lanes):
-        if m.check_barrier_addr(w, c, addr):
-            bar = m.mbar(w.cta, addr)
+        if m.places.check_barrier_addr(w, c, addr):
+            bar = m.mbarriers.at(w.cta, addr)
             bar.inited = False
 
 
 @semantics(isa.ELECT)
-def _elect(m: Any, w: Any, c: Any, lanes: Any) -> None:
+def _elect(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     act = np.ones(32, dtype=bool) if lanes is None else lanes
     lane = int(np.argmax(act))
     p = np.zeros(32, dtype=bool)
@@ -140,121 +141,123 @@ def _elect(m: Any, w: Any, c: Any, lanes: Any) -> None:
     c.put[1](w, lane, lanes)
 
 
-def _bar_id(c: Any, w: Any, lanes: Any) -> tuple[int, int | None]:
+def _bar_id(c: Compiled, w: Warp, lanes: Lanes) -> tuple[int, Optional[int]]:
     bid = first(c.get[0](w), lanes)
     cnt = first(c.get[1](w), lanes) if len(c.get) > 1 else None
     return bid, cnt
 
 
-def _named_state(m: Any, cta: Any, bid: int, cnt: Any) -> dict[str, Any]:
+def _named_state(cta: Cta, bid: int, cnt: Optional[int]) -> NamedBarrier:
     st = cta.named.get(bid)
     if st is None:
-        st = cta.named[bid] = {"arrived": 0, "count": 0, "vc": {}, "waiting": []}
+        st = cta.named[bid] = NamedBarrier()
     if cnt is not None:
-        st["count"] = cnt
-    elif not st["arrived"]:
-        st["count"] = 0  # the whole CTA: decided at release
-    return st  # type: ignore[no-any-return]
+        st.count = cnt
+    elif not st.arrived:
+        st.count = 0  # the whole CTA: decided at release
+    return st
 
 
-def _named_target(m: Any, cta: Any, st: dict[str, Any]) -> int:
-    if st["count"]:
-        return int(st["count"])
-    return 32 * sum(1 for x in cta.warps if x.state != 2)
+def _named_target(cta: Cta, st: NamedBarrier) -> int:
+    if st.count:
+        return st.count
+    return 32 * sum(1 for x in cta.warps if x.state != EXITED)
 
 
-def _named_release(m: Any, cta: Any, bid: int, st: dict[str, Any]) -> None:
-    rel = st["vc"]
-    for x in st["waiting"]:
+def _named_release(cta: Cta, bid: int, st: NamedBarrier) -> None:
+    rel = st.vc
+    for x in st.waiting:
         join(x.vc, rel, x.via, f"named barrier {bid}" if bid else "CTA barrier")
-        x.groups[0][0] += 1
-        x.state = 0
+        x.groups[0].pc += 1
+        x.state = RUNS
         x.block = None
-    cta.named[bid] = {"arrived": 0, "count": 0, "vc": {}, "waiting": []}
+    cta.named[bid] = NamedBarrier()
 
 
-def named_barrier_recheck(m: Any, cta: Any) -> None:
+def named_barrier_recheck(cta: Cta) -> None:
+    """A warp exited: a barrier for the whole CTA may now have every thread it waits for."""
     for bid, st in list(cta.named.items()):
-        if st["arrived"] and st["arrived"] >= _named_target(m, cta, st):
-            _named_release(m, cta, bid, st)
+        if st.arrived and st.arrived >= _named_target(cta, st):
+            _named_release(cta, bid, st)
 
 
 @semantics(isa.BAR_SYNC)
-def _bar_sync(m: Any, w: Any, c: Any, lanes: Any) -> Any:
+def _bar_sync(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> Optional[int]:
     bid, cnt = _bar_id(c, w, lanes)
-    st = _named_state(m, w.cta, bid, cnt)
-    st["arrived"] += 32
+    st = _named_state(w.cta, bid, cnt)
+    st.arrived += 32
     vc = w.tick()
-    join(st["vc"], vc)
-    if st["arrived"] >= _named_target(m, w.cta, st):
-        st["waiting"].append(w)
-        w.state = 1
-        _named_release(m, w.cta, bid, st)
-        w.groups[0][0] -= 1  # the loop advances this warp's pc itself
-        w.state = 0
+    join(st.vc, vc)
+    if st.arrived >= _named_target(w.cta, st):
+        st.waiting.append(w)
+        w.state = BLOCKED
+        _named_release(w.cta, bid, st)
+        w.groups[0].pc -= 1  # the loop advances this warp's pc itself
+        w.state = RUNS
         return None
-    st["waiting"].append(w)
-    w.state = 1
-    w.block = ("named", f"named barrier {bid} ({st['arrived']} of {_named_target(m, w.cta, st)} threads arrived)")
-    return m_block()
+    st.waiting.append(w)
+    w.state = BLOCKED
+    w.block = BarrierWait("named", f"named barrier {bid} ({st.arrived} of {_named_target(w.cta, st)} threads arrived)")
+    return BLOCK
 
 
 @semantics(isa.BAR_ARV)
-def _bar_arv(m: Any, w: Any, c: Any, lanes: Any) -> None:
+def _bar_arv(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     bid, cnt = _bar_id(c, w, lanes)
-    st = _named_state(m, w.cta, bid, cnt)
-    st["arrived"] += 32
-    join(st["vc"], w.tick())
-    if st["arrived"] >= _named_target(m, w.cta, st):
-        _named_release(m, w.cta, bid, st)
+    st = _named_state(w.cta, bid, cnt)
+    st.arrived += 32
+    join(st.vc, w.tick())
+    if st.arrived >= _named_target(w.cta, st):
+        _named_release(w.cta, bid, st)
 
 
-def cluster_barrier_check(m: Any, cl: Any) -> None:
-    live = [x for cta in cl.ctas for x in cta.warps if x.state != 2]
+def cluster_barrier_check(cl: Cluster) -> None:
+    """Every warp of the cluster still running has arrived: the barrier's phase completes."""
+    live = [x for cta in cl.ctas for x in cta.warps if x.state != EXITED]
     if cl.bar_arrived and all(x.gid in cl.bar_arrived for x in live):
         cl.bar_release = cl.bar_vc
         cl.bar_vc = {}
         cl.bar_arrived = set()
         cl.bar_phase += 1
         for x in live:
-            if x.state == 1 and x.block is not None and x.block[0] == "cluster":
-                x.state = 0
+            if x.state == BLOCKED and isinstance(x.block, BarrierWait) and x.block.kind == "cluster":
+                x.state = RUNS
                 x.block = None
 
 
 @semantics(isa.UCGABAR_ARV)
-def _cl_arrive(m: Any, w: Any, c: Any, lanes: Any) -> None:
+def _cl_arrive(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     cl = w.cta.cluster
     if w.gid in cl.bar_arrived:
-        m.problems.add("protocol", f"{m.cta_name(w.cta)} warp {w.wid} arrives twice at the cluster barrier")
+        m.problems.add("protocol", f"{w.cta.name} warp {w.wid} arrives twice at the cluster barrier")
     cl.bar_arrived.add(w.gid)
     w.cl_phase = cl.bar_phase
     join(cl.bar_vc, w.tick())
-    cluster_barrier_check(m, cl)
+    cluster_barrier_check(cl)
 
 
 @semantics(isa.UCGABAR_WAIT)
-def _cl_wait(m: Any, w: Any, c: Any, lanes: Any) -> Any:
+def _cl_wait(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> Optional[int]:
     cl = w.cta.cluster
     if w.cl_phase < 0:
-        m.problems.add("protocol", f"{m.cta_name(w.cta)} warp {w.wid} waits at the cluster barrier without arriving")
+        m.problems.add("protocol", f"{w.cta.name} warp {w.wid} waits at the cluster barrier without arriving")
         return None
     if cl.bar_phase > w.cl_phase:
         join(w.vc, cl.bar_release, w.via, "cluster barrier")
         w.cl_phase = -1
         return None
-    w.state = 1
-    w.block = ("cluster", "the cluster barrier")
-    return m_block()
+    w.state = BLOCKED
+    w.block = BarrierWait("cluster", "the cluster barrier")
+    return BLOCK
 
 
 @semantics(isa.NANOSLEEP, isa.PREEXIT)
-def _nothing(m: Any, w: Any, c: Any, lanes: Any) -> None:
+def _nothing(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     return None
 
 
 @semantics(isa.FENCE_VIEW_ASYNC)
-def _fence_async(m: Any, w: Any, c: Any, lanes: Any) -> None:
+def _fence_async(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     if "S" in c.instr.mods or "G" in c.instr.mods:
         for a in w.unfenced:
             a.fenced = True
@@ -262,7 +265,7 @@ def _fence_async(m: Any, w: Any, c: Any, lanes: Any) -> None:
 
 
 @semantics(isa.FENCE_MBARRIER_INIT)
-def _fence_init(m: Any, w: Any, c: Any, lanes: Any) -> None:
+def _fence_init(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     """fence.mbarrier_init: this thread's barrier inits become visible to the async proxy (and cluster)."""
     for a in w.unfenced_init:
         a.fenced = True
@@ -270,19 +273,17 @@ def _fence_init(m: Any, w: Any, c: Any, lanes: Any) -> None:
 
 
 @semantics(isa.MEMBAR)
-def _membar(m: Any, w: Any, c: Any, lanes: Any) -> None:
+def _membar(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     if "GPU" in c.instr.mods or "SYS" in c.instr.mods:
         for a in w.gunfenced:
             a.gpu_fenced = True
         w.gunfenced = []
         w.fenced_vc = dict(w.vc)  # release: a flag raised from here on hands this over
         if w.acquired:  # acquire: what GPU-scope flags this warp read released
-            from warpy.check.state import join
-
             join(w.vc, w.acquired, w.via, "GPU-scope flag")
             w.acquired = {}
 
 
 @semantics(isa.ACQBULK)
-def _acqbulk(m: Any, w: Any, c: Any, lanes: Any) -> None:
+def _acqbulk(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     w.acq_done = True

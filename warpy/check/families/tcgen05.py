@@ -10,16 +10,23 @@ accumulates must add to what an MMA wrote, and a load must read what one wrote."
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from warpy.isa.values import LANES, first, reg_ids, writer
-from warpy.check.state import masks_of
-from warpy.isa.operands import R, URVec, elem_name
-from warpy.check.families.wgmma import desc_rows, operand_footprint, read_matrix
+from warpy.isa.values import first, writer
+from warpy.isa.operands import Desc, Operand, R, elem_name
+from warpy.check.families.tma import operands_meet
+from warpy.check.families.wgmma import desc_rows, operand_footprint, read_matrix, span_of
+from warpy.check.happens_before import Footprint
+from warpy.check.registers import lanes_u64, pair64, reg_name
 from warpy.isa.families import tcgen05 as isa
 from warpy.check.semantics import semantics
+from warpy.check.state import TMEM_COLUMNS, TMEM_LANES, Cta, Lanes, Warp
+
+if TYPE_CHECKING:
+    from warpy.check.code import Compiled
+    from warpy.check.machine import Machine
 
 _UMMA_SW = {0: 0, 2: 3, 4: 2, 6: 1}
 
@@ -38,40 +45,44 @@ def tmem_words(lanes_: np.ndarray, cols: np.ndarray) -> np.ndarray:
     return (cols[None, :].astype(np.int64) * 128 + lanes_[:, None].astype(np.int64)).ravel()
 
 
-def _pair64(w: Any, op: Any) -> int:
-    reg = op.reg
-    if isinstance(reg, URVec):
-        return int(first(w.regs.get(elem_name(reg.name, 0), 0))) | (int(first(w.regs.get(elem_name(reg.name, 1), 0))) << 32)
-    return int(first(w.regs.get(elem_name(reg.name, 0), 0))) | (int(first(w.regs.get(elem_name(reg.name, 1), 0))) << 32)
+def _desc(op: Operand) -> Desc:
+    if not isinstance(op, Desc):
+        raise TypeError(f"{op} is not a descriptor")
+    return op
 
 
-def _tmem_check(m: Any, w: Any, c: Any, cta: Any, col0: int, ncols: int) -> bool:
+def _tmem_fp(m: Machine, lane0: int, nlanes: int, col0: int, ncols: int) -> Footprint:
+    return m.order.footprint(("tmem", lane0, nlanes, col0, ncols),
+                             lambda: tmem_words(np.arange(lane0, lane0 + nlanes), np.arange(col0, col0 + ncols)))
+
+
+def _tmem_check(m: Machine, w: Warp, c: Compiled, cta: Cta, col0: int, ncols: int) -> bool:
     for start, n in cta.tmem_cols:
         if start <= col0 and col0 + ncols <= start + n:
             return True
-    m.problems.add("memory", f"{m.cta_name(cta)} warp {w.wid}: {c.mnem} touches tensor-memory columns "
+    m.problems.add("memory", f"{cta.name} warp {w.wid}: {c.mnem} touches tensor-memory columns "
                              f"{col0}..{col0 + ncols - 1}, outside what the CTA allocated")
     return False
 
 
 @semantics(isa.UTCHMMA)
-def _utchmma(m: Any, w: Any, c: Any, lanes: Any) -> None:
+def _utchmma(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     i = c.instr
     two = "2CTA" in i.mods
-    adesc, bdesc = _pair64(w, i.ops[0]), _pair64(w, i.ops[1])
-    dval = int(first(m.read(i.ops[2].reg)(w)))
-    idesc = int(first(m.read(i.ops[4].reg)(w)))
-    accumulate = bool(m.read(i.ops[5])(w))
+    adesc, bdesc = pair64(w, _desc(i.ops[0]).reg.name), pair64(w, _desc(i.ops[1]).reg.name)
+    dval = int(first(m.code.read(_desc(i.ops[2]).reg)(w)))
+    idesc = int(first(m.code.read(_desc(i.ops[4]).reg)(w)))
+    accumulate = bool(m.code.read(i.ops[5])(w))
     n = ((idesc >> 17) & 0x3F) << 3
     mm = ((idesc >> 24) & 0x1F) << 4
     if n == 0 or mm == 0:
-        m.problems.add("protocol", f"{m.cta_name(w.cta)} warp {w.wid}: {c.mnem} has instruction descriptor 0x{idesc:x} (M {mm}, N {n})")
+        m.problems.add("protocol", f"{w.cta.name} warp {w.wid}: {c.mnem} has instruction descriptor 0x{idesc:x} (M {mm}, N {n})")
         return
     ctas = [w.cta]
     if two:
-        peer = m.cta_of_rank(w.cta, w.cta.rank ^ 1)
+        peer = w.cta.peer(w.cta.rank ^ 1)
         if peer is None:
-            m.problems.add("protocol", f"{m.cta_name(w.cta)} warp {w.wid}: {c.mnem} needs a CTA pair, the cluster has one CTA")
+            m.problems.add("protocol", f"{w.cta.name} warp {w.wid}: {c.mnem} needs a CTA pair, the cluster has one CTA")
             return
         ctas = sorted([w.cta, peer], key=lambda x: x.rank)
     rows_a = mm // len(ctas)  # rows of D (and of A) in each CTA
@@ -83,8 +94,6 @@ def _utchmma(m: Any, w: Any, c: Any, lanes: Any) -> None:
     vc[agent] = clock - 1
     fa = operand_footprint(m, ("umma", adesc, rows_a, kb), lambda: umma_rows(adesc, rows_a, kb))
     fb = operand_footprint(m, ("umma", bdesc, rows_b, kb), lambda: umma_rows(bdesc, rows_b, kb))
-    from warpy.check.families.tma import operands_meet
-
     operands_meet(m, w, c, w.cta, (adesc & 0x3FFF) << 4, (bdesc & 0x3FFF) << 4)
     col0 = dval & 0xFFFF
     lane0 = (dval >> 16) & 0xFFFF
@@ -96,177 +105,181 @@ def _utchmma(m: Any, w: Any, c: Any, lanes: Any) -> None:
     for cta in ctas:
         for addrs, fp in (fa, fb):
             lo, hi = int(addrs.min()), int(addrs.max()) + 1
-            if m.check_smem_range(w, c, lo, hi):
-                m.access("smem", cta, None, "r", vc, agent, clock, c.mnem, w, proxy="async", footprint=fp)
+            if m.places.check_smem_range(w, c, lo, hi):
+                m.order.access("smem", cta, None, "r", vc, agent, clock, c.mnem, w, proxy="async", footprint=fp)
         if not _tmem_check(m, w, c, cta, col0, ncols):
             continue
-        key = ("tmemfp", lane0, lanes_used, col0, ncols)
-        fp = m.ref_cache.get(key)
-        if fp is None:
-            fp = m.ref_cache[key] = masks_of(tmem_words(np.arange(lane0, lane0 + lanes_used), np.arange(col0, col0 + ncols)))
-        m.access("tmem", cta, None, "w", vc, agent, clock, c.mnem, w, proxy="async", footprint=fp)
+        fp = _tmem_fp(m, lane0, lanes_used, col0, ncols)
+        m.order.access("tmem", cta, None, "w", vc, agent, clock, c.mnem, w, proxy="async", footprint=fp)
         st = cta.tmem_written[lane0:lane0 + lanes_used, col0:col0 + ncols]
         if accumulate and not st.all():
-            m.problems.add("protocol", f"{m.cta_name(cta)}: {c.mnem} (warp {w.wid}) adds to tensor-memory columns "
+            m.problems.add("protocol", f"{cta.name}: {c.mnem} (warp {w.wid}) adds to tensor-memory columns "
                                        f"{col0}..{col0 + ncols - 1} that no MMA wrote")
         st[:] = True
     if m.values:
         dt = "bf16" if (idesc >> 7) & 7 == 1 else "fp16"
-        b_full = np.concatenate([read_matrix(x.smem, fb[0], dt, 2) for x in ctas], axis=0)
+        b_full = np.concatenate([read_matrix(_smem(x), fb[0], dt, 2) for x in ctas], axis=0)
         for x in ctas:
-            a = read_matrix(x.smem, fa[0], dt, 2)
+            a = read_matrix(_smem(x), fa[0], dt, 2)
             prod = a @ b_full.T  # [rows_a, n]
             if folded:
                 prod = np.concatenate([prod[:, : n // 2], prod[:, n // 2:]], axis=0)  # [128, n/2]
-            tv = x.tmem_vals[lane0:lane0 + lanes_used, col0:col0 + ncols]
+            tv = _tmem_vals(x)[lane0:lane0 + lanes_used, col0:col0 + ncols]
             if accumulate:
                 tv += prod
             else:
                 tv[:] = prod
 
 
+def _smem(cta: Cta) -> np.ndarray:
+    if cta.smem is None:
+        raise TypeError(f"{cta.name} has no shared-memory bytes (a run without values)")
+    return cta.smem
+
+
+def _tmem_vals(cta: Cta) -> np.ndarray:
+    if cta.tmem_vals is None:
+        raise TypeError(f"{cta.name} has no tensor-memory words (a run without values)")
+    return cta.tmem_vals
+
+
 @semantics(isa.UTCBAR)
-def _utcbar(m: Any, w: Any, c: Any, lanes: Any) -> None:
+def _utcbar(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     i = c.instr
     addr = int(first(c.get[0](w), lanes))
     leader = w.cta
     if "2CTA" in i.mods and w.cta.rank & 1:
-        leader = m.cta_of_rank(w.cta, w.cta.rank & ~1) or w.cta
+        leader = w.cta.peer(w.cta.rank & ~1) or w.cta
     vc = w.tick()
     vc[leader.tc_agent] = max(vc.get(leader.tc_agent, 0), leader.tc_clock)
-    who = f"{m.cta_name(w.cta)} warp {w.wid} ({c.mnem})"
+    who = f"{w.cta.name} warp {w.wid} ({c.mnem})"
+    mb = m.mbarriers
     if "MULTICAST" in i.mods:
         mask = int(first(c.get[2](w), lanes))
         for dest in w.cta.cluster.ctas:
             if mask >> dest.rank & 1:
                 local = addr & 0xFFFFFF
-                if m.check_barrier_addr(w, c, local):
-                    bar = m.mbar(dest, local)
-                    m.bar_access(bar, w, "red", vc, leader.tc_agent, leader.tc_clock, c.mnem, "async")
-                    m.arrive(bar, 1, 0, vc, who)
+                if m.places.check_barrier_addr(w, c, local):
+                    bar = mb.at(dest, local)
+                    mb.bar_access(bar, w, "red", vc, leader.tc_agent, leader.tc_clock, c.mnem, "async")
+                    mb.arrive(bar, 1, 0, vc, who)
         return
-    dest, local = (m.resolve_cluster_addr(w.cta, addr) if "2CTA" in i.mods else (w.cta, addr))
-    if dest is None or not m.check_barrier_addr(w, c, local):
+    to, local = (w.cta.resolve(addr) if "2CTA" in i.mods else (w.cta, addr))
+    if to is None or not m.places.check_barrier_addr(w, c, local):
         return
-    bar = m.mbar(dest, local)
-    m.bar_access(bar, w, "red", vc, leader.tc_agent, leader.tc_clock, c.mnem, "async")
-    m.arrive(bar, 1, 0, vc, who)
+    bar = mb.at(to, local)
+    mb.bar_access(bar, w, "red", vc, leader.tc_agent, leader.tc_clock, c.mnem, "async")
+    mb.arrive(bar, 1, 0, vc, who)
 
 
-def _ldtm_cols(c: Any) -> int:
+def _ldtm_cols(c: Compiled) -> int:
     for mod in c.instr.mods:
         if mod.startswith("x"):
             return int(mod[1:])
     return 1
 
 
-def _tmem_access(m: Any, w: Any, c: Any, tval: int, ncols: int, kind: str) -> tuple[int, int]:
+def _tmem_access(m: Machine, w: Warp, c: Compiled, tval: int, ncols: int, kind: str) -> tuple[int, int]:
     col0 = tval & 0xFFFF
     lane0 = ((tval >> 16) & 0xFFFF)
     base_lane = 32 * (w.wid % 4)
     if lane0 != base_lane and lane0 != 0:
-        m.problems.add("memory", f"{m.cta_name(w.cta)} warp {w.wid}: {c.mnem} addresses tensor-memory lane {lane0}; "
+        m.problems.add("memory", f"{w.cta.name} warp {w.wid}: {c.mnem} addresses tensor-memory lane {lane0}; "
                                  f"warp {w.wid} may access lanes {base_lane}..{base_lane + 31}")
     lane0 = base_lane
     if not _tmem_check(m, w, c, w.cta, col0, ncols):
         return lane0, col0
-    key = ("tmemfp", lane0, 32, col0, ncols)
-    fp = m.ref_cache.get(key)
-    if fp is None:
-        fp = m.ref_cache[key] = masks_of(tmem_words(np.arange(lane0, lane0 + 32), np.arange(col0, col0 + ncols)))
-    m.access("tmem", w.cta, None, kind, w.vc, w.agent, w.vc[w.agent], c.mnem, w, footprint=fp)
+    fp = _tmem_fp(m, lane0, 32, col0, ncols)
+    m.order.access("tmem", w.cta, None, kind, w.vc, w.agent, w.vc[w.agent], c.mnem, w, footprint=fp)
     return lane0, col0
 
 
 @semantics(isa.LDTM)
-def _ldtm(m: Any, w: Any, c: Any, lanes: Any) -> None:
+def _ldtm(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     n = _ldtm_cols(c)
-    tval = int(first(m.read(c.instr.ops[1].reg)(w)))
+    tval = int(first(m.code.read(_desc(c.instr.ops[1]).reg)(w)))
     lane0, col0 = _tmem_access(m, w, c, tval, n, "r")
     st = w.cta.tmem_written[lane0:lane0 + 32, col0:col0 + n]
     if not st.all():
-        m.problems.add("protocol", f"{m.cta_name(w.cta)} warp {w.wid}: {c.mnem} reads tensor-memory columns "
+        m.problems.add("protocol", f"{w.cta.name} warp {w.wid}: {c.mnem} reads tensor-memory columns "
                                    f"{col0}..{col0 + n - 1} that no MMA wrote")
-    span = c.extra.get("dst_span")
-    if span is None:
-        ids = reg_ids(c.instr.ops[0])
-        span = c.extra["dst_span"] = (ids[0][0], ids[0][1], ids[-1][1] + 1) if ids else ()
+    span = span_of(c, c.instr.ops[0])
     if span:  # the registers are the load's until tcgen05.wait::ld
         w.pending.append((span[0], span[1], span[2], -1, c.mnem))
     if m.values:
-        vals = w.cta.tmem_vals[lane0:lane0 + 32, col0:col0 + n].astype(np.float32).view(np.uint32).astype(np.uint64)
-        d = c.instr.ops[0]
+        vals = _tmem_vals(w.cta)[lane0:lane0 + 32, col0:col0 + n].astype(np.float32).view(np.uint32).astype(np.uint64)
+        d = reg_name(c.instr.ops[0])
         for j in range(n):
-            writer(R(elem_name(d.name, j)))(w, vals[:, j].copy(), lanes)
+            writer(R(elem_name(d, j)))(w, vals[:, j].copy(), lanes)
 
 
 @semantics(isa.STTM)
-def _sttm(m: Any, w: Any, c: Any, lanes: Any) -> None:
+def _sttm(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     n = _ldtm_cols(c)
-    tval = int(first(m.read(c.instr.ops[0].reg)(w)))
+    tval = int(first(m.code.read(_desc(c.instr.ops[0]).reg)(w)))
     lane0, col0 = _tmem_access(m, w, c, tval, n, "w")
     w.cta.tmem_written[lane0:lane0 + 32, col0:col0 + n] = True
     if m.values:
-        v = c.instr.ops[1]
+        v = reg_name(c.instr.ops[1])
         for j in range(n):
-            x = np.broadcast_to(np.asarray(w.regs.get(elem_name(v.name, j), 0), dtype=np.uint64), (LANES,))
-            w.cta.tmem_vals[lane0:lane0 + 32, col0 + j] = x.astype(np.uint32).view(np.float32)
+            x = lanes_u64(w.regs.get(elem_name(v, j), 0))
+            _tmem_vals(w.cta)[lane0:lane0 + 32, col0 + j] = x.astype(np.uint32).view(np.float32)
 
 
 @semantics(isa.TCGEN05_FENCE)
-def _nothing(m: Any, w: Any, c: Any, lanes: Any) -> None:
+def _nothing(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     return None
 
 
 @semantics(isa.TCGEN05_WAIT)
-def _wait(m: Any, w: Any, c: Any, lanes: Any) -> None:
+def _wait(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     if "LD" in c.instr.mods and w.pending:
         w.pending = [p for p in w.pending if p[3] >= 0]
 
 
 @semantics(isa.UTCATOMSWS_FIND_AND_SET)
-def _alloc(m: Any, w: Any, c: Any, lanes: Any) -> None:
+def _alloc(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     slot = int(first(c.get[0](w), lanes))
     ncols = int(first(c.get[1](w), lanes))
     cta = w.cta
     if cta.relinquished:
-        m.problems.add("protocol", f"{m.cta_name(cta)} warp {w.wid} allocates tensor memory after relinquishing the permit")
+        m.problems.add("protocol", f"{cta.name} warp {w.wid} allocates tensor memory after relinquishing the permit")
     start = 0
-    while start + ncols <= 512 and any(s < start + ncols and start < s + n for s, n in cta.tmem_cols):
+    while start + ncols <= TMEM_COLUMNS and any(s < start + ncols and start < s + n for s, n in cta.tmem_cols):
         start += ncols
-    if start + ncols > 512:
-        m.problems.add("protocol", f"{m.cta_name(cta)} warp {w.wid} allocates {ncols} tensor-memory columns: none are free (a hang on the GPU)")
+    if start + ncols > TMEM_COLUMNS:
+        m.problems.add("protocol", f"{cta.name} warp {w.wid} allocates {ncols} tensor-memory columns: none are free (a hang on the GPU)")
         return
     cta.tmem_cols.append((start, ncols))
     if len(cta.tmem_cols) == 1:
         cta.tmem_base = start
     # the columns become this allocation's: whatever uses them must come after it
-    m.access("tmem", cta, tmem_words(np.arange(128), np.arange(start, start + ncols)), "w", w.vc, w.agent,
-             w.vc[w.agent], c.mnem, w)
-    if m.check_smem_range(w, c, slot, slot + 4):
-        m.access("smem", cta, np.array([slot >> 2]), "w", w.vc, w.agent, w.vc[w.agent], c.mnem, w)
+    m.order.access("tmem", cta, tmem_words(np.arange(TMEM_LANES), np.arange(start, start + ncols)), "w", w.vc, w.agent,
+                   w.vc[w.agent], c.mnem, w)
+    if m.places.check_smem_range(w, c, slot, slot + 4):
+        m.order.access("smem", cta, np.array([slot >> 2]), "w", w.vc, w.agent, w.vc[w.agent], c.mnem, w)
         if cta.smem is not None:
             cta.smem[slot:slot + 4] = np.frombuffer(np.uint32(start).tobytes(), dtype=np.uint8)
-    m.shadow[(cta.index, slot)] = start
+    cta.shadow[slot] = start
 
 
 @semantics(isa.UTCATOMSWS_AND)
-def _dealloc(m: Any, w: Any, c: Any, lanes: Any) -> None:
+def _dealloc(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     tval = int(first(c.get[0](w), lanes))
     ncols = int(first(c.get[1](w), lanes))
     cta = w.cta
     col = tval & 0xFFFF
     for k, (s, n) in enumerate(cta.tmem_cols):
         if s == col and n == ncols:
-            m.access("tmem", cta, tmem_words(np.arange(128), np.arange(s, s + n)), "w", w.vc, w.agent, w.vc[w.agent],
-                     c.mnem, w)
+            m.order.access("tmem", cta, tmem_words(np.arange(TMEM_LANES), np.arange(s, s + n)), "w", w.vc, w.agent,
+                           w.vc[w.agent], c.mnem, w)
             cta.tmem_cols.pop(k)
             cta.tmem_written[:, s:s + n] = False
             return
-    m.problems.add("protocol", f"{m.cta_name(cta)} warp {w.wid} frees tensor-memory columns {col}..{col + ncols - 1}, "
+    m.problems.add("protocol", f"{cta.name} warp {w.wid} frees tensor-memory columns {col}..{col + ncols - 1}, "
                                f"which no allocation returned")
 
 
 @semantics(isa.UVIRTCOUNT_DEALLOC)
-def _relinquish(m: Any, w: Any, c: Any, lanes: Any) -> None:
+def _relinquish(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     w.cta.relinquished = True

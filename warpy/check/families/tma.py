@@ -9,18 +9,24 @@ tiles are loaded: the engine fills with zeros)."""
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Optional
 
 import numpy as np
 
 from warpy.target import dtype
 
 from warpy.isa.values import first
-from warpy.check.state import masks_of
-from warpy.isa.operands import UR, Mem, URVec, elem_name
+from warpy.check.happens_before import Footprint
+from warpy.check.registers import pair64
+from warpy.check.state import Agent, Cta, Lanes, VC, Warp
+from warpy.isa.operands import UR, Imm, Mem, Operand, TmapRef, URVec, elem_name
 from warpy.layout.tma import TmaBox
 from warpy.isa.families import tma as isa
 from warpy.check.semantics import semantics
+
+if TYPE_CHECKING:
+    from warpy.check.code import Compiled
+    from warpy.check.machine import Machine
 
 
 def _s32(x: int) -> int:
@@ -28,16 +34,24 @@ def _s32(x: int) -> int:
     return x - (1 << 32) if x >> 31 else x
 
 
-def _args(w: Any, op: Any, n: int) -> list[int]:
+def _args(w: Warp, op: Operand, n: int) -> list[int]:
     assert isinstance(op, Mem) and isinstance(op.base, (URVec, UR))  # a parsed coloured text: its first register
-    return [int(first(w.regs.get(elem_name(op.base.name, i), 0))) for i in range(n)]
+    base = op.base.name
+    return [int(first(w.regs.get(elem_name(base, i), 0))) for i in range(n)]
 
 
-def _rank(c: Any) -> int:
+def _rank(c: Compiled) -> int:
     for mod in c.instr.mods:
         if mod.endswith("D") and mod[:-1].isdigit():
             return int(mod[:-1])
     return 1
+
+
+def _mem_base(op: Operand) -> str:
+    """The register a memory operand's address starts at (a pair: its first register)."""
+    if not (isinstance(op, Mem) and op.base is not None):
+        raise TypeError(f"{op} is not a register address")
+    return op.base.name
 
 
 def outside(box: TmaBox, coords: list[int]) -> bool:
@@ -72,13 +86,13 @@ def _swz(n: int, swizzle: int) -> np.ndarray:
     return o ^ ((o >> 3) & (((1 << bits) - 1) << 4)) if bits else o
 
 
-def box_image(m: Any, name: str, box: TmaBox, coords: list[int]) -> np.ndarray:
+def box_image(m: Machine, name: str, box: TmaBox, coords: list[int]) -> np.ndarray:
     """The bytes the box lands as in shared memory (zero fill, then the tensor map's swizzle)."""
     eb = box.elem_bytes
     nel = int(np.prod(box.box))
     packed = np.zeros(nel * eb, dtype=np.uint8)
     off, pidx = box_offsets(box, coords)
-    mem = m.gmem[name]
+    mem = m.global_memory.gmem[name]
     src = (off[:, None] + np.arange(eb)[None, :]).ravel()
     dst = (pidx[:, None] * eb + np.arange(eb)[None, :]).ravel()
     packed[dst] = mem[src]
@@ -87,43 +101,49 @@ def box_image(m: Any, name: str, box: TmaBox, coords: list[int]) -> np.ndarray:
     return out
 
 
-def _fp(m: Any, lo: int, nbytes: int) -> list[tuple[int, int]]:
-    key = ("fp", lo, nbytes)
-    hit = m.ref_cache.get(key)
-    if hit is None:
-        hit = masks_of(np.arange(lo >> 2, (lo + nbytes + 3) >> 2))
-        m.ref_cache[key] = hit
-    return hit  # type: ignore[no-any-return]
+def _fp(m: Machine, lo: int, nbytes: int) -> Footprint:
+    return m.order.footprint(("bytes", lo, nbytes), lambda: np.arange(lo >> 2, (lo + nbytes + 3) >> 2))
 
 
-def _land(m: Any, w: Any, c: Any, dest: Any, bar_cta: Any, dst: int, bar_addr: int, nbytes: int, issue_vc: dict[Any, int],
-          image: Optional[np.ndarray], prov: Optional[tuple[Any, ...]] = None) -> None:
+def land(m: Machine, w: Warp, c: Compiled, dest: Optional[Cta], bar_cta: Optional[Cta], dst: int, bar_addr: int,
+         nbytes: int, issue_vc: VC, image: Optional[np.ndarray], prov: Optional[tuple[str, list[int]]] = None) -> None:
+    """`nbytes` the copy engine (or cluster launch control) writes at `dst` in `dest`, completing
+    them on the barrier at `bar_addr` in `bar_cta`; `prov`: the tensor map and coordinates they came from."""
     if bar_cta is None or dest is None:
-        m.problems.add("protocol", f"{m.cta_name(w.cta)} warp {w.wid}: {c.mnem} names a CTA the cluster has not")
+        m.problems.add("protocol", f"{w.cta.name} warp {w.wid}: {c.mnem} names a CTA the cluster has not")
         return
-    if not m.check_barrier_addr(w, c, bar_addr):
+    if not m.places.check_barrier_addr(w, c, bar_addr):
         return
-    bar = m.mbar(bar_cta, bar_addr)
+    mb = m.mbarriers
+    bar = mb.at(bar_cta, bar_addr)
     if prov is not None:
-        m.landed.setdefault(dest.index, {})[dst] = (prov[0], prov[1], nbytes)
-    m.bar_access(bar, w, "red", issue_vc, bar.agent, bar.phase + 1, c.mnem, "async")
-    if m.check_smem_range(w, c, dst, dst + nbytes):
-        m.access("smem", dest, None, "w", issue_vc, bar.agent, bar.phase + 1, c.mnem, w, proxy="async",
-                 footprint=_fp(m, dst, nbytes))
+        dest.landed[dst] = (prov[0], prov[1], nbytes)
+    mb.bar_access(bar, w, "red", issue_vc, bar.agent, bar.phase + 1, c.mnem, "async")
+    if m.places.check_smem_range(w, c, dst, dst + nbytes):
+        m.order.access("smem", dest, None, "w", issue_vc, bar.agent, bar.phase + 1, c.mnem, w, proxy="async",
+                       footprint=_fp(m, dst, nbytes))
         if image is not None and dest.smem is not None:
             dest.smem[dst:dst + nbytes] = image
-    m.complete_tx(bar, nbytes, issue_vc)
+    mb.complete_tx(bar, nbytes, issue_vc)
+
+
+def _tmap(c: Compiled) -> str:
+    """The tensor map a copy names (its second operand)."""
+    op = c.instr.ops[1]
+    if not isinstance(op, TmapRef):
+        raise TypeError(f"{op} is not a tensor map")
+    return op.name
 
 
 @semantics(isa.UTMALDG)
-def _tma_load(m: Any, w: Any, c: Any, lanes: Any) -> None:
+def _tma_load(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     n = _rank(c)
-    name = c.instr.ops[1].name
-    box = m.tmaps[name]
+    name = _tmap(c)
+    box = m.global_memory.tmaps[name]
     a = _args(w, c.instr.ops[0], n + 2)
     dst, bar = a[0], a[1]
     coords = [_s32(x) for x in a[2:]]
-    m.pdl_check(w, c)
+    m.global_memory.pdl_check(w, c)
     issue_vc = w.tick()
     image = box_image(m, name, box, coords) if m.values else None
     nbytes = box.box_bytes
@@ -133,47 +153,49 @@ def _tma_load(m: Any, w: Any, c: Any, lanes: Any) -> None:
         for dest in w.cta.cluster.ctas:
             if not mask >> dest.rank & 1:
                 continue
-            bar_cta = m.cta_of_rank(w.cta, dest.rank & ~1) if two else dest
-            _land(m, w, c, dest, bar_cta, dst & 0xFFFFFF, bar & 0xFFFFFF, nbytes, issue_vc, image, (name, coords))
+            bar_cta = w.cta.peer(dest.rank & ~1) if two else dest
+            land(m, w, c, dest, bar_cta, dst & 0xFFFFFF, bar & 0xFFFFFF, nbytes, issue_vc, image, (name, coords))
         return
     if two:
-        bar_cta, bl = m.resolve_cluster_addr(w.cta, bar)
-        _land(m, w, c, w.cta, bar_cta, dst & 0xFFFFFF, bl, nbytes, issue_vc, image, (name, coords))
+        bar_cta, bl = w.cta.resolve(bar)
+        land(m, w, c, w.cta, bar_cta, dst & 0xFFFFFF, bl, nbytes, issue_vc, image, (name, coords))
         return
-    _land(m, w, c, w.cta, w.cta, dst, bar, nbytes, issue_vc, image, (name, coords))
+    land(m, w, c, w.cta, w.cta, dst, bar, nbytes, issue_vc, image, (name, coords))
 
 
-def _bulk_agent(w: Any) -> tuple[Any, ...]:
+def _bulk_agent(w: Warp) -> Agent:
     return ("bulk", w.cta.index, w.wid)
 
 
 @semantics(isa.UTMASTG, isa.UTMAREDG)
-def _tma_store(m: Any, w: Any, c: Any, lanes: Any) -> None:
+def _tma_store(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     n = _rank(c)
-    name = c.instr.ops[1].name
-    box = m.tmaps[name]
+    name = _tmap(c)
+    gm = m.global_memory
+    box = gm.tmaps[name]
     a = _args(w, c.instr.ops[0], n + 1)
     src = a[0]
     coords = [_s32(x) for x in a[1:]]
-    m.pdl_check(w, c)
+    gm.pdl_check(w, c)
     agent, clock = _bulk_agent(w), w.bulk_committed + 1
     w.bulk_open = True
     nbytes = box.box_bytes
-    if m.check_smem_range(w, c, src, src + nbytes):
-        m.access("smem", w.cta, None, "r", w.vc, agent, clock, c.mnem, w, proxy="async", footprint=_fp(m, src, nbytes))
+    if m.places.check_smem_range(w, c, src, src + nbytes):
+        m.order.access("smem", w.cta, None, "r", w.vc, agent, clock, c.mnem, w, proxy="async", footprint=_fp(m, src, nbytes))
     if outside(box, coords):
         return  # the engine clips the box: nothing is written
     off, pidx = box_offsets(box, coords)
-    base = m.src_base[name]
+    base = gm.base[name]
     words = np.unique((base + off) >> 2)
     kind = "red" if c.sem == "tma-reduce" else "w"
-    m.access("global", None, words, kind, w.vc, agent, clock, c.mnem, w, proxy="async")
-    m.stores_seen += 1
-    if m.values and w.cta.smem is not None:
+    m.order.access("global", None, words, kind, w.vc, agent, clock, c.mnem, w, proxy="async")
+    gm.stores_seen += 1
+    smem = w.cta.smem
+    if m.values and smem is not None:
         eb = box.elem_bytes
-        raw = w.cta.smem[src:src + nbytes]
+        raw = smem[src:src + nbytes]
         packed = raw[_swz(nbytes, box.swizzle)]
-        mem, wr = m.gmem[name], m.gwritten[name]
+        mem, wr = gm.gmem[name], gm.gwritten[name]
         srcb = (pidx[:, None] * eb + np.arange(eb)[None, :]).ravel()
         dstb = (off[:, None] + np.arange(eb)[None, :]).ravel()
         if kind == "w":
@@ -191,57 +213,60 @@ def _tma_store(m: Any, w: Any, c: Any, lanes: Any) -> None:
                 mem[dstb] = (cur + add).astype(dt).view(np.uint8)
         wr[dstb] = True
         if kind == "red" or w.cta.foreign:
-            m.greduced[name][dstb] = True
+            gm.greduced[name][dstb] = True
 
 
 @semantics(isa.UTMAPF, isa.UTMACCTL)
-def _tma_prefetch(m: Any, w: Any, c: Any, lanes: Any) -> None:
+def _tma_prefetch(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     return None
 
 
 @semantics(isa.UBLKCP)
-def _bulk_copy(m: Any, w: Any, c: Any, lanes: Any) -> None:
+def _bulk_copy(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     ops = c.instr.ops
     size = first(c.get[2](w))
-    m.pdl_check(w, c)
+    gm = m.global_memory
+    gm.pdl_check(w, c)
     to_shared = c.instr.mods[0] == "S"
     if to_shared:
         dst, bar = _args(w, ops[0], 2)
-        g = ops[1]
-        assert isinstance(g, Mem)
-        base = g.base
-        gaddr = int(first(w.regs.get(elem_name(base.name, 0), 0))) | (int(first(w.regs.get(elem_name(base.name, 1), 0))) << 32)  # type: ignore[union-attr]
-        src = m.check_global(w, c, np.array([gaddr]), size)
+        gaddr = pair64(w, _mem_base(ops[1]))
+        src = gm.check(w, c, np.array([gaddr]), size)
         issue_vc = w.tick()
         image = None
         if m.values and src is not None:
-            o = gaddr - m.src_base[src]
-            image = m.gmem[src][o:o + size].copy()
-        _land(m, w, c, w.cta, w.cta, dst, bar, size, issue_vc, image)
+            o = gaddr - gm.base[src]
+            image = gm.gmem[src][o:o + size].copy()
+        land(m, w, c, w.cta, w.cta, dst, bar, size, issue_vc, image)
         return
     # .G.S: shared -> global as the open bulk group
-    g = ops[0]
-    assert isinstance(g, Mem)
-    gaddr = int(first(w.regs.get(elem_name(g.base.name, 0), 0))) | (int(first(w.regs.get(elem_name(g.base.name, 1), 0))) << 32)  # type: ignore[union-attr]
+    gaddr = pair64(w, _mem_base(ops[0]))
     saddr = first(c.get[1](w))
     agent, clock = _bulk_agent(w), w.bulk_committed + 1
     w.bulk_open = True
-    if m.check_smem_range(w, c, saddr, saddr + size):
-        m.access("smem", w.cta, None, "r", w.vc, agent, clock, c.mnem, w, proxy="async", footprint=_fp(m, saddr, size))
-    if m.check_global(w, c, np.array([gaddr]), size) is not None:
-        m.access("global", None, np.arange(gaddr >> 2, (gaddr + size + 3) >> 2), "w", w.vc, agent, clock, c.mnem, w,
-                 proxy="async")
+    if m.places.check_smem_range(w, c, saddr, saddr + size):
+        m.order.access("smem", w.cta, None, "r", w.vc, agent, clock, c.mnem, w, proxy="async", footprint=_fp(m, saddr, size))
+    if gm.check(w, c, np.array([gaddr]), size) is not None:
+        m.order.access("global", None, np.arange(gaddr >> 2, (gaddr + size + 3) >> 2), "w", w.vc, agent, clock, c.mnem, w,
+                       proxy="async")
 
 
 @semantics(isa.UTMACMDFLUSH)
-def _commit(m: Any, w: Any, c: Any, lanes: Any) -> None:
+def _commit(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     w.bulk_committed += 1
     w.bulk_open = False
 
 
+def imm(op: Operand) -> int:
+    """An immediate operand's value."""
+    if not isinstance(op, Imm):
+        raise TypeError(f"{op} is not an immediate")
+    return op.value
+
+
 @semantics(isa.DEPBAR)
-def _wait(m: Any, w: Any, c: Any, lanes: Any) -> None:
-    n = c.instr.ops[1].value
+def _wait(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
+    n = imm(c.instr.ops[1])
     done = max(w.bulk_retired, w.bulk_committed - n)
     w.bulk_retired = done
     agent = _bulk_agent(w)
@@ -250,25 +275,23 @@ def _wait(m: Any, w: Any, c: Any, lanes: Any) -> None:
         w.via[agent] = "bulk-group wait"
 
 
-
-
-def operand_k(m: Any, cta: Any, start: int) -> Optional[tuple[str, int]]:
+def operand_k(m: Machine, cta: Cta, start: int) -> Optional[tuple[str, int]]:
     """(tensor map, K byte offset) of the operand tile starting at `start`: the K coordinate of the box
     that landed there plus the offset inside its 128-byte rows."""
-    land = m.landed.get(cta.index)
-    if not land:
+    land_ = cta.landed
+    if not land_:
         return None
-    for dst, (name, coords, nbytes) in land.items():
+    for dst, (name, coords, nbytes) in land_.items():
         if dst <= start < dst + nbytes:
-            eb = m.tmaps[name].elem_bytes
+            eb = m.global_memory.tmaps[name].elem_bytes
             return name, coords[0] * eb + (start - dst) % 128
     return None
 
 
-def operands_meet(m: Any, w: Any, c: Any, cta: Any, a_start: int, b_start: int) -> None:
+def operands_meet(m: Machine, w: Warp, c: Compiled, cta: Cta, a_start: int, b_start: int) -> None:
     """An MMA multiplies A and B at the same K: the boxes its operand tiles came from must agree."""
     ka, kb = operand_k(m, cta, a_start), operand_k(m, cta, b_start)
     if ka is None or kb is None or ka[1] == kb[1]:
         return
-    m.problems.add("data", f"{m.cta_name(cta)} warp {w.wid}: {c.mnem} multiplies {ka[0]} at K byte {ka[1]} with "
+    m.problems.add("data", f"{cta.name} warp {w.wid}: {c.mnem} multiplies {ka[0]} at K byte {ka[1]} with "
                            f"{kb[0]} at K byte {kb[1]} (the boxes the copy engine landed there disagree)")

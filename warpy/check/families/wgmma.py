@@ -10,15 +10,24 @@ of the 64 x N product from the shared-memory bytes its descriptors point at."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Callable, Union
 
 import numpy as np
 
 from warpy.isa.values import LANES, first, reg_ids, writer
 from warpy.numeric import from_bits
-from warpy.isa.operands import R, URVec, elem_name
+from warpy.isa.operands import UP, Desc, Operand, R, elem_name
 from warpy.isa.families import wgmma as isa
+from warpy.check.code import Span
+from warpy.check.families.tma import imm, operands_meet
+from warpy.check.happens_before import Footprint, masks_of
+from warpy.check.registers import lanes_u64, reg_name
 from warpy.check.semantics import semantics
+from warpy.check.state import Agent, Lanes, Warp
+
+if TYPE_CHECKING:
+    from warpy.check.code import Compiled
+    from warpy.check.machine import Machine
 
 _SW_BITS = {0: 0, 1: 3, 2: 2, 3: 1}  # GMMA layout type -> swizzle bits (128B, 64B, 32B)
 
@@ -43,15 +52,34 @@ def desc_rows(start: int, lbo: int, sbo: int, bits: int, rows: int, kbytes: int)
     return (logical ^ ((logical >> 3) & (((1 << bits) - 1) << 4))).astype(np.int64)
 
 
-def operand_footprint(m: Any, key: tuple[Any, ...], addrs_fn: Any) -> tuple[np.ndarray, list[tuple[int, int]]]:
-    hit = m.ref_cache.get(key)
-    if hit is None:
-        from warpy.check.state import masks_of
+Tile = tuple[np.ndarray, Footprint]  # an MMA operand tile: its byte addresses [rows, kbytes], and their footprint
+TileKey = tuple[Union[str, int], ...]  # (unit, its descriptor (words), rows, kbytes)
 
+
+def operand_footprint(m: Machine, key: TileKey, addrs_fn: Callable[[], np.ndarray]) -> Tile:
+    """The operand tile a descriptor describes, remembered by its descriptor."""
+    hit = m.tiles.get(key)
+    if hit is None:
         addrs = addrs_fn()
         hit = (addrs, masks_of(np.unique(addrs >> 2)))
-        m.ref_cache[key] = hit
-    return hit  # type: ignore[no-any-return]
+        m.tiles[key] = hit
+    return hit
+
+
+def span_of(c: Compiled, op: Operand) -> Span:
+    """The registers an asynchronous unit writes (a vector destination): (base, lo, hi), or ()."""
+    span = c.span
+    if span is None:
+        ids = reg_ids(op)
+        span = c.span = (ids[0][0], ids[0][1], ids[-1][1] + 1) if ids else ()
+    return span
+
+
+def _desc(op: Operand) -> str:
+    """The register a descriptor operand names (its first, for a pair)."""
+    if not isinstance(op, Desc):
+        raise TypeError(f"{op} is not a descriptor")
+    return op.reg.name
 
 
 def _elem(mods: tuple[str, ...]) -> tuple[str, int]:
@@ -68,48 +96,42 @@ def read_matrix(smem: np.ndarray, addrs: np.ndarray, dtype: str, eb: int) -> np.
 
 
 @semantics(isa.HGMMA)
-def _hgmma(m: Any, w: Any, c: Any, lanes: Any) -> None:
+def _hgmma(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     i = c.instr
     shape = i.mods[0].split("x")
     n, k = int(shape[1]), int(shape[2])
     dtype, eb = _elem(i.mods)
     kb = k * eb
-    dv = i.ops[1].reg  # a vector (named) or its first register (a parsed coloured text)
-    d = [int(first(w.regs.get(elem_name(dv.name, j), 0))) for j in range(4)]
+    dv = _desc(i.ops[1])  # a vector (named) or its first register (a parsed coloured text)
+    d = [int(first(w.regs.get(elem_name(dv, j), 0))) for j in range(4)]
     fa = operand_footprint(m, ("gmma", d[0], d[1], 64, kb), lambda: gmma_rows(d[0], d[1], 64, kb))
     fb = operand_footprint(m, ("gmma", d[2], d[3], n, kb), lambda: gmma_rows(d[2], d[3], n, kb))
-    from warpy.check.families.tma import operands_meet
-
     operands_meet(m, w, c, w.cta, (d[0] & 0x3FFF) << 4, (d[2] & 0x3FFF) << 4)
-    agent = ("wg", w.cta.index, w.wid)
+    agent: Agent = ("wg", w.cta.index, w.wid)
     clock = w.wg_committed + 1
     w.wg_open = True
     for addrs, fp in (fa, fb):
         lo, hi = int(addrs.min()), int(addrs.max()) + 1
-        if m.check_smem_range(w, c, lo, hi):
-            m.access("smem", w.cta, None, "r", w.vc, agent, clock, c.mnem, w, proxy="async", footprint=fp)
+        if m.places.check_smem_range(w, c, lo, hi):
+            m.order.access("smem", w.cta, None, "r", w.vc, agent, clock, c.mnem, w, proxy="async", footprint=fp)
     acc = i.ops[0]
-    span = c.extra.get("acc_span")
-    if span is None:
-        ids = reg_ids(acc)
-        span = c.extra["acc_span"] = (ids[0][0], ids[0][1], ids[-1][1] + 1) if ids else ()
+    span = span_of(c, acc)
     if span:
         base, lo_i, hi_i = span
         w.pending = [p for p in w.pending if not (p[0] == base and p[1] == lo_i)]
         w.pending.append((base, lo_i, hi_i, clock, c.mnem))
-    if not (m.values and w.cta.smem is not None):
+    smem = w.cta.smem
+    if not (m.values and smem is not None):
         return
-    from warpy.isa.operands import UP
-
     accumulate = str(i.ops[2]) != "RZ"
     for op in i.ops[3:]:
         if isinstance(op, UP):
-            accumulate = accumulate and bool(m.read(op)(w))
-    a = read_matrix(w.cta.smem, fa[0], dtype, eb)
-    b = read_matrix(w.cta.smem, fb[0], dtype, eb)
+            accumulate = accumulate and bool(m.code.read(op)(w))
+    a = read_matrix(smem, fa[0], dtype, eb)
+    b = read_matrix(smem, fb[0], dtype, eb)
     wq = w.wid % 4
     prod = a[16 * wq:16 * wq + 16] @ b.T  # [16, n]
-    names = [elem_name(acc.name, j) for j in range(n // 2)]
+    names = [elem_name(reg_name(acc), j) for j in range(n // 2)]
     lane = np.arange(LANES)
     vals = np.zeros((LANES, n // 2), dtype=np.float32)
     for v in range(n // 2):
@@ -118,7 +140,7 @@ def _hgmma(m: Any, w: Any, c: Any, lanes: Any) -> None:
         cols = 8 * j + 2 * (lane % 4) + ii
         vals[:, v] = prod[rows, cols]
     if accumulate:
-        cur = np.stack([np.broadcast_to(np.asarray(w.regs.get(nm, 0), dtype=np.uint64), (LANES,)) for nm in names], axis=1)
+        cur = np.stack([lanes_u64(w.regs.get(nm, 0)) for nm in names], axis=1)
         vals = vals + cur.astype(np.uint32).view(np.float32)
     bits = vals.astype(np.float32).view(np.uint32).astype(np.uint64)
     for v, nm in enumerate(names):
@@ -126,22 +148,22 @@ def _hgmma(m: Any, w: Any, c: Any, lanes: Any) -> None:
 
 
 @semantics(isa.WARPGROUP_ARRIVE)
-def _nothing(m: Any, w: Any, c: Any, lanes: Any) -> None:
+def _nothing(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     return None
 
 
 @semantics(isa.WGMMA_COMMIT)
-def _commit(m: Any, w: Any, c: Any, lanes: Any) -> None:
+def _commit(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     w.wg_committed += 1
     w.wg_open = False
 
 
 @semantics(isa.WARPGROUP_DEPBAR)
-def _wait(m: Any, w: Any, c: Any, lanes: Any) -> None:
-    n = c.instr.ops[1].value
+def _wait(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
+    n = imm(c.instr.ops[1])
     done = max(w.wg_retired, w.wg_committed - n)
     w.wg_retired = done
-    agent = ("wg", w.cta.index, w.wid)
+    agent: Agent = ("wg", w.cta.index, w.wid)
     if w.vc.get(agent, 0) < done:
         w.vc[agent] = done
         w.via[agent] = "wgmma wait"

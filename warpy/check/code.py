@@ -1,0 +1,210 @@
+"""The kernel's code, ready to run: each instruction compiled once into a `Compiled` (its opcode
+record and checker semantics, one reader and one writer per operand, the registers it touches, what
+the colouring check records of it) and the loops the machine recognises by shape: a barrier wait
+(`SYNCS.PHASECHK` then its `@!p BRA` back) and a GPU-scope flag spin (`warpy.check.flags`)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable, NoReturn, Optional, Union
+
+import numpy as np
+
+from warpy.errors import WarpyError
+from warpy.isa import values as L
+from warpy.isa.families import defs_uses, lookup, record
+from warpy.isa.families.base import Opcode
+from warpy.isa.instr import Instr, Label, Note
+from warpy.isa.operands import GMem, LabelRef, Mem, Operand, P, R, RVec, elem_name
+from warpy.isa.text import Header, Kernel
+from warpy.isa.values import Val
+from warpy.check.places import DSMEM
+from warpy.check.state import Lanes, Traced, Warp
+
+if TYPE_CHECKING:
+    from warpy.check.semantics import CheckHandler
+
+Reader = Callable[[Warp], Val]  # an operand's value in a warp's lanes
+Writer = Callable[[Warp, Val, Lanes], None]  # store a value into an operand's register, in the lanes given
+Span = Union[tuple[str, int, int], tuple[()]]  # the registers a vector destination spans: (base, lo, hi)
+
+
+class Compiled:
+    """One instruction, ready to run: its record, handler, operand readers/writers and notes."""
+
+    __slots__ = ("pc", "instr", "rec", "sem", "mnem", "handler", "guard", "get", "put", "notes", "note_modes",
+                 "regids", "wait_loop", "trace", "spin", "target", "cond", "span", "extra")
+
+    def __init__(self, pc: int, instr: Instr, rec: Opcode, handler: CheckHandler) -> None:
+        self.pc = pc
+        self.instr = instr
+        self.rec = rec
+        self.sem = rec.sem
+        self.mnem = instr.mnemonic
+        self.handler = handler
+        self.guard: Optional[Reader] = None
+        self.get: list[Reader] = []
+        self.put: list[Writer] = []
+        self.notes: tuple[Note, ...] = instr.notes
+        self.note_modes: list[bool] = []  # per note: the operand is a register the line writes (read after it)
+        self.regids: list[tuple[str, int]] = []  # the registers it reads and writes, as (base, element)
+        self.wait_loop = False  # a barrier wait whose loop branches back: a wait that fails blocks the warp
+        self.trace: Optional[Callable[[Warp], Traced]] = None
+        self.spin: Optional[tuple[Compiled, bool]] = None  # a flag spin: (its compare, loops while false)
+        self.target = -1  # a branch: the pc it goes to
+        self.cond: Optional[Reader] = None  # a branch: its uniform predicate operand
+        self.span: Optional[Span] = None  # an asynchronous destination's registers, once computed
+        self.extra: dict[object, object] = {}  # the value rules' own caches (`warpy.isa.semantics`)
+
+
+class Code:
+    """The compiled instructions (`instrs[pc]`) and labels; `read(op)` makes an operand's reader
+    (special registers from the launch, constant-bank words from `params`)."""
+
+    def __init__(self, kernel: Kernel, params: dict[str, int]) -> None:
+        from warpy.check.families import SEMANTICS
+        from warpy.check.flags import find_spins
+
+        self.h: Header = kernel.header
+        self.params = params
+        instrs: list[Instr] = []
+        labels: dict[str, int] = {}
+        for x in kernel.lines:
+            if isinstance(x, Label):
+                labels[x.name] = len(instrs)
+            elif isinstance(x, Instr):
+                instrs.append(x)
+        self.labels = labels
+        self.instrs: list[Compiled] = []
+        for pc, i in enumerate(instrs):
+            rec, _ = lookup(i.name, i.mods)
+            handler = SEMANTICS.get(rec)
+            if handler is None:
+                raise WarpyError(f"the checker has no semantics for {rec.key}")
+            c = Compiled(pc, i, rec, handler)
+            c.guard = None if i.guard is None else self.read(i.guard)
+            c.get = [self._reader_or_refusal(op) for op in i.ops]
+            c.put = [self._writer_or_refusal(op) for op in i.ops]
+            d, u = defs_uses(i)
+            ids: list[tuple[str, int]] = []
+            for op in u + d:
+                if isinstance(op, (R, RVec)):
+                    ids.extend(L.reg_ids(op))
+                elif isinstance(op, Mem):
+                    for r in op.regs():
+                        if isinstance(r, (R, RVec)):
+                            ids.extend(L.reg_ids(r))
+            c.regids = ids
+            for note in i.notes:
+                op = i.ops[note.operand]
+                c.note_modes.append(any(x is op for x in d) and not isinstance(op, Mem))
+            c.trace = _tracer(i)
+            self.instrs.append(c)
+        code = self.instrs
+        self.uses_pdl = any(c.sem == "dependent-wait" for c in code)
+        self.uses_clc = any(c.sem == "clc-try-cancel" for c in code)
+        for c in code:
+            if c.sem == "barrier-wait":
+                done = c.instr.ops[0]
+                nxt = c.pc + 1
+                while nxt < len(code) and code[nxt].sem == "sleep":
+                    nxt += 1
+                if nxt < len(code):
+                    b = code[nxt].instr
+                    if code[nxt].sem == "branch" and b.guard is not None and isinstance(done, P) and b.guard.name == done.name \
+                            and b.guard.neg and labels.get(_label(b), 1 << 30) <= c.pc:
+                        c.wait_loop = True
+        find_spins(code, labels)
+        for c in code:
+            if c.sem == "branch":
+                c.target = labels[_label(c.instr)]
+                c.cond = self.read(c.instr.ops[0]) if len(c.instr.ops) == 2 else None
+
+    def read(self, op: Operand) -> Reader:
+        if isinstance(op, Mem):
+            return L.mem_addr(op, self.read)
+        return L.reader(op, self._sreg, self._cbank, self._sym)
+
+    def _reader_or_refusal(self, op: Operand) -> Reader:
+        try:
+            return self.read(op)
+        except WarpyError as e:
+            return _refusal(str(e))
+
+    def _writer_or_refusal(self, op: Operand) -> Writer:
+        try:
+            return L.writer(op)
+        except WarpyError as e:
+            return _refusal(str(e))
+
+    def _sreg(self, w: Warp, name: str) -> Val:
+        cta = w.cta
+        if name == "SR_TID.X":
+            return L.LANE_IDS + np.uint64(32 * w.wid)
+        if name == "SR_LANEID":
+            return L.LANE_IDS.copy()
+        if name.startswith("SR_CTAID."):
+            return cta.ctaid["XYZ".index(name[-1])]
+        if name.startswith("SR_NCTAID."):
+            return self.h.grid["XYZ".index(name[-1])]
+        if name == "SR_NTID.X":
+            return self.h.threads
+        if name == "SR_CgaCtaId":
+            return cta.rank
+        if name.startswith("SR_CLUSTERID."):
+            cl = self.h.cluster
+            return cta.ctaid["XYZ".index(name[-1])] // cl["XYZ".index(name[-1])]
+        return 0  # SR_TID.Y/Z and the rest
+
+    def _cbank(self, off: Union[int, str]) -> int:
+        if isinstance(off, str):
+            if off not in self.params:
+                raise WarpyError(f"c[0x0][{off}] names no .param")
+            return self.params[off]
+        return 0  # the memory descriptor (0x208 / 0x358) and other words: 0
+
+    def _sym(self, name: str) -> int:
+        if name == "dsmem":
+            return DSMEM
+        raise WarpyError(f"unknown symbol `({name})")
+
+
+def _label(i: Instr) -> str:
+    """The label a branch names (its last operand)."""
+    t = i.ops[-1]
+    if not isinstance(t, LabelRef):
+        raise WarpyError(f"{i.mnemonic} names no label")
+    return t.name
+
+
+def _refusal(why: str) -> Callable[..., NoReturn]:
+    """What an operand that is not a register value reads and writes as: a semantics that uses it
+    is wrong, and says so."""
+    def refuse(*_: object) -> NoReturn:
+        raise WarpyError(why)
+    return refuse
+
+
+def _tracer(i: Instr) -> Optional[Callable[[Warp], Traced]]:
+    """What the colouring check compares besides derived operands: the global addresses a line
+    touches and the argument tuples of the copy engine (the program's own arithmetic)."""
+    for op in i.ops:
+        if isinstance(op, GMem):
+            lo, hi, off = elem_name(op.addr.name, 0), elem_name(op.addr.name, 1), op.offset
+
+            def gaddr(w: Warp, lo: str = lo, hi: str = hi, off: int = off) -> Traced:
+                a, b = w.regs.get(lo, 0), w.regs.get(hi, 0)
+                if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+                    v = np.asarray(a, dtype=np.uint64) | (np.asarray(b, dtype=np.uint64) << np.uint64(32))
+                    return hash(np.broadcast_to(v, (32,)).tobytes()) + off
+                return (a | (b << 32)) + off
+            return gaddr
+    sem = record(i).sem
+    if sem in ("tma-load", "tma-store", "tma-reduce") and isinstance(i.ops[0], Mem) and i.ops[0].base is not None:
+        base = i.ops[0].base.name
+        dims = next((int(x[:-1]) for x in i.mods if x.endswith("D") and x[:-1].isdigit()), 1)
+        n = dims + (2 if sem == "tma-load" else 1)  # (dst, bar, coords) or (src, coords)
+
+        def args(w: Warp, base: str = base, n: int = n) -> Traced:
+            return tuple(L.first(w.regs.get(elem_name(base, k), 0)) for k in range(n))
+        return args
+    return None

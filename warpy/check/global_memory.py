@@ -1,0 +1,141 @@
+"""Global memory as the simulated launch sees it: the sources (each tensor map and pointer parameter
+at its own address range), the global buffers the kernel declares behind them, and, with values,
+their bytes; whether an access stays inside what was declared, and whether it comes after the
+dependent-launch wait.
+
+Each source lives at `(i + 1) << 40`. A tensor map declared `over` another parameter (split-K's
+`c_add` over `c`, a staged epilogue's `c_tail` over `c`) is that parameter's memory: same address,
+same bytes.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Optional
+
+import numpy as np
+
+from warpy.isa.text import BufferDecl, Header
+from warpy.layout.tma import TmaBox
+from warpy.check.expect import Expectation
+from warpy.check.state import Problems, Warp
+
+if TYPE_CHECKING:
+    from warpy.check.code import Compiled
+
+GLOBAL_SPAN = 1 << 40  # each global source (tensor map or pointer parameter) lives at (i + 1) << 40
+
+
+class GlobalMemory:
+    """`params`: each kernel parameter's value (a pointer: its source's address; others 1);
+    with values, `gmem` / `gwritten` / `greduced` hold each source's bytes, which of them a simulated
+    CTA wrote, and which hold partial sums (a reduce-add, or a write by a CTA that read memory the
+    simulated CTAs never wrote); `shadow` the 32-bit words of u32/s32 buffers (flags, counters),
+    kept without values too."""
+
+    def __init__(self, h: Header, problems: Problems, values: bool, expect: Optional[Expectation],
+                 rng: np.random.Generator) -> None:
+        self.problems = problems
+        self.values = values
+        self.uses_pdl = False  # set once the code is compiled: the kernel has a dependent-launch wait
+        self.stores_seen = 0
+        self.base: dict[str, int] = {}
+        size: dict[str, int] = {}
+        self.tmaps: dict[str, TmaBox] = {t.name: t.box for t in h.tmaps}
+        i = 0
+        for t in h.tmaps:
+            i += 1
+            self.base[t.name] = i * GLOBAL_SPAN
+            box = t.box
+            size[t.name] = (box.strides[-1] * box.dims[-1]) if box.rank > 1 else box.dims[0] * box.elem_bytes
+        self.params: dict[str, int] = {}
+        for p in h.params:
+            if p.type in ("u64", "s64"):
+                i += 1
+                self.base[p.name] = i * GLOBAL_SPAN
+                self.params[p.name] = i * GLOBAL_SPAN
+            else:
+                self.params[p.name] = 1
+        for b in h.buffers:
+            if b.space == "global" and b.source in self.base:
+                size[b.source] = max(size.get(b.source, 0), b.size)
+        self.buffers = [b for b in h.buffers if b.space == "global"]
+        self.alias: dict[str, str] = {}
+        for t in h.tmaps:
+            if t.over is not None and t.over in self.base:
+                self.alias[t.name] = self.alias.get(t.over, t.over)
+                self.base[t.name] = self.base[t.over]
+        self.declared = {b.source for b in self.buffers} | set(self.tmaps)
+        self.gmem: dict[str, np.ndarray] = {}
+        self.gwritten: dict[str, np.ndarray] = {}
+        self.greduced: dict[str, np.ndarray] = {}
+        self.shadow: dict[int, int] = {}
+        if values:
+            self._fill(size, expect, rng)
+
+    def _fill(self, size: dict[str, int], expect: Optional[Expectation], rng: np.random.Generator) -> None:
+        for name, nbytes in size.items():
+            tbox = self.tmaps.get(name)
+            # what the family says the memory holds at launch (its inputs), else zeros
+            init = expect.initial(name, tbox, nbytes, rng) if expect is not None else None
+            if init is not None:
+                self.gmem[name] = np.ascontiguousarray(init).view(np.uint8).copy()
+            elif tbox is not None:
+                self.gmem[name] = np.zeros(nbytes // tbox.elem_bytes * tbox.elem_bytes, dtype=np.uint8)
+            else:
+                self.gmem[name] = np.zeros(max(nbytes, 1 << 16), dtype=np.uint8)
+            self.gwritten[name] = np.zeros(self.gmem[name].size, dtype=bool)
+        for name in self.base:
+            if name not in self.gmem:
+                self.gmem[name] = np.zeros(1 << 16, dtype=np.uint8)
+                self.gwritten[name] = np.zeros(1 << 16, dtype=bool)
+        for tn, pn in self.alias.items():
+            self.gmem[tn], self.gwritten[tn] = self.gmem[pn], self.gwritten[pn]
+        self.greduced = {name: np.zeros(a.size, dtype=bool) for name, a in self.gwritten.items()}
+        for tn, pn in self.alias.items():
+            self.greduced[tn] = self.greduced[pn]
+
+    def source(self, addr: int) -> tuple[Optional[str], int]:
+        """(source, offset in it) of a global address; (None, addr) outside every source."""
+        idx = addr // GLOBAL_SPAN
+        for name, base in self.base.items():
+            if name in self.alias:
+                continue
+            if base // GLOBAL_SPAN == idx:
+                return name, addr - base
+        return None, addr
+
+    def buffer_of(self, src: str, off_lo: int, off_hi: int) -> Optional[BufferDecl]:
+        for b in self.buffers:
+            if b.source == src and 0 <= off_lo and off_hi <= b.size:
+                return b
+        return None
+
+    def check(self, w: Warp, c: Compiled, addrs: np.ndarray, nbytes: int) -> Optional[str]:
+        """The source `nbytes` at each address fall in, if that stays inside a declared global
+        buffer (else reported, and None)."""
+        a = np.asarray(addrs, dtype=np.int64).ravel()
+        if a.size == 0:
+            return None
+        lo, hi = int(a.min()), int(a.max()) + nbytes
+        src, off = self.source(lo)
+        src2, _ = self.source(hi - 1)
+        if src is not None and src2 == src and src not in self.declared:
+            return src  # a pointer behind which the kernel declares no buffer: its extent is unknown, unchecked
+        if src is None or src2 != src or self.buffer_of(src, off, off + hi - lo) is None:
+            where = f"{src}+0x{off:x}" if src else f"0x{lo:x}"
+            self.problems.add("memory", f"{w.cta.name} warp {w.wid}: {c.mnem} touches global {where}..+0x{hi - lo:x}, "
+                                        f"outside every global buffer the kernel declares")
+            return None
+        return src
+
+    def pdl_check(self, w: Warp, c: Compiled) -> None:
+        if self.uses_pdl and not w.acq_done:
+            self.problems.add("pdl", f"{w.cta.name} warp {w.wid}: {c.mnem} reaches global memory before the "
+                                     f"dependent-launch wait (ACQBULK)")
+
+    def write_word(self, addr: int, value: int) -> None:
+        """A 32-bit word written from outside the simulated clusters (a flag the rest of the grid raises)."""
+        src, off = self.source(addr)
+        self.shadow[addr] = value
+        if self.values and src is not None and 0 <= off and off + 4 <= self.gmem[src].size:
+            self.gmem[src][off:off + 4] = np.frombuffer(np.uint32(value).tobytes(), dtype=np.uint8)

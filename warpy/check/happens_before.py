@@ -1,0 +1,241 @@
+"""Happens-before over memory: every access to shared, global or tensor memory is recorded with the
+clock of the agent that made it, and checked against the earlier accesses it overlaps. Any two, one
+a write, must be ordered (the earlier one's epoch is in the later one's vector clock); a
+generic-proxy shared write read through the async proxy needs a proxy fence; a global write read by
+another CTA needs a GPU-scope fence. Registers an asynchronous unit still writes (wgmma
+accumulators, tcgen05 loads) are checked the same way, by their pending records on the warp.
+
+Memory is tracked as regions: 16 KiB chunks of a space (per CTA for shared and tensor memory), each
+4-byte word a bit of an int mask. A region keeps the writes since the last one that covered each
+word, and the reads since.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable, Hashable, Optional
+
+import numpy as np
+
+from warpy.check.state import EXITED, Agent, Cta, Problems, VC, Warp
+
+if TYPE_CHECKING:
+    from warpy.check.places import Places
+
+CHUNK_WORDS = 4096  # a region is 16 KiB of bytes (4096 4-byte words); masks are ints of 4096 bits
+
+Footprint = list[tuple[int, int]]  # (chunk index, bit mask of its words)
+# an ordered pair `warpy hb` counts: (buffer, earlier op, its warp, later op, its warp, " of another CTA" or "",
+# what ordered them, earlier kind, later kind)
+HbKey = tuple[str, str, int, str, int, str, str, str, str]
+
+
+def masks_of(words: np.ndarray) -> Footprint:
+    """(chunk index, bit mask) for each 16 KiB chunk the word indices touch."""
+    words = np.asarray(words, dtype=np.int64).ravel()
+    if words.size == 0:
+        return []
+    chunks = words >> 12
+    c0 = int(chunks.min())
+    if int(chunks.max()) == c0:
+        return [(c0, _bits(words & 4095))]
+    out = []
+    for c in np.unique(chunks):
+        out.append((int(c), _bits(words[chunks == c] & 4095)))
+    return out
+
+
+def _bits(idx: np.ndarray) -> int:
+    b = np.zeros(CHUNK_WORDS, dtype=bool)
+    b[idx] = True
+    return int.from_bytes(np.packbits(b, bitorder="little").tobytes(), "little")
+
+
+def words_of(addr: np.ndarray, nbytes: int) -> np.ndarray:
+    """The 4-byte word indices `nbytes` at each address cover."""
+    a = np.asarray(addr, dtype=np.int64).ravel()
+    n = max(1, (nbytes + 3) // 4)
+    return ((a[:, None] >> 2) + np.arange(n)[None, :]).ravel()
+
+
+class Access:
+    """One access record: what touched which words of a region, stamped with an epoch."""
+
+    __slots__ = ("mask", "agent", "clock", "kind", "op", "warp", "cta", "proxy", "fenced", "gpu_fenced")
+
+    def __init__(self, mask: int, agent: Agent, clock: int, kind: str, op: str, warp: int, cta: int,
+                 proxy: str = "generic") -> None:
+        self.mask = mask
+        self.agent = agent
+        self.clock = clock
+        self.kind = kind  # "r", "w", "red"
+        self.op = op
+        self.warp = warp
+        self.cta = cta
+        self.proxy = proxy  # "generic" or "async"
+        self.fenced = proxy != "generic"
+        self.gpu_fenced = False
+
+
+class Region:
+    __slots__ = ("writes", "reads")
+
+    def __init__(self) -> None:
+        self.writes: list[Access] = []
+        self.reads: list[Access] = []
+
+
+class HappensBefore:
+    """The access records of every region, and what the check found besides problems: with `hb`,
+    the ordered pairs (`table`, printed by `warpy hb`); the refills of shared memory an MMA had read
+    (the ring wrapped: an early free can race only then); and, per CTA, the latest clock of each
+    agent of another CTA that wrote into its shared memory (ordered before its exit at the end)."""
+
+    def __init__(self, places: Places, problems: Problems, hb: bool) -> None:
+        self.places = places
+        self.problems = problems
+        self.hb = hb
+        self.regions: dict[tuple[str, int, int], Region] = {}
+        self.table: dict[HbKey, int] = {}
+        self.refills = 0
+        self.remote_into: dict[int, dict[Agent, tuple[int, str]]] = {}
+        self._footprints: dict[Hashable, Footprint] = {}
+
+    def footprint(self, key: Hashable, words: Callable[[], np.ndarray]) -> Footprint:
+        """The footprint of `words()`, remembered under `key` (a box, a tensor-memory block)."""
+        hit = self._footprints.get(key)
+        if hit is None:
+            hit = self._footprints[key] = masks_of(words())
+        return hit
+
+    def access(self, space: str, cta: Optional[Cta], words: Optional[np.ndarray], kind: str, vc: VC, agent: Agent,
+               clock: int, op: str, w: Warp, proxy: str = "generic", via: Optional[dict[Agent, str]] = None,
+               footprint: Optional[Footprint] = None) -> None:
+        """Record an access (word indices of the space, or their footprint) and check it against the
+        earlier ones it overlaps: any two, one a write, must be ordered (the earlier one's epoch is in `vc`)."""
+        fp = footprint if footprint is not None else masks_of(np.asarray(words))
+        cidx = cta.index if cta is not None else -1
+        if cta is not None and cta is not w.cta and kind != "r":
+            into = self.remote_into.setdefault(cidx, {})
+            seen = into.get(agent)
+            if seen is None or seen[0] < clock:
+                into[agent] = (clock, f"{op}, {w.cta.name} warp {w.wid}")
+        via = via if via is not None else w.via
+        for chunk, mask in fp:
+            key = (space, cidx, chunk)
+            reg = self.regions.get(key)
+            if reg is None:
+                reg = self.regions[key] = Region()
+            others = reg.writes if kind == "r" else reg.writes + reg.reads
+            for a in others:
+                if not (a.mask & mask):
+                    continue
+                if kind == "red" and a.kind == "red":
+                    continue
+                self._ordered(a, vc, agent, kind, op, w, space, cta, chunk, mask, via, proxy)
+            rec = Access(mask, agent, clock, kind, op, w.wid, w.cta.index, proxy)
+            if kind == "r":
+                for a in reg.reads:
+                    if a.agent == agent and a.clock == clock and a.op == op:
+                        a.mask |= mask
+                        break
+                    if a.agent == agent and a.mask & ~mask == 0 and a.clock <= clock:
+                        a.mask, a.clock, a.op, a.warp = mask, clock, op, w.wid
+                        break
+                else:
+                    reg.reads.append(rec)
+            elif kind == "red":
+                for a in reg.writes:  # one atomic record per agent and place: the latest
+                    if a.kind == "red" and a.agent == agent and a.mask == mask:
+                        a.clock, a.op, a.warp, a.cta, a.proxy = clock, op, w.wid, w.cta.index, proxy
+                        break
+                else:
+                    reg.writes.append(rec)
+            else:
+                keep = [a for a in reg.writes if a.mask & ~mask]
+                reg.writes = keep
+                if proxy == "async" and any(a.agent[0] in ("wg", "tc") for a in reg.reads):
+                    self.refills += 1
+                reg.reads = [a for a in reg.reads if a.mask & ~mask]
+                reg.writes.append(rec)
+                if proxy == "generic" and space == "smem":
+                    w.unfenced.append(rec)
+                    if op.startswith("SYNCS.EXCH"):
+                        w.unfenced_init.append(rec)
+                if space == "global" and kind != "r":
+                    w.gunfenced.append(rec)
+
+    def _ordered(self, a: Access, vc: VC, agent: Agent, kind: str, op: str, w: Warp, space: str, cta: Optional[Cta],
+                 chunk: int, mask: int, via: dict[Agent, str], proxy: str) -> None:
+        # one warp, or one in-order queue (wgmma groups, a tensor-core queue): program order; two copies
+        # completing on one barrier are two transfers, ordered only through the barrier's phases
+        same = a.agent == agent and agent[0] in ("w", "wg", "tc")
+        ok = same or vc.get(a.agent, 0) >= a.clock
+        proxy_bad = ok and a.kind != "r" and a.proxy == "generic" and proxy == "async" and space == "smem" and not a.fenced
+        gpu_bad = ok and space == "global" and a.kind != "r" and a.cta != w.cta.index and not a.gpu_fenced
+        if ok and not (proxy_bad or gpu_bad or self.hb):
+            return
+        addr = _chunk_addr(chunk, a.mask & mask)
+        place = self.places.name(space, cta, addr)
+        if proxy_bad:
+            self.problems.add("order", f"{place}: {op}, warp {w.wid} {_verb(kind, op)} it through the async proxy and "
+                                       f"{a.op}, warp {a.warp} {_verb(a.kind, a.op)} it through the generic proxy, and no proxy "
+                                       f"fence orders the two")
+            return
+        if gpu_bad:
+            self.problems.add("order", f"{place}: {op}, warp {w.wid} of CTA {w.cta.index} {_verb(kind, op)} it and {a.op}, "
+                                       f"warp {a.warp} of another CTA {_verb(a.kind, a.op)} it, with no GPU-scope fence "
+                                       f"after the write")
+            return
+        if not ok:
+            self.problems.add("order", f"{place}: {a.op}, warp {a.warp} {_verb(a.kind, a.op)} it and {op}, warp {w.wid} "
+                                       f"{_verb(kind, op)} it, and nothing orders the two")
+            return
+        if self.hb:
+            how = "program order" if same else via.get(a.agent, "")
+            other = "" if a.cta == w.cta.index else " of another CTA"
+            key: HbKey = (place.split("[")[0], a.op, a.warp, op, w.wid, other, how, a.kind, kind)
+            self.table[key] = self.table.get(key, 0) + 1
+
+    def registers(self, w: Warp, regids: list[tuple[str, int]], mnem: str) -> None:
+        """An instruction touching registers an HGMMA or LDTM still writes: nothing orders the two
+        until the wgmma group is retired or the load waited for."""
+        for base, idx in regids:
+            for pb, lo, hi, grp, op in w.pending:
+                if pb == base and lo <= idx < hi and (grp < 0 or grp > w.wg_retired):
+                    why = "no tcgen05.wait::ld after the load" if grp < 0 else "the wgmma group has not been waited for"
+                    self.problems.add("order", f"{_regname(base, lo)}: {op}, warp {w.wid} writes it and {mnem}, warp {w.wid} "
+                                               f"touches it, and nothing orders the two ({why})")
+                    return
+
+    def exits(self, ctas: list[Cta]) -> None:
+        """A CTA's shared memory is gone once its warps have exited: whatever another CTA did to it (a
+        remote arrival, a multicast landing) must be ordered before one of those exits."""
+        for cta in ctas:
+            if not all(x.state == EXITED for x in cta.warps):
+                continue  # a hang, reported as such
+            for agent, (clock, who) in self.remote_into.get(cta.index, {}).items():
+                if any(x.exit_vc is not None and x.exit_vc.get(agent, 0) >= clock for x in cta.warps):
+                    continue
+                self.problems.add("order", f"{cta.name}: {who} reaches its shared memory, and nothing orders "
+                                           f"that before {cta.name} exits (no wait of its warps sees it)")
+
+
+def _chunk_addr(chunk: int, mask: int) -> int:
+    low = (mask & -mask).bit_length() - 1
+    return (chunk * CHUNK_WORDS + max(low, 0)) * 4
+
+
+def _verb(kind: str, op: str = "") -> str:
+    if kind == "red":
+        if "PHASECHK" in op:
+            return "waits on"
+        if op.startswith(("SYNCS.ARRIVE", "UTCBAR")):
+            return "arrives on"
+        if op.startswith(("UTMALDG", "UBLKCP", "UGETNEXTWORKID")):
+            return "completes bytes on"
+        return "adds to"
+    return {"r": "reads", "w": "writes"}[kind]
+
+
+def _regname(base: str, lo: int) -> str:
+    return f"{base}{lo}" if base in ("R", "UR") else base
