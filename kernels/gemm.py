@@ -39,11 +39,13 @@ def _type_in(value: str, allowed: tuple[str, ...], what: str) -> str:
     return name
 
 
-def _input_type(value: str) -> str:
+def input_type(value: str) -> str:
+    """The canonical name of a GEMM input type (A, B), refusing others in one line naming the spelling given."""
     return _type_in(value, IN_DTYPES, "input")
 
 
-def _output_type(value: str) -> str:
+def output_type(value: str) -> str:
+    """The canonical name of a GEMM output type (C), refusing others in one line naming the spelling given."""
     return _type_in(value, OUT_DTYPES, "output")
 
 
@@ -58,8 +60,8 @@ class GemmProblem:
     M: int
     N: int
     K: int
-    dtype: str = attrs.field(default="bf16", converter=_input_type)
-    out_dtype: str = attrs.field(default="fp32", converter=_output_type)
+    dtype: str = attrs.field(default="bf16", converter=input_type)
+    out_dtype: str = attrs.field(default="fp32", converter=output_type)
     arch: str = attrs.field(default="sm_90a", converter=_target_name)
 
     def __attrs_post_init__(self) -> None:

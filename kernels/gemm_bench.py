@@ -23,12 +23,11 @@ from warpy import plan
 from warpy.bench import (STATIC_HEADERS, Progress, disassembly_line, emit_artifact, format_table, gpu_reason,
                          gpu_times_us, kernel_of, l2_bytes, rotation, spin, static_row)
 from warpy.errors import NoGPU, WarpyError
-from warpy.interop import dtype_name
 from warpy.numeric import compare_exact, from_bits, small_ints, to_bits
 from warpy.plan import Plan
 from warpy.target import dtype_bytes
 
-from .gemm import FAMILY, GemmProblem, bind
+from .gemm import FAMILY, GemmProblem, bind, output_type
 
 
 DEFAULT_SHAPES: tuple[tuple[int, int, int], ...] = (
@@ -119,7 +118,7 @@ def gemm_job(M: int, N: int, K: int, arch: str = "sm_90a", dtype: str = "bf16", 
         raise WarpyError("--emit cubin needs -o PATH")
     if output is not None and emit is None:
         raise WarpyError("-o PATH goes with --emit sass|ptx|cubin")
-    odt = dtype_name(out_dtype)
+    odt = output_type(out_dtype)
     artifact = echo
     if emit in ("sass", "ptx") and output is None:  # stdout carries the artifact; the report goes to stderr
         def echo(line: str) -> None:
@@ -258,7 +257,7 @@ def bench_gemm(shapes: Sequence[tuple[int, int, int]], dtype: str = "bf16", out_
         raise NoGPU(f"warpy bench needs an sm_90 GPU: {why}")
     torch = _torch()
     tdt = {"bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
-    odt = dtype_name(out_dtype) if out_dtype else dtype
+    odt = output_type(out_dtype) if out_dtype else dtype
     todt = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[odt]
     dev = torch.device("cuda", 0)
     stream_handle = int(torch.cuda.current_stream(dev).cuda_stream)
@@ -432,7 +431,7 @@ def host_overhead(shapes: Sequence[tuple[int, int, int]], dtype: str = "bf16", o
     from warpy.runtime.driver import cuda
 
     tdt = {"bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
-    odt = dtype_name(out_dtype) if out_dtype else dtype
+    odt = output_type(out_dtype) if out_dtype else dtype
     todt = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[odt]
     dev = torch.device("cuda", 0)
     stream = torch.cuda.current_stream(dev)
@@ -488,7 +487,7 @@ def static_rows(shapes: Sequence[tuple[int, int, int]], arch: str, dtype: str = 
                 config: Optional[str] = None) -> list[list[str]]:
     """Per shape: build + assemble + disassembly check (`warpy.bench.static_row`). A shape that
     cannot be built gets its error as one line."""
-    odt = dtype_name(out_dtype) if out_dtype else dtype
+    odt = output_type(out_dtype) if out_dtype else dtype
     say = progress or (lambda _m: None)
     rows = []
     for shape in shapes:

@@ -1,6 +1,6 @@
 """The Blackwell GEMM (sm_100a): C = A · Bᵀ, A (M x K) and B (N x K) both K-major, fp16/bf16 in,
 fp32 accumulation in tensor memory, fp32/bf16/fp16 out. One program, configured per shape by
-`kernels.programs` (the seed's `gemm_swapped`).
+the GEMM family's rule (`kernels/gemm.py`, `choose_sm100` below).
 
 CTA pairs and SwapAB. Every MMA is `tcgen05.mma.cta_group::2` (`UTCHMMA.2CTA`), issued by the
 pair's leader (even cluster rank) for both CTAs. The tile of Bᵀ (rows of B: columns of C) is the
@@ -10,7 +10,7 @@ transposed: tensor-memory lane = a column of C, tensor-memory column = a row of 
 - The pair covers BM rows of C (the MMA's N; each CTA loads BM/2 rows of A) and 2 x `cta_rows`
   columns (each CTA loads `cta_rows` rows of B: 64 → one M = 128 pair MMA, 128 → M = 256,
   256 → two stacked M = 256 MMAs, the second into the columns after the first's).
-- A cluster holds `pairs` pairs (1, 2 or 4: the seed's 1 x 2, 2 x 2 and 2 x 4 clusters) covering
+- A cluster holds `pairs` pairs (1, 2 or 4: clusters of 1 x 2, 2 x 2 and 2 x 4 CTAs) covering
   consecutive BM-row blocks of C and the same columns; they share the Bᵀ tile: each CTA loads
   1/pairs of it and multicasts it to the CTAs of the same rank in their pairs.
 
@@ -966,8 +966,8 @@ class Sm100Gemm:
 
 
 def choose_sm100(m: int, n: int, k: int, sms: int = SM100A.sms, out_dtype: str = "fp32") -> Sm100Config:
-    """The configuration for a shape on a B200 (148 SMs: 74 CTA pairs), the seed's table at its 11
-    shapes and the same rule elsewhere:
+    """The configuration for a shape on a B200 (148 SMs: 74 CTA pairs): the reference table of B200
+    configurations at its 11 shapes (docs/blackwell.md) and the same rule elsewhere:
 
     - long K (K >= 4 max(M, N), fp32 out): the tiles cannot fill the machine, so K is split. Very long K with
       few 256 x 512 pair tiles: 256 x 256 a CTA, K split over the grid (as many ways as pairs per

@@ -1,5 +1,5 @@
 """The Hopper GEMM (sm_90a): C = A · Bᵀ, A (M x K) and B (N x K) both K-major, fp16/bf16 in, fp32
-accumulation, fp32/bf16/fp16 out. One program, configured per shape by `kernels.programs`.
+accumulation, fp32/bf16/fp16 out. One program, configured per shape by the GEMM family's rule (`kernels/gemm.py`).
 
 Warp-specialised and persistent:
 

@@ -6,7 +6,7 @@ that a fault or a hang in one leaves the others' CUDA context intact.
 - `exact:M:N:K:dtype:out`: the plan run on inputs in [-3, 3] against the float64 product (exact
   for f32 output, within one rounding for bf16/fp16), including ragged shapes;
 - `config:M:N:K:out:KEY=V,...`: the same with the rule's configuration with fields set by hand
-  (`kernels.programs.configure`: 2-CTA clusters with multicast, stream-K over 132 SMs, splits,
+  (`warpy.kernels.gemm.configure`: 2-CTA clusters with multicast, stream-K over 132 SMs, splits,
   64-row tiles), every element;
 - `numpy:...`: `warpy.gemm` on numpy arrays (copied to the GPU and back);
 - `torch:...`: `warpy.gemm` on torch tensors (out given and allocated, out_dtype variants, the

@@ -171,7 +171,7 @@ def test_progress_prints_only_slow_steps() -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# the CLI without a GPU (CUDA_VISIBLE_DEVICES hides any GPU; kernels/programs.py must exist)
+# the CLI without a GPU (CUDA_VISIBLE_DEVICES hides any GPU)
 
 
 def _warpy(*args: str) -> subprocess.CompletedProcess[str]:
@@ -180,13 +180,7 @@ def _warpy(*args: str) -> subprocess.CompletedProcess[str]:
                           env=env, cwd=str(REPO))
 
 
-def _need_programs() -> None:
-    if not (REPO / "kernels" / "programs.py").is_file():
-        pytest.skip("kernels/programs.py has not landed yet")
-
-
 def test_cli_gemm_no_run_builds() -> None:
-    _need_programs()
     r = _warpy("gemm", "256", "256", "64", "--no-run")
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
@@ -196,7 +190,6 @@ def test_cli_gemm_no_run_builds() -> None:
 
 
 def test_cli_gemm_without_a_gpu_says_so_and_builds() -> None:
-    _need_programs()
     r = _warpy("gemm", "256", "256", "64")
     assert r.returncode == 0, r.stderr
     last = r.stdout.splitlines()[-1]
@@ -204,10 +197,9 @@ def test_cli_gemm_without_a_gpu_says_so_and_builds() -> None:
 
 
 def test_cli_gemm_errors_are_one_line(tmp_path: Path) -> None:
-    _need_programs()
     for args, msg in [(("256", "256", "60"), "error: K=60 rows of bf16 are 120 bytes; TMA needs a multiple of 16"),
                       (("0", "256", "64"), "error: M and N must be at least 1"),
-                      (("256", "256", "64", "--out-dtype", "f64"), "error: out_dtype 'f64' is not one of f32, bf16, fp16"),
+                      (("256", "256", "64", "--out-dtype", "f64"), "error: output type 'f64' is not one of fp32, bf16, fp16"),
                       (("256", "256", "64", "--emit", "cubin"), "error: --emit cubin needs -o PATH")]:
         r = _warpy("gemm", *args)
         assert r.returncode == 2 and r.stderr.startswith(msg) and r.stderr.count("\n") == 1, (args, r.stderr)
@@ -224,7 +216,6 @@ def test_cli_bench_refuses_bad_shapes_and_no_gpu() -> None:
     assert r.returncode == 2 and r.stderr == "error: nothing to benchmark called 'conv' (only: gemm)\n"
     r = _warpy("bench", "gemm", "256", "--arch", "sm_100a")
     assert r.returncode == 2 and r.stderr == "error: --arch sm_100a runs only with --static (the GPU here is timed as sm_90a)\n"
-    _need_programs()
     r = _warpy("bench", "gemm", "256")
     assert r.returncode == 2 and r.stderr.startswith("error: warpy bench needs an sm_90 GPU: ")
     assert r.stderr.count("\n") == 1
@@ -234,7 +225,6 @@ def test_cli_bench_refuses_bad_shapes_and_no_gpu() -> None:
 
 
 def test_cli_bench_static_sm100_says_so_per_shape() -> None:
-    _need_programs()
     r = _warpy("bench", "gemm", "256", "128x256x64", "--static", "--arch", "sm_100a")
     assert r.returncode == 0, r.stderr
     rows = r.stdout.splitlines()[3:]

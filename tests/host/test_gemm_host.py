@@ -298,7 +298,7 @@ def test_tmap_extent_is_the_last_byte() -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# Plans: memory and disk caches (the real programs; skipped until kernels/programs.py lands)
+# Plans: memory and disk caches (the real programs)
 
 
 def test_plan_disk_cache_round_trip(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,4 +1,4 @@
-"""`kernels.programs.configure`: the rule's configuration with fields set by hand (`--config` of
+"""`warpy.kernels.gemm.configure`: the rule's configuration with fields set by hand (`--config` of
 `warpy gemm`, `warpy bench gemm` and `warpy check gemm`)."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The Blackwell GEMM (kernels/gemm_sm100.py) without a B200: representative programs build, lift,
 assemble for sm_100a without spills, and their disassembly shows the instructions the program is
 made of (the pair MMA, the multicast commit, the pair TMA, tensor-memory loads, ...); the rule
-reproduces the seed's table; the tile order visits every tile once."""
+reproduces the reference table of B200 configurations; the tile order visits every tile once."""
 
 from __future__ import annotations
 
@@ -68,7 +68,7 @@ TABLE: dict[tuple[int, int, int], dict[str, Any]] = {
 
 
 @pytest.mark.parametrize("shape", list(TABLE))
-def test_rule_reproduces_the_seed_table(shape: tuple[int, int, int]) -> None:
+def test_rule_reproduces_the_b200_reference_table(shape: tuple[int, int, int]) -> None:
     cfg = choose(GemmProblem(*shape, dtype="fp16", arch="sm_100a"))
     assert isinstance(cfg, Sm100Config)
     for key, want in TABLE[shape].items():
