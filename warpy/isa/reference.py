@@ -1,7 +1,7 @@
 """The reference value of a derived-operand note, from the `.buffer` line alone (docs/sass.md).
 
 This is what the host checker compares a derived operand with; it deliberately shares no code with
-the derivation in `warpy.isa.program`.
+the derivation in `warpy.isa.derive`.
 """
 
 from __future__ import annotations
