@@ -24,7 +24,7 @@ import attrs
 
 from warpy.errors import WarpyError
 from warpy.isa.instr import Instr, Line
-from warpy.isa.operands import URZ, Imm, R, URVec, elem_name
+from warpy.isa.operands import URZ, Imm, Mem, R, TmapRef, URVec, elem_name
 from warpy.isa.text import Kernel
 from warpy.layout import Layout
 
@@ -47,6 +47,15 @@ Edit = Callable[[list[Line], list[Line]], None]
 
 def _instrs(lines: list[Line]) -> list[tuple[int, Instr]]:
     return [(k, x) for k, x in enumerate(lines) if isinstance(x, Instr)]
+
+
+def _opname(x: Line) -> str:
+    """An instruction line's opcode name ("" for a label or comment)."""
+    return x.name if isinstance(x, Instr) else ""
+
+
+def _mark(x: Line) -> str:
+    return x.mark if isinstance(x, Instr) else ""
 
 
 def _note_buf(i: Instr) -> str:
@@ -93,7 +102,7 @@ def _early_free(named: list[Line], col: list[Line], arch: str) -> str:
                 continue
             # move it ahead of the stage's first MMA (and its operand lines)
             start = first
-            while start > 0 and isinstance(named[start - 1], Instr) and named[start - 1].mark == "+":  # type: ignore[union-attr]
+            while start > 0 and _mark(named[start - 1]) == "+":
                 start -= 1
             for lst in (named, col):
                 x = lst.pop(k)
@@ -116,9 +125,11 @@ def _box_off(named: list[Line], col: list[Line], arch: str, kernel: Kernel) -> s
     for k, i in _instrs(named):
         if i.name != "UTMALDG":
             continue
-        args = i.ops[0].base  # type: ignore[union-attr]
-        assert args is not None
-        box = kernel.header.tmap(i.ops[1].name).box[0]  # type: ignore[union-attr]
+        dst, tmap = i.ops[0], i.ops[1]
+        if not (isinstance(dst, Mem) and dst.base is not None and isinstance(tmap, TmapRef)):
+            raise WarpyError(f"{i.mnemonic}: not a tensor-map load's operands")
+        args = dst.base
+        box = kernel.header.tmap(tmap.name).box[0]
         c0 = elem_name(args.name, 2)
         for j in range(k - 1, -1, -1):
             x = named[j]
@@ -131,19 +142,6 @@ def _box_off(named: list[Line], col: list[Line], arch: str, kernel: Kernel) -> s
                 lst.insert(j + 1, Instr("UIADD3", (), (d, d, Imm(box), URZ)))
             return f"after line {j + 1}: the TMA load's K coordinate moves one box ({box} elements)"
     raise FaultDoesNotApply("box-off-by-one: the program has no TMA load whose K coordinate it sets")
-
-
-def _bump(named: list[Line], col: list[Line], j: int, opn: int, by: int) -> str:
-    out = ""
-    for lst in (named, col):
-        x = lst[j]
-        assert isinstance(x, Instr)
-        v = x.ops[opn].value  # type: ignore[union-attr]
-        ops = list(x.ops)
-        ops[opn] = Imm(v + by)
-        lst[j] = attrs.evolve(x, ops=tuple(ops))
-        out = f"line {j + 1}: the TMA coordinate's {v} becomes {v + by} (one box along K)"
-    return out
 
 
 def _no_fence(named: list[Line], col: list[Line], arch: str) -> str:
@@ -191,9 +189,9 @@ def _read_before_commit(named: list[Line], col: list[Line], arch: str) -> str:
                 and str(i.notes[0].coords[0]) == "0":
             nxt = k + 1
             drop = [k]
-            while nxt < len(named) and isinstance(named[nxt], Instr) and named[nxt].name in ("NANOSLEEP", "BRA"):  # type: ignore[union-attr]
+            while nxt < len(named) and _opname(named[nxt]) in ("NANOSLEEP", "BRA"):
                 drop.append(nxt)
-                if named[nxt].name == "BRA":  # type: ignore[union-attr]
+                if _opname(named[nxt]) == "BRA":
                     break
                 nxt += 1
             for j in reversed(drop):

@@ -38,13 +38,16 @@ from warpy.check.state import Problems, Warp
 
 
 class Machine:
+    """One run of a kernel's text. `values`: compute the data too (shared, tensor and global memory
+    hold bytes); `resident`: the SMs the launch fills (the target's by default); `hb`: keep the
+    ordered pairs for `warpy hb`; `seed`: the generator of the inputs; `expect`: the kernel family's
+    expectation (what its inputs hold); `progress` / `label`: progress lines while it runs."""
+
     def __init__(self, kernel: Kernel, *, values: bool = False, resident: Optional[int] = None,
                  progress: Optional[Callable[[str], None]] = None, hb: bool = False, seed: int = 0,
                  label: str = "", expect: Optional[Expectation] = None) -> None:
-        self.kernel = kernel
         self.h: Header = kernel.header
         self.values = values  # compute the data too (shared, tensor and global memory hold bytes)
-        self.hb = hb  # keep the ordered pairs for `warpy hb`
         self.progress = progress
         self.label = label
         self.problems = Problems()
@@ -60,13 +63,22 @@ class Machine:
         self.derived = DerivedOperands(self.h, self.global_memory.params, self.problems)
         sms = resident if resident is not None else target(self.h.sm).sms
         self.launch = Scheduler(self.h, self.problems, sms=sms, values=values, uses_clc=self.code.uses_clc)
-        self.warps: list[Warp] = self.launch.warps
 
-    # what a kernel family's `Expectation.compare` reads (`warpy.check.expect.RunData`)
+    @property
+    def warps(self) -> list[Warp]:
+        return self.launch.warps
+
+    @property
+    def steps(self) -> int:
+        """Warp instructions run."""
+        return self.launch.steps
+
     @property
     def params(self) -> dict[str, int]:
+        """The kernel parameters' values (the value rules' environment, `warpy.isa.semantics.Env`)."""
         return self.global_memory.params
 
+    # what a kernel family's `Expectation.compare` reads (`warpy.check.expect.RunData`)
     @property
     def gmem(self) -> dict[str, np.ndarray]:
         return self.global_memory.gmem
@@ -78,10 +90,6 @@ class Machine:
     @property
     def greduced(self) -> dict[str, np.ndarray]:
         return self.global_memory.greduced
-
-    @property
-    def steps(self) -> int:
-        return self.launch.steps
 
     def run(self) -> None:
         self.launch.run(self, self.progress, self.label)
