@@ -17,6 +17,8 @@ from warpy.isa.instr import Instr, Label, Note
 from warpy.isa.operands import GMem, LabelRef, Mem, Operand, P, R, RVec, elem_name
 from warpy.isa.text import Header, Kernel
 from warpy.isa.values import Val
+from warpy.check.families import SEMANTICS
+from warpy.check.flags import find_spins
 from warpy.check.places import DSMEM
 from warpy.check.state import Lanes, Traced, Warp
 
@@ -61,9 +63,6 @@ class Code:
     (special registers from the launch, constant-bank words from `params`)."""
 
     def __init__(self, kernel: Kernel, params: dict[str, int]) -> None:
-        from warpy.check.families import SEMANTICS
-        from warpy.check.flags import find_spins
-
         self.h: Header = kernel.header
         self.params = params
         instrs: list[Instr] = []

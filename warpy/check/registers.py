@@ -1,12 +1,11 @@
-"""Register operands as the checker's semantics read them: the register an operand names, the
-registers of a vector, a 64-bit value from a register pair, and lane values as 32-lane vectors."""
+"""Operands as the checker's semantics read them: the register an operand names, the registers of a
+vector, a 64-bit value from a register pair, an immediate's value, and lane values as 32-lane vectors."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from warpy.errors import WarpyError
-from warpy.isa.operands import Operand, P, R, RVec, UP, UR, URVec, elem_name
+from warpy.isa.operands import Imm, Operand, P, R, RVec, UP, UR, URVec, elem_name
 from warpy.isa.values import LANES, Val, first
 from warpy.check.state import Lanes, Warp
 
@@ -16,7 +15,7 @@ def reg_name(op: Operand) -> str:
     coloured text)."""
     if isinstance(op, (R, UR, P, UP, RVec, URVec)):
         return op.name
-    raise WarpyError(f"{op} is not a register")
+    raise TypeError(f"{op} is not a register")
 
 
 def regs_of(op: Operand, n: int) -> list[str]:
@@ -25,6 +24,13 @@ def regs_of(op: Operand, n: int) -> list[str]:
         return [elem_name(op.name, i) for i in range(n)]
     name = reg_name(op)
     return [name] + [elem_name(name, i) for i in range(1, n)] if n > 1 else [name]
+
+
+def imm(op: Operand) -> int:
+    """An immediate operand's value."""
+    if not isinstance(op, Imm):
+        raise TypeError(f"{op} is not an immediate")
+    return op.value
 
 
 def pair64(w: Warp, name: str) -> int:

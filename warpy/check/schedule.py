@@ -16,6 +16,7 @@ import numpy as np
 
 from warpy.isa.text import Header
 from warpy.check import obligations
+from warpy.check.families.sync import cluster_barrier_check, named_barrier_recheck
 from warpy.check.places import DSMEM
 from warpy.check.semantics import BLOCK
 from warpy.check.state import (EXITED, RUNS, TMEM_COLUMNS, TMEM_LANES, Cluster, Cta, LaneGroup, Lanes, Problems, Warp)
@@ -230,8 +231,6 @@ class Scheduler:
         g.pc, g.mask = g.pc + 1, rest
 
     def _on_exit(self, w: Warp) -> None:
-        from warpy.check.families.sync import cluster_barrier_check, named_barrier_recheck
-
         if w.wg_committed > w.wg_retired:
             w.wg_retired = w.wg_committed
         w.exit_vc = dict(w.vc)

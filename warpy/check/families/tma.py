@@ -17,9 +17,9 @@ from warpy.target import dtype
 
 from warpy.isa.values import first
 from warpy.check.happens_before import Footprint
-from warpy.check.registers import pair64
+from warpy.check.registers import imm, pair64
 from warpy.check.state import Agent, Cta, Lanes, VC, Warp
-from warpy.isa.operands import UR, Imm, Mem, Operand, TmapRef, URVec, elem_name
+from warpy.isa.operands import UR, Mem, Operand, TmapRef, URVec, elem_name
 from warpy.layout.tma import TmaBox
 from warpy.isa.families import tma as isa
 from warpy.check.semantics import semantics
@@ -255,13 +255,6 @@ def _bulk_copy(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
 def _commit(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     w.bulk_committed += 1
     w.bulk_open = False
-
-
-def imm(op: Operand) -> int:
-    """An immediate operand's value."""
-    if not isinstance(op, Imm):
-        raise TypeError(f"{op} is not an immediate")
-    return op.value
 
 
 @semantics(isa.DEPBAR)

@@ -18,15 +18,14 @@ from warpy.isa.values import LANES, first, reg_ids, writer
 from warpy.numeric import from_bits
 from warpy.isa.operands import UP, Desc, Operand, R, elem_name
 from warpy.isa.families import wgmma as isa
-from warpy.check.code import Span
-from warpy.check.families.tma import imm, operands_meet
+from warpy.check.families.tma import operands_meet
 from warpy.check.happens_before import Footprint, masks_of
-from warpy.check.registers import lanes_u64, reg_name
+from warpy.check.registers import imm, lanes_u64, reg_name
 from warpy.check.semantics import semantics
 from warpy.check.state import Agent, Lanes, Warp
 
 if TYPE_CHECKING:
-    from warpy.check.code import Compiled
+    from warpy.check.code import Compiled, Span
     from warpy.check.machine import Machine
 
 _SW_BITS = {0: 0, 1: 3, 2: 2, 3: 1}  # GMMA layout type -> swizzle bits (128B, 64B, 32B)
