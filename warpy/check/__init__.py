@@ -4,7 +4,8 @@ happens-before, proxy fences, dependent launch and declared memory; `docs/checke
 
 `check_kernel(named, coloured)` returns a `Report`; `check_program(program, expect=...)` checks a
 built program, with a kernel family's `Expectation` of its data (`warpy.check.expect`) for
-`--values`; `warpy.check.faults` injects known bugs. The checker knows no kernel family.
+`--values`; `warpy.check.faults` injects known bugs. The checker knows no kernel family. Its machine
+(`warpy.check.machine`) is a facade over parts with one concern each (docs/checker.md, "How it is built").
 """
 
 from __future__ import annotations

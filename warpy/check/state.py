@@ -95,6 +95,10 @@ Traced = Union[int, tuple[int, ...]]  # what the colouring check compares of one
 
 
 class Warp:
+    """A warp: `gid` its index in the launch, `wid` in its CTA; `state` RUNS, BLOCKED (`block` says on
+    what) or EXITED; its lane groups (the first runs), registers, vector clock (`via`: what last
+    raised each agent's entry, for `warpy hb`), and the books of its asynchronous units."""
+
     __slots__ = ("gid", "cta", "wid", "regs", "groups", "state", "block", "vc", "via", "agent", "wg_committed",
                  "wg_open", "wg_retired", "pending", "bulk_committed", "bulk_open", "bulk_retired", "acq_done",
                  "unfenced", "gunfenced", "trace", "cl_phase", "unfenced_init", "acquired", "fenced_vc", "exit_vc")
@@ -152,6 +156,8 @@ TMEM_LANES, TMEM_COLUMNS = 128, 512
 
 
 class Cta:
+    """A CTA: `index` in the simulated launch, `linear` in the grid, `rank` in its cluster."""
+
     def __init__(self, index: int, ctaid: tuple[int, int, int], rank: int, cluster: Cluster, linear: int) -> None:
         self.index = index
         self.ctaid = ctaid
@@ -195,6 +201,8 @@ class Cta:
 
 
 class Cluster:
+    """A cluster: its CTAs, its barrier's arrivals and phases, and its cluster-launch-control requests."""
+
     def __init__(self, index: int) -> None:
         self.index = index
         self.ctas: list[Cta] = []
