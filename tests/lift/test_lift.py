@@ -48,6 +48,8 @@ def ptx_lines(body: str, sm: str = "sm_90a", cluster: str = "1 1 1") -> list[str
 
 GOLDEN = [
     ("IADD3 R1, R2, -0x3, RZ", ["add.u32 %r1, %r2, 0xFFFFFFFD;"]),
+    ("FADD R1, R2, R3", ["add.rn.f32 %r1, %r2, %r3;"]),
+    ("FMUL R1, R2, R3", ["mul.rn.f32 %r1, %r2, %r3;"]),
     ("IADD3 R1, R2, R3, R4", ["add.u32 %t0, %r2, %r3;", "add.u32 %r1, %t0, %r4;"]),
     ("ISETP.LT.AND P0, PT, R1, 0x40, PT", ["setp.lt.and.s32 %p0, %r1, 0x40, %pt;"]),
     ("ISETP.GE.U32.AND P1, P2, R1, R3, !P0", ["setp.ge.and.u32 %p1|%p2, %r1, %r3, !%p0;"]),

@@ -424,15 +424,27 @@ def _f2fp(m: Env, w: W, c: ValueInstr[W], lanes: Lanes) -> None:
         c.put[0](w, np.broadcast_to(v, (32,)).copy(), lanes)
 
 
-@value(isa.FADD)
-def _fadd(m: Env, w: W, c: ValueInstr[W], lanes: Lanes) -> None:
+def _f32_binary(w: W, c: ValueInstr[W], lanes: Lanes, op: str) -> None:
+    """d = a op b in fp32, rounded to nearest even (numpy's float32 arithmetic is IEEE's)."""
     a, b = c.get[1](w), c.get[2](w)
     fa = np.atleast_1d(np.asarray(a, dtype=np.uint64)).astype(np.uint32).view(np.float32)
     fb = np.atleast_1d(np.asarray(b, dtype=np.uint64)).astype(np.uint32).view(np.float32)
-    v = (fa + fb).astype(np.float32).view(np.uint32).astype(np.uint64)
+    with np.errstate(all="ignore"):  # overflow to inf and inf - inf = NaN are the values, not errors
+        r = fa + fb if op == "add" else fa * fb
+    v = r.astype(np.float32).view(np.uint32).astype(np.uint64)
     if v.size == 1 and not isinstance(a, V) and not isinstance(b, V):
         c.put[0](w, int(v[0]), lanes)
     else:
         c.put[0](w, np.broadcast_to(v, (32,)).copy(), lanes)
+
+
+@value(isa.FADD)
+def _fadd(m: Env, w: W, c: ValueInstr[W], lanes: Lanes) -> None:
+    _f32_binary(w, c, lanes, "add")
+
+
+@value(isa.FMUL)
+def _fmul(m: Env, w: W, c: ValueInstr[W], lanes: Lanes) -> None:
+    _f32_binary(w, c, lanes, "mul")
 
 

@@ -95,10 +95,12 @@ F2FP = Opcode("F2FP", F, "alu", ((a("d", "R", "d"), a("a", "R"), a("b", "R")),),
     ptx="cvt.rn.bf16x2.f32", doc="d = pack(convert(a) << 16 | convert(b))")
 FADD = Opcode("FADD", F, "alu", ((a("d", "R", "d"), a("a", "R"), a("b", "R")),), ptx="add.rn.f32",
     doc="d = a + b (fp32, round to nearest even)")
+FMUL = Opcode("FMUL", F, "alu", ((a("d", "R", "d"), a("a", "R"), a("b", "R")),), ptx="mul.rn.f32",
+    doc="d = a * b (fp32, round to nearest even)")
 
 OPCODES: list[Opcode] = [
     IADD3, UIADD3, IMAD, UIMAD, LEA, ULEA, LOP3, ULOP3, SHF, USHF, MOV, UMOV, SEL, USEL, PRMT,
-    UPRMT, ISETP, UISETP, PLOP3, UPLOP3, R2UR, S2R, S2UR, LDC, ULDC, LDCU, VOTEU, F2FP, FADD,
+    UPRMT, ISETP, UISETP, PLOP3, UPLOP3, R2UR, S2R, S2UR, LDC, ULDC, LDCU, VOTEU, F2FP, FADD, FMUL,
 ]
 
 RI = Union[R, int]
@@ -235,6 +237,10 @@ def f2fp_bf16(d: R, hi: R, lo: R) -> Instr:
 
 def fadd(d: R, a_: R, b: R) -> Instr:
     return ins(FADD, "", d, a_, b)
+
+
+def fmul(d: R, a_: R, b: R) -> Instr:
+    return ins(FMUL, "", d, a_, b)
 
 
 def uplop3_mov(p: UP, src: UP) -> Instr:

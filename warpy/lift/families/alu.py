@@ -236,3 +236,9 @@ def _f2fp(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
 def _fadd(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     d, a, b = i.ops
     c.emit(f"add.rn.f32 {c.dst(d)}, {c.src(a)}, {c.src(b)}")
+
+
+@rule(isa.FMUL)
+def _fmul(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
+    d, a, b = i.ops
+    c.emit(f"mul.rn.f32 {c.dst(d)}, {c.src(a)}, {c.src(b)}")
