@@ -1,5 +1,5 @@
 """The host checker: clean on the repo's kernels, every fault caught by its check, values vs numpy,
-the seed's message formats."""
+the checker's message formats (docs/checker.md)."""
 
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ def test_check_gemm_clean_and_progress() -> None:
     assert "warp instructions" in r.stderr
 
 
-def test_check_fault_exits_nonzero_with_the_seed_format() -> None:
+def test_check_fault_exits_nonzero_with_the_hang_message_format() -> None:
     r = _warpy("check", "gemm", "256", "256", "128", "--fault", "drop-arrive")
     assert r.returncode == 1
     assert "hang: CTA 0 warp 4 waits on stage_full[0] for the phase of parity 0: it is in phase 0, 1 of 1 arrivals " \
