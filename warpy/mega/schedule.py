@@ -36,7 +36,8 @@ from warpy.errors import WarpyError
 from warpy.mega.fields import ARRIVES, WAITS
 from warpy.mega.graph import Graph
 from warpy.mega.lower import Program, lower
-from warpy.mega.tiling import CLUSTER, Box, NodeTiling, operand_boxes, tile_node, units
+from warpy.mega.tiling import CLUSTER, Box, NodeTiling, operand_boxes, tile_node
+from warpy.mega.tiling import units as units_of
 from warpy.target import Target, element_type, target as get_target
 
 MODES = ("static", "dynamic")
@@ -176,14 +177,18 @@ def _dependency_sets(prog: Program, instrs: list[Instr]) -> dict[tuple[int, int]
     return out
 
 
-def build(graph: Graph, arch: str | Target = "sm_90a", mode: str = "static") -> Schedule:
-    """Lower, tile and schedule `graph` for `arch`; a one-line error for what cannot be scheduled."""
+def build(graph: Graph, arch: str | Target = "sm_90a", mode: str = "static", units: Optional[int] = None) -> Schedule:
+    """Lower, tile and schedule `graph` for `arch`; a one-line error for what cannot be scheduled.
+    `units`: schedule for fewer units than the target has (small tests that want reuse and long
+    queues from small graphs); tile rules still use the target's."""
     tgt = get_target(arch)
     if mode not in MODES:
         raise WarpyError(f"schedule mode {mode!r} is not one of {', '.join(MODES)}")
     prog = lower(graph)
     cl = CLUSTER[tgt.unit]
-    n_units = units(tgt)
+    n_units = units_of(tgt) if units is None else units
+    if n_units < 1:
+        raise WarpyError(f"a schedule needs at least one unit, not {n_units}")
     tilings = [tile_node(prog, n, tgt) for n in prog.nodes]
     instrs: list[Instr] = []
     for n, tiling in zip(prog.nodes, tilings):

@@ -1,0 +1,204 @@
+"""A schedule as the device reads it: the launch's tensor maps and each instruction's 64 words.
+
+Tensor maps: one per distinct (tensor, view, box, swizzle); a `TmaBox` each (`warpy.layout.tma`),
+with the buffer it addresses and the byte offset of the view's origin in it. A map leaves out a
+view's extent-1 dimensions, and a selected dimension stays a map dimension with the index as its
+coordinate, so the layers of a stacked weight share one map. An operand's box is what one TMA copy
+moves; a tile may take several (gemm steps K by `k_step`; a row wider than 256 elements takes
+several boxes); the instruction carries the tile's origin, the device steps by the map's box.
+
+Box rules (one place, for the device interpreter to change with its bodies):
+- gemm A and B: 128-byte swizzle, K boxes of `k_step`; B's N box is the tile's (x·Wᵀ) or the
+  64-element swizzle span (x·W, N contiguous); A's M box is the tile's rows over the CTAs of a unit;
+- everything else: no swizzle, the tile's extents (rows over the CTAs of a unit), at most 256, the
+  innermost rounded up to 16 bytes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from warpy.errors import WarpyError
+from warpy.layout.core import LayoutError
+from warpy.layout.tma import TmaBox
+from warpy.mega import fields as F
+from warpy.mega.graph import View, map_dims
+from warpy.mega.lower import Node, Operand
+from warpy.mega.schedule import Instr, Schedule
+from warpy.mega.tiling import BOX_MAX, NodeTiling, cdiv, operand_boxes
+from warpy.target import element_type
+
+SWIZZLE = 128
+KIND_OPCODE = {"gemm": F.GEMM, "unary": F.UNARY, "binary": F.BINARY, "silu_mul": F.SILU_MUL, "rmsnorm": F.RMSNORM}
+
+
+@dataclass(frozen=True)
+class TensorMap:
+    index: int
+    tensor: int
+    buffer: int
+    offset: int
+    tma: TmaBox
+
+
+@dataclass(frozen=True)
+class _Slot:
+    """How one operand of a node is encoded: its map, the axis of each map dimension, the view."""
+
+    tmap: int
+    axes: tuple[int, ...]
+    dims: tuple[int | None, ...]  # the view dimension of each map dimension (None: selected)
+    fixed: tuple[int, ...]  # the coordinate of each map dimension that is selected (else 0)
+    view: View
+
+
+@dataclass
+class Encoded:
+    maps: list[TensorMap]
+    words: np.ndarray  # (instructions, 64) uint32, in global order
+
+    def per_unit(self, s: Schedule) -> np.ndarray:
+        """Static mode: (waves, units, 64), instruction k of unit u at [k, u], noops after a queue ends
+        (so a unit's k-th fetch is one coalesced load)."""
+        if s.queues is None:
+            raise WarpyError("a dynamic schedule has no per-unit queues (the units take indices in global order)")
+        out = np.zeros((s.waves, s.units, F.WORDS), dtype=np.uint32)
+        for u, q in enumerate(s.queues):
+            for k, i in enumerate(q):
+                out[k, u] = self.words[i]
+        return out
+
+
+def _axes(node: Node, role: int, view: View, out_rank: int) -> list[int]:
+    """The tile axis of each view dimension of operand `role` (0 is the output)."""
+    r = len(view.shape)
+    if node.kind == "gemm" and role in (1, 2):
+        if role == 1:
+            return [1, F.AXIS_K]
+        return [0, F.AXIS_K] if node.b_kmajor else [F.AXIS_K, 0]
+    off = out_rank - r
+    return [out_rank - 1 - (j + off) for j in range(r)]
+
+
+def _box(node: Node, role: int, axis: int, innermost: bool, tiling: NodeTiling, cluster: int, esz: int) -> int:
+    ext = tiling.extents
+    if axis == F.AXIS_FIXED:
+        return 1
+    if axis == F.AXIS_K:
+        b = tiling.k_step
+    elif node.kind == "gemm" and role == 2 and not node.b_kmajor:
+        b = min(ext[-1], SWIZZLE // esz)
+    else:
+        b = ext[len(ext) - 1 - axis]
+        if axis == 1:
+            b = cdiv(b, cluster)
+    b = min(b, BOX_MAX)
+    if innermost:
+        align = 16 // esz
+        b = min(cdiv(b, align) * align, BOX_MAX)
+    return b
+
+
+class _Maps:
+    def __init__(self, s: Schedule) -> None:
+        self.s = s
+        self.maps: list[TensorMap] = []
+        self.index: dict[tuple[object, ...], int] = {}
+
+    def slot(self, node: Node, role: int, tensor: int, view: View, tiling: NodeTiling) -> _Slot:
+        prog = self.s.program
+        t = prog.tensors[tensor]
+        esz = element_type(t.dtype).bytes
+        out_rank = len(prog.tensors[node.out].shape)
+        view_axes = _axes(node, role, view, out_rank)
+        mdims, offset = map_dims(view)
+        axes = tuple(F.AXIS_FIXED if m.view is None else view_axes[m.view] for m in mdims)
+        swz = SWIZZLE if node.kind == "gemm" and role in (1, 2) else 0
+        box = tuple(_box(node, role, a, c == 0, tiling, self.s.cluster, esz) for c, a in enumerate(axes))
+        key = (tensor, mdims, offset, box, swz)
+        if key not in self.index:
+            try:
+                tma = TmaBox(dtype=t.dtype, dims=tuple(m.extent for m in mdims),
+                             strides=tuple(m.stride for m in mdims[1:]), box=box, swizzle=swz)
+            except LayoutError as e:
+                raise WarpyError(f"{node.where}: the tensor map for {t.name}: {e}") from None
+            self.index[key] = len(self.maps)
+            self.maps.append(TensorMap(len(self.maps), tensor, self.s.buffer_of[tensor], offset, tma))
+        fixed = tuple(view.start[m.base_dim] if m.view is None else 0 for m in mdims)
+        return _Slot(self.index[key], axes, tuple(m.view for m in mdims), fixed, view)
+
+
+def _slots(s: Schedule) -> tuple[list[list[_Slot]], list[TensorMap]]:
+    maps = _Maps(s)
+    out = []
+    for node, tiling in zip(s.program.nodes, s.tilings):
+        out_view = View.whole(s.program.tensors[node.out].shape, s.program.tensors[node.out].dtype)
+        slots = [maps.slot(node, 0, node.out, out_view, tiling)]
+        slots += [maps.slot(node, r + 1, op.tensor, op.view, tiling) for r, op in enumerate(node.operands)]
+        out.append(slots)
+    if len(maps.maps) > F.BY_NAME["op0.tmap"].mask + 1:
+        raise WarpyError(f"the launch needs {len(maps.maps)} tensor maps; an instruction indexes at most "
+                         f"{F.BY_NAME['op0.tmap'].mask + 1}")
+    return out, maps.maps
+
+
+def instruction_fields(s: Schedule, ins: Instr, slots: Sequence[_Slot]) -> dict[str, int]:
+    """The field values of one instruction."""
+    node = s.program.nodes[ins.node]
+    tiling = s.tilings[ins.node]
+    what = f"instruction {ins.index} ({node.describe()})"
+    if len(ins.waits) > F.WAITS:
+        raise WarpyError(f"{what} waits on {len(ins.waits)} counters; an instruction holds {F.WAITS}")
+    if len(ins.arrives) > F.ARRIVES:
+        raise WarpyError(f"{what} arrives on {len(ins.arrives)} counters; an instruction holds {F.ARRIVES}")
+    if len(slots) > F.OPERANDS:
+        raise WarpyError(f"{what} has {len(slots)} operands; an instruction holds {F.OPERANDS}")
+    ext = tiling.extents
+    v: dict[str, int] = {
+        "opcode": KIND_OPCODE[node.kind], "index": ins.index, "node": node.id,
+        "n_operands": len(slots), "n_waits": len(ins.waits), "n_arrives": len(ins.arrives),
+        "activation": F.ACTIVATIONS[node.act], "binop": F.BINOPS[node.binop], "bias": int(node.bias),
+        "residual": int(node.residual), "b_kmajor": int(node.b_kmajor), "eps": F.fp32_bits(node.eps),
+        "tile_m": ext[-2] if len(ext) >= 2 else 1, "tile_n": ext[-1],
+    }
+    if node.kind == "gemm":
+        v.update(k_begin=0, k_end=node.operands[0].view.shape[1], k_step=tiling.k_step)
+    elif node.kind == "rmsnorm":
+        v.update(k_end=s.program.tensors[node.out].shape[-1])
+    boxes = [ins.box] + operand_boxes(s.program, node, ins.box)
+    for i, (slot, box) in enumerate(zip(slots, boxes)):
+        if len(slot.axes) > F.COORDS:
+            raise WarpyError(f"{what}: operand {i}'s map has rank {len(slot.axes)}; an instruction holds {F.COORDS}")
+        v[f"op{i}.tmap"] = slot.tmap
+        v[f"op{i}.rank"] = len(slot.axes)
+        v[f"op{i}.axes"] = sum(a << (3 * c) for c, a in enumerate(slot.axes))
+        for c, j in enumerate(slot.dims):
+            v[f"op{i}.coord{c}"] = slot.fixed[c] if j is None else box[j][0]
+    for k, w in enumerate(ins.waits):
+        v[f"wait{k}.counter"] = w.counter
+        v[f"wait{k}.target"] = w.target
+        v[f"wait{k}.before_store"] = int(w.before_store)
+    for k, c in enumerate(ins.arrives):
+        v[f"arrive{k}"] = c
+    return v
+
+
+def encode(s: Schedule) -> Encoded:
+    """Every instruction packed (global order) and the launch's tensor maps; a one-line error for a
+    value a field cannot hold."""
+    slots, maps = _slots(s)
+    words = np.zeros((len(s.instrs), F.WORDS), dtype=np.uint32)
+    for ins in s.instrs:
+        words[ins.index] = F.pack(instruction_fields(s, ins, slots[ins.node]), f"instruction {ins.index}")
+    return Encoded(maps, words)
+
+
+def decode(words: np.ndarray) -> list[dict[str, int]]:
+    """Each instruction's fields, as the device interpreter reads them."""
+    return [F.unpack([int(w) for w in row]) for row in np.asarray(words).reshape(-1, F.WORDS)]
+
+
+__all__ = ["TensorMap", "Encoded", "encode", "decode", "instruction_fields"]

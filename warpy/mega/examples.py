@@ -1,0 +1,77 @@
+"""Named graphs (`warpy mega show NAME`) and loading a graph from a Python file.
+
+- `mlp3`: three layers of relu(x·W[i] + b[i]), x (T, 1024), W (3, 1024, 1024), b (3, 1024) a row
+  broadcast over the rows (T = 1024 unless given);
+- `llama-mlp`: a Llama-style MLP block per layer, x + down(silu(gate(h)) · up(h)) with
+  h = rmsnorm(x, w, eps), hidden 2048, intermediate 8192, 16 layers, weights stacked per layer
+  (T = 16 unless given);
+- `mlp-small`, `llama-small`: the same structures at sizes the reference VM runs in a blink.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from typing import Callable, Optional
+
+from warpy.errors import WarpyError
+from warpy.mega.graph import Graph
+
+LLAMA_EPS = 1e-5
+
+
+def mlp(tokens: int = 1024, hidden: int = 1024, layers: int = 3, name: str = "mlp3") -> Graph:
+    g = Graph(name)
+    x = g.input("x", (tokens, hidden))
+    w = g.input("w", (layers, hidden, hidden))
+    b = g.input("b", (layers, hidden))
+    for i in range(layers):
+        x = g.relu(g.matmul(x, w[i]) + b[i], name=f"h{i}")
+    g.output(x)
+    return g
+
+
+def llama_mlp(tokens: int = 16, hidden: int = 2048, intermediate: int = 8192, layers: int = 16,
+              eps: float = LLAMA_EPS, name: str = "llama-mlp") -> Graph:
+    g = Graph(name)
+    x = g.input("x", (tokens, hidden))
+    norm = g.input("norm", (layers, hidden))
+    gate = g.input("gate", (layers, intermediate, hidden))
+    up = g.input("up", (layers, intermediate, hidden))
+    down = g.input("down", (layers, hidden, intermediate))
+    for i in range(layers):
+        h = g.rmsnorm(x, norm[i], eps, name=f"h{i}")
+        a = g.silu_mul(g.linear(h, gate[i], name=f"gate{i}"), g.linear(h, up[i], name=f"up{i}"), name=f"act{i}")
+        x = g.add(x, g.linear(a, down[i], name=f"down{i}"), name=f"x{i + 1}")
+    g.output(x)
+    return g
+
+
+EXAMPLES: dict[str, Callable[[Optional[int]], Graph]] = {
+    "mlp3": lambda t: mlp(t or 1024),
+    "llama-mlp": lambda t: llama_mlp(t or 16),
+    "mlp-small": lambda t: mlp(t or 100, hidden=136, name="mlp-small"),
+    "llama-small": lambda t: llama_mlp(t or 5, hidden=72, intermediate=200, layers=3, name="llama-small"),
+}
+
+
+def load(spec: str, tokens: Optional[int] = None) -> Graph:
+    """A named example, or FILE.py defining `build()` (called with `tokens=` when given) or `graph`."""
+    if spec in EXAMPLES:
+        return EXAMPLES[spec](tokens)
+    if not spec.endswith(".py") or not os.path.exists(spec):
+        raise WarpyError(f"no graph called {spec!r}: a name ({', '.join(EXAMPLES)}) or FILE.py defining "
+                         "build() or graph")
+    mod_spec = importlib.util.spec_from_file_location("warpy_mega_user_graph", spec)
+    assert mod_spec is not None and mod_spec.loader is not None
+    mod = importlib.util.module_from_spec(mod_spec)
+    mod_spec.loader.exec_module(mod)
+    build = getattr(mod, "build", None)
+    g = build(tokens=tokens) if callable(build) and tokens is not None else build() if callable(build) \
+        else getattr(mod, "graph", None)
+    if not isinstance(g, Graph):
+        raise WarpyError(f"{spec} defines neither build() returning a Graph nor a Graph called graph")
+    return g
+
+
+__all__ = ["mlp", "llama_mlp", "EXAMPLES", "load"]
