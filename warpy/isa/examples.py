@@ -426,6 +426,7 @@ def _generic_tail(p: Program, acc: "RVec", stile: "SmemBuffer", tc: "TensorMap",
     for j in range(4):
         p.emit(alu.f2fp_bf16(frag[j], acc[2 * j + 1], acc[2 * j]))
     p.emit(alu.fadd(acc[0], acc[0], acc[1]))  # (an fp32 sum, as partial sums are added)
+    p.emit(alu.fmul(acc[1], acc[1], acc[2]))  # (an fp32 product, as epilogues scale)
     tid = p.r("tid")
     row = p.r("row")
     p.emit(alu.lop3(row, tid, 0x7F, RZ, 0xC0))
