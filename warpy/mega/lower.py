@@ -215,6 +215,9 @@ def lower(graph: Graph) -> Program:
                 operands.append(o)
                 cur = u
                 chain.append(u)
+            elif kw.get("bias") and "act" not in kw and operands[2].shape == v.shape:
+                # one add of a whole tensor and no activation: it is a residual (the same arithmetic)
+                kw["bias"], kw["residual"] = False, True
         elif v.op == "silu" and (u := sole_user(v)) is not None and u.op == "mul" and \
                 u.shape == np.broadcast_shapes(v.shape, u.shape):
             kind = "silu_mul"

@@ -130,7 +130,7 @@ def _gemm(prog: Program, node: Node, target: Target) -> NodeTiling:
         moved = (rows + cols) * K * esz + rows * cols * esz
         return max(flops / cm.flops, moved / (cm.bytes * cl)) + cm.overhead
 
-    best: tuple[float, int, int, int] | None = None
+    best: tuple[float, int, int, int, int] | None = None
     for bm in GEMM_M_CHOICES[target.unit]:
         for bn in GEMM_N_CHOICES:
             stage = (bm // cl + bn) * GEMM_K_STEP * esz
@@ -138,11 +138,12 @@ def _gemm(prog: Program, node: Node, target: Target) -> NodeTiling:
                 continue
             t = cdiv(M, bm) * cdiv(N, bn)
             span = cdiv(t, n_units) * tile_cost(bm, bn, min(bm, M), min(bn, N))
-            key = (span, -bm * bn, bm, bn)
+            waste = cdiv(M, bm) * bm * cdiv(N, bn) * bn - M * N  # padded elements computed for nothing
+            key = (span, waste, -bm * bn, bm, bn)
             if best is None or key < best:
                 best = key
     assert best is not None
-    bm, bn = best[2], best[3]
+    bm, bn = best[3], best[4]
     mt, nt = cdiv(M, bm), cdiv(N, bn)
     group = max(1, min(mt, round(math.sqrt(n_units * bn / bm)) or 1))
     order: list[tuple[int, int]] = []

@@ -1,0 +1,173 @@
+"""`warpy mega ...`: the megakernel's host side from the command line.
+
+    warpy mega show GRAPH [--tokens T] [--arch sm_90a|sm_100a] [--mode static|dynamic] [--all] [--png FILE]
+    warpy mega check GRAPH [--tokens T] [--arch ...] [--mode ...] [--vm] [--seed N]
+    warpy mega mutate [GRAPH ...] [--count N] [--units U]
+
+GRAPH: a named example (mlp3, llama-mlp, mlp-small, llama-small) or FILE.py defining build() or
+graph. Errors are one line (WarpyError); the implementations are imported per command.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+from warpy.errors import WarpyError
+
+app = typer.Typer(name="mega", help="The megakernel's host side: graph -> tile instructions -> per-unit queues.",
+                  no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
+
+GRAPH_HELP = "A named graph (mlp3, llama-mlp, mlp-small, llama-small) or FILE.py defining build() or graph."
+
+
+def _schedule(graph: str, tokens: Optional[int], arch: str, mode: str, units: Optional[int] = None):  # type: ignore[no-untyped-def]
+    from warpy.mega.examples import load
+    from warpy.mega.schedule import build
+
+    if tokens is not None and tokens < 1:
+        raise WarpyError(f"--tokens {tokens} must be at least 1")
+    return build(load(graph, tokens), arch, mode, units)
+
+
+def _box(box: tuple[tuple[int, int], ...]) -> str:
+    return "[" + ", ".join(f"{lo}:{hi}" for lo, hi in box) + "]"
+
+
+@app.command("show")
+def show_cmd(
+    graph: str = typer.Argument(..., help=GRAPH_HELP),
+    tokens: Optional[int] = typer.Option(None, "--tokens", "-t", help="Rows of x (T) for the named graphs."),
+    arch: str = typer.Option("sm_90a", "--arch", help="Target: sm_90a or sm_100a."),
+    mode: str = typer.Option("static", "--mode", help="static (per-unit queues) or dynamic (a work counter / CLC)."),
+    every: bool = typer.Option(False, "--all", help="Print every instruction (default: the first 24)."),
+    png: Optional[str] = typer.Option(None, "--png", help="Draw the per-unit queues and their waits to FILE.png."),
+) -> None:
+    """Print the schedule: nodes, instructions, waves, counters, buffer reuse, the validator's verdict."""
+    from warpy.mega.encode import encode
+    from warpy.mega.validate import validate
+
+    if png:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            raise WarpyError("--png needs matplotlib (pip install matplotlib)") from None
+    s = _schedule(graph, tokens, arch, mode)
+    for line in describe(s, every):
+        typer.echo(line)
+    enc = encode(s)
+    typer.echo(f"encoded: {len(s.instrs)} instructions x 256 bytes, {len(enc.maps)} tensor maps")
+    p = validate(s)
+    typer.echo("validator: cannot hang, cannot race" if p.ok else "validator: " + "; ".join(p.lines(3)))
+    if png:
+        from warpy.mega.draw import draw
+
+        typer.echo(draw(s, png))
+
+
+def describe(s, every: bool = False) -> list[str]:  # type: ignore[no-untyped-def]
+    """The lines `warpy mega show` prints."""
+    prog = s.program
+    out = [f"{prog.graph.name}: {s.target.name} ({s.target.gpu}), {s.units} units of {s.cluster} CTA"
+           f"{'s' if s.cluster > 1 else ''}, {s.mode} mode"]
+    out.append("nodes:")
+    for n, til in zip(prog.nodes, s.tilings):
+        t = prog.tensors[n.out]
+        ins = ", ".join(f"{prog.tensors[o.tensor].name}" + ("" if o.view.is_whole else "[view]") for o in n.operands)
+        out.append(f"  {n.id:>3} {n.describe():<30} {t.name}{list(t.shape)} <- {ins}; "
+                   f"{len(til.tiles)} tiles of {'x'.join(map(str, til.extents))}")
+    where = {}
+    if s.queues is not None:
+        for u, q in enumerate(s.queues):
+            for k, i in enumerate(q):
+                where[i] = (u, k)
+    shown = s.instrs if every else s.instrs[:24]
+    out.append(f"instructions ({len(s.instrs)}; unit.position, node, output box, waits counter/target"
+               f"[s: before stores], arrives):")
+    for i in shown:
+        u = f"{where[i.index][0]}.{where[i.index][1]}" if i.index in where else "-"
+        waits = " ".join(f"c{w.counter}/{w.target}{'s' if w.before_store else ''}" for w in i.waits)
+        arrives = " ".join(f"c{c}" for c in i.arrives)
+        out.append(f"  {i.index:>6} u{u:<8} n{i.node:<3} {prog.tensors[i.write.tensor].name}{_box(i.box)}"
+                   f"  wait {waits or '-'}  arrive {arrives or '-'}")
+    if len(shown) < len(s.instrs):
+        out.append(f"  ... {len(s.instrs) - len(shown)} more (--all)")
+    data = [c for c in s.counters if c.kind == "data"]
+    reuse = [c for c in s.counters if c.kind == "reuse"]
+    waiters = sum(len(i.waits) for i in s.instrs)
+    out.append(f"waves: {s.waves} (estimated {s.makespan * 1e6:.1f} us)")
+    out.append(f"counters: {len(s.counters)} ({len(data)} from access regions, {len(reuse)} for reuse), "
+               f"{waiters} waits; targets {min((c.target for c in s.counters), default=0)}.."
+               f"{max((c.target for c in s.counters), default=0)} arrivals a call")
+    out.append(f"buffers: {len(s.buffers)} for {len(prog.tensors)} tensors; reuse: {len(s.reuses)}")
+    for r in s.reuses[:8]:
+        out.append(f"  buffer {r.buffer}: {prog.tensors[r.new].name} after {prog.tensors[r.old].name}, "
+                   f"{r.distance} instructions behind, counter c{r.counter} (target {s.counters[r.counter].target})")
+    if len(s.reuses) > 8:
+        out.append(f"  ... {len(s.reuses) - 8} more")
+    return out
+
+
+@app.command("check")
+def check_cmd(
+    graph: str = typer.Argument(..., help=GRAPH_HELP),
+    tokens: Optional[int] = typer.Option(None, "--tokens", "-t", help="Rows of x (T) for the named graphs."),
+    arch: str = typer.Option("sm_90a", "--arch", help="Target: sm_90a or sm_100a."),
+    mode: str = typer.Option("static", "--mode", help="static or dynamic."),
+    vm: bool = typer.Option(False, "--vm", help="Also run the reference VM (two calls) and compare with numpy."),
+    seed: int = typer.Option(0, "--seed", help="The VM's interleaving and the inputs."),
+) -> None:
+    """Validate the schedule; with --vm run it on the reference VM against numpy on the whole graph."""
+    from warpy.mega.validate import validate
+
+    s = _schedule(graph, tokens, arch, mode)
+    p = validate(s)
+    for line in p.lines():
+        typer.echo(line)
+    typer.echo(f"{len(s.instrs)} instructions, {len(s.counters)} counters: "
+               + ("cannot hang, cannot race" if p.ok else f"{len(p.items)} problems"))
+    if not p.ok:
+        raise typer.Exit(1)
+    if vm:
+        import numpy as np
+
+        from warpy.mega.vm import run
+
+        inputs = s.program.graph.random_inputs(seed)
+        ref = s.program.reference(inputs)
+        out = run(s, inputs, seed=seed, calls=2)
+        if not out.ok:
+            for line in out.hang + out.races:
+                typer.echo(line)
+            raise typer.Exit(1)
+        same = all(np.array_equal(a, b) for a, b in zip(out.outputs, ref))
+        typer.echo(f"reference VM, 2 calls, {out.steps} steps: "
+                   + ("equal to numpy on the whole graph" if same else "DIFFERS from numpy"))
+        if not same:
+            raise typer.Exit(1)
+
+
+@app.command("mutate")
+def mutate_cmd(
+    graphs: Optional[list[str]] = typer.Argument(None, help="Graphs to mutate (default: mlp-small llama-small)."),
+    count: int = typer.Option(200, "--count", help="Mutants per schedule (each graph static and dynamic)."),
+    units: int = typer.Option(4, "--units", help="Units to schedule for (few: long queues and buffer reuse)."),
+    seed: int = typer.Option(0, "--seed"),
+) -> None:
+    """The mutation suite: the validator against the reference VM on broken schedules; counts."""
+    from warpy.mega.examples import load
+    from warpy.mega.mutate import suite
+    from warpy.mega.schedule import build
+
+    scheds = [(f"{g}/{m}", build(load(g), mode=m, units=units)) for g in (graphs or ["mlp-small", "llama-small"])
+              for m in ("static", "dynamic")]
+    rep = suite(scheds, count, seed)
+    for line in rep.lines():
+        typer.echo(line)
+    t = rep.total
+    if t.missed or t.over_rejected or rep.valid_rejected:
+        raise typer.Exit(1)
+
+
+__all__ = ["app", "describe"]
