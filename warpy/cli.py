@@ -41,6 +41,10 @@ def _root(
     """warpy: a kernel DSL for NVIDIA tensor-core GPUs (sm_90a Hopper, sm_100a Blackwell)."""
 
 
+from warpy.mega.cli import app as mega_app  # noqa: E402  (typer only; each command imports its work)
+app.add_typer(mega_app, name="mega")
+
+
 @app.command("layout")
 def layout_cmd(
     expr: str = typer.Argument(..., help='An expression, e.g. "composition((6,2):(8,2), (4,3):(3,1))".'),
