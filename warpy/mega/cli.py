@@ -50,7 +50,7 @@ def show_cmd(
 
     if png:
         try:
-            import matplotlib  # noqa: F401
+            import matplotlib  # type: ignore[import-not-found,unused-ignore]  # noqa: F401
         except ImportError:
             raise WarpyError("--png needs matplotlib (pip install matplotlib)") from None
     s = _schedule(graph, tokens, arch, mode)
@@ -86,10 +86,10 @@ def describe(s, every: bool = False) -> list[str]:  # type: ignore[no-untyped-de
     out.append(f"instructions ({len(s.instrs)}; unit.position, node, output box, waits counter/target"
                f"[s: before stores], arrives):")
     for i in shown:
-        u = f"{where[i.index][0]}.{where[i.index][1]}" if i.index in where else "-"
+        unit = f"{where[i.index][0]}.{where[i.index][1]}" if i.index in where else "-"
         waits = " ".join(f"c{w.counter}/{w.target}{'s' if w.before_store else ''}" for w in i.waits)
         arrives = " ".join(f"c{c}" for c in i.arrives)
-        out.append(f"  {i.index:>6} u{u:<8} n{i.node:<3} {prog.tensors[i.write.tensor].name}{_box(i.box)}"
+        out.append(f"  {i.index:>6} u{unit:<8} n{i.node:<3} {prog.tensors[i.write.tensor].name}{_box(i.box)}"
                    f"  wait {waits or '-'}  arrive {arrives or '-'}")
     if len(shown) < len(s.instrs):
         out.append(f"  ... {len(s.instrs) - len(shown)} more (--all)")

@@ -17,10 +17,10 @@ MAX_LINES = 600
 def draw(s: Schedule, path: str) -> str:
     """Write the picture; the line to print. Without matplotlib, a one-line error."""
     try:
-        import matplotlib
+        import matplotlib  # type: ignore[import-not-found,unused-ignore]
 
         matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        import matplotlib.pyplot as plt  # type: ignore[import-not-found,unused-ignore]
     except ImportError:
         raise WarpyError("--png needs matplotlib (pip install matplotlib)") from None
     if s.queues is None:

@@ -427,15 +427,9 @@ class Graph:
         self._pending.append(_Pending(name, op, tuple(args), dict(attrs), caller()))
 
     def _build(self, p: _Pending) -> None:
-        args = [a if isinstance(a, Value) else self.by_name[a] for a in p.args]
-        kw: dict[str, Any] = {"name": p.name, "where": p.where}
-        if p.op in ("select", "slice"):
-            f = self.select if p.op == "select" else self.slice
-            f(*args, **p.attrs, **kw)
-        elif p.op == "rmsnorm":
-            self.rmsnorm(*args, **p.attrs, **kw)
-        else:
-            getattr(self, p.op)(*args, **kw)
+        args: list[Any] = [a if isinstance(a, Value) else self.by_name[a] for a in p.args]
+        kw: dict[str, Any] = dict(p.attrs, name=p.name, where=p.where)
+        getattr(self, p.op)(*args, **kw)
 
     def _resolve(self) -> None:
         pending = {p.name: p for p in self._pending}

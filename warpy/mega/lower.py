@@ -253,11 +253,11 @@ def lower(graph: Graph) -> Program:
             prog.outputs.append(t.id)
             continue
         # a view, or a tensor the caller gave: copied into memory the call returns
-        c = new_tensor(f"{v.name}_out", v.shape, v.dtype, "output")
-        node = Node(len(prog.nodes), "unary", c.id, (Operand(t.id, view),), values=(v.name,), where=v.where)
-        c.producer = node.id
+        copy = new_tensor(f"{v.name}_out", v.shape, v.dtype, "output")
+        node = Node(len(prog.nodes), "unary", copy.id, (Operand(t.id, view),), values=(v.name,), where=v.where)
+        copy.producer = node.id
         prog.nodes.append(node)
-        prog.outputs.append(c.id)
+        prog.outputs.append(copy.id)
     return prog
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import copy
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Iterator, Optional
+from typing import Callable, Iterator, Optional, Sequence, TypeVar
 
 import numpy as np
 
@@ -32,6 +32,7 @@ from warpy.mega.vm import VM
 MUTATIONS = ("drop_arrive", "extra_arrive", "lower_target", "raise_target", "drop_wait", "retarget_wait",
              "late_stage", "swap_queue", "move_unit", "alias_buffers")
 LATE_EPOCH = 1 << 16
+T = TypeVar("T")
 
 
 def clone(s: Schedule) -> Schedule:
@@ -49,7 +50,10 @@ def clone(s: Schedule) -> Schedule:
 def _mutate(s: Schedule, kind: str, rng: np.random.Generator) -> Optional[tuple[str, Schedule]]:
     m = clone(s)
     ins = m.instrs
-    pick = lambda seq: seq[int(rng.integers(len(seq)))]  # noqa: E731
+
+    def pick(seq: Sequence[T]) -> T:
+        return seq[int(rng.integers(len(seq)))]
+
     if kind in ("drop_arrive", "extra_arrive"):
         cands = [i for i in ins if i.arrives]
         if not cands:
@@ -103,11 +107,11 @@ def _mutate(s: Schedule, kind: str, rng: np.random.Generator) -> Optional[tuple[
         if len(m.queues) < 2:
             return None
         a = int(rng.integers(len(q)))
-        i = q.pop(a)
+        moved = q.pop(a)
         dest = pick([d for d in m.queues if d is not q])
         pos = int(rng.integers(len(dest) + 1))
-        dest.insert(pos, i)
-        return f"instruction {i} moves to another unit's queue (position {pos})", m
+        dest.insert(pos, moved)
+        return f"instruction {moved} moves to another unit's queue (position {pos})", m
     if kind == "alias_buffers":
         prog = m.program
         first: dict[int, int] = {}

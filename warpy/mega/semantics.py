@@ -10,7 +10,7 @@ computed alone equals the same elements of the whole tensor computed at once.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -29,14 +29,18 @@ def store(x: np.ndarray, dtype: str) -> np.ndarray:
 
 
 def activation(x: np.ndarray, act: str) -> np.ndarray:
+    out: np.ndarray
     if act == "none":
         return x
     if act == "relu":
-        return np.maximum(x, 0.0)
+        out = np.maximum(x, 0.0)
+        return out
     if act == "silu":
-        return x / (1.0 + np.exp(-x))
+        out = x / (1.0 + np.exp(-x))
+        return out
     if act == "gelu":
-        return 0.5 * x * (1.0 + np.tanh(GELU_C * (x + 0.044715 * x * x * x)))
+        out = 0.5 * x * (1.0 + np.tanh(GELU_C * (x + 0.044715 * x * x * x)))
+        return out
     raise WarpyError(f"no activation called {act!r}")
 
 
@@ -103,10 +107,11 @@ def evaluate_value(v: "Value", args: Sequence[np.ndarray], inputs: Mapping[str, 
         return x.astype(np.float32, copy=False)
     if v.op in ("select", "slice"):
         parent = v.args[0]
-        idx: list[object] = [slice(None)] * parent.rank
+        idx: list[Any] = [slice(None)] * parent.rank
         d = v.attrs["dim"]
         idx[d] = v.attrs["index"] if v.op == "select" else slice(v.attrs["start"], v.attrs["start"] + v.shape[d])
-        return args[0][tuple(idx)]
+        sel: np.ndarray = args[0][tuple(idx)]
+        return sel
     if v.op == "matmul":
         return gemm(args[0], args[1], False, None, "none", None, v.dtype)
     if v.op == "linear":

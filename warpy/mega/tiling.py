@@ -99,7 +99,7 @@ def project(view_shape: Sequence[int], out_box: Box) -> Box:
 
 def operand_boxes(prog: Program, node: Node, out_box: Box) -> list[Box]:
     """The box of each operand (in its view's coordinates) a tile writing `out_box` reads."""
-    out = []
+    out: list[Box] = []
     for role, op in enumerate(node.operands):
         shape = op.view.shape
         if node.kind == "gemm" and role < 2:

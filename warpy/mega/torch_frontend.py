@@ -47,7 +47,7 @@ def source_line(node: Any) -> str:
 
 def to_graph(gm: Any, name: str = "torch") -> Graph:
     """The graph API's graph for an aten-level FX graph."""
-    import torch
+    import torch  # type: ignore[import-not-found,unused-ignore]
 
     aten = torch.ops.aten
     g = Graph(name)
@@ -168,19 +168,19 @@ class Compiled:
     """The function `compile` returns: call it like the original."""
 
     def __init__(self, fn: Callable[..., Any], arch: str, mode: str) -> None:
-        import torch
+        import torch  # type: ignore[import-not-found,unused-ignore]
 
         self.fn, self.arch, self.mode = fn, arch, mode
         self.schedule: Optional[Any] = None
         self.graph: Optional[Graph] = None
-        from torch._dynamo.backends.common import aot_autograd
+        from torch._dynamo.backends.common import aot_autograd  # type: ignore[import-not-found,unused-ignore]
 
         self._compiled = torch.compile(fn, backend=aot_autograd(fw_compiler=self._backend), fullgraph=True,
                                        dynamic=False)
 
     def _backend(self, gm: Any, example_inputs: Any) -> Callable[..., Any]:
-        import torch
-        from torch._functorch.aot_autograd import make_boxed_func
+        import torch  # type: ignore[import-not-found,unused-ignore]
+        from torch._functorch.aot_autograd import make_boxed_func  # type: ignore[import-not-found,unused-ignore]
 
         from warpy.mega.schedule import build
         from warpy.mega.validate import validate
@@ -205,7 +205,7 @@ class Compiled:
         return make_boxed_func(run)  # type: ignore[no-any-return]
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        import torch
+        import torch  # type: ignore[import-not-found,unused-ignore]
 
         try:
             return self._compiled(*args, **kwargs)
@@ -226,7 +226,7 @@ class Compiled:
 def compile(fn: Callable[..., Any], arch: str = "sm_90a", mode: str = "static") -> Compiled:
     """`fn` compiled to one megakernel schedule per input shape (torch needed)."""
     try:
-        import torch  # noqa: F401
+        import torch  # type: ignore[import-not-found,unused-ignore]  # noqa: F401
     except ImportError:
         raise WarpyError("warpy.mega.compile needs torch (pip install -e .[torch])") from None
     return Compiled(fn, arch, mode)

@@ -210,9 +210,10 @@ def validate(s: Schedule) -> Problems:
         for q in s.queues or []:
             for i in q:
                 seen[i] += 1
-        for i in np.nonzero(seen != 1)[0]:
-            p.add("hang" if seen[i] == 0 else "race",
-                  f"{name[int(i)]} is in {int(seen[i])} queues (an instruction runs exactly once)")
+        for bad in np.nonzero(seen != 1)[0]:
+            k = int(bad)
+            p.add("hang" if seen[k] == 0 else "race", f"{name[k]} is in {int(seen[k])} queues (an instruction runs "
+                  "exactly once)")
     if not p.ok:
         return p
     # --- waits: satisfiable and epoch-consistent --------------------------------------------------
