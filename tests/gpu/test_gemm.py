@@ -51,12 +51,13 @@ CONFIGS = [
 
 
 def _exact(M: int, N: int, K: int, dtype: str, out: str, config: Any = None) -> dict[str, Any]:
-    from warpy.bench import run_check
-    from warpy.matmul import make_plan, programs
+    from warpy.kernels.gemm import FAMILY, GemmProblem
+    from warpy.kernels.gemm_bench import run_check
+    from warpy.plan import make_plan
 
-    problem = programs().GemmProblem(M, N, K, dtype=dtype, out_dtype=out, arch="sm_90a")
-    plan = make_plan(problem, config=config)
-    bad, msg = run_check(plan, M, N, K, dtype, out)
+    problem = GemmProblem(M, N, K, dtype=dtype, out_dtype=out, arch="sm_90a")
+    plan = make_plan(FAMILY, problem, config=config)
+    bad, msg = run_check(plan, M, N, K, dtype, problem.out_dtype)
     return {"ok": bad == 0, "mismatches": bad, "message": msg, "program": plan.describe}
 
 
@@ -139,11 +140,11 @@ def _run_here(case: str) -> dict[str, Any]:
         M, N, K = (int(x) for x in rest[:3])
         return _exact(M, N, K, rest[3], rest[4])
     if kind == "config":
-        from warpy.matmul import programs
+        from warpy.kernels.gemm import GemmProblem, configure
 
         M, N, K = (int(x) for x in rest[:3])
-        problem = programs().GemmProblem(M, N, K, dtype="bf16", out_dtype=rest[3], arch="sm_90a")
-        return _exact(M, N, K, "bf16", rest[3], programs().configure(problem, rest[4]))
+        problem = GemmProblem(M, N, K, dtype="bf16", out_dtype=rest[3], arch="sm_90a")
+        return _exact(M, N, K, "bf16", rest[3], configure(problem, rest[4]))
     if kind == "numpy":
         M, N, K = (int(x) for x in rest)
         return _numpy(M, N, K)
