@@ -5,7 +5,8 @@
 - `llama-mlp`: a Llama-style MLP block per layer, x + down(silu(gate(h)) · up(h)) with
   h = rmsnorm(x, w, eps), hidden 2048, intermediate 8192, 16 layers, weights stacked per layer
   (T = 16 unless given);
-- `mlp-small`, `llama-small`: the same structures at sizes the reference VM runs in a blink.
+- `mlp-small`, `llama-small`: the same structures at sizes the reference VM runs in a blink;
+- `views`: views, broadcasts, and outputs that are copied out.
 """
 
 from __future__ import annotations
@@ -47,11 +48,27 @@ def llama_mlp(tokens: int = 16, hidden: int = 2048, intermediate: int = 8192, la
     return g
 
 
+def views() -> Graph:
+    """Views (a select of a stacked weight, slices), a per-row column, a bias row, gelu, silu_mul,
+    an output that is a view and one that is an input (both copied out)."""
+    g = Graph("views")
+    x = g.input("x", (24, 40))
+    w = g.input("w", (2, 48, 40))
+    c = g.input("c", (24, 1))
+    r = g.input("r", (48,))
+    h = g.linear(x, w[0]) * c
+    h = g.gelu(h + r)
+    h2 = g.silu_mul(h[:, 8:40], g.linear(x, w[1])[:, 0:32])
+    g.output(h2, h[3], x)
+    return g
+
+
 EXAMPLES: dict[str, Callable[[Optional[int]], Graph]] = {
     "mlp3": lambda t: mlp(t or 1024),
     "llama-mlp": lambda t: llama_mlp(t or 16),
     "mlp-small": lambda t: mlp(t or 100, hidden=136, name="mlp-small"),
     "llama-small": lambda t: llama_mlp(t or 5, hidden=72, intermediate=200, layers=3, name="llama-small"),
+    "views": lambda t: views(),
 }
 
 

@@ -245,6 +245,7 @@ class Graph:
         self.by_name: dict[str, Value] = {}
         self.outputs: list[Value] = []
         self._pending: list[_Pending] = []
+        self._pending_outputs: list[tuple[str, str]] = []
         self._where = "?"
 
     # --- construction -------------------------------------------------------------------------
@@ -409,11 +410,14 @@ class Graph:
             raise WarpyError(f"{where}: {op} dimension {dim} of a rank-{x.rank} value")
         return d
 
-    def output(self, *values: Value) -> None:
-        """Mark values the call returns (in this order)."""
+    def output(self, *values: Arg) -> None:
+        """Mark values the call returns (in this order); a name may be of a by-name node."""
         where = self._at()
-        for v in values:
-            v = self._operand(v, "output", where)
+        for a in values:
+            if isinstance(a, str):
+                self._pending_outputs.append((a, where))
+                continue
+            v = self._operand(a, "output", where)
             self._read(v, "output", where)  # an output that is a view is copied out through its map
             self.outputs.append(v)
 
@@ -463,6 +467,13 @@ class Graph:
         """Resolve by-name nodes and refuse a graph with no output (one line each)."""
         if self._pending:
             self._resolve()
+        for name, where in self._pending_outputs:
+            if name not in self.by_name:
+                raise WarpyError(f"{where}: output {name!r} names no value")
+            v = self.by_name[name]
+            self._read(v, "output", where)
+            self.outputs.append(v)
+        self._pending_outputs = []
         if not self.outputs:
             raise WarpyError(f"graph {self.name!r} has no output (mark the results with output(...))")
 
