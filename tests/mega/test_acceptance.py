@@ -65,11 +65,11 @@ def test_llama_mlp_schedules_and_validates(tokens: int, golden) -> None:  # type
     assert enc.words.shape == (len(s.instrs), 64) and len(enc.maps) == 165
 
 
-@pytest.mark.parametrize("tokens,layers", [(1, 16), (16, 2), (128, 2)] + (
+@pytest.mark.parametrize("tokens,layers", [(1, 16), (16, 1), (128, 1)] + (
     [(16, 16), (128, 16), (2048, 16)] if SLOW else []))
 def test_llama_mlp_on_the_vm(tokens: int, layers: int) -> None:
     """16 layers at T = 1 here (every layer's tiles are the same rule at a given T, so 2 layers
-    cover T = 16 and 128); the whole stack at every T under WARPY_SLOW=1."""
+    cover T = 16 and 128 with one); the whole stack at every T under WARPY_SLOW=1."""
     g = llama_mlp(tokens, layers=layers)
     s = build(g, "sm_90a")
     inputs = weights_like(g, tokens)
@@ -77,7 +77,7 @@ def test_llama_mlp_on_the_vm(tokens: int, layers: int) -> None:
     assert out.ok
     ref = s.program.reference(inputs)
     assert all(np.array_equal(a, b) for a, b in zip(out.outputs, ref))
-    if layers <= 2:
+    if layers == 1:
         close_to_unfused(g, inputs, out.outputs)
 
 
