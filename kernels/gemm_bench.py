@@ -25,9 +25,9 @@ from warpy.bench import (STATIC_HEADERS, Progress, disassembly_line, emit_artifa
 from warpy.errors import NoGPU, WarpyError
 from warpy.numeric import compare_exact, from_bits, small_ints, to_bits
 from warpy.plan import Plan
-from warpy.target import dtype_bytes
+from warpy.target import dtype_bytes, target
 
-from .gemm import FAMILY, GemmProblem, bind, output_type
+from .gemm import FAMILY, GemmProblem, bind, input_type, output_type
 
 
 DEFAULT_SHAPES: tuple[tuple[int, int, int], ...] = (
@@ -99,6 +99,46 @@ def bench_table(rows: Sequence[BenchRow]) -> str:
 
 
 
+class CheckFailed(WarpyError):
+    """A GEMM ran and gave wrong results (the CLI exits 1: a failed check, not a usage error);
+    `result`: what was found up to then (for `--json`)."""
+
+    exit_status = 1
+
+    def __init__(self, message: str, result: Optional[dict[str, Any]] = None) -> None:
+        super().__init__(message)
+        self.result = result
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("TB", 10 ** 12), ("GB", 10 ** 9), ("MB", 10 ** 6)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} bytes"
+
+
+def refuse_unless_it_fits(M: int, N: int, K: int, dtype: str, out_dtype: str, arch: str) -> None:
+    """Refuse, in one line naming the bytes, a GEMM whose A, B and C cannot fit together in the
+    memory of the target's reference GPU (`Target.gpu_memory`): nothing is built for it."""
+    t = target(arch)
+    need = operand_bytes((M, N, K), dtype_bytes(input_type(dtype)), dtype_bytes(output_type(out_dtype)))
+    if need > t.gpu_memory:
+        raise WarpyError(f"{M}x{N}x{K}: A, B and C ({dtype} in, {output_type(out_dtype)} out) need {need} bytes "
+                         f"({_size(need)}), more than the {t.gpu}'s {t.gpu_memory} bytes ({_size(t.gpu_memory)}, "
+                         f"{t.name}): give smaller sizes")
+
+
+def writable(path: str, flag: str) -> None:
+    """Refuse, before any work, an output path whose folder does not exist (or is not a folder)."""
+    import os
+
+    folder = os.path.dirname(path) or "."
+    if not os.path.isdir(folder):
+        raise WarpyError(f"{flag} {path}: the folder {folder} does not exist (create it first, or write elsewhere)")
+    if os.path.isdir(path):
+        raise WarpyError(f"{flag} {path} is a folder; give a file name")
+
+
 def plan_for(problem: GemmProblem, config: Optional[str] = None, **kw: Any) -> Plan:
     """The GEMM plan of the rule's configuration, or of it with `config`'s fields set by hand."""
     return plan.plan_for(FAMILY, problem, config, **kw)
@@ -107,9 +147,10 @@ def plan_for(problem: GemmProblem, config: Optional[str] = None, **kw: Any) -> P
 
 def gemm_job(M: int, N: int, K: int, arch: str = "sm_90a", dtype: str = "bf16", out_dtype: str = "fp32",
              emit: Optional[str] = None, output: Optional[str] = None, run: bool = True, iters: int = 100,
-             echo: Callable[[str], None] = print, config: Optional[str] = None) -> None:
+             echo: Callable[[str], None] = print, config: Optional[str] = None) -> dict[str, Any]:
     """Pick, build, lift, assemble (resources), check the disassembly, optionally emit an artifact;
-    on a GPU of the target: run on small integers, compare exactly with numpy, time."""
+    on a GPU of the target: run on small integers, compare exactly with numpy, time. Returns what it
+    found (`warpy gemm --json` prints it); wrong results raise `CheckFailed` after it is printed."""
     from warpy.lift.disasm import find_disassembler
 
     if emit is not None and emit not in ("sass", "ptx", "cubin"):
@@ -118,20 +159,33 @@ def gemm_job(M: int, N: int, K: int, arch: str = "sm_90a", dtype: str = "bf16", 
         raise WarpyError("--emit cubin needs -o PATH")
     if output is not None and emit is None:
         raise WarpyError("-o PATH goes with --emit sass|ptx|cubin")
+    if iters < 1:
+        raise WarpyError(f"--iters {iters} must be at least 1")
+    if output is not None:
+        writable(output, "-o")
     odt = output_type(out_dtype)
+    problem = GemmProblem(M, N, K, dtype=dtype, out_dtype=odt, arch=arch)
+    refuse_unless_it_fits(M, N, K, problem.dtype, odt, problem.arch)
+    if config:
+        FAMILY.configure(problem, config)  # a bad field or value: refused before anything is built
+    result: dict[str, Any] = {"problem": {"M": M, "N": N, "K": K, "dtype": problem.dtype, "out_dtype": odt,
+                                          "arch": problem.arch}}
     artifact = echo
     if emit in ("sass", "ptx") and output is None:  # stdout carries the artifact; the report goes to stderr
         def echo(line: str) -> None:
             print(line, file=sys.stderr, flush=True)
     progress = Progress()
     try:
-        problem = GemmProblem(M, N, K, dtype=dtype, out_dtype=odt, arch=arch)
         progress("planning")
         plan = plan_for(problem, config, progress=progress, keep_program=emit == "sass")
         progress.done()
         h = plan.header
         echo(f"program: {plan.describe}")
         r = plan.cubin.resource(h.kernel)
+        result.update(program=plan.describe, kernel=h.kernel, registers=r.registers,
+                      shared_bytes=h.dynsmem + r.shared_bytes, spill_bytes=r.spill_stores + r.spill_loads,
+                      grid=list(h.grid), threads=h.threads, cluster=list(h.cluster),
+                      ptxas_warnings=[w.line() for w in plan.cubin.warnings])
         echo(f"kernel {h.kernel}: {r.registers} registers, {h.dynsmem + r.shared_bytes} bytes shared memory, "
              f"{r.spill_stores + r.spill_loads} spill bytes; grid {'x'.join(map(str, h.grid))}, "
              f"{h.threads} threads, cluster {'x'.join(map(str, h.cluster))}")
@@ -141,31 +195,40 @@ def gemm_job(M: int, N: int, K: int, arch: str = "sm_90a", dtype: str = "bf16", 
             find_disassembler()
         except WarpyError:
             echo("disassembly check skipped: no nvdisasm or cuobjdump found")
+            result["disassembly"] = None
         else:
             progress("checking the disassembly")
-            echo(disassembly_line(plan))
+            line = disassembly_line(plan)
+            echo(line)
+            result["disassembly"] = line
             progress.done()
         if emit is not None:
             if output is None:  # the text itself ends in a newline; echo adds one
                 artifact(emit_artifact(plan, emit, output).rstrip("\n"))
             else:
                 echo(emit_artifact(plan, emit, output))
+            result["emitted"] = {"what": emit, "to": output}
+        result.update(ran=False, check=None, time_us=None, tflops=None)
         if not run:
-            return
+            return result
         why = gpu_reason(arch)
         if why is not None:
-            echo(f"not run: no {arch.rstrip('a')} GPU here ({why}); built and assembled only")
-            return
+            echo(f"not run: no {arch.rstrip('a')} GPU here ({why.rstrip('.')}); built and assembled only")
+            result["not_run"] = why
+            return result
         progress("running")
         n_bad, msg = run_check(plan, problem.M, problem.N, problem.K, problem.dtype, odt)
         progress.done()
         echo(f"check against numpy (inputs in [-3, 3]): {msg}")
+        result.update(ran=True, check=msg, wrong_elements=n_bad)
         if n_bad:
-            raise WarpyError(f"GEMM {M}x{N}x{K} gave wrong results ({n_bad} elements)")
+            raise CheckFailed(f"GEMM {M}x{N}x{K} gave wrong results ({n_bad} elements)", result)
         progress("timing")
         us = time_plan(plan, iters)
         progress.done()
         echo(f"time: {us:.1f} µs (median of {iters} calls), {tflops((M, N, K), us):.1f} TFLOP/s")
+        result.update(time_us=us, tflops=tflops((M, N, K), us), iters=iters)
+        return result
     finally:
         progress.done()
 
@@ -238,7 +301,8 @@ def _torch() -> Any:
     try:
         import torch  # type: ignore[import-not-found,unused-ignore]
     except ImportError:
-        raise WarpyError("warpy bench compares with cuBLAS through torch: install torch (with CUDA)") from None
+        raise WarpyError("warpy bench compares with cuBLAS through torch, which is not installed: "
+                         "pip install -e '.[bench]' (torch with CUDA)") from None
     if not torch.cuda.is_available():
         raise NoGPU("torch sees no CUDA GPU")
     return torch
@@ -254,7 +318,8 @@ def bench_gemm(shapes: Sequence[tuple[int, int, int]], dtype: str = "bf16", out_
 
     why = gpu_reason("sm_90a")
     if why is not None:
-        raise NoGPU(f"warpy bench needs an sm_90 GPU: {why}")
+        raise NoGPU(f"warpy bench needs an sm_90 GPU: {why.rstrip('.')}; without one, `warpy bench gemm --static` builds, "
+                    "assembles and reports each shape's resources")
     torch = _torch()
     tdt = {"bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
     odt = output_type(out_dtype) if out_dtype else dtype
@@ -367,23 +432,41 @@ def _bench_check(torch: Any, a: Any, b: Any, c: Any, K: int) -> str:
     return "ok" if bad == 0 else f"FAIL ({bad} elements; max |Δ| {worst:.3g})"
 
 
+def have_matplotlib() -> None:
+    """Refuse `--png` before the benchmark runs when matplotlib is missing (one line, with the fix)."""
+    try:
+        import matplotlib  # type: ignore[import-not-found,unused-ignore]  # noqa: F401
+    except ImportError:
+        raise WarpyError("--png draws with matplotlib, which is not installed: pip install -e '.[plot]'") from None
+
+
 def write_png(rows: Sequence[BenchRow], path: str) -> str:
-    """A bar chart of cuBLAS time / warpy time per shape (matplotlib); a one-line note if unavailable."""
+    """A bar chart of cuBLAS time / warpy time per shape (matplotlib): bars start at 1.0 (as fast as
+    cuBLAS), the axis is centred on it, and each bar carries its ratio; a one-line note if
+    matplotlib is unavailable."""
     try:
         import matplotlib  # type: ignore[import-not-found,unused-ignore]
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt  # type: ignore[import-not-found,unused-ignore]
     except ImportError:
-        return f"no chart: matplotlib is not installed (wanted {path})"
+        return f"no chart: matplotlib is not installed (wanted {path}): pip install -e '.[plot]'"
     names = [shape_text(r.shape) for r in rows]
-    ratios = [r.ratio or 0.0 for r in rows]
+    ratios = [r.ratio for r in rows]
+    reach = max([abs(x - 1.0) for x in ratios if x is not None] + [0.02]) * 1.3
     fig, ax = plt.subplots(figsize=(max(6.0, 0.8 * len(rows)), 4.0))
-    ax.bar(names, ratios, color=["tab:green" if x >= 1 else "tab:orange" for x in ratios])
+    for i, x in enumerate(ratios):
+        if x is None:
+            ax.text(i, 1.0, "—", ha="center", va="center")
+            continue
+        ax.bar(i, x - 1.0, bottom=1.0, color="tab:green" if x >= 1 else "tab:orange")
+        ax.text(i, x, f"{x:.3f}", ha="center", va="bottom" if x >= 1 else "top", fontsize=8)
+    ax.set_xticks(range(len(names)))
+    ax.set_xticklabels(names, rotation=45, ha="right")
+    ax.set_ylim(1.0 - reach, 1.0 + reach)
     ax.axhline(1.0, color="black", linewidth=0.8)
     ax.set_ylabel("cuBLAS time / warpy time")
     ax.set_title("warpy GEMM vs cuBLAS (above 1: warpy faster)")
-    ax.tick_params(axis="x", rotation=45)
     fig.tight_layout()
     try:
         fig.savefig(path, dpi=120)
@@ -426,7 +509,8 @@ def host_overhead(shapes: Sequence[tuple[int, int, int]], dtype: str = "bf16", o
 
     why = gpu_reason("sm_90a")
     if why is not None:
-        raise NoGPU(f"warpy bench --host-overhead needs an sm_90 GPU: {why}")
+        raise NoGPU(f"warpy bench --host-overhead needs an sm_90 GPU: {why.rstrip('.')}; without one, `warpy bench gemm "
+                    "--static` reports each shape's resources")
     torch = _torch()
     from warpy.runtime.driver import cuda
 
@@ -482,30 +566,73 @@ def host_overhead(shapes: Sequence[tuple[int, int, int]], dtype: str = "bf16", o
 # warpy bench gemm --static (no GPU)
 
 
+def check_bench_args(shapes: Sequence[tuple[int, int, int]], arch: str, dtype: str, out_dtype: str,
+                     config: Optional[str] = None) -> None:
+    """Everything `warpy bench gemm` can refuse before any work, in one line: the target, the
+    types, a shape that cannot fit in the target GPU's memory, and `config`'s fields and values."""
+    target(arch)
+    input_type(dtype)
+    output_type(out_dtype)
+    for M, N, K in shapes:
+        refuse_unless_it_fits(M, N, K, dtype, out_dtype, arch)
+    if config and shapes:
+        M, N, K = shapes[0]
+        FAMILY.configure(GemmProblem(M, N, K, dtype=dtype, out_dtype=out_dtype, arch=arch), config)
+
+
 def static_rows(shapes: Sequence[tuple[int, int, int]], arch: str, dtype: str = "bf16",
-                out_dtype: Optional[str] = None, progress: Optional[Progress] = None,
+                out_dtype: str = "fp32", progress: Optional[Progress] = None,
                 config: Optional[str] = None) -> list[list[str]]:
-    """Per shape: build + assemble + disassembly check (`warpy.bench.static_row`). A shape that
-    cannot be built gets its error as one line."""
-    odt = output_type(out_dtype) if out_dtype else dtype
+    """Per shape: build + assemble + disassembly check (`warpy.bench.static_row`). The arguments
+    are checked first (`check_bench_args`: a bad target, type or configuration is one error, not a
+    row a shape); a shape that still cannot be built gets its error as one line in its row."""
+    check_bench_args(shapes, arch, dtype, out_dtype, config)
+    odt = output_type(out_dtype)
     say = progress or (lambda _m: None)
     rows = []
     for shape in shapes:
         M, N, K = shape
-        say(f"{shape_text(shape)}: building for {arch}")
+        name = shape_text(shape)
+        say(f"{name}: building for {arch}")
         try:
-            p = plan_for(GemmProblem(M, N, K, dtype=dtype, out_dtype=odt, arch=arch), config, progress=say)
-            rows.append([shape_text(shape)] + static_row(p))
+            p = plan_for(GemmProblem(M, N, K, dtype=dtype, out_dtype=odt, arch=arch), config,
+                         progress=lambda msg: say(f"{name}: {msg}"))
+            rows.append([name] + static_row(p))
         except WarpyError as e:
-            rows.append([shape_text(shape), "", "", "", "", "", "", f"not built: {e}"])
+            rows.append([name, "", "", "", "", "", "", f"not built: {e}"])
     return rows
 
 
 def static_table(rows: Sequence[Sequence[str]]) -> str:
-    headers = ["shape"] + STATIC_HEADERS
-    return format_table(headers, rows, [False, True, True, True, True, False, False, False])
+    """The resources a shape, then each shape's program (or why it was not built) on its own line
+    below the table, so that no column is as wide as a program's description."""
+    headers = ["shape"] + STATIC_HEADERS[:-1]
+    table = format_table(headers, [r[:-1] for r in rows], [False, True, True, True, True, False, False])
+    width = max(len(r[0]) for r in rows) if rows else 0
+    return table + "\n" + "".join(f"{r[0]:<{width}}  {r[-1]}\n" for r in rows)
 
 
+def static_json(rows: Sequence[Sequence[str]]) -> list[dict[str, Any]]:
+    """The static rows as records (`warpy bench gemm --static --json`)."""
+    out = []
+    for r in rows:
+        built = not r[-1].startswith("not built: ")
+        rec: dict[str, Any] = {"shape": r[0], "built": built}
+        if built:
+            rec.update(registers=int(r[1]), smem_bytes=int(r[2]), spill_bytes=int(r[3]), loop_instructions=int(r[4]),
+                       opcodes=r[5], ptxas_warnings=[] if r[6] == "-" else r[6].split(","), program=r[7])
+        else:
+            rec["error"] = r[-1][len("not built: "):]
+        out.append(rec)
+    return out
+
+
+def bench_json(rows: Sequence[BenchRow]) -> list[dict[str, Any]]:
+    """The timed rows as records (`warpy bench gemm --json`)."""
+    return [{"shape": list(r.shape), "warpy_us": r.warpy_us, "cublas_us": r.cublas_us, "ratio": r.ratio,
+             "warpy_tflops": None if r.warpy_us is None else tflops(r.shape, r.warpy_us),
+             "cublas_tflops": None if r.cublas_us is None else tflops(r.shape, r.cublas_us), "check": r.check}
+            for r in rows]
 
 
 def operand_bytes(shape: tuple[int, int, int], elem: int, out_elem: int) -> int:
@@ -515,7 +642,8 @@ def operand_bytes(shape: tuple[int, int, int], elem: int, out_elem: int) -> int:
 
 
 __all__ = [
-    "DEFAULT_SHAPES", "HOST_OVERHEAD_SHAPES", "BenchRow", "OverheadRow", "bench_gemm", "bench_table", "gemm_job",
-    "host_overhead", "overhead_table", "parse_shape", "plan_for", "run_check", "shape_text", "static_rows",
-    "static_table", "time_plan", "tflops", "write_png",
+    "DEFAULT_SHAPES", "HOST_OVERHEAD_SHAPES", "BenchRow", "CheckFailed", "OverheadRow", "bench_gemm", "bench_json",
+    "bench_table", "check_bench_args", "gemm_job", "have_matplotlib", "host_overhead", "overhead_table", "parse_shape",
+    "plan_for", "refuse_unless_it_fits", "run_check", "shape_text", "static_json", "static_rows", "static_table",
+    "time_plan", "tflops", "writable", "write_png",
 ]

@@ -49,15 +49,17 @@ class Magic:
         return (x * self.mul) >> (32 + self.shift)
 
 
-def _probe_points(d: int, x_max: int) -> range | list[int]:
-    # The error of hi(x * mul) grows with x and matters only where floor(x / d) changes: check
-    # every x when the range is small, else both sides of every multiple of d.
+def _probe_points(d: int, x_max: int) -> range | tuple[int, ...]:
+    # hi(x * mul) >> shift == x // d exactly when (x mod d) + x e / 2^(32+shift) < d, where
+    # e = mul d - 2^(32+shift) >= 0. Within a run of x where x mod d climbs by one a step, the left
+    # side only grows, so over 0..x_max its maxima sit at the end of each run: x_max itself and the
+    # largest x <= x_max with x mod d = d - 1. Checking those two is exact, in constant time (the
+    # largest multiple of d is checked too, as the earlier sampled check did); a small range is
+    # checked in full all the same.
     if x_max < 1 << 16:
         return range(x_max + 1)
-    pts: list[int] = []
-    for q in range(x_max // d + 1):
-        pts.extend((q * d, q * d + d - 1))
-    return [x for x in pts if x <= x_max]
+    last_full = x_max - (x_max + 1) % d
+    return tuple(x for x in (x_max - x_max % d, last_full, x_max) if x >= 0)
 
 
 def divide(p: Program, q: R, x: R, d: int, x_max: int) -> R:

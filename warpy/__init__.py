@@ -20,3 +20,8 @@ def __getattr__(name: str) -> Any:
         globals()["gemm"] = gemm  # later lookups skip this hook
         return gemm
     raise AttributeError(f"module 'warpy' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    # `gemm` is loaded lazily (above) but listed, so that dir(warpy) and completion show it
+    return sorted((set(globals()) - {"Any", "annotations"}) | {"gemm"})

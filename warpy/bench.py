@@ -35,13 +35,20 @@ def format_table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: S
 
 class Progress:
     """`step(msg)` starts a step; if it is still the current step after `after` seconds, `msg...`
-    goes to stderr. `done()` ends the last step."""
+    goes to stderr: on a terminal over the previous one on a single line (cleared by `done()`),
+    elsewhere a line each, a message repeated back to back printed once. `done()` ends the last step."""
 
     def __init__(self, after: float = 1.0, stream: Any = None) -> None:
         self.after = after
         self.stream = stream if stream is not None else sys.stderr
         self._timer: Optional[threading.Timer] = None
         self._lock = threading.Lock()
+        self._last: Optional[str] = None
+        self._open = False  # a terminal line is showing
+
+    def _tty(self) -> bool:
+        isatty = getattr(self.stream, "isatty", None)
+        return bool(isatty and isatty())
 
     def step(self, msg: str) -> None:
         self.done()
@@ -53,13 +60,26 @@ class Progress:
 
     def _show(self, msg: str) -> None:
         with self._lock:
-            if self._timer is None:
+            if self._timer is None or msg == self._last:
                 return
-        print(f"{msg}...", file=self.stream, flush=True)
+            self._last = msg
+            if self._tty():
+                import shutil
+
+                width = shutil.get_terminal_size((100, 20)).columns - 1
+                self.stream.write("\r" + f"{msg}..."[:width] + "\x1b[K")
+                self._open = True
+            else:
+                self.stream.write(f"{msg}...\n")
+            self.stream.flush()
 
     def done(self) -> None:
         with self._lock:
             t, self._timer = self._timer, None
+            if self._open:
+                self.stream.write("\r\x1b[K")
+                self.stream.flush()
+                self._open = False
         if t is not None:
             t.cancel()
 

@@ -98,7 +98,10 @@ def check_call(a: Any, b: Any, out: Any = None, out_dtype: Any = None, stream: O
     for m in (A, B) + ((O,) if O is not None else ()):
         if m.side == "device":  # numpy operands are copied (made contiguous) on the way
             check_row_major(m)
-    return GemmCall(M, N, K, A.dtype, odt or A.dtype, A, B, O)
+    call = GemmCall(M, N, K, A.dtype, odt or A.dtype, A, B, O)
+    # the kernel's own limits, before any GPU work (GemmProblem refuses them in one line)
+    gemm_family.GemmProblem(M, N, K, dtype=call.dtype, out_dtype=call.out_dtype)
+    return call
 
 
 def _where(m: Matrix) -> str:
@@ -171,6 +174,9 @@ class Launches:
         from warpy import runtime as rt
         from warpy.runtime.bind import run_header
 
+        from warpy.kernels.gemm_bench import refuse_unless_it_fits
+
+        refuse_unless_it_fits(call.M, call.N, call.K, call.dtype, call.out_dtype, self.arch())
         ld = self.loaded(call.key)
         a = rt.to_device(call.a.obj)
         b = rt.to_device(call.b.obj)
@@ -231,9 +237,28 @@ def _new_output(call: GemmCall, stream: Optional[int]) -> Any:
 
 
 def gemm(a: Any, b: Any, out: Any = None, out_dtype: Any = None, *, stream: Optional[int] = None) -> Any:
-    """C = A·Bᵀ. `a`: M×K, `b`: N×K, row-major, both bf16 or both fp16; `out`: M×N (fp32/bf16/fp16).
-    Device tensors run on their library's current stream (or `stream`, a CUstream handle) without
-    waiting; numpy arrays are copied to the GPU and back. Returns `out`, or a new C."""
+    """C = A·Bᵀ on the GPU with warpy's GEMM kernel.
+
+    a: M×K and b: N×K, row-major (K contiguous), both bf16 or both fp16. out: an M×N row-major
+    fp32, bf16 or fp16 array, or None to allocate C. out_dtype: C's type when out is None
+    ("fp32"/"f32", "bf16", "fp16", or a numpy/torch dtype); default: the input type, as torch.mm.
+
+    Operands: torch/cupy (any DLPack or __cuda_array_interface__) GPU tensors run on their
+    library's current stream, or on `stream` (a CUstream handle), and the call returns without
+    waiting; numpy arrays are copied to the GPU and back (the call waits; a bf16 numpy result
+    needs ml_dtypes: pip install -e '.[bf16]', or pass out_dtype="fp32").
+
+    Limits: M, N >= 1; K >= 8 and a multiple of 8 (TMA needs 16-byte rows); all of A, B and C in
+    the GPU's memory; an sm_90 (H100/H200) GPU (an sm_100 B200 is a target warpy assembles for,
+    never yet run). The first call for a shape builds and assembles its program (cached in memory
+    and on disk, under $WARPY_CACHE): later calls cost one launch.
+
+    Returns `out`, or the new C (the inputs' library's array; numpy for numpy inputs).
+
+    Raises WarpyError (one line naming the problem) for a bad operand: a shape, type, layout or
+    mix of host and device operands it cannot take, sizes beyond the limits above; NoGPU (a
+    WarpyError) when no GPU it runs on is present; HangError if the kernel does not finish.
+    """
     # With no stream named, device operands are used on their library's current stream, so the
     # producer is asked for no synchronisation (-1); with one, the producer orders its pending work
     # before that stream (the DLPack stream argument).

@@ -27,7 +27,9 @@ class Target:
 
     name: the PTX target (`sm_90a`); short: the short name used in kernel and descriptor names
     (`sm90`); unit: the tensor-core unit (`wgmma` or `tcgen05`); gpu / sms: the reference GPU the
-    schedules and the checker's residency assume, and its SM count; max_dynamic_smem: bytes of
+    schedules and the checker's residency assume, and its SM count; gpu_memory: bytes of global
+    memory on that GPU (as the driver reports it: a GEMM whose operands cannot fit is refused
+    before anything is built); max_dynamic_smem: bytes of
     dynamic shared memory a block may opt into; tmem_columns: tensor-memory columns per SM (0:
     none); param_base: constant-bank offset of the first kernel parameter; memdesc: constant-bank
     offset of the global-memory descriptor word; const_load: the uniform constant-load mnemonic the
@@ -40,6 +42,7 @@ class Target:
     unit: Literal["wgmma", "tcgen05"]
     gpu: str
     sms: int
+    gpu_memory: int
     max_dynamic_smem: int
     tmem_columns: int
     param_base: int
@@ -58,12 +61,14 @@ class Target:
 
 
 SM90A = Target(
-    name="sm_90a", short="sm90", unit="wgmma", gpu="H200", sms=132, max_dynamic_smem=232448, tmem_columns=0,
-    param_base=0x210, memdesc=0x208, const_load="ULDC", iadd3_carry_outs=False, desc="sm90",
+    name="sm_90a", short="sm90", unit="wgmma", gpu="H200", sms=132, gpu_memory=143771 << 20,  # 143771 MiB
+    max_dynamic_smem=232448, tmem_columns=0, param_base=0x210, memdesc=0x208, const_load="ULDC",
+    iadd3_carry_outs=False, desc="sm90",
 )
 SM100A = Target(
-    name="sm_100a", short="sm100", unit="tcgen05", gpu="B200", sms=148, max_dynamic_smem=232448, tmem_columns=512,
-    param_base=0x380, memdesc=0x358, const_load="LDCU", iadd3_carry_outs=True, desc="sm100",
+    name="sm_100a", short="sm100", unit="tcgen05", gpu="B200", sms=148, gpu_memory=183359 << 20,  # 183359 MiB
+    max_dynamic_smem=232448, tmem_columns=512, param_base=0x380, memdesc=0x358, const_load="LDCU",
+    iadd3_carry_outs=True, desc="sm100",
 )
 
 TARGETS: dict[str, Target] = {t.name: t for t in (SM90A, SM100A)}

@@ -87,8 +87,10 @@ def test_overhead_and_static_tables() -> None:
                         ["256³", "", "", "", "", "", "", "not built: no sm_100a GEMM program exists yet"]])
     lines = s.splitlines()
     assert lines[0].split() == ["shape", "registers", "smem", "bytes", "spill", "bytes", "loop", "instrs", "opcodes",
-                                "ptxas", "warnings", "program"]
-    assert lines[3].endswith("not built: no sm_100a GEMM program exists yet")
+                                "ptxas", "warnings"]
+    # each program (or why not) on its own line below the table: no column, no rule, as wide as a description
+    assert lines[-2:] == ["1024³  prog", "256³   not built: no sm_100a GEMM program exists yet"]
+    assert max(len(x) for x in lines[:4]) < 100
 
 
 def test_png_without_matplotlib_is_one_line(tmp_path: Path) -> None:
@@ -215,10 +217,11 @@ def test_cli_bench_refuses_bad_shapes_and_no_gpu() -> None:
     r = _warpy("bench", "conv")
     assert r.returncode == 2 and r.stderr == "error: nothing to benchmark called 'conv' (only: gemm)\n"
     r = _warpy("bench", "gemm", "256", "--arch", "sm_100a")
-    assert r.returncode == 2 and r.stderr == "error: --arch sm_100a runs only with --static (the GPU here is timed as sm_90a)\n"
+    assert r.returncode == 2 and r.stderr == ("error: --arch sm_100a: timing runs on an sm_90 GPU; for sm_100a use "
+                                              "--static (warpy bench gemm --arch sm_100a --static)\n")
     r = _warpy("bench", "gemm", "256")
     assert r.returncode == 2 and r.stderr.startswith("error: warpy bench needs an sm_90 GPU: ")
-    assert r.stderr.count("\n") == 1
+    assert r.stderr.count("\n") == 1 and "warpy bench gemm --static" in r.stderr
     r = _warpy("bench", "gemm", "--host-overhead")
     assert r.returncode == 2 and r.stderr.startswith("error: warpy bench --host-overhead needs an sm_90 GPU: ")
     assert r.stderr.count("\n") == 1
@@ -227,10 +230,12 @@ def test_cli_bench_refuses_bad_shapes_and_no_gpu() -> None:
 def test_cli_bench_static_sm100_says_so_per_shape() -> None:
     r = _warpy("bench", "gemm", "256", "128x256x64", "--static", "--arch", "sm_100a")
     assert r.returncode == 0, r.stderr
-    rows = r.stdout.splitlines()[3:]
-    assert len(rows) == 2
-    for row in rows:  # either a built program's row or one line saying why not
-        assert "not built: " in row or row.split()[5] == "ok"
+    lines = r.stdout.splitlines()
+    rows, programs = lines[3:5], lines[6:]
+    assert len(rows) == 2 and len(programs) == 2 and lines[5] == ""
+    for row in rows:
+        assert row.split()[5] == "ok"
+    assert programs[0].startswith("256³") and "sm_100a" in programs[0]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -264,5 +269,28 @@ def test_gemm_job_reports_run_check_and_time(monkeypatch: pytest.MonkeyPatch, tm
     assert lines[-2] == "check against numpy (inputs in [-3, 3]): exact (65536 elements)"
     assert lines[-1] == "time: 10.0 µs (median of 100 calls), 0.8 TFLOP/s"
     monkeypatch.setattr(G, "run_check", lambda *a: (3, "3 of 65536 elements wrong: C[0,0]=1 want 2"))
-    with pytest.raises(WarpyError, match=r"^GEMM 256x256x64 gave wrong results \(3 elements\)$"):
+    with pytest.raises(G.CheckFailed, match=r"^GEMM 256x256x64 gave wrong results \(3 elements\)$") as e:
         G.gemm_job(256, 256, 64, echo=lines.append)
+    assert e.value.exit_status == 1 and e.value.result is not None and e.value.result["wrong_elements"] == 3
+
+
+def test_progress_on_a_terminal_is_one_line_and_repeats_once() -> None:
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    out = Tty()
+    p = B.Progress(after=0.0, stream=out)
+    for _ in range(3):
+        p("256³: assembling with ptxas")
+        time.sleep(0.1)
+    p.done()
+    text = out.getvalue()
+    assert text.count("256³: assembling with ptxas...") == 1 and "\n" not in text and text.endswith("\r\x1b[K")
+
+
+def test_static_progress_names_the_shape(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(plan, "cache_root", lambda: tmp_path)
+    said: list[str] = []
+    G.static_rows([(256, 256, 64)], "sm_90a", progress=said.append)  # type: ignore[arg-type]
+    assert said and all(m.startswith("256x256x64: ") or m.startswith("256³: ") for m in said)

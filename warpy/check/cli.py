@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from warpy.errors import WarpyError
 
 if TYPE_CHECKING:
     from warpy.check.happens_before import HbKey
     from warpy.check.report import Report
+    from warpy.isa.text import Kernel
 
 
 def _progress(msg: str) -> None:
@@ -29,38 +30,63 @@ def _end_progress() -> None:
         sys.stderr.flush()
 
 
-def check_file(path: str, fault: Optional[str] = None, colour: bool = True) -> Report:
-    """`warpy check FILE.sass`: parse, colour a named text (and compare the two runs), inject `fault`."""
+def read_kernel(path: str) -> Kernel:
+    """The SASS text at `path` (`-`: standard input), parsed; one-line errors naming the file (and
+    the line and column of a parse error)."""
+    from warpy.isa.text import ParseError, parse
+    from warpy.lift.lifter import read_text_file
+
+    text = read_text_file(path)
+    try:
+        return parse(text)
+    except ParseError as e:
+        raise WarpyError(f"{e} (in {'standard input' if path == '-' else path})") from None
+
+
+def check_file(path: str, fault: Optional[str] = None, colour: bool = True, hb: bool = False) -> Report:
+    """`warpy check FILE.sass`: parse, colour a named text (and compare the two runs), inject `fault`;
+    with `hb`, record what orders what (`warpy hb FILE.sass`)."""
     from warpy.check.faults import inject
     from warpy.check.report import check_kernel, settle_fault
-    from warpy.isa.text import parse
 
-    try:
-        text = open(path).read()
-    except OSError as e:
-        raise WarpyError(f"cannot read {path}: {e.strerror}") from None
-    k = parse(text)
+    k = read_kernel(path)
     col = None
     if k.named and colour:  # a named text is coloured here, and the two compared
         from warpy.isa.colour import colour as colour_text
 
         col = colour_text(k)
-    elif not k.named:
+    elif not k.named and not hb:
         print("(a coloured text: the colouring is not compared with a named one)", file=sys.stderr)
     note = ""
     if fault:
         k, col, note = inject(fault, k, col)
         _progress(f"fault {fault}: {note}")
-    rep = check_kernel(k, col, progress=_progress)
+    rep = check_kernel(k, col, progress=_progress, hb=hb)
     if fault:
         rep.fault_note = note
         settle_fault(fault, rep)
     return rep
 
 
-def run_check(work: Callable[[], Report], fault: Optional[str] = None, dump: Optional[str] = None) -> int:
-    """Run a check (`work` returns its Report), print the problems and the summary line; the exit
-    status (0: nothing found; 3: the fault does not apply here)."""
+def report_json(rep: Report, fault: Optional[str] = None) -> dict[str, Any]:
+    """What `warpy check --json` prints: the verdict, the problems by kind, the summary line."""
+    problems = {kind: [{"message": m, "count": n} for m, n in sorted(rep.problems.msgs[kind].items())]
+                for kind in rep.problems.KINDS}
+    out: dict[str, Any] = {"kernel": rep.kernel, "ok": rep.ok, "steps": rep.steps,
+                           "derived_operands_checked": rep.notes_checked, "problems": problems,
+                           "summary": rep.summary()}
+    if rep.values_on:
+        out["values"] = {"checked": rep.values_checked, "wrong": rep.values_wrong}
+    if fault:
+        out["fault"] = {"name": fault, "note": rep.fault_note}
+    return out
+
+
+def run_check(work: Callable[[], Report], fault: Optional[str] = None, dump: Optional[str] = None,
+              json: bool = False) -> int:
+    """Run a check (`work` returns its Report), print the problems and the summary line (or, with
+    `json`, one JSON object); the exit status (0: nothing found; 1: problems; 3: the fault does not
+    apply here)."""
     from warpy.check.faults import FaultDoesNotApply
 
     t0 = time.monotonic()
@@ -71,18 +97,31 @@ def run_check(work: Callable[[], Report], fault: Optional[str] = None, dump: Opt
 
             # (savez's stubs take a keyword `allow_pickle`, which no array of ours is named)
             save: Callable[..., None] = np.savez
-            save(dump, **rep.data)
-        if fault:
+            try:
+                save(dump, **rep.data)
+            except OSError as e:
+                raise WarpyError(f"cannot write {dump}: {e.strerror or e}") from None
+        if fault and not json:
             _end_progress()
             print(f"fault {fault}: {rep.fault_note}")
     except FaultDoesNotApply as e:
         _end_progress()
-        print(str(e))
+        if json:
+            import json as jsonlib
+
+            print(jsonlib.dumps({"ok": None, "fault": {"name": fault, "applies": False, "note": str(e)}}, indent=2))
+        else:
+            print(str(e))
         return 3
     _end_progress()
-    for line in rep.messages():
-        print(line)
-    print(rep.summary())
+    if json:
+        import json as jsonlib
+
+        print(jsonlib.dumps(report_json(rep, fault), indent=2))
+    else:
+        for line in rep.messages():
+            print(line)
+        print(rep.summary())
     print(f"({rep.kernel}: {rep.steps} warp instructions in {time.monotonic() - t0:.1f} s)", file=sys.stderr)
     return 0 if rep.ok else 1
 
