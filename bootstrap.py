@@ -17,7 +17,9 @@ missing when it cannot go on.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import io
 import json
 import os
 import subprocess
@@ -47,13 +49,14 @@ def has_pip(python: Path) -> bool:
 
 
 def create_venv() -> None:
+    said = io.StringIO()  # a distribution's venv explains its missing ensurepip at length: kept quiet
     try:
-        venv.EnvBuilder(with_pip=True).create(VENV)
+        with contextlib.redirect_stdout(said), contextlib.redirect_stderr(said):
+            venv.EnvBuilder(with_pip=True).create(VENV)
         return
-    except (subprocess.CalledProcessError, OSError, SystemExit) as e:
-        print(f"bootstrap: this python3 cannot put pip into a new venv ({type(e).__name__}: no ensurepip, as a "
-              "distribution's python3 without python3-venv); installing pip from the package index",
-              file=sys.stderr)
+    except (subprocess.CalledProcessError, OSError, SystemExit):
+        print("bootstrap: this python3 has no ensurepip (a distribution's python3 without python3-venv): "
+              "creating .venv without pip, then installing pip from the package index", file=sys.stderr)
     venv.EnvBuilder(with_pip=False, clear=True).create(VENV)
 
 
