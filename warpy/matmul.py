@@ -99,6 +99,8 @@ def check_call(a: Any, b: Any, out: Any = None, out_dtype: Any = None, stream: O
         if m.side == "device":  # numpy operands are copied (made contiguous) on the way
             check_row_major(m)
     call = GemmCall(M, N, K, A.dtype, odt or A.dtype, A, B, O)
+    if A.side == "host" and O is None and call.out_dtype == "bf16":
+        host_dtype("bf16")  # a bf16 numpy result needs ml_dtypes: said now, not after the GPU work
     # the kernel's own limits, before any GPU work (GemmProblem refuses them in one line)
     gemm_family.GemmProblem(M, N, K, dtype=call.dtype, out_dtype=call.out_dtype)
     return call

@@ -294,6 +294,11 @@ API_CASES: dict[str, tuple[Callable[[], Any], str]] = {
     "shape-text-negative": (lambda: _shape("-4"), "shape '-4' is not MxNxK or N"),
     "layout-cute-typos-read": (lambda: _layout("make_layout((4,8)) junk"), "trailing text"),
 }
+try:
+    import ml_dtypes  # type: ignore[import-not-found,import-untyped,unused-ignore]  # noqa: F401
+except ImportError:  # checked before any GPU work: the call needs no GPU to say so
+    API_CASES["bf16-numpy-result-without-ml_dtypes"] = (
+        lambda: _gemm(np.zeros((4, 16), np.float16), np.zeros((4, 16), np.float16), out_dtype="bf16"), "ml_dtypes")
 
 
 def _fits(M: int, N: int, K: int) -> None:
