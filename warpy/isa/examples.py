@@ -510,3 +510,138 @@ def _generic_tail(p: Program, acc: "RVec", stile: "SmemBuffer", tc: "TensorMap",
 
 
 EXAMPLES["example-features"] = lambda arch: features_sm90() if arch == "sm_90a" else features_sm100()
+
+
+# -- the instruction set beyond GEMM: every float, packed, conversion, warp and atomic opcode ----------
+
+MATH_THREADS = 64
+MATH_IN = 8  # words a thread reads: four fp32 values, four raw words (packed halves, integers)
+MATH_OUT = 52  # words a thread writes
+MATH_CTR = MATH_THREADS + 4  # counter words: one a thread, then the warps' shared counter
+
+
+def math_table(arch: str) -> Program:
+    """Each of 64 threads (two warps) reads 8 words of `inp` (`inp[tid]`: fp32 f0..f3, raw w0..w3)
+    and writes `out[tid][0..51]`: every fp32 op (FADD/FMUL/FFMA with .FTZ and directed rounding,
+    FMNMX, FSETP, FSEL, MUFU), the packed 16-bit ops on w0..w3 read as bf16 and fp16 pairs, every
+    conversion between f32, f16, bf16 and s32/u32, integer min/max, shuffles, a warp sum and max
+    (the butterfly), votes and REDUX, and global atomics on `ctr` (its own word: ADD, MAX.S32, EXCH,
+    CAS; then lane 0 of each warp adds 1 to the shared counter with acq_rel and every lane spins
+    until both warps have). The GPU test runs it on a table of edge-case inputs and compares every
+    word with the checker's values (`tests/gpu/test_isa_gpu.py`)."""
+    from warpy.isa.families.typed import BF16, BF16x2, F16, F16x2, F32, S32, U32
+    from warpy.isa.units import flags
+    from warpy.isa.units.warp import warp_reduce
+
+    p = Program(f"example_math_{arch.split('_')[1]}", arch, threads=MATH_THREADS)
+    inp, out, ctr = p.param("inp", "u64"), p.param("out", "u64"), p.param("ctr", "u64")
+    p.global_buffer("inp", Layout((MATH_THREADS, MATH_IN), (4 * MATH_IN, 4)), "u32", source="inp")
+    p.global_buffer("out", Layout((MATH_THREADS, MATH_OUT), (4 * MATH_OUT, 4)), "u32", source="out")
+    p.global_buffer("ctr", Layout(MATH_CTR, 4), "u32", source="ctr")
+    tid = p.r("tid")
+    p.emit(alu.s2r(tid, "SR_TID.X"))
+    md = p.urvec("memdesc", 2)
+    p.emit(alu.uldc(md, CBank(0, p.target.memdesc), p.sm))
+    ptrs = {}
+    for prm, stride in ((inp, 4 * MATH_IN), (out, 4 * MATH_OUT), (ctr, 4)):
+        base = p.rvec(f"{prm.name}_base", 2)
+        p.emit(alu.ldc(base, prm.cbank()))
+        ptrs[prm.name] = p.rvec(f"{prm.name}_at", 2)
+        p.emit(alu.imad_wide(ptrs[prm.name], tid, stride, base))
+    fv, wv = p.rvec("f", 4), p.rvec("w", 4)
+    p.emit(memory.ldg(fv, GMem(md, ptrs["inp"]), "CONSTANT"))  # the table: nothing of this launch writes it
+    p.emit(memory.ldg(wv, GMem(md, ptrs["inp"], 16), "EF"))  # (read once: evict first)
+    f = [F32.of(fv[i]) for i in range(4)]
+    w = [wv[i] for i in range(4)]
+    o = p.rvec("o", MATH_OUT)
+    of = [F32.of(o[k]) for k in range(MATH_OUT)]
+    # fp32 arithmetic
+    p.emit(alu.fadd(of[0], f[0], f[1]))
+    p.emit(alu.fadd(of[1], f[0], -f[1], rnd="RZ", ftz=True))
+    p.emit(alu.fmul(of[2], f[0], f[1]))
+    p.emit(alu.fmul(of[3], f[1], f[2], rnd="RM"))
+    p.emit(alu.ffma(of[4], f[0], f[1], f[2]))
+    p.emit(alu.ffma(of[5], f[1], f[2], -f[3], rnd="RP", ftz=True))
+    p.emit(alu.fmin(of[6], f[0], f[1]))
+    p.emit(alu.fmax(of[7], f[2], f[3], nan=True))
+    lt, geu = p.p("f_lt"), p.p("f_geu")
+    p.emit(alu.fsetp("LT", lt, f[0], f[1]))
+    p.emit(alu.fsel(of[8], f[2], f[3], lt))
+    p.emit(alu.fsetp("GEU", geu, f[2], f[3], ftz=True))
+    p.emit(alu.sel(o[9], 1, RZ, geu))
+    for k, fn in enumerate(alu.MUFU_FUNCS):
+        p.emit(alu.mufu(fn, of[10 + k], f[k]))
+    # packing and packed 16-bit arithmetic
+    p.emit(alu.f2fp(BF16x2.of(o[14]), f[0], f[1]))
+    p.emit(alu.f2fp(F16x2.of(o[15]), f[2], f[3], rnd="RZ"))
+    b = [BF16x2.of(x) for x in w]
+    h = [F16x2.of(x) for x in w]
+    p.emit(alu.hadd2(BF16x2.of(o[16]), b[0], b[1]))
+    p.emit(alu.hmul2(F16x2.of(o[17]), h[2], h[3]))
+    p.emit(alu.hfma2(BF16x2.of(o[18]), b[0], b[1], b[2]))
+    p.emit(alu.hfma2(F16x2.of(o[19]), h[1], h[2], h[3]))
+    p.emit(alu.hmin2(BF16x2.of(o[20]), b[0], b[1]))
+    p.emit(alu.hmax2(F16x2.of(o[21]), h[2], h[3], nan=True))
+    # conversions (a 16-bit source is bits 0-15 of its word)
+    p.emit(alu.f2f(of[22], BF16.of(w[0])))
+    p.emit(alu.f2f(of[23], F16.of(w[1])))
+    p.emit(alu.f2f(BF16.of(o[24]), F16.of(w[2])))
+    p.emit(alu.f2f(F16.of(o[25]), BF16.of(w[3])))
+    p.emit(alu.f2f(F16.of(o[26]), f[0]))
+    p.emit(alu.f2f(BF16.of(o[27]), f[1]))
+    p.emit(alu.i2f(of[28], S32.of(w[0])))
+    p.emit(alu.i2f(F16.of(o[29]), U32.of(w[1])))
+    p.emit(alu.i2f(BF16.of(o[30]), S32.of(w[2])))
+    p.emit(alu.i2f(of[31], U32.of(w[3]), rnd="RZ"))
+    p.emit(alu.f2i(S32.of(o[32]), f[0]))
+    p.emit(alu.f2i(U32.of(o[33]), f[1], rnd="CEIL"))
+    p.emit(alu.f2i(S32.of(o[34]), F16.of(w[2]), rnd="RN"))
+    p.emit(alu.f2i(S32.of(o[35]), BF16.of(w[3]), rnd="FLOOR"))
+    p.emit(alu.imin(o[36], w[0], w[1], arch=arch))
+    p.emit(alu.imax(o[37], w[2], w[3], unsigned=True, arch=arch))
+    # warp communication
+    src = p.r("src_lane")
+    p.emit(alu.lop3(src, w[2], 0x1F, RZ, 0xC0))
+    p.emit(alu.shfl_bfly(o[38], w[0], 1))
+    p.emit(alu.shfl_idx(o[39], w[1], src))
+    in_range = p.p("in_range")
+    p.emit(alu.shfl_down(o[40], w[3], 3, p=in_range))
+    p.emit(alu.sel(o[41], 1, RZ, in_range))
+    p.emit(alu.mov(o[42], f[0]))
+    warp_reduce(p, of[42], "sum")
+    p.emit(alu.mov(o[43], f[1]))
+    warp_reduce(p, of[43], "max")
+    p.emit(alu.ballot(o[44], lt))
+    all_geu = p.p("all_geu")
+    p.emit(alu.vote_all(all_geu, geu))
+    p.emit(alu.sel(o[45], 1, RZ, all_geu))
+    sums, most = p.ur("lane_sum"), p.ur("lane_max")
+    p.emit(alu.redux("SUM", sums, w[0]))
+    p.emit(alu.redux("MAX", most, w[1], signed=True))
+    p.emit(alu.mov(o[46], sums))
+    p.emit(alu.mov(o[47], most))
+    # atomics: each thread's own counter word, then the warps' shared one and a spin until both added
+    mine = GMem(md, ptrs["ctr"])
+    one = p.r("one")
+    p.emit(alu.mov(one, 1))
+    flags.atomic(p, "ADD", o[48], mine, one, order="relaxed")
+    flags.atomic(p, "MAX", o[49], mine, w[1], order="release", signed=True)
+    flags.atomic_cas(p, o[50], mine, o[49], w[2], order="acquire")
+    lane, lane0 = p.r("lane"), p.p("lane0")
+    p.emit(alu.s2r(lane, "SR_LANEID"))
+    p.emit(alu.isetp("EQ", lane0, lane, 0))
+    base = p.rvec("ctr_base", 2)
+    shared = GMem(md, base, 4 * MATH_THREADS)
+    with p.when(lane0):
+        flags.atomic(p, "ADD", p.r("before"), shared, one, order="acq_rel")
+    seen = flags.spin_wait(p, shared, MATH_THREADS // 32, seen="seen")
+    p.emit(alu.mov(o[51], seen))
+    p.emit(memory.red("MAX", GMem(md, base, 4 * MATH_THREADS + 4), w[0]))
+    p.emit(memory.red("ADD", GMem(md, base, 4 * MATH_THREADS + 8), f[0]))
+    for j in range(MATH_OUT // 4):
+        p.emit(memory.stg(GMem(md, ptrs["out"], 16 * j), o.sub(4 * j, 4)))
+    p.emit(control.exit_())
+    return p
+
+
+EXAMPLES["example-math"] = math_table

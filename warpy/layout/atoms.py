@@ -10,9 +10,12 @@ Tensor-memory addresses are `lane << 16 | column` (PTX `taddr`), columns of 32-b
 
 from __future__ import annotations
 
+from typing import cast
+
 import attrs
 
 from warpy.layout.core import Layout, LayoutError
+from warpy.layout.inttuple import IntTuple
 from warpy.layout.desc import check_umma_shape
 from warpy.layout.smem import canonical_dtype, element_bytes
 
@@ -93,6 +96,34 @@ def wgmma(n: int, dtype: str = "bf16", acc: str = "fp32", a_from_registers: bool
     return MmaAtom(f"SM90_64x{n}x{k}_{'RS' if a_from_registers else 'SS'}", 64, n, k, 128, a, b, c, d, d, canonical_dtype(acc))
 
 
+def wgmma_acc_chunk_as_a(n: int, chunk: int) -> Layout:
+    """The TV layout of accumulator columns [16 chunk, 16 chunk + 16) of an m64nN fp32 accumulator,
+    as A (64 x 16, index row + 64 k, k relative to the chunk) once each register pair is packed into
+    one 16-bit pair: values 8 chunk .. 8 chunk + 7 of each thread, the accumulator layout's last value
+    mode restricted to two steps (its offset is the chunk's column base). This is what attention
+    feeds a P·V wgmma from registers; `check_fragment` compares it with the A atom."""
+    acc = wgmma_acc_layout(n)
+    tshape, vshape = cast(tuple[IntTuple, tuple[int, int, int]], acc.shape)
+    tstride, vstride = cast(tuple[IntTuple, tuple[int, int, int]], acc.stride)
+    if not 0 <= chunk < n // 16:
+        raise LayoutError(f"an m64n{n} accumulator has {n // 16} chunks of 16 columns, not chunk {chunk}")
+    return Layout((tshape, (vshape[0], vshape[1], 2)), (tstride, (vstride[0], vstride[1], vstride[2])))
+
+
+def check_fragment(what: str, got: Layout, want: Layout, threads: int, values: int) -> None:
+    """Refuse (LayoutError, one line) a fragment whose (thread, value) -> element map is not `want`'s,
+    naming the first pair that differs."""
+    for t in range(threads):
+        for v in range(values):
+            try:
+                g = int(got((t, v)))
+            except Exception:  # noqa: BLE001 (a layout of another shape: no such coordinate)
+                raise LayoutError(f"{what}: the fragment {got} has no (thread {t}, value {v}); the atom's is {want}") from None
+            if g != int(want((t, v))):
+                raise LayoutError(f"{what}: thread {t} value {v} holds element {g}, the atom's fragment {want} puts "
+                                  f"element {int(want((t, v)))} there")
+
+
 # --- tensor memory ----------------------------------------------------------------------------------
 
 
@@ -119,6 +150,20 @@ def tmem_accumulator(m: int, n: int, cta_group: int = 1) -> Layout:
         return Layout(((16, 4), n), ((lane, 32 * lane), 1))
     # cta_group::2, M = 128: 64 rows per CTA, the N columns folded over the two lane halves
     return Layout((64, (n // 2, 2)), (lane, (1, 64 * lane)))
+
+
+def umma_ts_a_tmem(m: int, k: int, dtype: str = "bf16") -> Layout:
+    """A (M x K, 16-bit) in tensor memory for the TS form of tcgen05.mma (cta_group::1, M = 128):
+    (row, k) -> the tensor-memory address of the 32-bit cell holding it, as a layout over (row, k
+    pair): lane = row, column = k // 2 (element k in half k % 2). Other shapes are refused."""
+    d = canonical_dtype(dtype)
+    if element_bytes(d) != 2:
+        raise LayoutError(f"warpy models A in tensor memory for 16-bit types, not {dtype}")
+    if m != 128:
+        raise LayoutError(f"warpy models A in tensor memory for M = 128 (one CTA, a row a lane), not M = {m}")
+    if k % 16:
+        raise LayoutError(f"A's K = {k} is not a whole number of 16-element MMA steps")
+    return Layout((m, k // 2), (1 << TMEM_LANE_SHIFT, 1))
 
 
 def tmem_warp_lanes(warp: int) -> range:
@@ -187,6 +232,9 @@ __all__ = [
     "wgmma",
     "wgmma_acc_layout",
     "wgmma_a_register_layout",
+    "wgmma_acc_chunk_as_a",
+    "check_fragment",
+    "umma_ts_a_tmem",
     "tmem_address",
     "tmem_lane_col",
     "tmem_accumulator",

@@ -7,12 +7,13 @@ access by the warp, stamped with the warp's clock. With values, the bytes move. 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional, Union
 
 import numpy as np
 
 from warpy.isa.values import M32, Val, writer
-from warpy.isa.operands import GMem, Operand, R, elem_name
+from warpy.isa.operands import GMem, Mem, Operand, R, RVec, elem_name
+from warpy.isa.semantics import F32, decode, f_add
 from warpy.isa.families import memory as isa
 from warpy.check.happens_before import words_of
 from warpy.check.registers import active, all_lanes, lanes_i64, lanes_u64, reg_name, regs_of
@@ -42,9 +43,26 @@ def _gmem_op(op: Operand) -> GMem:
     return op
 
 
+def _atom_op(op: Operand) -> Union[GMem, Mem]:
+    if not isinstance(op, (GMem, Mem)):
+        raise TypeError(f"{op} is not a global address")
+    return op
+
+
+def _aligned(m: Machine, w: Warp, c: Compiled, addrs: np.ndarray, nbytes: int, space: str) -> None:
+    """A vector access (8 or 16 bytes, or a 16-bit one) faults on the GPU unless its address is a
+    multiple of its size."""
+    if addrs.size and nbytes > 1:
+        bad = addrs[(addrs % nbytes) != 0]
+        if bad.size:
+            m.problems.add("memory", f"{w.cta.name} warp {w.wid}: {c.mnem} at {space} address 0x{int(bad[0]):x}: a "
+                                     f"{nbytes}-byte access needs an address that is a multiple of {nbytes}")
+
+
 def _smem_access(m: Machine, w: Warp, c: Compiled, addrs: np.ndarray, nbytes: int, kind: str) -> None:
     if addrs.size == 0:
         return
+    _aligned(m, w, c, addrs, nbytes, "shared")
     lo, hi = int(addrs.min()), int(addrs.max()) + nbytes
     if not m.places.check_smem_range(w, c, lo, hi):
         return
@@ -113,19 +131,24 @@ def _sts(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
                 smem[a:a + nb] = data[ln]
 
 
-def _gaddr(w: Warp, op: GMem) -> Val:
-    lo = w.regs.get(elem_name(op.addr.name, 0), 0)
-    hi = w.regs.get(elem_name(op.addr.name, 1), 0)
+def _gaddr(w: Warp, op: Union[GMem, Mem]) -> Val:
+    """The 64-bit global address of `desc[..][R.64+off]` (or of `[R+off]`, a pair, as a CAS prints it)."""
+    base = op.addr if isinstance(op, GMem) else op.base
+    if not isinstance(base, (R, RVec)):
+        raise TypeError(f"{op} is not a global address in a register pair")
+    lo = w.regs.get(elem_name(base.name, 0), 0)
+    hi = w.regs.get(elem_name(base.name, 1), 0)
     if isinstance(lo, np.ndarray) or isinstance(hi, np.ndarray):
         return (np.asarray(lo, dtype=np.int64) | (np.asarray(hi, dtype=np.int64) << 32)) + op.offset
     return (lo | (hi << 32)) + op.offset
 
 
-def _global(m: Machine, w: Warp, c: Compiled, lanes: Lanes, gop: GMem, kind: str) -> tuple[Optional[str], np.ndarray, int]:
+def _global(m: Machine, w: Warp, c: Compiled, lanes: Lanes, gop: Union[GMem, Mem], kind: str) -> tuple[Optional[str], np.ndarray, int]:
     nb = _width(c.instr.mods)
     gm = m.global_memory
     gm.pdl_check(w, c)
     addrs = active(_gaddr(w, gop), lanes)
+    _aligned(m, w, c, addrs, nb, "global")
     src = gm.check(w, c, addrs, nb)
     # GPU-scope (.STRONG.GPU) accesses and reductions are atomic: flags between CTAs, not data races
     if src is not None and "STRONG" not in c.instr.mods:
@@ -148,6 +171,13 @@ def _ldg(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> Optional[int]:
     gop = _gmem_op(c.instr.ops[1])
     src, addrs, nb = _global(m, w, c, lanes, gop, "r")
     gm = m.global_memory
+    if "CONSTANT" in c.instr.mods and m.values and src is not None and addrs.size:
+        offs = (addrs.astype(np.int64) - gm.base[src])[:, None] + np.arange(nb)[None, :]
+        wr = gm.gwritten[src]
+        offs = offs[(offs >= 0) & (offs < wr.size)]
+        if offs.size and wr[offs].any():
+            m.problems.add("memory", f"{w.cta.name} warp {w.wid}: {c.mnem} reads {src}+0x{int(offs.min()):x} through the "
+                                     f"read-only path, and this launch wrote there (it may read the old bytes)")
     if m.values and src is not None:
         base = gm.base[src]
         mem = gm.gmem[src]
@@ -253,25 +283,77 @@ def _stsm(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     _matrix(m, w, c, lanes, True)
 
 
-@semantics(isa.REDG)
-def _redg(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
-    gop = _gmem_op(c.instr.ops[0])
+def atomic_update(op: str, mods: tuple[str, ...], old: int, v: int, cmp: int = 0) -> int:
+    """The word an atomic leaves: op (ADD, MIN, MAX, EXCH, CAS) of the old word and v (u32; .S32
+    signed; .F32 an fp32 add, flushed and rounded to nearest even)."""
+    if op == "ADD" and "F32" in mods:
+        a, b = decode(old, F32), decode(v, F32)
+        return int(f_add(a, b, F32, "RN", ftz=True)[0])
+    if op == "ADD":
+        return (old + v) & M32
+    if op in ("MIN", "MAX"):
+        key = (lambda x: x - (1 << 32) if x >> 31 else x) if "S32" in mods else (lambda x: x)
+        return (min if op == "MIN" else max)(old, v, key=key)
+    if op == "EXCH":
+        return v
+    if op == "CAS":
+        return v if old == cmp else old
+    raise ValueError(f"atomic {op}")
+
+
+def _atomic(m: Machine, w: Warp, c: Compiled, lanes: Lanes, gop: Union[GMem, Mem], v_op: Operand,
+            cmp_op: Optional[Operand]) -> Optional[np.ndarray]:
+    """Apply a global atomic lane by lane (lowest lane first, one valid order of the GPU's); the old
+    words, per lane (None where neither values nor a u32 buffer's shadow keep them)."""
     src, addrs, nb = _global(m, w, c, lanes, gop, "red")
     gm = m.global_memory
-    if not m.values:
-        av = active(_gaddr(w, gop), lanes)
-        v = active(w.regs.get(reg_name(c.instr.ops[1]), 0), lanes)
-        for a, x in zip(av, v):
-            gm.shadow[int(a)] = (gm.shadow.get(int(a), 0) + int(x)) & M32
-    _release_flag(m, w, c, addrs)
+    op = c.instr.mods[1]
+    act = all_lanes(lanes)
+    av = lanes_i64(_gaddr(w, gop))
+    vv = lanes_u64(w.regs.get(reg_name(v_op), 0))
+    cv = lanes_u64(w.regs.get(reg_name(cmp_op), 0)) if cmp_op is not None else np.zeros(32, dtype=np.uint64)
+    olds = np.zeros(32, dtype=np.uint64)
+    kept = False
     if m.values and src is not None:
-        base = gm.base[src]
-        mem = gm.gmem[src]
-        act = all_lanes(lanes)
-        av = lanes_i64(_gaddr(w, gop))
-        vv = lanes_u64(w.regs.get(reg_name(c.instr.ops[1]), 0))
+        base, mem, wr = gm.base[src], gm.gmem[src], gm.gwritten[src]
         for ln in np.nonzero(act)[0]:
             o = int(av[ln]) - base
             if 0 <= o and o + 4 <= mem.size:
                 cur = int(mem[o:o + 4].view("<u4")[0])
-                mem[o:o + 4] = np.frombuffer(np.uint32((cur + int(vv[ln])) & M32).tobytes(), dtype=np.uint8)
+                olds[ln] = cur
+                new = atomic_update(op, c.instr.mods, cur, int(vv[ln]), int(cv[ln]))
+                mem[o:o + 4] = np.frombuffer(np.uint32(new).tobytes(), dtype=np.uint8)
+                if cmp_op is not None or c.sem == "atomic-global":
+                    wr[o:o + 4] = True
+        kept = True
+    elif _shadowed(m, src, addrs):
+        for ln in np.nonzero(act)[0]:
+            a = int(av[ln])
+            cur = gm.shadow.get(a, 0)
+            olds[ln] = cur
+            gm.shadow[a] = atomic_update(op, c.instr.mods, cur, int(vv[ln]), int(cv[ln]))
+        kept = True
+    elif not m.values and op == "ADD" and "F32" not in c.instr.mods:
+        for ln in np.nonzero(act)[0]:  # (the REDG counters of programs without u32 buffers)
+            a = int(av[ln])
+            gm.shadow[a] = (gm.shadow.get(a, 0) + int(vv[ln])) & M32
+    _release_flag(m, w, c, addrs)
+    if addrs.size and c.sem == "atomic-global":  # it reads the word: what its writers released, the next fence acquires
+        for a in np.unique(addrs):
+            m.flags.acquire(w, int(a))
+    return olds if kept else None
+
+
+@semantics(isa.REDG)
+def _redg(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
+    _atomic(m, w, c, lanes, _gmem_op(c.instr.ops[0]), c.instr.ops[1], None)
+
+
+@semantics(isa.ATOMG)
+def _atomg(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
+    ops = c.instr.ops
+    cas = len(ops) == 5
+    olds = _atomic(m, w, c, lanes, _atom_op(ops[2]), ops[4] if cas else ops[3], ops[3] if cas else None)
+    out = np.zeros(32, dtype=np.uint64) if olds is None else olds
+    c.put[1](w, int(out[0]) if bool((out == out[0]).all()) else out.copy(), lanes)
+    c.put[0](w, True, lanes)

@@ -284,6 +284,15 @@ def _membar(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
             w.acquired = {}
 
 
+@semantics(isa.CCTL)
+def _cctl(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
+    """The acquire after a GPU-scope load or atomic: what the flags it read released is now ordered
+    before the warp (as a `MEMBAR.*.GPU` acquires; CCTL.IVALL releases nothing)."""
+    if w.acquired:
+        join(w.vc, w.acquired, w.via, "GPU-scope flag")
+        w.acquired = {}
+
+
 @semantics(isa.ACQBULK)
 def _acqbulk(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     w.acq_done = True

@@ -10,9 +10,11 @@ accumulates must add to what an MMA wrote, and a load must read what one wrote."
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Optional
 
 import numpy as np
+
+from warpy.numeric import from_bits
 
 from warpy.isa.values import first, writer
 from warpy.isa.operands import Desc, Operand, R, elem_name
@@ -22,7 +24,7 @@ from warpy.check.happens_before import Footprint
 from warpy.check.registers import lanes_u64, pair64, reg_name
 from warpy.isa.families import tcgen05 as isa
 from warpy.check.semantics import semantics
-from warpy.check.state import TMEM_COLUMNS, TMEM_LANES, Cta, Lanes, Warp
+from warpy.check.state import TMEM_COLUMNS, TMEM_LANES, Agent, Cta, Lanes, Warp
 
 if TYPE_CHECKING:
     from warpy.check.code import Compiled
@@ -69,7 +71,9 @@ def _tmem_check(m: Machine, w: Warp, c: Compiled, cta: Cta, col0: int, ncols: in
 def _utchmma(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     i = c.instr
     two = "2CTA" in i.mods
-    adesc, bdesc = pair64(w, _desc(i.ops[0]).reg.name), pair64(w, _desc(i.ops[1]).reg.name)
+    a_in_tmem = _desc(i.ops[0]).kind == "tmem"  # the TS form: A from tensor memory
+    adesc = 0 if a_in_tmem else pair64(w, _desc(i.ops[0]).reg.name)
+    bdesc = pair64(w, _desc(i.ops[1]).reg.name)
     dval = int(first(m.code.read(_desc(i.ops[2]).reg)(w)))
     idesc = int(first(m.code.read(_desc(i.ops[4]).reg)(w)))
     accumulate = bool(m.code.read(i.ops[5])(w))
@@ -92,9 +96,17 @@ def _utchmma(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     agent, clock = w.cta.tc_agent, w.cta.tc_clock
     vc = dict(w.vc)
     vc[agent] = clock - 1
-    fa = operand_footprint(m, ("umma", adesc, rows_a, kb), lambda: umma_rows(adesc, rows_a, kb))
     fb = operand_footprint(m, ("umma", bdesc, rows_b, kb), lambda: umma_rows(bdesc, rows_b, kb))
-    operands_meet(m, w, c, w.cta, (adesc & 0x3FFF) << 4, (bdesc & 0x3FFF) << 4)
+    ta: Optional[tuple[int, int]] = None
+    if a_in_tmem:
+        ta = _ts_operand(m, w, c, int(first(m.code.read(_desc(i.ops[0]).reg)(w))), mm, len(ctas), vc, agent, clock)
+        if ta is None:
+            return
+        smem_ops = [fb]
+    else:
+        fa = operand_footprint(m, ("umma", adesc, rows_a, kb), lambda: umma_rows(adesc, rows_a, kb))
+        operands_meet(m, w, c, w.cta, (adesc & 0x3FFF) << 4, (bdesc & 0x3FFF) << 4)
+        smem_ops = [fa, fb]
     col0 = dval & 0xFFFF
     lane0 = (dval >> 16) & 0xFFFF
     # D's rows x N in tensor memory: 128 rows a lane each; a pair's M = 128 puts each CTA's 64 rows
@@ -103,7 +115,7 @@ def _utchmma(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     lanes_used = 128 if folded else rows_a
     ncols = n // 2 if folded else n
     for cta in ctas:
-        for addrs, fp in (fa, fb):
+        for addrs, fp in smem_ops:
             lo, hi = int(addrs.min()), int(addrs.max()) + 1
             if m.places.check_smem_range(w, c, lo, hi):
                 m.order.access("smem", cta, None, "r", vc, agent, clock, c.mnem, w, proxy="async", footprint=fp)
@@ -120,7 +132,7 @@ def _utchmma(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
         dt = "bf16" if (idesc >> 7) & 7 == 1 else "fp16"
         b_full = np.concatenate([read_matrix(_smem(x), fb[0], dt, 2) for x in ctas], axis=0)
         for x in ctas:
-            a = read_matrix(_smem(x), fa[0], dt, 2)
+            a = _ts_matrix(x, ta, mm, dt) if ta is not None else read_matrix(_smem(x), fa[0], dt, 2)
             prod = a @ b_full.T  # [rows_a, n]
             if folded:
                 prod = np.concatenate([prod[:, : n // 2], prod[:, n // 2:]], axis=0)  # [128, n/2]
@@ -129,6 +141,43 @@ def _utchmma(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
                 tv += prod
             else:
                 tv[:] = prod
+
+
+#: K of one tcgen05.mma kind::f16 step: 16 elements, 8 tensor-memory columns of two 16-bit halves
+TS_COLUMNS = 8
+
+
+def _ts_operand(m: Machine, w: Warp, c: Compiled, aval: int, mm: int, nctas: int, vc: dict[Agent, int], agent: Agent,
+                clock: int) -> Optional[tuple[int, int]]:
+    """A from tensor memory (the TS form): (lane, column) where it starts, after checking it is the
+    layout `warpy.layout.atoms.umma_ts_a_tmem` says (M = 128, one CTA: lane = row), allocated, written
+    by a tcgen05 store, and ordered (an async read of those cells); None when it cannot be used."""
+    who = f"{w.cta.name} warp {w.wid}: {c.mnem}"
+    if nctas != 1 or mm != 128:
+        m.problems.add("protocol", f"{who} reads A from tensor memory with M = {mm} over {nctas} CTA(s); warpy models "
+                                   f"the TS form for M = 128 on one CTA")
+        return None
+    lane0, col0 = (aval >> 16) & 0xFFFF, aval & 0xFFFF
+    if lane0 != 0:
+        m.problems.add("protocol", f"{who} reads A from tensor-memory lane {lane0}; A's rows are lanes 0..127")
+        return None
+    cta = w.cta
+    if not _tmem_check(m, w, c, cta, col0, TS_COLUMNS):
+        return None
+    if not cta.tmem_written[0:128, col0:col0 + TS_COLUMNS].all():
+        m.problems.add("protocol", f"{who} reads A from tensor-memory columns {col0}..{col0 + TS_COLUMNS - 1} that no "
+                                   f"tcgen05 store (STTM) wrote")
+    fp = _tmem_fp(m, 0, 128, col0, TS_COLUMNS)
+    m.order.access("tmem", cta, None, "r", vc, agent, clock, c.mnem, w, proxy="async", footprint=fp)
+    return lane0, col0
+
+
+def _ts_matrix(cta: Cta, at: tuple[int, int], mm: int, dtype: str) -> np.ndarray:
+    """A (M x 16) from tensor memory: row r in lane r, element k in column k // 2, half k % 2."""
+    lane0, col0 = at
+    cells = _tmem_vals(cta)[lane0:lane0 + mm, col0:col0 + TS_COLUMNS].astype(np.float32).view(np.uint32)
+    halves = np.stack([cells & 0xFFFF, cells >> 16], axis=2).reshape(mm, 2 * TS_COLUMNS).astype(np.uint16)
+    return from_bits(halves, dtype)
 
 
 def _smem(cta: Cta) -> np.ndarray:

@@ -20,7 +20,8 @@ from warpy.isa.operands import UP, Desc, Operand, R, elem_name
 from warpy.isa.families import wgmma as isa
 from warpy.check.families.tma import operands_meet
 from warpy.check.happens_before import Footprint, masks_of
-from warpy.check.registers import imm, lanes_u64, reg_name
+from warpy.check.registers import imm, lanes_u64, reg_name, regs_of
+from warpy.layout.atoms import wgmma_a_register_layout
 from warpy.check.semantics import semantics
 from warpy.check.state import Agent, Lanes, Warp
 
@@ -101,15 +102,20 @@ def _hgmma(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     n, k = int(shape[1]), int(shape[2])
     dtype, eb = _elem(i.mods)
     kb = k * eb
-    dv = _desc(i.ops[1])  # a vector (named) or its first register (a parsed coloured text)
+    rs = not isinstance(i.ops[1], Desc)  # the RS form: A from registers, the descriptors' B half only
+    di = 2 if rs else 1
+    dv = _desc(i.ops[di])  # a vector (named) or its first register (a parsed coloured text)
     d = [int(first(w.regs.get(elem_name(dv, j), 0))) for j in range(4)]
-    fa = operand_footprint(m, ("gmma", d[0], d[1], 64, kb), lambda: gmma_rows(d[0], d[1], 64, kb))
     fb = operand_footprint(m, ("gmma", d[2], d[3], n, kb), lambda: gmma_rows(d[2], d[3], n, kb))
-    operands_meet(m, w, c, w.cta, (d[0] & 0x3FFF) << 4, (d[2] & 0x3FFF) << 4)
+    smem_ops = [fb]
+    if not rs:
+        fa = operand_footprint(m, ("gmma", d[0], d[1], 64, kb), lambda: gmma_rows(d[0], d[1], 64, kb))
+        operands_meet(m, w, c, w.cta, (d[0] & 0x3FFF) << 4, (d[2] & 0x3FFF) << 4)
+        smem_ops = [fa, fb]
     agent: Agent = ("wg", w.cta.index, w.wid)
     clock = w.wg_committed + 1
     w.wg_open = True
-    for addrs, fp in (fa, fb):
+    for addrs, fp in smem_ops:
         lo, hi = int(addrs.min()), int(addrs.max()) + 1
         if m.places.check_smem_range(w, c, lo, hi):
             m.order.access("smem", w.cta, None, "r", w.vc, agent, clock, c.mnem, w, proxy="async", footprint=fp)
@@ -122,14 +128,14 @@ def _hgmma(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     smem = w.cta.smem
     if not (m.values and smem is not None):
         return
-    accumulate = str(i.ops[2]) != "RZ"
-    for op in i.ops[3:]:
+    accumulate = str(i.ops[di + 1]) != "RZ"
+    for op in i.ops[di + 2:]:
         if isinstance(op, UP):
             accumulate = accumulate and bool(m.code.read(op)(w))
-    a = read_matrix(smem, fa[0], dtype, eb)
     b = read_matrix(smem, fb[0], dtype, eb)
     wq = w.wid % 4
-    prod = a[16 * wq:16 * wq + 16] @ b.T  # [16, n]
+    a_rows = register_a(w, i.ops[1], wq, k, dtype) if rs else read_matrix(smem, fa[0], dtype, eb)[16 * wq:16 * wq + 16]
+    prod = a_rows @ b.T  # [16, n]
     names = [elem_name(reg_name(acc), j) for j in range(n // 2)]
     lane = np.arange(LANES)
     vals = np.zeros((LANES, n // 2), dtype=np.float32)
@@ -144,6 +150,23 @@ def _hgmma(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     bits = vals.astype(np.float32).view(np.uint32).astype(np.uint64)
     for v, nm in enumerate(names):
         writer(R(nm))(w, bits[:, v].copy(), lanes)
+
+
+def register_a(w: Warp, op: Operand, wq: int, k: int, dtype: str) -> np.ndarray:
+    """Rows 16wq..16wq+15 of A (16 x k) as warp wq of the warpgroup holds them in registers: thread
+    t's value v (register v // 2, half v % 2) is element `wgmma(..., a_from_registers=True).a(t, v)`
+    (row + 64 * k) of the layout atom."""
+    frag = wgmma_a_register_layout()
+    names = regs_of(op, isa.A_REGS)
+    regs = np.stack([lanes_u64(w.regs.get(nm, 0)) for nm in names], axis=1).astype(np.uint32)  # [32, 4]
+    halves = np.stack([regs & 0xFFFF, regs >> 16], axis=2).reshape(32, 2 * isa.A_REGS).astype(np.uint16)
+    vals = from_bits(halves, dtype)
+    out = np.zeros((16, k), dtype=np.float32)
+    for lane in range(32):
+        for v in range(2 * isa.A_REGS):
+            idx = int(frag((32 * wq + lane, v)))
+            out[idx % 64 - 16 * wq, idx // 64] = vals[lane, v]
+    return out
 
 
 @semantics(isa.WARPGROUP_ARRIVE)

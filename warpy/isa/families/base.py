@@ -63,6 +63,8 @@ SEM_CLASSES = (
     "exit",
     "elect",  # one lane of the warp
     "vote",
+    "shuffle",  # shfl.sync: a lane reads another lane's register
+    "warp-reduce",  # redux.sync: a reduction over the warp's lanes into a uniform register
     "barrier-init",  # mbarrier.init
     "barrier-arrive",  # mbarrier arrive (optionally with expect_tx)
     "barrier-expect-tx",  # expect_tx without an arrival
@@ -80,6 +82,7 @@ SEM_CLASSES = (
     "load-global",
     "store-global",
     "reduce-global",  # red.global: an atomic update returning nothing
+    "atomic-global",  # atom.global: an atomic update returning the old value
     "load-matrix",  # ldmatrix
     "store-matrix",  # stmatrix
     "tma-load",
@@ -130,7 +133,7 @@ class Arg:
 #: MOV an IMAD.MOV, an ISETP may fold into a branch; plain loads and stores are forwarded, dropped
 #: when dead and merged into wider accesses): the disassembly check does not ask for them
 RESELECTED_CLASSES = frozenset({
-    "alu", "compare", "predicate", "special-reg", "const-load", "vote", "branch", "exit", "nop",
+    "alu", "compare", "predicate", "special-reg", "const-load", "vote", "shuffle", "warp-reduce", "branch", "exit", "nop",
     "warp-sync", "elect", "sleep", "load-shared", "store-shared", "load-global", "store-global",
 })
 

@@ -56,6 +56,8 @@ FENCE_MBARRIER_INIT = Opcode("FENCE.MBARRIER_INIT", F, "fence", ((),), ptxas_emi
     doc="make mbarrier inits visible to the cluster and the async proxy; ptxas emits no instruction of this name")
 MEMBAR = Opcode("MEMBAR", F, "fence", ((),), mods=(r"!ALL|SC", r"!CTA|GPU|SYS"), ptx="fence.acq_rel.cta/.gpu/.sys",
     doc="memory fence at the scope")
+CCTL = Opcode("CCTL", F, "fence", ((),), mods=(r"!IVALL",), ptx="the .acquire of ld/atom.acquire.gpu (else fence.acq_rel.gpu)",
+    doc="invalidate the L1: after a GPU-scope load or atomic, what its writer released becomes visible (acquire)")
 ACQBULK = Opcode("ACQBULK", F, "dependent-wait", ((),), ptx="griddepcontrol.wait",
     doc="wait until the grids this one depends on have completed and their memory is visible")
 PREEXIT = Opcode("PREEXIT", F, "dependent-launch", ((),), ptx="griddepcontrol.launch_dependents",
@@ -63,7 +65,7 @@ PREEXIT = Opcode("PREEXIT", F, "dependent-launch", ((),), ptx="griddepcontrol.la
 
 OPCODES: list[Opcode] = [
     SYNCS_EXCH, SYNCS_ARRIVE, SYNCS_PHASECHK, SYNCS_CCTL, ELECT, BAR_SYNC, BAR_ARV, UCGABAR_ARV,
-    UCGABAR_WAIT, NANOSLEEP, FENCE_VIEW_ASYNC, FENCE_MBARRIER_INIT, MEMBAR, ACQBULK, PREEXIT,
+    UCGABAR_WAIT, NANOSLEEP, FENCE_VIEW_ASYNC, FENCE_MBARRIER_INIT, MEMBAR, CCTL, ACQBULK, PREEXIT,
 ]
 
 
@@ -113,7 +115,8 @@ def cluster_wait() -> Instr:
     return ins(UCGABAR_WAIT, "")
 
 
-def nanosleep(ns: int, syncs: bool = False) -> Instr:
+def nanosleep(ns: Union[int, R], syncs: bool = False) -> Instr:
+    """Sleep about ns nanoseconds (an immediate, or a register: a back-off that grows)."""
     return ins(NANOSLEEP, "SYNCS" if syncs else "", ns)
 
 
@@ -132,6 +135,12 @@ def fence_mbarrier_init() -> Instr:
 
 def membar(scope: str = "CTA") -> Instr:
     return ins(MEMBAR, f"ALL.{scope}")
+
+
+def cctl_ivall() -> Instr:
+    """The acquire half of a GPU-scope load or atomic: `LDG.E.STRONG.GPU` (or `ATOMG`) then `CCTL.IVALL`
+    is what ptxas emits for `ld.acquire.gpu` (`atom.acquire.gpu`)."""
+    return ins(CCTL, "IVALL")
 
 
 def acqbulk() -> Instr:

@@ -35,11 +35,12 @@ def _x(mods: tuple[str, ...]) -> int:
     return 1
 
 
-UTCHMMA = Opcode("UTCHMMA", F, "mma", ((a("a", "gdesc"), a("b", "gdesc"), a("d", "tmem"), a("z", "tmem"), a("idesc", "idesc"),
+UTCHMMA = Opcode("UTCHMMA", F, "mma", ((a("a", "gdesc|tmem"), a("b", "gdesc"), a("d", "tmem"), a("z", "tmem"), a("idesc", "idesc"),
                              a("acc", "UP")),),
     mods=(r"2CTA",), single_issue=True, archs=B100,
-    ptx="tcgen05.mma.cta_group::1/2.kind::f16 [d], adesc, bdesc, idesc, acc",
-    doc="D (+)= A * B, operands from shared memory by descriptor, D in tensor memory", cta_group=True)
+    ptx="tcgen05.mma.cta_group::1/2.kind::f16 [d], adesc or [a], bdesc, idesc, acc",
+    doc="D (+)= A * B, D in tensor memory, B from shared memory by descriptor; A by descriptor (SS) or from "
+        "tensor memory at a (TS: lane = row, each 32-bit column two 16-bit elements of K)", cta_group=True)
 UTCBAR = Opcode("UTCBAR", F, "commit", ((a("bar", "mem"), a("z", "UR")), (a("bar", "mem"), a("z", "UR"), a("mask", "UR"))),
     mods=(r"2CTA", r"MULTICAST"), single_issue=True, archs=B100,
     ptx="tcgen05.commit.cta_group::1/2.mbarrier::arrive::one.shared::cluster[.multicast::cluster].b64 [bar][, mask]",
@@ -72,6 +73,13 @@ OPCODES: list[Opcode] = [
 
 def utchmma(a_: URVec, b: URVec, d: UR, zero_idesc: URVec, acc: UP, two_cta: bool = False) -> Instr:
     return ins(UTCHMMA, "2CTA" if two_cta else "", Desc("gdesc", a_), Desc("gdesc", b), Desc("tmem", d),
+               Desc("tmem", zero_idesc[0]), Desc("idesc", zero_idesc[1]), acc)
+
+
+def utchmma_ts(a_tmem: UR, b: URVec, d: UR, zero_idesc: URVec, acc: UP) -> Instr:
+    """D (+)= A * B with A in tensor memory at `a_tmem` (`warpy.isa.units.tcgen05.utchmma_ts` checks
+    its layout), B by descriptor, D at `d` (cta_group::1)."""
+    return ins(UTCHMMA, "", Desc("tmem", a_tmem), Desc("gdesc", b), Desc("tmem", d),
                Desc("tmem", zero_idesc[0]), Desc("idesc", zero_idesc[1]), acc)
 
 

@@ -29,15 +29,29 @@ def acc_width(mods: tuple[str, ...]) -> int:
 
 
 _D = a("d", "Rv", "d", acc_width)
+#: registers of A a thread holds in the RS form (64 x K: 8 16-bit elements, or 4 tf32, a thread)
+A_REGS = 4
 _A = a("descs", "gdesc")
 _C = a("c", "Rv", "u", acc_width)
+
+# The RS form's A: 4 registers (no width function: where an SS form has its descriptor in that slot, the
+# text reader must not read a descriptor as a vector); its descriptor, in the slot where SS forms have
+# c, says "not a vector" with width 0 (the reader takes the last form's width), so both forms read back.
+_AR = a("a", "Rv", "u")
+_AB = a("descs", "gdesc", "u", lambda mods: 0)
+_CR = a("c", "Rv", "u")  # (no width either: an SS form has its scale or gsb0 in that slot)
 
 HGMMA = Opcode("HGMMA", F, "mma", (
     (_D, _A, _C), (_D, _A, _C, a("scale", "UP")), (_D, _A, _C, a("end", "kw:gsb0")),
     (_D, _A, _C, a("scale", "UP"), a("end", "kw:gsb0")),
+    (_D, _AR, _AB, _CR), (_D, _AR, _AB, _CR, a("scale", "UP")), (_D, _AR, _AB, _CR, a("end", "kw:gsb0")),
+    (_D, _AR, _AB, _CR, a("scale", "UP"), a("end", "kw:gsb0")),
 ), mods=(SHAPE, r"!F32|F16", r"!BF16|F16|TF32"), single_issue=False, archs=H90,
-    ptx="wgmma.mma_async.sync.aligned.m64nNk16.f32.bf16.bf16 d, adesc, bdesc, scale-d, 1, 1, 0, 0",
-    doc="warpgroup MMA from shared memory (both operands by descriptor) into the register accumulator", spelling=lambda w: w[:3] if w[3:4] == ("F16",) else w)
+    ptx="wgmma.mma_async.sync.aligned.m64nNk16.f32.bf16.bf16 d, adesc, bdesc, scale-d, 1, 1, 0, 0 "
+        "(RS: d, {a0..a3}, bdesc, scale-d, 1, 1, 0)",
+    doc="warpgroup MMA into the register accumulator: both operands from shared memory by descriptor (SS), or "
+        "A from registers, 4 a thread in the wgmma A fragment, and B by descriptor (RS: descs.2, descs.3)",
+    spelling=lambda w: w[:3] if w[3:4] == ("F16",) else w)
 WARPGROUP_ARRIVE = Opcode("WARPGROUP.ARRIVE", F, "mma-fence", ((),), archs=H90, ptx="wgmma.fence.sync.aligned",
     doc="order earlier register/shared accesses before the following HGMMAs")
 WGMMA_COMMIT = Opcode("WGMMA.COMMIT", F, "mma-commit", ((),), archs=H90, ptxas_emits=False, ptx="wgmma.commit_group.sync.aligned",
@@ -61,6 +75,25 @@ def hgmma(shape_n: int, d: RVec, descs: URVec, accumulate: Union[UP, bool], end:
     from warpy.isa.operands import UPT
 
     ops: list[object] = [d, Desc("gdesc", descs)]
+    if accumulate is False:
+        ops += [RZ, ~UPT]
+    elif accumulate is True:
+        ops += [d]
+    else:
+        ops += [d, accumulate]
+    if end:
+        ops.append(Kw("gsb0"))
+    return ins(HGMMA, f"64x{shape_n}x{k}.F32.{ab}", *ops)  # type: ignore[arg-type]
+
+
+def hgmma_rs(shape_n: int, d: RVec, a_regs: RVec, descs: URVec, accumulate: Union[UP, bool], end: bool = False,
+             ab: str = "BF16", k: int = 16) -> Instr:
+    """d (+)= A * B for a 64 x shape_n x k step with A from registers (`a_regs`: 4 a thread, in the wgmma
+    A fragment, `warpy.layout.atoms.wgmma(n, a_from_registers=True).a`) and B by descriptor (descs.2,
+    descs.3; descs.0/1 are not read). `warpy.isa.units.wgmma.hgmma_rs` checks the fragment."""
+    from warpy.isa.operands import UPT
+
+    ops: list[object] = [d, a_regs, Desc("gdesc", descs)]
     if accumulate is False:
         ops += [RZ, ~UPT]
     elif accumulate is True:

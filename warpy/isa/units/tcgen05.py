@@ -1,5 +1,5 @@
 """The sm_100a tensor core: `utchmma`, one K step of D (+)= A * B, A and B from shared-memory
-tiles, D in tensor memory."""
+tiles, D in tensor memory; `utchmma_ts`, the same with A from tensor memory."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ from warpy.isa.buffers import Tile, TmemRef
 from warpy.isa.descriptors import set_desc_hi
 from warpy.isa.families import alu, tcgen05
 from warpy.isa.operands import UP, UPT, P
+from warpy.layout import LayoutError
+from warpy.layout.atoms import umma_ts_a_tmem
 
 if TYPE_CHECKING:
     from warpy.isa.program import Program
@@ -38,3 +40,41 @@ def utchmma(p: Program, a: Tile, b: Tile, acc: TmemRef, idesc: int, accumulate: 
         treg = t
     acc_p = accumulate if isinstance(accumulate, UP) else (UPT if accumulate else ~UPT)
     p.emit(tcgen05.utchmma(ad, bd, treg, zi, acc_p, two_cta).guarded(guard))
+
+
+def utchmma_ts(p: Program, a: TmemRef, b: Tile, acc: TmemRef, idesc: int, accumulate: Union[UP, bool],
+               guard: Union[P, UP, None] = None) -> None:
+    """D (+)= A * B for one K step with A from tensor memory (the TS form, cta_group::1): `a` is A's
+    origin in a tensor-memory buffer whose layout must be `warpy.layout.atoms.umma_ts_a_tmem` (lane =
+    row, a 32-bit column two 16-bit elements of K) and whose elem is B's 16-bit type; else refused."""
+    if p.sm != "sm_100a":
+        raise WarpyError("UTCHMMA is an sm_100a instruction")
+    if not isinstance(a, TmemRef) or not isinstance(acc, TmemRef):
+        raise WarpyError("utchmma_ts takes A and the accumulator in tensor memory")
+    buf = a.buffer
+    if buf.elem != b.buffer.elem:
+        raise WarpyError(f"A in tensor memory ({buf.name}, {buf.elem}) and B ({b.buffer.name}, {b.buffer.elem}) must share a type")
+    lay = buf.linear()
+    rows, pairs = buf.shape()[0], buf.shape()[-1] if len(buf.shape()) > 1 else 1
+    try:
+        want = umma_ts_a_tmem(rows, 2 * pairs, buf.elem or "")
+        if lay.shape != want.shape or lay.stride != want.stride:
+            raise LayoutError(f"A in tensor memory {buf.name} has layout {lay}; the TS form reads {want} "
+                              f"(lane = row, column = k // 2)")
+    except LayoutError as e:
+        raise WarpyError(str(e)) from None
+    bd = p.urvec("umma_b", 2)
+    zi = p.urvec("zero_idesc", 2)
+    set_desc_hi(p, bd, 1, b.buffer, "udesc.hi")
+    p.derive.per_role(("zero_idesc", idesc), idesc, [alu.umov(zi[0], 0), alu.umov(zi[1], idesc)])
+    p.derive.into(bd[0], "udesc.lo", b)
+    regs = []
+    for name, ref in (("umma_ta", a), ("acc_col", acc)):
+        treg, toff = p.derive.value_reg("addr", ref)
+        if toff:
+            t = p.ur(name)
+            p.emit(alu.uiadd3(t, treg, toff).noted(ref.note()), mark="+")
+            treg = t
+        regs.append(treg)
+    acc_p = accumulate if isinstance(accumulate, UP) else (UPT if accumulate else ~UPT)
+    p.emit(tcgen05.utchmma_ts(regs[0], bd, regs[1], zi, acc_p).guarded(guard))

@@ -1,4 +1,5 @@
-"""The sm_90a warpgroup MMA: `hgmma`, one step of acc (+)= A * B from two shared-memory tiles."""
+"""The sm_90a warpgroup MMA: `hgmma`, one step of acc (+)= A * B from two shared-memory tiles, and
+`hgmma_rs`, the same with A from registers (its fragment checked against the layout atom)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from warpy.isa.buffers import Tile
 from warpy.isa.descriptors import set_desc_hi
 from warpy.isa.families import wgmma
 from warpy.isa.operands import UP, RVec
+from warpy.layout import Layout, LayoutError, atoms
+from warpy.layout.atoms import check_fragment
 
 if TYPE_CHECKING:
     from warpy.isa.program import Program
@@ -29,3 +32,28 @@ def hgmma(p: Program, acc: RVec, a: Tile, b: Tile, n: int, accumulate: Union[UP,
     p.derive.into(descs[0], "gdesc.lo", a)
     p.derive.into(descs[2], "gdesc.lo", b)
     p.emit(wgmma.hgmma(n, acc, descs, accumulate, end, ab=ab, k=kstep))
+
+
+def hgmma_rs(p: Program, acc: RVec, a: RVec, a_fragment: Layout, b: Tile, n: int, accumulate: Union[UP, bool],
+             end: bool = False) -> None:
+    """acc (+)= A * B for one 64 x n x 16 step with A from registers (the RS form): `a` holds 4
+    registers a thread whose 8 16-bit values are the elements `a_fragment` says ((thread, value) ->
+    row + 64 k of the 64 x 16 A, e.g. `warpy.layout.atoms.wgmma_acc_chunk_as_a` for a packed
+    accumulator chunk); it must be the wgmma A atom's fragment, or the program is refused. B comes
+    from shared memory by descriptor; the type is B's buffer's."""
+    if p.sm != "sm_90a":
+        raise WarpyError("HGMMA is an sm_90a instruction")
+    elem = b.buffer.elem or ""
+    if elem not in ("bf16", "fp16", "f16"):
+        raise WarpyError(f"HGMMA with A from registers takes 16-bit operands; {b.buffer.name} holds {elem or 'no type'}")
+    if a.width != wgmma.A_REGS:
+        raise WarpyError(f"HGMMA's A from registers is {wgmma.A_REGS} registers a thread, not {a.width} ({a.name})")
+    try:
+        check_fragment(f"HGMMA A {a.name}", a_fragment, atoms.wgmma(n, elem, a_from_registers=True).a, 128, 2 * wgmma.A_REGS)
+    except LayoutError as e:
+        raise WarpyError(str(e)) from None
+    ab, kstep = wgmma.AB_TYPES[elem]
+    descs = p.urvec("gmma_desc", 4)
+    set_desc_hi(p, descs, 3, b.buffer, "gdesc.hi")
+    p.derive.into(descs[2], "gdesc.lo", b)
+    p.emit(wgmma.hgmma_rs(n, acc, a, descs, accumulate, end, ab=ab, k=kstep))

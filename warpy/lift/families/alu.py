@@ -5,8 +5,8 @@ special and constant-bank reads. ptxas re-selects these freely (an `IADD3` may c
 from __future__ import annotations
 
 from warpy.isa.instr import Instr
-from warpy.isa.operands import CBank, Imm, P, SReg, Sym, UP
-from warpy.lift.families._ctx import LiftContext, Rule
+from warpy.isa.operands import CBank, Imm, Operand, P, R, SReg, Sym, UP
+from warpy.lift.families._ctx import LiftContext, Rule, imm
 from warpy.isa.families import alu as isa
 from warpy.lift.families._ctx import rule
 
@@ -229,16 +229,265 @@ def _vote(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
 def _f2fp(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     d, a, b = i.ops
     ty = "bf16x2" if "BF16" in rest else "f16x2"
-    c.emit(f"cvt.rn.{ty}.f32 {c.dst(d)}, {c.src(a)}, {c.src(b)}")
+    rnd = "rz" if "RZ" in rest else "rn"
+    c.emit(f"cvt.{rnd}.{ty}.f32 {c.dst(d)}, {fsrc(c, a)}, {fsrc(c, b)}")
+
+
+
+
+# -- floating point ----------------------------------------------------------------------------------
+# Float operands print negated as `-x` (the sign flipped, as SASS's operand negation does, NaNs too):
+# lifted as an xor of the sign bit(s), not as an integer negation.
+
+SIGN32 = 0x80000000
+SIGN16x2 = 0x80008000
+
+
+def fsrc(c: LiftContext, op: Operand, sign: int = SIGN32, bits: bool = False) -> str:
+    """A float source: a register (its sign flipped for `-x`) or RZ (+0, `-RZ` -0): an fp32 literal
+    (`0f80000000`) for an fp32 instruction, a 32-bit integer for a bitwise one (`bits`), a register
+    for a packed one (PTX takes no f16x2 literal)."""
+    if not isinstance(op, R):
+        raise c.error(f"operand {op} is not a general register")
+    if op.inv:
+        raise c.error(f"a float operand cannot be inverted: {op}")
+    if op.name == "RZ":
+        v = sign if op.neg else 0
+        if bits:
+            return imm(v)
+        if sign == SIGN32:
+            return f"0f{v:08X}"
+        t = c.tmp()
+        c.emit(f"mov.b32 {t}, {imm(v)}")
+        return t
+    r = c.reg(R(op.name))
+    if op.neg:
+        t = c.tmp()
+        c.emit(f"xor.b32 {t}, {r}, {imm(sign)}")
+        return t
+    return r
+
+
+def _fmods(rest: tuple[str, ...], default_rn: bool = True) -> str:
+    rnd = next((m.lower() for m in rest if m in ("RZ", "RM", "RP")), "rn" if default_rn else "")
+    return (f".{rnd}" if rnd else "") + (".ftz" if "FTZ" in rest else "")
 
 
 @rule(isa.FADD)
 def _fadd(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     d, a, b = i.ops
-    c.emit(f"add.rn.f32 {c.dst(d)}, {c.src(a)}, {c.src(b)}")
+    c.emit(f"add{_fmods(rest)}.f32 {c.dst(d)}, {fsrc(c, a)}, {fsrc(c, b)}")
 
 
 @rule(isa.FMUL)
 def _fmul(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     d, a, b = i.ops
-    c.emit(f"mul.rn.f32 {c.dst(d)}, {c.src(a)}, {c.src(b)}")
+    c.emit(f"mul{_fmods(rest)}.f32 {c.dst(d)}, {fsrc(c, a)}, {fsrc(c, b)}")
+
+
+@rule(isa.FFMA)
+def _ffma(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
+    d, a, b, cc = i.ops
+    c.emit(f"fma{_fmods(rest)}.f32 {c.dst(d)}, {fsrc(c, a)}, {fsrc(c, b)}, {fsrc(c, cc)}")
+
+
+def _min_or_max(c: LiftContext, p: Operand, what: str) -> str:
+    if c.is_true(p):
+        return "min"
+    if c.is_false(p):
+        return "max"
+    raise c.error(f"{what} chooses min (PT) or max (!PT) when it is lifted, not by {p}")
+
+
+@rule(isa.FMNMX)
+def _fmnmx(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
+    d, a, b, p = i.ops
+    op = _min_or_max(c, p, "FMNMX")
+    mods = (".ftz" if "FTZ" in rest else "") + (".NaN" if "NAN" in rest else "")
+    c.emit(f"{op}{mods}.f32 {c.dst(d)}, {fsrc(c, a)}, {fsrc(c, b)}")
+
+
+@rule(isa.FSETP)
+def _fsetp(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
+    p, q, a, b, cc = i.ops
+    dests = c.pred_dst(p)
+    if not c.is_true(q):
+        dests += f"|{c.pred_dst(q)}"
+    ftz = ".ftz" if "FTZ" in rest else ""
+    c.emit(f"setp.{rest[0].lower()}.{rest[-1].lower()}{ftz}.f32 {dests}, {fsrc(c, a)}, {fsrc(c, b)}, {c.pred_neg(cc)}")
+
+
+@rule(isa.FSEL)
+def _fsel(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
+    d, a, b, p = i.ops
+    assert isinstance(p, (P, UP))
+    sa, sb = fsrc(c, a, bits=True), fsrc(c, b, bits=True)
+    if c.is_true(p) or c.is_false(p):
+        c.emit(f"mov.b32 {c.dst(d)}, {sa if c.is_true(p) else sb}")
+        return
+    if p.neg:
+        sa, sb = sb, sa
+    c.emit(f"selp.b32 {c.dst(d)}, {sa}, {sb}, {c.reg(type(p)(p.name))}")
+
+
+MUFU_PTX = {"EX2": "ex2", "RSQ": "rsqrt", "RCP": "rcp", "LG2": "lg2"}
+
+
+@rule(isa.MUFU)
+def _mufu(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
+    d, a = i.ops
+    c.emit(f"{MUFU_PTX[rest[0]]}.approx.ftz.f32 {c.dst(d)}, {fsrc(c, a)}")
+
+
+def _htype(rest: tuple[str, ...]) -> str:
+    return "bf16x2" if "BF16_V2" in rest else "f16x2"
+
+
+@rule(isa.HADD2)
+def _hadd2(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
+    d, a, b = i.ops
+    c.emit(f"add.rn.{_htype(rest)} {c.dst(d)}, {fsrc(c, a, SIGN16x2)}, {fsrc(c, b, SIGN16x2)}")
+
+
+@rule(isa.HMUL2)
+def _hmul2(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
+    d, a, b = i.ops
+    c.emit(f"mul.rn.{_htype(rest)} {c.dst(d)}, {fsrc(c, a, SIGN16x2)}, {fsrc(c, b, SIGN16x2)}")
+
+
+@rule(isa.HFMA2)
+def _hfma2(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
+    d, a, b, cc = i.ops
+    srcs = ", ".join(fsrc(c, x, SIGN16x2) for x in (a, b, cc))
+    c.emit(f"fma.rn.{_htype(rest)} {c.dst(d)}, {srcs}")
+
+
+@rule(isa.HMNMX2)
+def _hmnmx2(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
+    d, a, b, p = i.ops
+    op = _min_or_max(c, p, "HMNMX2")
+    nan = ".NaN" if "NAN" in rest else ""
+    c.emit(f"{op}{nan}.{_htype(rest)} {c.dst(d)}, {fsrc(c, a, SIGN16x2)}, {fsrc(c, b, SIGN16x2)}")
+
+
+_CVT = {"F32": "f32", "F16": "f16", "BF16": "bf16"}
+
+
+def _half_in(c: LiftContext, op: Operand) -> str:
+    """Bits 0-15 of a register as a .b16 temporary."""
+    h = c.tmp("th")
+    c.emit(f"cvt.u16.u32 {h}, {c.src(op)}")
+    return h
+
+
+def _half_out(c: LiftContext, d: Operand, h: str) -> None:
+    """A .b16 result into bits 0-15 of d, bits 16-31 zero."""
+    c.emit(f"cvt.u32.u16 {c.dst(d)}, {h}")
+
+
+@rule(isa.F2F)
+def _f2f(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
+    d, a = i.ops
+    dst, src = rest[0], rest[1]
+    if dst == src:
+        raise c.error(f"F2F.{dst}.{src} converts nothing")
+    rnd = "" if dst == "F32" else ".rn"  # widening to fp32 is exact; PTX takes no rounding there
+    s = c.src(a) if src == "F32" else _half_in(c, a)
+    if dst == "F32":
+        c.emit(f"cvt{rnd}.f32.{_CVT[src]} {c.dst(d)}, {s}")
+        return
+    h = c.tmp("th")
+    c.emit(f"cvt{rnd}.{_CVT[dst]}.{_CVT[src]} {h}, {s}")
+    _half_out(c, d, h)
+
+
+def _irnd(rest: tuple[str, ...]) -> str:
+    return "." + next((m.lower() for m in rest if m in ("RZ", "RM", "RP")), "rn")
+
+
+@rule(isa.I2F)
+def _i2f(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
+    d, a = i.ops
+    src = "u32" if "U32" in rest else "s32"
+    dst = "f16" if "F16" in rest else "bf16" if "BF16" in rest else "f32"
+    if dst == "f32":
+        c.emit(f"cvt{_irnd(rest)}.f32.{src} {c.dst(d)}, {c.src(a)}")
+        return
+    h = c.tmp("th")
+    c.emit(f"cvt{_irnd(rest)}.{dst}.{src} {h}, {c.src(a)}")
+    _half_out(c, d, h)
+
+
+@rule(isa.I2FP)
+def _i2fp(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
+    d, a = i.ops
+    src = "u32" if "U32" in rest else "s32"
+    c.emit(f"cvt{_irnd(rest)}.f32.{src} {c.dst(d)}, {c.src(a)}")
+
+
+_F2I_RND = {"TRUNC": "rzi", "FLOOR": "rmi", "CEIL": "rpi"}
+
+
+@rule(isa.F2I)
+def _f2i(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
+    d, a = i.ops
+    rnd = next((_F2I_RND[m] for m in rest if m in _F2I_RND), "rni")
+    dst = "u32" if "U32" in rest else "s32"
+    src = "f16" if "F16" in rest else "bf16" if "BF16" in rest else "f32"
+    s = c.src(a) if src == "f32" else _half_in(c, a)
+    c.emit(f"cvt.{rnd}.{dst}.{src} {c.dst(d)}, {s}")
+
+
+@rule(isa.VIMNMX)
+def _vimnmx(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
+    ops = i.ops
+    if len(ops) == 6:
+        for x in ops[1:3]:
+            if not c.is_true(x):
+                raise c.error(f"VIMNMX's predicate {x} is not lifted (only PT)")
+        ops = (ops[0],) + ops[3:]
+    d, a, b, p = ops
+    op = _min_or_max(c, p, "VIMNMX")
+    ty = "u32" if "U32" in rest else "s32"
+    signed = ty == "s32"
+    c.emit(f"{op}.{ty} {c.dst(d)}, {c.src(a, signed)}, {c.src(b, signed)}")
+
+
+# -- warp communication ------------------------------------------------------------------------------
+
+
+@rule(isa.SHFL)
+def _shfl(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
+    p, d, a, b, cc = i.ops[:5]
+    members = i.ops[5] if len(i.ops) == 6 else Imm(0xFFFFFFFF)
+    assert isinstance(members, Imm)
+    dst = c.dst(d) + ("" if c.is_true(p) else f"|{c.pred_dst(p)}")
+    c.emit(f"shfl.sync.{rest[0].lower()}.b32 {dst}, {c.src(a)}, {c.src(b)}, {c.src(cc)}, {imm(members.value)}")
+
+
+@rule(isa.VOTE)
+def _vote_r(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
+    m = c.tmp()
+    c.emit(f"activemask.b32 {m}")
+    mode = rest[0].lower()
+    if len(i.ops) == 2:
+        d, p = i.ops
+        c.emit(f"vote.sync.{mode}.pred {c.pred_dst(d)}, {c.pred_neg(p)}, {m}")
+        return
+    d, q, p = i.ops
+    c.emit(f"vote.sync.ballot.b32 {c.dst(d)}, {c.pred_neg(p)}, {m}")
+    if not c.is_true(q):
+        c.emit(f"vote.sync.{mode}.pred {c.pred_dst(q)}, {c.pred_neg(p)}, {m}")
+
+
+_REDUX = {"SUM": "add", "MIN": "min", "MAX": "max", "OR": "or", "XOR": "xor"}
+
+
+@rule(isa.REDUX)
+def _redux(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
+    d, a = i.ops
+    op = next((_REDUX[m] for m in rest if m in _REDUX), "and")
+    ty = "s32" if "S32" in rest else "u32" if op in ("add", "min", "max") else "b32"
+    m = c.tmp()
+    c.emit(f"activemask.b32 {m}")
+    c.emit(f"redux.sync.{op}.{ty} {c.dst(d)}, {c.src(a)}, {m}")

@@ -51,6 +51,15 @@ def _scope(rest: tuple[str, ...]) -> str:
     return ".relaxed.gpu" if "STRONG" in rest and "GPU" in rest else ""
 
 
+def _hints(c: LiftContext, rest: tuple[str, ...]) -> str:
+    """LDG's cache hints as PTX qualifiers, in PTX's order (.nc, then eviction, then prefetch size)."""
+    got = [m for m in rest if m in isa.LDG_HINTS]
+    if got and "STRONG" in rest:
+        raise c.error(f"a GPU-scope load takes no cache hint ({', '.join(got)})")
+    order = ["CONSTANT", "LU", "EF", "EL", "EU", "NA", "LTC64B", "LTC128B", "LTC256B"]
+    return "".join(isa.LDG_HINTS[m] for m in order if m in got)
+
+
 @rule(isa.LDG)
 def _ldg(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     d, g = i.ops
@@ -58,7 +67,8 @@ def _ldg(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     addr = c.gmem_addr(g)
     regs = [c.dst(d)] if n == 1 else c.elems(d, n)
     ty = ty.replace("u32", "b32")
-    c.emit(f"ld{_scope(rest)}.global.{ty} {regs[0] if n == 1 else '{' + ', '.join(regs) + '}'}, {addr}")
+    hints = _hints(c, rest)
+    c.emit(f"ld{_scope(rest)}.global{hints}.{ty} {regs[0] if n == 1 else '{' + ', '.join(regs) + '}'}, {addr}")
 
 
 @rule(isa.STG)
@@ -69,10 +79,41 @@ def _stg(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     c.emit(f"st{_scope(rest)}.global.{ty} {addr}, {_vec(c, v, n, True)}")
 
 
+def _atype(rest: tuple[str, ...], op: str) -> str:
+    if "F32" in rest:
+        return "f32"
+    if op in ("exch", "cas"):
+        return "b32"
+    return "s32" if "S32" in rest else "u32"
+
+
 @rule(isa.REDG)
 def _redg(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     g, v = i.ops
-    c.emit(f"red.relaxed.gpu.global.add.u32 {c.gmem_addr(g)}, {c.src(v)}")
+    op = rest[1].lower()
+    c.emit(f"red.relaxed.gpu.global.{op}.{_atype(rest, op)} {c.gmem_addr(g)}, {c.src(v)}")
+
+
+@rule(isa.ATOMG)
+def _atomg(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
+    p, d, g = i.ops[:3]
+    if not c.is_true(p):
+        raise c.error(f"ATOMG's predicate {p} is not lifted (only PT)")
+    op = rest[1].lower()
+    srcs = ", ".join(c.src(x) for x in i.ops[3:])
+    c.emit(f"atom.relaxed.gpu.global.{op}.{_atype(rest, op)} {c.dst(d)}, {_atom_addr(c, g)}, {srcs}")
+
+
+def _atom_addr(c: LiftContext, g: object) -> str:
+    """A global address `desc[..][R.64+off]`, or `[R+off]` as nvdisasm prints a CAS's (a 64-bit pair)."""
+    from warpy.isa.operands import Mem
+
+    if isinstance(g, Mem):
+        if g.base is None or g.ubase is not None:
+            raise c.error(f"a global atomic's address {g} is not a register pair + offset")
+        a = c.wide(g.base)
+        return f"[{a}+{g.offset}]" if g.offset else f"[{a}]"
+    return c.gmem_addr(g)  # type: ignore[arg-type]
 
 
 def _num(rest: tuple[str, ...]) -> int:

@@ -134,6 +134,24 @@ def _membar(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     c.emit(f"fence.{sem}.{scope}")
 
 
+@rule(isa.CCTL)
+def _cctl(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
+    """`CCTL.IVALL` right after a GPU-scope load or atomic makes it the acquire PTX spells
+    `ld.acquire.gpu` / `atom.acquire.gpu` (ptxas prints the pair back); elsewhere (after a spin loop's
+    branch) it is the fence-based acquire `fence.acq_rel.gpu` (ptxas: MEMBAR.ALL.GPU ... CCTL.IVALL)."""
+    for k in range(len(c.lines) - 1, -1, -1):
+        ln = c.lines[k].strip()
+        if not ln or ln.startswith("//"):
+            continue
+        body = ln.split(" ", 1)[1] if ln.startswith("@") else ln
+        if body.startswith(("ld.relaxed.gpu.", "atom.relaxed.gpu.")):
+            c.lines[k] = c.lines[k].replace(".relaxed.gpu.", ".acquire.gpu.", 1)
+            c.lines.append("    // (CCTL.IVALL: the acquire of the line above)")
+            return
+        break
+    c.emit("fence.acq_rel.gpu")
+
+
 @rule(isa.ACQBULK)
 def _acqbulk(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     c.emit("griddepcontrol.wait")

@@ -24,7 +24,8 @@ def _g(c: LiftContext) -> str:
 def _mma(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     a, b, d, _z, idesc, acc = i.ops
     assert isinstance(a, Desc) and isinstance(b, Desc) and isinstance(d, Desc) and isinstance(idesc, Desc)
-    ad, bd = c.wide(a.reg), c.wide(b.reg)
+    ad = f"[{c.src(a.reg)}]" if a.kind == "tmem" else c.wide(a.reg)  # TS: A's tensor-memory address
+    bd = c.wide(b.reg)
     dt = c.src(d.reg)
     idv = c.src(idesc.reg)
     assert isinstance(acc, UP)

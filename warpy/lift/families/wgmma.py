@@ -23,12 +23,17 @@ def _hgmma(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     _, n, k = shape.split("x")
     width = int(n) // 2 if dt == "F32" else int(n) // 4
     ops = [o for o in i.ops if not isinstance(o, Kw)]
+    a_regs = None
+    if not isinstance(ops[1], Desc):  # the RS form: A from registers
+        a_regs = ops[1]
+        ops = ops[:1] + ops[2:]
     d, descs, cc = ops[0], ops[1], ops[2]
     scale = ops[3] if len(ops) > 3 else None
     assert isinstance(descs, Desc)
     v = c.elems(descs.reg, 4)
     ad, bd = c.tmp("td"), c.tmp("td")
-    c.emit(f"mov.b64 {ad}, {{{v[0]}, {v[1]}}}")
+    if a_regs is None:
+        c.emit(f"mov.b64 {ad}, {{{v[0]}, {v[1]}}}")
     c.emit(f"mov.b64 {bd}, {{{v[2]}, {v[3]}}}")
     if c.is_zero(cc):
         sd = "0"
@@ -41,6 +46,12 @@ def _hgmma(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
         if c.elems(cc, width) != c.elems(d, width):
             raise c.error("HGMMA accumulates into its destination: c must be d (or RZ)")
     regs = ", ".join(c.elems(d, width))
+    if a_regs is not None:  # RS: A's 4 registers; only B has a transpose flag
+        a_list = ", ".join(c.elems(a_regs, isa.A_REGS))
+        trans = ", 0" if ab in ("BF16", "F16") else ""
+        c.emit(f"wgmma.mma_async.sync.aligned.m64n{n}k{k}.{DT[dt]}.{DT[ab]}.{DT[ab]} {{{regs}}}, {{{a_list}}}, {bd}, {sd}, "
+               f"1, 1{trans}")
+        return
     trans = ", 0, 0" if ab in ("BF16", "F16") else ""
     c.emit(f"wgmma.mma_async.sync.aligned.m64n{n}k{k}.{DT[dt]}.{DT[ab]}.{DT[ab]} {{{regs}}}, {ad}, {bd}, {sd}, 1, 1{trans}")
 
