@@ -511,7 +511,7 @@ def _format_help(self: Any, ctx: Any, formatter: Any) -> None:
         names = ", ".join(sorted(list(p.opts) + list(getattr(p, "secondary_opts", [])),
                                  key=lambda o: (o.startswith("--"), p.opts.index(o) if o in p.opts else 0)))
         if not (p.is_flag or getattr(p, "count", False)):
-            names += " " + (p.metavar or "VALUE")
+            names += " " + (p.metavar or (p.name or "value").upper())
         text = p.help or ""
         default = p.default
         if not p.is_flag and default is not None and not callable(default) and default != () and default != []:
