@@ -20,14 +20,14 @@ and the expected final contents).
 from __future__ import annotations
 
 import contextlib
-from typing import Callable, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import attrs
 import numpy as np
 
 from warpy.isa.families import alu, control, memory, sync, tcgen05, tma, wgmma
-from warpy.isa.operands import RZ, URZ, CBank, GMem, Mem, R, RVec, URVec
-from warpy.isa.buffers import Param
+from warpy.isa.operands import RZ, URZ, CBank, GMem, Mem, P, R, RVec, URVec
+from warpy.isa.buffers import BarrierArray, Param, SmemBuffer, TmemBuffer
 from warpy.isa.pipes import init_barriers, wait
 from warpy.isa.program import Program
 from warpy.isa.units.tcgen05 import utchmma
@@ -654,3 +654,414 @@ UMMA_OPCODES = {
                   "UTCATOMSWS.AND", "UVIRTCOUNT.DEALLOC.SMPOOL", "UTMALDG.2D.2CTA", "SYNCS.EXCH.64",
                   "SYNCS.ARRIVE.TRANS64", "SYNCS.PHASECHK.TRANS64.TRYWAIT"],
 }
+
+
+# ---------------------------------------------------------------------------------------------
+# f. the instruction set beyond GEMM: register-operand MMAs, atomics and flags between CTAs, dispatch
+
+RS_K = 64  # K of the register-operand MMA probes: 4 steps of 16
+
+
+def wgmma_a_fragments(a: np.ndarray) -> np.ndarray:
+    """A (64 x K, any dtype) as each thread of the warpgroup holds it for K/16 register-operand wgmmas:
+    out[t, j, v] = A[row, 16 j + col] with row + 64 col = the A atom's (t, v)
+    (`warpy.layout.atoms.wgmma(n, a_from_registers=True).a`)."""
+    from warpy.layout.atoms import wgmma as wgmma_atom
+
+    frag = wgmma_atom(WGMMA_N, "bf16", a_from_registers=True).a
+    steps = a.shape[1] // 16
+    out = np.zeros((128, steps, 8), dtype=a.dtype)
+    for t in range(128):
+        for v in range(8):
+            idx = int(frag((t, v)))
+            for j in range(steps):
+                out[t, j, v] = a[idx % 64, 16 * j + idx // 64]
+    return out
+
+
+def hgmma_rs_probe(sm: str = "sm_90a") -> Program:
+    """C (64 x 64, fp32) = A (64 x 64) · Bᵀ with A from registers (the RS form): each thread loads its
+    A fragments (`wgmma_a_fragments`, 4 steps x 8 bf16) with LDG.128s, B (64 x 64, K-major, 128B
+    swizzle) comes by TMA; 4 HGMMAs, each thread stores its 32 accumulator registers to out[tid]."""
+    from warpy.isa.units.wgmma import hgmma_rs
+    from warpy.layout.atoms import wgmma as wgmma_atom
+
+    n, k = WGMMA_N, RS_K
+    st = smem_tile(n, k, "bf16", "K", 128)
+    p = Program("probe_hgmma_rs", sm, threads=128)
+    tb = p.tmap("b", D.tma_box(Layout((n, k), (k, 1)), st))
+    afr, out = p.param("afrag", "u64"), p.param("out", "u64")
+    p.global_buffer("afrag", Layout((128, k // 16, 4), (64, 16, 4)), "u32", source="afrag")
+    p.global_buffer("out", Layout((128, n // 2), (4 * (n // 2), 4)), "fp32", source="out")
+    sb = p.smem("sb", st.layout, "bf16")
+    full = p.barriers("full", 1, count=1)
+    init_barriers(p)
+    warp = p.warp_index()
+    tid = p.r("tid")
+    w0 = p.p("is_w0")
+    p.emit(alu.isetp("EQ", w0, warp, 0))
+    with p.when(w0):
+        leader = p.elect()
+        tx = p.r("tx")
+        p.emit(alu.mov(tx, n * k * 2))
+        p.derive.emit_at(full.at(0), lambda mm: sync.arrive_expect_tx(mm, tx), guard=leader)
+        tma_load(p, sb.at(0, 0), tb, [0, 0], full.at(0))
+    aptr, md = _global(p, afr)
+    a_at = p.rvec("a_at", 2)
+    p.emit(alu.imad_wide(a_at, tid, 16 * (k // 16), aptr))  # 8 bf16 a step, a thread
+    af = p.rvec("af", 4 * (k // 16))
+    for j in range(k // 16):
+        p.emit(memory.ldg(af.sub(4 * j, 4), GMem(md, a_at, 16 * j), "CONSTANT"))
+    wait(p, full.at(0), _phase0(p))
+    acc = p.rvec("acc", n // 2)
+    frag = wgmma_atom(n, "bf16", a_from_registers=True).a
+    p.emit(wgmma.warpgroup_arrive())
+    for j in range(k // 16):
+        hgmma_rs(p, acc, af.sub(4 * j, 4), frag, sb.at(0, 16 * j), n, accumulate=j > 0, end=j == k // 16 - 1)
+    p.emit(wgmma.wgmma_commit())
+    p.emit(wgmma.warpgroup_wait(0))
+    optr = p.rvec("out_ptr", 2)
+    p.emit(alu.ldc(optr, out.cbank()))
+    gaddr = p.rvec("gaddr", 2)
+    p.emit(alu.imad_wide(gaddr, tid, 4 * (n // 2), optr))
+    for j in range(n // 8):
+        p.emit(memory.stg(GMem(md, gaddr, 16 * j), acc.sub(4 * j, 4)))
+    p.emit(control.exit_())
+    return p
+
+
+def rs_operands(rng: np.random.Generator, m: int, n: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """A (m x k) and B (n x k) of small integers (exact in bf16 and in fp32 sums)."""
+    return (rng.integers(-3, 4, size=(m, k)).astype(np.float32), rng.integers(-3, 4, size=(n, k)).astype(np.float32))
+
+
+def hgmma_rs_host(rng: np.random.Generator) -> HostCase:
+    a, b = rs_operands(rng, 64, WGMMA_N, RS_K)
+    frags = _to_16(wgmma_a_fragments(a), "bf16")  # [128, steps, 8] bf16 bits
+    want = wgmma_fragment(a @ b.T).astype(np.float32)
+    return HostCase({"b": _to_16(b, "bf16"), "afrag": frags.reshape(128, -1).view(np.uint32).copy(),
+                     "out": np.full((128, WGMMA_N // 2), np.nan, np.float32)}, {"out": want})
+
+
+TS_N = 64
+
+
+def umma_ts_probe(sm: str = "sm_100a") -> Program:
+    """tcgen05.mma kind::f16 with A from tensor memory (the TS form), M = 128, N = 64, K = 64: each of
+    the 128 threads loads its row of A (64 bf16) with LDG.128s and stores it to its TMEM lane with
+    STTM.x32 (column j = elements 2j, 2j+1: `warpy.layout.atoms.umma_ts_a_tmem`); B (64 x 64) by TMA;
+    warp 0's elected lane issues 4 UTCHMMAs and commits; every thread reads its accumulator row
+    (LDTM.x32 twice) and stores it to out[row]."""
+    from warpy.isa.units.tcgen05 import utchmma_ts
+
+    m, n, k = 128, TS_N, RS_K
+    cols = 128  # the accumulator's 64 columns and A's 32
+    p = Program("probe_umma_ts", sm, threads=128)
+    st_b = smem_tile(n, k, "bf16", "K", 128)
+    tb = p.tmap("b", D.tma_box(Layout((n, k), (k, 1)), st_b))
+    ap, out = p.param("a", "u64"), p.param("out", "u64")
+    p.global_buffer("a", Layout((m, k // 2), (2 * k, 4)), "u32", source="a")
+    p.global_buffer("out", Layout((m, n), (4 * n, 4)), "fp32", source="out")
+    sb = p.smem("sb", st_b.layout, "bf16")
+    full = p.barriers("full", 1, count=1)
+    acc_full = p.barriers("acc_full", 1, count=1)
+    slot = p.smem_words("tmem_slot", 1)
+    acc = p.tmem("acc", Layout((m, n), (1 << 16, 1)), n)
+    a_t = p.tmem("a_t", Layout((m, k // 2), (1 << 16, 1)), k // 2, elem="bf16", base=n)
+    init_barriers(p)
+    idesc = D.umma_idesc("bf16", "bf16", "f32", m, n, "K", "K")
+    warp = p.warp_index()
+    tid = p.r("tid")
+    w0 = p.p("is_w0")
+    p.emit(alu.isetp("EQ", w0, warp, 0))
+    with p.when(w0):
+        p.derive.emit_at(slot.at(0), lambda s: tcgen05.tmem_alloc(s, cols))
+        p.emit(tcgen05.tmem_relinquish())
+        leader = p.elect()
+        tx = p.r("tx")
+        p.emit(alu.mov(tx, n * k * 2))
+        p.derive.emit_at(full.at(0), lambda mm: sync.arrive_expect_tx(mm, tx), guard=leader)
+        tma_load(p, sb.at(0, 0), tb, [0, 0], full.at(0))
+    p.emit(tcgen05.tc_fence_before())
+    p.emit(sync.bar_sync(0))
+    p.emit(tcgen05.tc_fence_after())
+    tword = p.r("tmem_word")
+    p.derive.emit_at(slot.at(0), lambda s: memory.lds(tword, s))
+    p.derive.tmem_base = p.ur("tmem_base")
+    p.emit(alu.r2ur(p.derive.tmem_base, tword))
+    with p.role("all", range(0, 4)):  # (a role: its derived tensor-memory addresses follow the allocation)
+        _umma_ts_body(p, ap, out, sb, full, acc_full, acc, a_t, idesc, warp, tid, w0, m, n, k, cols)
+    p.emit(control.exit_())
+    return p
+
+
+def _umma_ts_body(p: Program, ap: Param, out: Param, sb: SmemBuffer, full: BarrierArray, acc_full: BarrierArray,
+                  acc: TmemBuffer, a_t: TmemBuffer, idesc: int, warp: R, tid: R, w0: P, m: int, n: int, k: int,
+                  cols: int) -> None:
+    from warpy.isa.units.tcgen05 import utchmma_ts
+
+    # A's row `tid` into TMEM lane `tid`: 64 bf16 = 32 words, STTM.x32 at this warp's lanes
+    aptr, md = _global(p, ap)
+    a_at = p.rvec("a_at", 2)
+    p.emit(alu.imad_wide(a_at, tid, 2 * k, aptr))
+    arow = p.rvec("arow", k // 2)
+    for j in range(k // 8):
+        p.emit(memory.ldg(arow.sub(4 * j, 4), GMem(md, a_at, 16 * j)))
+    lanes = p.r("lanes")
+    p.emit(alu.shf_l(lanes, warp, 21))  # (32 * warp) << 16
+    ulanes = p.ur("ulanes")
+    p.emit(alu.r2ur(ulanes, lanes))
+    ta = p.ur("ta")
+    p.emit(alu.uiadd3(ta, p.derive.tmem_base, ulanes, n))
+    p.emit(tcgen05.sttm(ta, arow))
+    p.emit(tcgen05.tmem_wait_st())
+    p.emit(tcgen05.tc_fence_before())
+    p.emit(sync.bar_sync(0))
+    p.emit(tcgen05.tc_fence_after())
+    with p.when(w0):
+        wait(p, full.at(0), _phase0(p))
+        p.emit(tcgen05.tc_fence_after())
+        leader2 = p.elect("mma_leader")
+        for j in range(k // 16):
+            utchmma_ts(p, a_t.at(0, 8 * j), sb.at(0, 16 * j), acc.at(0, 0), idesc, j > 0, guard=leader2)
+        p.derive.emit_at(acc_full.at(0), lambda b: tcgen05.utcbar(b).guarded(leader2))
+    wait(p, acc_full.at(0), _phase0(p))
+    p.emit(tcgen05.tc_fence_after())
+    taddr = p.ur("taddr")
+    v = p.rvec("v", 32)
+    optr = p.rvec("out_ptr", 2)
+    p.emit(alu.ldc(optr, out.cbank()))
+    gaddr = p.rvec("gaddr", 2)
+    p.emit(alu.imad_wide(gaddr, tid, 4 * n, optr))
+    for chunk in range(n // 32):
+        p.emit(alu.uiadd3(taddr, p.derive.tmem_base, ulanes, 32 * chunk))
+        p.emit(tcgen05.ldtm(v, taddr))
+        p.emit(tcgen05.tmem_wait_ld())
+        for j in range(8):
+            p.emit(memory.stg(GMem(md, gaddr, 128 * chunk + 16 * j), v.sub(4 * j, 4)))
+    p.emit(tcgen05.tc_fence_before())
+    p.emit(sync.bar_sync(0))
+    with p.when(w0):
+        assert p.derive.tmem_base is not None
+        p.emit(tcgen05.tmem_dealloc(p.derive.tmem_base, cols))
+
+
+def umma_ts_host(rng: np.random.Generator) -> HostCase:
+    a, b = rs_operands(rng, 128, TS_N, RS_K)
+    return HostCase({"a": _to_16(a, "bf16").view(np.uint32).copy(), "b": _to_16(b, "bf16"),
+                     "out": np.full((128, TS_N), np.nan, np.float32)}, {"out": (a @ b.T).astype(np.float32)})
+
+
+COUNTER_CTAS = 8
+
+
+def counters(sm: str) -> Program:
+    """Flags between CTAs through global atomics: 8 CTAs of 64 threads. Thread 0 of each adds 1 to
+    ctr[0] (acq_rel); every thread raises ctr[1] to its global index (REDG.MAX) and adds 1.0 to the
+    fp32 word ctr[2] (REDG.ADD.F32); every thread waits until ctr[0] is 8 (the spin-wait: poll,
+    NANOSLEEP back-off, acquire). Then thread 0 swaps the CTA's word ctr[4 + cta] from 0 to cta + 1
+    (CAS; a second CAS from 0 fails) and exchanges ctr[12 + cta] with 7; out[cta] = (the value the
+    wait saw, the two CAS's old words, the exchange's)."""
+    from warpy.isa.families.typed import F32
+    from warpy.isa.units import flags
+
+    g = COUNTER_CTAS
+    p = Program("probe_counters", sm, threads=64, grid=(g, 1, 1))
+    ctr, out = p.param("ctr", "u64"), p.param("out", "u64")
+    p.global_buffer("ctr", Layout(4 + 2 * g, 4), "u32", source="ctr")
+    p.global_buffer("out", Layout((g, 4), (16, 4)), "u32", source="out")
+    tid, cta = p.r("tid"), p.r("cta")
+    p.emit(alu.s2r(tid, "SR_TID.X"))
+    p.emit(alu.s2r(cta, "SR_CTAID.X"))
+    base, md = _global(p, ctr)
+    t0 = p.p("t0")
+    p.emit(alu.isetp("EQ", t0, tid, 0))
+    one = p.r("one")
+    p.emit(alu.mov(one, 1))
+    with p.when(t0):
+        flags.atomic(p, "ADD", p.r("arrived"), GMem(md, base), one, order="acq_rel")
+    gid = p.r("gid")
+    p.emit(alu.imad(gid, cta, 64, tid))
+    p.emit(memory.red("MAX", GMem(md, base, 4), gid))
+    fone = F32.of(p.r("fone"))
+    p.emit(alu.mov(fone, 0x3F800000))
+    p.emit(memory.red("ADD", GMem(md, base, 8), fone))
+    seen = flags.spin_wait(p, GMem(md, base), g)
+    # thread 0 tells the CTA what it saw through shared memory
+    slot = p.smem_words("seen_slot", 1)
+    p.derive.emit_at(slot.at(0), lambda a: memory.sts(a, seen), guard=t0)
+    p.emit(sync.bar_sync(0))
+    seen = p.r("seen_by_t0")
+    p.derive.emit_at(slot.at(0), lambda a: memory.lds(seen, a))
+    res = p.rvec("res", 4)
+    # (addresses and operands in every lane, before the one-lane region: the colouring check compares
+    # whole-warp address values)
+    mine = p.rvec("mine", 2)
+    p.emit(alu.imad_wide(mine, cta, 4, base))
+    new, seven = p.r("new"), p.r("seven")
+    p.emit(alu.iadd3(new, cta, 1))
+    p.emit(alu.mov(seven, 7))
+    optr = p.rvec("out_ptr", 2)
+    p.emit(alu.ldc(optr, out.cbank()))
+    p.emit(alu.imad_wide(optr, cta, 16, optr))
+    with p.when(t0):
+        p.emit(alu.mov(res[0], seen))
+        flags.atomic_cas(p, res[1], GMem(md, mine, 16), RZ, new)
+        flags.atomic_cas(p, res[2], GMem(md, mine, 16), RZ, one, order="relaxed")
+        flags.atomic(p, "EXCH", res[3], GMem(md, mine, 16 + 4 * g), seven, order="relaxed")
+        p.emit(memory.stg(GMem(md, optr), res))
+    p.emit(control.exit_())
+    return p
+
+
+def counters_host(rng: np.random.Generator) -> HostCase:
+    g = COUNTER_CTAS
+    ctr = np.zeros(4 + 2 * g, np.uint32)
+    want = ctr.copy()
+    want[0], want[1] = g, 64 * g - 1
+    want[2] = np.float32(64 * g).view(np.uint32)
+    want[4:4 + g] = np.arange(1, g + 1)
+    want[4 + g:] = 7
+    out = np.stack([np.full(g, g), np.zeros(g), np.arange(1, g + 1), np.zeros(g)], axis=1).astype(np.uint32)
+    return HostCase({"ctr": ctr, "out": np.full((g, 4), 0xAB, np.uint32)}, {"ctr": want, "out": out})
+
+
+DISPATCH_OPS = 8
+DISPATCH_STEPS = 64
+
+
+def dispatch_probe(sm: str) -> Program:
+    """An interpreter loop: 32 threads run 64 steps of a program of opcode words (`prog`, one word a
+    step, 0..7 and past the table), dispatching each with `warpy.isa.units.dispatch` (a compare chain
+    ptxas makes a jump table, `BRX`) to one of 8 integer operations on the thread's accumulator
+    (acc = tid at first); out[tid] = acc."""
+    from warpy.isa.units.dispatch import dispatch
+
+    p = Program("probe_dispatch", sm, threads=32)
+    prog, out = p.param("prog", "u64"), p.param("out", "u64")
+    p.global_buffer("prog", Layout(DISPATCH_STEPS, 4), "u32", source="prog")
+    p.global_buffer("out", Layout(32, 4), "u32", source="out")
+    tid = p.r("tid")
+    p.emit(alu.s2r(tid, "SR_TID.X"))
+    pptr, md = _global(p, prog)
+    # the program's words into shared memory (two a thread), then every step reads its word there
+    sprog = p.smem("sprog", Layout(DISPATCH_STEPS, 4), "u32")
+    at = p.rvec("op_at", 2)
+    p.emit(alu.imad_wide(at, tid, 4, pptr))
+    words = p.rvec("words", 2)
+    p.emit(memory.ldg(words[0], GMem(md, at), "CONSTANT"))
+    p.emit(memory.ldg(words[1], GMem(md, at, 128), "CONSTANT"))
+    sbase, soff = p.derive.value_reg("addr", sprog.at(0))
+    toff = p.r("toff")
+    p.emit(alu.shf_l(toff, tid, 2))
+    p.emit(memory.sts(Mem(toff, sbase, soff), words[0]))
+    p.emit(memory.sts(Mem(toff, sbase, soff + 128), words[1]))
+    p.emit(sync.bar_sync(0))
+    acc = p.r("acc")
+    p.emit(alu.mov(acc, tid))
+    op = p.r("op")
+    cases = [p.fresh_label(f"OP{k}") for k in range(DISPATCH_OPS)]
+    with p.loop("step", DISPATCH_STEPS) as step:
+        p.derive.emit_at(sprog.at(step), lambda a: memory.lds(op, a))
+        nxt = p.fresh_label("NEXT")
+        dispatch(p, op, cases)
+        bodies = [
+            lambda: p.emit(alu.iadd3(acc, acc, 0x9E37)),
+            lambda: p.emit(alu.imad(acc, acc, 3, 1)),
+            lambda: p.emit(alu.lop3(acc, acc, 0x5A5A5A5A, RZ, 0x3C)),
+            lambda: p.emit(alu.shf_r(acc, acc, 1)),
+            lambda: p.emit(alu.imin(acc, acc, 0x00FFFFFF, unsigned=True, arch=sm)),
+            lambda: p.emit(alu.iadd3(acc, acc, tid)),
+            lambda: p.emit(alu.lea(acc, acc, acc, 2)),
+            lambda: p.emit(alu.lop3(acc, acc, step.reg, RZ, 0x3C)),
+        ]
+        for k, body in enumerate(bodies):
+            p.label(cases[k])
+            body()
+            if k < len(bodies) - 1:
+                p.emit(control.bra(nxt))
+        p.label(nxt)
+    optr = p.rvec("out_ptr", 2)
+    p.emit(alu.ldc(optr, out.cbank()))
+    p.emit(alu.imad_wide(optr, tid, 4, optr))
+    p.emit(memory.stg(GMem(md, optr), acc))
+    p.emit(control.exit_())
+    return p
+
+
+def dispatch_program(rng: np.random.Generator) -> np.ndarray:
+    """The opcode words: 0..7 and a few past the table (which run the last case)."""
+    return rng.integers(0, DISPATCH_OPS + 2, size=DISPATCH_STEPS).astype(np.uint32)
+
+
+def dispatch_host(rng: np.random.Generator) -> HostCase:
+    prog = dispatch_program(rng)
+    m = 0xFFFFFFFF
+    out = np.zeros(32, np.uint32)
+    for t in range(32):
+        acc = t
+        for step, op in enumerate(prog.tolist()):
+            k = min(op, DISPATCH_OPS - 1)
+            acc = [(acc + 0x9E37) & m, (acc * 3 + 1) & m, acc ^ 0x5A5A5A5A, acc >> 1, min(acc, 0x00FFFFFF),
+                   (acc + t) & m, (acc * 4 + acc) & m, acc ^ step][k]
+        out[t] = acc
+    return HostCase({"prog": prog, "out": np.full(32, 0xAB, np.uint32)}, {"out": out})
+
+
+def _math_table(sm: str) -> Program:
+    from warpy.isa.examples import math_table
+
+    return math_table(sm)
+
+
+PROBES["hgmma_rs"] = Probe("hgmma_rs", hgmma_rs_probe, ("sm_90a",), hgmma_rs_host,
+                           doc="HGMMA with A from registers (the RS form) vs numpy")
+PROBES["umma_ts"] = Probe("umma_ts", umma_ts_probe, ("sm_100a",), umma_ts_host,
+                          doc="tcgen05.mma with A from tensor memory (the TS form): assembled; the checker's values vs numpy")
+PROBES["counters"] = Probe("counters", counters, ARCHS, counters_host, doc="global atomics, acquire/release and the spin-wait across 8 CTAs")
+PROBES["dispatch"] = Probe("dispatch", dispatch_probe, ARCHS, dispatch_host, doc="an interpreter loop dispatching on opcode words")
+PROBES["math_table"] = Probe("math_table", _math_table, ARCHS, None,
+                             doc="every float, packed, conversion, warp and atomic opcode on a table of edge cases "
+                                 "(tests/gpu/test_isa_gpu.py compares the GPU's words with the checker's)")
+UMMA_OPCODES["umma_ts"] = ["UTCHMMA", "UTCBAR", "STTM.x32", "LDTM.x32", "UTCATOMSWS.FIND_AND_SET.ALIGN", "UTMALDG.2D"]
+
+
+class ProbeExpectation:
+    """A probe's host case as the checker's `Expectation` (`warpy.check.expect`): global memory starts
+    as the case's arrays, and `compare` checks the expected arrays bit for bit where the simulated CTAs
+    wrote them (`outputs` keeps what they wrote, for callers that want the words themselves)."""
+
+    def __init__(self, case: HostCase) -> None:
+        self.case = case
+        self.outputs: dict[str, np.ndarray] = {}
+
+    def initial(self, source: str, box: Optional[TmaBox], nbytes: int, rng: np.random.Generator) -> Optional[np.ndarray]:
+        arr = self.case.arrays.get(source)
+        if arr is None:
+            return None
+        raw = np.ascontiguousarray(arr).reshape(-1).view(np.uint8)
+        out = np.zeros(max(nbytes, raw.size), dtype=np.uint8)
+        out[: raw.size] = raw
+        return out
+
+    def compare(self, run: Any) -> Any:
+        from warpy.check.expect import Verdict
+
+        checked = wrong = 0
+        msgs: list[str] = []
+        for name, want in self.case.expected.items():
+            nb = want.nbytes
+            got_raw = run.gmem[name][:nb].copy()
+            written = run.gwritten[name][:nb].reshape(-1, want.itemsize).all(axis=1)
+            got = got_raw.view(want.dtype).reshape(-1)
+            self.outputs[name] = got.reshape(want.shape)
+            w = want.reshape(-1)
+            same = got.view(np.uint8).reshape(-1, want.itemsize) == w.view(np.uint8).reshape(-1, want.itemsize)
+            bad = written & ~same.all(axis=1)
+            checked += int(written.sum())
+            wrong += int(bad.sum())
+            if bad.any():
+                k = int(np.flatnonzero(bad)[0])
+                msgs.append(f"values: {int(bad.sum())} of {int(written.sum())} elements of {name} differ, first [{k}] = {got[k]} "
+                            f"where the host expects {w[k]}")
+        return Verdict(checked, wrong, messages=msgs)

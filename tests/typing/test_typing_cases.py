@@ -63,4 +63,6 @@ def test_case_at_run_time(case: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -
         return
     with pytest.raises((WarpyError, AttributeError)) as e:
         runpy.run_path(str(case))
-    assert re.search(r"Tile sa|Counter k|UR u|'free'", str(e.value)), str(e.value)
+    msg = str(e.value)
+    assert re.search(r"Tile sa|Counter k|UR u|'free'|must be an? [A-Za-z0-9 ]+ register, not", msg), msg
+    assert "\n" not in msg

@@ -516,19 +516,20 @@ EXAMPLES["example-features"] = lambda arch: features_sm90() if arch == "sm_90a" 
 
 MATH_THREADS = 64
 MATH_IN = 8  # words a thread reads: four fp32 values, four raw words (packed halves, integers)
-MATH_OUT = 52  # words a thread writes
+MATH_OUT = 56  # words a thread writes
 MATH_CTR = MATH_THREADS + 4  # counter words: one a thread, then the warps' shared counter
 
 
 def math_table(arch: str) -> Program:
     """Each of 64 threads (two warps) reads 8 words of `inp` (`inp[tid]`: fp32 f0..f3, raw w0..w3)
-    and writes `out[tid][0..51]`: every fp32 op (FADD/FMUL/FFMA with .FTZ and directed rounding,
+    and writes `out[tid][0..55]`: every fp32 op (FADD/FMUL/FFMA with .FTZ and directed rounding,
     FMNMX, FSETP, FSEL, MUFU), the packed 16-bit ops on w0..w3 read as bf16 and fp16 pairs, every
     conversion between f32, f16, bf16 and s32/u32, integer min/max, shuffles, a warp sum and max
-    (the butterfly), votes and REDUX, and global atomics on `ctr` (its own word: ADD, MAX.S32, EXCH,
-    CAS; then lane 0 of each warp adds 1 to the shared counter with acq_rel and every lane spins
-    until both warps have). The GPU test runs it on a table of edge-case inputs and compares every
-    word with the checker's values (`tests/gpu/test_isa_gpu.py`)."""
+    (the butterfly), votes and REDUX, global atomics on `ctr` (its own word: ADD, MAX.S32, CAS;
+    then lane 0 of each warp adds 1 to the shared counter with acq_rel and every lane spins until
+    both warps have), and the CTA's sum: each warp's sum through shared memory. The GPU test runs
+    it on a table of edge-case inputs and compares every word with the checker's values
+    (`tests/gpu/test_isa_gpu.py`)."""
     from warpy.isa.families.typed import BF16, BF16x2, F16, F16x2, F32, S32, U32
     from warpy.isa.units import flags
     from warpy.isa.units.warp import warp_reduce
@@ -638,6 +639,22 @@ def math_table(arch: str) -> Program:
     p.emit(alu.mov(o[51], seen))
     p.emit(memory.red("MAX", GMem(md, base, 4 * MATH_THREADS + 4), w[0]))
     p.emit(memory.red("ADD", GMem(md, base, 4 * MATH_THREADS + 8), f[0]))
+    # the CTA's sum: lane 0 of each warp leaves its warp's sum in shared memory, every thread adds both
+    part = p.smem("part", Layout(MATH_THREADS // 32, 4), "fp32")
+    pbase, poff = p.derive.value_reg("addr", part.at(0))
+    warp4 = p.r("warp4")
+    p.emit(alu.shf_r(warp4, tid, 5))
+    p.emit(alu.shf_l(warp4, warp4, 2))
+    p.emit(memory.sts(Mem(warp4, pbase, poff), o[42]).guarded(lane0))
+    p.emit(sync.bar_sync(0))
+    halves = p.rvec("halves", 2)
+    p.emit(memory.lds(halves, Mem(None, pbase, poff)))
+    p.emit(alu.fadd(of[52], F32.of(halves[0]), F32.of(halves[1])))
+    p.emit(alu.redux("MIN", sums, w[1]))
+    p.emit(alu.redux("OR", most, w[2]))
+    p.emit(alu.mov(o[53], sums))
+    p.emit(alu.mov(o[54], most))
+    p.emit(alu.ballot(o[55], in_range))
     for j in range(MATH_OUT // 4):
         p.emit(memory.stg(GMem(md, ptrs["out"], 16 * j), o.sub(4 * j, 4)))
     p.emit(control.exit_())

@@ -527,10 +527,12 @@ def two_sum(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _zero_sign_rm(s: np.ndarray, e: np.ndarray, x: np.ndarray, y: np.ndarray, mode: str) -> np.ndarray:
-    """An exact zero sum of x + y is +0 except both -0 (IEEE), and -0 when rounding down."""
+    """IEEE 754's sign of an exact zero sum x + y: two zeros of one sign keep it; otherwise +0, and -0
+    when rounding down (binary64's own sum has the rest right)."""
     if mode != "RM":
         return s
-    z = (s == 0) & (e == 0) & ~np.isnan(x) & ~np.isnan(y)
+    same_zeros = (x == 0) & (y == 0) & (np.signbit(x) == np.signbit(y))
+    z = (s == 0) & (e == 0) & ~same_zeros
     return np.where(z, -0.0, s)
 
 
@@ -728,6 +730,41 @@ def mufu(func: str, x: np.ndarray) -> np.ndarray:
     nearest. The hardware approximates it within PTX's bounds (docs/sass.md); this is the centre."""
     with np.errstate(all="ignore"):
         return encode(MUFU_FUNCS[func](flush(x, F32)), F32, "RN", ftz=True)
+
+
+#: PTX's error bounds of the approximations (`ex2/rsqrt/rcp/lg2.approx.ftz.f32`): ("ulp", n): within n
+#: units in the last place of the correctly rounded result; ("rel", e): |got - f| <= 2^e |f|;
+#: LG2 is absolute (2^-22) for inputs in (0.5, 2) and relative (2^-22) elsewhere
+MUFU_BOUNDS: dict[str, tuple[str, float]] = {"EX2": ("ulp", 2), "RCP": ("ulp", 1), "RSQ": ("rel", -22.9), "LG2": ("rel", -22.0)}
+
+
+def _ulps(a: int, b: int) -> int:
+    """How many fp32 values lie from a to b (bit patterns, the same sign or zeros)."""
+    key = lambda x: -(x & 0x7FFFFFFF) if x >> 31 else x  # noqa: E731
+    return abs(key(a) - key(b))
+
+
+def mufu_agrees(func: str, x_bits: int, got_bits: int) -> bool:
+    """Whether MUFU.func of the fp32 input x (flushed) may give `got`: the special cases exactly as
+    PTX's tables say, the rest within MUFU_BOUNDS of the exact function (a subnormal exact result may
+    also come out as zero of its sign: the unit flushes)."""
+    x = float(flush(decode(x_bits, F32), F32)[0])
+    with np.errstate(all="ignore"):
+        want = float(MUFU_FUNCS[func](np.array([x]))[0])
+    got = float(decode(got_bits, F32)[0])
+    cr = int(encode(np.array([want]), F32, "RN", ftz=False)[0])
+    if np.isnan(want) or np.isnan(got):
+        return bool(np.isnan(want) and np.isnan(got))
+    if want == 0 or np.isinf(want):
+        return got == want and np.signbit(got) == np.signbit(want)
+    if abs(want) < F32.tiny and got == 0 and np.signbit(got) == np.signbit(want):
+        return True
+    kind, b = MUFU_BOUNDS[func]
+    if kind == "ulp":
+        return np.signbit(got) == np.signbit(want) and _ulps(got_bits & M32, cr) <= b
+    if func == "LG2" and 0.5 < x < 2.0:
+        return abs(got - want) <= 2.0 ** b
+    return abs(got - want) <= 2.0 ** b * abs(want)
 
 
 @value(isa.MUFU)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Union
 from warpy.errors import WarpyError
 from warpy.isa.buffers import Tile
 from warpy.isa.descriptors import set_desc_hi
-from warpy.isa.families import wgmma
+from warpy.isa.families import alu, wgmma
 from warpy.isa.operands import UP, RVec
 from warpy.layout import Layout, LayoutError, atoms
 from warpy.layout.atoms import check_fragment
@@ -54,6 +54,8 @@ def hgmma_rs(p: Program, acc: RVec, a: RVec, a_fragment: Layout, b: Tile, n: int
         raise WarpyError(str(e)) from None
     ab, kstep = wgmma.AB_TYPES[elem]
     descs = p.urvec("gmma_desc", 4)
+    # the operand names all four words; A's pair is not read in the RS form: zero, once per role
+    p.derive.per_role(("rs_no_a_desc",), 0, [alu.umov(descs[0], 0), alu.umov(descs[1], 0)])
     set_desc_hi(p, descs, 3, b.buffer, "gdesc.hi")
     p.derive.into(descs[2], "gdesc.lo", b)
     p.emit(wgmma.hgmma_rs(n, acc, a, descs, accumulate, end, ab=ab, k=kstep))

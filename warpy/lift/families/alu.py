@@ -149,6 +149,9 @@ def _setp(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     dests = c.pred_dst(p)
     if not c.is_true(q):
         dests += f"|{c.pred_dst(q)}"
+    if op == "and" and c.is_true(cc):  # (x and true: the plain compare, which ptxas reads best, e.g. as a switch)
+        c.emit(f"setp.{cmp}.{ty} {dests}, {c.src(a, signed)}, {c.src(b, signed)}")
+        return
     c.emit(f"setp.{cmp}.{op}.{ty} {dests}, {c.src(a, signed)}, {c.src(b, signed)}, {c.pred_neg(cc)}")
 
 
@@ -314,6 +317,9 @@ def _fsetp(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     if not c.is_true(q):
         dests += f"|{c.pred_dst(q)}"
     ftz = ".ftz" if "FTZ" in rest else ""
+    if rest[-1] == "AND" and c.is_true(cc):
+        c.emit(f"setp.{rest[0].lower()}{ftz}.f32 {dests}, {fsrc(c, a)}, {fsrc(c, b)}")
+        return
     c.emit(f"setp.{rest[0].lower()}.{rest[-1].lower()}{ftz}.f32 {dests}, {fsrc(c, a)}, {fsrc(c, b)}, {c.pred_neg(cc)}")
 
 
