@@ -11,10 +11,16 @@ element.
 | `multicast` | a cluster of 2: each CTA loads half a tile and multicasts it; both CTAs store the whole tile |
 | `wgmma_<dtype>_sw<S>` | one warpgroup `HGMMA 64x64x16` (bf16/fp16 → fp32) from descriptors (the isa's derivation for swizzled tiles; `warpy.layout.desc` for the unswizzled one, whose LBO/SBO roles are the open question); `..._flipped` swaps LBO/SBO and must be wrong |
 | `umma_1cta`, `umma_2cta` | sm_100a only (assembled and checked, not run): tcgen05.mma with TMEM alloc/relinquish/dealloc, commit, tcgen05.ld |
+| `hgmma_rs` | HGMMA with A from registers (the RS form): each thread's A fragment (the layout atom's) by LDG, B by TMA; vs numpy |
+| `umma_ts` | sm_100a only: tcgen05.mma with A from tensor memory (the TS form), A stored there with STTM; the checker's values vs numpy |
+| `counters` | 8 CTAs: global atomics (ADD, MAX, F32 ADD, CAS, EXCH) with acquire/release, and the spin-wait on a counter |
+| `dispatch` | an interpreter loop dispatching on opcode words (`warpy.isa.units.dispatch`; ptxas makes it a `BRX` jump table) |
+| `math_table` | every float, packed, conversion, warp and atomic opcode on a table of edge cases (`warpy.isa.examples.math_table`; no host case here: tests/gpu/test_isa_gpu.py compares the GPU's words with the checker's) |
 
 Every probe is `PROBES[name]`: a `Probe` with `build(sm) -> Program`, its targets, and
 `host(rng) -> HostCase` (initial contents of every tensor/pointer parameter, scalar parameters,
-and the expected final contents).
+and the expected final contents). `ProbeExpectation(case)` hands a host case to the checker
+(`check_kernel(..., values=True, expect=...)`), which then computes the probe's outputs on the CPU.
 """
 
 from __future__ import annotations
@@ -812,6 +818,7 @@ def _umma_ts_body(p: Program, ap: Param, out: Param, sb: SmemBuffer, full: Barri
     ulanes = p.ur("ulanes")
     p.emit(alu.r2ur(ulanes, lanes))
     ta = p.ur("ta")
+    assert p.derive.tmem_base is not None
     p.emit(alu.uiadd3(ta, p.derive.tmem_base, ulanes, n))
     p.emit(tcgen05.sttm(ta, arow))
     p.emit(tcgen05.tmem_wait_st())
@@ -842,7 +849,6 @@ def _umma_ts_body(p: Program, ap: Param, out: Param, sb: SmemBuffer, full: Barri
     p.emit(tcgen05.tc_fence_before())
     p.emit(sync.bar_sync(0))
     with p.when(w0):
-        assert p.derive.tmem_base is not None
         p.emit(tcgen05.tmem_dealloc(p.derive.tmem_base, cols))
 
 
@@ -965,7 +971,7 @@ def dispatch_probe(sm: str) -> Program:
         p.derive.emit_at(sprog.at(step), lambda a: memory.lds(op, a))
         nxt = p.fresh_label("NEXT")
         dispatch(p, op, cases)
-        bodies = [
+        bodies: list[Callable[[], object]] = [
             lambda: p.emit(alu.iadd3(acc, acc, 0x9E37)),
             lambda: p.emit(alu.imad(acc, acc, 3, 1)),
             lambda: p.emit(alu.lop3(acc, acc, 0x5A5A5A5A, RZ, 0x3C)),

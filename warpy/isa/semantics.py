@@ -740,7 +740,8 @@ MUFU_BOUNDS: dict[str, tuple[str, float]] = {"EX2": ("ulp", 2), "RCP": ("ulp", 1
 
 def _ulps(a: int, b: int) -> int:
     """How many fp32 values lie from a to b (bit patterns, the same sign or zeros)."""
-    key = lambda x: -(x & 0x7FFFFFFF) if x >> 31 else x  # noqa: E731
+    def key(x: int) -> int:
+        return -(x & 0x7FFFFFFF) if x >> 31 else x
     return abs(key(a) - key(b))
 
 
@@ -756,15 +757,15 @@ def mufu_agrees(func: str, x_bits: int, got_bits: int) -> bool:
     if np.isnan(want) or np.isnan(got):
         return bool(np.isnan(want) and np.isnan(got))
     if want == 0 or np.isinf(want):
-        return got == want and np.signbit(got) == np.signbit(want)
+        return got == want and bool(np.signbit(got) == np.signbit(want))
     if abs(want) < F32.tiny and got == 0 and np.signbit(got) == np.signbit(want):
         return True
     kind, b = MUFU_BOUNDS[func]
     if kind == "ulp":
-        return np.signbit(got) == np.signbit(want) and _ulps(got_bits & M32, cr) <= b
+        return bool(np.signbit(got) == np.signbit(want)) and _ulps(got_bits & M32, cr) <= b
     if func == "LG2" and 0.5 < x < 2.0:
-        return abs(got - want) <= 2.0 ** b
-    return abs(got - want) <= 2.0 ** b * abs(want)
+        return bool(abs(got - want) <= 2.0 ** b)
+    return bool(abs(got - want) <= 2.0 ** b * abs(want))
 
 
 @value(isa.MUFU)

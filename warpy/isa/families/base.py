@@ -131,7 +131,8 @@ class Arg:
 
 #: semantic classes whose SASS ptxas re-selects freely (an IADD3 may become IMAD.IADD or vanish, a
 #: MOV an IMAD.MOV, an ISETP may fold into a branch; plain loads and stores are forwarded, dropped
-#: when dead and merged into wider accesses): the disassembly check does not ask for them
+#: when dead and merged into wider accesses; a shuffle or a warp reduction of a warp-uniform value
+#: becomes a move, REDUX.MAX may print as CREDUX): the disassembly check does not ask for them
 RESELECTED_CLASSES = frozenset({
     "alu", "compare", "predicate", "special-reg", "const-load", "vote", "shuffle", "warp-reduce", "branch", "exit", "nop",
     "warp-sync", "elect", "sleep", "load-shared", "store-shared", "load-global", "store-global",
