@@ -15,7 +15,7 @@ from warpy.errors import WarpyError
 from warpy.isa.families import alu, control, memory
 from warpy.isa.families.typed import BF16, BF16x2, F16, F16x2, F32, S32, U32
 from warpy.isa.operands import GMem, R, RVec, URVec
-from warpy.isa.program import Program
+from warpy.isa.program import Program, SmemBuffer
 
 d32, x32, y32 = F32("d"), F32("x"), F32("y")
 
@@ -88,3 +88,60 @@ def test_the_checker_reports_a_shuffle_run_by_lanes_it_does_not_name() -> None:
     msgs = rep.problems.msgs["protocol"]
     assert any("runs on lanes 0x0000ffff, its member mask is 0xffffffff" in m for m in msgs), rep.text()
     assert any("lane 0 reads lane 16, which does not take part" in m for m in msgs), rep.text()
+
+
+# -- register and tensor-memory fragments of the MMAs: the layout atoms decide ---------------------------
+
+
+def _rs_program() -> tuple[Program, SmemBuffer, RVec, RVec]:
+    from warpy.layout.smem import smem_tile
+
+    p = Program("rs", "sm_90a", threads=128)
+    st = smem_tile(64, 64, "bf16", "K", 128)
+    sb = p.smem("sb", st.layout, "bf16")
+    return p, sb, p.rvec("acc", 32), p.rvec("afrag", 4)
+
+
+def test_the_rs_hgmma_takes_the_atoms_fragment_and_an_accumulator_chunk() -> None:
+    from warpy.isa.units.wgmma import hgmma_rs
+    from warpy.layout import atoms
+
+    p, sb, acc, af = _rs_program()
+    hgmma_rs(p, acc, af, atoms.wgmma(64, "bf16", a_from_registers=True).a, sb.at(0, 0), 64, False)
+    hgmma_rs(p, acc, af, atoms.wgmma_acc_chunk_as_a(128, 3), sb.at(0, 16), 64, True)
+
+
+def test_the_rs_hgmma_refuses_another_fragment() -> None:
+    from warpy.isa.units.wgmma import hgmma_rs
+    from warpy.layout import atoms
+
+    p, sb, acc, af = _rs_program()
+    ldsm = atoms.ldmatrix_fragment(4)  # what ldmatrix.x4 gives a warp: not the wgmma A fragment
+    with pytest.raises(WarpyError) as e:
+        hgmma_rs(p, acc, af, ldsm, sb.at(0, 0), 64, False)
+    assert re.match(r"^HGMMA A afrag: (the fragment .* has no|thread \d+ value \d+ holds element \d+, the atom's)", str(e.value))
+    assert "\n" not in str(e.value)
+    with pytest.raises(WarpyError, match=r"4 registers a thread, not 2"):
+        hgmma_rs(p, acc, p.rvec("two", 2), atoms.wgmma(64, a_from_registers=True).a, sb.at(0, 0), 64, False)
+
+
+def test_the_ts_umma_refuses_a_tensor_memory_layout_that_is_not_the_atoms() -> None:
+    from warpy.isa.units.tcgen05 import utchmma_ts
+    from warpy.layout import Layout as L
+    from warpy.layout.desc import umma_idesc
+    from warpy.layout.smem import smem_tile
+
+    p = Program("ts", "sm_100a", threads=128)
+    sb = p.smem("sb", smem_tile(64, 64, "bf16", "K", 128).layout, "bf16")
+    acc = p.tmem("acc", L((128, 64), (1 << 16, 1)), 64)
+    p.derive.tmem_base = p.ur("tmem_base")
+    p.emit(alu.umov(p.derive.tmem_base, 0))
+    idesc = umma_idesc("bf16", "bf16", "f32", 128, 64, "K", "K")
+    good = p.tmem("a_good", L((128, 32), (1 << 16, 1)), 32, elem="bf16", base=64)
+    utchmma_ts(p, good.at(0, 0), sb.at(0, 0), acc.at(0, 0), idesc, False)
+    bad = p.tmem("a_bad", L((128, 32), (1, 1 << 16)), 32, elem="bf16", base=96)  # rows along columns
+    with pytest.raises(WarpyError, match=r"^A in tensor memory a_bad has layout .* the TS form reads \(128,32\):\(65536,1\)"):
+        utchmma_ts(p, bad.at(0, 0), sb.at(0, 0), acc.at(0, 0), idesc, False)
+    wrong_type = p.tmem("a_f16", L((128, 32), (1 << 16, 1)), 32, elem="fp16", base=96)
+    with pytest.raises(WarpyError, match=r"must share a type"):
+        utchmma_ts(p, wrong_type.at(0, 0), sb.at(0, 0), acc.at(0, 0), idesc, False)
