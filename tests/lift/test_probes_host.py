@@ -159,3 +159,40 @@ def test_probe_registry_is_complete() -> None:
     for n, p in PROBES.items():
         assert p.archs and set(p.archs) <= {"sm_90a", "sm_100a"}
         assert (p.host is None) == (n in ("umma_1cta", "umma_2cta", "math_table"))  # (math_table: tests/gpu/test_isa_gpu.py)
+
+
+def _isa_gpu_runner() -> Any:
+    spec = importlib.util.spec_from_file_location("isa_gpu_runner", REPO / "tests" / "gpu" / "test_isa_gpu.py")
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize("flip", [False, True])
+def test_math_table_runner_plumbing(flip: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """tests/gpu/test_isa_gpu.py's math_table case against a fake runtime that plays the GPU by
+    writing the checker's words (one of them flipped in the second run, which must be reported by slot)."""
+    g = _isa_gpu_runner()
+    fake = FakeRuntime("math_table", monkeypatch)
+    words = g.checker_words(g.table())
+    if flip:
+        words[3, 16] ^= 1  # HADD2.BF16_V2 of thread 3
+
+    def run(kernel: Any, grid: Any, block: Any, smem: Any, params: Any, cluster: Any, **kw: Any) -> None:
+        fake.launched.append(dict(grid=grid, block=block, params=params))
+        names = [n for n, _ in fake.header.kernel_params()]
+        out = params[names.index("out")]
+        raw = np.ascontiguousarray(words).reshape(-1).view(np.uint8)
+        fake.buffers[out.address if hasattr(out, "address") else out.ptr][: raw.size] = raw
+
+    import warpy.runtime.bind as bind
+
+    monkeypatch.setattr(bind, "run", run)
+    report = g._run_math_table()
+    (launch,) = fake.launched
+    assert launch["block"] == 64 and len(launch["params"]) == 3
+    if flip:
+        assert not report["ok"] and report["mismatches"] == 1 and report["slots_differing"] == ["HADD2.BF16_V2 w0+w1"]
+    else:
+        assert report["ok"] and report["words"] == 64 * 56, report
