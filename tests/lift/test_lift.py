@@ -286,7 +286,7 @@ def test_program_lifts_assembles_and_passes_the_disassembly_check(which: str, ar
 
 
 @needs_disassembler
-@pytest.mark.parametrize("name", ["umma_1cta", "umma_2cta"])
+@pytest.mark.parametrize("name", ["umma_1cta", "umma_2cta", "umma_ts"])
 def test_tcgen05_probes_show_their_opcodes(name: str) -> None:
     from warpy.kernels.probes import PROBES, UMMA_OPCODES
     from warpy.lift.disasm import check_opcodes, disassemble
