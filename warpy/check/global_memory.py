@@ -4,8 +4,18 @@ their bytes; whether an access stays inside what was declared, and whether it co
 dependent-launch wait.
 
 Each source lives at `(i + 1) << 40`. A tensor map declared `over` another parameter (split-K's
-`c_add` over `c`, a staged epilogue's `c_tail` over `c`) is that parameter's memory: same address,
-same bytes.
+`c_add` over `c`, a staged epilogue's `c_tail` over `c`) is that parameter's memory, `offset` bytes
+in: same addresses, same bytes.
+
+A table of maps (`.tmap NAME table=T slot=K`, the megakernel's): the u64 parameter `T` holds the
+table's address, slot K's descriptor is at T + 128 K, and a copy naming a descriptor by its
+address (`tmap[desc]`) is resolved here to the slot's map (`slot_at`); an address that is no slot is
+refused. A thread fences the tensor-map proxy on a slot's descriptor (`UTMACCTL.IV`) before its first
+copy through it (the host wrote the table): `acquired` keeps which warps did, for which maps.
+
+Without values, the 32-bit words of u32/s32 buffers behind pointer parameters (flags, counters, an
+instruction queue) are still kept (`shadow`), starting from what the family's expectation says
+they hold at launch, when it says.
 """
 
 from __future__ import annotations
@@ -21,8 +31,15 @@ from warpy.check.state import Problems, Warp
 
 if TYPE_CHECKING:
     from warpy.check.code import Compiled
+    from warpy.check.happens_before import Access
 
 GLOBAL_SPAN = 1 << 40  # each global source (tensor map or pointer parameter) lives at (i + 1) << 40
+MAP_STRIDE = 128  # a table of maps: slot k's descriptor at the table's address + 128 k
+
+
+def _extent(box: TmaBox) -> int:
+    """Bytes from a map's origin to one past its last element."""
+    return box.elem_bytes * box.dims[0] + sum((d - 1) * st for d, st in zip(box.dims[1:], box.strides))
 
 
 class GlobalMemory:
@@ -60,10 +77,26 @@ class GlobalMemory:
                 size[b.source] = max(size.get(b.source, 0), b.size)
         self.buffers = [b for b in h.buffers if b.space == "global"]
         self.alias: dict[str, str] = {}
+        self.offset: dict[str, int] = {}  # a map over another parameter: its origin's byte offset in it
         for t in h.tmaps:
             if t.over is not None and t.over in self.base:
                 self.alias[t.name] = self.alias.get(t.over, t.over)
-                self.base[t.name] = self.base[t.over]
+                self.offset[t.name] = self.offset.get(t.over, 0) + t.offset
+                self.base[t.name] = self.base[t.over] + t.offset
+        for tn, pn in self.alias.items():
+            box = self.tmaps[tn]
+            end = self.offset[tn] + _extent(box)
+            if pn in size and end > size[pn]:
+                problems.add("memory", f"tensor map {tn} spans {_extent(box)} bytes from byte {self.offset[tn]} of "
+                                       f"{pn}, past its {size[pn]} declared bytes")
+        # tables of maps: table parameter -> slot -> map name
+        self.tables: dict[str, dict[int, str]] = {}
+        for t in h.tmaps:
+            if t.table is not None and t.slot is not None:
+                self.tables.setdefault(t.table, {})[t.slot] = t.name
+        self.acquired: set[tuple[int, str]] = set()  # (warp, map): the warp fenced the map's descriptor
+        # TMA stores whose writes no `DEPBAR.LE.WRITES` has waited for yet: warp -> (group, record)
+        self.bulk_writes: dict[int, list[tuple[int, Access]]] = {}
         self.declared = {b.source for b in self.buffers} | set(self.tmaps)
         self.gmem: dict[str, np.ndarray] = {}
         self.gwritten: dict[str, np.ndarray] = {}
@@ -71,6 +104,44 @@ class GlobalMemory:
         self.shadow: dict[int, int] = {}
         if values:
             self._fill(size, expect, rng)
+        elif expect is not None:
+            self._fill_words(size, expect, rng)
+
+    def _fill_words(self, size: dict[str, int], expect: Expectation, rng: np.random.Generator) -> None:
+        """Without values: the shadow words of u32/s32 buffers behind pointers, from the expectation."""
+        for b in self.buffers:
+            if b.elem not in ("u32", "s32") or b.source not in self.params or b.source in self.tmaps:
+                continue
+            init = expect.initial(b.source, None, size[b.source], rng)
+            if init is None:
+                continue
+            words = np.ascontiguousarray(init).view(np.uint32).ravel()
+            lo, n = b.base // 4, b.size // 4
+            base = self.base[b.source]
+            for k in np.nonzero(words[lo:lo + n])[0]:
+                self.shadow[base + 4 * (lo + int(k))] = int(words[lo + int(k)])
+
+    def slot_at(self, addr: int) -> tuple[Optional[str], str]:
+        """(the map of the table slot whose descriptor is at `addr`, or None, and where it is in words)."""
+        for table, slots in self.tables.items():
+            base = self.params.get(table)
+            if base is None:
+                continue
+            off = addr - base
+            if 0 <= off < GLOBAL_SPAN:
+                k, r = divmod(off, MAP_STRIDE)
+                if r == 0 and k in slots:
+                    return slots[k], f"{table} slot {k}"
+                return None, (f"{table}+0x{off:x}, no slot of its table (slots at {table} + 0x{MAP_STRIDE:x} k, "
+                              f"k < {max(slots) + 1})")
+        return None, f"0x{addr:x}, which is in no table of tensor maps"
+
+    def table_slot(self, name: str) -> Optional[str]:
+        """The table a map is a slot of (None: a kernel parameter)."""
+        for table, slots in self.tables.items():
+            if name in slots.values():
+                return table
+        return None
 
     def _fill(self, size: dict[str, int], expect: Optional[Expectation], rng: np.random.Generator) -> None:
         for name, nbytes in size.items():
@@ -89,10 +160,11 @@ class GlobalMemory:
                 self.gmem[name] = np.zeros(1 << 16, dtype=np.uint8)
                 self.gwritten[name] = np.zeros(1 << 16, dtype=bool)
         for tn, pn in self.alias.items():
-            self.gmem[tn], self.gwritten[tn] = self.gmem[pn], self.gwritten[pn]
-        self.greduced = {name: np.zeros(a.size, dtype=bool) for name, a in self.gwritten.items()}
+            o = self.offset.get(tn, 0)
+            self.gmem[tn], self.gwritten[tn] = self.gmem[pn][o:], self.gwritten[pn][o:]
+        self.greduced = {name: np.zeros(a.size, dtype=bool) for name, a in self.gwritten.items() if name not in self.alias}
         for tn, pn in self.alias.items():
-            self.greduced[tn] = self.greduced[pn]
+            self.greduced[tn] = self.greduced[pn][self.offset.get(tn, 0):]
 
     def source(self, addr: int) -> tuple[Optional[str], int]:
         """(source, offset in it) of a global address; (None, addr) outside every source."""

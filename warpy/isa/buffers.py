@@ -9,7 +9,7 @@ buffers in shared memory, the header's `.buffer`, `.tmap` and `.param` lines) ar
 from __future__ import annotations
 
 import re
-from typing import Optional, Sequence, Union
+from typing import Callable, Optional, Sequence, Union
 
 import attrs
 
@@ -167,9 +167,35 @@ class GlobalBuffer(Buffer):
 
 @attrs.frozen
 class TensorMap:
+    """A tensor map: a kernel parameter, or slot `slot` of the table of maps behind the u64
+    parameter `table` (`MapTable`). `over`: another parameter whose memory it views too, `offset`
+    bytes in."""
+
     name: str
     box: TmaBox
     over: Optional[str] = None  # another parameter whose memory this map views too
+    table: Optional[str] = None
+    slot: Optional[int] = None
+    offset: int = 0
+
+
+class MapTable:
+    """A table of tensor maps in global memory behind the u64 parameter `param` (slot k at
+    param + 128 k, each 64-byte aligned): the host encodes every slot's map and uploads the table
+    (`warpy.runtime.bind`); an instruction names a slot's descriptor by its address in a uniform
+    register pair (`tmap[desc]`). Declared by `Program.map_table`; `add` declares the next slot."""
+
+    STRIDE = 128
+
+    def __init__(self, add: "Callable[[str, TmaBox, Optional[str], int], TensorMap]", param: Param) -> None:
+        self._add = add
+        self.param = param
+        self.slots: list[TensorMap] = []
+
+    def add(self, name: str, box: TmaBox, over: Optional[str] = None, offset: int = 0) -> TensorMap:
+        t = self._add(name, box, over, offset)
+        self.slots.append(t)
+        return t
 
 
 @attrs.frozen

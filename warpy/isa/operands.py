@@ -300,17 +300,25 @@ class Desc:
 
 @attrs.frozen
 class TmapRef:
-    """A tensor map by its `.tmap` name: `tmap[a]`.
+    """A tensor map: by its `.tmap` name, `tmap[a]`, or by the address of its descriptor in a
+    uniform register pair, `tmap[desc]` (`reg`; a slot of a table of maps in global memory, chosen
+    at run time: the megakernel's instructions name their maps by index).
 
-    nvdisasm prints the uniform register pair holding the map's address; warpy names the map
-    itself, so the lifter and the checker know which `.tmap` line it is (ptxas materialises the
-    address; see docs/sass.md).
+    nvdisasm prints the uniform register pair holding the map's address in both cases; for a named
+    map warpy names the map itself, so the lifter and the checker know which `.tmap` line it is
+    (ptxas materialises the address; see docs/sass.md). For the register form the checker resolves
+    the address to the table slot it points at.
     """
 
-    name: str
+    name: str = ""
+    reg: Union[URVec, UR, None] = None
+
+    def __attrs_post_init__(self) -> None:
+        if (self.reg is None) == (not self.name):
+            raise WarpyError("a tensor map operand names a .tmap or holds a register pair, exactly one of them")
 
     def __str__(self) -> str:
-        return f"tmap[{self.name}]"
+        return f"tmap[{self.reg if self.reg is not None else self.name}]"
 
 
 @attrs.frozen
@@ -358,6 +366,8 @@ def regs_of(op: Operand) -> list[Reg]:
         return [op.desc, op.addr]
     if isinstance(op, Desc):
         return [op.reg]
+    if isinstance(op, TmapRef) and op.reg is not None:
+        return [op.reg]
     return []
 
 
@@ -374,6 +384,8 @@ def map_regs(op: Operand, f: Callable[[Any], Any]) -> Operand:
     if isinstance(op, GMem):
         return attrs.evolve(op, desc=f(op.desc), addr=f(op.addr))
     if isinstance(op, Desc):
+        return attrs.evolve(op, reg=f(op.reg))
+    if isinstance(op, TmapRef) and op.reg is not None:
         return attrs.evolve(op, reg=f(op.reg))
     return op
 

@@ -30,6 +30,7 @@ from warpy.isa.buffers import (
     Barrier,
     BarrierArray,
     Buffer,
+    MapTable,
     BufLayout,
     GlobalBuffer,
     Param,
@@ -58,7 +59,7 @@ from warpy.target import Target, target as target_of
 
 # Names a program's author reaches for with `Program` (defined in the modules above).
 __all__ = [
-    "Barrier", "BarrierArray", "Buffer", "BufLayout", "ConsumerEnd", "Coord", "Counter", "GlobalBuffer", "Index",
+    "Barrier", "BarrierArray", "Buffer", "BufLayout", "MapTable", "ConsumerEnd", "Coord", "Counter", "GlobalBuffer", "Index",
     "Ix", "Lane", "Param", "Pipe", "ProducerEnd", "Program", "Ref", "Ring", "SmemBuffer", "TensorMap", "Tile",
     "TileRing", "TmemBuffer", "TmemRef", "Uniform", "as_ix",
 ]
@@ -81,6 +82,7 @@ class Program:
         self.regs: dict[str, RegDecl] = {}
         self.buffers: list[Buffer] = []
         self.tmaps: list[TensorMap] = []
+        self._tmap_names: set[str] = set()
         self.params: list[Param] = []
         self.smem_top = 0
         self.labels: set[str] = set()
@@ -93,6 +95,8 @@ class Program:
     # -- registers -------------------------------------------------------------------------
     def _declare(self, name: str, kind: str, width: int = 1) -> None:
         check_name(name)
+        if name in self._tmap_names:
+            raise WarpyError(f"register {name}: a tensor map has that name (tmap[{name}] would name the map)")
         d = self.regs.get(name)
         if d is not None:
             if (d.kind, d.width) != (kind, width):
@@ -182,15 +186,35 @@ class Program:
         self.buffers.append(b)
         return b
 
-    def tmap(self, name: str, box: TmaBox, over: Optional[str] = None) -> TensorMap:
+    def tmap(self, name: str, box: TmaBox, over: Optional[str] = None, offset: int = 0) -> TensorMap:
         """A tensor map parameter. `over`: a parameter (pointer or map) declared before, whose
-        memory this map views too (the host binds it to that memory; the checker aliases them)."""
+        memory this map views too, `offset` bytes in (the host binds it to that memory; the checker
+        aliases them)."""
+        return self._tmap(name, box, over, offset, None, None)
+
+    def _tmap(self, name: str, box: TmaBox, over: Optional[str], offset: int, table: Optional[str],
+              slot: Optional[int]) -> TensorMap:
         check_ident(name, "tensor map")
+        if name in self.regs or name in self._tmap_names:
+            raise WarpyError(f"tensor map {name}: the name is taken (a register or another map)")
         if over is not None and over not in {t.name for t in self.tmaps} | {q.name for q in self.params}:
             raise WarpyError(f"tensor map {name}: {over} is no .param or .tmap declared before it")
-        t = TensorMap(name, box, over)
+        if offset and over is None:
+            raise WarpyError(f"tensor map {name}: offset= is into the memory of over=, which is not given")
+        t = TensorMap(name, box, over, table, slot, offset)
         self.tmaps.append(t)
+        self._tmap_names.add(name)
         return t
+
+    def map_table(self, param: str) -> MapTable:
+        """A table of tensor maps in global memory behind the u64 parameter `param` (declared here):
+        `table.add(name, box, over=..., offset=...)` declares its next slot (`.tmap NAME
+        table=PARAM slot=K ...`), which is no kernel parameter; instructions reach a slot through
+        its descriptor's address (`warpy.isa.units.tma.table_entry`, `tmap[desc]`)."""
+        q = self.param(param, "u64")
+        table = MapTable(lambda name, box, over, offset: self._tmap(name, box, over, offset, param,
+                                                                   sum(1 for t in self.tmaps if t.table == param)), q)
+        return table
 
     def param(self, name: str, type_: str = "u64") -> Param:
         check_ident(name, "parameter")
@@ -369,7 +393,7 @@ class Program:
         return Header(
             kernel=self.name, sm=self.sm, threads=self.threads, dynsmem=round_up(smem_end, 1024) if smem_end else 0,
             grid=self.grid, cluster=self.cluster, mbarriers=nbar, maxnreg=self.maxnreg,
-            tmaps=tuple(TmapDecl(t.name, t.box, t.over) for t in self.tmaps),
+            tmaps=tuple(TmapDecl(t.name, t.box, t.over, t.table, t.slot, t.offset) for t in self.tmaps),
             params=tuple(ParamDecl(p_.name, p_.type, p_.scratch) for p_ in self.params),
             buffers=tuple(b.decl() for b in self.buffers),
             regs=tuple(d for d in self.regs.values() if d.name in used) if with_regs else (),

@@ -89,15 +89,33 @@ def parse_layout_text(s: str) -> BufLayout:
 
 @attrs.frozen
 class TmapDecl:
-    """A tensor map parameter: its box, and `over`: the parameter (pointer or map) whose memory it
-    maps too, when it is a second view of another operand's tensor (e.g. `c_tail` over `c`)."""
+    """A tensor map: its box; `over`: the parameter (pointer or map) whose memory it maps too, when
+    it is a second view of another operand's tensor (e.g. `c_tail` over `c`), `offset` bytes into
+    it; `table` and `slot`: not a kernel parameter but slot `slot` of a table of encoded maps in
+    global memory, whose address is the u64 parameter `table` (the megakernel's maps, too many for
+    kernel parameters; slot k at table + 128 k)."""
 
     name: str
     box: TmaBox
     over: Optional[str] = None
+    table: Optional[str] = None
+    slot: Optional[int] = None
+    offset: int = 0
+
+    def __attrs_post_init__(self) -> None:
+        if (self.table is None) != (self.slot is None):
+            raise WarpyError(f".tmap {self.name}: table= and slot= go together")
+        if self.slot is not None and self.slot < 0:
+            raise WarpyError(f".tmap {self.name}: slot {self.slot} is negative")
+        if self.offset < 0 or (self.offset and self.over is None):
+            raise WarpyError(f".tmap {self.name}: offset= is a non-negative byte offset into the memory of over=")
 
     def __str__(self) -> str:
-        parts = [f".tmap {self.name}"] + ([f"over={self.over}"] if self.over else [])
+        parts = [f".tmap {self.name}"]
+        if self.table is not None:
+            parts.append(f"table={self.table} slot={self.slot}")
+        parts += [f"over={self.over}"] if self.over else []
+        parts += [f"offset={self.offset}"] if self.offset else []
         for f in attrs.fields(TmaBox):
             v = getattr(self.box, f.name)
             if f.default is not attrs.NOTHING and v == f.default:
@@ -224,8 +242,32 @@ class Header:
         return out
 
     def kernel_params(self) -> list[tuple[str, str]]:
-        """The kernel's parameters in order: each tensor map (`tmap`, 128 bytes), then each `.param`."""
-        return [(t.name, "tmap") for t in self.tmaps] + [(p.name, p.type) for p in self.params]
+        """The kernel's parameters in order: each tensor map (`tmap`, 128 bytes) that is not a slot
+        of a table, then each `.param`."""
+        return [(t.name, "tmap") for t in self.tmaps if t.table is None] + [(p.name, p.type) for p in self.params]
+
+    def tables(self) -> dict[str, list[TmapDecl]]:
+        """Each table of tensor maps (its u64 parameter's name) and its slots, by slot number."""
+        out: dict[str, list[TmapDecl]] = {}
+        for t in self.tmaps:
+            if t.table is not None:
+                out.setdefault(t.table, []).append(t)
+        return {k: sorted(v, key=lambda t: t.slot or 0) for k, v in out.items()}
+
+    def check_tables(self) -> None:
+        """Each table names a u64 `.param` that is not scratch, and no two maps share a slot of it."""
+        params = {p.name: p for p in self.params}
+        for table, slots in self.tables().items():
+            p = params.get(table)
+            if p is None or p.type != "u64" or p.scratch:
+                raise WarpyError(f".tmap {slots[0].name}: table={table} names no `.param {table} u64` "
+                                 f"(the table's address)")
+            seen: dict[int, str] = {}
+            for t in slots:
+                assert t.slot is not None
+                if t.slot in seen:
+                    raise WarpyError(f".tmap {t.name}: slot {t.slot} of table {table} is also {seen[t.slot]}'s")
+                seen[t.slot] = t.name
 
 
 @attrs.frozen
@@ -259,6 +301,7 @@ class _Reader:
     def __init__(self, text: str) -> None:
         self.text = text
         self.regs: dict[str, RegDecl] = {}
+        self.tmap_names: set[str] = set()
 
     # -- header --------------------------------------------------------------------------
     def header_line(self, ln: int, line: str, h: dict[str, object]) -> None:
@@ -295,11 +338,23 @@ class _Reader:
             fields = {f.name: f for f in attrs.fields(TmaBox)}
             kw: dict[str, object] = {}
             over: Optional[str] = None
+            where: dict[str, object] = {}
             col = len(word) + len(name) + 3
             for item in kvs.split():
                 k, eq, v = item.partition("=")
                 if k == "over" and eq and v:
                     over = v
+                    col += len(item) + 1
+                    continue
+                if k == "table" and eq and v:
+                    where[k] = v
+                    col += len(item) + 1
+                    continue
+                if k in ("slot", "offset") and eq:
+                    try:
+                        where[k] = _int(v)
+                    except ValueError:
+                        raise bad(f".tmap {k}={v} is not an integer", col) from None
                     col += len(item) + 1
                     continue
                 if not eq or k not in fields:
@@ -321,7 +376,12 @@ class _Reader:
                 box = TmaBox(**kw)  # type: ignore[arg-type]
             except (TypeError, LayoutError) as e:
                 raise bad(f".tmap {name}: {e}", len(word) + 2) from None
-            h.setdefault("tmaps", []).append(TmapDecl(name, box, over))  # type: ignore[attr-defined]
+            try:
+                decl = TmapDecl(name, box, over, **where)  # type: ignore[arg-type]
+            except WarpyError as e:
+                raise bad(str(e), len(word) + 2) from None
+            self.tmap_names.add(name)
+            h.setdefault("tmaps", []).append(decl)  # type: ignore[attr-defined]
         elif key == "param":
             parts = rest.split()
             if len(parts) not in (2, 3) or parts[1] not in PARAM_TYPES or parts[2:] not in ([], ["scratch"]):
@@ -449,9 +509,18 @@ class _Reader:
             if not isinstance(r, (UR, URVec)):
                 raise ParseError(ln, col, f"{m.group(1)}[...] holds a uniform register, not {r}")
             return Desc(m.group(1), r)
-        m = re.fullmatch(r"tmap\[([A-Za-z_]\w*)\]", t)
+        m = re.fullmatch(r"tmap\[([A-Za-z_][\w@.]*)\]", t)
         if m:
-            return TmapRef(m.group(1))
+            inner = m.group(1)
+            if inner in self.tmap_names:
+                return TmapRef(inner)
+            if physical_kind(inner.split(".", 1)[0]) is None and inner.split(".", 1)[0] not in self.regs:
+                raise ParseError(ln, col, f"tmap[{inner}]: {inner!r} is no .tmap line and no declared register")
+            r = self.reg(inner, ln, col + 5, want_vec=2)
+            if not isinstance(r, (UR, URVec)):
+                raise ParseError(ln, col, f"tmap[...] holds a tensor map's name or a uniform register pair "
+                                          f"(its descriptor's address), not {r}")
+            return TmapRef(reg=r)
         m = re.fullmatch(r"desc\[([^\]]+)\]\[([^\]]+)\]", t)
         if m:
             d = self.reg(m.group(1), ln, col + 5)
@@ -592,6 +661,10 @@ def parse(text: str) -> Kernel:
         if k in h:
             h[k] = tuple(h[k])  # type: ignore[arg-type]
     header = Header(**h)  # type: ignore[arg-type]
+    try:
+        header.check_tables()
+    except WarpyError as e:
+        raise ParseError(1, 1, str(e)) from None
     return Kernel(header, tuple(lines))
 
 

@@ -13,6 +13,10 @@ position:
   binding costs a dict lookup). Where the memory's size is known it must hold the map's extent.
 - `.param NAME u64`: the memory given for NAME (its address), or else a scalar of that name.
 - `.param NAME u32|u16|s32|s64|f32`: the scalar of that name.
+- `.param T u64` that is the table of `.tmap NAME table=T slot=K` lines: every slot's map is encoded
+  over the memory given for its `over=` parameter (or its own name), `offset` bytes in, and the
+  table (128 bytes a slot, 64-byte aligned) uploaded to device memory once per distinct binding
+  (`map_table`, cached); the parameter is the table's address.
 - `.param NAME u64 scratch`: device memory the host owns (docs/sass.md, `Program.scratch`), from
   `scratch[name]` only: allocated zero-filled once per loaded kernel and per CUDA stream, never
   cleared again. `alloc_scratch(header, stream)` makes one set; `ScratchPool(header).get(stream)`
@@ -121,6 +125,77 @@ def _scalar(name: str, typ: str, value: Any) -> Scalar:
 
 
 # ---------------------------------------------------------------------------------------------
+# Tables of tensor maps: `.tmap NAME table=T slot=K` behind `.param T u64`
+
+MAP_STRIDE = 128  # bytes a slot: one CUtensorMap (64-byte aligned: every slot of a 256-aligned table is)
+
+# uploaded tables by their contents (each slot's box and address): the device memory holding them
+_TABLE_CACHE: OrderedDict[tuple[tuple[int, TmaBox, int], ...], Any] = OrderedDict()
+_TABLE_CACHE_SIZE = 64
+
+# (the table's bytes) -> device memory holding them, uploaded before any later launch reads them
+Upload = Callable[[bytes], Any]
+
+
+def _upload(data: bytes) -> Any:
+    import numpy as np
+
+    from warpy.runtime.driver import synchronize_context
+    from warpy.runtime.memory import to_device
+
+    buf = to_device(np.frombuffer(data, dtype=np.uint8))
+    synchronize_context()  # the copy has landed before any launch on any stream reads the table
+    return buf
+
+
+def table_bytes(header: Header, table: str, memory: Mapping[str, Any],
+                encode: Callable[[TmaBox, int], TensorMap] = encode_cached) -> tuple[bytes, tuple[tuple[int, TmaBox, int], ...]]:
+    """The bytes of table `table` (128 a slot, slot k at 128 k; a slot no map declares is zeros) and
+    its key (each slot's number, box and address): each slot's map encoded over the memory given
+    for its `over=` parameter (else its own name), `offset` bytes in. One-line errors for memory
+    not given or too small."""
+    slots = header.tables().get(table)
+    if not slots:
+        raise WarpyError(f"kernel {header.kernel} has no table of tensor maps called {table!r}")
+    out = bytearray(MAP_STRIDE * (max(t.slot or 0 for t in slots) + 1))
+    key: list[tuple[int, TmaBox, int]] = []
+    for t in slots:
+        assert t.slot is not None
+        src = t.over if t.over is not None and t.name not in memory else t.name
+        if src not in memory:
+            raise WarpyError(f"kernel {header.kernel}: nothing given for the memory of tensor map {t.name!r} (slot "
+                             f"{t.slot} of {table}{', a view of ' + repr(t.over) if t.over else ''}; given: "
+                             f"{_names(memory)})")
+        address, size = _address(src, memory[src])
+        off = t.offset if src != t.name else 0
+        need = off + tmap_extent_bytes(t.box)
+        if size is not None and size < need:
+            raise WarpyError(f"kernel {header.kernel}: tensor map {t.name!r} spans bytes {off}..{need} of "
+                             f"{src!r}, but the memory given holds {size}")
+        tm = encode(t.box, address + off)
+        out[MAP_STRIDE * t.slot:MAP_STRIDE * t.slot + 128] = tm.data
+        key.append((t.slot, t.box, address + off))
+    return bytes(out), tuple(key)
+
+
+def map_table(header: Header, table: str, memory: Mapping[str, Any], *,
+              encode: Callable[[TmaBox, int], TensorMap] = encode_cached, upload: Upload = _upload) -> Any:
+    """Device memory holding table `table` (`table_bytes`), uploaded once per distinct contents
+    (the least recently used of 64 are forgotten: a launch still in flight keeps its own reference
+    only through the packed parameters, so keep fewer than 64 bindings in flight at once)."""
+    data, key = table_bytes(header, table, memory, encode)
+    hit = _TABLE_CACHE.get(key)
+    if hit is not None:
+        _TABLE_CACHE.move_to_end(key)
+        return hit
+    buf = upload(data)
+    _TABLE_CACHE[key] = buf
+    if len(_TABLE_CACHE) > _TABLE_CACHE_SIZE:
+        _TABLE_CACHE.popitem(last=False)
+    return buf
+
+
+# ---------------------------------------------------------------------------------------------
 # Scratch memory: `.param NAME u64 scratch`
 
 # (nbytes, stream) -> new device memory, zero in that stream's order (None: warpy's own stream)
@@ -199,6 +274,7 @@ def bind_params(
     scratch: Mapping[str, Any] | None = None,
     strict: bool = True,
     encode: Callable[[TmaBox, int], TensorMap] = encode_cached,
+    upload: Upload = _upload,
 ) -> list[Any]:
     """The kernel's parameters in order, each bound by its name in the header: tensor maps encoded
     over `buffers[name]`, u64 pointers from `buffers[name]` (or a scalar), other scalars from
@@ -206,6 +282,7 @@ def bind_params(
     `alloc_scratch`, `ScratchPool`). Raises a one-line WarpyError for a missing or (with `strict`)
     unknown name."""
     declared = header.kernel_params()
+    tables = header.tables()
     sizes = header.scratch_params() if any(p.scratch for p in header.params) else {}
     scratch = {} if scratch is None else scratch
     params: list[Any] = []
@@ -239,6 +316,12 @@ def bind_params(
                 raise WarpyError(f"kernel {header.kernel}: tensor map {name!r} spans {need} bytes "
                                  f"(dims {box.dims}), but the memory given holds {size}")
             params.append(encode(box, address))
+        elif name in tables:
+            if name in buffers or name in scalars:
+                raise WarpyError(f"kernel {header.kernel}: {name!r} is the table of its tensor maps: give the memory "
+                                 "of its maps, not the table")
+            table = map_table(header, name, buffers, encode=encode, upload=upload)
+            params.append(table if isinstance(table, DeviceBuffer) else u64(_address(name, table)[0]))
         elif typ == "u64" and name in buffers:
             mem = buffers[name]
             if isinstance(mem, DeviceBuffer):
@@ -256,7 +339,7 @@ def bind_params(
         raise WarpyError(f"kernel {header.kernel} has no scratch parameter {unknown_scratch[0]!r}"
                          f" (scratch parameters: {', '.join(sizes) or 'none'})")
     if strict:
-        known = {n for n, _ in declared}
+        known = {n for n, _ in declared} | {t.name for t in header.tmaps}
         unknown = sorted(set(buffers) - known) + sorted(set(scalars) - known - set(buffers))
         if unknown:
             raise WarpyError(f"kernel {header.kernel} has no parameter {unknown[0]!r}"
@@ -359,5 +442,5 @@ class FastLaunch:
 
 __all__ = [
     "DeviceSpan", "FastLaunch", "ScratchPool", "alloc_scratch", "bind_params", "encode_cached", "free_scratch",
-    "launch_header", "run_header", "tmap_extent_bytes",
+    "launch_header", "map_table", "run_header", "table_bytes", "tmap_extent_bytes",
 ]

@@ -5,7 +5,17 @@ A load lands its box in each CTA it names and completes its bytes on the mbarrie
 is stamped with that barrier's phase, so a warp is ordered after it exactly when it has seen the
 phase complete. Stores read shared memory and write global memory as the warp's open bulk group.
 A box wholly outside its tensor is memory no buffer declares (a box partly outside is how ragged
-tiles are loaded: the engine fills with zeros)."""
+tiles are loaded: the engine fills with zeros).
+
+A load also reads global memory: the box's elements, as a read stamped with the barrier phase it
+completes, so a store into them by another CTA must be ordered before the load (through a GPU-scope
+flag the store's warp released after waiting for its writes) and a later store after everyone who
+waited on that phase. A store's global writes are released only once its warp has waited for them
+(`DEPBAR.LE.WRITES`): until then a GPU-scope fence does not cover them.
+
+A map may be a slot of a table in global memory, named by its descriptor's address in a register
+pair (`tmap[desc]`): the address must be a slot's (`GlobalMemory.slot_at`), and the warp must have
+fenced the tensor-map proxy on that descriptor (`UTMACCTL.IV`) before its first copy through it."""
 
 from __future__ import annotations
 
@@ -119,6 +129,8 @@ def land(m: Machine, w: Warp, c: Compiled, dest: Optional[Cta], bar_cta: Optiona
     if prov is not None:
         dest.landed[dst] = (prov[0], prov[1], nbytes)
     mb.bar_access(bar, w, "red", issue_vc, bar.agent, bar.phase + 1, c.mnem, "async")
+    if prov is not None and prov[0] in m.global_memory.tmaps and not outside(m.global_memory.tmaps[prov[0]], prov[1]):
+        _global_read(m, w, c, prov[0], m.global_memory.tmaps[prov[0]], prov[1], issue_vc, bar.agent, bar.phase + 1)
     if m.places.check_smem_range(w, c, dst, dst + nbytes):
         m.order.access("smem", dest, None, "w", issue_vc, bar.agent, bar.phase + 1, c.mnem, w, proxy="async",
                        footprint=_fp(m, dst, nbytes))
@@ -127,18 +139,54 @@ def land(m: Machine, w: Warp, c: Compiled, dest: Optional[Cta], bar_cta: Optiona
     mb.complete_tx(bar, nbytes, issue_vc)
 
 
-def _tmap(c: Compiled) -> str:
-    """The tensor map a copy names (its second operand)."""
-    op = c.instr.ops[1]
+def _tmap(m: Machine, w: Warp, c: Compiled, k: int = 1) -> Optional[str]:
+    """The tensor map a copy names (operand k): a `.tmap` by name, or the table slot whose descriptor
+    the register pair holds (None, reported, for an address that is no slot, or a slot this warp
+    has not fenced)."""
+    op = c.instr.ops[k]
     if not isinstance(op, TmapRef):
         raise TypeError(f"{op} is not a tensor map")
-    return op.name
+    gm = m.global_memory
+    if op.reg is None:
+        name: Optional[str] = op.name
+        where = op.name
+    else:
+        name, where = gm.slot_at(pair64(w, op.reg.name))
+        if name is None:
+            m.problems.add("protocol", f"{w.cta.name} warp {w.wid}: {c.mnem} takes its tensor map from {where}")
+            return None
+    assert name is not None
+    table = gm.table_slot(name)
+    if table is not None and (w.gid, name) not in gm.acquired and "IV" not in c.instr.mods:
+        m.problems.add("protocol", f"{w.cta.name} warp {w.wid}: {c.mnem} uses tensor map {name} ({where}) from the "
+                                   f"table {table} the host wrote, without fencing the tensor-map proxy on it first "
+                                   f"(UTMACCTL.IV: fence.proxy.tensormap::generic.acquire)")
+    return name
+
+
+def _global_read(m: Machine, w: Warp, c: Compiled, name: str, box: TmaBox, coords: list[int], issue_vc: VC,
+                 agent: Agent, clock: int) -> None:
+    """The global elements a load's box reads (those inside the tensor), as an async read by `agent`
+    at `clock` (the barrier phase the copy completes)."""
+    gm = m.global_memory
+    base = gm.base[name]
+    key = ("gread", base, box, tuple(coords))
+
+    def words() -> np.ndarray:
+        off, _ = box_offsets(box, coords)
+        return np.unique((base + off) >> 2)
+
+    fp = m.order.footprint(key, words)
+    if fp:
+        m.order.access("global", None, None, "r", issue_vc, agent, clock, c.mnem, w, proxy="async", footprint=fp)
 
 
 @semantics(isa.UTMALDG)
 def _tma_load(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     n = _rank(c)
-    name = _tmap(c)
+    name = _tmap(m, w, c)
+    if name is None:
+        return
     box = m.global_memory.tmaps[name]
     a = _args(w, c.instr.ops[0], n + 2)
     dst, bar = a[0], a[1]
@@ -170,7 +218,9 @@ def _bulk_agent(w: Warp) -> Agent:
 @semantics(isa.UTMASTG, isa.UTMAREDG)
 def _tma_store(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     n = _rank(c)
-    name = _tmap(c)
+    name = _tmap(m, w, c)
+    if name is None:
+        return
     gm = m.global_memory
     box = gm.tmaps[name]
     a = _args(w, c.instr.ops[0], n + 1)
@@ -188,7 +238,10 @@ def _tma_store(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     base = gm.base[name]
     words = np.unique((base + off) >> 2)
     kind = "red" if c.sem == "tma-reduce" else "w"
+    before = len(w.gunfenced)
     m.order.access("global", None, words, kind, w.vc, agent, clock, c.mnem, w, proxy="async")
+    if len(w.gunfenced) > before:  # released only after a wait for the group's writes (DEPBAR.LE.WRITES)
+        gm.bulk_writes.setdefault(w.gid, []).append((clock, w.gunfenced.pop()))
     gm.stores_seen += 1
     smem = w.cta.smem
     if m.values and smem is not None:
@@ -216,9 +269,20 @@ def _tma_store(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
             gm.greduced[name][dstb] = True
 
 
-@semantics(isa.UTMAPF, isa.UTMACCTL)
+@semantics(isa.UTMAPF)
 def _tma_prefetch(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     return None
+
+
+@semantics(isa.UTMACCTL)
+def _tmap_control(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
+    """.PF: a prefetch (nothing the checker models); .IV: the tensor-map acquire fence on a table
+    slot's descriptor, which the warp's later copies through it need."""
+    if "IV" not in c.instr.mods:
+        return
+    name = _tmap(m, w, c, 0)
+    if name is not None:
+        m.global_memory.acquired.add((w.gid, name))
 
 
 @semantics(isa.UBLKCP)
@@ -237,6 +301,11 @@ def _bulk_copy(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
         if m.values and src is not None:
             o = gaddr - gm.base[src]
             image = gm.gmem[src][o:o + size].copy()
+        elif src is not None and src in gm.params:
+            # without values: the 32-bit words kept of a u32 buffer (an instruction queue) land as words
+            # the machine's shared memory keeps, for the LDS that reads them back
+            for k in range(0, size - size % 4, 4):
+                w.cta.shadow[dst + k] = gm.shadow.get(gaddr + k, 0)
         land(m, w, c, w.cta, w.cta, dst, bar, size, issue_vc, image)
         return
     # .G.S: shared -> global as the open bulk group
@@ -266,6 +335,10 @@ def _wait(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     if w.vc.get(agent, 0) < done:
         w.vc[agent] = done
         w.via[agent] = "bulk-group wait"
+    pending = m.global_memory.bulk_writes.get(w.gid)
+    if pending and "WRITES" in c.instr.mods:  # the groups' writes are done: a GPU-scope fence now covers them
+        w.gunfenced.extend(rec for g, rec in pending if g <= done)
+        m.global_memory.bulk_writes[w.gid] = [(g, rec) for g, rec in pending if g > done]
 
 
 def operand_k(m: Machine, cta: Cta, start: int) -> Optional[tuple[str, int]]:

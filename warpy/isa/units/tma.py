@@ -1,15 +1,18 @@
 """The TMA unit: bulk tensor copies between a tensor map's box in global memory and a
-shared-memory tile (`tma_load`, `tma_store`)."""
+shared-memory tile (`tma_load`, `tma_store`), through a map named at build time or, for a table of
+maps in global memory (`Program.map_table`), through the descriptor a run-time index picks
+(`table_entry`, then `tma_load_at` / `tma_store_at`)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Optional, Sequence, Union
 
 from warpy.errors import WarpyError
-from warpy.isa.buffers import Barrier, TensorMap, Tile, TileRing
+from warpy.isa.buffers import Barrier, MapTable, TensorMap, Tile, TileRing
 from warpy.isa.families import alu, tma
+from warpy.isa.families._util import ins
 from warpy.isa.index import Coord, Counter, as_ix
-from warpy.isa.operands import P, R, UP, UR, Mem
+from warpy.isa.operands import P, R, UP, UR, Mem, URVec
 
 if TYPE_CHECKING:
     from warpy.isa.program import Program
@@ -81,3 +84,55 @@ def _coord_into(p: Program, dst: UR, c: TmaCoord) -> None:
             p.emit(alu.imad(tmp, i.reg, k, ix.const if first else tmp))
             first = False
         p.emit(alu.r2ur(dst, tmp))
+
+
+# -- maps from a table in global memory ------------------------------------------------------------
+
+
+def table_entry(p: Program, table: MapTable, index: Union[R, UR, int], dst: URVec) -> URVec:
+    """dst (a uniform pair) = the address of the descriptor in slot `index` of `table`: the table's
+    address (its parameter) + 128 x index. `index` is the same in every lane (an instruction word)."""
+    if dst.width != 2:
+        raise WarpyError(f"a descriptor's address is a uniform pair, not {dst.name}[{dst.width}]")
+    base = p.urvec(f"{table.param.name}_addr", 2)
+    p.emit(alu.uldc(base, table.param.cbank(), p.sm))
+    if isinstance(index, int):
+        idx = p.ur(f"{dst.name}_slot")
+        p.emit(alu.umov(idx, index))
+    elif isinstance(index, R):
+        idx = p.ur(f"{dst.name}_slot")
+        p.emit(alu.r2ur(idx, index))
+    else:
+        idx = index
+    p.emit(ins(alu.UIMAD, "WIDE.U32", dst, idx, MapTable.STRIDE, base))
+    return dst
+
+
+def tma_load_at(p: Program, dst: Tile, desc: URVec, rank: int, coords: Sequence[TmaCoord], bar: Barrier,
+                guard: Union[P, UP, None] = None, name: str = "tma") -> None:
+    """Copy the box of the map whose descriptor is at `desc` (`table_entry`), of `rank` dimensions,
+    at `coords` (innermost first) into `dst`, completing on `bar`. The box is the table slot's, known
+    at run time only: the caller arms `bar` with its bytes and makes room for it at `dst`."""
+    if not isinstance(dst, Tile):
+        raise WarpyError(f"tma_load_at's destination must be a shared-memory tile, not {type(dst).__name__}")
+    if len(coords) != rank or not 1 <= rank <= 5:
+        raise WarpyError(f"a rank-{rank} copy takes {rank} coordinates, got {len(coords)}")
+    args = p.urvec(f"{name}_args{rank}", 2 + rank)
+    p.derive.into(args[0], "addr", dst)
+    p.derive.into(args[1], "addr", bar)
+    for n, c in enumerate(coords):
+        _coord_into(p, args[2 + n], c)
+    p.emit(tma.tma_load(Mem(args), desc).guarded(guard))
+
+
+def tma_store_at(p: Program, src: Tile, desc: URVec, rank: int, coords: Sequence[TmaCoord],
+                 guard: Union[P, UP, None] = None, name: str = "tmas") -> None:
+    """Copy `src` to the box of the map whose descriptor is at `desc`, of `rank` dimensions, at
+    `coords` (the engine clips the box at the tensor's edges)."""
+    if len(coords) != rank or not 1 <= rank <= 5:
+        raise WarpyError(f"a rank-{rank} copy takes {rank} coordinates, got {len(coords)}")
+    args = p.urvec(f"{name}_args{rank}", 1 + rank)
+    p.derive.into(args[0], "addr", src)
+    for n, c in enumerate(coords):
+        _coord_into(p, args[1 + n], c)
+    p.emit(tma.tma_store(Mem(args), desc).guarded(guard))
