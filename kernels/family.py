@@ -5,8 +5,9 @@ with any family by its name and none of them knows a family's insides.
 A family is an object with:
 
 - `name`: the word the command line takes (`warpy check gemm ...`, `warpy bench gemm`);
-- `problem(dims, arch=..., **options)`: a problem from the command line's words (sizes, and
-  options such as `dtype` and `out_dtype`), refused in one line when it cannot run;
+- `problem(dims, arch=..., **options)`: a problem from the command line's words (sizes, names such
+  as the megakernel's graph, and options such as `dtype` and `out_dtype`), refused in one line when
+  it cannot run;
 - `choose(problem)`: the configuration the family's rule picks (an attrs record with `describe()`);
 - `configure(problem, overrides)`: that configuration with fields set by hand (`--config k=v,...`);
 - `build(problem, config=None)`: the `warpy.isa.Program`;
@@ -31,7 +32,7 @@ from warpy.errors import WarpyError
 from warpy.isa.program import Program
 
 #: family name -> the module whose `FAMILY` it is
-FAMILY_MODULES: dict[str, str] = {"gemm": "warpy.kernels.gemm"}
+FAMILY_MODULES: dict[str, str] = {"gemm": "warpy.kernels.gemm", "mega": "warpy.kernels.mega"}
 
 
 class Config(Protocol):

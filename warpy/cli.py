@@ -256,7 +256,8 @@ def bench_cmd(
 @app.command("check")
 def check_cmd(
     target: str = typer.Argument(..., metavar="TARGET", help="A kernel family (gemm, then M N K) or a FILE.sass."),
-    dims: Optional[list[int]] = typer.Argument(None, metavar="[SIZE]...", help="The family's sizes (gemm: M N K)."),
+    dims: Optional[list[str]] = typer.Argument(None, metavar="[SIZE]...", help="The family's sizes (gemm: M N K; "
+                                               "mega: GRAPH [TOKENS])."),
     arch: str = typer.Option("sm_90a", "--arch", metavar="ARCH", help=ARCH_HELP),
     values: bool = typer.Option(False, "--values", help="Also compute the data (numpy MMAs) and compare C with numpy."),
     fault: Optional[str] = typer.Option(None, "--fault", metavar="NAME", help="Inject a known bug first: drop-arrive, "
@@ -280,7 +281,7 @@ def check_cmd(
                             config, json))
 
 
-def _family_work(verb: str, target: str, dims: list[int], arch: str, out_dtype: Optional[str] = None,
+def _family_work(verb: str, target: str, dims: list[str], arch: str, out_dtype: Optional[str] = None,
                  cluster_m: Optional[int] = None, config: Optional[str] = None, **kw: Any) -> Callable[[], Any]:
     """What checking `target` (a kernel family) at `dims` runs: the family's program for the problem,
     with `--config` / `--cluster-m` (the GEMM's 2-CTA clusters) applied, through warpy.plan."""
@@ -292,7 +293,9 @@ def _family_work(verb: str, target: str, dims: list[int], arch: str, out_dtype: 
         raise WarpyError(f"warpy {verb} takes a kernel family ({', '.join(FAMILY_MODULES)}) and its sizes, or a "
                          f"FILE.sass, not {target!r}" + ("" if os.path.exists(target) else " (no such file either)"))
     fam = family(target)
-    prob = fam.problem(dims, arch=arch, out_dtype=out_dtype)
+    # sizes are integers; a family may take a name too (mega: the graph), which it refuses or reads
+    words: list[Any] = [int(d) if re.fullmatch(r"[+-]?\d+", d) else d for d in dims]
+    prob = fam.problem(words, arch=arch, out_dtype=out_dtype)
     if target == "gemm":
         from warpy.kernels.gemm_bench import refuse_unless_it_fits
 
@@ -316,7 +319,7 @@ def _is_file_target(target: str) -> bool:
     return target.endswith(".sass") or target == "-" or (os.path.exists(target) and target not in FAMILY_MODULES)
 
 
-def _check(target: str, dims: list[int], arch: str, values: bool, fault: Optional[str], colour: bool,
+def _check(target: str, dims: list[str], arch: str, values: bool, fault: Optional[str], colour: bool,
            dump: Optional[str], out_dtype: str, cluster_m: Optional[int], config: Optional[str], json: bool) -> int:
     from warpy.check.cli import check_file, run_check
 
@@ -339,7 +342,8 @@ def _check(target: str, dims: list[int], arch: str, values: bool, fault: Optiona
 @app.command("hb")
 def hb_cmd(
     target: str = typer.Argument(..., metavar="TARGET", help="A kernel family (gemm, then M N K) or a FILE.sass."),
-    dims: Optional[list[int]] = typer.Argument(None, metavar="[SIZE]...", help="Its sizes (gemm: M N K)."),
+    dims: Optional[list[str]] = typer.Argument(None, metavar="[SIZE]...", help="Its sizes (gemm: M N K; mega: GRAPH "
+                                               "[TOKENS])."),
     arch: str = typer.Option("sm_90a", "--arch", metavar="ARCH", help=ARCH_HELP),
 ) -> None:
     """Print what orders what: buffer, earlier access, later access, what ordered them, how many

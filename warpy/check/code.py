@@ -194,6 +194,8 @@ def _tracer(i: Instr) -> Optional[Callable[[Warp], Traced]]:
                 a, b = w.regs.get(lo, 0), w.regs.get(hi, 0)
                 if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
                     v = np.asarray(a, dtype=np.uint64) | (np.asarray(b, dtype=np.uint64) << np.uint64(32))
+                    if v.size and (v == v.flat[0]).all():  # one address in every lane: as a uniform value reads
+                        return int(v.flat[0]) + off
                     return hash(np.broadcast_to(v, (32,)).tobytes()) + off
                 return (a | (b << 32)) + off
             return gaddr

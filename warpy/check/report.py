@@ -89,7 +89,9 @@ def check_kernel(named: Kernel, coloured: Optional[Kernel] = None, *, values: bo
     m.run()
     problems = m.problems
     if coloured is not None:
-        mc = Machine(coloured, values=False, progress=progress, resident=resident, label="coloured: ")
+        # without values, but with what the expectation says u32 words hold at launch (a program whose
+        # control flow reads its memory, the megakernel's queue, must take the same path)
+        mc = Machine(coloured, values=False, progress=progress, resident=resident, label="coloured: ", expect=expect)
         mc.run()
         changed = 0
         for wa, wb in zip(m.warps, mc.warps):
@@ -152,7 +154,7 @@ def check_program(prog: Checkable, *, expect: Optional[Expectation] = None, valu
     note = ""
     if fault is not None:
         named, col, note = inject(fault, named, col)
-    rep = check_kernel(named, col, values=values, hb=hb, progress=progress, expect=expect if values else None)
+    rep = check_kernel(named, col, values=values, hb=hb, progress=progress, expect=expect)
     rep.fault_note = note
     if fault is not None:
         settle_fault(fault, rep)

@@ -3,6 +3,7 @@
     warpy mega show GRAPH [--tokens T] [--arch sm_90a|sm_100a] [--mode static|dynamic] [--all] [--png FILE]
     warpy mega check GRAPH [--tokens T] [--arch ...] [--mode ...] [--vm] [--seed N]
     warpy mega mutate [GRAPH ...] [--count N] [--units U]
+    warpy mega run GRAPH [--tokens T] [--units U] [--calls N] [--deadline S] [--hang]   (an sm_90 GPU)
 
 GRAPH: a named example (mlp3, llama-mlp, mlp-small, llama-small) or FILE.py defining build() or
 graph. Errors are one line (WarpyError); the implementations are imported per command.
@@ -146,6 +147,34 @@ def check_cmd(
                    + ("equal to numpy on the whole graph" if same else "DIFFERS from numpy"))
         if not same:
             raise typer.Exit(1)
+
+
+@app.command("run")
+def run_cmd(
+    graph: str = typer.Argument(..., help=GRAPH_HELP),
+    tokens: Optional[int] = typer.Option(None, "--tokens", "-t", help="Rows of x (T) for the named graphs."),
+    units: int = typer.Option(0, "--units", help="CTAs (queues) of the launch; 0: every SM."),
+    calls: int = typer.Option(3, "--calls", help="Calls in a row (the counters carry over, each call its epoch)."),
+    deadline: float = typer.Option(10.0, "--deadline", help="Seconds a call may take before it is reported as a hang."),
+    hang: bool = typer.Option(False, "--hang", help="Build the interpreter with a dropped arrive (a hang on "
+                              "purpose): the run ends at the deadline with where each SM stands."),
+    seed: int = typer.Option(0, "--seed", help="The inputs."),
+) -> None:
+    """Run the graph on the GPU through the sm_90a megakernel interpreter: every output element of
+    every call compared with the reference (numpy on the lowered graph). Exit status 1 on a
+    difference or a hang (the hang's report says where each SM waits)."""
+    from warpy.kernels.mega_bench import run_job
+    from warpy.runtime.launcher import HangError
+
+    if calls < 1 or deadline <= 0:
+        raise WarpyError("--calls must be at least 1 and --deadline positive")
+    try:
+        ok = run_job(graph, tokens, units, calls, deadline, fault="drop-arrive" if hang else "", seed=seed,
+                     echo=typer.echo)
+    except HangError as e:
+        typer.echo(str(e))
+        raise typer.Exit(1)
+    raise typer.Exit(0 if ok else 1)
 
 
 @app.command("mutate")

@@ -86,8 +86,8 @@ def _axes(node: Node, role: int, view: View, out_rank: int) -> list[int]:
 def _box(node: Node, role: int, axis: int, innermost: bool, tiling: NodeTiling, cluster: int, esz: int) -> int:
     ext = tiling.extents
     if axis == F.AXIS_FIXED:
-        return 1
-    if axis == F.AXIS_K:
+        b = 1
+    elif axis == F.AXIS_K:
         b = tiling.k_step
     elif node.kind == "gemm" and role == 2 and not node.b_kmajor:
         b = min(ext[-1], SWIZZLE // esz)
@@ -115,7 +115,9 @@ class _Maps:
         out_rank = len(prog.tensors[node.out].shape)
         view_axes = _axes(node, role, view, out_rank)
         mdims, offset = map_dims(view)
-        axes = tuple(F.AXIS_FIXED if m.view is None else view_axes[m.view] for m in mdims)
+        # a selected index, or the single element of a broadcast scalar (a map dimension of extent 1),
+        # runs along no tile axis: its box is one element (16 bytes innermost), its coordinate fixed
+        axes = tuple(F.AXIS_FIXED if m.view is None or m.extent == 1 else view_axes[m.view] for m in mdims)
         swz = SWIZZLE if node.kind == "gemm" and role in (1, 2) else 0
         box = tuple(_box(node, role, a, c == 0, tiling, self.s.cluster, esz) for c, a in enumerate(axes))
         key = (tensor, mdims, offset, box, swz)
@@ -145,7 +147,7 @@ def _slots(s: Schedule) -> tuple[list[list[_Slot]], list[TensorMap]]:
     return out, maps.maps
 
 
-def instruction_fields(s: Schedule, ins: Instr, slots: Sequence[_Slot]) -> dict[str, int]:
+def instruction_fields(s: Schedule, ins: Instr, slots: Sequence[_Slot], maps: Sequence[TensorMap]) -> dict[str, int]:
     """The field values of one instruction."""
     node = s.program.nodes[ins.node]
     tiling = s.tilings[ins.node]
@@ -175,6 +177,13 @@ def instruction_fields(s: Schedule, ins: Instr, slots: Sequence[_Slot]) -> dict[
         v[f"op{i}.tmap"] = slot.tmap
         v[f"op{i}.rank"] = len(slot.axes)
         v[f"op{i}.axes"] = sum(a << (3 * c) for c, a in enumerate(slot.axes))
+        tma = maps[slot.tmap].tma
+        v[f"op{i}.box_16"] = tma.box_bytes // 16
+        stride = 1
+        for c, a in enumerate(slot.axes):  # the landed box is packed: dimension c's elements `stride` apart
+            if a in (0, 1):
+                v[f"op{i}.{'col' if a == 0 else 'row'}_stride"] = stride
+            stride *= tma.box[c]
         for c, j in enumerate(slot.dims):
             v[f"op{i}.coord{c}"] = slot.fixed[c] if j is None else box[j][0]
     for k, w in enumerate(ins.waits):
@@ -192,7 +201,7 @@ def encode(s: Schedule) -> Encoded:
     slots, maps = _slots(s)
     words = np.zeros((len(s.instrs), F.WORDS), dtype=np.uint32)
     for ins in s.instrs:
-        words[ins.index] = F.pack(instruction_fields(s, ins, slots[ins.node]), f"instruction {ins.index}")
+        words[ins.index] = F.pack(instruction_fields(s, ins, slots[ins.node], maps), f"instruction {ins.index}")
     return Encoded(maps, words)
 
 

@@ -6,7 +6,10 @@
   h = rmsnorm(x, w, eps), hidden 2048, intermediate 8192, 16 layers, weights stacked per layer
   (T = 16 unless given);
 - `mlp-small`, `llama-small`: the same structures at sizes the reference VM runs in a blink;
-- `views`: views, broadcasts, and outputs that are copied out.
+- `views`: views, broadcasts, and outputs that are copied out;
+- `ew-small`, `ew-chain`, `ew-wide`: elementwise only (bias rows, per-row columns, a scalar, a stacked
+  weight's rows, wide and ragged rows, rank 3): what the sm_90a interpreter runs end to end before
+  its gemm body lands.
 """
 
 from __future__ import annotations
@@ -63,12 +66,54 @@ def views() -> Graph:
     return g
 
 
+def elementwise(tokens: int = 6, hidden: int = 40, name: str = "ew-small") -> Graph:
+    """Elementwise only (what the sm_90a interpreter runs before its gemm lands): a bias row, relu,
+    a per-row column, a scalar, rows shifted by one (so a tile reads what two units wrote), a copy
+    out; numpy broadcasting on every side."""
+    g = Graph(name)
+    x = g.input("x", (tokens, hidden))
+    r = g.input("r", (hidden,))
+    c = g.input("c", (tokens, 1))
+    s = g.input("s", (1,))
+    a = g.relu(x + r, name="a")
+    b = g.mul(a, c, name="b")
+    d = g.add(b[1:tokens], b[0:tokens - 1], name="d") if tokens > 1 else b
+    g.output(g.add(s, d, name="y"), a)
+    return g
+
+
+def elementwise_chain(tokens: int = 4, hidden: int = 96, layers: int = 4, name: str = "ew-chain") -> Graph:
+    """A longer elementwise chain through a stacked weight's rows (views), so that a unit's queue is
+    long and pages are handed on many times: h = relu(h * w[i] + x) per layer."""
+    g = Graph(name)
+    x = g.input("x", (tokens, hidden))
+    w = g.input("w", (layers, hidden))
+    h = x
+    for i in range(layers):
+        h = g.relu(g.add(g.mul(h, w[i]), x), name=f"h{i}")
+    g.output(h)
+    return g
+
+
+def elementwise_wide(tokens: int = 3, name: str = "ew-wide") -> Graph:
+    """Rows wider than a box (296 columns: a 256-column tile and a ragged 40), rank 3, a slice view."""
+    g = Graph(name)
+    x = g.input("x", (tokens, 296))
+    y = g.input("y", (2, tokens, 24))
+    z = g.input("z", (tokens, 24))
+    g.output(g.relu(x), g.mul(y, z), g.add(x[:, 8:32], z))
+    return g
+
+
 EXAMPLES: dict[str, Callable[[Optional[int]], Graph]] = {
     "mlp3": lambda t: mlp(t or 1024),
     "llama-mlp": lambda t: llama_mlp(t or 16),
     "mlp-small": lambda t: mlp(t or 100, hidden=136, name="mlp-small"),
     "llama-small": lambda t: llama_mlp(t or 5, hidden=72, intermediate=200, layers=3, name="llama-small"),
     "views": lambda t: views(),
+    "ew-small": lambda t: elementwise(t or 6),
+    "ew-chain": lambda t: elementwise_chain(t or 4),
+    "ew-wide": lambda t: elementwise_wide(t or 3),
 }
 
 
@@ -91,4 +136,4 @@ def load(spec: str, tokens: Optional[int] = None) -> Graph:
     return g
 
 
-__all__ = ["mlp", "llama_mlp", "EXAMPLES", "load"]
+__all__ = ["mlp", "llama_mlp", "elementwise", "elementwise_chain", "elementwise_wide", "EXAMPLES", "load"]

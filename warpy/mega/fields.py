@@ -13,7 +13,11 @@ Layout, chosen for the interpreter:
   broadcast mask over the tile's dimensions, the map's rank, and the box origin in map coordinates
   (innermost first, as TMA takes them);
 - eight waits of two words (counter index; target per call and the stage it guards), then eight
-  arrives of one word (counter index). A waiter waits until the counter reaches target x call
+  arrives of one word (counter index);
+- one word an operand the host derives from its map's box so that no op body re-derives it: the
+  bytes one copy moves (what the loader arms its barrier with) and where the box's elements land in
+  shared memory (the packed box: element strides along the tile's rows and columns, 0 along an axis
+  the operand broadcasts over). A waiter waits until the counter reaches target x call
   number (compared as a signed 32-bit difference, so the counters may wrap), which is why no call
   resets the counters.
 """
@@ -145,9 +149,26 @@ def _arrives() -> list[Field]:
             for i in range(ARRIVES)]
 
 
-FIELDS: tuple[Field, ...] = tuple(_header() + _operands() + _waits() + _arrives())
+BOX_BASE = ARRIVE_BASE + ARRIVES
+
+
+def _boxes() -> list[Field]:
+    out = []
+    for i in range(OPERANDS):
+        out += [
+            Field(f"op{i}.box_16", BOX_BASE + i, 0, 14, "bytes of one box of the operand's map / 16 (a copy's "
+                  "transaction bytes; boxes are whole 16-byte units)"),
+            Field(f"op{i}.row_stride", BOX_BASE + i, 14, 9, "elements between tile rows (axis 1) in the box as it "
+                  "lands in shared memory (packed, innermost first); 0: broadcast along rows"),
+            Field(f"op{i}.col_stride", BOX_BASE + i, 23, 9, "elements between tile columns (axis 0) in the landed box; "
+                  "0: broadcast along columns"),
+        ]
+    return out
+
+
+FIELDS: tuple[Field, ...] = tuple(_header() + _operands() + _waits() + _arrives() + _boxes())
 BY_NAME: dict[str, Field] = {f.name: f for f in FIELDS}
-RESERVED_WORDS: tuple[int, ...] = tuple(range(ARRIVE_BASE + ARRIVES, WORDS))
+RESERVED_WORDS: tuple[int, ...] = tuple(range(BOX_BASE + OPERANDS, WORDS))
 
 
 def _check_layout() -> None:
@@ -209,9 +230,9 @@ def field_table(fields: Iterable[Field] = FIELDS) -> str:
             continue
         name, word = f.name, str(f.word)
         if repeated == "op":
-            stride = OPERAND_WORDS
+            stride = 1 if f.word >= BOX_BASE else OPERAND_WORDS
             name = name.replace("op0.", "op[i].").replace("coord0", "coord[c]")
-            word = f"{f.word} + {stride}i" + (" + c" if "coord" in f.name else "")
+            word = f"{f.word} + {stride if stride > 1 else ''}i" + (" + c" if "coord" in f.name else "")
             name += f" (i < {OPERANDS}" + (f", c < {COORDS})" if "coord" in f.name else ")")
         elif repeated == "wait":
             name = name.replace("wait0.", "wait[i].") + f" (i < {WAITS})"
@@ -221,7 +242,8 @@ def field_table(fields: Iterable[Field] = FIELDS) -> str:
             word = f"{f.word} + i"
         bits = f"{f.hi}:{f.lo}" if f.bits > 1 else str(f.lo)
         rows.append(f"| `{name}` | {word} | {bits} | {f.doc} |")
-    rows.append(f"| reserved | {RESERVED_WORDS[0]}-{RESERVED_WORDS[-1]} | | zero |")
+    span = f"{RESERVED_WORDS[0]}-{RESERVED_WORDS[-1]}" if len(RESERVED_WORDS) > 1 else str(RESERVED_WORDS[0])
+    rows.append(f"| reserved | {span} | | zero |")
     return "\n".join(rows) + "\n"
 
 
@@ -229,5 +251,5 @@ __all__ = [
     "WORDS", "BYTES", "Field", "FIELDS", "BY_NAME", "pack", "unpack", "field_table", "fp32_bits", "fp32_value",
     "OPCODES", "ACTIVATIONS", "BINOPS", "OPERAND_ROLES", "OPERANDS", "COORDS", "WAITS", "ARRIVES",
     "NOOP", "GEMM", "UNARY", "BINARY", "SILU_MUL", "RMSNORM", "ACT_NONE", "ACT_RELU", "ACT_SILU", "ACT_GELU_TANH",
-    "BIN_ADD", "BIN_MUL", "RESERVED_WORDS", "AXIS_K", "AXIS_FIXED",
+    "BIN_ADD", "BIN_MUL", "RESERVED_WORDS", "AXIS_K", "AXIS_FIXED", "BOX_BASE",
 ]

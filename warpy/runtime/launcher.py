@@ -227,11 +227,15 @@ def launch(
     launch_with(kernel, launch_config(kernel, grid, block, smem, cluster, pdl, stream), params)
 
 
-def synchronize(stream: Any = None, timeout: float = 30.0, kernel: str | None = None) -> None:
+def synchronize(stream: Any = None, timeout: float = 30.0, kernel: str | None = None,
+                on_hang: Callable[[], str] | None = None) -> None:
     """Wait for `stream` (default: warpy's stream) to drain, polling, for at most `timeout` seconds.
     On timeout raise `HangError("hang: kernel NAME did not finish within S s")`, and mark the runtime
     unusable: the kernel keeps running, nothing in this process can stop it, and every later runtime
-    call raises. The caller should report and exit (run launches that may hang in a subprocess)."""
+    call raises. The caller should report and exit (run launches that may hang in a subprocess).
+    `on_hang`: called on timeout (without touching the driver); what it returns follows the message
+    on lines of its own (e.g. where each SM of a persistent kernel stands, read from host-visible
+    status words)."""
     d = cuda()
     device()
     stream = default_stream() if stream is None else stream
@@ -248,6 +252,13 @@ def synchronize(stream: Any = None, timeout: float = 30.0, kernel: str | None = 
         if time.monotonic() >= deadline:
             msg = f"hang: kernel {name} did not finish within {timeout:g} s"
             mark_unusable(msg)
+            if on_hang is not None:
+                try:
+                    extra = on_hang()
+                except Exception as e:  # the report must not hide the hang
+                    extra = f"(the hang report failed: {type(e).__name__}: {e})"
+                if extra:
+                    msg += "\n" + extra
             raise HangError(msg)
         time.sleep(pause)
         pause = min(pause * 2, 0.01)

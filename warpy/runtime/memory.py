@@ -1,4 +1,5 @@
-"""Device memory: allocate, copy to and from numpy arrays, fill."""
+"""Device memory: allocate, copy to and from numpy arrays, fill; host memory the device writes
+(`HostMapped`: pinned, mapped into the device's address space, readable while a kernel runs)."""
 
 from __future__ import annotations
 
@@ -111,3 +112,62 @@ def to_device(array: np.ndarray) -> DeviceBuffer:
 
 def memset(buf: DeviceBuffer, byte: int = 0) -> None:
     buf.fill(byte)
+
+
+CU_MEMHOSTALLOC_DEVICEMAP = 0x02
+
+
+@attrs.define(eq=False)
+class HostMapped:
+    """`nbytes` of pinned host memory mapped into the device's address space (cuMemHostAlloc with
+    DEVICEMAP): the device writes it at `ptr` (its device address, what a kernel parameter holds),
+    the host reads it at any time with `words()`, even while the kernel that writes it is hung (a
+    kernel's status words). Zeroed at allocation. Passed as a kernel parameter it is the pointer."""
+
+    ptr: int
+    host: int
+    nbytes: int
+    _freed: bool = attrs.field(default=False, repr=False)
+
+    def __int__(self) -> int:
+        return self.ptr
+
+    def array(self, dtype: Any = np.uint32) -> np.ndarray:
+        """A numpy view of the memory (no copy: what the device wrote, as it is now)."""
+        import ctypes
+
+        if self._freed:
+            raise WarpyError(f"host-mapped memory at 0x{self.host:x} was already freed")
+        dt = np.dtype(dtype)
+        buf = memoryview((ctypes.c_ubyte * self.nbytes).from_address(self.host)).cast("B")
+        out: np.ndarray = np.frombuffer(buf, dtype=dt, count=self.nbytes // dt.itemsize)
+        return out
+
+    def words(self) -> np.ndarray:
+        """A copy of the memory as 32-bit words."""
+        return self.array(np.uint32).copy()
+
+    def zero(self) -> None:
+        self.array(np.uint8)[:] = 0
+
+    def free(self) -> None:
+        if not self._freed:
+            self._freed = True
+            check(cuda().cuMemFreeHost(self.host), "cuMemFreeHost")
+
+
+def host_mapped(nbytes: int) -> HostMapped:
+    """New zeroed host memory the device can write (`HostMapped`)."""
+    if nbytes < 1:
+        raise WarpyError(f"cannot allocate {nbytes} bytes")
+    device()
+    d = cuda()
+    host = int(check(d.cuMemHostAlloc(nbytes, CU_MEMHOSTALLOC_DEVICEMAP), f"cuMemHostAlloc of {nbytes} bytes"))
+    try:
+        ptr = int(check(d.cuMemHostGetDevicePointer(host, 0), "cuMemHostGetDevicePointer"))
+    except BaseException:
+        d.cuMemFreeHost(host)
+        raise
+    out = HostMapped(ptr, host, nbytes)
+    out.zero()
+    return out

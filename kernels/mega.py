@@ -1,0 +1,424 @@
+"""The megakernel kernel family: a `warpy.mega` graph run by one persistent interpreter launch.
+
+- problem (`MegaProblem`): a graph (a named example of `warpy.mega.examples` or FILE.py), the
+  tokens (rows of x) for the named graphs, the target, and the units (queues, one CTA each on
+  sm_90a): 2 by default, so that the host checker, which runs the first and the last CTA of a
+  launch, runs every CTA; 0 for every SM (what a run on the GPU uses);
+- configuration (`MegaConfig`): the schedule's mode (static queues), and a seeded interpreter
+  fault for the tests that show the checker catching it;
+- `build`: the interpreter program for that launch (`kernels/mega_sm90.py`): its header declares the
+  graph's buffers, the table of its tensor maps, the instruction queue, the counters, the status
+  words and the call number;
+- `bind`: the parameters from device memory by name (`buf<b>` each buffer of the schedule, `queue`,
+  `counters`, `status`) and the call number;
+- `expectation`: the inputs the checker fills the buffers with and `Program.reference` (what the
+  reference VM computes tile by tile, exactly) to compare the outputs with.
+
+`warpy check mega GRAPH [TOKENS]` and `warpy hb mega GRAPH` go through the generic path;
+`check_launch` is the same check with each problem message naming the SM, the role and the
+instruction it was found at (and a counter wait nothing will meet reported as the hang it is).
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from typing import Any, Callable, Mapping, Optional, Sequence, Union
+
+import attrs
+import numpy as np
+
+from warpy.check.expect import Verdict
+from warpy.errors import WarpyError
+from warpy.isa.program import Program
+from warpy.layout.tma import TmaBox
+from warpy.mega.fields import OPCODES
+from warpy.numeric import from_bits, to_bits
+from warpy.target import target
+
+from .family import checked_overrides
+from .mega_sm90 import FAULTS, ROLE_CODES, STATUS_ROLE_WORDS, STATUS_WORDS, Launch
+from .mega_sm90 import build as build_sm90
+
+#: units `choose` schedules for: the checker runs the first and the last CTA, so every one
+CHECK_UNITS = 2
+#: a buffer the launch owns (not an input) starts as this bf16 pattern (a NaN), so that an element
+#: read before it is written cannot pass for a value
+POISON = 0x7FC1
+
+
+def _target_name(value: str) -> str:
+    return target(value).name
+
+
+@attrs.frozen
+class MegaProblem:
+    """A graph to run: a named example (`warpy.mega.examples`) or FILE.py, the tokens of the named
+    graphs (None: the graph's own), the target. Refused in one line when it cannot run."""
+
+    graph: str
+    tokens: Optional[int] = None
+    arch: str = attrs.field(default="sm_90a", converter=_target_name)
+    units: int = CHECK_UNITS
+
+    def __attrs_post_init__(self) -> None:
+        if self.arch != "sm_90a":
+            raise WarpyError(f"the megakernel interpreter exists for sm_90a only, not {self.arch}")
+        if self.tokens is not None and (isinstance(self.tokens, bool) or not isinstance(self.tokens, int) or self.tokens < 1):
+            raise WarpyError(f"tokens must be a positive integer, not {self.tokens!r}")
+        if isinstance(self.units, bool) or not isinstance(self.units, int) or self.units < 0:
+            raise WarpyError(f"units must be 0 (every SM) or a positive integer, not {self.units!r}")
+        self.load()  # an unknown graph is refused here
+
+    @property
+    def n_units(self) -> int:
+        return self.units or target(self.arch).sms
+
+    def load(self) -> Any:
+        from warpy.mega.examples import load
+
+        return load(self.graph, self.tokens)
+
+    def __str__(self) -> str:
+        return (f"{self.graph}" + (f" T={self.tokens}" if self.tokens else "") + f" {self.arch} "
+                + (f"{self.units} units" if self.units else "every SM"))
+
+
+@attrs.frozen
+class MegaConfig:
+    """The schedule's mode (static queues only on sm_90a for now) and `fault`: an interpreter built
+    with a seeded bug (`kernels.mega_sm90.FAULTS`; "" none)."""
+
+    mode: str = "static"
+    fault: str = ""
+
+    def describe(self) -> str:
+        f = f", seeded fault {self.fault}" if self.fault else ""
+        return f"sm_90a megakernel interpreter: {self.mode} queues, 7 pages of 32 KiB, two instruction slots{f}"
+
+
+def choose(problem: MegaProblem) -> MegaConfig:
+    return MegaConfig()
+
+
+def configure(problem: MegaProblem, overrides: Union[str, Mapping[str, object], None]) -> MegaConfig:
+    cfg = choose(problem)
+    items = checked_overrides(cfg, overrides)
+    out = attrs.evolve(cfg, **items)  # type: ignore[arg-type]
+    if out.mode != "static":
+        raise WarpyError(f"mode {out.mode!r}: the sm_90a interpreter runs static queues (dynamic mode is not written yet)")
+    if out.fault and out.fault not in FAULTS:
+        raise WarpyError(f"fault {out.fault!r} is not one of {', '.join(FAULTS)}")
+    return out
+
+
+@attrs.frozen
+class Plan:
+    """A problem's schedule and encoding for one configuration, and what the interpreter needs."""
+
+    problem: MegaProblem
+    config: MegaConfig
+    schedule: Any
+    encoded: Any
+    launch: Launch
+
+    @property
+    def per_unit(self) -> np.ndarray:
+        return np.asarray(self.encoded.per_unit(self.schedule), dtype=np.uint32)
+
+    def buffer_bytes(self, b: int) -> int:
+        return int(self.schedule.buffers[b].nbytes)
+
+
+@lru_cache(maxsize=32)
+def plan(problem: MegaProblem, config: MegaConfig) -> Plan:
+    """Schedule, encode and check that every instruction has a body (one-line refusals)."""
+    from warpy.mega.encode import decode, encode
+    from warpy.mega.schedule import build as schedule
+
+    from .mega_ops import BODIES
+
+    units = problem.n_units
+    s = schedule(problem.load(), problem.arch, config.mode, units=units)
+    enc = encode(s)
+    names = {v: k for k, v in OPCODES.items()}
+    for ins, f in zip(s.instrs, decode(enc.words)):
+        body = BODIES.get(f["opcode"])
+        node = s.program.nodes[ins.node]
+        if body is None:
+            raise WarpyError(f"{problem.graph}: instruction {ins.index} ({node.describe()}) is a {names[f['opcode']]}, "
+                             f"which the sm_90a interpreter has no body for yet (gemm, silu_mul, rmsnorm: issue 15b)")
+        why = body.refuse(f)
+        if why is not None:
+            raise WarpyError(f"{problem.graph}: instruction {ins.index} ({node.describe()}): {why}")
+    name = re.sub(r"\W", "_", f"mega_sm90_{problem.graph.rsplit('/', 1)[-1].removesuffix('.py')}"
+                  f"_t{problem.tokens or 0}_u{units}" + (f"_{config.fault}" if config.fault else ""))
+    maps = tuple((m.index, m.buffer, m.offset, m.tma) for m in enc.maps)
+    bufs = tuple(sorted({(m.buffer, s.buffers[m.buffer].nbytes) for m in enc.maps}))
+    launch = Launch(name, units, max(s.waves, 1), len(s.counters), maps, bufs, config.fault or None)
+    return Plan(problem, config, s, enc, launch)
+
+
+def build(problem: MegaProblem, config: Optional[MegaConfig] = None) -> Program:
+    return build_sm90(plan(problem, config if config is not None else choose(problem)).launch)
+
+
+# -- the data: inputs, the reference, the comparison ------------------------------------------------
+
+
+def inputs(pl: Plan, seed: int = 0) -> dict[str, np.ndarray]:
+    """The graph's inputs (values of bf16, float32 arrays)."""
+    return {k: np.asarray(v, dtype=np.float32) for k, v in pl.schedule.program.graph.random_inputs(seed).items()}
+
+
+def buffer_images(pl: Plan, values: Mapping[str, np.ndarray]) -> dict[int, np.ndarray]:
+    """Each buffer's bytes at launch (uint16 words): the inputs where they live, the poison elsewhere."""
+    prog, s = pl.schedule.program, pl.schedule
+    out = {b: np.full(max(pl.buffer_bytes(b) // 2, 1), POISON, dtype=np.uint16) for b, _ in pl.launch.buffers}
+    for t in prog.tensors:
+        b = s.buffer_of[t.id]
+        if t.kind == "input" and b in out:
+            out[b][: t.size] = to_bits(np.asarray(values[t.name], dtype=np.float32).ravel(), t.dtype)
+    return out
+
+
+def outputs_of(pl: Plan, images: Mapping[int, np.ndarray]) -> list[np.ndarray]:
+    """The graph's outputs (float32 arrays) from the buffers' bytes after a run."""
+    prog, s = pl.schedule.program, pl.schedule
+    out = []
+    for i in prog.outputs:
+        t = prog.tensors[i]
+        raw = np.asarray(images[s.buffer_of[i]]).view(np.uint16)[: t.size]
+        out.append(np.asarray(from_bits(raw, t.dtype), dtype=np.float32).reshape(t.shape))
+    return out
+
+
+def compare(pl: Plan, got: Sequence[np.ndarray], want: Sequence[np.ndarray]) -> tuple[int, int, list[str]]:
+    """(elements compared, elements that differ, one line per output that differs)."""
+    prog = pl.schedule.program
+    n = bad = 0
+    msgs = []
+    for i, (g, w) in enumerate(zip(got, want)):
+        t = prog.tensors[prog.outputs[i]]
+        same = (g == w) | (np.isnan(g) & np.isnan(w))
+        n += same.size
+        k = int((~same).sum())
+        bad += k
+        if k:
+            at = tuple(int(x) for x in np.argwhere(~same)[0])
+            msgs.append(f"values: {k} of {same.size} elements of output {t.name} differ from the reference, first "
+                        f"{t.name}{list(at)} = {g[at]} where the reference has {w[at]}")
+    return n, bad, msgs
+
+
+class MegaExpectation:
+    """What the checker needs (`warpy.check.expect`): the queue's words, the inputs in their buffers
+    (poison in the others), zero counters (call 1); the outputs must equal `Program.reference`
+    exactly, and at the end every counter must hold its arrivals for the call."""
+
+    def __init__(self, pl: Plan, seed: int = 0) -> None:
+        self.pl = pl
+        self.values = inputs(pl, seed)
+        self.images = buffer_images(pl, self.values)
+
+    def initial(self, source: str, box: Optional[TmaBox], nbytes: int, rng: np.random.Generator) -> Optional[np.ndarray]:
+        if source == "queue":
+            return self.pl.per_unit.ravel()
+        m = re.fullmatch(r"buf(\d+)", source)
+        if m and int(m.group(1)) in self.images:
+            img = self.images[int(m.group(1))]
+            out = np.zeros(nbytes // 2, dtype=np.uint16)
+            out[: img.size] = img[: out.size]
+            return out
+        return None
+
+    def compare(self, run: Any) -> Verdict:
+        pl = self.pl
+        images = {b: run.gmem[f"buf{b}"] for b, _ in pl.launch.buffers}
+        got = outputs_of(pl, images)
+        want = pl.schedule.program.reference(self.values)
+        n, bad, msgs = compare(pl, got, want)
+        counters = np.asarray(run.gmem["counters"]).view(np.uint32)
+        for c in pl.schedule.counters:
+            have = int(counters[c.id]) if c.id < counters.size else 0
+            if have != c.target:
+                msgs.append(f"values: counter {c.id} holds {have} after the call, not its {c.target} arrivals")
+        raised = getattr(getattr(run, "flags", None), "raised_outside", 0)
+        if raised:
+            msgs.append(f"values: {raised} counter waits were met by no simulated CTA (every CTA is simulated: on "
+                        f"the GPU they hang)")
+        return Verdict(n, bad, 0, msgs, {f"out{i}": g for i, g in enumerate(got)})
+
+
+def expectation(problem: MegaProblem, config: Optional[MegaConfig] = None) -> MegaExpectation:
+    return MegaExpectation(plan(problem, config if config is not None else choose(problem)))
+
+
+# -- binding ----------------------------------------------------------------------------------------
+
+
+def bind(header: Any, memory: Mapping[str, Any], call: int, *, encode: Optional[Callable[..., Any]] = None,
+         upload: Optional[Callable[[bytes], Any]] = None) -> list[Any]:
+    """The interpreter's parameters by name: `buf<b>` each buffer's memory, `queue` (the per-unit
+    words), `counters` (zero before call 1), `status` (host-visible words), and `call` (1, 2, ...:
+    the counters are never reset, a wait of call c waits for target x c). The table of maps is
+    encoded over the buffers and uploaded once per distinct binding (`warpy.runtime.bind.map_table`)."""
+    from warpy.runtime.bind import bind_params, encode_cached
+
+    kw: dict[str, Any] = {"encode": encode or encode_cached}
+    if upload is not None:
+        kw["upload"] = upload
+    return bind_params(header, memory, {"call": call}, **kw)
+
+
+@attrs.frozen
+class MegaFamily:
+    """The megakernel family (`warpy.kernels.family.KernelFamily`)."""
+
+    name: str = "mega"
+
+    def problem(self, dims: Sequence[Union[int, str]], *, arch: str, **options: Any) -> MegaProblem:
+        """`mega GRAPH [TOKENS [UNITS]]` from the command line (other options, such as a GEMM's output
+        type, do not apply and are ignored)."""
+        if not 1 <= len(dims) <= 3 or not isinstance(dims[0], str):
+            raise WarpyError("mega takes a graph (a named example or FILE.py), then optionally its tokens and "
+                             "units: warpy check mega ew-small [6 [2]]")
+        nums = list(dims[1:])
+        for what, v in zip(("tokens", "units"), nums):
+            if not isinstance(v, int):
+                raise WarpyError(f"mega's {what} must be an integer, not {v!r}")
+        tokens = int(nums[0]) if nums else None
+        units = int(nums[1]) if len(nums) > 1 else CHECK_UNITS
+        return MegaProblem(dims[0], tokens or None, arch=arch, units=units)
+
+    def choose(self, problem: MegaProblem) -> MegaConfig:
+        return choose(problem)
+
+    def configure(self, problem: MegaProblem, overrides: Union[str, Mapping[str, object], None]) -> MegaConfig:
+        return configure(problem, overrides)
+
+    def build(self, problem: MegaProblem, config: Any = None) -> Program:
+        return build(problem, config)
+
+    def bind(self, header: Any, problem: MegaProblem, memory: Mapping[str, Any], *, scratch: Any = None,
+             encode: Optional[Callable[..., Any]] = None) -> list[Any]:
+        return bind(header, memory, int(memory.get("call", 1)), encode=encode)
+
+    def expectation(self, problem: MegaProblem) -> MegaExpectation:
+        return expectation(problem)
+
+
+FAMILY = MegaFamily()
+
+
+# -- the check with each message placed in the megakernel ---------------------------------------------
+
+
+ROLE_OF_WARP = {0: "controller", 1: "loader", 2: "storer", 3: "recycler"}
+SLOW_QUANTUM = 4  # instructions a turn for the warps of the CTA `check_launch` slows down
+
+
+def where(pl: Plan, cta: int, warp: int, regs: Mapping[str, Any]) -> str:
+    """`SM c, the loader, at instruction N (wave k: node n, op)` for a warp of the interpreter."""
+    role = ROLE_OF_WARP.get(warp, "consumers")
+    it = regs.get("it")
+    if it is None:
+        return f"SM {cta}, the {role}, before its first instruction"
+    k = int(np.asarray(it).ravel()[0]) if isinstance(it, np.ndarray) else int(it)
+    q = pl.per_unit
+    if not 0 <= k < q.shape[0]:
+        return f"SM {cta}, the {role}, after its last instruction"
+    from warpy.mega.fields import unpack
+
+    f = unpack([int(x) for x in q[k, cta]])
+    if f["opcode"] == 0 and f["index"] == 0 and not f["n_operands"] and (k > 0 or cta > 0):
+        return f"SM {cta}, the {role}, at wave {k} (a noop: its queue has ended)"
+    node = pl.schedule.program.nodes[f["node"]]
+    return f"SM {cta}, the {role}, at instruction {f['index']} (wave {k}: node {node.id} {node.describe()})"
+
+
+def check_launch(problem: MegaProblem, config: Optional[MegaConfig] = None, *, values: bool = True,
+                 coloured: bool = True, seed: int = 0, slow: Optional[int] = None) -> Any:
+    """Check the interpreter on the problem's launch on the host (every CTA when units <= 2), each
+    problem message followed by where it was found: the SM, the role and the megakernel instruction
+    of the warp that found it; a counter wait that no CTA meets (the rest of the grid would raise
+    it, but every CTA is simulated) is reported as a hang naming the waiter. `slow`: run that CTA's
+    warps a few instructions a turn (the others a few hundred), so that the other CTAs' instructions
+    overtake its: a wait that passes before its producers arrived then reads what they have not
+    written yet (the checker runs one interleaving; this picks a hostile one)."""
+    import time
+
+    from warpy.check.machine import Machine
+    from warpy.check.report import Report
+    from warpy.check.state import BLOCKED, FlagWait
+
+    cfg = config if config is not None else choose(problem)
+    pl = plan(problem, cfg)
+    prog = build(problem, cfg)
+    expect = MegaExpectation(pl, seed)
+    named = prog.kernel()
+    t0 = time.monotonic()
+    m = Machine(named, values=values, expect=expect)
+    current: dict[str, Any] = {}
+    add = m.problems.add
+
+    def annotated(kind: str, msg: str) -> None:
+        w = current.get("w")
+        if w is not None and kind != "values":
+            msg = f"{msg} [found by {where(pl, w.cta.linear, w.wid, w.regs)}]"
+        add(kind, msg)
+
+    m.problems.add = annotated  # type: ignore[method-assign]
+    run_warp = m.launch.run_warp
+
+    def tracked(mm: Any, w: Any, quantum: int) -> int:
+        current["w"] = w
+        return run_warp(mm, w, SLOW_QUANTUM if w.cta.linear == slow else quantum)
+
+    m.launch.run_warp = tracked  # type: ignore[method-assign,assignment]
+    raise_outside = m.flags.raise_outside
+
+    def hang(warps: list[Any]) -> bool:
+        current["w"] = None
+        words = np.asarray(m.gmem["counters"]).view(np.uint32) if values else None
+        for w in warps:
+            if w.state == BLOCKED and isinstance(w.block, FlagWait):
+                src, off = m.global_memory.source(w.block.addr)
+                seen = int(words[off // 4]) if words is not None else m.global_memory.shadow.get(w.block.addr, 0)
+                add("protocol", f"hang: {where(pl, w.cta.linear, w.wid, w.regs)} waits on counter {off // 4} for "
+                                f"{w.block.want} arrivals and has {seen}; no CTA will arrive")
+        return bool(raise_outside(warps))
+
+    m.flags.raise_outside = hang  # type: ignore[method-assign]
+    m.run()
+    current["w"] = None
+    rep = Report(named.header.kernel, m.derived.checked, m.problems, m.steps, time.monotonic() - t0,
+                 stores=m.global_memory.stores_seen, uses_pdl=m.code.uses_pdl)
+    rep.values_on = values
+    if values:
+        verdict = expect.compare(m)
+        rep.values_checked, rep.values_wrong, rep.data = verdict.checked, verdict.wrong, verdict.data
+        for vmsg in verdict.messages:
+            m.problems.add("values", vmsg)
+    if coloured:  # the coloured text must compute what the named one does, line for line
+        mc = Machine(prog.coloured(), values=False, expect=expect)
+        mc.run()
+        for wa, wb in zip(m.warps, mc.warps):
+            for k in range(max(len(wa.trace), len(wb.trace))):
+                va = wa.trace[k][1] if k < len(wa.trace) else None
+                vb = wb.trace[k][1] if k < len(wb.trace) else None
+                if va != vb:
+                    line = (wa.trace[k] if k < len(wa.trace) else wb.trace[k])[0] + 1
+                    m.problems.add("coloured", f"{wa.cta.name} warp {wa.wid}, line {line}: the named text computes "
+                                               f"{va}, the coloured one {vb}")
+                    break
+        for kind, msgs in mc.problems.msgs.items():
+            for msg in msgs:
+                if kind != "wrong" and msg not in m.problems.msgs[kind]:
+                    m.problems.add(kind, "coloured: " + msg)
+    return rep
+
+
+__all__ = ["MegaProblem", "MegaConfig", "MegaFamily", "FAMILY", "Plan", "plan", "choose", "configure",
+           "build", "bind", "expectation", "MegaExpectation", "inputs", "buffer_images", "outputs_of", "compare",
+           "check_launch", "where", "STATUS_WORDS", "STATUS_ROLE_WORDS", "ROLE_CODES", "CHECK_UNITS"]
