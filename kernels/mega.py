@@ -377,10 +377,14 @@ def check_launch(problem: MegaProblem, config: Optional[MegaConfig] = None, *, v
 
     m.launch.run_warp = tracked  # type: ignore[method-assign,assignment]
     raise_outside = m.flags.raise_outside
+    snapshots: dict[str, np.ndarray] = {}
 
     def hang(warps: list[Any]) -> bool:
         current["w"] = None
         words = np.asarray(m.gmem["counters"]).view(np.uint32) if values else None
+        if values and "hang_status" not in snapshots:  # the status words as a dump on the GPU would read them
+            snapshots["hang_status"] = np.asarray(m.gmem["status"]).view(np.uint32).copy()
+            snapshots["hang_counters"] = np.asarray(words).copy()
         for w in warps:
             if w.state == BLOCKED and isinstance(w.block, FlagWait):
                 src, off = m.global_memory.source(w.block.addr)
@@ -397,7 +401,7 @@ def check_launch(problem: MegaProblem, config: Optional[MegaConfig] = None, *, v
     rep.values_on = values
     if values:
         verdict = expect.compare(m)
-        rep.values_checked, rep.values_wrong, rep.data = verdict.checked, verdict.wrong, verdict.data
+        rep.values_checked, rep.values_wrong, rep.data = verdict.checked, verdict.wrong, {**verdict.data, **snapshots}
         for vmsg in verdict.messages:
             m.problems.add("values", vmsg)
     if coloured:  # the coloured text must compute what the named one does, line for line

@@ -22,7 +22,8 @@ def status_lines(pl: Plan, words: np.ndarray, counters: Optional[np.ndarray] = N
     """Where each SM stands, from the launch's status words (units x STATUS_WORDS): each role that
     is waiting on a counter (the instruction, the counter, what it waits for, what it saw: `counters`
     where the current values are known); SMs with no wait pending are counted on one line."""
-    w = np.asarray(words, dtype=np.uint32).reshape(pl.launch.units, STATUS_WORDS)
+    n = pl.launch.units * STATUS_WORDS
+    w = np.asarray(words, dtype=np.uint32).ravel()[:n].reshape(pl.launch.units, STATUS_WORDS)
     names = {v: k for k, v in ROLE_CODES.items()}
     lines, idle = [], 0
     for u in range(pl.launch.units):
@@ -54,7 +55,7 @@ class MegaRunner:
     dump."""
 
     def __init__(self, problem: MegaProblem, config: Optional[MegaConfig] = None, *, deadline: float = 10.0,
-                 pdl: bool = True) -> None:
+                 pdl: bool = True, encode: Optional[Callable[..., Any]] = None) -> None:
         from warpy.lift.lifter import build as assemble
         from warpy.runtime import device, load, to_device
         from warpy.runtime.driver import require_arch
@@ -73,6 +74,7 @@ class MegaRunner:
         self.kernel = load(cubin).kernel(self.header.kernel)
         self.deadline = deadline
         self.pdl = pdl
+        self.encode = encode  # (None: cuTensorMapEncodeTiled, memoised)
         self.calls = 0
         s = self.plan.schedule
         self.buffers = {b: alloc(max(nbytes, 16)) for b, nbytes in self.plan.launch.buffers}
@@ -93,7 +95,7 @@ class MegaRunner:
 
         self.calls += 1
         self.status.zero()
-        params = bind(self.header, self.memory, self.calls)
+        params = bind(self.header, self.memory, self.calls, encode=self.encode)
         launch_header(self.kernel, self.header, params, pdl=self.pdl and self.calls > 1)
 
     def wait(self) -> None:

@@ -33,9 +33,10 @@ for instruction i is a wait for phase i (parity i & 1).
 
 **Counters between SMs.** A wait reads the counter at GPU scope (relaxed) and compares the signed
 difference `counter - target x call` with 0; until it passes it polls with a NANOSLEEP back-off that
-doubles to 1 us (the first failure writes the CTA's status words), then acquires (`CCTL.IVALL`: the
-poll becomes `ld.acquire.gpu`... see docs/megakernel.md) and fences the generic proxy before the async
-proxy's loads (`FENCE.VIEW.ASYNC.G`). An arrive: the TMA stores' writes waited for
+doubles to 1 us (the first failure writes the CTA's status words), then acquires (`CCTL.IVALL` after
+the loop, which the lifter makes `fence.acq_rel.gpu`: the fence-based acquire after relaxed loads)
+and fences the generic proxy before the async proxy's loads (`FENCE.VIEW.ASYNC.G`). An arrive: the
+TMA stores' writes waited for
 (`DEPBAR.LE.WRITES`), `FENCE.VIEW.ASYNC.G`, `MEMBAR.ALL.GPU`, then one thread's relaxed `REDG.ADD`
 per counter: a release. After the first failed compare the poll compares for equality (the counter
 only climbs to `target x call` and stays there within a call), which is the loop shape the host

@@ -1,0 +1,249 @@
+"""The megakernel's sm_90a interpreter on the CPU: it builds, prints and parses, ptxas assembles it,
+the host checker runs every CTA of small elementwise graphs clean (protocol, ordering, the values
+against the lowered graph's reference), and each seeded interpreter fault is caught with a message
+naming the SM, the role and the instruction. The page renaming and the hang dump are checked on
+their own."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from warpy.errors import WarpyError
+from warpy.isa.text import parse
+from warpy.kernels import mega, mega_sm90
+from warpy.kernels.mega_bench import status_lines
+from warpy.kernels.mega_ops import BODIES
+from warpy.plan import check_problem
+
+SMALL = mega.MegaProblem("ew-small")
+
+
+def test_the_interpreter_prints_and_parses_named_and_coloured() -> None:
+    p = mega.build(SMALL)
+    named = p.text()
+    assert str(parse(named)) == named
+    coloured = str(p.coloured())
+    assert str(parse(coloured)) == coloured
+    h = parse(named).header
+    assert (h.threads, h.grid, h.dynsmem) == (384, (2, 1, 1), 230400)
+    assert [n for n, _ in h.kernel_params()][-5:] == ["queue", "counters", "status", "call", "maps"]
+    assert len(h.tables()["maps"]) == len(mega.plan(SMALL, mega.choose(SMALL)).encoded.maps)
+    for line in ("  USETMAXREG.DEALLOC.CTAPOOL 0x28", "  ACQBULK", "  PREEXIT", "  UTMACCTL.IV tmap[map_desc]",
+                 "  DEPBAR.LE.WRITES SB0, 0x0", "  FENCE.VIEW.ASYNC.G", "  MEMBAR.ALL.GPU", "  CCTL.IVALL"):
+        assert line in named.splitlines(), line
+
+
+def test_ptxas_assembles_the_interpreter_for_every_sm() -> None:
+    from warpy.lift.lifter import build
+
+    try:
+        cubin = build(mega.build(mega.MegaProblem("ew-chain", units=0)).kernel())  # with the disassembly check
+    except WarpyError as e:
+        if "ptxas" in str(e) and "not found" in str(e):
+            pytest.skip(str(e))
+        raise
+    (res,) = cubin.resources
+    assert res.spill_stores == 0 and res.registers <= 168
+
+
+@pytest.mark.parametrize("values", [False, True])
+def test_warpy_check_mega_is_clean(values: bool) -> None:
+    """The generic path (`warpy check mega ew-small [--values]`): every CTA, the coloured text too."""
+    rep = check_problem(mega.FAMILY, mega.FAMILY.problem(["ew-small"], arch="sm_90a"), values=values)
+    assert rep.ok, rep.text()
+    assert rep.steps > 20_000 and rep.uses_pdl
+    if values:
+        assert rep.values_checked == 440 and rep.values_wrong == 0
+
+
+@pytest.mark.parametrize("graph,tokens,units", [("ew-chain", None, 2), ("ew-wide", None, 2), ("ew-small", 40, 1)])
+def test_check_launch_is_clean(graph: str, tokens: Any, units: int) -> None:
+    """Stacked weights' rows, rows wider than a box, rank 3, a slice, several rows a tile, one unit."""
+    rep = mega.check_launch(mega.MegaProblem(graph, tokens, units=units), coloured=units == 2)
+    assert rep.ok, rep.text()
+    assert rep.values_checked > 0 and rep.values_wrong == 0
+
+
+@pytest.fixture(scope="module")
+def hung() -> Any:
+    return mega.check_launch(SMALL, mega.MegaConfig(fault="drop-arrive"), coloured=False)
+
+
+FOUND = r"\[found by SM [01], the (loader|storer), at instruction \d+ \(wave \d+: node \d+ \w+\)\]"
+
+
+@pytest.mark.parametrize("fault,slow,kind,what", [
+    ("no-release", None, "order", "UTMASTG.2D, warp 2 writes it and UTMALDG.2D, warp 1 reads it, and nothing orders"),
+    ("early-page-free", None, "order", "pages: UTMASTG.2D, warp 2 reads it and UTMALDG.2D, warp 1 writes it, and "
+                                       "nothing orders the two"),
+    ("wrong-epoch", 1, "order", "UTMALDG.2D, warp 1 reads it and UTMASTG.2D, warp 2 writes it, and nothing orders"),
+])
+def test_seeded_faults_are_caught_naming_the_sm_and_instruction(fault: str, slow: Any, kind: str, what: str) -> None:
+    import re
+
+    clean = mega.check_launch(SMALL, coloured=False, slow=slow)
+    assert clean.ok, clean.text()
+    rep = mega.check_launch(SMALL, mega.MegaConfig(fault=fault), coloured=False, slow=slow)
+    msgs = list(rep.problems.msgs[kind])
+    assert any(what in m and re.search(FOUND, m) for m in msgs), rep.text()
+
+
+def test_a_dropped_arrive_is_a_hang_naming_the_waiter(hung: Any) -> None:
+    msgs = list(hung.problems.msgs["protocol"])
+    assert "hang: SM 0, the loader, at instruction 18 (wave 9: node 3 add) waits on counter 12 for 1 arrivals and " \
+           "has 0; no CTA will arrive" in msgs
+    assert any(m.startswith("hang: SM 1, the storer") for m in msgs)
+
+
+def test_the_hang_dump_from_the_status_words(hung: Any) -> None:
+    """What `warpy mega run` prints at its deadline, here from the status words the checker's run left."""
+    pl = mega.plan(SMALL, mega.MegaConfig(fault="drop-arrive"))
+    lines = status_lines(pl, hung.data["hang_status"], hung.data["hang_counters"])
+    assert "SM 0: the loader waits before the loads of instruction 18 (node 3 add) on counter 12: saw 0, now 0, " \
+           "waits for 1 (call 1)" in lines
+    assert any(x.startswith("SM 1: the storer waits before the stores of instruction 19") for x in lines)
+    words = np.zeros(2 * mega_sm90.STATUS_WORDS, dtype=np.uint32)
+    assert status_lines(pl, words) == ["2 SMs: no counter wait pending (done, or running)"]
+
+
+def test_page_renaming_hands_the_first_freed_page_to_the_next_first_load() -> None:
+    order = mega_sm90.IDENTITY_ORDER
+    seen = []
+    for body in (BODIES[2], BODIES[3], BODIES[3], BODIES[0], BODIES[2]):
+        rel = mega_sm90.full_release(body.pages, body.release)
+        assert sorted(rel) == list(range(mega_sm90.PAGES))
+        assert rel[mega_sm90.PAGES - body.pages:] == body.release  # the pages it does not use go first
+        new = mega_sm90.rename(order, rel)
+        assert (new & 7) == (order >> (3 * rel[0])) & 7  # lid 0 is the page released first
+        assert sorted((new >> (3 * q)) & 7 for q in range(7)) == list(range(7))
+        seen.append(new)
+        order = new
+    assert len(set(seen)) > 1
+    with pytest.raises(WarpyError, match="permutation"):
+        mega_sm90.release_word([0, 0, 1, 2, 3, 4, 5])
+
+
+@pytest.mark.parametrize("problem,config,what", [
+    (lambda: mega.MegaProblem("mlp-small"), None, "is a gemm, which the sm_90a interpreter has no body for yet"),
+    (lambda: mega.MegaProblem("ew-small", arch="sm_100a"), None, "sm_90a only"),
+    (lambda: mega.MegaProblem("ew-small", 0), None, "tokens must be a positive integer"),
+    (lambda: mega.MegaProblem("nope"), None, "no graph called 'nope'"),
+    (lambda: SMALL, "mode=dynamic", "runs static queues"),
+    (lambda: SMALL, "fault=nope", "fault 'nope' is not one of"),
+])
+def test_refused_in_one_line(problem: Any, config: Any, what: str) -> None:
+    with pytest.raises(WarpyError) as e:
+        pr = problem()
+        mega.build(pr, mega.configure(pr, config) if config else None)
+    assert what in str(e.value) and "\n" not in str(e.value)
+
+
+def test_the_family_reads_graph_tokens_and_units() -> None:
+    pr = mega.FAMILY.problem(["ew-chain", 8, 1], arch="sm_90a")
+    assert (pr.graph, pr.tokens, pr.units) == ("ew-chain", 8, 1)
+    with pytest.raises(WarpyError, match="takes a graph"):
+        mega.FAMILY.problem([4, 4], arch="sm_90a")
+
+
+def test_bind_lays_the_parameters_out_by_name() -> None:
+    """The table is encoded over each slot's buffer (at its offset) and uploaded; the call number and
+    pointers go where the header says (no driver: a fake encoder and upload)."""
+    from warpy.runtime.launcher import Scalar
+    from warpy.runtime.tensormap import TensorMap
+
+    pl = mega.plan(SMALL, mega.choose(SMALL))
+    header = mega.build(SMALL).header(with_regs=False)
+    memory = {f"buf{b}": 0x10000 * (b + 1) for b, _ in pl.launch.buffers}
+    memory.update(queue=0x900000, counters=0xA00000, status=0xB00000)
+    uploads: list[bytes] = []
+
+    def encode(box: Any, address: int) -> TensorMap:
+        return TensorMap(address.to_bytes(8, "little") + bytes(120), box, address)
+
+    def upload(data: bytes) -> int:
+        uploads.append(data)
+        return 0xC00000
+
+    params = mega.bind(header, memory, 7, encode=encode, upload=upload)
+    names = [n for n, _ in header.kernel_params()]
+    got = dict(zip(names, params))
+    assert isinstance(got["call"], Scalar) and got["call"].value == 7
+    assert got["maps"].value == 0xC00000 and got["queue"].value == 0x900000
+    (table,) = uploads
+    assert len(table) == 128 * len(pl.encoded.maps)
+    for m in pl.encoded.maps:
+        assert int.from_bytes(table[128 * m.index:128 * m.index + 8], "little") == memory[f"buf{m.buffer}"] + m.offset
+    mega.bind(header, memory, 8, encode=encode, upload=upload)
+    assert len(uploads) == 1  # the same binding: the table is uploaded once
+
+
+def test_the_gpu_runner_up_to_the_launch_and_a_hang(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`MegaRunner` (what `warpy mega run` and tests/gpu/test_mega_gpu.py drive) against a fake
+    driver: the cubin loads, the launch has the header's geometry, PDL from the second call, the
+    parameters by name (the table's address, the call number); a call past its deadline raises with
+    where each SM stands, read from the host-visible status words the device would have written."""
+    import ctypes
+
+    from fake_cuda_driver import CUresult, fake_driver, install, launch_args
+
+    from warpy.kernels.mega_bench import MegaRunner
+    from warpy.runtime.launcher import HangError
+    from warpy.runtime.tensormap import TensorMap
+
+    launches: list[tuple[Any, dict[str, int]]] = []
+    keep: list[Any] = []
+    header: list[Any] = []
+    pending = {"stuck": False}
+
+    def on_call(name: str, args: tuple[Any, ...], result: Any) -> None:
+        if name == "cuLaunchKernelEx":
+            launches.append((args[0], launch_args(header[0], args[2])))
+
+    def host_alloc(n: int, flags: int) -> Any:
+        buf = (ctypes.c_ubyte * n)()
+        keep.append(buf)
+        return (CUresult.CUDA_SUCCESS, ctypes.addressof(buf))
+
+    drv = fake_driver(on_call, cuStreamQuery=lambda s: (CUresult.CUDA_ERROR_NOT_READY,) if pending["stuck"]
+                      else (CUresult.CUDA_SUCCESS,))
+    drv.cuMemHostAlloc = host_alloc
+    drv.cuMemHostGetDevicePointer = lambda host, flags: (CUresult.CUDA_SUCCESS, host)
+    drv.cuMemFreeHost = lambda host: (CUresult.CUDA_SUCCESS,)
+    install(monkeypatch, drv)
+    r = MegaRunner(SMALL, deadline=0.05,
+                   encode=lambda box, address: TensorMap(address.to_bytes(8, "little") + bytes(120), box, address))
+    header.append(r.header)
+    r.upload(mega.inputs(r.plan))
+    r.launch()
+    r.launch()
+    (cfg1, p1), (cfg2, p2) = launches
+    assert (cfg1.gridDimX, cfg1.blockDimX, cfg1.sharedMemBytes) == (2, 384, 230400)
+    assert (cfg1.numAttrs, cfg2.numAttrs) == (0, 1)  # programmatic dependent launch from the second call
+    assert (p1["call"], p2["call"]) == (1, 2) and p1["maps"] == p2["maps"] != 0
+    assert p1["status"] == r.status.ptr and p1["queue"] == r.queue.ptr
+    # the device is stuck: the loader of SM 1 waits on counter 3 (what its status words say)
+    words = r.status.array(np.uint32).reshape(2, mega_sm90.STATUS_WORDS)
+    words[1, 8:14] = [19 + 1, (1 << 8) | 1, 3, 2, 1, 2]
+    pending["stuck"] = True
+    with pytest.raises(HangError) as e:
+        r.wait()
+    assert str(e.value).splitlines()[1:] == [
+        "SM 1: the loader waits before the loads of instruction 19 (node 3 add) on counter 3: saw 1, waits for 2 "
+        "(call 2)", "1 SM: no counter wait pending (done, or running)"]
+
+
+def test_the_command_line_takes_a_graph() -> None:
+    """`warpy check mega GRAPH`: the check verb passes a family a word that is no size."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "warpy.cli", "check", "mega", "ew-small"], capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "0 protocol problems" in out.stdout and "0 accesses nothing orders" in out.stdout
+    bad = subprocess.run([sys.executable, "-m", "warpy.cli", "check", "gemm", "abc", "1", "1"], capture_output=True,
+                         text=True, timeout=120)
+    assert bad.returncode == 2 and bad.stderr.strip() == "error: M must be an integer, not 'abc'"
