@@ -35,6 +35,11 @@ def test_probes(name: str, arch: str) -> None:
     assert rep.notes_checked > 0
 
 
+# (known findings in pinned programs, see docs/checker.md): example-features on sm_100a runs setmaxnreg
+# (a warpgroup-collective instruction) in one warp of its warpgroup
+EXAMPLE_FINDINGS = {("example-features", "sm_100a"): "warpgroup 0: its warpgroup-collective instruction 1 differs"}
+
+
 @pytest.mark.parametrize("name", sorted(E.EXAMPLES))
 @pytest.mark.parametrize("arch", ["sm_90a", "sm_100a"])
 def test_examples(name: str, arch: str) -> None:
@@ -42,6 +47,10 @@ def test_examples(name: str, arch: str) -> None:
     protocol is: clusters, multicast, remote arrives, CLC, bulk copies, TMA stores)."""
     p = E.EXAMPLES[name](arch)
     rep = check_kernel(p.kernel(), p.coloured())
+    finding = EXAMPLE_FINDINGS.get((name, arch))
+    if finding is not None:
+        assert [m for m in rep.problems.msgs["protocol"] if finding in m] and rep.problems.total() == 2, rep.text()
+        return
     assert rep.ok, rep.text()
 
 

@@ -14,12 +14,13 @@ from warpy.isa import values as L
 from warpy.isa.families import defs_uses, lookup, record
 from warpy.isa.families.base import Opcode
 from warpy.isa.instr import Instr, Label, Note
-from warpy.isa.operands import GMem, LabelRef, Mem, Operand, P, R, RVec, elem_name
+from warpy.isa.operands import GMem, Desc, LabelRef, Mem, Operand, P, R, RVec, SReg, TmapRef, UP, UR, URVec, elem_name
 from warpy.isa.text import Header, Kernel
 from warpy.isa.values import Val
 from warpy.check.families import SEMANTICS
 from warpy.check.flags import find_spins
 from warpy.check.places import DSMEM
+from warpy.check.rules import ALIGNED_KEYS, WARPGROUP_KEYS
 from warpy.check.state import Lanes, Traced, Warp
 
 if TYPE_CHECKING:
@@ -34,7 +35,8 @@ class Compiled:
     """One instruction, ready to run: its record, handler, operand readers/writers and notes."""
 
     __slots__ = ("pc", "instr", "rec", "sem", "mnem", "handler", "guard", "get", "put", "notes", "note_modes",
-                 "regids", "wait_loop", "trace", "spin", "target", "cond", "span", "extra")
+                 "regids", "wait_loop", "trace", "spin", "target", "cond", "span", "extra", "uses", "defs", "loop",
+                 "collective", "mma_touch")
 
     def __init__(self, pc: int, instr: Instr, rec: Opcode, handler: CheckHandler) -> None:
         self.pc = pc
@@ -50,8 +52,15 @@ class Compiled:
         self.note_modes: list[bool] = []  # per note: the operand is a register the line writes (read after it)
         self.regids: list[tuple[str, int]] = []  # the registers it reads and writes, as (base, element)
         self.wait_loop = False  # a barrier wait whose loop branches back: a wait that fails blocks the warp
-        self.trace: Optional[Callable[[Warp], Traced]] = None
+        self.trace: Optional[Callable[[Warp, Lanes], Traced]] = None
         self.spin: Optional[tuple[Compiled, bool]] = None  # a flag spin: (its compare, loops while false)
+        # the registers it reads (before it runs) and writes, by the names a warp's register file uses
+        # (an HGMMA's accumulator input is read only when it accumulates: its handler asks)
+        self.uses: frozenset[str] = frozenset()
+        self.defs: tuple[str, ...] = ()
+        self.loop: Optional[object] = None  # a loop that waits on memory other agents write (`warpy.check.flags`)
+        self.collective = 0  # 1: warp-aligned, 2: warpgroup-collective (`warpy.check.rules`)
+        self.mma_touch: tuple[str, ...] = ()  # registers a wgmma also accesses, which this (other) line touches
         self.target = -1  # a branch: the pc it goes to
         self.cond: Optional[Reader] = None  # a branch: its uniform predicate operand
         self.span: Optional[Span] = None  # an asynchronous destination's registers, once computed
@@ -93,12 +102,32 @@ class Code:
                         if isinstance(r, (R, RVec)):
                             ids.extend(L.reg_ids(r))
             c.regids = ids
+            c.defs = tuple(n for op in d for n in _names(op))
+            uses = {n for op in u for n in _names(op)}
+            if rec.key == "HGMMA":  # its accumulator input is read only when it accumulates (its handler asks)
+                uses -= set(_names(i.ops[0]))
+            c.uses = frozenset(uses)
+            for op in i.ops:
+                if isinstance(op, SReg) and op.name not in KNOWN_SREGS:
+                    raise WarpyError(f"line {pc + 1} ({i.mnemonic}): the checker does not model {op.name}")
             for note in i.notes:
                 op = i.ops[note.operand]
                 c.note_modes.append(any(x is op for x in d) and not isinstance(op, Mem))
             c.trace = _tracer(i)
             self.instrs.append(c)
         code = self.instrs
+        mma_regs: set[str] = set()
+        for c in code:
+            if c.rec.key == "HGMMA":
+                mma_regs.update(_names(c.instr.ops[0]))
+                if not isinstance(c.instr.ops[1], Desc):  # the RS form: A's registers
+                    mma_regs.update(_names(c.instr.ops[1]))
+            key = c.rec.key
+            c.collective = 2 if key in WARPGROUP_KEYS else 1 if (key in ALIGNED_KEYS or key.startswith(
+                ("BAR.", "UCGABAR"))) else 0
+        for c in code:
+            if c.rec.key != "HGMMA" and mma_regs:
+                c.mma_touch = tuple(sorted((c.uses | set(c.defs)) & mma_regs))
         self.uses_pdl = any(c.sem == "dependent-wait" for c in code)
         self.uses_clc = any(c.sem == "clc-try-cancel" for c in code)
         for c in code:
@@ -117,6 +146,17 @@ class Code:
             if c.sem == "branch":
                 c.target = labels[_label(c.instr)]
                 c.cond = self.read(c.instr.ops[0]) if len(c.instr.ops) == 2 else None
+
+    def stored_maps(self) -> Optional[set[str]]:
+        """The tensor maps TMA stores name (None: one names its map through a register, any may be)."""
+        out: set[str] = set()
+        for c in self.instrs:
+            if c.sem in ("tma-store", "tma-reduce"):
+                op = c.instr.ops[1]
+                if not isinstance(op, TmapRef) or op.reg is not None:
+                    return None
+                out.add(op.name)
+        return out
 
     def read(self, op: Operand) -> Reader:
         if isinstance(op, Mem):
@@ -137,6 +177,10 @@ class Code:
 
     def _sreg(self, w: Warp, name: str) -> Val:
         cta = w.cta
+        if name in ("SR_TID.Y", "SR_TID.Z"):
+            return 0  # a block is one-dimensional (`.threads` is its x extent)
+        if name in ("SR_CLOCKLO", "SR_GLOBALTIMERLO"):
+            return w.clock_reads()  # a time: it only grows
         if name == "SR_TID.X":
             return L.LANE_IDS + np.uint64(32 * w.wid)
         if name == "SR_LANEID":
@@ -152,7 +196,7 @@ class Code:
         if name.startswith("SR_CLUSTERID."):
             cl = self.h.cluster
             return cta.ctaid["XYZ".index(name[-1])] // cl["XYZ".index(name[-1])]
-        return 0  # SR_TID.Y/Z and the rest
+        raise WarpyError(f"the checker does not model {name}")
 
     def _cbank(self, off: Union[int, str]) -> int:
         if isinstance(off, str):
@@ -183,20 +227,55 @@ def _refusal(why: str) -> Callable[..., NoReturn]:
     return refuse
 
 
-def _tracer(i: Instr) -> Optional[Callable[[Warp], Traced]]:
+KNOWN_SREGS = frozenset({
+    "SR_TID.X", "SR_TID.Y", "SR_TID.Z", "SR_LANEID", "SR_CTAID.X", "SR_CTAID.Y", "SR_CTAID.Z", "SR_NCTAID.X",
+    "SR_NCTAID.Y", "SR_NCTAID.Z", "SR_NTID.X", "SR_CgaCtaId", "SR_CLUSTERID.X", "SR_CLUSTERID.Y", "SR_CLUSTERID.Z",
+    "SR_CLOCKLO", "SR_GLOBALTIMERLO"})
+CONSTANT_REGS = frozenset({"RZ", "URZ", "PT", "UPT"})
+
+
+def _names(op: Operand) -> list[str]:
+    """The register names an operand reads or writes (the registers inside an address or a descriptor
+    too), as a warp's register file keys them; the constant registers are none."""
+    regs: list[Operand]
+    if isinstance(op, Mem):
+        regs = list(op.regs())
+    elif isinstance(op, GMem):
+        regs = [op.desc, op.addr]
+    elif isinstance(op, Desc):
+        regs = [op.reg]
+    elif isinstance(op, TmapRef):
+        regs = [op.reg] if op.reg is not None else []
+    else:
+        regs = [op]
+    out: list[str] = []
+    for r in regs:
+        if isinstance(r, (R, UR, P, UP)):
+            if r.name not in CONSTANT_REGS:
+                out.append(r.name)
+        elif isinstance(r, (RVec, URVec)):
+            out.extend(elem_name(r.name, k) for k in range(max(r.width, 1)))
+    return out
+
+
+def _tracer(i: Instr) -> Optional[Callable[[Warp, Lanes], Traced]]:
     """What the colouring check compares besides derived operands: the global addresses a line
-    touches and the argument tuples of the copy engine (the program's own arithmetic)."""
+    touches (in the lanes that run it) and the argument tuples of the copy engine (the program's own
+    arithmetic)."""
     for op in i.ops:
         if isinstance(op, GMem):
             lo, hi, off = elem_name(op.addr.name, 0), elem_name(op.addr.name, 1), op.offset
 
-            def gaddr(w: Warp, lo: str = lo, hi: str = hi, off: int = off) -> Traced:
+            def gaddr(w: Warp, lanes: Lanes, lo: str = lo, hi: str = hi, off: int = off) -> Traced:
                 a, b = w.regs.get(lo, 0), w.regs.get(hi, 0)
                 if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
-                    v = np.asarray(a, dtype=np.uint64) | (np.asarray(b, dtype=np.uint64) << np.uint64(32))
+                    v = np.broadcast_to(np.asarray(a, dtype=np.uint64) | (np.asarray(b, dtype=np.uint64) << np.uint64(32)),
+                                        (32,))
+                    if lanes is not None:
+                        v = v[lanes]  # an inactive lane's register may hold anything (the colouring reuses it)
                     if v.size and (v == v.flat[0]).all():  # one address in every lane: as a uniform value reads
                         return int(v.flat[0]) + off
-                    return hash(np.broadcast_to(v, (32,)).tobytes()) + off
+                    return hash(v.tobytes()) + off
                 return (a | (b << 32)) + off
             return gaddr
     sem = record(i).sem
@@ -205,7 +284,7 @@ def _tracer(i: Instr) -> Optional[Callable[[Warp], Traced]]:
         dims = next((int(x[:-1]) for x in i.mods if x.endswith("D") and x[:-1].isdigit()), 1)
         n = dims + (2 if sem == "tma-load" else 1)  # (dst, bar, coords) or (src, coords)
 
-        def args(w: Warp, base: str = base, n: int = n) -> Traced:
+        def args(w: Warp, lanes: Lanes, base: str = base, n: int = n) -> Traced:
             return tuple(L.first(w.regs.get(elem_name(base, k), 0)) for k in range(n))
         return args
     return None

@@ -95,6 +95,9 @@ class GlobalMemory:
             if t.table is not None and t.slot is not None:
                 self.tables.setdefault(t.table, {})[t.slot] = t.name
         self.acquired: set[tuple[int, str]] = set()  # (warp, map): the warp fenced the map's descriptor
+        # maps a TMA store names (set once the code is compiled; None: a store through a table slot,
+        # so any map may be written): a load's global reads matter only where a store may land
+        self.stored_maps: Optional[set[str]] = None
         # TMA stores whose writes no `DEPBAR.LE.WRITES` has waited for yet: warp -> (group, record)
         self.bulk_writes: dict[int, list[tuple[int, Access]]] = {}
         self.declared = {b.source for b in self.buffers} | set(self.tmaps)
@@ -135,6 +138,13 @@ class GlobalMemory:
                 return None, (f"{table}+0x{off:x}, no slot of its table (slots at {table} + 0x{MAP_STRIDE:x} k, "
                               f"k < {max(slots) + 1})")
         return None, f"0x{addr:x}, which is in no table of tensor maps"
+
+    def may_be_written(self, name: str) -> bool:
+        """Whether the launch may write the memory behind tensor map `name`: a map over a parameter
+        (stores through the pointer reach it), or one a TMA store names."""
+        if name in self.alias or self.stored_maps is None:
+            return True
+        return name in self.stored_maps
 
     def table_slot(self, name: str) -> Optional[str]:
         """The table a map is a slot of (None: a kernel parameter)."""

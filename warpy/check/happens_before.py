@@ -6,8 +6,9 @@ another CTA needs a GPU-scope fence. Registers an asynchronous unit still writes
 accumulators, tcgen05 loads) are checked the same way, by their pending records on the warp.
 
 Memory is tracked as regions: 16 KiB chunks of a space (per CTA for shared and tensor memory), each
-4-byte word a bit of an int mask. A region keeps the writes since the last one that covered each
-word, and the reads since.
+byte a bit of an int mask, so two warps writing the two halves of one 4-byte word (16-bit stores of
+an odd-width output) touch different places. A region keeps the writes since the last one that
+covered each byte, and the reads since. (Tensor memory is indexed by cells, each four "bytes".)
 """
 
 from __future__ import annotations
@@ -21,40 +22,58 @@ from warpy.check.state import EXITED, Agent, Cta, Problems, VC, Warp
 if TYPE_CHECKING:
     from warpy.check.places import Places
 
-CHUNK_WORDS = 4096  # a region is 16 KiB of bytes (4096 4-byte words); masks are ints of 4096 bits
+CHUNK_BYTES = 1 << 14  # a region is 16 KiB; masks are ints of 16384 bits, one a byte
+CHUNK_SHIFT = 14
 
-Footprint = list[tuple[int, int]]  # (chunk index, bit mask of its words)
+Footprint = list[tuple[int, int]]  # (chunk index, bit mask of its bytes)
 # an ordered pair `warpy hb` counts: (buffer, earlier op, its warp, later op, its warp, " of another CTA" or "",
 # what ordered them, earlier kind, later kind)
 HbKey = tuple[str, str, int, str, int, str, str, str, str]
 
 
-def masks_of(words: np.ndarray) -> Footprint:
-    """(chunk index, bit mask) for each 16 KiB chunk the word indices touch."""
-    words = np.asarray(words, dtype=np.int64).ravel()
-    if words.size == 0:
+def masks_of(idx: np.ndarray) -> Footprint:
+    """(chunk index, bit mask) for each 16 KiB chunk the byte indices touch."""
+    idx = np.asarray(idx, dtype=np.int64).ravel()
+    if idx.size == 0:
         return []
-    chunks = words >> 12
+    chunks = idx >> CHUNK_SHIFT
     c0 = int(chunks.min())
     if int(chunks.max()) == c0:
-        return [(c0, _bits(words & 4095))]
+        return [(c0, _bits(idx & (CHUNK_BYTES - 1)))]
     out = []
     for c in np.unique(chunks):
-        out.append((int(c), _bits(words[chunks == c] & 4095)))
+        out.append((int(c), _bits(idx[chunks == c] & (CHUNK_BYTES - 1))))
     return out
 
 
 def _bits(idx: np.ndarray) -> int:
-    b = np.zeros(CHUNK_WORDS, dtype=bool)
+    b = np.zeros(CHUNK_BYTES, dtype=bool)
     b[idx] = True
     return int.from_bytes(np.packbits(b, bitorder="little").tobytes(), "little")
 
 
-def words_of(addr: np.ndarray, nbytes: int) -> np.ndarray:
-    """The 4-byte word indices `nbytes` at each address cover."""
+def bytes_of(addr: np.ndarray, nbytes: int) -> np.ndarray:
+    """The byte indices `nbytes` at each address cover."""
     a = np.asarray(addr, dtype=np.int64).ravel()
-    n = max(1, (nbytes + 3) // 4)
-    return ((a[:, None] >> 2) + np.arange(n)[None, :]).ravel()
+    return (a[:, None] + np.arange(max(1, nbytes))[None, :]).ravel()
+
+
+def word_bytes(words: np.ndarray) -> np.ndarray:
+    """The bytes of 4-byte word indices (what callers that count in words, or in tensor-memory
+    cells, give)."""
+    w = np.asarray(words, dtype=np.int64).ravel()
+    return ((w[:, None] << 2) + np.arange(4)[None, :]).ravel()
+
+
+def byte_mask(addr: int, nbytes: int) -> Footprint:
+    """The footprint of `nbytes` at one address (an mbarrier's 8 bytes), without numpy."""
+    out: Footprint = []
+    while nbytes > 0:
+        chunk, off = addr >> CHUNK_SHIFT, addr & (CHUNK_BYTES - 1)
+        n = min(nbytes, CHUNK_BYTES - off)
+        out.append((chunk, ((1 << n) - 1) << off))
+        addr, nbytes = addr + n, nbytes - n
+    return out
 
 
 class Access:
@@ -101,18 +120,32 @@ class HappensBefore:
         self._footprints: dict[Hashable, Footprint] = {}
 
     def footprint(self, key: Hashable, words: Callable[[], np.ndarray]) -> Footprint:
-        """The footprint of `words()`, remembered under `key` (a box, a tensor-memory block)."""
+        """The footprint of the 4-byte words (or tensor-memory cells) `words()`, remembered under
+        `key` (a box, a tensor-memory block)."""
         hit = self._footprints.get(key)
         if hit is None:
-            hit = self._footprints[key] = masks_of(words())
+            hit = self._footprints[key] = masks_of(word_bytes(words()))
+        return hit
+
+    def byte_footprint(self, key: Hashable, idx: Callable[[], np.ndarray]) -> Footprint:
+        """The footprint of the byte indices `idx()`, remembered under `key`."""
+        hit = self._footprints.get(key)
+        if hit is None:
+            hit = self._footprints[key] = masks_of(idx())
         return hit
 
     def access(self, space: str, cta: Optional[Cta], words: Optional[np.ndarray], kind: str, vc: VC, agent: Agent,
                clock: int, op: str, w: Warp, proxy: str = "generic", via: Optional[dict[Agent, str]] = None,
-               footprint: Optional[Footprint] = None) -> None:
-        """Record an access (word indices of the space, or their footprint) and check it against the
-        earlier ones it overlaps: any two, one a write, must be ordered (the earlier one's epoch is in `vc`)."""
-        fp = footprint if footprint is not None else masks_of(np.asarray(words))
+               footprint: Optional[Footprint] = None, byte_idx: Optional[np.ndarray] = None) -> None:
+        """Record an access (its byte indices `byte_idx`, its 4-byte word indices `words`, or its
+        footprint) and check it against the earlier ones it overlaps: any two, one a write, must be
+        ordered (the earlier one's epoch is in `vc`)."""
+        if footprint is not None:
+            fp = footprint
+        elif byte_idx is not None:
+            fp = masks_of(byte_idx)
+        else:
+            fp = masks_of(word_bytes(np.asarray(words)))
         cidx = cta.index if cta is not None else -1
         if cta is not None and cta is not w.cta and kind != "r":
             into = self.remote_into.setdefault(cidx, {})
@@ -151,11 +184,11 @@ class HappensBefore:
                 else:
                     reg.writes.append(rec)
             else:
-                keep = [a for a in reg.writes if a.mask & ~mask]
-                reg.writes = keep
+                inv = ~mask
+                reg.writes = [a for a in reg.writes if a.mask & inv]
                 if proxy == "async" and any(a.agent[0] in ("wg", "tc") for a in reg.reads):
                     self.refills += 1
-                reg.reads = [a for a in reg.reads if a.mask & ~mask]
+                reg.reads = [a for a in reg.reads if a.mask & inv]
                 reg.writes.append(rec)
                 if proxy == "generic" and space == "smem":
                     w.unfenced.append(rec)
@@ -222,7 +255,7 @@ class HappensBefore:
 
 def _chunk_addr(chunk: int, mask: int) -> int:
     low = (mask & -mask).bit_length() - 1
-    return (chunk * CHUNK_WORDS + max(low, 0)) * 4
+    return chunk * CHUNK_BYTES + max(low, 0)
 
 
 def _verb(kind: str, op: str = "") -> str:

@@ -33,6 +33,7 @@ from warpy.check.global_memory import GlobalMemory
 from warpy.check.happens_before import Footprint, HappensBefore
 from warpy.check.mbarrier import MBarriers
 from warpy.check.places import Places
+from warpy.check.rules import Rules
 from warpy.check.schedule import Scheduler
 from warpy.check.state import Problems, Warp
 
@@ -55,9 +56,11 @@ class Machine:
         self.places = Places(self.h, self.global_memory, self.problems)
         self.code = Code(kernel, self.global_memory.params)
         self.global_memory.uses_pdl = self.code.uses_pdl
+        self.global_memory.stored_maps = self.code.stored_maps()
         self.order = HappensBefore(self.places, self.problems, hb)
         self.mbarriers = MBarriers(self.places, self.order, self.problems)
         self.flags = Flags(self.global_memory)
+        self.rules = Rules(self.problems)
         # MMA operand tiles by descriptor: byte addresses and footprint (`families.wgmma.operand_footprint`)
         self.tiles: dict[tuple[Union[str, int], ...], tuple[np.ndarray, Footprint]] = {}
         self.derived = DerivedOperands(self.h, self.global_memory.params, self.problems)
@@ -94,4 +97,5 @@ class Machine:
     def run(self) -> None:
         self.launch.run(self, self.progress, self.label)
         obligations.at_end(self.launch.ctas, self.order, self.problems)
+        self.rules.warpgroups(self.warps, self.code.instrs)
 

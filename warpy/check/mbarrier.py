@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from warpy.check.happens_before import byte_mask
 from warpy.check.state import BLOCKED, RUNS, Agent, Cta, Problems, VC, Warp, join
 
 if TYPE_CHECKING:
@@ -63,7 +64,7 @@ class MBarriers:
         """The barrier's word: its init is a write; arrivals, completions and waits are atomics that
         must come after the init (a fence.mbarrier_init and a CTA or cluster barrier between)."""
         self.order.access("smem", bar.cta, None, kind, vc, agent, clock, op, w, proxy=proxy,
-                          footprint=[((bar.addr >> 2) >> 12, 3 << ((bar.addr >> 2) & 4095))])
+                          footprint=byte_mask(bar.addr, 8))
 
     def arrive(self, bar: MBar, n: int, tx: int, vc: VC, who: str) -> None:
         if not bar.inited:

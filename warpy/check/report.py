@@ -53,6 +53,12 @@ class Report:
             s += f"; {p.count('data')} MMAs whose operands come from different K"
         if self.uses_pdl or p.count("pdl"):
             s += f"; {p.count('pdl')} global accesses before the dependent-launch wait"
+        if p.count("registers"):
+            s += f"; {p.count('registers')} register rules broken (use before def, wgmma fence)"
+        if p.count("coverage"):
+            s += f"; {p.count('coverage')} output tiles or elements not written exactly once"
+        if p.count("schedule"):
+            s += f"; {p.count('schedule')} verdicts that differ between warp schedules"
         if self.values_on or self.values_checked or p.count("values"):
             s += f"; {self.values_checked} output values computed, {self.values_wrong} differ from numpy"
             if self.values_partial:

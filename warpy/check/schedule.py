@@ -72,7 +72,8 @@ class Scheduler:
                     w = Warp(len(self.warps), cta, wi)
                     live = h.threads - 32 * wi
                     if live < 32:  # a last, partial warp: its missing lanes never run
-                        w.groups = [LaneGroup(0, np.arange(32) < live)]
+                        w.live = np.arange(32) < live
+                        w.groups = [LaneGroup(0, w.live)]
                     cta.warps.append(w)
                     self.warps.append(w)
 
@@ -158,8 +159,18 @@ class Scheduler:
                 continue
             if w.pending and c.regids and c.sem != "mma":
                 m.order.registers(w, c.regids, c.mnem)
+            if not c.uses <= w.defined:
+                m.rules.undefined(w, c, c.uses - w.defined)
+            if c.collective:
+                if c.collective == 2:
+                    m.rules.warpgroup(w, c, lanes, w.live)
+                else:
+                    m.rules.aligned(w, c, lanes, w.live)
+            if c.mma_touch:
+                for r in c.mma_touch:
+                    w.wg_dirty[r] = pc
             if c.trace is not None:
-                w.trace.append((pc, c.trace(w)))
+                w.trace.append((pc, c.trace(w, lanes)))
             if c.notes:
                 before = dict(w.regs)
                 pre = [None if c.note_modes[k] else c.get[nt.operand](w) for k, nt in enumerate(c.notes)]
@@ -171,6 +182,8 @@ class Scheduler:
                 res = c.handler(m, w, c, lanes)
                 if res == BLOCK:
                     return n
+            if c.defs:
+                w.defined.update(c.defs)
             g.pc = pc + 1
             if len(w.groups) > 1:
                 self._merge(w)

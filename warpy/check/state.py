@@ -101,7 +101,8 @@ class Warp:
 
     __slots__ = ("gid", "cta", "wid", "regs", "groups", "state", "block", "vc", "via", "agent", "wg_committed",
                  "wg_open", "wg_retired", "pending", "bulk_committed", "bulk_open", "bulk_retired", "acq_done",
-                 "unfenced", "gunfenced", "trace", "cl_phase", "unfenced_init", "acquired", "fenced_vc", "exit_vc")
+                 "unfenced", "gunfenced", "trace", "cl_phase", "unfenced_init", "acquired", "fenced_vc", "exit_vc",
+                 "defined", "clock_n", "live", "wg_dirty", "wg_fenced")
 
     def __init__(self, gid: int, cta: Cta, wid: int) -> None:
         self.gid = gid
@@ -131,6 +132,17 @@ class Warp:
         self.acquired: VC = {}  # clocks read through GPU-scope flags, joined at the next MEMBAR.GPU
         self.fenced_vc: VC = {}  # this warp's clock at its last MEMBAR.GPU: what a flag it raises releases
         self.exit_vc: Optional[VC] = None
+        self.defined: set[str] = set()  # registers an instruction has written (in some lane)
+        self.clock_n = 0
+        self.live: Optional[np.ndarray] = None  # the lanes a partial last warp has (None: all 32)
+        # registers a wgmma accesses that another line touched since the warp's last wgmma fence: name -> pc
+        self.wg_dirty: dict[str, int] = {}
+        self.wg_fenced = False  # the warp has run a wgmma fence
+
+    def clock_reads(self) -> int:
+        """What the warp's next read of a clock register gives: it only grows."""
+        self.clock_n += 1
+        return (1000 * self.clock_n) & 0xFFFFFFFF
 
     def tick(self) -> VC:
         """A release: a copy of this warp's clock, then the warp's own clock moves on."""
@@ -217,7 +229,8 @@ class Cluster:
 class Problems:
     """Distinct messages by kind, with how often each was seen."""
 
-    KINDS = ("wrong", "coloured", "named", "protocol", "memory", "order", "pdl", "data", "values")
+    KINDS = ("wrong", "coloured", "named", "protocol", "memory", "order", "pdl", "data", "registers", "coverage",
+             "values", "schedule")
 
     def __init__(self) -> None:
         self.msgs: dict[str, dict[str, int]] = {k: {} for k in self.KINDS}

@@ -30,7 +30,7 @@ M32 = 0xFFFFFFFF
 #: classes whose predicate destination the interpreter sets true
 INTERP_PASSES = frozenset({"barrier-wait", "setmaxnreg", "elect"})
 #: classes that load from memory the interpreter does not model: their destinations read 0
-INTERP_ZEROES = frozenset({"load-shared", "load-global", "load-matrix", "tmem-load", "clc-query"})
+INTERP_ZEROES = frozenset({"load-shared", "load-global", "load-matrix", "tmem-load", "clc-query", "atomic-global"})
 #: classes that write no register the interpreter tracks (memory, barriers, fences, copies, MMAs...)
 INTERP_NOTHING = frozenset(SEM_CLASSES) - INTERP_PASSES - INTERP_ZEROES - {
     "branch", "exit",  # run() moves the pc

@@ -15,7 +15,7 @@ from warpy.isa.values import M32, Val, writer
 from warpy.isa.operands import GMem, Mem, Operand, R, RVec, elem_name
 from warpy.isa.semantics import F32, decode, f_add
 from warpy.isa.families import memory as isa
-from warpy.check.happens_before import words_of
+from warpy.check.happens_before import bytes_of
 from warpy.check.registers import active, all_lanes, lanes_i64, lanes_u64, reg_name, regs_of
 from warpy.check.semantics import semantics
 from warpy.check.state import Lanes, Warp
@@ -66,7 +66,7 @@ def _smem_access(m: Machine, w: Warp, c: Compiled, addrs: np.ndarray, nbytes: in
     lo, hi = int(addrs.min()), int(addrs.max()) + nbytes
     if not m.places.check_smem_range(w, c, lo, hi):
         return
-    m.order.access("smem", w.cta, words_of(addrs, nbytes), kind, w.vc, w.agent, w.vc[w.agent], c.mnem, w)
+    m.order.access("smem", w.cta, None, kind, w.vc, w.agent, w.vc[w.agent], c.mnem, w, byte_idx=bytes_of(addrs, nbytes))
 
 
 @semantics(isa.LDS)
@@ -152,7 +152,7 @@ def _global(m: Machine, w: Warp, c: Compiled, lanes: Lanes, gop: Union[GMem, Mem
     src = gm.check(w, c, addrs, nb)
     # GPU-scope (.STRONG.GPU) accesses and reductions are atomic: flags between CTAs, not data races
     if src is not None and "STRONG" not in c.instr.mods:
-        m.order.access("global", None, words_of(addrs, nb), kind, w.vc, w.agent, w.vc[w.agent], c.mnem, w)
+        m.order.access("global", None, None, kind, w.vc, w.agent, w.vc[w.agent], c.mnem, w, byte_idx=bytes_of(addrs, nb))
     return src, addrs, nb
 
 

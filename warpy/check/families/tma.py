@@ -129,7 +129,8 @@ def land(m: Machine, w: Warp, c: Compiled, dest: Optional[Cta], bar_cta: Optiona
     if prov is not None:
         dest.landed[dst] = (prov[0], prov[1], nbytes)
     mb.bar_access(bar, w, "red", issue_vc, bar.agent, bar.phase + 1, c.mnem, "async")
-    if prov is not None and prov[0] in m.global_memory.tmaps and not outside(m.global_memory.tmaps[prov[0]], prov[1]):
+    if prov is not None and prov[0] in m.global_memory.tmaps and m.global_memory.may_be_written(prov[0]) \
+            and not outside(m.global_memory.tmaps[prov[0]], prov[1]):
         _global_read(m, w, c, prov[0], m.global_memory.tmaps[prov[0]], prov[1], issue_vc, bar.agent, bar.phase + 1)
     if m.places.check_smem_range(w, c, dst, dst + nbytes):
         m.order.access("smem", dest, None, "w", issue_vc, bar.agent, bar.phase + 1, c.mnem, w, proxy="async",

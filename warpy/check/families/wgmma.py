@@ -10,7 +10,7 @@ of the 64 x N product from the shared-memory bytes its descriptors point at."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Union
+from typing import TYPE_CHECKING, Callable, Optional, Union
 
 import numpy as np
 
@@ -61,7 +61,7 @@ def operand_footprint(m: Machine, key: TileKey, addrs_fn: Callable[[], np.ndarra
     hit = m.tiles.get(key)
     if hit is None:
         addrs = addrs_fn()
-        hit = (addrs, masks_of(np.unique(addrs >> 2)))
+        hit = (addrs, masks_of(np.unique(addrs)))
         m.tiles[key] = hit
     return hit
 
@@ -112,6 +112,12 @@ def _hgmma(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
         fa = operand_footprint(m, ("gmma", d[0], d[1], 64, kb), lambda: gmma_rows(d[0], d[1], 64, kb))
         operands_meet(m, w, c, w.cta, (d[0] & 0x3FFF) << 4, (d[2] & 0x3FFF) << 4)
         smem_ops = [fa, fb]
+    acc = i.ops[0]
+    accumulate = str(i.ops[di + 1]) != "RZ"
+    for op in i.ops[di + 2:]:
+        if isinstance(op, UP):
+            accumulate = accumulate and bool(m.code.read(op)(w))
+    _fence_rule(m, w, c, acc, i.ops[1] if rs else None, accumulate)
     agent: Agent = ("wg", w.cta.index, w.wid)
     clock = w.wg_committed + 1
     w.wg_open = True
@@ -119,7 +125,6 @@ def _hgmma(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
         lo, hi = int(addrs.min()), int(addrs.max()) + 1
         if m.places.check_smem_range(w, c, lo, hi):
             m.order.access("smem", w.cta, None, "r", w.vc, agent, clock, c.mnem, w, proxy="async", footprint=fp)
-    acc = i.ops[0]
     span = span_of(c, acc)
     if span:
         base, lo_i, hi_i = span
@@ -128,10 +133,6 @@ def _hgmma(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     smem = w.cta.smem
     if not (m.values and smem is not None):
         return
-    accumulate = str(i.ops[di + 1]) != "RZ"
-    for op in i.ops[di + 2:]:
-        if isinstance(op, UP):
-            accumulate = accumulate and bool(m.code.read(op)(w))
     b = read_matrix(smem, fb[0], dtype, eb)
     wq = w.wid % 4
     a_rows = register_a(w, i.ops[1], wq, k, dtype) if rs else read_matrix(smem, fa[0], dtype, eb)[16 * wq:16 * wq + 16]
@@ -169,9 +170,44 @@ def register_a(w: Warp, op: Operand, wq: int, k: int, dtype: str) -> np.ndarray:
     return out
 
 
+def _fence_rule(m: Machine, w: Warp, c: Compiled, acc: Operand, a_regs: Optional[Operand], accumulate: bool) -> None:
+    """wgmma's register rules: the accumulator (and A's registers) must not have been touched by
+    another line since the warp's last wgmma fence, the first MMA needs a fence, and an MMA that
+    accumulates reads an accumulator some instruction wrote."""
+    hit = c.extra.get("wg_names")
+    if not isinstance(hit, list):
+        hit = [elem_name(reg_name(acc), j) for j in range(max(1, _acc_regs(c)))]
+        if a_regs is not None:
+            hit += regs_of(a_regs, isa.A_REGS)
+        c.extra["wg_names"] = hit
+    names: list[str] = hit
+    who = f"line {c.pc + 1} ({c.mnem}): {w.cta.name} warp {w.wid}"
+    if not w.wg_fenced:
+        m.problems.add("registers", f"{who} runs before any wgmma fence (WARPGROUP.ARRIVE) of the warp")
+    for nm in names:
+        pc = w.wg_dirty.get(nm)
+        if pc is not None:
+            line = m.code.instrs[pc]
+            m.problems.add("registers", f"{who} accesses {nm}, which line {pc + 1} ({line.mnem}) touched after the "
+                                        f"warp's last wgmma fence: a WARPGROUP.ARRIVE (wgmma.fence) must come between")
+            break
+    if accumulate:
+        undefined = [nm for nm in names[:_acc_regs(c)] if nm not in w.defined]
+        if undefined:
+            m.rules.undefined(w, c, frozenset(undefined))
+
+
+def _acc_regs(c: Compiled) -> int:
+    """The accumulator registers of an HGMMA: N / 2 for fp32 (the 64 x N tile over 128 threads)."""
+    n = int(c.instr.mods[0].split("x")[1])
+    return n // 2 if c.instr.mods[1] == "F32" else n // 4
+
+
 @semantics(isa.WARPGROUP_ARRIVE)
-def _nothing(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
-    return None
+def _fence(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
+    """wgmma.fence: the warp's register accesses so far are ordered before its next MMAs."""
+    w.wg_fenced = True
+    w.wg_dirty.clear()
 
 
 @semantics(isa.WGMMA_COMMIT)
