@@ -1,7 +1,8 @@
 """The kernel's code, ready to run: each instruction compiled once into a `Compiled` (its opcode
 record and checker semantics, one reader and one writer per operand, the registers it touches, what
-the colouring check records of it) and the loops the machine recognises by shape: a barrier wait
-(`SYNCS.PHASECHK` then its `@!p BRA` back) and a GPU-scope flag spin (`warpy.check.flags`)."""
+the colouring check records of it) and the loops the machine recognises: a barrier wait
+(`SYNCS.PHASECHK` then its `@!p BRA` back) and a loop that waits on global memory, by what it means
+(`warpy.check.flags.find_waits`)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from warpy.isa.operands import GMem, Desc, LabelRef, Mem, Operand, P, R, RVec, S
 from warpy.isa.text import Header, Kernel
 from warpy.isa.values import Val
 from warpy.check.families import SEMANTICS
-from warpy.check.flags import find_spins
+from warpy.check.flags import WaitLoop, find_waits
 from warpy.check.places import DSMEM
 from warpy.check.rules import ALIGNED_KEYS, WARPGROUP_KEYS
 from warpy.check.state import Lanes, Traced, Warp
@@ -35,7 +36,7 @@ class Compiled:
     """One instruction, ready to run: its record, handler, operand readers/writers and notes."""
 
     __slots__ = ("pc", "instr", "rec", "sem", "mnem", "handler", "guard", "get", "put", "notes", "note_modes",
-                 "regids", "wait_loop", "trace", "spin", "target", "cond", "span", "extra", "uses", "defs", "loop",
+                 "regids", "wait_loop", "trace", "target", "cond", "span", "extra", "uses", "defs", "loop",
                  "collective", "mma_touch")
 
     def __init__(self, pc: int, instr: Instr, rec: Opcode, handler: CheckHandler) -> None:
@@ -53,12 +54,11 @@ class Compiled:
         self.regids: list[tuple[str, int]] = []  # the registers it reads and writes, as (base, element)
         self.wait_loop = False  # a barrier wait whose loop branches back: a wait that fails blocks the warp
         self.trace: Optional[Callable[[Warp, Lanes], Traced]] = None
-        self.spin: Optional[tuple[Compiled, bool]] = None  # a flag spin: (its compare, loops while false)
         # the registers it reads (before it runs) and writes, by the names a warp's register file uses
         # (an HGMMA's accumulator input is read only when it accumulates: its handler asks)
         self.uses: frozenset[str] = frozenset()
         self.defs: tuple[str, ...] = ()
-        self.loop: Optional[object] = None  # a loop that waits on memory other agents write (`warpy.check.flags`)
+        self.loop: Optional[WaitLoop] = None  # a wait loop this line polls for or branches back in
         self.collective = 0  # 1: warp-aligned, 2: warpgroup-collective (`warpy.check.rules`)
         self.mma_touch: tuple[str, ...] = ()  # registers a wgmma also accesses, which this (other) line touches
         self.target = -1  # a branch: the pc it goes to
@@ -141,11 +141,11 @@ class Code:
                     if code[nxt].sem == "branch" and b.guard is not None and isinstance(done, P) and b.guard.name == done.name \
                             and b.guard.neg and labels.get(_label(b), 1 << 30) <= c.pc:
                         c.wait_loop = True
-        find_spins(code, labels)
         for c in code:
             if c.sem == "branch":
                 c.target = labels[_label(c.instr)]
                 c.cond = self.read(c.instr.ops[0]) if len(c.instr.ops) == 2 else None
+        find_waits(code)
 
     def stored_maps(self) -> Optional[set[str]]:
         """The tensor maps TMA stores name (None: one names its map through a register, any may be)."""

@@ -1,57 +1,119 @@
-"""GPU-scope flags between CTAs (stream-K, split-K): a loop `LDG.STRONG.GPU f; ISETP p, f, target;
-@!p BRA` is a wait on the flag word. The warp blocks until a simulated warp writes the word
-(`STG.STRONG`, `REDG`), which also hands over a clock: the writer's as of its last `MEMBAR.*.GPU`
-(a release is the fence, then the relaxed write); the reader takes it at its own next
-`MEMBAR.*.GPU` (the acquire). When no simulated warp can run and some wait on flags, the rest of
-the grid (the CTAs outside the simulated clusters) raises those flags to what they wait for."""
+"""GPU-scope flags between CTAs (stream-K, split-K, the megakernel's counters), and loops that wait
+on them, recognised by what they mean rather than by their shape.
+
+**Wait loops** (`find_waits`): a loop (a branch back to a line at or before it) whose exit depends
+on a value it loads from global memory, at an address the loop does not change, and that has no
+other effect (no store, arrival, copy or MMA in its body: polls, compares, a `NANOSLEEP` back-off,
+fences) waits for another agent to write that memory. `LDG.STRONG; ISETP; @!p BRA` is one; so is
+`warpy.isa.units.flags.spin_wait`'s poll, compare, back-off with the acquire after the loop, a
+CAS lock, or a poll whose compare is several lines from its branch. When a warp is about to go
+round such a loop again and no simulated warp has written what it polled since it read it, the
+warp blocks until one does (`stall`): going round again would read the same thing.
+
+**Release and acquire**: a relaxed GPU-scope write (`STG.STRONG`, `REDG`, `ATOMG`) hands over the
+writer's clock as of its last `MEMBAR.*.GPU` (a release is the fence, then the relaxed write); a
+GPU-scope read takes it at the reader's next `MEMBAR.*.GPU` or `CCTL.IVALL` (the acquire). So a
+fence missing on either side, or placed after the flag, leaves the data unordered.
+
+**The rest of the grid**: when no simulated warp can run and some wait in such loops, and the launch
+has CTAs outside the simulated ones, those CTAs raise the flags (`raise_outside`): each polled word
+gets a value that lets its loop exit, found by running the loop's body on a copy of the warp's
+registers with candidate values (the values the body compares with, and their neighbours). A launch
+whose every CTA is simulated has no rest: a wait nobody ends is a hang. How many flags the rest of
+the grid raised is reported with the summary.
+
+A loop that polls with a weak load (`LDG` without `.STRONG`, or through the read-only path) may read
+a stale value forever: that is reported."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Iterator, Optional
 
 import numpy as np
 
-from warpy.isa.operands import LabelRef, Operand, P, R, RVec, SReg, Sym, TmapRef, UP, UR, URVec
+from warpy.errors import WarpyError
+from warpy.isa.operands import Imm, R, UR
+from warpy.isa.semantics import VALUES
 from warpy.isa.values import M32, first
-from warpy.check.semantics import BLOCK
 from warpy.check.state import BLOCKED, RUNS, FlagWait, Lanes, VC, Warp, join
 
 if TYPE_CHECKING:
     from warpy.check.code import Compiled
     from warpy.check.global_memory import GlobalMemory
+    from warpy.check.machine import Machine
+
+#: what a wait loop's body may do besides polling (anything else is an effect going round again repeats)
+_QUIET = frozenset({"alu", "compare", "predicate", "special-reg", "const-load", "vote", "shuffle", "warp-reduce", "branch",
+                    "sleep", "fence", "warp-sync", "nop", "elect", "load-global", "atomic-global", "load-shared"})
 
 
-def _name(op: Operand) -> Optional[str]:
-    if isinstance(op, (R, UR, P, UP, RVec, URVec, SReg, TmapRef, LabelRef, Sym)):
-        return op.name
-    return None
+class WaitLoop:
+    """A loop that waits on global memory: its first and last lines (the branch back), the lines
+    that poll (loads or atomics whose value the exit depends on), and the registers that value
+    flows into."""
+
+    __slots__ = ("head", "back", "polls", "tainted")
+
+    def __init__(self, head: int, back: int, polls: list[int], tainted: frozenset[str]) -> None:
+        self.head = head
+        self.back = back
+        self.polls = polls
+        self.tainted = tainted
 
 
-def find_spins(code: list[Compiled], labels: dict[str, int]) -> None:
-    """Mark each spin on a GPU-scope flag (LDG.STRONG, an ISETP on what it loaded, a branch back on
-    that predicate) with its compare and whether it loops while the compare is false."""
-    for c in code:
-        if c.sem == "load-global" and "STRONG" in c.instr.mods and c.pc + 2 < len(code):
-            cmp_c, br_c = code[c.pc + 1], code[c.pc + 2]
-            dst = _name(c.instr.ops[0])
-            target = _name(br_c.instr.ops[-1]) or ""
-            guard = br_c.instr.guard
-            if cmp_c.sem == "compare" and _name(cmp_c.instr.ops[2]) == dst and br_c.sem == "branch" \
-                    and guard is not None and guard.name == _name(cmp_c.instr.ops[0]) \
-                    and labels.get(target, 1 << 30) <= c.pc:
-                c.spin = (cmp_c, guard.neg)
+def find_waits(code: list[Compiled]) -> None:
+    """Mark each wait loop's branch back and poll lines (`Compiled.loop`)."""
+    for b in code:
+        if b.sem != "branch" or b.target > b.pc or b.target < 0:
+            continue
+        t = b.target
+        body = code[t:b.pc + 1]
+        if any(x.sem not in _QUIET for x in body):
+            continue
+        written = {d for x in body for d in x.defs}
+        polls = [x for x in body if x.sem in ("load-global", "atomic-global") and not (x.uses & written)]
+        if not polls:
+            continue
+        tainted = {d for x in polls for d in x.defs}
+        for _ in range(3):  # values carried round the loop
+            for x in body:
+                if x.uses & tainted and x.sem != "branch":
+                    tainted.update(x.defs)
+        exits = [x for x in body if x.sem == "branch" and x.uses & tainted
+                 and (x is b or not t <= x.target <= b.pc)]
+        if not exits:
+            continue
+        loop = WaitLoop(t, b.pc, [x.pc for x in polls], frozenset(tainted))
+        b.loop = loop
+        for x in polls:
+            x.loop = loop
+
+
+def _scratch(w: Warp) -> Warp:
+    """A copy of a warp's registers that a loop's body runs on (special registers read through the
+    same CTA and warp index)."""
+    s = Warp(-1, w.cta, w.wid)
+    s.regs = dict(w.regs)
+    s.live = w.live
+    return s
 
 
 class Flags:
-    """What each flag word released (`released`: address -> clock), the warps waiting on one, and
-    how many flags the rest of the grid raised."""
+    """What each flag word released (`released`: address -> clock), each polled word's version (how
+    many simulated writes it has seen), the warps waiting in loops, and how many flags the rest of
+    the grid raised."""
 
     def __init__(self, gmem: GlobalMemory) -> None:
         self.gmem = gmem
         self.released: dict[int, VC] = {}
+        self.version: dict[int, int] = {}  # a polled word's writes so far
+        self.polled: set[int] = set()  # every word a wait loop has polled
         self.waiters: list[Warp] = []
         self.raised_outside = 0
+        self.outside = True  # the launch has CTAs the machine does not simulate
+        self.weak_seen: set[int] = set()
 
+    # -- release and acquire ---------------------------------------------------------------------
     def acquire(self, w: Warp, addr: int) -> None:
         """A relaxed load of a flag: what the flag releases is acquired by the warp's next fence."""
         rel = self.released.get(addr)
@@ -60,25 +122,6 @@ class Flags:
                 if w.acquired.get(k, 0) < v:
                     w.acquired[k] = v
 
-    def spin(self, w: Warp, c: Compiled, spin: tuple[Compiled, bool], addr: int, lanes: Lanes) -> Optional[int]:
-        """A flag loop whose flag does not yet hold what it waits for blocks the warp until a simulated
-        warp writes the flag (or, when nothing else can run, the rest of the grid raises it)."""
-        s, loop_on_false = spin
-        mods = s.instr.mods
-        x = first(w.regs.get(_name(c.instr.ops[0]) or "", 0), lanes)
-        y = first(s.get[3](w), lanes)
-        t = {"EQ": x == y, "NE": x != y, "LT": x < y, "LE": x <= y, "GT": x > y, "GE": x >= y}[mods[0]]
-        leaves = t if loop_on_false else not t
-        if leaves:
-            return None
-        want = {"EQ": y, "GE": y, "GT": y + 1, "NE": y + 1, "LE": y, "LT": y - 1}[mods[0]]
-        if not loop_on_false:
-            want = {"EQ": y + 1, "NE": y, "LT": y, "LE": y + 1, "GT": y, "GE": y - 1}[mods[0]]
-        w.state = BLOCKED
-        w.block = FlagWait(addr, want & M32)
-        self.waiters.append(w)
-        return BLOCK
-
     def release(self, w: Warp, addrs: np.ndarray) -> None:
         """A relaxed GPU-scope write raises a flag: it releases what the warp did before its last
         `MEMBAR.*.GPU` (a release is the fence, then the relaxed write), not what came after."""
@@ -86,23 +129,161 @@ class Flags:
         vc = dict(w.fenced_vc)
         for a in np.unique(addrs):
             join(self.released.setdefault(int(a), {}), vc)
-            self.wake(int(a))
 
-    def wake(self, addr: int) -> None:
+    # -- polls, writes and waits -----------------------------------------------------------------
+    def polled_by(self, w: Warp, c: Compiled, addrs: np.ndarray) -> None:
+        """A wait loop's poll read these words: remember what it saw (their versions)."""
+        seen = {}
+        for a in np.unique(addrs & ~np.int64(3)):
+            ai = int(a)
+            self.polled.add(ai)
+            seen[ai] = self.version.get(ai, 0)
+        w.polls[c.pc] = seen
+
+    def written(self, addrs: np.ndarray, nbytes: int = 4) -> None:
+        """Simulated writes to global memory: polled words they touch change version and wake their waiters."""
+        if not self.polled:
+            return
+        lo = np.asarray(addrs, dtype=np.int64).ravel() & ~np.int64(3)
+        words = {int(x) for k in range(0, max(nbytes, 4), 4) for x in lo + k}
+        hit = words & self.polled
+        for a in hit:
+            self.version[a] = self.version.get(a, 0) + 1
+        if hit:
+            self._wake(hit)
+
+    def _wake(self, addrs: set[int]) -> None:
         for w in self.waiters:
-            if w.state == BLOCKED and isinstance(w.block, FlagWait) and w.block.addr == addr:
+            if w.state == BLOCKED and isinstance(w.block, FlagWait) and addrs & set(w.block.addrs):
                 w.state, w.block = RUNS, None
         self.waiters = [w for w in self.waiters if w.state == BLOCKED]
 
-    def raise_outside(self, warps: list[Warp]) -> bool:
-        """Every simulated warp is blocked or done, and some spin on a GPU-scope flag: the CTAs outside
-        the simulated clusters (whose work the simulated ones wait for) raise those flags. A flag a
-        simulated CTA should have raised is therefore not reported as a hang (docs/checker.md)."""
+    def stall(self, m: Machine, w: Warp, c: Compiled) -> bool:
+        """The warp takes a wait loop's branch back: if nothing it polled has been written since it
+        read it, it blocks until something is (True)."""
+        loop = c.loop
+        assert isinstance(loop, WaitLoop)
+        addrs: list[int] = []
+        for pc in loop.polls:
+            seen = w.polls.get(pc)
+            if seen is None:
+                return False  # a poll that did not run this time round: go round
+            for a, ver in seen.items():
+                if self.version.get(a, 0) != ver:
+                    return False
+                addrs.append(a)
+        if not addrs:
+            return False
+        for pc in loop.polls:
+            p = m.code.instrs[pc]
+            if p.sem == "load-global" and ("STRONG" not in p.instr.mods or "CONSTANT" in p.instr.mods) \
+                    and pc not in self.weak_seen:
+                self.weak_seen.add(pc)
+                m.problems.add("protocol", f"line {pc + 1} ({p.mnem}): a loop waits on the word it loads from global "
+                                           f"memory, through a weak load: it may read a stale value forever (poll with "
+                                           f"LDG.E.STRONG.GPU, a relaxed GPU-scope load)")
+        w.state = BLOCKED
+        w.block = FlagWait(tuple(sorted(set(addrs))), c.pc, self._where(addrs[0]))
+        self.waiters.append(w)
+        return True
+
+    def _where(self, addr: int) -> str:
+        src, off = self.gmem.source(addr)
+        if src is None:
+            return f"global 0x{addr:x}"
+        b = self.gmem.buffer_of(src, off, off + 4)
+        if b is not None:
+            return f"{b.name}+0x{off - b.base:x}"
+        return f"{src}+0x{off:x}"
+
+    # -- the rest of the grid --------------------------------------------------------------------
+    def raise_outside(self, m: Machine, warps: list[Warp]) -> bool:
+        """Every simulated warp is blocked or done, and some wait in loops on global memory: the CTAs
+        outside the simulated clusters (whose work the simulated ones wait for) write each polled
+        word a value that lets its loop exit. Nothing is raised when every CTA is simulated."""
+        if not self.outside:
+            return False
         woke = False
         for w in warps:
-            if w.state == BLOCKED and isinstance(w.block, FlagWait):
-                self.gmem.write_word(w.block.addr, w.block.want)
+            if not (w.state == BLOCKED and isinstance(w.block, FlagWait)):
+                continue
+            blk = w.block
+            v = self.escape(m, w, blk.back)
+            if v is None:
+                continue
+            for a in blk.addrs:
+                self.gmem.write_word(a, v)
                 self.raised_outside += 1
-                w.state, w.block = RUNS, None
-                woke = True
+            self.written(np.asarray(blk.addrs, dtype=np.int64))
+            woke = True
         return woke
+
+    def escape(self, m: Machine, w: Warp, back: int) -> Optional[int]:
+        """A value of the polled words with which the warp's loop exits: candidates from what the
+        loop's body compares with, each tried by running the body on a copy of the registers."""
+        loop = m.code.instrs[back].loop
+        assert isinstance(loop, WaitLoop)
+        for v in self._candidates(m, w, loop):
+            if self._exits(m, w, loop, v):
+                return v
+        return None
+
+    def _candidates(self, m: Machine, w: Warp, loop: WaitLoop) -> Iterator[int]:
+        seen: set[int] = set()
+        base: list[int] = []
+        for c in m.code.instrs[loop.head:loop.back + 1]:
+            if not (c.uses & loop.tainted) or c.sem == "branch":
+                continue
+            for op, get in zip(c.instr.ops, c.get):
+                if isinstance(op, (R, UR)) and op.name in loop.tainted:
+                    continue
+                if isinstance(op, (R, UR, Imm)):
+                    try:
+                        base.append(int(first(get(w))) & M32)
+                    except (WarpyError, TypeError):
+                        continue
+        for x in base + [(-x) & M32 for x in base] + [0, 1]:
+            for d in (0, 1, -1):
+                v = (x + d) & M32
+                if v not in seen:
+                    seen.add(v)
+                    yield v
+
+    def _exits(self, m: Machine, w: Warp, loop: WaitLoop, v: int) -> bool:
+        """Whether the loop's body, run from its first line with every poll reading `v`, leaves the loop."""
+        s = _scratch(w)
+        code = m.code.instrs
+        pc = loop.head
+        for _ in range(8 * (loop.back - loop.head + 1)):
+            if not loop.head <= pc <= loop.back:
+                return True
+            c = code[pc]
+            on = True
+            if c.guard is not None:
+                on = bool(np.any(c.guard(s)))
+            if c.sem == "branch":
+                taken = on
+                if taken and c.cond is not None:
+                    taken = bool(np.any(c.cond(s)))
+                if taken:
+                    if c.pc == loop.back:
+                        return False
+                    pc = c.target
+                else:
+                    pc += 1
+                continue
+            if on:
+                if pc in loop.polls:
+                    k = 1 if c.sem == "atomic-global" else 0
+                    c.put[k](s, v, None)
+                    if k:
+                        c.put[0](s, True, None)
+                else:
+                    rule = VALUES.get(c.rec)
+                    if rule is not None:
+                        try:
+                            rule(m, s, c, None)
+                        except WarpyError:
+                            return False
+            pc += 1
+        return False

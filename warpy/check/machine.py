@@ -66,6 +66,7 @@ class Machine:
         self.derived = DerivedOperands(self.h, self.global_memory.params, self.problems)
         sms = resident if resident is not None else target(self.h.sm).sms
         self.launch = Scheduler(self.h, self.problems, sms=sms, values=values, uses_clc=self.code.uses_clc)
+        self.flags.outside = not self.launch.whole
 
     @property
     def warps(self) -> list[Warp]:

@@ -28,7 +28,8 @@ def hangs(warps: list[Warp], problems: Problems) -> None:
 def at_end(ctas: list[Cta], order: HappensBefore, problems: Problems) -> None:
     order.exits(ctas)
     for cta in ctas:
-        for bid, st in cta.named.items():
-            if st.arrived:
-                problems.add("named", f"{cta.name}: named barrier {bid} ends with {st.arrived} of "
-                                      f"{st.count} threads arrived")
+        for bid, nb in cta.named.items():
+            for g, st in sorted(nb.gens.items()):
+                if st.arrived:
+                    problems.add("named", f"{cta.name}: named barrier {bid} ends with {st.arrived} of "
+                                          f"{st.count or 'every running'} threads arrived (generation {g})")

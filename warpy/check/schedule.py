@@ -48,6 +48,9 @@ class Scheduler:
         self.resident = max(1, min(total, sms // per))
         last = self.resident - 1 if uses_clc else total - 1
         picks = [0] if last == 0 else [0, last]
+        # every CTA of the grid runs here (with cluster launch control: every cluster launched at first,
+        # which takes the rest over)
+        self.whole = len(picks) == (min(total, self.resident) if uses_clc else total)
         self.clusters: list[Cluster] = []
         self.ctas: list[Cta] = []
         self.warps: list[Warp] = []
@@ -95,7 +98,7 @@ class Scheduler:
                 if all(w.state == EXITED for w in warps):
                     break
                 if not any(w.state == RUNS for w in warps):
-                    if m.flags.raise_outside(warps):
+                    if m.flags.raise_outside(m, warps):
                         continue
                     obligations.hangs(warps, self.problems)
                     break
@@ -119,7 +122,7 @@ class Scheduler:
             g = w.groups[0]
             pc, mask = g.pc, g.mask
             if pc >= len(code):
-                self._exit_lanes(w, mask)
+                self._exit_lanes(m, w, mask)
                 if w.state == EXITED:
                     return n
                 continue
@@ -151,9 +154,11 @@ class Scheduler:
                     elif not cv:
                         eff = False
                 self._branch(w, g, eff, c.target)
+                if c.loop is not None and eff is not False and c.loop.back == pc and m.flags.stall(m, w, c):
+                    return n
                 continue
             if sem == "exit":
-                self._exit_lanes(w, lanes)
+                self._exit_lanes(m, w, lanes)
                 if w.state == EXITED:
                     return n
                 continue
@@ -224,7 +229,7 @@ class Scheduler:
                 out.append(x)
         w.groups = out
 
-    def _exit_lanes(self, w: Warp, eff: Effective) -> None:
+    def _exit_lanes(self, m: Machine, w: Warp, eff: Effective) -> None:
         g = w.groups[0]
         mask = g.mask
         rest: Optional[np.ndarray]
@@ -239,14 +244,14 @@ class Scheduler:
             w.groups.pop(0)
             if not w.groups:
                 w.state = EXITED
-                self._on_exit(w)
+                self._on_exit(m, w)
             return
         g.pc, g.mask = g.pc + 1, rest
 
-    def _on_exit(self, w: Warp) -> None:
+    def _on_exit(self, m: Machine, w: Warp) -> None:
         if w.wg_committed > w.wg_retired:
             w.wg_retired = w.wg_committed
         w.exit_vc = dict(w.vc)
         cluster_barrier_check(w.cta.cluster)
-        named_barrier_recheck(w.cta)
+        named_barrier_recheck(m, w.cta)
 

@@ -65,16 +65,19 @@ class MBarWait:
 
 
 class FlagWait:
-    """A warp blocked on a GPU-scope flag word until it holds `want`."""
+    """A warp blocked in a loop that waits on global memory (`warpy.check.flags`) until a simulated
+    write (or the rest of the grid) changes a word it polled: the words, the loop's branch back, and
+    what a message calls the first word."""
 
-    __slots__ = ("addr", "want")
+    __slots__ = ("addrs", "back", "where")
 
-    def __init__(self, addr: int, want: int) -> None:
-        self.addr = addr
-        self.want = want
+    def __init__(self, addrs: tuple[int, ...], back: int, where: str) -> None:
+        self.addrs = addrs
+        self.back = back
+        self.where = where
 
     def __str__(self) -> str:
-        return str(self.addr)
+        return f"{self.where} (the loop ending at line {self.back + 1} polls it and nothing writes it)"
 
 
 class BarrierWait:
@@ -102,7 +105,7 @@ class Warp:
     __slots__ = ("gid", "cta", "wid", "regs", "groups", "state", "block", "vc", "via", "agent", "wg_committed",
                  "wg_open", "wg_retired", "pending", "bulk_committed", "bulk_open", "bulk_retired", "acq_done",
                  "unfenced", "gunfenced", "trace", "cl_phase", "unfenced_init", "acquired", "fenced_vc", "exit_vc",
-                 "defined", "clock_n", "live", "wg_dirty", "wg_fenced")
+                 "defined", "clock_n", "live", "wg_dirty", "wg_fenced", "polls")
 
     def __init__(self, gid: int, cta: Cta, wid: int) -> None:
         self.gid = gid
@@ -138,6 +141,7 @@ class Warp:
         # registers a wgmma accesses that another line touched since the warp's last wgmma fence: name -> pc
         self.wg_dirty: dict[str, int] = {}
         self.wg_fenced = False  # the warp has run a wgmma fence
+        self.polls: dict[int, dict[int, int]] = {}  # a wait loop's poll line -> the words it read, their versions
 
     def clock_reads(self) -> int:
         """What the warp's next read of a clock register gives: it only grows."""
@@ -151,17 +155,42 @@ class Warp:
         return snap
 
 
-class NamedBarrier:
-    """A named barrier's current generation: threads arrived, the count it waits for (0: every
-    thread of the CTA still running, decided at release), the arrivals' clocks and the warps waiting."""
+class NamedGen:
+    """One generation of a named barrier: threads arrived, the count it waits for (0: every thread
+    of the CTA still running, decided at release), the arrivals' clocks (joined, and each arrival's
+    agent and clock) and the warps waiting."""
 
-    __slots__ = ("arrived", "count", "vc", "waiting")
+    __slots__ = ("arrived", "count", "vc", "waiting", "arrivals")
 
     def __init__(self) -> None:
         self.arrived = 0
         self.count = 0
         self.vc: VC = {}
         self.waiting: list[Warp] = []
+        self.arrivals: list[tuple[Agent, int, VC, int]] = []  # per arrival: its warp's agent, clock, vector clock, index
+
+
+class NamedBarrier:
+    """A named barrier of a CTA, by generations. A warp's k-th arrival belongs to generation k (the
+    meaning the program gives its arrivals), whatever order the warps run in; a generation
+    completes in order, once its threads are in. What would make the GPU put an arrival into a
+    different generation (more threads than the count; an arrival that is not ordered after every
+    arrival of the generation before, so it may land while that one is still open) is reported, so
+    the verdict does not depend on the interleaving."""
+
+    __slots__ = ("gens", "done", "next_of", "done_arrivals")
+
+    def __init__(self) -> None:
+        self.gens: dict[int, NamedGen] = {}
+        self.done = 0  # generations completed
+        self.next_of: dict[int, int] = {}  # warp gid -> the generation its next arrival belongs to
+        self.done_arrivals: dict[int, list[tuple[Agent, int, VC, int]]] = {}  # the last completed generation's arrivals
+
+    def gen(self, g: int) -> NamedGen:
+        st = self.gens.get(g)
+        if st is None:
+            st = self.gens[g] = NamedGen()
+        return st
 
 
 TMEM_LANES, TMEM_COLUMNS = 128, 512

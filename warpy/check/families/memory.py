@@ -193,16 +193,18 @@ def _ldg(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> Optional[int]:
         v = np.array([gm.shadow.get(int(a), 0) for a in av], dtype=np.uint64)
         c.put[0](w, int(v[0]) if (v == v[0]).all() else v, lanes)
     if "STRONG" in c.instr.mods and addrs.size:
-        addr = int(addrs[0])
-        m.flags.acquire(w, addr)
-        if c.spin is not None:
-            return m.flags.spin(w, c, c.spin, addr, lanes)
+        for a in np.unique(addrs):
+            m.flags.acquire(w, int(a))
+    if c.loop is not None and addrs.size:
+        m.flags.polled_by(w, c, addrs)
     return None
 
 
-def _release_flag(m: Machine, w: Warp, c: Compiled, addrs: np.ndarray) -> None:
+def _release_flag(m: Machine, w: Warp, c: Compiled, addrs: np.ndarray, nb: int = 4) -> None:
     if "STRONG" in c.instr.mods and addrs.size:
         m.flags.release(w, addrs)
+    if addrs.size:
+        m.flags.written(addrs, nb)
 
 
 @semantics(isa.STG)
@@ -216,7 +218,7 @@ def _stg(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
         v = active(w.regs.get(reg_name(c.instr.ops[1]), 0), lanes)
         for a, x in zip(av, v):
             gm.shadow[int(a)] = int(x) & M32
-    _release_flag(m, w, c, addrs)
+    _release_flag(m, w, c, addrs, nb)
     if m.values and src is not None:
         base = gm.base[src]
         data = _store_bytes(w, c.instr.ops[1], nb)
@@ -341,6 +343,8 @@ def _atomic(m: Machine, w: Warp, c: Compiled, lanes: Lanes, gop: Union[GMem, Mem
     if addrs.size and c.sem == "atomic-global":  # it reads the word: what its writers released, the next fence acquires
         for a in np.unique(addrs):
             m.flags.acquire(w, int(a))
+        if c.loop is not None:
+            m.flags.polled_by(w, c, addrs)
     return olds if kept else None
 
 

@@ -15,8 +15,8 @@ from warpy.isa.values import Val, first
 from warpy.isa.operands import URVec, elem_name
 from warpy.isa.families import sync as isa
 from warpy.check.semantics import BLOCK, semantics
-from warpy.check.state import (BLOCKED, EXITED, RUNS, BarrierWait, Cluster, Cta, Lanes, MBarWait, NamedBarrier, Warp,
-                               join)
+from warpy.check.state import (BLOCKED, EXITED, RUNS, VC, Agent, BarrierWait, Cluster, Cta, Lanes, MBarWait, NamedBarrier,
+                               NamedGen, Warp, join)
 
 if TYPE_CHECKING:
     from warpy.check.code import Compiled
@@ -147,68 +147,118 @@ def _bar_id(c: Compiled, w: Warp, lanes: Lanes) -> tuple[int, Optional[int]]:
     return bid, cnt
 
 
-def _named_state(cta: Cta, bid: int, cnt: Optional[int]) -> NamedBarrier:
-    st = cta.named.get(bid)
-    if st is None:
-        st = cta.named[bid] = NamedBarrier()
+def _named_target(cta: Cta, gen: NamedGen) -> int:
+    if gen.count:
+        return gen.count
+    return sum(32 if x.live is None else int(np.count_nonzero(x.live)) for x in cta.warps if x.state != EXITED)
+
+
+def _covers(vc: VC, arrivals: list[tuple[Agent, int, VC, int]]) -> Optional[int]:
+    """The warp of the first arrival `vc` is not ordered after (None: after all of them)."""
+    for agent, clock, _, wid in arrivals:
+        if vc.get(agent, 0) < clock:
+            return wid
+    return None
+
+
+def _named_arrive(m: Machine, w: Warp, c: Compiled, lanes: Lanes, waits: bool) -> Optional[tuple[NamedGen, bool]]:
+    """The warp's arrival (its running lanes' threads) at the generation it belongs to; None when
+    the barrier cannot be used (a bad count), else the generation and whether it has completed. A
+    generation completes once its threads are in and those before it completed."""
+    bid, cnt = _bar_id(c, w, lanes)
+    who = f"{w.cta.name} warp {w.wid}"
+    if bid > 15:
+        m.problems.add("protocol", f"{who}: {c.mnem} names barrier {bid}; a CTA has barriers 0..15")
+        return None
+    if cnt is not None and (cnt <= 0 or cnt % 32):
+        m.problems.add("protocol", f"{who}: {c.mnem} counts {cnt} threads on barrier {bid}: a count is a positive "
+                                   f"multiple of 32 (whole warps arrive)")
+        return None
+    nb = w.cta.named.get(bid)
+    if nb is None:
+        nb = w.cta.named[bid] = NamedBarrier()
+    g = nb.next_of.get(w.gid, 0)
+    nb.next_of[w.gid] = g + 1
+    gen = nb.gen(g)
     if cnt is not None:
-        st.count = cnt
-    elif not st.arrived:
-        st.count = 0  # the whole CTA: decided at release
-    return st
+        if gen.count and gen.count != cnt:
+            m.problems.add("named", f"{w.cta.name}: named barrier {bid} generation {g}: warps arrive counting {gen.count} "
+                                    f"and {cnt} threads")
+        gen.count = cnt
+    vc = w.tick()
+    gen.arrived += _lanes_n(lanes)
+    join(gen.vc, vc)
+    gen.arrivals.append((w.agent, vc[w.agent], vc, w.wid))
+    if g > 0 and nb.done >= g:  # the generation before completed: this arrival must come after all of it
+        prev = nb.done_arrivals.get(g - 1)
+        if prev is not None:
+            _after_gen(m, w.cta, bid, g, w.agent, w.wid, vc, prev)
+    if waits:
+        gen.waiting.append(w)
+    _complete(m, w.cta, bid, nb)
+    return gen, nb.done > g
 
 
-def _named_target(cta: Cta, st: NamedBarrier) -> int:
-    if st.count:
-        return st.count
-    return 32 * sum(1 for x in cta.warps if x.state != EXITED)
+def _complete(m: Machine, cta: Cta, bid: int, nb: NamedBarrier) -> None:
+    """Complete, in order, every generation whose threads are in."""
+    while True:
+        gen = nb.gens.get(nb.done)
+        if gen is None:
+            return
+        target = _named_target(cta, gen)
+        if gen.arrived < target:
+            return
+        if gen.arrived > target:
+            m.problems.add("named", f"{cta.name}: named barrier {bid} generation {nb.done}: {gen.arrived} threads arrive, "
+                                    f"it counts {target} (the extra ones complete it early or spill into the next "
+                                    f"generation, as the warps happen to run)")
+        for x in gen.waiting:
+            join(x.vc, gen.vc, x.via, f"named barrier {bid}" if bid else "CTA barrier")
+            if x.state == BLOCKED:
+                x.groups[0].pc += 1
+                x.state = RUNS
+                x.block = None
+        del nb.gens[nb.done]
+        nb.done_arrivals = {nb.done: gen.arrivals}
+        nb.done += 1
+        nxt = nb.gens.get(nb.done)
+        if nxt is not None:  # arrivals that came early: each must be ordered after all of this generation
+            for agent, _, vc, wid in nxt.arrivals:
+                _after_gen(m, cta, bid, nb.done, agent, wid, vc, gen.arrivals)
 
 
-def _named_release(cta: Cta, bid: int, st: NamedBarrier) -> None:
-    rel = st.vc
-    for x in st.waiting:
-        join(x.vc, rel, x.via, f"named barrier {bid}" if bid else "CTA barrier")
-        x.groups[0].pc += 1
-        x.state = RUNS
-        x.block = None
-    cta.named[bid] = NamedBarrier()
+def _after_gen(m: Machine, cta: Cta, bid: int, g: int, agent: Agent, wid: int, vc: VC,
+               prev: list[tuple[Agent, int, VC, int]]) -> None:
+    """Warp `wid`'s arrival at generation g must be ordered after every other warp's arrival at
+    generation g - 1, or it may land while that one is still open."""
+    miss = _covers(vc, [a for a in prev if a[0] != agent])
+    if miss is not None:
+        m.problems.add("named", f"{cta.name}: named barrier {bid}: warp {wid}'s arrival {g + 1} is not ordered after "
+                                f"warp {miss}'s arrival {g} (generation {g - 1} may still be open when it lands: on the "
+                                f"GPU it would count toward that one)")
 
 
-def named_barrier_recheck(cta: Cta) -> None:
+def named_barrier_recheck(m: Machine, cta: Cta) -> None:
     """A warp exited: a barrier for the whole CTA may now have every thread it waits for."""
-    for bid, st in list(cta.named.items()):
-        if st.arrived and st.arrived >= _named_target(cta, st):
-            _named_release(cta, bid, st)
+    for bid, nb in list(cta.named.items()):
+        _complete(m, cta, bid, nb)
 
 
 @semantics(isa.BAR_SYNC)
 def _bar_sync(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> Optional[int]:
-    bid, cnt = _bar_id(c, w, lanes)
-    st = _named_state(w.cta, bid, cnt)
-    st.arrived += 32
-    vc = w.tick()
-    join(st.vc, vc)
-    if st.arrived >= _named_target(w.cta, st):
-        st.waiting.append(w)
-        w.state = BLOCKED
-        _named_release(w.cta, bid, st)
-        w.groups[0].pc -= 1  # the loop advances this warp's pc itself
-        w.state = RUNS
-        return None
-    st.waiting.append(w)
+    got = _named_arrive(m, w, c, lanes, waits=True)
+    if got is None or got[1]:
+        return None  # unusable, or completed by this very arrival (the warp goes on)
+    gen = got[0]
+    bid, _ = _bar_id(c, w, lanes)
     w.state = BLOCKED
-    w.block = BarrierWait("named", f"named barrier {bid} ({st.arrived} of {_named_target(w.cta, st)} threads arrived)")
+    w.block = BarrierWait("named", f"named barrier {bid} ({gen.arrived} of {_named_target(w.cta, gen)} threads arrived)")
     return BLOCK
 
 
 @semantics(isa.BAR_ARV)
 def _bar_arv(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
-    bid, cnt = _bar_id(c, w, lanes)
-    st = _named_state(w.cta, bid, cnt)
-    st.arrived += 32
-    join(st.vc, w.tick())
-    if st.arrived >= _named_target(w.cta, st):
-        _named_release(w.cta, bid, st)
+    _named_arrive(m, w, c, lanes, waits=False)
 
 
 def cluster_barrier_check(cl: Cluster) -> None:
