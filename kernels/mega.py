@@ -379,7 +379,7 @@ def check_launch(problem: MegaProblem, config: Optional[MegaConfig] = None, *, v
     raise_outside = m.flags.raise_outside
     snapshots: dict[str, np.ndarray] = {}
 
-    def hang(warps: list[Any]) -> bool:
+    def hang(mm: Any, warps: list[Any]) -> bool:
         current["w"] = None
         words = np.asarray(m.gmem["counters"]).view(np.uint32) if values else None
         if values and "hang_status" not in snapshots:  # the status words as a dump on the GPU would read them
@@ -387,13 +387,16 @@ def check_launch(problem: MegaProblem, config: Optional[MegaConfig] = None, *, v
             snapshots["hang_counters"] = np.asarray(words).copy()
         for w in warps:
             if w.state == BLOCKED and isinstance(w.block, FlagWait):
-                src, off = m.global_memory.source(w.block.addr)
-                seen = int(words[off // 4]) if words is not None else m.global_memory.shadow.get(w.block.addr, 0)
+                addr = int(w.block.addrs[0])
+                src, off = m.global_memory.source(addr)
+                seen = int(words[off // 4]) if words is not None else m.global_memory.shadow.get(addr, 0)
+                want = w.regs.get("wait_want", "?")
+                want = int(np.asarray(want).ravel()[0]) if not isinstance(want, str) else want
                 add("protocol", f"hang: {where(pl, w.cta.linear, w.wid, w.regs)} waits on counter {off // 4} for "
-                                f"{w.block.want} arrivals and has {seen}; no CTA will arrive")
-        return bool(raise_outside(warps))
+                                f"{want} arrivals and has {seen}; no CTA will arrive")
+        return bool(raise_outside(mm, warps))
 
-    m.flags.raise_outside = hang  # type: ignore[method-assign]
+    m.flags.raise_outside = hang  # type: ignore[method-assign,assignment]
     m.run()
     current["w"] = None
     rep = Report(named.header.kernel, m.derived.checked, m.problems, m.steps, time.monotonic() - t0,
