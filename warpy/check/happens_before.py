@@ -201,7 +201,7 @@ class HappensBefore:
                  chunk: int, mask: int, via: dict[Agent, str], proxy: str) -> None:
         # one warp, or one in-order queue (wgmma groups, a tensor-core queue): program order; two copies
         # completing on one barrier are two transfers, ordered only through the barrier's phases
-        same = a.agent == agent and agent[0] in ("w", "wg", "tc")
+        same = a.agent == agent and agent[0] in ("w", "wg", "tc", "t")
         ok = same or vc.get(a.agent, 0) >= a.clock
         proxy_bad = ok and a.kind != "r" and a.proxy == "generic" and proxy == "async" and space == "smem" and not a.fenced
         gpu_bad = ok and space == "global" and a.kind != "r" and a.cta != w.cta.index and not a.gpu_fenced

@@ -42,11 +42,12 @@ class Machine:
     """One run of a kernel's text. `values`: compute the data too (shared, tensor and global memory
     hold bytes); `resident`: the SMs the launch fills (the target's by default); `hb`: keep the
     ordered pairs for `warpy hb`; `seed`: the generator of the inputs; `expect`: the kernel family's
-    expectation (what its inputs hold); `progress` / `label`: progress lines while it runs."""
+    expectation (what its inputs hold); `progress` / `label`: progress lines while it runs;
+    `all_ctas`: run every CTA of the launch, not only the first and last clusters."""
 
     def __init__(self, kernel: Kernel, *, values: bool = False, resident: Optional[int] = None,
                  progress: Optional[Callable[[str], None]] = None, hb: bool = False, seed: int = 0,
-                 label: str = "", expect: Optional[Expectation] = None) -> None:
+                 label: str = "", expect: Optional[Expectation] = None, all_ctas: bool = False) -> None:
         self.h: Header = kernel.header
         self.values = values  # compute the data too (shared, tensor and global memory hold bytes)
         self.progress = progress
@@ -65,7 +66,8 @@ class Machine:
         self.tiles: dict[tuple[Union[str, int], ...], tuple[np.ndarray, Footprint]] = {}
         self.derived = DerivedOperands(self.h, self.global_memory.params, self.problems)
         sms = resident if resident is not None else target(self.h.sm).sms
-        self.launch = Scheduler(self.h, self.problems, sms=sms, values=values, uses_clc=self.code.uses_clc)
+        self.launch = Scheduler(self.h, self.problems, sms=sms, values=values, uses_clc=self.code.uses_clc,
+                                all_ctas=all_ctas)
         self.flags.outside = not self.launch.whole
 
     @property

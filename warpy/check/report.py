@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Callable, Optional, Protocol
+import contextlib
+from contextvars import ContextVar
+from typing import Callable, Iterator, Optional, Protocol
 
 import attrs
 import numpy as np
@@ -14,6 +16,29 @@ from warpy.check.machine import Machine
 from warpy.check.state import Problems, Traced
 
 MAX_LINES = 12  # messages printed per kind (the rest are counted)
+
+
+@attrs.frozen
+class CheckOptions:
+    """How a check runs, beyond what it checks: `all_ctas` every CTA of the launch (not only the
+    first and last clusters); `seeds` the number of further warp schedules to run and compare."""
+
+    all_ctas: bool = False
+    seeds: int = 0
+
+
+_OPTIONS: ContextVar[CheckOptions] = ContextVar("warpy_check_options", default=CheckOptions())
+
+
+@contextlib.contextmanager
+def options(opts: CheckOptions) -> Iterator[None]:
+    """Run the checks inside with these options (`warpy check --all-ctas --seeds N` sets them around
+    whatever builds and checks the program)."""
+    token = _OPTIONS.set(opts)
+    try:
+        yield
+    finally:
+        _OPTIONS.reset(token)
 
 
 @attrs.define
@@ -91,13 +116,16 @@ def check_kernel(named: Kernel, coloured: Optional[Kernel] = None, *, values: bo
     import time
 
     t0 = time.monotonic()
-    m = Machine(named, values=values, hb=hb, progress=progress, resident=resident, label="named: ", expect=expect)
+    opts = _OPTIONS.get()
+    m = Machine(named, values=values, hb=hb, progress=progress, resident=resident, label="named: ", expect=expect,
+                all_ctas=opts.all_ctas)
     m.run()
     problems = m.problems
     if coloured is not None:
         # without values, but with what the expectation says u32 words hold at launch (a program whose
         # control flow reads its memory, the megakernel's queue, must take the same path)
-        mc = Machine(coloured, values=False, progress=progress, resident=resident, label="coloured: ", expect=expect)
+        mc = Machine(coloured, values=False, progress=progress, resident=resident, label="coloured: ", expect=expect,
+                     all_ctas=opts.all_ctas)
         mc.run()
         changed = 0
         for wa, wb in zip(m.warps, mc.warps):

@@ -1,5 +1,5 @@
-"""Which warps run, and how: the first and last clusters of the launch (their CTAs and warps), and
-the run loop. Warps are scheduled round-robin, a quantum of instructions each, until all have
+"""Which warps run, and how: the first and last clusters of the launch (their CTAs and warps), or
+every cluster (`all_ctas`), and the run loop. Warps are scheduled round-robin, a quantum of instructions each, until all have
 exited or all are blocked. The lanes of a warp run together; where a branch splits them they become
 lane groups, run lowest pc first and merged where they meet again.
 
@@ -34,7 +34,8 @@ class Scheduler:
     """The simulated clusters, CTAs and warps (`clusters`, `ctas`, `warps`), how many clusters the
     grid has and how many are resident at once, and the loop that runs them on a machine."""
 
-    def __init__(self, h: Header, problems: Problems, *, sms: int, values: bool, uses_clc: bool) -> None:
+    def __init__(self, h: Header, problems: Problems, *, sms: int, values: bool, uses_clc: bool,
+                 all_ctas: bool = False) -> None:
         self.problems = problems
         g, cl = h.grid, h.cluster
         ncl = [max(1, g[d] // max(cl[d], 1)) for d in range(3)]
@@ -48,6 +49,8 @@ class Scheduler:
         self.resident = max(1, min(total, sms // per))
         last = self.resident - 1 if uses_clc else total - 1
         picks = [0] if last == 0 else [0, last]
+        if all_ctas:  # every cluster (with cluster launch control: every one launched at first)
+            picks = list(range(last + 1))
         # every CTA of the grid runs here (with cluster launch control: every cluster launched at first,
         # which takes the rest over)
         self.whole = len(picks) == (min(total, self.resident) if uses_clc else total)

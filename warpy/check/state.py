@@ -105,7 +105,8 @@ class Warp:
     __slots__ = ("gid", "cta", "wid", "regs", "groups", "state", "block", "vc", "via", "agent", "wg_committed",
                  "wg_open", "wg_retired", "pending", "bulk_committed", "bulk_open", "bulk_retired", "acq_done",
                  "unfenced", "gunfenced", "trace", "cl_phase", "unfenced_init", "acquired", "fenced_vc", "exit_vc",
-                 "defined", "clock_n", "live", "wg_dirty", "wg_fenced", "polls")
+                 "defined", "clock_n", "live", "wg_dirty", "wg_fenced", "polls", "tvc", "t_agent", "t_clock",
+                 "t_open")
 
     def __init__(self, gid: int, cta: Cta, wid: int) -> None:
         self.gid = gid
@@ -142,6 +143,13 @@ class Warp:
         self.wg_dirty: dict[str, int] = {}
         self.wg_fenced = False  # the warp has run a wgmma fence
         self.polls: dict[int, dict[int, int]] = {}  # a wait loop's poll line -> the words it read, their versions
+        # tcgen05 ordering (`warpy.check.families.tcgen05`): the clocks the warp's tensor-memory work is
+        # ordered after (its view, joined from `vc` at tcgen05.fence::after_thread_sync), its own
+        # tcgen05 operations as an agent, and those not yet complete (clock, "ld" | "st")
+        self.tvc: VC = {}
+        self.t_agent: Agent = ("t", cta.index, wid)
+        self.t_clock = 0
+        self.t_open: list[tuple[int, str]] = []
 
     def clock_reads(self) -> int:
         """What the warp's next read of a clock register gives: it only grows."""
@@ -178,13 +186,15 @@ class NamedBarrier:
     arrival of the generation before, so it may land while that one is still open) is reported, so
     the verdict does not depend on the interleaving."""
 
-    __slots__ = ("gens", "done", "next_of", "done_arrivals")
+    __slots__ = ("gens", "done", "next_of", "done_arrivals", "last_arrived", "last_vc")
 
     def __init__(self) -> None:
         self.gens: dict[int, NamedGen] = {}
         self.done = 0  # generations completed
         self.next_of: dict[int, int] = {}  # warp gid -> the generation its next arrival belongs to
         self.done_arrivals: dict[int, list[tuple[Agent, int, VC, int]]] = {}  # the last completed generation's arrivals
+        self.last_arrived = 0  # the last completed generation's threads and clocks
+        self.last_vc: VC = {}
 
     def gen(self, g: int) -> NamedGen:
         st = self.gens.get(g)

@@ -179,6 +179,14 @@ def _named_arrive(m: Machine, w: Warp, c: Compiled, lanes: Lanes, waits: bool) -
         nb = w.cta.named[bid] = NamedBarrier()
     g = nb.next_of.get(w.gid, 0)
     nb.next_of[w.gid] = g + 1
+    if g < nb.done:  # its generation completed without it: more threads arrive than the count
+        m.problems.add("named", f"{w.cta.name}: named barrier {bid} generation {g}: warp {w.wid} arrives after it "
+                                f"completed with {nb.last_arrived} threads (more threads arrive than its count: a short "
+                                f"count, or one id two groups of warps share; which generation an arrival joins then "
+                                f"depends on how the warps run)")
+        done = NamedGen()
+        join(w.vc, nb.last_vc)
+        return done, True
     gen = nb.gen(g)
     if cnt is not None:
         if gen.count and gen.count != cnt:
@@ -220,6 +228,7 @@ def _complete(m: Machine, cta: Cta, bid: int, nb: NamedBarrier) -> None:
                 x.block = None
         del nb.gens[nb.done]
         nb.done_arrivals = {nb.done: gen.arrivals}
+        nb.last_arrived, nb.last_vc = gen.arrived, gen.vc
         nb.done += 1
         nxt = nb.gens.get(nb.done)
         if nxt is not None:  # arrivals that came early: each must be ordered after all of this generation

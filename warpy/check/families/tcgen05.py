@@ -6,7 +6,19 @@ The queue is an agent whose clock counts the MMAs issued; a commit's arrival car
 so whoever waits on the barrier it arrives on is ordered after those MMAs. Tensor memory is a
 space of its own (lane x column words): an MMA writes (and, accumulating, reads) its accumulator's
 columns, a load reads them. Each (lane, column) remembers whether an MMA wrote it: an MMA that
-accumulates must add to what an MMA wrote, and a load must read what one wrote."""
+accumulates must add to what an MMA wrote, and a load must read what one wrote.
+
+tcgen05 ordering: a warp's tensor-memory work (its loads, stores, allocation and the MMAs it issues)
+is ordered only by what the warp's *tcgen05 view* holds, and a thread synchronisation (an mbarrier
+wait, a named or cluster barrier) reaches that view only through `tcgen05.fence::after_thread_sync`
+(`TCGEN05.FENCE.AFTER`, which joins the warp's clock into its view). On the other side, a warp's
+completed tcgen05 loads and stores (an agent of their own, `("t", cta, warp)`) are released by its
+synchronisations only after `tcgen05.fence::before_thread_sync` (`TCGEN05.FENCE.BEFORE`); a load is
+complete once `tcgen05.wait::ld` follows it, a store once `tcgen05.wait::st` does. A commit
+(`UTCBAR`) carries the MMAs before it by itself. So a hand-off of tensor memory through an mbarrier
+needs the fence on both sides, as PTX says. (An allocation and a deallocation are ordered by the
+warp's synchronisations themselves: what those carry of other warps' loads went through their
+before_thread_sync fences.)"""
 
 from __future__ import annotations
 
@@ -24,7 +36,7 @@ from warpy.check.happens_before import Footprint
 from warpy.check.registers import lanes_u64, pair64, reg_name
 from warpy.isa.families import tcgen05 as isa
 from warpy.check.semantics import semantics
-from warpy.check.state import TMEM_COLUMNS, TMEM_LANES, Agent, Cta, Lanes, Warp
+from warpy.check.state import TMEM_COLUMNS, TMEM_LANES, VC, Agent, Cta, Lanes, Warp, join
 
 if TYPE_CHECKING:
     from warpy.check.code import Compiled
@@ -96,10 +108,12 @@ def _utchmma(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     agent, clock = w.cta.tc_agent, w.cta.tc_clock
     vc = dict(w.vc)
     vc[agent] = clock - 1
+    tvc = _view(w)  # tensor memory: what the issuing warp's tcgen05 view orders it after
+    tvc[agent] = clock - 1
     fb = operand_footprint(m, ("umma", bdesc, rows_b, kb), lambda: umma_rows(bdesc, rows_b, kb))
     ta: Optional[tuple[int, int]] = None
     if a_in_tmem:
-        ta = _ts_operand(m, w, c, int(first(m.code.read(_desc(i.ops[0]).reg)(w))), mm, len(ctas), vc, agent, clock)
+        ta = _ts_operand(m, w, c, int(first(m.code.read(_desc(i.ops[0]).reg)(w))), mm, len(ctas), tvc, agent, clock)
         if ta is None:
             return
         smem_ops = [fb]
@@ -122,7 +136,7 @@ def _utchmma(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
         if not _tmem_check(m, w, c, cta, col0, ncols):
             continue
         fp = _tmem_fp(m, lane0, lanes_used, col0, ncols)
-        m.order.access("tmem", cta, None, "w", vc, agent, clock, c.mnem, w, proxy="async", footprint=fp)
+        m.order.access("tmem", cta, None, "w", tvc, agent, clock, c.mnem, w, proxy="async", footprint=fp)
         st = cta.tmem_written[lane0:lane0 + lanes_used, col0:col0 + ncols]
         if accumulate and not st.all():
             m.problems.add("protocol", f"{cta.name}: {c.mnem} (warp {w.wid}) adds to tensor-memory columns "
@@ -239,7 +253,8 @@ def _tmem_access(m: Machine, w: Warp, c: Compiled, tval: int, ncols: int, kind: 
     if not _tmem_check(m, w, c, w.cta, col0, ncols):
         return lane0, col0
     fp = _tmem_fp(m, lane0, 32, col0, ncols)
-    m.order.access("tmem", w.cta, None, kind, w.vc, w.agent, w.vc[w.agent], c.mnem, w, footprint=fp)
+    clock = _t_op(w, "ld" if kind == "r" else "st")
+    m.order.access("tmem", w.cta, None, kind, _view(w), w.t_agent, clock, c.mnem, w, footprint=fp)
     return lane0, col0
 
 
@@ -275,14 +290,42 @@ def _sttm(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
             _tmem_vals(w.cta)[lane0:lane0 + 32, col0 + j] = x.astype(np.uint32).view(np.float32)
 
 
+def _view(w: Warp) -> VC:
+    """The clocks the warp's next tcgen05 operation is ordered after: its tcgen05 view, and its own
+    earlier tcgen05 operations (program order)."""
+    v = dict(w.tvc)
+    v[w.agent] = w.vc[w.agent]
+    v[w.t_agent] = w.t_clock
+    return v
+
+
+def _t_op(w: Warp, kind: str) -> int:
+    """A tcgen05 operation of the warp: its clock (a load or store stays open until its wait; an
+    allocation completes at once)."""
+    w.t_clock += 1
+    if kind in ("ld", "st"):
+        w.t_open.append((w.t_clock, kind))
+    return w.t_clock
+
+
 @semantics(isa.TCGEN05_FENCE)
-def _nothing(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
-    return None
+def _fence(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
+    """before_thread_sync: the warp's completed tcgen05 operations go with its next synchronisations;
+    after_thread_sync: what its synchronisations brought now orders its next tcgen05 operations."""
+    if "BEFORE" in c.instr.mods:
+        done = min(k for k, _ in w.t_open) - 1 if w.t_open else w.t_clock
+        if w.vc.get(w.t_agent, 0) < done:
+            w.vc[w.t_agent] = done
+            w.via[w.t_agent] = "tcgen05.fence::before_thread_sync"
+    else:
+        join(w.tvc, w.vc)
 
 
 @semantics(isa.TCGEN05_WAIT)
 def _wait(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
-    if "LD" in c.instr.mods and w.pending:
+    kind = "ld" if "LD" in c.instr.mods else "st"
+    w.t_open = [x for x in w.t_open if x[1] != kind]
+    if kind == "ld" and w.pending:
         w.pending = [p for p in w.pending if p[3] >= 0]
 
 
@@ -320,7 +363,11 @@ def _dealloc(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     col = tval & 0xFFFF
     for k, (s, n) in enumerate(cta.tmem_cols):
         if s == col and n == ncols:
-            m.order.access("tmem", cta, tmem_words(np.arange(TMEM_LANES), np.arange(s, s + n)), "w", w.vc, w.agent,
+            # ordered by the warp's synchronisations themselves (what they carry of other warps' tcgen05
+            # work went through those warps' before_thread_sync fences)
+            vc = dict(w.vc)
+            vc[w.t_agent] = w.t_clock
+            m.order.access("tmem", cta, tmem_words(np.arange(TMEM_LANES), np.arange(s, s + n)), "w", vc, w.agent,
                            w.vc[w.agent], c.mnem, w)
             cta.tmem_cols.pop(k)
             cta.tmem_written[:, s:s + n] = False

@@ -1,0 +1,144 @@
+"""The corpus's cases (`tests.check.corpus`), by the class of checker rule each exercises. Bases:
+small GEMMs of both targets (some with a configuration that gives each CTA several tiles), the
+examples and the probes. Each bug is a mistake a kernel engineer makes; each clean case a change
+that looks suspicious and is not."""
+
+from __future__ import annotations
+
+from tests.check.corpus import (Case, Edit, case, declare, drop, drop_all, header, insert_after, insert_before, move, sub,
+                                sub_all)
+
+G90 = "gemm sm_90a 256x256x128 fp32"
+G90M = "gemm sm_90a 256x512x128 fp32 sms=2"  # 2 CTAs, 4 tiles each
+G90S = "gemm sm_90a 256x512x128 bf16 sms=2,staged_epilogue=true"  # STSM + TMA-store epilogue, named barriers
+G90K = "gemm sm_90a 256x256x2048 fp32"  # stream-K: flags between CTAs
+G100 = "gemm sm_100a 256x256x128 fp32"
+G100H = "gemm sm_100a 300x301x512 bf16"  # odd N, 16-bit C from registers
+G100M = "gemm sm_100a 512x512x256 fp32 sms=4,persistent=true,accs=2"  # several tiles a CTA, 2 accumulators
+G100K = "gemm sm_100a 256x256x2048 fp32"  # split-K through flags and TMA reduce-adds
+PIPE90 = "example example-pipe sm_90a"
+PIPE100 = "example example-pipe sm_100a"
+FEAT90 = "example example-features sm_90a"
+COUNTERS = "probe counters sm_90a"
+UMMA1 = "probe umma_1cta sm_100a"
+RS = "probe hgmma_rs sm_90a"
+TMA2D = "probe tma_copy_2d sm_90a"
+
+
+
+def _halves(step: int) -> tuple[Edit, ...]:
+    """Each warp of the counters probe stores a 16-bit word at 0x10 + step * warp of shared memory."""
+    return (header(".buffer seen_slot", ".buffer seen_slot smem base=0x0 size=0x4 elem=u32 layout=1:4\n"
+                                        ".buffer halves smem base=0x10 size=0x4 elem=u16 layout=2:2"),
+            declare("R h16", "R hw"),
+            insert_before(r"^\s+EXIT", f"  MOV h16, 0x1\n  SHF.R.U32.HI hw, RZ, 0x5, tid\n  IMAD hw, hw, {step:#x}, RZ\n"
+                                      f"  IADD3 hw, hw, 0x10, RZ\n  STS.U16 [hw+smem], h16", nth=-1))
+
+
+CASES: list[Case] = [
+    # -- sub-word tracking ------------------------------------------------------------------------
+    case("bf16-odd-n-halves", "subword", G100H, expect="clean",
+         why="two warps write the two halves of one 4-byte word of C (N = 301, 16-bit stores)"),
+    case("bf16-odd-n-overlap", "subword", G100H, sub(r"LOP3.LUT row_in, warp_lane0", "0x20", "0x0"),
+         expect="order", match=r"c_out: STG.E.U16, warp \d writes it and STG.E.U16, warp \d writes it",
+         why="the epilogue forgets the warp's 32-row offset: two warps store the same bf16 elements"),
+    case("sts-u16-halves", "subword", COUNTERS, *_halves(0x2),
+         expect="clean", why="warps 0 and 1 store 16-bit words at bytes 0x10 and 0x12: neighbours in one 4-byte word"),
+    case("sts-u16-same-half", "subword", COUNTERS, *_halves(0x0),
+         expect="order", match=r"halves: STS.U16, warp \d writes it and STS.U16, warp \d writes it, and nothing orders",
+         why="both warps store the same 16-bit word of shared memory, unordered"),
+    # -- use before def ---------------------------------------------------------------------------
+    case("tx-count-never-set", "usedef", G90, drop_all(r"MOV tx_bytes, 0x6000"),
+         expect="registers", match=r"reads tx_bytes before any instruction wrote it",
+         why="the expect-tx byte count's register is never set (it would read garbage, not 0)"),
+    case("ctaid-not-read", "usedef", G100, drop(r"S2R ctaid, SR_CTAID.X", nth=2),
+         expect="registers", match=r"reads ctaid before any instruction wrote it",
+         why="the epilogue computes its tile from a CTA id it never read"),
+    case("first-mma-accumulates", "usedef", G90, sub(r"UMOV first, 0x0", "0x0", "0x1"),
+         expect="registers", match=r"HGMMA.*reads acc\.0.*before any instruction wrote it",
+         why="the first k-step accumulates into an accumulator nothing zeroed"),
+    case("unused-register-reassigned", "usedef", G90, sub(r"MOV c_pitch8, 0x2000", "MOV c_pitch8", "MOV frag_tmp"),
+         insert_after(r"MOV frag_tmp, 0x2000", "  MOV c_pitch8, 0x2000"),
+         expect="clean", why="a register set by a different line than before is still set before its read"),
+    # -- warpgroup collectives, warp-aligned instructions -----------------------------------------
+    case("wgmma-3-of-4-warps", "collective", G90, sub(r"ISETP.LT.U32.AND in_role, PT, warp, 0x8", "0x8", "0x7"),
+         expect="protocol", match=r"warpgroup 1: its warpgroup-collective instruction \d+ differs",
+         why="consumer 0's role covers warps 4..6: its warpgroup's MMAs are issued by 3 of 4 warps"),
+    case("wgmma-under-lane-guard", "collective", G90, sub(r"HGMMA.64x64x16.F32.BF16 acc, gdesc\[gmma_desc\], acc, gsb0",
+                                                          r"^\s+", "  @leader ", nth=0),
+         expect="protocol", match=r"HGMMA.*runs it on 1 of its 32 lanes",
+         why="the last MMA of a k-step is guarded by the elected lane"),
+    case("ldtm-by-one-lane", "collective", G100, sub(r"LDTM.x32 v, tmem\[taddr\]", r"^\s+", "  @acc_free_leader ", nth=1),
+         expect="protocol", match=r"LDTM.*runs it on 1 of its 32 lanes",
+         why="a tcgen05.ld (warp-aligned) run by one lane"),
+    case("setmaxnreg-whole-warpgroup", "collective", G90M, expect="clean",
+         why="setmaxnreg by all four warps of each warpgroup, before the roles split"),
+    # -- wgmma fence ------------------------------------------------------------------------------
+    case("no-wgmma-fence", "wgmma", G90, drop_all(r"WARPGROUP.ARRIVE"),
+         expect="registers", match=r"runs before any wgmma fence",
+         why="wgmma.fence dropped: the first MMA reads its registers unfenced"),
+    case("acc-written-after-fence", "wgmma", G90M, insert_after(r"WARPGROUP.ARRIVE", "  MOV acc.3, RZ", nth=0),
+         expect="registers", match=r"accesses acc\.3, which line \d+ \(MOV\) touched after the warp's last wgmma fence",
+         why="an accumulator register written between the fence and the MMA"),
+    case("fence-then-unrelated-move", "wgmma", G90M, insert_after(r"WARPGROUP.ARRIVE", "  MOV frag_tmp, RZ", nth=0),
+         expect="clean", why="a line between the fence and the MMA that touches no register the MMA uses"),
+    case("acc-read-before-wait", "wgmma", G90M, sub(r"WARPGROUP.DEPBAR.LE gsb0, 0x0", "0x0", "0x1"),
+         expect="order", match=r"acc: HGMMA.*writes it and STG.*touches it, and nothing orders the two",
+         why="the epilogue stores the accumulator with the last wgmma group still in flight"),
+    case("rs-fragment-loaded-after-fence", "wgmma", RS, move(r"LDG.E.128.CONSTANT af.12", r"WARPGROUP.ARRIVE"),
+         expect="registers", match=r"accesses af\.12",
+         why="the RS form's last A fragment is loaded after the wgmma fence"),
+    case("rs-fragment-loaded-early", "wgmma", RS, move(r"LDG.E.128.CONSTANT af.12", r"LDC.64 afrag_ptr", after=False),
+         insert_before(r"LDG.E.128.CONSTANT af.12", "  LDC.64 afrag_ptr, c[0x0][afrag]\n  ULDC.64 memdesc, c[0x0][0x208]\n"
+                                                       "  IMAD.WIDE.U32 a_at, tid, 0x40, afrag_ptr"),
+         expect="clean", why="the A fragments loaded in another order, all before the fence"),
+    # -- named barriers ---------------------------------------------------------------------------
+    case("named-id-shared-by-warpgroups", "named", G90S, sub_all(r"BAR.SYNC.DEFER_BLOCKING 0x2, 0x80", "0x2, 0x80", "0x1, 0x80"),
+         expect="named", match=r"named barrier 1 generation \d+: (256 threads arrive, it counts 128|.*more threads arrive)",
+         why="both consumer warpgroups synchronise their epilogue on barrier 1 with 128 threads each"),
+    case("named-short-count", "named", G90S, sub_all(r"BAR.SYNC.DEFER_BLOCKING 0x1, 0x80", "0x80", "0x60"),
+         expect="named", match=r"named barrier 1 generation \d+: (128 threads arrive, it counts 96|.*more threads arrive)",
+         why="the epilogue barrier counts 96 threads for a warpgroup of 128"),
+    case("named-ids-renumbered", "named", G90S, sub_all(r"BAR.SYNC.DEFER_BLOCKING 0x1, 0x80", "0x1, 0x80", "0x3, 0x80"),
+         expect="clean", why="consumer 0's epilogue barrier renumbered 1 -> 3: still one id a warpgroup"),
+    case("named-count-not-whole-warps", "named", FEAT90, sub(r"BAR.ARV 0x2, 0x80", "0x80", "0x50"),
+         expect="protocol", match=r"counts 80 threads on barrier 2: a count is a positive multiple of 32",
+         why="a named-barrier count that is not a whole number of warps"),
+    # -- flags between CTAs -----------------------------------------------------------------------
+    case("spin-with-backoff", "flags", COUNTERS, expect="clean",
+         why="spin_wait's poll, compare and NANOSLEEP back-off, then the CCTL acquire"),
+    case("spin-weak-load", "flags", COUNTERS, sub(r"LDG.E.STRONG.GPU seen", r"LDG.E.STRONG.GPU", "LDG.E"),
+         expect="protocol", match=r"a loop waits on the word it loads from global memory, through a weak load",
+         why="the flag is polled with a plain (weak) load"),
+    case("spin-backoff-streamk", "flags", G90K, declare("R spins"),
+         insert_after(r"^FLAG_17:", "  NANOSLEEP 0x40\n  IADD3 spins, spins, 0x1, RZ"),
+         insert_before(r"^FLAG_17:", "  MOV spins, RZ"),
+         expect="clean", why="stream-K's finisher polls its flag with a back-off and a spin counter in the loop"),
+    case("streamk-acquire-dropped", "flags", G90K, drop(r"MEMBAR.ALL.GPU", nth=0),
+         expect="order", match=r"partial_sums: .* and nothing orders the two|no GPU-scope fence",
+         why="the finisher reads the partial sums without the acquire fence after its flag wait", all_ctas=True),
+    case("streamk-release-dropped", "flags", G90K, drop(r"MEMBAR.ALL.GPU", nth=1),
+         expect="order", match=r"partial_sums: ",
+         why="a contributor raises its flag without the release fence after its partial sums", all_ctas=True),
+    case("streamk-flag-never-raised", "flags", G90K, drop(r"REDG.E.ADD.STRONG.GPU desc\[memdesc_sk\]\[flag_addr.64\], one", nth=0),
+         expect="protocol", match=r"hang: .* waits on flag_words",
+         why="consumer 0's contributors never raise their flag: with every CTA simulated the finisher waits forever",
+         all_ctas=True),
+    # -- tcgen05 fences ---------------------------------------------------------------------------
+    case("tc-fence-after-dropped-epilogue", "tcgen05", G100, drop(r"TCGEN05.FENCE.AFTER", nth=4),
+         expect="order", match=r"tensor memory: UTCHMMA.2CTA, warp 1 writes it and LDTM.x32, warp \d reads it",
+         why="the epilogue reads the accumulator after its mbarrier wait without tcgen05.fence::after_thread_sync"),
+    case("tc-fence-before-dropped-epilogue", "tcgen05", G100M, drop_all(r"TCGEN05.FENCE.BEFORE"),
+         insert_before(r"UCGABAR_ARV", "  TCGEN05.FENCE.BEFORE", nth=0),
+         expect="order", match=r"tensor memory: LDTM.x32, warp \d reads it and UTCHMMA",
+         why="the epilogue frees the accumulator (arrive) without tcgen05.fence::before_thread_sync"),
+    case("tc-fence-after-dropped-mma", "tcgen05", G100M, drop(r"TCGEN05.FENCE.AFTER", nth=1, count=1),
+         drop(r"TCGEN05.FENCE.AFTER", nth=1),
+         expect="order", match=r"tensor memory: LDTM.x32, warp \d reads it and UTCHMMA",
+         why="the MMA warp reuses a freed accumulator without tcgen05.fence::after_thread_sync"),
+    case("tc-fence-after-redundant", "tcgen05", G100M, drop(r"TCGEN05.FENCE.AFTER", nth=1),
+         expect="clean", why="the fence after the accumulator-empty wait dropped: the one after each stage's wait, "
+                             "before the MMAs, still orders them"),
+    case("tc-fences-kept", "tcgen05", G100M, expect="clean",
+         why="two accumulators handed between the MMA warp and the epilogue, fenced on both sides"),
+]
