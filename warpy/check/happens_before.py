@@ -242,7 +242,9 @@ class HappensBefore:
 
     def exits(self, ctas: list[Cta]) -> None:
         """A CTA's shared memory is gone once its warps have exited: whatever another CTA did to it (a
-        remote arrival, a multicast landing) must be ordered before one of those exits."""
+        remote arrival, a multicast landing) must be ordered before one of those exits, and so must
+        what its own asynchronous units still do to it (a TMA store reading a staged tile, a copy
+        landing, the tensor core reading an operand or arriving on a barrier)."""
         for cta in ctas:
             if not all(x.state == EXITED for x in cta.warps):
                 continue  # a hang, reported as such
@@ -251,6 +253,20 @@ class HappensBefore:
                     continue
                 self.problems.add("order", f"{cta.name}: {who} reaches its shared memory, and nothing orders "
                                            f"that before {cta.name} exits (no wait of its warps sees it)")
+            seen: set[Agent] = set()
+            for (space, cidx, chunk), reg in self.regions.items():
+                if space != "smem" or cidx != cta.index:
+                    continue
+                for a in reg.writes + reg.reads:
+                    if a.agent[0] == "w" or a.agent in seen or a.cta != cta.index:
+                        continue
+                    if any(x.exit_vc is not None and x.exit_vc.get(a.agent, 0) >= a.clock for x in cta.warps):
+                        continue
+                    seen.add(a.agent)
+                    place = self.places.name(space, cta, _chunk_addr(chunk, a.mask))
+                    self.problems.add("order", f"{cta.name}: {a.op}, warp {a.warp} {_verb(a.kind, a.op)} {place} "
+                                               f"asynchronously, and nothing orders that before {cta.name} exits (no wait "
+                                               f"of its warps sees it done: its shared memory may be gone)")
 
 
 def _chunk_addr(chunk: int, mask: int) -> int:

@@ -30,9 +30,11 @@ from warpy.check.derived import DerivedOperands
 from warpy.check.expect import Expectation
 from warpy.check.flags import Flags
 from warpy.check.global_memory import GlobalMemory
+from warpy.check.header import check_header
 from warpy.check.happens_before import Footprint, HappensBefore
 from warpy.check.mbarrier import MBarriers
 from warpy.check.places import Places
+from warpy.check.provenance import Provenance
 from warpy.check.rules import Rules
 from warpy.check.schedule import Scheduler
 from warpy.check.state import Problems, Warp
@@ -53,6 +55,7 @@ class Machine:
         self.progress = progress
         self.label = label
         self.problems = Problems()
+        check_header(self.h, self.problems)
         self.global_memory = GlobalMemory(self.h, self.problems, values, expect, np.random.default_rng(seed))
         self.places = Places(self.h, self.global_memory, self.problems)
         self.code = Code(kernel, self.global_memory.params)
@@ -62,6 +65,7 @@ class Machine:
         self.mbarriers = MBarriers(self.places, self.order, self.problems)
         self.flags = Flags(self.global_memory)
         self.rules = Rules(self.problems)
+        self.tags = Provenance(self.problems, self.global_memory)
         # MMA operand tiles by descriptor: byte addresses and footprint (`families.wgmma.operand_footprint`)
         self.tiles: dict[tuple[Union[str, int], ...], tuple[np.ndarray, Footprint]] = {}
         self.derived = DerivedOperands(self.h, self.global_memory.params, self.problems)

@@ -1,11 +1,12 @@
 """What must hold when the run ends: no warp left blocked (a hang, said with what it waits for),
-whatever other CTAs did to a CTA's shared memory ordered before that CTA exits
-(`HappensBefore.exits`), and no named barrier left with arrivals short of its count."""
+whatever other CTAs and the CTA's own asynchronous units did to a CTA's shared memory ordered before
+that CTA exits (`HappensBefore.exits`), no tensor memory left allocated, and no named barrier left
+with arrivals short of its count."""
 
 from __future__ import annotations
 
 from warpy.check.happens_before import HappensBefore
-from warpy.check.state import BLOCKED, Cta, MBarWait, Problems, Warp
+from warpy.check.state import BLOCKED, EXITED, Cta, MBarWait, Problems, Warp
 
 
 def hangs(warps: list[Warp], problems: Problems) -> None:
@@ -27,6 +28,11 @@ def hangs(warps: list[Warp], problems: Problems) -> None:
 
 def at_end(ctas: list[Cta], order: HappensBefore, problems: Problems) -> None:
     order.exits(ctas)
+    for cta in ctas:
+        if cta.tmem_cols and all(x.state == EXITED for x in cta.warps):
+            cols = ", ".join(f"{s}..{s + n - 1}" for s, n in cta.tmem_cols)
+            problems.add("protocol", f"{cta.name} exits with tensor-memory columns {cols} still allocated (a "
+                                     f"tcgen05.dealloc must free them: the next CTA on the SM cannot allocate them)")
     for cta in ctas:
         for bid, nb in cta.named.items():
             for g, st in sorted(nb.gens.items()):

@@ -22,6 +22,7 @@ from warpy.check.semantics import BLOCK
 from warpy.check.state import (EXITED, RUNS, TMEM_COLUMNS, TMEM_LANES, Cluster, Cta, LaneGroup, Lanes, Problems, Warp)
 
 if TYPE_CHECKING:
+    from warpy.check.code import Compiled
     from warpy.check.machine import Machine
 
 MAX_STEPS = 50_000_000
@@ -192,6 +193,8 @@ class Scheduler:
                     return n
             if c.defs:
                 w.defined.update(c.defs)
+                if w.tags and c.rec.key not in ("HGMMA", "LDTM"):
+                    _propagate(w, c)
             g.pc = pc + 1
             if len(w.groups) > 1:
                 self._merge(w)
@@ -258,3 +261,16 @@ class Scheduler:
         cluster_barrier_check(w.cta.cluster)
         named_barrier_recheck(m, w.cta)
 
+
+def _propagate(w: Warp, c: Compiled) -> None:
+    """A value computed from a register holding (part of) an accumulator holds it too (its tag,
+    `warpy.check.provenance`); any other write ends the register's tag."""
+    tag = None
+    if c.sem in ("alu", "shuffle"):
+        tags = w.tags
+        tag = next((tags[u] for u in c.uses if u in tags), None)
+    for d in c.defs:
+        if tag is None:
+            w.tags.pop(d, None)
+        else:
+            w.tags[d] = tag

@@ -94,6 +94,8 @@ class BarrierWait:
 
 
 Block = Union[MBarWait, FlagWait, BarrierWait]
+#: an accumulator's provenance (`warpy.check.provenance`): A's map, first row, rows; B's map, first row, rows
+Tag = tuple[str, int, int, str, int, int]
 Traced = Union[int, tuple[int, ...]]  # what the colouring check compares of one line's run
 
 
@@ -106,7 +108,7 @@ class Warp:
                  "wg_open", "wg_retired", "pending", "bulk_committed", "bulk_open", "bulk_retired", "acq_done",
                  "unfenced", "gunfenced", "trace", "cl_phase", "unfenced_init", "acquired", "fenced_vc", "exit_vc",
                  "defined", "clock_n", "live", "wg_dirty", "wg_fenced", "polls", "tvc", "t_agent", "t_clock",
-                 "t_open")
+                 "t_open", "tags")
 
     def __init__(self, gid: int, cta: Cta, wid: int) -> None:
         self.gid = gid
@@ -150,6 +152,7 @@ class Warp:
         self.t_agent: Agent = ("t", cta.index, wid)
         self.t_clock = 0
         self.t_open: list[tuple[int, str]] = []
+        self.tags: dict[str, Tag] = {}  # registers holding (a value computed from) an accumulator: its provenance
 
     def clock_reads(self) -> int:
         """What the warp's next read of a clock register gives: it only grows."""

@@ -16,6 +16,7 @@ G100 = "gemm sm_100a 256x256x128 fp32"
 G100H = "gemm sm_100a 300x301x512 bf16"  # odd N, 16-bit C from registers
 G100M = "gemm sm_100a 512x512x256 fp32 sms=4,persistent=true,accs=2"  # several tiles a CTA, 2 accumulators
 G100K = "gemm sm_100a 256x256x2048 fp32"  # split-K through flags and TMA reduce-adds
+G100T = "gemm sm_100a 512x512x256 bf16 sms=4,persistent=true,accs=2,tma_store=true,stages=4"  # STS.U16 + TMA stores
 PIPE90 = "example example-pipe sm_90a"
 PIPE100 = "example example-pipe sm_100a"
 FEAT90 = "example example-features sm_90a"
@@ -141,4 +142,46 @@ CASES: list[Case] = [
                              "before the MMAs, still orders them"),
     case("tc-fences-kept", "tcgen05", G100M, expect="clean",
          why="two accumulators handed between the MMA warp and the epilogue, fenced on both sides"),
+    # -- exit obligations -------------------------------------------------------------------------
+    case("tma-store-unwaited-at-exit", "exit", G90S, drop(r"@epi_lead DEPBAR.LE SB0, 0x0", nth=1),
+         expect="order", match=r"UTMASTG.2D, warp 4 reads c_stage\[0\] asynchronously, and nothing orders that before",
+         why="consumer 0 exits right after its last TMA store, without waiting for the store to read shared memory"),
+    case("tma-store-unwaited-sm100", "exit", G100T, drop(r"^\s+DEPBAR.LE SB0, 0x0", nth=-1),
+         expect="order", match=r"UTMASTG.2D, warp \d reads c_stage\[\d\] asynchronously",
+         why="the epilogue's last TMA store is not waited for before EXIT"),
+    case("tma-store-waited-each-tile", "exit", G90S, drop(r"@epi_lead DEPBAR.LE SB0, 0x0", nth=1),
+         insert_after(r"UTMACMDFLUSH", "  DEPBAR.LE SB0, 0x0", nth=0),
+         expect="clean", why="consumer 0 waits for each tile's store right after issuing it, not before the exit"),
+    case("tmem-not-freed", "exit", G100, drop(r"UTCATOMSWS.2CTA.AND"),
+         expect="protocol", match=r"exits with tensor-memory columns 0..63 still allocated",
+         why="the MMA warp never deallocates the accumulator's tensor memory"),
+    case("tmem-not-freed-example", "exit", PIPE100, drop(r"UTCATOMSWS.AND"),
+         expect="protocol", match=r"still allocated", why="the example's tensor memory is not freed"),
+    case("tmem-freed-after-sync", "exit", PIPE100, expect="clean",
+         why="the example frees its tensor memory after the epilogue's loads, through a CTA barrier"),
+    # -- where the data came from (tile provenance), layouts the copy engine and the MMAs agree on -----
+    case("a-box-m-off-half-tile", "provenance", G90, sub(r"IMAD m0, m_blk, 0x80, RZ", "RZ", "0x40"),
+         expect="data", match=r"stores c_out rows \d+\.\.\d+, columns \d+\.\.\d+ from an accumulator of rows",
+         why="the producer loads A's box 64 rows below the tile the epilogue stores"),
+    case("c-rows-from-wrong-block", "provenance", G90, sub(r"IMAD row0, m_blk, 0x80, frag_row", "m_blk", "n_blk", nth=0),
+         expect="data|memory", match=r"stores c_out rows .* from an accumulator of rows|outside every global buffer",
+         why="consumer 0's epilogue computes its rows from the N block"),
+    case("a-rows-same-in-pair", "provenance", G100, sub(r"UIMAD a_row, cta_rank, 0x40, a_row", "0x40", "0x0"),
+         expect="data", match=r"multiplies B rows 0..63, 0..63 of a from the pair's CTAs",
+         why="both CTAs of a pair load the same 64 rows of A (the rank's offset is lost)"),
+    case("tma-store-row-col-swapped", "provenance", G90S, sub(r"R2UR tmas_c.2, tile_row", "tile_row", "tile_col", nth=0),
+         sub(r"R2UR tmas_c.1, tile_col", "tile_col", "tile_row", nth=0),
+         expect="data", match=r"stores c rows .* from a staged tile of",
+         why="consumer 0's TMA store swaps the tile's row and column coordinates"),
+    case("one-k-step-wrong-m", "provenance", G90M, sub(r"R2UR tma_a.3, m0", "m0", "n0", nth=0),
+         expect="data", match=r"rows \d+\.\.\d+ of a|from an accumulator of rows",
+         why="the producer loads A with the N block's coordinate"),
+    case("gmma-swizzle-64-for-128", "provenance", G90, sub_all(r"UMOV gmma_desc.1, 0x40000040", "0x40000040", "0x80000040"),
+         expect="data", match=r"reads its A operand with a 64-byte swizzle descriptor",
+         why="the A descriptors say 64-byte swizzle; the map lands 128-byte swizzled rows"),
+    case("umma-sbo-wrong", "provenance", G100, sub_all(r"UMOV umma_b.1, 0x40004040", "0x40004040", "0x40004020"),
+         expect="data", match=r"reads its B operand with a 128-byte swizzle descriptor whose row",
+         why="the B descriptor's stride between 8-row groups is 512 bytes, the box's is 1024"),
+    case("provenance-correct-persistent", "provenance", G100M, expect="clean",
+         why="several tiles a CTA, two accumulators: every stored tile is the product its operands were loaded for"),
 ]

@@ -120,6 +120,8 @@ def _sts(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     nb = _width(c.instr.mods)
     addrs = active(c.get[0](w), lanes)
     _smem_access(m, w, c, addrs, nb, "w")
+    if addrs.size and (w.tags or m.tags.smem.get(w.cta.index)):
+        m.tags.store_shared(w, regs_of(c.instr.ops[1], max(1, nb // 4)), int(addrs.min()), int(addrs.max()) + nb)
     smem = w.cta.smem
     if m.values and smem is not None:
         data = _store_bytes(w, c.instr.ops[1], nb)
@@ -213,6 +215,11 @@ def _stg(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     src, addrs, nb = _global(m, w, c, lanes, gop, "w")
     gm = m.global_memory
     gm.stores_seen += 1
+    if w.tags:
+        for r in regs_of(c.instr.ops[1], max(1, nb // 4)):
+            if r in w.tags:
+                m.tags.store_global(w, c, r, src, addrs)
+                break
     if not m.values and nb == 4 and _shadowed(m, src, addrs):
         av = active(_gaddr(w, gop), lanes)
         v = active(w.regs.get(reg_name(c.instr.ops[1]), 0), lanes)
@@ -244,6 +251,8 @@ def _matrix(m: Machine, w: Warp, c: Compiled, lanes: Lanes, store: bool) -> None
     av = lanes_i64(c.get[mem_op](w))
     rows = av[: 8 * n]
     _smem_access(m, w, c, rows, 16, "w" if store else "r")
+    if store and rows.size and (w.tags or m.tags.smem.get(w.cta.index)):
+        m.tags.store_shared(w, regs_of(c.instr.ops[1], n), int(rows.min()), int(rows.max()) + 16)
     smem = w.cta.smem
     if not (m.values and smem is not None):
         return

@@ -30,13 +30,13 @@ from warpy.numeric import from_bits
 
 from warpy.isa.values import first, writer
 from warpy.isa.operands import Desc, Operand, R, elem_name
-from warpy.check.families.tma import operands_meet
+from warpy.check.families.tma import operand_layout, operands_meet
 from warpy.check.families.wgmma import desc_rows, operand_footprint, read_matrix, span_of
 from warpy.check.happens_before import Footprint
 from warpy.check.registers import lanes_u64, pair64, reg_name
 from warpy.isa.families import tcgen05 as isa
 from warpy.check.semantics import semantics
-from warpy.check.state import TMEM_COLUMNS, TMEM_LANES, VC, Agent, Cta, Lanes, Warp, join
+from warpy.check.state import TMEM_COLUMNS, TMEM_LANES, VC, Agent, Cta, Lanes, Tag, Warp, join
 
 if TYPE_CHECKING:
     from warpy.check.code import Compiled
@@ -52,6 +52,12 @@ def umma_rows(desc: int, rows: int, kbytes: int) -> np.ndarray:
     sbo = (hi & 0x3FFF) << 4
     bits = _UMMA_SW.get((hi >> 29) & 7, 0)
     return desc_rows(start, lbo, sbo, bits, rows, kbytes)
+
+
+def _umma_swizzle(desc: int) -> int:
+    """The swizzle span in bytes a UMMA shared-memory descriptor names (0: none)."""
+    bits = _UMMA_SW.get((desc >> 61) & 7, 0)
+    return 16 << bits if bits else 0
 
 
 def tmem_words(lanes_: np.ndarray, cols: np.ndarray) -> np.ndarray:
@@ -128,7 +134,25 @@ def _utchmma(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     folded = rows_a == 64 and len(ctas) == 2
     lanes_used = 128 if folded else rows_a
     ncols = n // 2 if folded else n
+    # where the operands came from: each CTA's A rows, and B's rows over the CTAs
+    sw_b = _umma_swizzle(bdesc)
+    la0 = None if a_in_tmem else operand_layout(m, w, c, w.cta, ("umma", adesc, rows_a, kb), fa[0], _umma_swizzle(adesc),
+                                                "A")
+    lbs = [operand_layout(m, w, c, x, ("umma", bdesc, rows_b, kb), fb[0], sw_b, "B") for x in ctas]
+    lb = None
+    known = [x for x in lbs if x is not None]
+    if len(known) == len(lbs) and len({x[0] for x in known}) == 1:
+        lb = known[0]
+        if any(x[1] != lb[1] + k * rows_b for k, x in enumerate(known)):  # the pair's halves of B: consecutive rows
+            if la0 is not None and m.tags.has_output(la0[0], lb[0]):
+                m.problems.add("data", f"{w.cta.name} warp {w.wid}: {c.mnem} multiplies B rows "
+                                       f"{', '.join(f'{x[1]}..{x[1] + rows_b - 1}' for x in known)} of {lb[0]} from "
+                                       f"the pair's CTAs: not one run of {n} rows")
+            lb = None
     for cta in ctas:
+        la = None if a_in_tmem else operand_layout(m, w, c, cta, ("umma", adesc, rows_a, kb), fa[0], _umma_swizzle(adesc),
+                                                   "A")
+        tag: Optional[Tag] = m.tags.tag(la, rows_a, lb, n)
         for addrs, fp in smem_ops:
             lo, hi = int(addrs.min()), int(addrs.max()) + 1
             if m.places.check_smem_range(w, c, lo, hi):
@@ -137,6 +161,7 @@ def _utchmma(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
             continue
         fp = _tmem_fp(m, lane0, lanes_used, col0, ncols)
         m.order.access("tmem", cta, None, "w", tvc, agent, clock, c.mnem, w, proxy="async", footprint=fp)
+        m.tags.mma_tmem(w, c, cta, col0, ncols, tag, accumulate)
         st = cta.tmem_written[lane0:lane0 + lanes_used, col0:col0 + ncols]
         if accumulate and not st.all():
             m.problems.add("protocol", f"{cta.name}: {c.mnem} (warp {w.wid}) adds to tensor-memory columns "
@@ -270,6 +295,7 @@ def _ldtm(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     span = span_of(c, c.instr.ops[0])
     if span:  # the registers are the load's until tcgen05.wait::ld
         w.pending.append((span[0], span[1], span[2], -1, c.mnem))
+    m.tags.tmem_load(w, list(c.defs), col0, n)
     if m.values:
         vals = _tmem_vals(w.cta)[lane0:lane0 + 32, col0:col0 + n].astype(np.float32).view(np.uint32).astype(np.uint64)
         d = reg_name(c.instr.ops[0])

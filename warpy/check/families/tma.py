@@ -115,6 +115,17 @@ def _fp(m: Machine, lo: int, nbytes: int) -> Footprint:
     return m.order.footprint(("bytes", lo, nbytes), lambda: np.arange(lo >> 2, (lo + nbytes + 3) >> 2))
 
 
+def smem_aligned(m: Machine, w: Warp, c: Compiled, addr: int, swizzle: int, what: str) -> None:
+    """A copy's shared-memory address: 128-byte aligned for a tensor map (16 for a bulk copy), and
+    for a swizzled box aligned to the swizzle's repeat (8 rows of the swizzle span: the engine
+    swizzles by address bits, and an MMA descriptor reads the pattern from an aligned start)."""
+    need = 16 if c.sem == "bulk-copy" else max(128, 8 * swizzle)
+    if addr % need:
+        m.problems.add("memory", f"{w.cta.name} warp {w.wid}: {c.mnem} {what} shared 0x{addr:x}, which is not "
+                                 f"{need}-byte aligned" + (f" (a {swizzle}-byte swizzle repeats every {8 * swizzle} "
+                                                           f"bytes)" if swizzle else ""))
+
+
 def land(m: Machine, w: Warp, c: Compiled, dest: Optional[Cta], bar_cta: Optional[Cta], dst: int, bar_addr: int,
          nbytes: int, issue_vc: VC, image: Optional[np.ndarray], prov: Optional[tuple[str, list[int]]] = None) -> None:
     """`nbytes` the copy engine (or cluster launch control) writes at `dst` in `dest`, completing
@@ -127,11 +138,13 @@ def land(m: Machine, w: Warp, c: Compiled, dest: Optional[Cta], bar_cta: Optiona
     mb = m.mbarriers
     bar = mb.at(bar_cta, bar_addr)
     if prov is not None:
+        smem_aligned(m, w, c, dst, m.global_memory.tmaps[prov[0]].swizzle, "lands its box at")
         dest.landed[dst] = (prov[0], prov[1], nbytes)
     mb.bar_access(bar, w, "red", issue_vc, bar.agent, bar.phase + 1, c.mnem, "async")
     if prov is not None and prov[0] in m.global_memory.tmaps and m.global_memory.may_be_written(prov[0]) \
             and not outside(m.global_memory.tmaps[prov[0]], prov[1]):
         _global_read(m, w, c, prov[0], m.global_memory.tmaps[prov[0]], prov[1], issue_vc, bar.agent, bar.phase + 1)
+    m.tags.landed(dest, dst, dst + nbytes)
     if m.places.check_smem_range(w, c, dst, dst + nbytes):
         m.order.access("smem", dest, None, "w", issue_vc, bar.agent, bar.phase + 1, c.mnem, w, proxy="async",
                        footprint=_fp(m, dst, nbytes))
@@ -231,8 +244,10 @@ def _tma_store(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     agent, clock = _bulk_agent(w), w.bulk_committed + 1
     w.bulk_open = True
     nbytes = box.box_bytes
+    smem_aligned(m, w, c, src, box.swizzle, "stores a box from")
     if m.places.check_smem_range(w, c, src, src + nbytes):
         m.order.access("smem", w.cta, None, "r", w.vc, agent, clock, c.mnem, w, proxy="async", footprint=_fp(m, src, nbytes))
+    m.tags.tma_store(w, c, name, box, coords, src, nbytes)
     if outside(box, coords):
         return  # the engine clips the box: nothing is written
     off, pidx = box_offsets(box, coords)
@@ -293,9 +308,16 @@ def _bulk_copy(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     gm = m.global_memory
     gm.pdl_check(w, c)
     to_shared = c.instr.mods[0] == "S"
+    if size % 16 or size <= 0:
+        m.problems.add("memory", f"{w.cta.name} warp {w.wid}: {c.mnem} copies {size} bytes: a bulk copy moves a positive "
+                                 f"multiple of 16 bytes")
     if to_shared:
         dst, bar = _args(w, ops[0], 2)
         gaddr = pair64(w, _mem_base(ops[1]))
+        smem_aligned(m, w, c, dst, 0, "lands at")
+        if gaddr % 16:
+            m.problems.add("memory", f"{w.cta.name} warp {w.wid}: {c.mnem} reads global 0x{gaddr:x}, which is not "
+                                     f"16-byte aligned")
         src = gm.check(w, c, np.array([gaddr]), size)
         issue_vc = w.tick()
         image = None
@@ -312,6 +334,10 @@ def _bulk_copy(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     # .G.S: shared -> global as the open bulk group
     gaddr = pair64(w, _mem_base(ops[0]))
     saddr = first(c.get[1](w))
+    smem_aligned(m, w, c, saddr, 0, "stores from")
+    if gaddr % 16:
+        m.problems.add("memory", f"{w.cta.name} warp {w.wid}: {c.mnem} writes global 0x{gaddr:x}, which is not "
+                                 f"16-byte aligned")
     agent, clock = _bulk_agent(w), w.bulk_committed + 1
     w.bulk_open = True
     if m.places.check_smem_range(w, c, saddr, saddr + size):
@@ -362,3 +388,70 @@ def operands_meet(m: Machine, w: Warp, c: Compiled, cta: Cta, a_start: int, b_st
         return
     m.problems.add("data", f"{cta.name} warp {w.wid}: {c.mnem} multiplies {ka[0]} at K byte {ka[1]} with "
                            f"{kb[0]} at K byte {kb[1]} (the boxes the copy engine landed there disagree)")
+
+
+#: an operand tile's layout, per (tile key, landed region, map): the rows and K bytes of the box the
+#: descriptor's addresses read (relative to the box), or why they are not the descriptor's tile
+_Layout = tuple[Optional[np.ndarray], Optional[np.ndarray], str]
+
+
+def _unswizzle(o: np.ndarray, swizzle: int) -> np.ndarray:
+    bits = {0: 0, 32: 1, 64: 2, 128: 3}[swizzle]
+    return o ^ ((o >> 3) & (((1 << bits) - 1) << 4)) if bits else o
+
+
+def operand_layout(m: Machine, w: Warp, c: Compiled, cta: Cta, key: tuple[object, ...], addrs: np.ndarray,
+                   desc_swizzle: int, what: str) -> Optional[tuple[str, int, int]]:
+    """The operand tile an MMA's descriptor reads (`addrs`: byte addresses [rows, K bytes]) must be laid
+    out as the copy engine wrote it: row r, K byte k of the tile is row r0 + r, byte k0 + k of the box
+    that landed there (same swizzle, same row pitch). Reported otherwise (a swizzle, LBO or SBO the
+    map does not match); returns (map, the tile's first row and K byte in the tensor) when it holds."""
+    land_ = cta.landed
+    if not land_ or addrs.size == 0:
+        return None
+    a0 = int(addrs.flat[0])
+    hit = None
+    for dst, (name, coords, nbytes) in land_.items():
+        if dst <= a0 < dst + nbytes:
+            hit = (dst, name, coords, nbytes)
+            break
+    if hit is None:
+        return None
+    dst, name, coords, nbytes = hit
+    box = m.global_memory.tmaps.get(name)
+    if box is None or box.rank != 2:
+        return None
+    ck = ("layout", key, dst, name)
+    cached = m.tags.layouts.get(ck)
+    if cached is None:
+        cached = _relative(box, dst, nbytes, addrs, desc_swizzle)
+        m.tags.layouts[ck] = cached
+    rows, kb, why = cached
+    if rows is None or kb is None:
+        if why and (c.pc, what) not in m.tags.reported:
+            m.tags.reported.add((c.pc, what))
+            m.problems.add("data", f"{cta.name} warp {w.wid}: {c.mnem} reads its {what} operand with {why}; the copy "
+                                   f"engine landed it through tensor map {name} ({box.swizzle or 'no'}-byte swizzle, "
+                                   f"{box.box[0] * box.elem_bytes}-byte rows)")
+        return None
+    return name, coords[1] + int(rows[0, 0]), coords[0] * box.elem_bytes + int(kb[0, 0])
+
+
+def _relative(box: TmaBox, dst: int, nbytes: int, addrs: np.ndarray, desc_swizzle: int) -> _Layout:
+    """(first row, first K byte) of the tile in its box, or (None, None, why not)."""
+    o = addrs.astype(np.int64) - dst
+    if (o < 0).any() or (o >= nbytes).any():
+        return None, None, ""  # the tile spans more than this box (several boxes, or other data): not compared
+    inner = box.box[0] * box.elem_bytes
+    p = _unswizzle(o, box.swizzle)
+    r, k = p // inner, p % inner
+    nrows, nk = addrs.shape
+    want_r = r[0, 0] + np.arange(nrows)[:, None]
+    want_k = k[0, 0] + np.arange(nk)[None, :]
+    if np.array_equal(r, np.broadcast_to(want_r, r.shape)) and np.array_equal(k, np.broadcast_to(want_k, k.shape)):
+        return r[:1, :1], k[:1, :1], ""
+    bad = np.argwhere((r != want_r) | (k != want_k))[0]
+    why = (f"a {desc_swizzle or 'no'}-byte swizzle descriptor whose row {int(bad[0])}, K byte {int(bad[1])} is row "
+           f"{int(r[tuple(bad)])}, byte {int(k[tuple(bad)])} of the box (not row {int(want_r[int(bad[0]), 0])}, byte "
+           f"{int(want_k[0, int(bad[1])])})")
+    return None, None, why

@@ -18,7 +18,7 @@ from warpy.isa.values import LANES, first, reg_ids, writer
 from warpy.numeric import from_bits
 from warpy.isa.operands import UP, Desc, Operand, R, elem_name
 from warpy.isa.families import wgmma as isa
-from warpy.check.families.tma import operands_meet
+from warpy.check.families.tma import operand_layout, operands_meet
 from warpy.check.happens_before import Footprint, masks_of
 from warpy.check.registers import imm, lanes_u64, reg_name, regs_of
 from warpy.layout.atoms import wgmma_a_register_layout
@@ -108,9 +108,12 @@ def _hgmma(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     d = [int(first(w.regs.get(elem_name(dv, j), 0))) for j in range(4)]
     fb = operand_footprint(m, ("gmma", d[2], d[3], n, kb), lambda: gmma_rows(d[2], d[3], n, kb))
     smem_ops = [fb]
+    lb = operand_layout(m, w, c, w.cta, ("gmma", d[2], d[3], n, kb), fb[0], _swizzle(d[3]), "B")
+    la = None
     if not rs:
         fa = operand_footprint(m, ("gmma", d[0], d[1], 64, kb), lambda: gmma_rows(d[0], d[1], 64, kb))
         operands_meet(m, w, c, w.cta, (d[0] & 0x3FFF) << 4, (d[2] & 0x3FFF) << 4)
+        la = operand_layout(m, w, c, w.cta, ("gmma", d[0], d[1], 64, kb), fa[0], _swizzle(d[1]), "A")
         smem_ops = [fa, fb]
     acc = i.ops[0]
     accumulate = str(i.ops[di + 1]) != "RZ"
@@ -118,6 +121,9 @@ def _hgmma(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
         if isinstance(op, UP):
             accumulate = accumulate and bool(m.code.read(op)(w))
     _fence_rule(m, w, c, acc, i.ops[1] if rs else None, accumulate)
+    names = c.extra["wg_names"]
+    assert isinstance(names, list)
+    m.tags.mma_regs(w, c, names[:_acc_regs(c)], m.tags.tag(la, 64, lb, n), accumulate)
     agent: Agent = ("wg", w.cta.index, w.wid)
     clock = w.wg_committed + 1
     w.wg_open = True
@@ -195,6 +201,12 @@ def _fence_rule(m: Machine, w: Warp, c: Compiled, acc: Operand, a_regs: Optional
         undefined = [nm for nm in names[:_acc_regs(c)] if nm not in w.defined]
         if undefined:
             m.rules.undefined(w, c, frozenset(undefined))
+
+
+def _swizzle(hi: int) -> int:
+    """The swizzle span in bytes a GMMA descriptor's high word names (0: none)."""
+    bits = _SW_BITS[(hi >> 30) & 3]
+    return 16 << bits if bits else 0
 
 
 def _acc_regs(c: Compiled) -> int:

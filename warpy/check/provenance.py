@@ -1,0 +1,193 @@
+"""Where the data came from, at the grain of tiles, without the data: which rows of which tensor an
+accumulator holds the product of, followed to where it is stored.
+
+An MMA's operand tiles are located in their tensors by the boxes the copy engine landed under them
+(`warpy.check.families.tma.operand_layout`): the accumulator it writes then holds rows
+[a0, a0 + ra) of its A operand's tensor times rows [b0, b0 + rb) of its B operand's (a `Tag`). MMAs
+that accumulate into one accumulator must agree on both (a coordinate wrong in one k-step is found
+there). The tag goes with the value: to the registers an HGMMA writes, to the tensor-memory columns a
+UMMA writes and the registers an LDTM reads from them, through every instruction that computes from a
+tagged register (conversions, packing, moves, adds), to the shared memory an STS/STSM writes and the
+box a TMA store then writes to global memory, or straight to the addresses an STG writes. There the
+output tile's rows and columns (from the output buffer's 2-D layout, or the store's box) must lie in
+the tag's rows of A and rows of B, in either order (a kernel may compute Cᵀ = B·Aᵀ). A TMA coordinate
+wrong along M or N, in the loads or in the store, is found this way without computing anything.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Optional
+
+import numpy as np
+
+from warpy.layout import Layout
+from warpy.layout.tma import TmaBox
+from warpy.check.state import Cta, Problems, Tag, Warp
+
+if TYPE_CHECKING:
+    from warpy.check.code import Compiled
+    from warpy.check.global_memory import GlobalMemory
+
+def _span(t: Tag) -> str:
+    return f"rows {t[1]}..{t[1] + t[2] - 1} of {t[0]} times rows {t[4]}..{t[4] + t[5] - 1} of {t[3]}"
+
+
+def _orientations(t: Tag, maps: dict[str, TmaBox], shape: tuple[int, ...]) -> tuple[bool, bool]:
+    """Whether an output of this shape (rows, columns) is the product the tag speaks of, as A·Bᵀ
+    (rows of A down its rows) and as B·Aᵀ: its extents are the rows of A's tensor and of B's in that
+    order. A buffer or map laid out otherwise (a dump of registers, a workspace) is neither."""
+    a, b = maps.get(t[0]), maps.get(t[3])
+    if a is None or b is None or len(shape) != 2 or a.rank != 2 or b.rank != 2:
+        return False, False
+    return tuple(shape) == (a.dims[1], b.dims[1]), tuple(shape) == (b.dims[1], a.dims[1])
+
+
+def _inside(rows: tuple[int, int], cols: tuple[int, int], t: Tag, ways: tuple[bool, bool]) -> bool:
+    """Output rows [r0, r1] and columns [c0, c1] inside the tag's product, in an orientation the
+    output's shape allows."""
+    a = (t[1], t[1] + t[2] - 1)
+    b = (t[4], t[4] + t[5] - 1)
+
+    def within(x: tuple[int, int], y: tuple[int, int]) -> bool:
+        return y[0] <= x[0] and x[1] <= y[1]
+    return (ways[0] and within(rows, a) and within(cols, b)) or (ways[1] and within(rows, b) and within(cols, a))
+
+
+class Provenance:
+    """Tags of registers (on each warp), tensor-memory columns and shared-memory ranges (per CTA),
+    and the operand layouts already compared (`layouts`, `warpy.check.families.tma.operand_layout`)."""
+
+    def __init__(self, problems: Problems, gmem: GlobalMemory) -> None:
+        self.problems = problems
+        self.gmem = gmem
+        self.layouts: dict[tuple[object, ...], tuple[Optional[np.ndarray], Optional[np.ndarray], str]] = {}
+        self.tmem: dict[int, dict[int, Tag]] = {}
+        self.smem: dict[int, list[tuple[int, int, Tag]]] = {}
+        self.reported: set[tuple[int, str]] = set()  # (line, operand) whose layout was reported
+
+    def has_output(self, a: str, b: str) -> bool:
+        """Whether the kernel declares an output shaped as the product of maps a and b (a 2-D global
+        buffer or tensor map whose extents are their tensors' rows, either way round)."""
+        ta, tb = self.gmem.tmaps.get(a), self.gmem.tmaps.get(b)
+        if ta is None or tb is None or ta.rank != 2 or tb.rank != 2:
+            return False
+        want = {(ta.dims[1], tb.dims[1]), (tb.dims[1], ta.dims[1])}
+        for name, box in self.gmem.tmaps.items():
+            if name not in (a, b) and box.rank == 2 and (box.dims[1], box.dims[0]) in want:
+                return True
+        for buf in self.gmem.buffers:
+            lay = buf.layout
+            if isinstance(lay, Layout) and isinstance(lay.shape, tuple) and len(lay.shape) == 2 \
+                    and tuple(lay.shape) in want:
+                return True
+        return False
+
+    # -- MMAs ------------------------------------------------------------------------------------
+    def tag(self, a: Optional[tuple[str, int, int]], a_rows: int, b: Optional[tuple[str, int, int]],
+            b_rows: int) -> Optional[Tag]:
+        if a is None or b is None:
+            return None
+        return a[0], a[1], a_rows, b[0], b[1], b_rows
+
+    def accumulate(self, who: str, old: Optional[Tag], new: Tag) -> None:
+        """An MMA adds its product to an accumulator: the same rows of A and of B."""
+        if old is not None and old != new:
+            self.problems.add("data", f"{who} accumulates {_span(new)} into an accumulator that holds {_span(old)} (one "
+                                      f"k-step's operands come from other rows)")
+
+    def mma_regs(self, w: Warp, c: Compiled, names: list[str], tag: Optional[Tag], accumulate: bool) -> None:
+        if tag is None:
+            for n in names:
+                w.tags.pop(n, None)
+            return
+        if accumulate:
+            self.accumulate(f"line {c.pc + 1} ({c.mnem}): {w.cta.name} warp {w.wid}", w.tags.get(names[0]), tag)
+        for n in names:
+            w.tags[n] = tag
+
+    def mma_tmem(self, w: Warp, c: Compiled, cta: Cta, col0: int, ncols: int, tag: Optional[Tag], accumulate: bool) -> None:
+        cols = self.tmem.setdefault(cta.index, {})
+        if tag is None:
+            for k in range(col0, col0 + ncols):
+                cols.pop(k, None)
+            return
+        if accumulate:
+            self.accumulate(f"line {c.pc + 1} ({c.mnem}): {cta.name}", cols.get(col0), tag)
+        for k in range(col0, col0 + ncols):
+            cols[k] = tag
+
+    def tmem_load(self, w: Warp, names: list[str], col0: int, ncols: int) -> None:
+        tag = self.tmem.get(w.cta.index, {}).get(col0)
+        for n in names:
+            if tag is None:
+                w.tags.pop(n, None)
+            else:
+                w.tags[n] = tag
+
+    # -- stores ----------------------------------------------------------------------------------
+    def store_global(self, w: Warp, c: Compiled, reg: str, src: Optional[str], addrs: np.ndarray) -> None:
+        """An STG of a tagged register: the output elements its lanes write lie in the tag's product."""
+        tag = w.tags.get(reg)
+        if tag is None or src is None or addrs.size == 0:
+            return
+        off = addrs.astype(np.int64) - self.gmem.base[src]
+        b = self.gmem.buffer_of(src, int(off.min()), int(off.max()) + 1)
+        if b is None or not isinstance(b.layout, Layout):
+            return
+        shape = b.layout.shape if isinstance(b.layout.shape, tuple) else (b.layout.shape,)
+        stride = b.layout.stride if isinstance(b.layout.stride, tuple) else (b.layout.stride,)
+        if len(shape) != 2 or not all(isinstance(x, int) for x in stride):
+            return
+        s0, s1 = stride
+        if not isinstance(s0, int) or not isinstance(s1, int) or s0 <= 0 or s1 <= 0:
+            return
+        ways = _orientations(tag, self.gmem.tmaps, tuple(x for x in shape if isinstance(x, int)))
+        if not any(ways):
+            return
+        o = off - b.base
+        if s0 >= s1:  # row-major: rows s0 bytes apart
+            rows, cols = o // s0, (o % s0) // s1
+        else:  # column-major
+            cols, rows = o // s1, (o % s1) // s0
+        r = (int(rows.min()), int(rows.max()))
+        k = (int(cols.min()), int(cols.max()))
+        if not _inside(r, k, tag, ways):
+            self.problems.add("data", f"line {c.pc + 1} ({c.mnem}): {w.cta.name} warp {w.wid} stores {b.name} rows "
+                                      f"{r[0]}..{r[1]}, columns {k[0]}..{k[1]} from an accumulator of {_span(tag)}")
+
+    def store_shared(self, w: Warp, regs: list[str], lo: int, hi: int) -> None:
+        """STS/STSM: the shared range [lo, hi) now holds the first tagged register's tile (or none)."""
+        ranges = self.smem.get(w.cta.index)
+        tag = next((w.tags[r] for r in regs if r in w.tags), None)
+        if ranges:
+            self.smem[w.cta.index] = ranges = [x for x in ranges if not (lo <= x[0] and x[1] <= hi)]
+        if tag is not None:
+            self.smem.setdefault(w.cta.index, []).append((lo, hi, tag))
+
+    def landed(self, cta: Cta, lo: int, hi: int) -> None:
+        """A copy overwrote [lo, hi): no tile's data there any more."""
+        ranges = self.smem.get(cta.index)
+        if ranges:
+            self.smem[cta.index] = [x for x in ranges if x[1] <= lo or hi <= x[0]]
+
+    def tma_store(self, w: Warp, c: Compiled, name: str, box: TmaBox, coords: list[int], src: int, nbytes: int) -> None:
+        """A TMA store of a staged tile: the box it writes lies in the product its data came from."""
+        ranges = self.smem.get(w.cta.index)
+        if not ranges or box.rank != 2:
+            return
+        tags = {t for lo, hi, t in ranges if lo < src + nbytes and src < hi}
+        if not tags:
+            return
+        rows = (max(coords[1], 0), min(coords[1] + box.box[1], box.dims[1]) - 1)
+        cols = (max(coords[0], 0), min(coords[0] + box.box[0], box.dims[0]) - 1)
+        if rows[1] < rows[0] or cols[1] < cols[0]:
+            return
+        for t in tags:
+            ways = _orientations(t, self.gmem.tmaps, (box.dims[1], box.dims[0]))
+            if not any(ways):
+                continue
+            if not _inside(rows, cols, t, ways):
+                self.problems.add("data", f"line {c.pc + 1} ({c.mnem}): {w.cta.name} warp {w.wid} stores {name} rows "
+                                          f"{rows[0]}..{rows[1]}, columns {cols[0]}..{cols[1]} from a staged tile of "
+                                          f"{_span(t)}")
+                return
