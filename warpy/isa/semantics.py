@@ -814,6 +814,11 @@ def _f2f(m: Env, w: W, c: ValueInstr[W], lanes: Lanes) -> None:
     """d = a converted (16-bit values in bits 0-15; a 16-bit result's bits 16-31 zero)."""
     dst, src = FMTS[c.instr.mods[0]], FMTS[c.instr.mods[1]]
     a = c.get[1](w)
+    if src is BF16 and dst is F32:
+        # bf16 is fp32's upper half: the widening is exact for every value, and the H200 keeps a NaN's
+        # sign and payload (0xffff -> 0xffff0000) rather than writing the canonical NaN
+        _put_bits(c, 0, w, (_arr(a) & _U64(0xFFFF)) << _U64(16), _scalar(a), lanes)
+        return
     _put_bits(c, 0, w, encode(decode(a, src), dst, "RN"), _scalar(a), lanes)
 
 
