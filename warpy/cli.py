@@ -274,11 +274,22 @@ def check_cmd(
                                             "multicast)."),
     config: Optional[str] = typer.Option(None, "--config", metavar="KEY=VALUE,...", help=CONFIG_HELP),
     json: bool = typer.Option(False, "--json", help=JSON_HELP),
+    all_ctas: bool = typer.Option(False, "--all-ctas", help="Run every CTA of the launch (not only the first and "
+                                  "last clusters) and check that every output element is written once."),
+    seeds: int = typer.Option(0, "--seeds", metavar="N", help="Also run N random warp schedules and report any "
+                              "verdict that differs from the round-robin run's."),
 ) -> None:
     """Run a kernel's SASS on the CPU (its first and last clusters) and check addresses, barrier
-    protocol and memory ordering (with --values, the data too). Exit status 1 on any problem."""
-    raise typer.Exit(_check(target, list(dims or []), arch, values, fault, not no_colour, dump, out_dtype, cluster_m,
-                            config, json))
+    protocol and memory ordering (with --values, the data too). Exit status 1 on any problem, 4 when
+    a --fault is missed."""
+    from warpy.check.report import CheckOptions, options
+
+    if seeds < 0:
+        raise WarpyError(f"--seeds takes a count of schedules, not {seeds}")
+    with options(CheckOptions(all_ctas=all_ctas, seeds=seeds)):
+        code = _check(target, list(dims or []), arch, values, fault, not no_colour, dump, out_dtype, cluster_m, config,
+                      json)
+    raise typer.Exit(code)
 
 
 def _family_work(verb: str, target: str, dims: list[str], arch: str, out_dtype: Optional[str] = None,

@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from warpy.errors import WarpyError
 
+FAULT_MISSED = 4  # the exit status when an injected fault is not reported
+
 if TYPE_CHECKING:
     from warpy.check.happens_before import HbKey
     from warpy.check.report import Report
@@ -78,7 +80,7 @@ def report_json(rep: Report, fault: Optional[str] = None) -> dict[str, Any]:
     if rep.values_on:
         out["values"] = {"checked": rep.values_checked, "wrong": rep.values_wrong}
     if fault:
-        out["fault"] = {"name": fault, "note": rep.fault_note}
+        out["fault"] = {"name": fault, "note": rep.fault_note, "missed": rep.fault_missed}
     return out
 
 
@@ -86,7 +88,7 @@ def run_check(work: Callable[[], Report], fault: Optional[str] = None, dump: Opt
               json: bool = False) -> int:
     """Run a check (`work` returns its Report), print the problems and the summary line (or, with
     `json`, one JSON object); the exit status (0: nothing found; 1: problems; 3: the fault does not
-    apply here)."""
+    apply here; 4: the fault was injected and the checker missed it, said in the first line)."""
     from warpy.check.faults import FaultDoesNotApply
 
     t0 = time.monotonic()
@@ -103,7 +105,10 @@ def run_check(work: Callable[[], Report], fault: Optional[str] = None, dump: Opt
                 raise WarpyError(f"cannot write {dump}: {e.strerror or e}") from None
         if fault and not json:
             _end_progress()
-            print(f"fault {fault}: {rep.fault_note}")
+            if rep.fault_missed:
+                print(f"fault {fault}: MISSED: the checker did not report it ({rep.fault_note})")
+            else:
+                print(f"fault {fault}: {rep.fault_note}")
     except FaultDoesNotApply as e:
         _end_progress()
         if json:
@@ -123,6 +128,8 @@ def run_check(work: Callable[[], Report], fault: Optional[str] = None, dump: Opt
             print(line)
         print(rep.summary())
     print(f"({rep.kernel}: {rep.steps} warp instructions in {time.monotonic() - t0:.1f} s)", file=sys.stderr)
+    if fault and rep.fault_missed:
+        return FAULT_MISSED
     return 0 if rep.ok else 1
 
 

@@ -15,6 +15,9 @@ writer's clock as of its last `MEMBAR.*.GPU` (a release is the fence, then the r
 GPU-scope read takes it at the reader's next `MEMBAR.*.GPU` or `CCTL.IVALL` (the acquire). So a
 fence missing on either side, or placed after the flag, leaves the data unordered.
 
+A poll whose loop would already exit on what the word held at launch (what an earlier launch left in
+scratch memory) may read that stale value: it acquires nothing of this launch's writes.
+
 **The rest of the grid**: when no simulated warp can run and some wait in such loops, and the launch
 has CTAs outside the simulated ones, those CTAs raise the flags (`raise_outside`): each polled word
 gets a value that lets its loop exit, found by running the loop's body on a copy of the warp's
@@ -112,6 +115,7 @@ class Flags:
         self.raised_outside = 0
         self.outside = True  # the launch has CTAs the machine does not simulate
         self.weak_seen: set[int] = set()
+        self.initial: dict[int, int] = {}  # the 32-bit words kept at launch (set once memory is filled)
 
     # -- release and acquire ---------------------------------------------------------------------
     def acquire(self, w: Warp, addr: int) -> None:
@@ -131,6 +135,17 @@ class Flags:
             join(self.released.setdefault(int(a), {}), vc)
 
     # -- polls, writes and waits -----------------------------------------------------------------
+    def stale_passes(self, m: Machine, w: Warp, c: Compiled, addrs: np.ndarray) -> bool:
+        """Whether the poll's loop would exit on what the words held at launch (what an earlier launch
+        left there): then the wait may pass on that stale value, and it acquires nothing."""
+        loop = c.loop
+        if loop is None or addrs.size == 0:
+            return False
+        vals = {self.initial.get(int(a) & ~3, 0) for a in np.unique(addrs)}
+        if len(vals) != 1:
+            return False
+        return self._exits(m, w, loop, vals.pop())
+
     def polled_by(self, w: Warp, c: Compiled, addrs: np.ndarray) -> None:
         """A wait loop's poll read these words: remember what it saw (their versions)."""
         seen = {}

@@ -118,6 +118,7 @@ class HappensBefore:
         self.refills = 0
         self.remote_into: dict[int, dict[Agent, tuple[int, str]]] = {}
         self._footprints: dict[Hashable, Footprint] = {}
+        self.enabled = True  # False: the tile pass, which records and checks no ordering
 
     def footprint(self, key: Hashable, words: Callable[[], np.ndarray]) -> Footprint:
         """The footprint of the 4-byte words (or tensor-memory cells) `words()`, remembered under
@@ -140,6 +141,8 @@ class HappensBefore:
         """Record an access (its byte indices `byte_idx`, its 4-byte word indices `words`, or its
         footprint) and check it against the earlier ones it overlaps: any two, one a write, must be
         ordered (the earlier one's epoch is in `vc`)."""
+        if not self.enabled:
+            return
         if footprint is not None:
             fp = footprint
         elif byte_idx is not None:

@@ -29,7 +29,7 @@ from warpy.check.code import Code
 from warpy.check.derived import DerivedOperands
 from warpy.check.expect import Expectation
 from warpy.check.flags import Flags
-from warpy.check.global_memory import GlobalMemory
+from warpy.check.global_memory import GLOBAL_SPAN, GlobalMemory
 from warpy.check.header import check_header
 from warpy.check.happens_before import Footprint, HappensBefore
 from warpy.check.mbarrier import MBarriers
@@ -45,11 +45,17 @@ class Machine:
     hold bytes); `resident`: the SMs the launch fills (the target's by default); `hb`: keep the
     ordered pairs for `warpy hb`; `seed`: the generator of the inputs; `expect`: the kernel family's
     expectation (what its inputs hold); `progress` / `label`: progress lines while it runs;
-    `all_ctas`: run every CTA of the launch, not only the first and last clusters."""
+    `all_ctas`: run every CTA of the launch, not only the first and last clusters; `scratch`: the
+    32-bit words scratch memory holds at launch (what an earlier launch left, `scratch_words`);
+    `schedule`: 0 for round-robin, another number for a random schedule of the warps it seeds;
+    `chosen`: run these clusters only; `fast`: no ordering, derived-operand or provenance checks (the
+    tile pass: what runs where, and what it stores)."""
 
     def __init__(self, kernel: Kernel, *, values: bool = False, resident: Optional[int] = None,
                  progress: Optional[Callable[[str], None]] = None, hb: bool = False, seed: int = 0,
-                 label: str = "", expect: Optional[Expectation] = None, all_ctas: bool = False) -> None:
+                 label: str = "", expect: Optional[Expectation] = None, all_ctas: bool = False,
+                 scratch: Optional[dict[int, int]] = None, schedule: int = 0, chosen: Optional[list[int]] = None,
+                 fast: bool = False) -> None:
         self.h: Header = kernel.header
         self.values = values  # compute the data too (shared, tensor and global memory hold bytes)
         self.progress = progress
@@ -57,21 +63,27 @@ class Machine:
         self.problems = Problems()
         check_header(self.h, self.problems)
         self.global_memory = GlobalMemory(self.h, self.problems, values, expect, np.random.default_rng(seed))
+        if scratch:
+            for addr, v in scratch.items():
+                self.global_memory.write_word(addr, v)
         self.places = Places(self.h, self.global_memory, self.problems)
         self.code = Code(kernel, self.global_memory.params)
         self.global_memory.uses_pdl = self.code.uses_pdl
         self.global_memory.stored_maps = self.code.stored_maps()
         self.order = HappensBefore(self.places, self.problems, hb)
+        self.order.enabled = not fast
         self.mbarriers = MBarriers(self.places, self.order, self.problems)
         self.flags = Flags(self.global_memory)
+        self.flags.initial = dict(self.global_memory.shadow)
         self.rules = Rules(self.problems)
-        self.tags = Provenance(self.problems, self.global_memory)
+        self.prov = Provenance(self.problems, self.global_memory, {p.name for p in self.h.params if p.scratch})
+        self.prov.on = not fast
         # MMA operand tiles by descriptor: byte addresses and footprint (`families.wgmma.operand_footprint`)
         self.tiles: dict[tuple[Union[str, int], ...], tuple[np.ndarray, Footprint]] = {}
         self.derived = DerivedOperands(self.h, self.global_memory.params, self.problems)
         sms = resident if resident is not None else target(self.h.sm).sms
         self.launch = Scheduler(self.h, self.problems, sms=sms, values=values, uses_clc=self.code.uses_clc,
-                                all_ctas=all_ctas)
+                                all_ctas=all_ctas, schedule=schedule, chosen=chosen)
         self.flags.outside = not self.launch.whole
 
     @property
@@ -101,8 +113,17 @@ class Machine:
     def greduced(self) -> dict[str, np.ndarray]:
         return self.global_memory.greduced
 
+    def scratch_words(self) -> dict[int, int]:
+        """The 32-bit words of scratch memory (`.param NAME u64 scratch`) the launch left, as kept
+        without values (u32/s32 buffers: flags, counters, epochs)."""
+        gm = self.global_memory
+        bases = [gm.base[p.name] for p in self.h.params if p.scratch and p.name in gm.base]
+        return {a: v for a, v in gm.shadow.items() if any(b <= a < b + GLOBAL_SPAN for b in bases)}
+
     def run(self) -> None:
         self.launch.run(self, self.progress, self.label)
         obligations.at_end(self.launch.ctas, self.order, self.problems)
         self.rules.warpgroups(self.warps, self.code.instrs)
+        if self.launch.whole:  # every CTA ran: every output element written, none twice
+            self.prov.cover.check(self.problems)
 

@@ -12,6 +12,12 @@ box a TMA store then writes to global memory, or straight to the addresses an ST
 output tile's rows and columns (from the output buffer's 2-D layout, or the store's box) must lie in
 the tag's rows of A and rows of B, in either order (a kernel may compute Cᵀ = B·Aᵀ). A TMA coordinate
 wrong along M or N, in the loads or in the store, is found this way without computing anything.
+
+**Coverage** (`Coverage`): which elements of each output (a 2-D global buffer behind a pointer that
+is not scratch, or behind a tensor map) the launch stored (plain stores, counted) or added into
+(reduce-adds). When every CTA of the launch ran, every element must have been written, and none
+stored twice: a remainder tile nobody computes, a tile two CTAs compute, a store clipped off the
+tensor by a wrong coordinate, all show here.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from typing import TYPE_CHECKING, Optional
 
 import numpy as np
 
+from warpy.isa.text import BufferDecl
 from warpy.layout import Layout
 from warpy.layout.tma import TmaBox
 from warpy.check.state import Cta, Problems, Tag, Warp
@@ -57,13 +64,15 @@ class Provenance:
     """Tags of registers (on each warp), tensor-memory columns and shared-memory ranges (per CTA),
     and the operand layouts already compared (`layouts`, `warpy.check.families.tma.operand_layout`)."""
 
-    def __init__(self, problems: Problems, gmem: GlobalMemory) -> None:
+    def __init__(self, problems: Problems, gmem: GlobalMemory, scratch: set[str]) -> None:
         self.problems = problems
         self.gmem = gmem
+        self.cover = Coverage(gmem, scratch)
         self.layouts: dict[tuple[object, ...], tuple[Optional[np.ndarray], Optional[np.ndarray], str]] = {}
         self.tmem: dict[int, dict[int, Tag]] = {}
         self.smem: dict[int, list[tuple[int, int, Tag]]] = {}
         self.reported: set[tuple[int, str]] = set()  # (line, operand) whose layout was reported
+        self.on = True  # False: the tile pass (coverage only)
 
     def has_output(self, a: str, b: str) -> bool:
         """Whether the kernel declares an output shaped as the product of maps a and b (a 2-D global
@@ -96,6 +105,8 @@ class Provenance:
                                       f"k-step's operands come from other rows)")
 
     def mma_regs(self, w: Warp, c: Compiled, names: list[str], tag: Optional[Tag], accumulate: bool) -> None:
+        if not self.on:
+            return
         if tag is None:
             for n in names:
                 w.tags.pop(n, None)
@@ -106,6 +117,8 @@ class Provenance:
             w.tags[n] = tag
 
     def mma_tmem(self, w: Warp, c: Compiled, cta: Cta, col0: int, ncols: int, tag: Optional[Tag], accumulate: bool) -> None:
+        if not self.on:
+            return
         cols = self.tmem.setdefault(cta.index, {})
         if tag is None:
             for k in range(col0, col0 + ncols):
@@ -117,6 +130,8 @@ class Provenance:
             cols[k] = tag
 
     def tmem_load(self, w: Warp, names: list[str], col0: int, ncols: int) -> None:
+        if not self.on:
+            return
         tag = self.tmem.get(w.cta.index, {}).get(col0)
         for n in names:
             if tag is None:
@@ -127,6 +142,8 @@ class Provenance:
     # -- stores ----------------------------------------------------------------------------------
     def store_global(self, w: Warp, c: Compiled, reg: str, src: Optional[str], addrs: np.ndarray) -> None:
         """An STG of a tagged register: the output elements its lanes write lie in the tag's product."""
+        if not self.on:
+            return
         tag = w.tags.get(reg)
         if tag is None or src is None or addrs.size == 0:
             return
@@ -157,6 +174,8 @@ class Provenance:
 
     def store_shared(self, w: Warp, regs: list[str], lo: int, hi: int) -> None:
         """STS/STSM: the shared range [lo, hi) now holds the first tagged register's tile (or none)."""
+        if not self.on:
+            return
         ranges = self.smem.get(w.cta.index)
         tag = next((w.tags[r] for r in regs if r in w.tags), None)
         if ranges:
@@ -172,6 +191,8 @@ class Provenance:
 
     def tma_store(self, w: Warp, c: Compiled, name: str, box: TmaBox, coords: list[int], src: int, nbytes: int) -> None:
         """A TMA store of a staged tile: the box it writes lies in the product its data came from."""
+        if not self.on:
+            return
         ranges = self.smem.get(w.cta.index)
         if not ranges or box.rank != 2:
             return
@@ -191,3 +212,116 @@ class Provenance:
                                           f"{rows[0]}..{rows[1]}, columns {cols[0]}..{cols[1]} from a staged tile of "
                                           f"{_span(t)}")
                 return
+
+
+def _plain2d(b: BufferDecl) -> Optional[tuple[int, int, int, int]]:
+    """(rows, columns, row stride, column stride) in bytes of a 2-D global buffer's plain layout."""
+    lay = b.layout
+    if not isinstance(lay, Layout) or not isinstance(lay.shape, tuple) or not isinstance(lay.stride, tuple):
+        return None
+    if len(lay.shape) != 2 or len(lay.stride) != 2:
+        return None
+    r, c = lay.shape
+    s0, s1 = lay.stride
+    if not (isinstance(r, int) and isinstance(c, int) and isinstance(s0, int) and isinstance(s1, int)):
+        return None
+    if s0 <= 0 or s1 <= 0:
+        return None
+    return r, c, s0, s1
+
+
+class Output:
+    """One output's elements: its buffer, shape, strides (bytes) and base offset in its source, how
+    many plain stores wrote each element, and which ones reduce-adds reached."""
+
+    def __init__(self, buf: BufferDecl, rows: int, cols: int, s0: int, s1: int) -> None:
+        self.buf = buf
+        self.rows, self.cols, self.s0, self.s1 = rows, cols, s0, s1
+        self.stored = np.zeros((rows, cols), dtype=np.uint8)
+        self.reduced = np.zeros((rows, cols), dtype=bool)
+
+    def at(self, off: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(rows, columns) of byte offsets in the source."""
+        o = off - self.buf.base
+        if self.s0 >= self.s1:
+            return o // self.s0, (o % self.s0) // self.s1
+        return (o % self.s1) // self.s0, o // self.s1
+
+
+class Coverage:
+    """The outputs of a launch and what its stores covered of them (see the module's docstring)."""
+
+    def __init__(self, gmem: GlobalMemory, scratch: set[str]) -> None:
+        self.gmem = gmem
+        self.outputs: dict[str, Output] = {}
+        for b in gmem.buffers:
+            if b.source is None or b.source in scratch or b.elem in ("u32", "s32"):
+                continue
+            got = _plain2d(b)
+            if got is not None and b.source not in self.outputs:
+                self.outputs[b.source] = Output(b, *got)
+
+    def stg(self, src: Optional[str], offs: np.ndarray, nbytes: int, reduce: bool = False) -> None:
+        """A store (reduce-add) of `nbytes` at each of these byte offsets of an output."""
+        out = self.outputs.get(src or "")
+        if out is None or offs.size == 0:
+            return
+        eb = min(out.s0, out.s1)
+        if nbytes > eb:
+            offs = (offs[:, None] + np.arange(0, nbytes, eb)[None, :]).ravel()
+        r, c = out.at(offs)
+        ok = (r >= 0) & (r < out.rows) & (c >= 0) & (c < out.cols)
+        if not ok.all():
+            r, c = r[ok], c[ok]
+        if r.size == 0:
+            return
+        cells = np.unique(r * out.cols + c)
+        if reduce:
+            out.reduced.ravel()[cells] = True
+        else:
+            flat = out.stored.ravel()
+            flat[cells] = np.minimum(flat[cells], 254) + 1
+
+    def tma(self, name: str, box: TmaBox, coords: list[int], reduce: bool) -> None:
+        """A TMA store (reduce-add) of a box: the elements of its output it covers (clipped)."""
+        src = self.gmem.alias.get(name, name)
+        out = self.outputs.get(src)
+        if out is None or box.rank != 2:
+            return
+        r0 = max(coords[1], 0)
+        r1 = min(coords[1] + box.box[1], box.dims[1])
+        c0 = max(coords[0], 0)
+        c1 = min(coords[0] + box.box[0], box.dims[0])
+        if r1 <= r0 or c1 <= c0:
+            return
+        off = self.gmem.offset.get(name, 0)  # a map over a parameter, some bytes in: its origin
+        o_r, o_c = out.at(np.array([off], dtype=np.int64) + out.buf.base)
+        rr = slice(int(o_r[0]) + r0, int(o_r[0]) + r1)
+        cc = slice(int(o_c[0]) + c0, int(o_c[0]) + c1)
+        if reduce:
+            out.reduced[rr, cc] = True
+        else:
+            out.stored[rr, cc] = np.minimum(out.stored[rr, cc], 254) + 1
+
+    def merge(self, other: Coverage) -> None:
+        for name, out in other.outputs.items():
+            mine = self.outputs.get(name)
+            if mine is not None:
+                mine.stored = np.minimum(mine.stored.astype(np.uint16) + out.stored, 255).astype(np.uint8)
+                mine.reduced |= out.reduced
+
+    def check(self, problems: Problems) -> None:
+        """Every CTA ran: each output element written, none stored twice (outputs no store reached at
+        all are not the launch's outputs: not checked)."""
+        for out in self.outputs.values():
+            if not out.stored.any() and not out.reduced.any():
+                continue
+            missing = (out.stored == 0) & ~out.reduced
+            twice = out.stored > 1
+            for what, mask in (("no store or reduce-add writes", missing), ("more than one store writes", twice)):
+                n = int(np.count_nonzero(mask))
+                if n:
+                    rr, cc = np.nonzero(mask)
+                    problems.add("coverage", f"{out.buf.name}: {what} {n} of its {out.rows * out.cols} elements (rows "
+                                             f"{int(rr.min())}..{int(rr.max())}, columns {int(cc.min())}..{int(cc.max())}; "
+                                             f"the first at row {int(rr[0])}, column {int(cc[0])})")

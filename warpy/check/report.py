@@ -60,6 +60,7 @@ class Report:
     proxy_fences: int = 0
     hb_table: dict[HbKey, int] = attrs.field(factory=dict)
     fault_note: str = ""
+    fault_missed: bool = False  # a fault was injected and the check that should see it did not
     #: with values: the inputs (A, B as float32) and what the simulated clusters wrote of C (C, and
     #: a mask of the elements written), to compare with what the cubin computes on a GPU
     data: dict[str, np.ndarray] = attrs.field(factory=dict)
@@ -117,18 +118,44 @@ def check_kernel(named: Kernel, coloured: Optional[Kernel] = None, *, values: bo
 
     t0 = time.monotonic()
     opts = _OPTIONS.get()
-    m = Machine(named, values=values, hb=hb, progress=progress, resident=resident, label="named: ", expect=expect,
-                all_ctas=opts.all_ctas)
+    m0 = m = Machine(named, values=values, hb=hb, progress=progress, resident=resident, label="named: ", expect=expect)
     m.run()
     problems = m.problems
+    big = False
+    if opts.all_ctas and not m.launch.whole:
+        # every CTA: all of them with every check, or (a launch too large for that) the first and last
+        # clusters with every check, then the tile pass over all of them
+        sim = max(1, len(m.launch.clusters))
+        big = m.steps / sim * m.launch.launched > FULL_STEPS
+        if big:
+            tile_pass(named, problems, expect, resident, progress)
+        else:
+            m = Machine(named, values=values, hb=hb, progress=progress, resident=resident, label="every CTA: ",
+                        expect=expect, all_ctas=True)
+            m.run()
+            for kind, msgs in m.problems.msgs.items():
+                for msg in msgs:
+                    if msg not in problems.msgs[kind]:
+                        problems.add(kind, msg)
+    if opts.seeds:
+        _other_schedules(named, m.problems, opts, expect, resident)
+    if m.launch.whole and any(p.scratch for p in named.header.params):
+        # every CTA ran: the next launch starts from the scratch memory this one left (its flags,
+        # counters, epochs), and must run as well as this one did
+        m2 = Machine(named, values=False, progress=progress, resident=resident, label="second launch: ", expect=expect,
+                     all_ctas=opts.all_ctas and not big, scratch=m.scratch_words())
+        m2.run()
+        for kind, msgs in m2.problems.msgs.items():
+            for msg in msgs:
+                if msg not in problems.msgs[kind]:
+                    problems.add(kind, "second launch (from the scratch memory the first left): " + msg)
     if coloured is not None:
         # without values, but with what the expectation says u32 words hold at launch (a program whose
         # control flow reads its memory, the megakernel's queue, must take the same path)
-        mc = Machine(coloured, values=False, progress=progress, resident=resident, label="coloured: ", expect=expect,
-                     all_ctas=opts.all_ctas)
+        mc = Machine(coloured, values=False, progress=progress, resident=resident, label="coloured: ", expect=expect)
         mc.run()
         changed = 0
-        for wa, wb in zip(m.warps, mc.warps):
+        for wa, wb in zip(m0.warps, mc.warps):
             ta, tb = wa.trace, wb.trace
             for k in range(max(len(ta), len(tb))):
                 va = ta[k][1] if k < len(ta) else None
@@ -156,6 +183,54 @@ def check_kernel(named: Kernel, coloured: Optional[Kernel] = None, *, values: bo
         for vmsg in verdict.messages:
             problems.add("values", vmsg)
     return rep
+
+
+#: `--all-ctas` runs every CTA with every check when that is estimated (from the first and last clusters'
+#: run) at most this many warp instructions; beyond, the tile pass (what each CTA computes and stores,
+#: without the ordering, derived-operand and provenance checks), a batch of clusters at a time
+FULL_STEPS = 1_000_000
+TILE_PASS_BATCH = 32  # clusters a batch
+
+
+def tile_pass(named: Kernel, problems: Problems, expect: Optional[Expectation], resident: Optional[int],
+              progress: Optional[Callable[[str], None]] = None) -> None:
+    """Every cluster of the launch (every one launched at first, with cluster launch control), a batch
+    at a time, with only the protocol, memory and coverage checks: then every output element must
+    have been written, and none twice. The flags a batch waits on, CTAs of other batches raise."""
+    first = Machine(named, values=False, resident=resident, expect=expect, chosen=[0], fast=True)
+    total = first.launch.launched
+    cover = first.prov.cover
+    for lo in range(0, total, TILE_PASS_BATCH):
+        batch = list(range(lo, min(total, lo + TILE_PASS_BATCH)))
+        mb = Machine(named, values=False, resident=resident, expect=expect, chosen=batch, fast=True,
+                     label=f"tile pass, clusters {batch[0]}..{batch[-1]} of {total}: ", progress=progress)
+        mb.run()
+        cover.merge(mb.prov.cover)
+        for kind, msgs in mb.problems.msgs.items():
+            for msg in msgs:
+                if msg not in problems.msgs[kind]:
+                    problems.add(kind, "tile pass: " + msg)
+    cover.check(problems)
+
+
+def _other_schedules(named: Kernel, problems: Problems, opts: CheckOptions, expect: Optional[Expectation],
+                     resident: Optional[int]) -> None:
+    """Run the named text under `opts.seeds` random warp schedules and report every problem one of
+    them finds that the round-robin run did not, or the other way round (a verdict that depends on
+    the interleaving)."""
+    base = {(k, msg) for k, msgs in problems.msgs.items() for msg in msgs}
+    found: dict[tuple[str, str], list[int]] = {}
+    for seed in range(1, opts.seeds + 1):
+        ms = Machine(named, values=False, resident=resident, expect=expect, all_ctas=opts.all_ctas, schedule=seed)
+        ms.run()
+        got = {(k, msg) for k, msgs in ms.problems.msgs.items() for msg in msgs}
+        for key in got ^ base:
+            found.setdefault(key, []).append(seed)
+    for (kind, msg), seeds in sorted(found.items()):
+        where = "found" if (kind, msg) not in base else "not found"
+        problems.add("schedule", f"{where} under schedule {', '.join(map(str, seeds[:4]))}"
+                                 f"{' and others' if len(seeds) > 4 else ''} but {'not ' if where == 'found' else ''}under "
+                                 f"round-robin: {msg}")
 
 
 def _hx(v: Optional[Traced]) -> str:
@@ -209,4 +284,5 @@ def settle_fault(fault: str, rep: Report) -> None:
     if fault == "tmem-overlap" and not rep.problems.total():
         raise FaultDoesNotApply("tmem-overlap: does not apply here: no CTA of the simulated clusters uses its second "
                                 "accumulator (one tile each)")
+    rep.fault_missed = True
     rep.problems.add(kind, f"fault {fault} was injected ({rep.fault_note}) and the {kind} check did not report it")

@@ -1,6 +1,7 @@
 """Which warps run, and how: the first and last clusters of the launch (their CTAs and warps), or
-every cluster (`all_ctas`), and the run loop. Warps are scheduled round-robin, a quantum of instructions each, until all have
-exited or all are blocked. The lanes of a warp run together; where a branch splits them they become
+every cluster (`all_ctas`), and the run loop. Warps are scheduled round-robin, a quantum of
+instructions each (or, for `warpy check --seeds`, in a random order with random turns), until all
+have exited or all are blocked. The lanes of a warp run together; where a branch splits them they become
 lane groups, run lowest pc first and merged where they meet again.
 
 The last cluster a launch runs is the grid's last, unless cluster launch control hands the grid's
@@ -36,8 +37,11 @@ class Scheduler:
     grid has and how many are resident at once, and the loop that runs them on a machine."""
 
     def __init__(self, h: Header, problems: Problems, *, sms: int, values: bool, uses_clc: bool,
-                 all_ctas: bool = False) -> None:
+                 all_ctas: bool = False, schedule: int = 0, chosen: Optional[list[int]] = None) -> None:
         self.problems = problems
+        # schedule 0: round-robin, QUANTUM instructions a turn; another: the warps' order shuffled
+        # every round and each turn's length drawn at random (`warpy check --seeds N`)
+        self.rng = np.random.default_rng(schedule) if schedule else None
         g, cl = h.grid, h.cluster
         ncl = [max(1, g[d] // max(cl[d], 1)) for d in range(3)]
         total = ncl[0] * ncl[1] * ncl[2]
@@ -50,8 +54,11 @@ class Scheduler:
         self.resident = max(1, min(total, sms // per))
         last = self.resident - 1 if uses_clc else total - 1
         picks = [0] if last == 0 else [0, last]
+        self.launched = last + 1  # clusters the launch starts with (the rest come by cluster launch control)
         if all_ctas:  # every cluster (with cluster launch control: every one launched at first)
             picks = list(range(last + 1))
+        if chosen is not None:  # these clusters only (the tile pass runs the grid a batch at a time)
+            picks = chosen
         # every CTA of the grid runs here (with cluster launch control: every cluster launched at first,
         # which takes the rest over)
         self.whole = len(picks) == (min(total, self.resident) if uses_clc else total)
@@ -89,12 +96,14 @@ class Scheduler:
         t0 = last = time.monotonic()
         total = 0
         warps = self.warps
+        rng = self.rng
         while True:
             progressed = False
-            for w in warps:
+            order = warps if rng is None else [warps[k] for k in rng.permutation(len(warps))]
+            for w in order:
                 if w.state != RUNS:
                     continue
-                n = self.run_warp(m, w, QUANTUM)
+                n = self.run_warp(m, w, QUANTUM if rng is None else int(rng.integers(1, 2 * QUANTUM)))
                 total += n
                 if n:
                     progressed = True
@@ -122,6 +131,7 @@ class Scheduler:
         code = m.code.instrs
         n = 0
         check_notes = m.derived.check
+        fast = not m.order.enabled
         while n < quantum:
             g = w.groups[0]
             pc, mask = g.pc, g.mask
@@ -180,7 +190,7 @@ class Scheduler:
                     w.wg_dirty[r] = pc
             if c.trace is not None:
                 w.trace.append((pc, c.trace(w, lanes)))
-            if c.notes:
+            if c.notes and not fast:
                 before = dict(w.regs)
                 pre = [None if c.note_modes[k] else c.get[nt.operand](w) for k, nt in enumerate(c.notes)]
                 res = c.handler(m, w, c, lanes)

@@ -120,8 +120,8 @@ def _sts(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     nb = _width(c.instr.mods)
     addrs = active(c.get[0](w), lanes)
     _smem_access(m, w, c, addrs, nb, "w")
-    if addrs.size and (w.tags or m.tags.smem.get(w.cta.index)):
-        m.tags.store_shared(w, regs_of(c.instr.ops[1], max(1, nb // 4)), int(addrs.min()), int(addrs.max()) + nb)
+    if addrs.size and (w.tags or m.prov.smem.get(w.cta.index)):
+        m.prov.store_shared(w, regs_of(c.instr.ops[1], max(1, nb // 4)), int(addrs.min()), int(addrs.max()) + nb)
     smem = w.cta.smem
     if m.values and smem is not None:
         data = _store_bytes(w, c.instr.ops[1], nb)
@@ -194,7 +194,7 @@ def _ldg(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> Optional[int]:
         av = lanes_i64(_gaddr(w, gop))
         v = np.array([gm.shadow.get(int(a), 0) for a in av], dtype=np.uint64)
         c.put[0](w, int(v[0]) if (v == v[0]).all() else v, lanes)
-    if "STRONG" in c.instr.mods and addrs.size:
+    if "STRONG" in c.instr.mods and addrs.size and not (c.loop is not None and m.flags.stale_passes(m, w, c, addrs)):
         for a in np.unique(addrs):
             m.flags.acquire(w, int(a))
     if c.loop is not None and addrs.size:
@@ -215,10 +215,12 @@ def _stg(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     src, addrs, nb = _global(m, w, c, lanes, gop, "w")
     gm = m.global_memory
     gm.stores_seen += 1
+    if src is not None and addrs.size and "STRONG" not in c.instr.mods and src in m.prov.cover.outputs:
+        m.prov.cover.stg(src, addrs - gm.base[src], nb)
     if w.tags:
         for r in regs_of(c.instr.ops[1], max(1, nb // 4)):
             if r in w.tags:
-                m.tags.store_global(w, c, r, src, addrs)
+                m.prov.store_global(w, c, r, src, addrs)
                 break
     if not m.values and nb == 4 and _shadowed(m, src, addrs):
         av = active(_gaddr(w, gop), lanes)
@@ -251,8 +253,8 @@ def _matrix(m: Machine, w: Warp, c: Compiled, lanes: Lanes, store: bool) -> None
     av = lanes_i64(c.get[mem_op](w))
     rows = av[: 8 * n]
     _smem_access(m, w, c, rows, 16, "w" if store else "r")
-    if store and rows.size and (w.tags or m.tags.smem.get(w.cta.index)):
-        m.tags.store_shared(w, regs_of(c.instr.ops[1], n), int(rows.min()), int(rows.max()) + 16)
+    if store and rows.size and (w.tags or m.prov.smem.get(w.cta.index)):
+        m.prov.store_shared(w, regs_of(c.instr.ops[1], n), int(rows.min()), int(rows.max()) + 16)
     smem = w.cta.smem
     if not (m.values and smem is not None):
         return
@@ -360,6 +362,11 @@ def _atomic(m: Machine, w: Warp, c: Compiled, lanes: Lanes, gop: Union[GMem, Mem
 @semantics(isa.REDG)
 def _redg(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     _atomic(m, w, c, lanes, _gmem_op(c.instr.ops[0]), c.instr.ops[1], None)
+    gm = m.global_memory
+    addrs = active(_gaddr(w, _gmem_op(c.instr.ops[0])), lanes)
+    src, _ = gm.source(int(addrs[0])) if addrs.size else (None, 0)
+    if src is not None and src in m.prov.cover.outputs:
+        m.prov.cover.stg(src, addrs - gm.base[src], _width(c.instr.mods), reduce=True)
 
 
 @semantics(isa.ATOMG)

@@ -144,7 +144,7 @@ def _utchmma(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     if len(known) == len(lbs) and len({x[0] for x in known}) == 1:
         lb = known[0]
         if any(x[1] != lb[1] + k * rows_b for k, x in enumerate(known)):  # the pair's halves of B: consecutive rows
-            if la0 is not None and m.tags.has_output(la0[0], lb[0]):
+            if la0 is not None and m.prov.has_output(la0[0], lb[0]):
                 m.problems.add("data", f"{w.cta.name} warp {w.wid}: {c.mnem} multiplies B rows "
                                        f"{', '.join(f'{x[1]}..{x[1] + rows_b - 1}' for x in known)} of {lb[0]} from "
                                        f"the pair's CTAs: not one run of {n} rows")
@@ -152,7 +152,7 @@ def _utchmma(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     for cta in ctas:
         la = None if a_in_tmem else operand_layout(m, w, c, cta, ("umma", adesc, rows_a, kb), fa[0], _umma_swizzle(adesc),
                                                    "A")
-        tag: Optional[Tag] = m.tags.tag(la, rows_a, lb, n)
+        tag: Optional[Tag] = m.prov.tag(la, rows_a, lb, n)
         for addrs, fp in smem_ops:
             lo, hi = int(addrs.min()), int(addrs.max()) + 1
             if m.places.check_smem_range(w, c, lo, hi):
@@ -161,7 +161,7 @@ def _utchmma(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
             continue
         fp = _tmem_fp(m, lane0, lanes_used, col0, ncols)
         m.order.access("tmem", cta, None, "w", tvc, agent, clock, c.mnem, w, proxy="async", footprint=fp)
-        m.tags.mma_tmem(w, c, cta, col0, ncols, tag, accumulate)
+        m.prov.mma_tmem(w, c, cta, col0, ncols, tag, accumulate)
         st = cta.tmem_written[lane0:lane0 + lanes_used, col0:col0 + ncols]
         if accumulate and not st.all():
             m.problems.add("protocol", f"{cta.name}: {c.mnem} (warp {w.wid}) adds to tensor-memory columns "
@@ -295,7 +295,7 @@ def _ldtm(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     span = span_of(c, c.instr.ops[0])
     if span:  # the registers are the load's until tcgen05.wait::ld
         w.pending.append((span[0], span[1], span[2], -1, c.mnem))
-    m.tags.tmem_load(w, list(c.defs), col0, n)
+    m.prov.tmem_load(w, list(c.defs), col0, n)
     if m.values:
         vals = _tmem_vals(w.cta)[lane0:lane0 + 32, col0:col0 + n].astype(np.float32).view(np.uint32).astype(np.uint64)
         d = reg_name(c.instr.ops[0])

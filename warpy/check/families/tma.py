@@ -144,7 +144,7 @@ def land(m: Machine, w: Warp, c: Compiled, dest: Optional[Cta], bar_cta: Optiona
     if prov is not None and prov[0] in m.global_memory.tmaps and m.global_memory.may_be_written(prov[0]) \
             and not outside(m.global_memory.tmaps[prov[0]], prov[1]):
         _global_read(m, w, c, prov[0], m.global_memory.tmaps[prov[0]], prov[1], issue_vc, bar.agent, bar.phase + 1)
-    m.tags.landed(dest, dst, dst + nbytes)
+    m.prov.landed(dest, dst, dst + nbytes)
     if m.places.check_smem_range(w, c, dst, dst + nbytes):
         m.order.access("smem", dest, None, "w", issue_vc, bar.agent, bar.phase + 1, c.mnem, w, proxy="async",
                        footprint=_fp(m, dst, nbytes))
@@ -247,7 +247,8 @@ def _tma_store(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     smem_aligned(m, w, c, src, box.swizzle, "stores a box from")
     if m.places.check_smem_range(w, c, src, src + nbytes):
         m.order.access("smem", w.cta, None, "r", w.vc, agent, clock, c.mnem, w, proxy="async", footprint=_fp(m, src, nbytes))
-    m.tags.tma_store(w, c, name, box, coords, src, nbytes)
+    m.prov.tma_store(w, c, name, box, coords, src, nbytes)
+    m.prov.cover.tma(name, box, coords, c.sem == "tma-reduce")
     if outside(box, coords):
         return  # the engine clips the box: nothing is written
     off, pidx = box_offsets(box, coords)
@@ -407,7 +408,7 @@ def operand_layout(m: Machine, w: Warp, c: Compiled, cta: Cta, key: tuple[object
     that landed there (same swizzle, same row pitch). Reported otherwise (a swizzle, LBO or SBO the
     map does not match); returns (map, the tile's first row and K byte in the tensor) when it holds."""
     land_ = cta.landed
-    if not land_ or addrs.size == 0:
+    if not land_ or addrs.size == 0 or not m.prov.on:
         return None
     a0 = int(addrs.flat[0])
     hit = None
@@ -422,14 +423,14 @@ def operand_layout(m: Machine, w: Warp, c: Compiled, cta: Cta, key: tuple[object
     if box is None or box.rank != 2:
         return None
     ck = ("layout", key, dst, name)
-    cached = m.tags.layouts.get(ck)
+    cached = m.prov.layouts.get(ck)
     if cached is None:
         cached = _relative(box, dst, nbytes, addrs, desc_swizzle)
-        m.tags.layouts[ck] = cached
+        m.prov.layouts[ck] = cached
     rows, kb, why = cached
     if rows is None or kb is None:
-        if why and (c.pc, what) not in m.tags.reported:
-            m.tags.reported.add((c.pc, what))
+        if why and (c.pc, what) not in m.prov.reported:
+            m.prov.reported.add((c.pc, what))
             m.problems.add("data", f"{cta.name} warp {w.wid}: {c.mnem} reads its {what} operand with {why}; the copy "
                                    f"engine landed it through tensor map {name} ({box.swizzle or 'no'}-byte swizzle, "
                                    f"{box.box[0] * box.elem_bytes}-byte rows)")

@@ -104,8 +104,19 @@ def _hgmma(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     kb = k * eb
     rs = not isinstance(i.ops[1], Desc)  # the RS form: A from registers, the descriptors' B half only
     di = 2 if rs else 1
+    acc = i.ops[0]
+    if not m.order.enabled:  # the tile pass: only the groups and their pending registers
+        span = span_of(c, acc)
+        w.wg_open = True
+        if span:
+            w.pending = [p for p in w.pending if not (p[0] == span[0] and p[1] == span[1])]
+            w.pending.append((span[0], span[1], span[2], w.wg_committed + 1, c.mnem))
+        return
     dv = _desc(i.ops[di])  # a vector (named) or its first register (a parsed coloured text)
-    d = [int(first(w.regs.get(elem_name(dv, j), 0))) for j in range(4)]
+    dnames = c.extra.get("desc_names")
+    if not isinstance(dnames, list):
+        dnames = c.extra["desc_names"] = [elem_name(dv, j) for j in range(4)]
+    d = [int(first(w.regs.get(nm, 0))) for nm in dnames]
     fb = operand_footprint(m, ("gmma", d[2], d[3], n, kb), lambda: gmma_rows(d[2], d[3], n, kb))
     smem_ops = [fb]
     lb = operand_layout(m, w, c, w.cta, ("gmma", d[2], d[3], n, kb), fb[0], _swizzle(d[3]), "B")
@@ -115,7 +126,6 @@ def _hgmma(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
         operands_meet(m, w, c, w.cta, (d[0] & 0x3FFF) << 4, (d[2] & 0x3FFF) << 4)
         la = operand_layout(m, w, c, w.cta, ("gmma", d[0], d[1], 64, kb), fa[0], _swizzle(d[1]), "A")
         smem_ops = [fa, fb]
-    acc = i.ops[0]
     accumulate = str(i.ops[di + 1]) != "RZ"
     for op in i.ops[di + 2:]:
         if isinstance(op, UP):
@@ -123,7 +133,7 @@ def _hgmma(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     _fence_rule(m, w, c, acc, i.ops[1] if rs else None, accumulate)
     names = c.extra["wg_names"]
     assert isinstance(names, list)
-    m.tags.mma_regs(w, c, names[:_acc_regs(c)], m.tags.tag(la, 64, lb, n), accumulate)
+    m.prov.mma_regs(w, c, names[:_acc_regs(c)], m.prov.tag(la, 64, lb, n), accumulate)
     agent: Agent = ("wg", w.cta.index, w.wid)
     clock = w.wg_committed + 1
     w.wg_open = True
@@ -187,20 +197,23 @@ def _fence_rule(m: Machine, w: Warp, c: Compiled, acc: Operand, a_regs: Optional
             hit += regs_of(a_regs, isa.A_REGS)
         c.extra["wg_names"] = hit
     names: list[str] = hit
-    who = f"line {c.pc + 1} ({c.mnem}): {w.cta.name} warp {w.wid}"
+    accs = c.extra.get("wg_accs")
+    if not isinstance(accs, frozenset):
+        accs = c.extra["wg_accs"] = frozenset(names[:_acc_regs(c)])
     if not w.wg_fenced:
-        m.problems.add("registers", f"{who} runs before any wgmma fence (WARPGROUP.ARRIVE) of the warp")
-    for nm in names:
-        pc = w.wg_dirty.get(nm)
-        if pc is not None:
-            line = m.code.instrs[pc]
-            m.problems.add("registers", f"{who} accesses {nm}, which line {pc + 1} ({line.mnem}) touched after the "
-                                        f"warp's last wgmma fence: a WARPGROUP.ARRIVE (wgmma.fence) must come between")
-            break
-    if accumulate:
-        undefined = [nm for nm in names[:_acc_regs(c)] if nm not in w.defined]
-        if undefined:
-            m.rules.undefined(w, c, frozenset(undefined))
+        m.problems.add("registers", f"line {c.pc + 1} ({c.mnem}): {w.cta.name} warp {w.wid} runs before any wgmma fence "
+                                    f"(WARPGROUP.ARRIVE) of the warp")
+    if w.wg_dirty:
+        for nm in names:
+            pc = w.wg_dirty.get(nm)
+            if pc is not None:
+                line = m.code.instrs[pc]
+                m.problems.add("registers", f"line {c.pc + 1} ({c.mnem}): {w.cta.name} warp {w.wid} accesses {nm}, which "
+                                            f"line {pc + 1} ({line.mnem}) touched after the warp's last wgmma fence: a "
+                                            f"WARPGROUP.ARRIVE (wgmma.fence) must come between")
+                break
+    if accumulate and not accs <= w.defined:
+        m.rules.undefined(w, c, accs - w.defined)
 
 
 def _swizzle(hi: int) -> int:
