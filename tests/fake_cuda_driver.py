@@ -9,7 +9,15 @@ tests/host/test_gemm_launch_host.py; each test parameterises it:
   the driver;
 - keyword overrides replace particular calls (a failing cuInit, a stream that never finishes),
   and are seen by `on_call` too; `launch_args` reads a launch's packed parameters;
-- `name`, `cc`, `sms`, `smem` describe the device (an H200 by default).
+- `name`, `cc`, `sms`, `smem` describe the device (an H200 by default); `devices` how many there
+  are (each with its own primary context; `devices=2, cc1=(8, 0)` makes GPU 1 an sm_80).
+
+Contexts are modelled as the driver has them: current per thread (`cuCtxSetCurrent`,
+`cuCtxGetCurrent`), a module belonging to the context current when it was loaded, and a launch
+refused with CUDA_ERROR_INVALID_CONTEXT on a thread with no context current and with
+CUDA_ERROR_INVALID_HANDLE when its kernel's module belongs to another context (warpy's own streams
+likewise): what a real driver answers to a call from the wrong thread or for the wrong GPU.
+`cuPointerGetAttribute` says which GPU an address is on: `pointer_device(ptr)` (default: GPU 0).
 
 Imported by its bare name (`from fake_cuda_driver import …`): tests/ is on sys.path because
 pytest's default (prepend) import mode puts tests/conftest.py's folder there, for the whole suite
@@ -20,6 +28,7 @@ from __future__ import annotations
 
 import ctypes
 import enum
+import threading
 from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
@@ -32,7 +41,10 @@ from warpy.runtime import launcher as L
 
 class CUresult(enum.IntEnum):
     CUDA_SUCCESS = 0
+    CUDA_ERROR_INVALID_VALUE = 1
     CUDA_ERROR_NO_DEVICE = 100
+    CUDA_ERROR_INVALID_CONTEXT = 201
+    CUDA_ERROR_INVALID_HANDLE = 400
     CUDA_ERROR_NOT_READY = 600
     CUDA_ERROR_ILLEGAL_ADDRESS = 700
 
@@ -55,6 +67,32 @@ class Stream:
 
     def __hash__(self) -> int:
         return self.handle
+
+
+class Context:
+    """A CUcontext: GPU `ordinal`'s primary context; int() is its address (0: none)."""
+
+    def __init__(self, ordinal: int | None) -> None:
+        self.ordinal = ordinal
+
+    def __int__(self) -> int:
+        return 0 if self.ordinal is None else 0xC000 + self.ordinal
+
+    def __repr__(self) -> str:
+        return f"ctx{self.ordinal}"
+
+
+class Handle(str):
+    """A module or function handle (a string, as the tests have always seen it) that remembers the
+    context it was loaded in."""
+
+    context: Context | None
+
+
+def _handle(text: str, ctx: Context | None) -> Handle:
+    h = Handle(text)
+    h.context = ctx
+    return h
 
 
 class LaunchConfig(SimpleNamespace):
@@ -82,11 +120,48 @@ OnCall = Callable[[str, tuple[Any, ...], Any], None]
 
 
 def fake_driver(on_call: OnCall | None = None, *, name: bytes = b"Fake H200\0",
-                cc: tuple[int, int] = (9, 0), sms: int = 132, smem: int = 232448,
+                cc: tuple[int, int] = (9, 0), sms: int = 132, smem: int = 232448, devices: int = 1,
+                cc1: tuple[int, int] | None = None, pointer_device: Callable[[int], int] = lambda ptr: 0,
                 **overrides: Callable[..., Any]) -> SimpleNamespace:
     """The driver namespace; every call succeeds unless overridden (see the module's docstring)."""
     values = {"major": cc[0], "minor": cc[1], "sms": sms, "smem": smem}
     next_ptr = [0x7E00_0000_0000]
+    current = threading.local()  # .ctx: the thread's current context
+    contexts = [Context(i) for i in range(devices)]
+    warpy_streams: dict[int, Context] = {}
+
+    def ctx_now() -> Context | None:
+        return getattr(current, "ctx", None)
+
+    def set_current(c: Any) -> Any:
+        current.ctx = c if isinstance(c, Context) and c.ordinal is not None else None
+        return OK
+
+    def attribute(a: str, h: str) -> Any:
+        i = int(h[3:])
+        if i == 1 and cc1 is not None and a in ("major", "minor"):
+            return (CUresult.CUDA_SUCCESS, cc1[0] if a == "major" else cc1[1])
+        return (CUresult.CUDA_SUCCESS, values[a])
+
+    def stream_create(flags: int) -> Any:
+        c = ctx_now()
+        if c is None:
+            return (CUresult.CUDA_ERROR_INVALID_CONTEXT, None)
+        handle = WARPY_STREAM + 1000 * (c.ordinal or 0)
+        warpy_streams[handle] = c
+        return (CUresult.CUDA_SUCCESS, Stream(handle))
+
+    def launch(cfg: Any, fn: Any, address: int, extra: Any) -> Any:
+        c = ctx_now()
+        if c is None:
+            return (CUresult.CUDA_ERROR_INVALID_CONTEXT,)
+        owner = getattr(fn, "context", c)
+        if owner is not c or warpy_streams.get(int(cfg.hStream), c) is not c:
+            return (CUresult.CUDA_ERROR_INVALID_HANDLE,)
+        return OK
+
+    def pointer_attribute(attr: Any, ptr: int) -> Any:
+        return (CUresult.CUDA_SUCCESS, pointer_device(int(ptr)))
 
     def mem_alloc(n: int) -> Any:  # distinct addresses, 64 KiB apart at the least
         ptr = next_ptr[0]
@@ -95,19 +170,22 @@ def fake_driver(on_call: OnCall | None = None, *, name: bytes = b"Fake H200\0",
 
     calls: dict[str, Callable[..., Any]] = dict(
         cuInit=lambda flags: OK,
-        cuDeviceGetCount=lambda: (CUresult.CUDA_SUCCESS, 1),
-        cuDeviceGet=lambda i: (CUresult.CUDA_SUCCESS, "dev0"),
+        cuDeviceGetCount=lambda: (CUresult.CUDA_SUCCESS, devices),
+        cuDeviceGet=lambda i: (CUresult.CUDA_SUCCESS, f"dev{i}"),
         cuDeviceGetName=lambda n, h: (CUresult.CUDA_SUCCESS, name),
-        cuDeviceGetAttribute=lambda a, h: (CUresult.CUDA_SUCCESS, values[a]),
-        cuDevicePrimaryCtxRetain=lambda h: (CUresult.CUDA_SUCCESS, "ctx"),
-        cuCtxSetCurrent=lambda c: OK,
+        cuDeviceGetAttribute=attribute,
+        cuDevicePrimaryCtxRetain=lambda h: (CUresult.CUDA_SUCCESS, contexts[int(h[3:])]),
+        cuCtxSetCurrent=set_current,
+        cuCtxGetCurrent=lambda: (CUresult.CUDA_SUCCESS, ctx_now() or Context(None)),
         cuCtxSynchronize=lambda: OK,
-        cuModuleLoadData=lambda image: (CUresult.CUDA_SUCCESS, "module"),
-        cuModuleGetFunction=lambda m, n: (CUresult.CUDA_SUCCESS, "function"),
+        cuModuleLoadData=lambda image: (CUresult.CUDA_SUCCESS, _handle("module", ctx_now())),
+        cuModuleGetFunction=lambda m, n: (CUresult.CUDA_SUCCESS, _handle("function", getattr(m, "context", None))),
         cuFuncSetAttribute=lambda *a: OK,
-        cuStreamCreate=lambda flags: (CUresult.CUDA_SUCCESS, Stream(WARPY_STREAM)),
+        cuStreamCreate=stream_create,
         cuStreamQuery=lambda s: OK,
-        cuLaunchKernelEx=lambda cfg, fn, address, extra: OK,
+        cuStreamIsCapturing=lambda s: (CUresult.CUDA_SUCCESS, 0),
+        cuLaunchKernelEx=launch,
+        cuPointerGetAttribute=pointer_attribute,
         cuMemAlloc=mem_alloc,
         cuMemFree=lambda ptr: OK,
         cuMemsetD8Async=lambda ptr, value, n, stream: OK,
@@ -130,6 +208,8 @@ def fake_driver(on_call: OnCall | None = None, *, name: bytes = b"Fake H200\0",
         CUfunction_attribute=SimpleNamespace(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES="dsmem",
                                              CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED="np"),
         CUstream_flags=SimpleNamespace(CU_STREAM_NON_BLOCKING=SimpleNamespace(value=1)),
+        CUpointer_attribute=SimpleNamespace(CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL="ordinal"),
+        CUstreamCaptureStatus=SimpleNamespace(CU_STREAM_CAPTURE_STATUS_NONE=0, CU_STREAM_CAPTURE_STATUS_ACTIVE=1),
         CUlaunchAttributeID=SimpleNamespace(CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION="cluster",
                                             CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION="pdl"),
         CUlaunchConfig=LaunchConfig,
@@ -148,7 +228,7 @@ def _seen(name: str, f: Callable[..., Any], on_call: OnCall) -> Callable[..., An
 
 
 def install(monkeypatch: pytest.MonkeyPatch, driver: SimpleNamespace | None,
-            default_stream: dict[str, Any] | None = None) -> dict[str, Any]:
+            default_stream: dict[int, Any] | None = None) -> dict[str, Any]:
     """Make `driver` warpy's driver (None: none yet) with no device opened, no stream of warpy's own
     (or `default_stream`) and no kernel launched; undone after the test. The driver state, for a
     test that installs another driver later."""

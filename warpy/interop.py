@@ -2,8 +2,11 @@
 anything with `__dlpack__`; the capsule is read with ctypes) or `__cuda_array_interface__`.
 
 `as_matrix` describes a 2-D operand (`Matrix`: address, shape, strides in elements, warpy's dtype
-name, host or device, the library); `current_stream` is the CUstream a library works on now. Element
-types come from the table in `warpy.target`. Nothing here knows a kernel family.
+name, host or device, the library, the GPU it is on where the operand says); `current_stream` is
+the CUstream a library works on now (per thread and per GPU, as torch and cupy keep it);
+`byte_span` and `overlap` say which bytes an operand's elements occupy and how two operands' bytes
+meet (strides of any sign, views of one storage). Element types come from the table in
+`warpy.target`. Nothing here knows a kernel family or touches the driver.
 """
 
 from __future__ import annotations
@@ -146,10 +149,19 @@ class Matrix:
     side: str
     library: str
     obj: Any = attrs.field(eq=False, repr=False)
+    device: Optional[int] = None  # the GPU's ordinal where the operand says (torch, DLPack); None: host or unknown
+
+    @property
+    def itemsize(self) -> int:
+        return dtype_bytes(self.dtype) if self.dtype in DTYPES else 1
 
     @property
     def nbytes(self) -> int:
-        return self.shape[0] * self.shape[1] * (dtype_bytes(self.dtype) if self.dtype in DTYPES else 1)
+        return self.shape[0] * self.shape[1] * self.itemsize
+
+    @property
+    def empty(self) -> bool:
+        return self.shape[0] == 0 or self.shape[1] == 0
 
 
 def _library(x: Any) -> str:
@@ -166,7 +178,8 @@ def _numpy_dtype(dt: np.dtype) -> str:
 
 
 def current_stream(library: str, x: Any) -> Optional[int]:
-    """The CUstream handle (an int) the library of tensor `x` is working on now; None: unknown."""
+    """The CUstream handle (an int) the library of tensor `x` is working on now, on the calling
+    thread and on `x`'s GPU; None: unknown."""
     if library == "torch":
         torch = sys.modules["torch"]
         raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
@@ -175,16 +188,27 @@ def current_stream(library: str, x: Any) -> Optional[int]:
         return int(torch.cuda.current_stream(x.device).cuda_stream)
     if library == "cupy":
         cupy = sys.modules["cupy"]
+        dev = getattr(x, "device", None)
+        if dev is not None and getattr(dev, "id", None) not in (None, cupy.cuda.runtime.getDevice()):
+            with dev:  # cupy keeps a current stream per GPU: the one of x's
+                return int(cupy.cuda.get_current_stream().ptr)
         return int(cupy.cuda.get_current_stream().ptr)
     return None
 
 
+_TORCH_DTYPES: dict[Any, str] = {}  # torch dtype object -> warpy's name (or torch's, for others)
+
+
 def _torch_dtype(dt: Any) -> str:
-    s = str(dt)
-    try:
-        return element_type(s).name
-    except WarpyError:
-        return s
+    name = _TORCH_DTYPES.get(dt)
+    if name is None:
+        s = str(dt)
+        try:
+            name = element_type(s).name
+        except WarpyError:
+            name = s
+        _TORCH_DTYPES[dt] = name
+    return name
 
 
 def as_matrix(x: Any, name: str, stream: Optional[int] = None) -> Matrix:
@@ -203,9 +227,10 @@ def as_matrix(x: Any, name: str, stream: Optional[int] = None) -> Matrix:
         # building and parsing a capsule (most of warpy.gemm's host time; H200, 2026-11-29). On the
         # tensor's own current stream no producer synchronisation is asked for either way.
         shape, strides = x.shape, x.stride()
-        _need_matrix_on_gpu0(name, len(shape), x.device.index or 0)
+        if len(shape) != 2:
+            raise WarpyError(f"{name} has {len(shape)} dimensions; give a matrix (2-D)")
         return Matrix(name, x.data_ptr(), (shape[0], shape[1]), (strides[0], strides[1]),
-                      _torch_dtype(x.dtype), "device", lib, x)
+                      _torch_dtype(x.dtype), "device", lib, x, x.device.index or 0)
     if hasattr(x, "__dlpack__") and hasattr(x, "__dlpack_device__"):
         if lib == "torch" and x.requires_grad:  # torch will not export a tensor autograd tracks
             x = x.detach()
@@ -224,22 +249,18 @@ def as_matrix(x: Any, name: str, stream: Optional[int] = None) -> Matrix:
                      "(DLPack or __cuda_array_interface__)")
 
 
-def _need_matrix_on_gpu0(name: str, ndim: int, device_id: int) -> None:
-    if ndim != 2:
-        raise WarpyError(f"{name} has {ndim} dimensions; give a matrix (2-D)")
-    if device_id != 0:
-        raise WarpyError(f"{name} is on GPU {device_id}; warpy runs on GPU 0")
-
-
 def _from_view(v: DLPackView, name: str, lib: str, x: Any) -> Matrix:
     if v.device_type not in (DL_CUDA, DL_CUDA_MANAGED) and len(v.shape) == 2:
         where = DEVICE_TYPES.get(v.device_type, f"device type {v.device_type}")
         hint = " (move it to the GPU, or pass a numpy array)" if v.device_type in (DL_CPU, DL_CUDA_HOST) else ""
         raise WarpyError(f"{name} is in {where} memory, not on the GPU{hint}")
-    _need_matrix_on_gpu0(name, len(v.shape), v.device_id)
+    if len(v.shape) != 2:
+        raise WarpyError(f"{name} has {len(v.shape)} dimensions; give a matrix (2-D)")
     shape = (v.shape[0], v.shape[1])
     strides = v.strides if v.strides is not None else (v.shape[1], 1)
-    return Matrix(name, v.ptr, shape, (strides[0], strides[1]), v.dtype, "device", lib, x)
+    # managed memory is reachable from every GPU: its device id says where it was made, no more
+    dev = v.device_id if v.device_type == DL_CUDA else None
+    return Matrix(name, v.ptr, shape, (strides[0], strides[1]), v.dtype, "device", lib, x, dev)
 
 
 def _from_cai(cai: dict[str, Any], name: str, lib: str, x: Any) -> Matrix:
@@ -254,6 +275,118 @@ def _from_cai(cai: dict[str, Any], name: str, lib: str, x: Any) -> Matrix:
     strides = (shape[1], 1) if st is None else (st[0] // item, st[1] // item)
     ptr = int(cai["data"][0] or 0)
     return Matrix(name, ptr, (shape[0], shape[1]), (strides[0], strides[1]), dtype, "device", lib, x)
+
+
+# ---------------------------------------------------------------------------------------------
+# Which bytes an operand occupies, and how two operands' bytes meet
+
+
+def byte_span(m: Matrix) -> tuple[int, int]:
+    """[first, last + 1) of the bytes `m`'s elements occupy, strides of either sign included;
+    an empty span (start == end) for a matrix without elements."""
+    rows, cols = m.shape
+    if rows <= 0 or cols <= 0:
+        return (m.ptr, m.ptr)
+    e = m.itemsize
+    lo = hi = m.ptr
+    for n, s in ((rows, m.strides[0]), (cols, m.strides[1])):
+        d = (n - 1) * s * e
+        if d < 0:
+            lo += d
+        else:
+            hi += d
+    return (lo, hi + e)
+
+
+# (start, count, step, length): `count` byte ranges [start + k step, start + k step + length), step >= 0
+Segments = tuple[int, int, int, int]
+
+
+def segments(m: Matrix) -> Optional[Segments]:
+    """`m`'s bytes as one family of equally spaced, equally long ranges (a row-major matrix: its rows,
+    merged into one range where they touch; a column-major one: its columns), or None where no axis
+    is contiguous (every element apart: no family this simple says it exactly)."""
+    rows, cols = m.shape
+    if rows <= 0 or cols <= 0:
+        return (m.ptr, 0, 0, 0)
+    e = m.itemsize
+    lo, _ = byte_span(m)
+    dims = [(n, abs(s)) for n, s in ((rows, m.strides[0]), (cols, m.strides[1])) if n > 1]
+    if not dims:
+        return (lo, 1, 0, e)
+    if len(dims) == 1:
+        (n, s), = dims
+        return _merged(lo, 1, 0, n * e) if s == 1 else _merged(lo, n, s * e, e)
+    (n0, s0), (n1, s1) = dims
+    if s1 == 1:
+        return _merged(lo, n0, s0 * e, n1 * e)
+    if s0 == 1:
+        return _merged(lo, n1, s1 * e, n0 * e)
+    return None
+
+
+def _merged(start: int, count: int, step: int, length: int) -> Segments:
+    """A family whose ranges touch or overlap one another is one range."""
+    if count > 1 and step <= length:
+        return (start, 1, 0, (count - 1) * step + length)
+    return (start, count, step, length)
+
+
+_MEET_LIMIT = 1 << 20  # ranges compared one by one before `families_meet` answers "may" (True)
+
+
+def families_meet(f: Segments, g: Segments) -> bool:
+    """Whether a range of family `f` shares a byte with a range of family `g` (exact; True without
+    deciding past `_MEET_LIMIT` ranges: the safe answer for a caller refusing overlap)."""
+    if f[1] > g[1]:
+        f, g = g, f
+    a1, n1, st1, l1 = f
+    a2, n2, st2, l2 = g
+    if n1 == 0 or n2 == 0 or l1 == 0 or l2 == 0:
+        return False
+    if n1 > _MEET_LIMIT:
+        return True
+    for k1 in range(n1):
+        x = a1 + k1 * st1  # this range is [x, x + l1); the first of g's ending after x:
+        k2 = 0 if st2 == 0 else max(0, (x - l2 - a2) // st2 + 1)
+        if k2 < n2 and a2 + k2 * st2 + l2 > x and a2 + k2 * st2 < x + l1:
+            return True
+    return False
+
+
+def overlap(x: Matrix, y: Matrix) -> Optional[str]:
+    """How the bytes of `x` and `y` meet: None when they share none; else "equal" (the same span of
+    bytes), "inside" (x's span within y's), "contains" (y's within x's) or "partial". Exact where
+    each operand's bytes are one family of ranges (`segments`: any matrix with a contiguous axis, so
+    two disjoint slices of one storage, rows or columns, share none); otherwise by spans (may
+    answer overlap for interleaved elements that share no byte)."""
+    xl, xh = byte_span(x)
+    yl, yh = byte_span(y)
+    if xl == xh or yl == yh or xh <= yl or yh <= xl:
+        return None
+    fx, fy = segments(x), segments(y)
+    if fx is not None and fy is not None and not families_meet(fx, fy):
+        return None
+    if (xl, xh) == (yl, yh):
+        return "equal"
+    if yl <= xl and xh <= yh:
+        return "inside"
+    if xl <= yl and yh <= xh:
+        return "contains"
+    return "partial"
+
+
+def overlap_error(out: Matrix, x: Matrix, how: str) -> WarpyError:
+    """The one-line refusal of an output whose bytes meet input `x`'s (`how`: `overlap`'s answer)."""
+    xl, xh = byte_span(x)
+    ol, oh = byte_span(out)
+    where = f"{out.name}: bytes 0x{ol:x}-0x{oh:x}, {x.name}: 0x{xl:x}-0x{xh:x}"
+    what = {"equal": f"{out.name} is {x.name}'s memory (the same {oh - ol} bytes at 0x{ol:x})",
+            "inside": f"{out.name} lies inside {x.name} ({where})",
+            "contains": f"{x.name} lies inside {out.name} ({where})",
+            "partial": f"{out.name} partly overlaps {x.name} ({where})"}[how]
+    return WarpyError(f"{what}: the result cannot be written over an input it reads; give "
+                      f"{out.name} memory of its own")
 
 
 def check_row_major(m: Matrix) -> None:
@@ -282,5 +415,5 @@ def host_dtype(name: str) -> np.dtype:
     return np.dtype(ml_dtypes.bfloat16)  # type: ignore[no-any-return,unused-ignore]
 
 
-__all__ = ["DLPackView", "Matrix", "as_matrix", "check_row_major", "current_stream", "dtype_name", "host_dtype",
-           "read_capsule"]
+__all__ = ["DLPackView", "Matrix", "as_matrix", "byte_span", "check_row_major", "current_stream", "dtype_name",
+           "families_meet", "host_dtype", "overlap", "overlap_error", "read_capsule", "segments"]

@@ -17,6 +17,20 @@ repeated call costs one launch: `warpy bench gemm --host-overhead` measures it.
 A program's scratch memory (split-K / stream-K flags and workspaces, `.param NAME u64 scratch`) is
 allocated by the loaded kernel's launcher, zero-filled, once per CUDA stream it runs on, and kept
 for the process's life (docs/sass.md); the GEMM family's `bind` names the parameters.
+
+In a real program (docs/gemm-python.md):
+
+- threads: any thread may call, at once; each call makes the operands' GPU's primary context
+  current on its thread (`warpy.runtime.driver.enter`, one driver query when it already is) and
+  puts back another context the caller had current. Plans and loaded kernels are built once
+  whatever the number of threads asking (`Launches`' lock); the launcher's caches are safe the
+  same way (`warpy.runtime.bind`);
+- GPUs: operands on GPU n run on GPU n, in its primary context, on that GPU's stream; operands on
+  different GPUs are refused in one line;
+- `out` sharing a byte with `a` or `b` is refused in one line naming both (`interop.overlap`);
+- empty problems follow torch and numpy: M = 0 or N = 0 gives an empty C, K = 0 gives zeros,
+  without a kernel;
+- a process that forks after a call: the child's calls are refused in one line (`driver`).
 """
 
 from __future__ import annotations
@@ -29,7 +43,8 @@ import attrs
 import numpy as np
 
 from warpy.errors import WarpyError
-from warpy.interop import Matrix, as_matrix, check_row_major, current_stream, dtype_name, host_dtype
+from warpy.interop import (Matrix, as_matrix, byte_span, check_row_major, current_stream, dtype_name, host_dtype,
+                           overlap, overlap_error)
 from warpy.kernels import gemm as gemm_family
 from warpy.plan import Plan, make_plan
 from warpy.target import dtype_bytes
@@ -47,7 +62,8 @@ def _out_dtype(x: Any) -> str:
 
 @attrs.frozen
 class GemmCall:
-    """A checked call: the problem's sizes and types, and the operands."""
+    """A checked call: the problem's sizes and types, the operands, and the GPU they are on (None:
+    host operands, or device operands that do not say: the launch asks the driver)."""
 
     M: int
     N: int
@@ -57,6 +73,7 @@ class GemmCall:
     a: Matrix
     b: Matrix
     out: Optional[Matrix]
+    device: Optional[int] = None
 
     @property
     def side(self) -> str:
@@ -65,6 +82,15 @@ class GemmCall:
     @property
     def key(self) -> tuple[int, int, int, str, str]:
         return (self.M, self.N, self.K, self.dtype, self.out_dtype)
+
+    @property
+    def empty(self) -> bool:
+        """No kernel to run: C has no elements (M or N is 0) or is all zeros (K is 0)."""
+        return self.M == 0 or self.N == 0 or self.K == 0
+
+
+# problems (M, N, K, dtype, out_dtype) the kernel's limits were checked for (a set: safe from threads)
+_within_limits: set[tuple[int, int, int, str, str]] = set()
 
 
 def check_call(a: Any, b: Any, out: Any = None, out_dtype: Any = None, stream: Optional[int] = None) -> GemmCall:
@@ -95,15 +121,47 @@ def check_call(a: Any, b: Any, out: Any = None, out_dtype: Any = None, stream: O
         if odt is not None and O.dtype != odt:
             raise WarpyError(f"out is {O.dtype} but out_dtype is {odt}")
         odt = O.dtype
-    for m in (A, B) + ((O,) if O is not None else ()):
-        if m.side == "device":  # numpy operands are copied (made contiguous) on the way
-            check_row_major(m)
-    call = GemmCall(M, N, K, A.dtype, odt or A.dtype, A, B, O)
+    operands = (A, B) if O is None else (A, B, O)
+    dev = None
+    if A.side == "device":
+        for m in operands:  # numpy operands are copied (made contiguous) on the way; empty ones hold nothing
+            if m.shape[0] and m.shape[1]:
+                check_row_major(m)
+        dev = _one_device(operands)
+    if O is not None and not O.empty:
+        _refuse_overlap(O, A, B)
+    call = GemmCall(M, N, K, A.dtype, odt or A.dtype, A, B, O, dev)
     if A.side == "host" and O is None and call.out_dtype == "bf16":
         host_dtype("bf16")  # a bf16 numpy result needs ml_dtypes: said now, not after the GPU work
-    # the kernel's own limits, before any GPU work (GemmProblem refuses them in one line)
-    gemm_family.GemmProblem(M, N, K, dtype=call.dtype, out_dtype=call.out_dtype)
+    if not call.empty and call.key not in _within_limits:
+        # the kernel's own limits, before any GPU work (GemmProblem refuses them in one line)
+        gemm_family.GemmProblem(M, N, K, dtype=call.dtype, out_dtype=call.out_dtype)
+        _within_limits.add(call.key)
     return call
+
+
+def _one_device(operands: tuple[Matrix, ...]) -> Optional[int]:
+    """The GPU the device operands say they are on (None: none says); operands on two GPUs are refused."""
+    first: Optional[Matrix] = None
+    for m in operands:
+        if m.device is not None:
+            if first is None:
+                first = m
+            elif m.device != first.device:
+                raise WarpyError(f"{first.name} is on GPU {first.device} but {m.name} is on GPU {m.device}: "
+                                 "give every operand on one GPU")
+    return None if first is None else first.device
+
+
+def _refuse_overlap(out: Matrix, a: Matrix, b: Matrix) -> None:
+    """Refuse an output sharing a byte with an input (the kernel's tiles would read what others wrote)."""
+    for x in (a, b):
+        if out.side == "device":  # row-major and dense (checked): each operand one range of bytes
+            if not (out.ptr < x.ptr + x.nbytes and x.ptr < out.ptr + out.nbytes):
+                continue
+        how = overlap(out, x)
+        if how is not None:
+            raise overlap_error(out, x, how)
 
 
 def _where(m: Matrix) -> str:
@@ -112,8 +170,8 @@ def _where(m: Matrix) -> str:
 
 
 class _Loaded:
-    """A plan's cubin loaded on the GPU, with its fast launcher (which owns the kernel's scratch
-    memory: one zero-filled set per stream, `launcher.scratch`)."""
+    """A plan's cubin loaded on one GPU (the one whose context is current), with its fast launcher
+    (which owns the kernel's scratch memory: one zero-filled set per stream, `launcher.scratch`)."""
 
     def __init__(self, plan: Plan) -> None:
         from warpy import runtime as rt
@@ -130,26 +188,34 @@ class _Loaded:
         return gemm_family.bind(self.plan.header, a, b, c, p.M, p.N, p.K, scratch=scratch)
 
 
+PlanKey = tuple[int, int, int, str, str, str]
+
+
 class Launches:
-    """What `warpy.gemm` keeps between calls: plans per problem (memory, then disk), each cubin
-    loaded once with its launcher; it launches."""
+    """What `warpy.gemm` keeps between calls: plans per problem and target (memory, then disk), each
+    cubin loaded once per GPU with its launcher; it launches. Safe from any number of threads:
+    lookups take no lock, and a plan or a load happens once, under `_lock` (a thread needing a
+    problem another is building waits for it; builds do not run two at a time)."""
 
     def __init__(self) -> None:
-        self._plans: dict[tuple[int, int, int, str, str, str], Plan] = {}
-        self._loaded: dict[tuple[int, int, int, str, str, str], _Loaded] = {}
-        self._arch: Optional[str] = None
-        self._lock = threading.Lock()
+        self._plans: dict[PlanKey, Plan] = {}
+        self._loaded: dict[tuple[int, int, int, str, str, int], _Loaded] = {}
+        self._archs: dict[int, str] = {}
+        self._lock = threading.RLock()
 
-    def arch(self) -> str:
-        if self._arch is None:
-            from warpy import runtime as rt
+    def arch(self, ordinal: int = 0) -> str:
+        """The target of GPU `ordinal` ("sm_90a"); NoGPU for one warpy.gemm does not run on."""
+        a = self._archs.get(ordinal)
+        if a is None:
             from warpy.errors import NoGPU
+            from warpy.runtime.driver import opened
 
-            sm = rt.device().sm
-            if sm not in ("sm_90", "sm_100"):
-                raise NoGPU(f"warpy.gemm runs on sm_90 (Hopper) or sm_100 (Blackwell) GPUs; this one is {sm}")
-            self._arch = sm + "a"
-        return self._arch
+            dev = opened(ordinal)
+            if dev.sm not in ("sm_90", "sm_100"):
+                which = f"GPU {ordinal} ({dev.name})" if ordinal else f"this one ({dev.name})"
+                raise NoGPU(f"warpy.gemm runs on sm_90 (Hopper) or sm_100 (Blackwell) GPUs; {which} is {dev.sm}")
+            a = self._archs[ordinal] = dev.sm + "a"
+        return a
 
     def plan(self, key: tuple[int, int, int, str, str], arch: str) -> Plan:
         full = key + (arch,)
@@ -163,38 +229,80 @@ class Launches:
                     p = self._plans[full] = make_plan(gemm_family.FAMILY, problem)
         return p
 
-    def loaded(self, key: tuple[int, int, int, str, str]) -> _Loaded:
-        arch = self.arch()
-        full = key + (arch,)
+    def loaded(self, key: tuple[int, int, int, str, str], ordinal: int = 0) -> _Loaded:
+        """The plan of `key` loaded on GPU `ordinal` (loaded there on first use: the caller has made
+        that GPU's context current, `driver.enter`)."""
+        full = key + (ordinal,)
         ld = self._loaded.get(full)
         if ld is None:
-            ld = self._loaded[full] = _Loaded(self.plan(key, arch))
+            with self._lock:
+                ld = self._loaded.get(full)
+                if ld is None:
+                    ld = self._loaded[full] = _Loaded(self.plan(key, self.arch(ordinal)))
         return ld
 
     def run_host(self, call: GemmCall) -> np.ndarray:
-        """numpy in, numpy out: copy, launch on warpy's stream, wait, copy back."""
+        """numpy in, numpy out: copy, launch on warpy's stream (of the thread's GPU), wait, copy back."""
         from warpy import runtime as rt
         from warpy.runtime.bind import run_header
+        from warpy.runtime.driver import enter, leave, selected
 
         from warpy.kernels.gemm_bench import refuse_unless_it_fits
 
-        refuse_unless_it_fits(call.M, call.N, call.K, call.dtype, call.out_dtype, self.arch())
-        ld = self.loaded(call.key)
-        a = rt.to_device(call.a.obj)
-        b = rt.to_device(call.b.obj)
-        c = rt.alloc(call.M * call.N * dtype_bytes(call.out_dtype))
-        try:  # on warpy's own stream, with that stream's scratch memory
-            run_header(ld.kernel, ld.plan.header, ld.params(a, b, c, ld.launcher.scratch.get(None)))
-            return c.download(host_dtype(call.out_dtype), (call.M, call.N))
+        ordinal = selected()
+        refuse_unless_it_fits(call.M, call.N, call.K, call.dtype, call.out_dtype, self.arch(ordinal))
+        entered = enter(ordinal)
+        try:
+            ld = self.loaded(call.key, ordinal)
+            a = rt.to_device(call.a.obj)
+            b = rt.to_device(call.b.obj)
+            c = rt.alloc(call.M * call.N * dtype_bytes(call.out_dtype))
+            try:  # on warpy's own stream, with that stream's scratch memory
+                rt.synchronize_context()  # the copies (pageable: on the legacy stream) have landed
+                run_header(ld.kernel, ld.plan.header, ld.params(a, b, c, ld.launcher.scratch.get(None)))
+                return c.download(host_dtype(call.out_dtype), (call.M, call.N))
+            finally:
+                for buf in (a, b, c):
+                    buf.free()
         finally:
-            for buf in (a, b, c):
-                buf.free()
+            leave(entered)
+
+    def device_of(self, call: GemmCall, out: Matrix) -> int:
+        """The GPU of the call's device operands: as they say, else as the driver says of their
+        addresses (operands on two GPUs refused), else the thread's selected one."""
+        if call.device is not None:
+            return call.device
+        from warpy.runtime.driver import device_of_pointer, selected
+
+        found: list[Matrix] = []
+        for m in (call.a, call.b, out):
+            if not m.empty:
+                n = device_of_pointer(m.ptr)
+                if n is not None:
+                    m = attrs.evolve(m, device=n)
+                    found.append(m)
+        dev = _one_device(tuple(found))
+        return selected() if dev is None else dev
 
     def launch(self, call: GemmCall, out: Matrix, stream: Optional[int]) -> None:
-        """Device operands: enqueue on `stream` (None: warpy's own, then wait)."""
+        """Device operands: enqueue on `stream` (None: warpy's own, then wait), on their GPU."""
+        from warpy.runtime.driver import enter, leave
+
+        ordinal = self.device_of(call, out)
+        entered = enter(ordinal)
+        try:
+            if call.K == 0:
+                self._zero(out, stream)
+            else:
+                self._launch(call, out, stream, ordinal)
+        finally:
+            if entered is not None:
+                leave(entered)
+
+    def _launch(self, call: GemmCall, out: Matrix, stream: Optional[int], ordinal: int) -> None:
         from warpy.runtime.bind import DeviceSpan
 
-        ld = self.loaded(call.key)
+        ld = self._loaded.get(call.key + (ordinal,)) or self.loaded(call.key, ordinal)
         a, b = call.a, call.b
         if stream is None:  # a producer whose stream we do not know: let its work finish first
             from warpy import runtime as rt
@@ -211,16 +319,33 @@ class Launches:
 
             rt.synchronize(kernel=ld.kernel.name)
 
+    def _zero(self, out: Matrix, stream: Optional[int]) -> None:
+        """C = 0 (K = 0), in `stream`'s order (None: after the producer's work, then waited for)."""
+        if out.empty:
+            return
+        from warpy import runtime as rt
+        from warpy.runtime.driver import check, cuda
+        from warpy.runtime.launcher import default_stream
 
-_launches: Optional[Launches] = None
+        d = cuda()
+        if stream is None:
+            rt.synchronize_context()
+        lo, hi = byte_span(out)  # row-major and dense: every byte of C
+        s = default_stream() if stream is None else d.CUstream(stream)
+        check(d.cuMemsetD8Async(lo, 0, hi - lo, s), "cuMemsetD8Async (C = 0 for K = 0)")
+        if stream is None:
+            rt.synchronize(kernel="memset")
+
+
+_launches: Any = Launches()  # (tests put a fake backend here)
 
 
 def launches() -> Launches:
     """The process's plans and loaded kernels for `warpy.gemm`."""
-    global _launches
-    if _launches is None:
-        _launches = Launches()
-    return _launches
+    return _launches  # type: ignore[no-any-return]
+
+
+_TORCH_OUT: dict[str, Any] = {}
 
 
 def _new_output(call: GemmCall, stream: Optional[int]) -> Any:
@@ -228,14 +353,27 @@ def _new_output(call: GemmCall, stream: Optional[int]) -> Any:
     lib = call.a.library
     if lib == "torch":
         torch = sys.modules["torch"]
-        tdt = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[call.out_dtype]
-        return torch.empty((call.M, call.N), dtype=tdt, device=call.a.obj.device)
+        if not _TORCH_OUT:
+            _TORCH_OUT.update(fp32=torch.float32, bf16=torch.bfloat16, fp16=torch.float16)
+        return torch.empty((call.M, call.N), dtype=_TORCH_OUT[call.out_dtype], device=call.a.obj.device)
     if lib == "cupy":
         cupy = sys.modules["cupy"]
         if call.out_dtype == "bf16":
             raise WarpyError("cupy has no bf16 type: pass out= or out_dtype='fp32'")
+        dev = getattr(call.a.obj, "device", None)
+        if dev is not None:
+            with dev:
+                return cupy.empty((call.M, call.N), dtype=host_dtype(call.out_dtype))
         return cupy.empty((call.M, call.N), dtype=host_dtype(call.out_dtype))
     raise WarpyError(f"out=None allocates C with torch or cupy; for a {type(call.a.obj).__name__} input pass out=")
+
+
+def _host_empty(call: GemmCall, out: Any) -> Any:
+    """numpy's answer to an empty problem: an empty C (M or N is 0) or zeros (K is 0)."""
+    if out is not None:
+        out[...] = 0
+        return out
+    return np.zeros((call.M, call.N), dtype=host_dtype(call.out_dtype))
 
 
 def gemm(a: Any, b: Any, out: Any = None, out_dtype: Any = None, *, stream: Optional[int] = None) -> Any:
@@ -250,38 +388,49 @@ def gemm(a: Any, b: Any, out: Any = None, out_dtype: Any = None, *, stream: Opti
     waiting; numpy arrays are copied to the GPU and back (the call waits; a bf16 numpy result
     needs ml_dtypes: pip install -e '.[bf16]', or pass out_dtype="fp32").
 
-    Limits: M, N >= 1; K >= 8 and a multiple of 8 (TMA needs 16-byte rows); all of A, B and C in
-    the GPU's memory; an sm_90 (H100/H200) GPU (an sm_100 B200 is a target warpy assembles for,
-    never yet run). The first call for a shape builds and assembles its program (cached in memory
-    and on disk, under $WARPY_CACHE): later calls cost one launch.
+    Threads and GPUs: any thread may call, several at once; operands on GPU n run on GPU n (its
+    primary context, the one torch and cupy use), all operands on one GPU.
+
+    Empty problems, as torch.mm and numpy: M = 0 or N = 0 gives an empty C, K = 0 a C of zeros
+    (no kernel runs; a given out is filled with zeros on the stream).
+
+    Limits: K >= 8 and a multiple of 8 where M, N, K > 0 (TMA needs 16-byte rows); all of A, B and
+    C in the GPU's memory; `out` sharing no byte with a or b; an sm_90 (H100/H200) GPU (an sm_100
+    B200 is a target warpy assembles for, never yet run). The first call for a shape builds and
+    assembles its program (cached in memory and on disk, under $WARPY_CACHE): later calls cost one
+    launch.
 
     Returns `out`, or the new C (the inputs' library's array; numpy for numpy inputs).
 
     Raises WarpyError (one line naming the problem) for a bad operand: a shape, type, layout or
-    mix of host and device operands it cannot take, sizes beyond the limits above; NoGPU (a
-    WarpyError) when no GPU it runs on is present; HangError if the kernel does not finish.
+    mix of host and device operands it cannot take, operands on two GPUs, an out overlapping an
+    input, sizes beyond the limits above, a call in a process forked after warpy used the GPU;
+    NoGPU (a WarpyError) when no GPU it runs on is present; HangError if the kernel does not finish.
     """
     # With no stream named, device operands are used on their library's current stream, so the
     # producer is asked for no synchronisation (-1); with one, the producer orders its pending work
     # before that stream (the DLPack stream argument).
     call = check_call(a, b, out, out_dtype, stream=stream)
-    lib_stream = stream
-    if stream is None and call.side == "device" and call.a.library in ("torch", "cupy"):
-        lib_stream = current_stream(call.a.library, call.a.obj)
     be = launches()
     if call.side == "host":
+        if call.empty:
+            return _host_empty(call, out)
         c = be.run_host(call)
         if out is None:
             return c
         out[...] = c
         return out
+    lib_stream = stream
+    if stream is None and call.a.library in ("torch", "cupy"):
+        lib_stream = current_stream(call.a.library, call.a.obj)
     if out is None:
         out = _new_output(call, lib_stream)
         O = as_matrix(out, "out", stream)
     else:
         assert call.out is not None
         O = call.out
-    be.launch(call, O, lib_stream)
+    if call.M and call.N:  # else C has no elements: nothing to run
+        be.launch(call, O, lib_stream)
     return out
 
 

@@ -118,11 +118,12 @@ def test_other_device_types_are_named() -> None:
     with pytest.raises(WarpyError, match="^a is in ROCm memory, not on the GPU$"):
         interop._from_view(v, "a", "other", None)
     v = interop.DLPackView(0x1000, (2, 8), None, "fp16", interop.DL_CUDA, 1, False)
-    with pytest.raises(WarpyError, match="on GPU 1; warpy runs on GPU 0"):
-        interop._from_view(v, "a", "other", None)
+    assert interop._from_view(v, "a", "other", None).device == 1  # GPU 1: run there (docs/gemm-python.md)
+    v = interop.DLPackView(0x1000, (2, 8), None, "fp16", interop.DL_CUDA_MANAGED, 1, False)
+    assert interop._from_view(v, "a", "other", None).device is None  # managed: reachable from any GPU
     v = interop.DLPackView(0x1000, (2, 8), None, "fp16", interop.DL_CUDA, 0, False)
     m = interop._from_view(v, "a", "other", None)
-    assert m.strides == (8, 1) and m.side == "device"
+    assert m.strides == (8, 1) and m.side == "device" and m.device == 0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -226,7 +227,7 @@ def test_device_strides_alignment_and_outputs(fake: FakeBackend) -> None:
     mm.gemm(a, b, out=out, stream=5)
     assert fake.launches[-1][2] == 5
     # a single row or column: its other stride does not matter
-    mm.gemm(CAI((1, 128), strides=(0, 2)), b, out=CAI((1, 32), "<f4", strides=(4, 4)))
+    mm.gemm(CAI((1, 128), strides=(0, 2)), b, out=CAI((1, 32), "<f4", ptr=0x7F0000200000, strides=(4, 4)))
 
 
 @settings(max_examples=60, deadline=None)

@@ -73,7 +73,7 @@ def test_first_use_without_a_gpu_is_one_line() -> None:
 def fake(monkeypatch: pytest.MonkeyPatch) -> Any:
     """Installs an A100 whose stream never finishes (unless overridden) as the driver, warpy's stream
     handle 7."""
-    state = install(monkeypatch, None, default_stream={"s": 7})
+    state = install(monkeypatch, None, default_stream={0: 7})
 
     def install_driver(**overrides: Any) -> SimpleNamespace:
         d = fake_driver(name=b"Fake A100\0\0", cc=(8, 0), sms=108, smem=166912,

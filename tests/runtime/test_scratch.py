@@ -238,7 +238,7 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[SimpleNamespace]:
     problem = SimpleNamespace(M=M, N=N, K=K, dtype="fp16", out_dtype="fp32", arch="sm_90a")
     fake_plan = plan.Plan(gemm_family.FAMILY, problem, "fake split-K", header, GEMM_TEXT, "", b"not a cubin", False)
     be = mm.Launches()
-    be._arch = "sm_90a"
+    be._archs[0] = "sm_90a"
     be._plans[(M, N, K, "fp16", "fp32", "sm_90a")] = fake_plan
     monkeypatch.setattr(mm, "_launches", be)
     monkeypatch.setattr(bench, "_kernels", {})

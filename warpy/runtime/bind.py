@@ -28,10 +28,19 @@ an error too, unless `strict=False` (a caller offering the same scalars to many 
 `FastLaunch` is the launch path for calls repeated with few distinct arguments (warpy.gemm): it
 keeps the launch configuration per stream and the packed parameter block per argument tuple (and
 stream, where the kernel has scratch memory), so a repeated launch is one `cuLaunchKernelEx`.
+
+Threads: every cache here (tensor maps, tables, scratch sets, launch configurations, packed
+parameters) may be used from any number of threads at once. Lookups take no lock; a miss builds
+under the cache's lock (built once, never twice), and an entry is replaced or dropped only under
+it. A packed block is handed to the driver through a reference the launching thread holds, so
+another thread dropping it from the cache cannot free it mid-launch. Streams are told apart by
+handle, except the per-thread default stream (handle 2, `CU_STREAM_PER_THREAD`), which is a
+different stream on each thread: its scratch sets and packed blocks are kept per thread.
 """
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
@@ -70,21 +79,26 @@ def tmap_extent_bytes(box: TmaBox) -> int:
 # long as the address holds a tensor of that box's shape (reuse after free re-encodes the same bytes).
 _TMAP_CACHE: OrderedDict[tuple[TmaBox, int], TensorMap] = OrderedDict()
 _TMAP_CACHE_SIZE = 256
+_cache_lock = threading.Lock()  # the tensor-map and table caches' reorderings, insertions, drops
 
 
 def encode_cached(box: TmaBox, address: int) -> TensorMap:
     """`encode_tensor_map(box, address)`, memoised (least recently used of 256 are dropped)."""
     key = (box, address)
-    hit = _TMAP_CACHE.get(key)
+    cache = _TMAP_CACHE
+    hit = cache.get(key)
     if hit is not None:
-        _TMAP_CACHE.move_to_end(key)
+        with _cache_lock:
+            if key in cache:
+                cache.move_to_end(key)
         return hit
     from warpy.runtime.tensormap import encode_tensor_map
 
-    tm = encode_tensor_map(box, address)
-    _TMAP_CACHE[key] = tm
-    if len(_TMAP_CACHE) > _TMAP_CACHE_SIZE:
-        _TMAP_CACHE.popitem(last=False)
+    tm = encode_tensor_map(box, address)  # pure: two threads encoding one key get the same bytes
+    with _cache_lock:
+        cache[key] = tm
+        if len(cache) > _TMAP_CACHE_SIZE:
+            cache.popitem(last=False)
     return tm
 
 
@@ -132,6 +146,7 @@ MAP_STRIDE = 128  # bytes a slot: one CUtensorMap (64-byte aligned: every slot o
 # uploaded tables by their contents (each slot's box and address): the device memory holding them
 _TABLE_CACHE: OrderedDict[tuple[tuple[int, TmaBox, int], ...], Any] = OrderedDict()
 _TABLE_CACHE_SIZE = 64
+_table_lock = threading.Lock()
 
 # (the table's bytes) -> device memory holding them, uploaded before any later launch reads them
 Upload = Callable[[bytes], Any]
@@ -184,14 +199,15 @@ def map_table(header: Header, table: str, memory: Mapping[str, Any], *,
     (the least recently used of 64 are forgotten: a launch still in flight keeps its own reference
     only through the packed parameters, so keep fewer than 64 bindings in flight at once)."""
     data, key = table_bytes(header, table, memory, encode)
-    hit = _TABLE_CACHE.get(key)
-    if hit is not None:
-        _TABLE_CACHE.move_to_end(key)
-        return hit
-    buf = upload(data)
-    _TABLE_CACHE[key] = buf
-    if len(_TABLE_CACHE) > _TABLE_CACHE_SIZE:
-        _TABLE_CACHE.popitem(last=False)
+    with _table_lock:  # one upload per distinct contents, however many threads ask at once
+        hit = _TABLE_CACHE.get(key)
+        if hit is not None:
+            _TABLE_CACHE.move_to_end(key)
+            return hit
+        buf = upload(data)
+        _TABLE_CACHE[key] = buf
+        if len(_TABLE_CACHE) > _TABLE_CACHE_SIZE:
+            _TABLE_CACHE.popitem(last=False)
     return buf
 
 
@@ -231,17 +247,33 @@ def free_scratch(scratch: Mapping[str, Any]) -> None:
             free()
 
 
+CU_STREAM_PER_THREAD = 2  # the handle of the per-thread default stream: another stream on each thread
+
+
+def stream_key(stream: Any) -> Hashable:
+    """What tells streams apart: -1 for None (warpy's own on the thread's GPU), the handle, and for
+    the per-thread default stream the handle with the calling thread's identity."""
+    if stream is None:
+        return -1
+    s = int(stream)
+    return (s, threading.get_ident()) if s == CU_STREAM_PER_THREAD else s
+
+
 class ScratchPool:
     """One loaded kernel's scratch memory, one set per CUDA stream: allocated zero-filled (in that
     stream's order) on the first `get(stream)` and the same memory every later time, so each launch on
     a stream finds what the previous one there left. A kernel without scratch parameters gets `{}`
-    and never touches the driver. `stream`: a CUstream handle as an int, or None (warpy's own)."""
+    and never touches the driver. `stream`: a CUstream handle as an int, or None (warpy's own).
+    Safe from any thread: a stream's set is allocated once (under the pool's lock); threads on one
+    stream share its set (their launches are ordered by the stream), threads on different streams
+    never do (the per-thread default stream is a stream per thread: `stream_key`)."""
 
     def __init__(self, header: Header, zeros: Zeros | None = None) -> None:
         self.header = header
         self.sizes = header.scratch_params()
         self._zeros = zeros
-        self._sets: dict[int, dict[str, Any]] = {}
+        self._sets: dict[Hashable, dict[str, Any]] = {}
+        self._lock = threading.Lock()
 
     def __bool__(self) -> bool:
         return bool(self.sizes)
@@ -249,15 +281,19 @@ class ScratchPool:
     def get(self, stream: Any = None) -> Mapping[str, Any]:
         if not self.sizes:
             return {}
-        key = -1 if stream is None else int(stream)
+        key = stream_key(stream)
         got = self._sets.get(key)
         if got is None:
-            got = self._sets[key] = alloc_scratch(self.header, stream, zeros=self._zeros)
+            with self._lock:
+                got = self._sets.get(key)
+                if got is None:
+                    got = self._sets[key] = alloc_scratch(self.header, stream, zeros=self._zeros)
         return got
 
     def free(self) -> None:
         """Free every stream's set (after the launches using them have finished)."""
-        sets, self._sets = self._sets, {}
+        with self._lock:
+            sets, self._sets = self._sets, {}
         for s in sets.values():
             free_scratch(s)
 
@@ -380,7 +416,9 @@ class FastLaunch:
     block is kept per (key, stream), since each stream's pointers differ.
 
     The first launch on a stream goes through `warpy.runtime.launch` (its checks and error
-    messages, and the dynamic shared memory opt-in); later ones call cuLaunchKernelEx directly."""
+    messages, and the dynamic shared memory opt-in); later ones call cuLaunchKernelEx directly.
+    Calls may come from any thread (the module docstring says how the caches stay whole); the
+    caller makes the kernel's context current on the calling thread (`driver.enter`)."""
 
     def __init__(self, kernel: Kernel, header: Header, *, pdl: bool = False, max_params: int = 64,
                  zeros: Zeros | None = None) -> None:
@@ -389,25 +427,34 @@ class FastLaunch:
         self.pdl = pdl
         self.scratch = ScratchPool(header, zeros)
         self._per_stream = bool(self.scratch)
-        self._configs: dict[int, Any] = {}
+        self._configs: dict[Hashable, Any] = {}
         self._packed: OrderedDict[Hashable, tuple[int, Any]] = OrderedDict()
         self._max_params = max_params
+        self._lock = threading.RLock()
+        self._driver: Any = None  # the driver module, from the first launch on
 
     def _key(self, key: Hashable, stream: int | None) -> Hashable:
-        return (key, -1 if stream is None else stream) if self._per_stream else key
+        return (key, stream_key(stream)) if self._per_stream else key
+
+    def _block(self, key: Hashable, make_params: MakeParams, stream: int | None) -> tuple[int, Any]:
+        """(address, what keeps it alive) of the packed block for `key` on `stream`."""
+        pkey = self._key(key, stream)
+        hit = self._packed.get(pkey)
+        if hit is not None:
+            return hit
+        with self._lock:
+            hit = self._packed.get(pkey)
+            if hit is None:
+                hit = pack_params(make_params(self.scratch.get(stream)))
+                self._packed[pkey] = hit
+                if len(self._packed) > self._max_params:
+                    self._packed.popitem(last=False)  # a thread launching with it holds its own reference
+        return hit
 
     def packed(self, key: Hashable, make_params: MakeParams, stream: int | None = None) -> int:
         """The address of the packed parameter block for `key` on `stream`, made by
-        `make_params(scratch)` on a miss."""
-        key = self._key(key, stream)
-        hit = self._packed.get(key)
-        if hit is not None:
-            return hit[0]
-        address, keep = pack_params(make_params(self.scratch.get(stream)))
-        self._packed[key] = (address, keep)
-        if len(self._packed) > self._max_params:
-            self._packed.popitem(last=False)
-        return address
+        `make_params(scratch)` on a miss (valid while the block is cached: launch through `__call__`)."""
+        return self._block(key, make_params, stream)[0]
 
     def __call__(self, key: Hashable, make_params: MakeParams, stream: int | None = None) -> None:
         """Launch with the parameters of `key` on `stream` (a CUstream handle as an int; None:
@@ -415,32 +462,51 @@ class FastLaunch:
         skey = -1 if stream is None else stream
         cfg = self._configs.get(skey)
         if cfg is None:
-            cfg = self._first_launch(key, make_params, stream)
-            self._configs[skey] = cfg
-            return
-        from warpy.runtime.driver import check, cuda
+            with self._lock:
+                cfg = self._configs.get(skey)
+                if cfg is None:
+                    self._configs[skey] = self._first_launch(key, make_params, stream)
+                    return
+        d = self._driver
+        block = self._block(key, make_params, stream)  # held until the driver has copied it
+        err = d.cuLaunchKernelEx(cfg, self.kernel.handle, block[0], 0)
+        if (err[0] if isinstance(err, tuple) else err) != d.CUresult.CUDA_SUCCESS:
+            from warpy.runtime.driver import check
 
-        d = cuda()
-        check(d.cuLaunchKernelEx(cfg, self.kernel.handle, self.packed(key, make_params, stream), 0),
-              f"launch of kernel {self.kernel.name}")
+            check(err, f"launch of kernel {self.kernel.name}")
 
     def _first_launch(self, key: Hashable, make_params: MakeParams, stream: int | None) -> Any:
         from warpy.runtime.driver import cuda
         from warpy.runtime.launcher import default_stream, launch_config, launch_with
 
-        d = cuda()
+        d = self._driver = cuda()
         h = self.header
         cu_stream = default_stream() if stream is None else d.CUstream(stream)
+        if self.scratch and stream is not None and _capturing(cu_stream):
+            raise WarpyError(f"kernel {self.kernel.name}'s first launch on stream 0x{int(stream):x} is being captured "
+                             "into a CUDA graph, and it first allocates that stream's scratch memory, which a capture "
+                             "cannot hold: make one call of the same shape on that stream before capturing")
         cfg = launch_config(self.kernel, grid=h.grid, block=h.threads, smem=h.dynsmem, cluster=h.cluster, pdl=self.pdl,
                             stream=cu_stream)
         params = make_params(self.scratch.get(stream))
         launch_with(self.kernel, cfg, params)
-        address, keep = pack_params(params)
-        self._packed[self._key(key, stream)] = (address, keep)
+        self._packed[self._key(key, stream)] = pack_params(params)
         return cfg
+
+
+def _capturing(stream: Any) -> bool:
+    """Whether `stream` is being captured into a CUDA graph (False where the driver cannot say)."""
+    from warpy.runtime.driver import cuda
+
+    d = cuda()
+    try:
+        err, status = d.cuStreamIsCapturing(stream)
+    except Exception:
+        return False
+    return bool(err == d.CUresult.CUDA_SUCCESS and int(status) != 0)
 
 
 __all__ = [
     "DeviceSpan", "FastLaunch", "ScratchPool", "alloc_scratch", "bind_params", "encode_cached", "free_scratch",
-    "launch_header", "map_table", "run_header", "table_bytes", "tmap_extent_bytes",
+    "launch_header", "map_table", "run_header", "stream_key", "table_bytes", "tmap_extent_bytes",
 ]

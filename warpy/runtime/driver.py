@@ -1,20 +1,37 @@
-"""Lazy access to the CUDA driver (`cuda.bindings.driver`) and the primary context of device 0.
+"""Lazy access to the CUDA driver (`cuda.bindings.driver`) and the primary contexts of the GPUs.
 
-Nothing here touches CUDA at import time. The first call that needs the GPU initialises the
-driver; when there is no driver, no GPU, or a failure, it raises a one-line `NoGPU`/`WarpyError`.
+Nothing here touches CUDA at import time. The first call that needs a GPU initialises the driver;
+when there is no driver, no GPU, or a failure, it raises a one-line `NoGPU`/`WarpyError`.
+
+Devices and threads. A CUDA context is current per thread; warpy uses each GPU's primary context,
+the one torch and cupy use (the runtime API's), so memory and streams of either are warpy's too.
+`device(n)` opens GPU n (once a process: its primary context retained) and makes its context current
+on the calling thread; `device()` is the thread's selected GPU, 0 unless inside `using(n)` (or
+between `enter(n)` and `leave`), the way cudaSetDevice selects one for the runtime API. `enter(n)`
+is the cheap guard `warpy.gemm` wraps each call in: it makes GPU n's context current on this thread
+only where it is not already (one cuCtxGetCurrent when it is), and `leave` puts back a different
+context the caller had current (a thread that had none keeps GPU n's, as the runtime API would).
+
+Fork. CUDA cannot be used in a child forked after the parent initialised it (the driver's state
+does not survive fork; calls fail or hang). Once warpy has opened a GPU, a forked child's every
+runtime call raises one line saying so (`os.register_at_fork`), before any driver call or lock.
 """
 
 from __future__ import annotations
 
+import os
 import threading
-from typing import Any
+from typing import Any, Optional
 
 import attrs
 
 from warpy.errors import NoGPU, WarpyError
 
-_lock = threading.Lock()
+_lock = threading.RLock()
+# "driver": the bindings module; "devices": {ordinal: Device}; "unusable"/"forked": why every
+# later call is refused (a hang or fault; a fork after the GPU was used)
 _state: dict[str, Any] = {}
+_tls = threading.local()  # .ordinal: the thread's selected GPU (0 when never set)
 
 
 def cuda() -> Any:
@@ -61,7 +78,8 @@ def check(result: Any, what: str) -> Any:
 
 @attrs.frozen
 class Device:
-    """The GPU warpy.runtime uses (device 0) and its primary context."""
+    """A GPU warpy.runtime uses and its primary context (`context_id`: the context's address, what
+    `int()` of a CUcontext gives, to compare with the thread's current one)."""
 
     ordinal: int
     name: str
@@ -70,6 +88,7 @@ class Device:
     max_shared_per_block_optin: int
     handle: Any = attrs.field(eq=False, repr=False)
     context: Any = attrs.field(eq=False, repr=False)
+    context_id: int = attrs.field(default=0, eq=False, repr=False)
 
     @property
     def sm(self) -> str:
@@ -88,23 +107,114 @@ def mark_unusable(reason: str) -> None:
     _state["unusable"] = reason
 
 
-def device() -> Device:
-    """Initialise the driver, retain device 0's primary context and make it current (per thread)."""
+def refuse_if_unusable() -> None:
+    """Raise the one line that says why the GPU cannot be used any more (a hang, a fault, a fork)."""
+    forked = _state.get("forked")
+    if forked is not None:
+        raise WarpyError(forked)
     if "unusable" in _state:
         raise WarpyError(f"the CUDA context is unusable after: {_state['unusable']} (restart the process)")
-    dev = _state.get("device")
+
+
+def _after_fork_in_child() -> None:
+    global _lock
+    _lock = threading.RLock()  # another thread may have held it at the fork: it never lets go here
+    if _state.get("devices"):
+        _state["forked"] = (f"warpy used the GPU in process {_state.get('pid', '?')}, which then forked this one "
+                            f"({os.getpid()}): CUDA cannot be used in a forked child; start worker processes with "
+                            "the 'spawn' method (multiprocessing.set_start_method('spawn'))")
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def selected() -> int:
+    """The GPU this thread's runtime calls go to: 0, or the one `using`/`enter` selected."""
+    return getattr(_tls, "ordinal", 0)
+
+
+def opened(ordinal: int) -> Device:
+    """GPU `ordinal`, opened on first use (driver initialised, primary context retained), without
+    touching the thread's current context."""
+    refuse_if_unusable()
+    devs = _state.get("devices")
+    dev = devs.get(ordinal) if devs is not None else None
     if dev is None:
         with _lock:
-            dev = _state.get("device")
+            devs = _state.setdefault("devices", {})
+            dev = devs.get(ordinal)
             if dev is None:
-                dev = _open_device()
-                _state["device"] = dev
-    d = cuda()
-    check(d.cuCtxSetCurrent(dev.context), "cuCtxSetCurrent")
+                dev = _open_device(ordinal)
+                devs[ordinal] = dev
+                _state.setdefault("pid", os.getpid())
     return dev
 
 
-def _open_device() -> Device:
+def device(ordinal: Optional[int] = None) -> Device:
+    """GPU `ordinal` (default: the thread's selected one, `selected()`), opened on first use, with its
+    primary context made current on this thread."""
+    dev = opened(selected() if ordinal is None else ordinal)
+    check(cuda().cuCtxSetCurrent(dev.context), "cuCtxSetCurrent")
+    return dev
+
+
+# what `enter` changed, for `leave` to undo: (the context to make current again or None, the
+# thread's previous selection)
+Entered = Optional[tuple[Any, int]]
+
+
+def enter(ordinal: int) -> Entered:
+    """Select GPU `ordinal` for this thread and make its primary context current, touching the
+    driver only where another context (or none) is current. Returns what `leave` needs to undo it
+    (None: nothing changed). Raises first if the GPU cannot be used (a hang, a fault, a fork)."""
+    if "forked" in _state or "unusable" in _state:
+        refuse_if_unusable()
+    devs = _state.get("devices")
+    dev = devs.get(ordinal) if devs is not None else None
+    if dev is None:
+        dev = opened(ordinal)
+    d = _state["driver"]
+    err, cur = d.cuCtxGetCurrent()
+    if err != d.CUresult.CUDA_SUCCESS:
+        check((err,), "cuCtxGetCurrent")
+    cur_id = int(cur) if cur is not None else 0
+    prev = getattr(_tls, "ordinal", 0)
+    if cur_id == dev.context_id and prev == ordinal:
+        return None
+    _tls.ordinal = ordinal
+    if cur_id != dev.context_id:
+        check(d.cuCtxSetCurrent(dev.context), "cuCtxSetCurrent")
+    return (cur if cur_id not in (0, dev.context_id) else None, prev)
+
+
+def leave(entered: Entered) -> None:
+    """Undo `enter`: the thread's previous selection, and the context it had current if that was
+    another one."""
+    if entered is None:
+        return
+    ctx, prev = entered
+    _tls.ordinal = prev
+    if ctx is not None:
+        check(cuda().cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
+
+
+class using:
+    """`with using(n):` runtime calls on this thread go to GPU n (its primary context current);
+    afterwards the thread's selection and current context are as before."""
+
+    def __init__(self, ordinal: int) -> None:
+        self.ordinal = ordinal
+        self._entered: Entered = None
+
+    def __enter__(self) -> Device:
+        self._entered = enter(self.ordinal)
+        return opened(self.ordinal)
+
+    def __exit__(self, *exc: Any) -> None:
+        leave(self._entered)
+
+
+def _open_device(ordinal: int) -> Device:
     d = cuda()
     try:
         result = d.cuInit(0)
@@ -120,7 +230,9 @@ def _open_device() -> Device:
     count = check(d.cuDeviceGetCount(), "cuDeviceGetCount")
     if count < 1:
         raise NoGPU("no GPU: the CUDA driver found no device")
-    handle = check(d.cuDeviceGet(0), "cuDeviceGet")
+    if not 0 <= ordinal < count:
+        raise WarpyError(f"there is no GPU {ordinal}: the CUDA driver sees {count} (0..{count - 1})")
+    handle = check(d.cuDeviceGet(ordinal), "cuDeviceGet")
     raw = check(d.cuDeviceGetName(256, handle), "cuDeviceGetName")
     name = raw.split(b"\0", 1)[0].decode() if isinstance(raw, bytes) else str(raw)
     A = d.CUdevice_attribute
@@ -133,8 +245,23 @@ def _open_device() -> Device:
     sms = attr(A.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
     smem = attr(A.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
     ctx = check(d.cuDevicePrimaryCtxRetain(handle), "cuDevicePrimaryCtxRetain")
-    check(d.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
-    return Device(0, name, (major, minor), sms, smem, handle, ctx)
+    return Device(ordinal, name, (major, minor), sms, smem, handle, ctx, int(ctx))
+
+
+def device_of_pointer(ptr: int) -> Optional[int]:
+    """The GPU whose memory holds device address `ptr` (cuPointerGetAttribute), or None where the
+    driver does not say (managed memory, host memory it maps, an address it does not know)."""
+    opened(0)  # the driver initialised
+    d = cuda()
+    try:
+        r = d.cuPointerGetAttribute(d.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ptr)
+    except Exception:
+        return None
+    err, value = (r[0], r[1]) if isinstance(r, tuple) and len(r) > 1 else (r, None)
+    if err != d.CUresult.CUDA_SUCCESS or value is None:
+        return None
+    n = int(value)
+    return n if n >= 0 else None
 
 
 def require_arch(arch: str) -> Device:
@@ -151,3 +278,8 @@ def require_arch(arch: str) -> Device:
 def synchronize_context() -> None:
     device()
     check(cuda().cuCtxSynchronize(), "cuCtxSynchronize")
+
+
+__all__ = ["Device", "check", "cuda", "device", "device_of_pointer", "enter", "error_text", "leave",
+           "mark_unusable", "opened", "refuse_if_unusable", "require_arch", "selected", "synchronize_context",
+           "using"]

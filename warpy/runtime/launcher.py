@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ctypes
 import statistics
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, Union
@@ -125,19 +126,25 @@ def _dim3(v: int | Sequence[int], what: str) -> tuple[int, int, int]:
     return tuple(int(x) for x in t) + (1,) * (3 - len(t))  # type: ignore[return-value]
 
 
-_default_stream: dict[str, Any] = {}
+_default_stream: dict[int, Any] = {}  # GPU ordinal -> warpy's stream there
 _last_kernel: dict[int, str] = {}
+_stream_lock = threading.Lock()
 
 
 def default_stream() -> Any:
-    """warpy's own non-blocking stream (created on first use); launches use it unless told otherwise."""
-    device()
-    if "s" not in _default_stream:
-        d = cuda()
-        _default_stream["s"] = check(
-            d.cuStreamCreate(d.CUstream_flags.CU_STREAM_NON_BLOCKING.value), "cuStreamCreate"
-        )
-    return _default_stream["s"]
+    """warpy's own non-blocking stream on the thread's selected GPU (`driver.selected()`; created on
+    first use, one a GPU, shared by every thread); launches use it unless told otherwise."""
+    dev = device()
+    s = _default_stream.get(dev.ordinal)
+    if s is None:
+        with _stream_lock:
+            s = _default_stream.get(dev.ordinal)
+            if s is None:
+                d = cuda()
+                s = _default_stream[dev.ordinal] = check(
+                    d.cuStreamCreate(d.CUstream_flags.CU_STREAM_NON_BLOCKING.value), "cuStreamCreate"
+                )
+    return s
 
 
 def _stream_key(stream: Any) -> int:
