@@ -8,11 +8,13 @@ from typing import Optional, Union
 
 import numpy as np
 
+from warpy.errors import WarpyError
 from warpy.isa import values as L
 from warpy.isa.instr import Note
 from warpy.isa.reference import reference
 from warpy.isa.text import Header
 from warpy.isa.values import Val
+from warpy.layout.core import LayoutError
 from warpy.check.code import Compiled
 from warpy.check.places import DSMEM
 from warpy.check.state import Lanes, Problems, Warp
@@ -72,8 +74,8 @@ class DerivedOperands:
         if v is None:
             try:
                 v = reference(self.h, note, coords, dsmem=DSMEM, tmem_base=w.cta.tmem_base, params=self.params)
-            except Exception as e:  # a coordinate outside the layout's shape is a wrong operand
-                self.problems.add("wrong", f"{note} at {coords}: {e}")
+            except (LayoutError, WarpyError, IndexError) as e:  # a coordinate outside the layout's shape, a
+                self.problems.add("wrong", f"{note} at {coords}: {e}")  # note the buffer cannot answer: a wrong operand
                 return None
             self._refs[key] = v
         return v

@@ -102,4 +102,8 @@ class Places:
             self.problems.add("memory", f"{w.cta.name} warp {w.wid}: {c.mnem} uses shared 0x{addr:x} as an mbarrier, "
                                         f"which no mbarrier buffer declares")
             return False
+        if addr % 8:
+            self.problems.add("memory", f"{w.cta.name} warp {w.wid}: {c.mnem} uses shared 0x{addr:x} as an mbarrier, "
+                                        f"which is not 8-byte aligned")
+            return False
         return True

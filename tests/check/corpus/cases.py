@@ -11,11 +11,11 @@ from tests.check.corpus import (Case, Edit, case, declare, drop, drop_all, heade
 G90 = "gemm sm_90a 256x256x128 fp32"
 G90M = "gemm sm_90a 256x512x128 fp32 sms=2"  # 2 CTAs, 4 tiles each
 G90S = "gemm sm_90a 256x512x128 bf16 sms=2,staged_epilogue=true"  # STSM + TMA-store epilogue, named barriers
-G90K = "gemm sm_90a 256x256x2048 fp32"  # stream-K: flags between CTAs
+G90K = "gemm sm_90a 256x128x1024 fp32 sms=3,stream_k=true"  # stream-K over 3 CTAs: flags between CTAs
 G100 = "gemm sm_100a 256x256x128 fp32"
 G100H = "gemm sm_100a 300x301x512 bf16"  # odd N, 16-bit C from registers
 G100M = "gemm sm_100a 512x512x256 fp32 sms=4,persistent=true,accs=2"  # several tiles a CTA, 2 accumulators
-G100K = "gemm sm_100a 256x256x2048 fp32"  # split-K through flags and TMA reduce-adds
+G100K = "gemm sm_100a 256x256x1024 fp32 sms=4,stream_k=true"  # stream-K: zeroed tiles, flags, epochs, TMA reduce-adds
 G100T = "gemm sm_100a 512x512x256 bf16 sms=4,persistent=true,accs=2,tma_store=true,stages=4"  # STS.U16 + TMA stores
 PIPE90 = "example example-pipe sm_90a"
 PIPE100 = "example example-pipe sm_100a"
@@ -184,4 +184,86 @@ CASES: list[Case] = [
          why="the B descriptor's stride between 8-row groups is 512 bytes, the box's is 1024"),
     case("provenance-correct-persistent", "provenance", G100M, expect="clean",
          why="several tiles a CTA, two accumulators: every stored tile is the product its operands were loaded for"),
+    # -- the header against the code ------------------------------------------------------------------
+    case("dynsmem-too-small", "header", PIPE90, header(".dynsmem", ".dynsmem 65536"),
+         expect="memory", match=r"\.dynsmem 65536 is smaller than the shared buffers: stage_bars ends at byte",
+         why="the launch asks for less dynamic shared memory than the buffers take"),
+    case("dynsmem-generous", "header", PIPE90, header(".dynsmem", ".dynsmem 131072"),
+         expect="clean", why="more dynamic shared memory than the buffers need is allowed"),
+    case("tmap-pitch-wrong", "header", G90S, header(".tmap c ", ".tmap c dtype=bf16 dims=512,256 strides=1040 box=64,64 "
+                                                                "swizzle=128 elem_strides=1,1"),
+         expect="memory", match=r"tensor map c steps 1040 bytes between rows, buffer c_out 1024",
+         why="the output map's row pitch is 16 bytes too long: every row lands skewed"),
+    case("tmap-dtype-wrong", "header", G90S, header(".tmap c ", ".tmap c dtype=fp32 dims=512,256 strides=1024 box=32,64 "
+                                                                "swizzle=128 elem_strides=1,1"),
+         expect="memory", match=r"tensor map c moves fp32 \(4 bytes\) where buffer c_out declares bf16",
+         why="the output map says fp32 for a bf16 C"),
+    case("tmap-dims-too-big", "header", G90S, header(".tmap c ", ".tmap c dtype=bf16 dims=512,288 strides=1024 box=64,64 "
+                                                                 "swizzle=128 elem_strides=1,1"),
+         expect="memory", match=r"tensor map c is 512x288 elements, buffer c_out 512x256",
+         why="the output map has 32 more rows than C: stores past the buffer"),
+    # -- alignment ---------------------------------------------------------------------------------------
+    case("tma-dst-misaligned", "align", PIPE90, sub(r"UIADD3 tma_a.0, sa@ps, 0x0, URZ", "0x0", "0x40"),
+         expect="memory", match=r"UTMALDG.2D lands its box at shared 0x\w+, which is not 1024-byte aligned",
+         why="the A box lands 64 bytes into its stage (and 128-byte swizzled data needs 1024-byte alignment)"),
+    case("bulk-copy-size", "align", FEAT90, sub(r"UMOV size, 0x100", "0x100", "0xf8"),
+         sub(r"MOV nbytes, 0x100", "0x100", "0xf8"),
+         expect="memory", match=r"UBLKCP.S.G copies 248 bytes: a bulk copy moves a positive multiple of 16 bytes",
+         why="a bulk copy of 248 bytes"),
+    case("mbarrier-misaligned", "align", PIPE90, sub(r"SYNCS.EXCH.64 URZ, \[stage_bars_base\+0x8\]", r"0x8\]", "0xc]"),
+         expect="memory", match=r"uses shared 0x\w+ as an mbarrier, which is not 8-byte aligned",
+         why="an mbarrier initialised at an address 4 bytes off"),
+    case("tmem-alloc-not-power-of-two", "align", PIPE100, sub(r"UTCATOMSWS.FIND_AND_SET.ALIGN", "0x80", "0x60"),
+         expect="protocol", match=r"allocates 96 tensor-memory columns: a power of two from 32 to 512",
+         why="96 tensor-memory columns"),
+    case("bulk-copy-larger", "align", FEAT90, sub(r"UMOV size, 0x100", "0x100", "0x200"),
+         sub(r"MOV nbytes, 0x100", "0x100", "0x200"),
+         expect="clean", why="a bulk copy of 512 bytes: 16-byte aligned, a multiple of 16, inside both buffers"),
+    case("tma-dst-other-stage", "align", PIPE90, sub(r"UIADD3 tma_a.0, sa@ps, 0x0, URZ", "0x0", "0x2000"),
+         expect="order", match=r"sa\[\d\]: ",
+         why="the A box lands one stage further (aligned, but in the next stage's buffer): a race, not an alignment"),
+    # -- coverage: every CTA -------------------------------------------------------------------------------
+    case("every-tile-once", "coverage", G90, expect="clean", all_ctas=True,
+         why="every CTA simulated: each output element stored once"),
+    case("tile-index-collides", "coverage", G90, sub_all(r"IMAD t, tile, 0x8, ctaid", "ctaid", "ctaid_hi"),
+         declare("R ctaid_hi"), insert_after(r"S2R ctaid, SR_CTAID.X", "  LOP3.LUT ctaid_hi, ctaid, 0x6, RZ, 0xc0, !PT", nth=1),
+         insert_after(r"S2R ctaid, SR_CTAID.X", "  LOP3.LUT ctaid_hi, ctaid, 0x6, RZ, 0xc0, !PT", nth=2),
+         insert_after(r"S2R ctaid, SR_CTAID.X", "  LOP3.LUT ctaid_hi, ctaid, 0x6, RZ, 0xc0, !PT", nth=0),
+         expect="coverage", match=r"c_out: no store or reduce-add writes", all_ctas=True,
+         why="the tile index drops the CTA id's low bit: two CTAs compute each even tile, odd tiles nobody"),
+    case("remainder-tile-unguarded", "coverage", "gemm sm_90a 200x136x96 fp32",
+         sub_all(r"ISETP.LT.U32.AND tile_inside, PT, m_blk, 0x1, PT", "0x1", "0x2"),
+         sub_all(r"ISETP.LT.U32.AND tile_inside, PT, n_blk, 0x2, tile_inside", "0x2", "0x3"),
+         expect="coverage|memory", match=r"c_out: more than one store writes|outside every global buffer", all_ctas=True,
+         why="the ragged edge tiles take the full-tile store path: their columns past N spill into the next rows"),
+    case("persistent-stride-short", "coverage", G90M, sub_all(r"MOV tile_count, 0x8", "0x8", "0x7"),
+         expect="coverage", match=r"c_out: no store or reduce-add writes 16384 of its 131072 elements", all_ctas=True,
+         why="a persistent CTA walks one tile too few: the last tile of each CTA is never computed"),
+    case("persistent-stride-ok-sm100", "coverage", G100M, expect="clean", all_ctas=True,
+         why="persistent CTAs with two accumulators cover every tile once"),
+    # -- scratch memory for the next launch ------------------------------------------------------------
+    case("flag-not-reset", "scratch", G90K, drop(r"STG.E.STRONG.GPU desc\[memdesc_sk\]\[flag_addr.64\], RZ"),
+         expect="order", match=r"second launch \(from the scratch memory the first left\): partial_sums", all_ctas=True,
+         why="the finisher forgets to reset its flag: the next launch's finisher passes at once"),
+    case("epochs-carry-over", "scratch", G100K, expect="clean", all_ctas=True,
+         why="flags never reset, compared with a per-launch epoch the CTAs advance: the next launch works"),
+    case("epoch-not-advanced", "scratch", G100K, drop(r"@epoch_writer STG.E desc\[memdesc\]\[epoch_addr.64\], epoch_next"),
+         expect="order|protocol", match=r"second launch", all_ctas=True,
+         why="the epoch is not written back: the next launch waits for flags it already passed"),
+    # -- more protocol mistakes, caught as hangs and races ---------------------------------------------
+    case("expect-tx-short", "protocol", G90, sub_all(r"MOV tx_bytes, 0x6000", "0x6000", "0x4000"),
+         expect="order|protocol", match=r"stage_full|sa\[|sb\[",
+         why="the expect-tx count leaves out B's box: the phase completes before B lands"),
+    case("full-barrier-count-2", "protocol", G90, sub(r"UMOV mbar_init.0, 0x1ffffe", "0x1ffffe", "0x1ffffc", nth=0),
+         expect="protocol", match=r"hang: CTA \d+ warp \d+ waits on stage_full\[0\]",
+         why="stage 0's full barrier expects two arrivals; the producer makes one"),
+    case("empty-wait-skipped", "protocol", PIPE90, drop(r"SYNCS.PHASECHK.TRANS64.TRYWAIT waited, \[stage_bars@ps\+0x8\]", count=2),
+         expect="order", match=r"sa\[\d\]|sb\[\d\]",
+         why="the producer refills a stage without waiting for it to be freed"),
+    case("flags-weak-poll-streamk", "flags", G90K, sub(r"LDG.E.STRONG.GPU flag", r"LDG.E.STRONG.GPU", "LDG.E"),
+         expect="protocol", match=r"through a weak load",
+         why="stream-K's finisher polls its flag with a plain load"),
+    case("alloc-fence-mma-warp-dropped", "tcgen05", G100, drop(r"TCGEN05.FENCE.AFTER", nth=0),
+         expect="clean", why="the fence after the cluster barrier dropped: the MMA warp allocated the columns itself, and "
+                             "its fences after each wait, and the epilogue's, order the rest"),
 ]

@@ -360,6 +360,13 @@ def _alloc(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     slot = int(first(c.get[0](w), lanes))
     ncols = int(first(c.get[1](w), lanes))
     cta = w.cta
+    if ncols < 32 or ncols > TMEM_COLUMNS or ncols & (ncols - 1):
+        m.problems.add("protocol", f"{cta.name} warp {w.wid}: {c.mnem} allocates {ncols} tensor-memory columns: a power "
+                                   f"of two from 32 to {TMEM_COLUMNS}")
+        return
+    if slot % 4:
+        m.problems.add("memory", f"{cta.name} warp {w.wid}: {c.mnem} writes the allocation's address to shared "
+                                 f"0x{slot:x}, which is not 4-byte aligned")
     if cta.relinquished:
         m.problems.add("protocol", f"{cta.name} warp {w.wid} allocates tensor memory after relinquishing the permit")
     start = 0
