@@ -53,7 +53,9 @@ def hgmma_rs(p: Program, acc: RVec, a: RVec, a_fragment: Layout, b: Tile, n: int
     except LayoutError as e:
         raise WarpyError(str(e)) from None
     ab, kstep = wgmma.AB_TYPES[elem]
-    descs = p.urvec("gmma_desc", 4)
+    # a vector of its own: the SS form's A words (gmma_desc.0/1) must not be clobbered by the zeros below in
+    # a role that issues both forms (attention: S = Q·Kᵀ from shared memory, O += P·V with P in registers)
+    descs = p.urvec("gmma_rs_desc", 4)
     # the operand names all four words; A's pair is not read in the RS form: zero, once per role
     p.derive.per_role(("rs_no_a_desc",), 0, [alu.umov(descs[0], 0), alu.umov(descs[1], 0)])
     set_desc_hi(p, descs, 3, b.buffer, "gdesc.hi")
