@@ -47,6 +47,7 @@ from warpy.interop import (Matrix, as_matrix, byte_span, check_row_major, curren
                            overlap, overlap_error)
 from warpy.kernels import gemm as gemm_family
 from warpy.plan import Plan, make_plan
+from warpy.runtime import driver as _driver
 from warpy.target import dtype_bytes
 
 
@@ -411,6 +412,8 @@ def gemm(a: Any, b: Any, out: Any = None, out_dtype: Any = None, *, stream: Opti
     # producer is asked for no synchronisation (-1); with one, the producer orders its pending work
     # before that stream (the DLPack stream argument).
     call = check_call(a, b, out, out_dtype, stream=stream)
+    if "forked" in _driver._state:  # said before the library is asked for a stream or memory
+        _driver.refuse_if_unusable()
     be = launches()
     if call.side == "host":
         if call.empty:
