@@ -48,12 +48,19 @@ ATOMG = Opcode("ATOMG", F, "atomic-global", (
     ptx="atom.relaxed.gpu.global.add/min/max.u32/.s32, add.f32, exch.b32, cas.b32",
     doc="d = global[addr], which becomes op(d, v) atomically at GPU scope (CAS: new where d == cmp); "
         "p is PT. Acquire/release: CCTL.IVALL after, MEMBAR.ALL.GPU before (docs/sass.md)")
+def _mt88(words: tuple[str, ...]) -> tuple[str, ...]:
+    """nvdisasm spells the transposing forms `LDSM.16.MT88.4` / `STSM.16.MT88.4` (the text: `.M88.T`)."""
+    if "T" not in words:
+        return words
+    return tuple("MT88" if x == "M88" else x for x in words if x != "T")
+
+
 LDSM = Opcode("LDSM", F, "load-matrix", ((a("d", "Rv", "d", _wm), a("addr", "mem")),),
     mods=(r"!16", r"!M88", r"T", r"!1|2|4"), ptx="ldmatrix.sync.aligned.m8n8.xN[.trans].shared.b16",
-    doc="each lane gets its fragment of N 8x8 b16 matrices whose rows the lanes address")
+    doc="each lane gets its fragment of N 8x8 b16 matrices whose rows the lanes address", spelling=_mt88)
 STSM = Opcode("STSM", F, "store-matrix", ((a("addr", "mem"), a("v", "Rv", "u", _wm)),),
     mods=(r"!16", r"!M88", r"T", r"!1|2|4"), ptx="stmatrix.sync.aligned.m8n8.xN[.trans].shared.b16",
-    doc="the inverse of LDSM")
+    doc="the inverse of LDSM", spelling=_mt88)
 
 OPCODES: list[Opcode] = [
     LDS, STS, LDG, STG, REDG, ATOMG, LDSM, STSM,
