@@ -32,7 +32,8 @@ from warpy.errors import WarpyError
 from warpy.isa.program import Program
 
 #: family name -> the module whose `FAMILY` it is
-FAMILY_MODULES: dict[str, str] = {"gemm": "warpy.kernels.gemm", "mega": "warpy.kernels.mega"}
+FAMILY_MODULES: dict[str, str] = {"gemm": "warpy.kernels.gemm", "mega": "warpy.kernels.mega",
+                                  "attention": "warpy.kernels.attention"}
 
 
 class Config(Protocol):
