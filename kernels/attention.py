@@ -197,28 +197,35 @@ def build(prob: AttentionProblem, config: Optional[Config] = None) -> Program:
 # -- the reference and what the checker expects ------------------------------------------------------
 
 
+def head_reference(prob: AttentionProblem, q: np.ndarray, k: np.ndarray, v: np.ndarray,
+                   rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(O, A) in float64 for one query head: q (len(rows), D) the query rows `rows` (their indices in
+    the sequence, for the causal mask), k and v (S_kv, D) its key/value head. O is the attention
+    output; A = softmax(...)·|V|, the weighted mean magnitude of the values each output mixes (what
+    `tolerance` scales with)."""
+    s = q.astype(np.float64) @ k.astype(np.float64).T * prob.scale
+    if prob.causal:
+        s = np.where(np.arange(prob.S_kv)[None, :] <= rows[:, None], s, -np.inf)
+    s -= s.max(axis=1, keepdims=True)
+    w = np.exp(s)
+    w /= w.sum(axis=1, keepdims=True)
+    vv = v.astype(np.float64)
+    return w @ vv, w @ np.abs(vv)
+
+
 def reference(prob: AttentionProblem, q: np.ndarray, k: np.ndarray, v: np.ndarray,
               rows: Optional[np.ndarray] = None) -> tuple[np.ndarray, np.ndarray]:
-    """(O, A) in float64 for q (B, S_q, H_q, D), k and v (B, S_kv, H_kv, D): O the attention output,
-    A = softmax(...)·|V|, the weighted mean magnitude of the values each output mixes (what the
-    tolerance scales with). `rows`: only these query rows (others are zero)."""
+    """(O, A) (`head_reference`) for q (B, S_q, H_q, D), k and v (B, S_kv, H_kv, D) as (B, S_q, H_q, D)
+    arrays; `rows`: only these query rows (the others are zero)."""
     B, Sq, Hq, D = prob.shape("q")
     O = np.zeros((B, Sq, Hq, D))
     A = np.zeros((B, Sq, Hq, D))
     rsel = np.arange(Sq) if rows is None else rows
-    j = np.arange(prob.S_kv)
     for b in range(B):
         for h in range(Hq):
             hk = h // prob.group
-            s = q[b, rsel, h, :].astype(np.float64) @ k[b, :, hk, :].astype(np.float64).T * prob.scale
-            if prob.causal:
-                s = np.where(j[None, :] <= rsel[:, None], s, -np.inf)
-            s -= s.max(axis=1, keepdims=True)
-            w = np.exp(s)
-            w /= w.sum(axis=1, keepdims=True)
-            vv = v[b, :, hk, :].astype(np.float64)
-            O[b, rsel, h, :] = w @ vv
-            A[b, rsel, h, :] = w @ np.abs(vv)
+            O[b, rsel, h, :], A[b, rsel, h, :] = head_reference(prob, q[b, rsel, h, :], k[b, :, hk, :], v[b, :, hk, :],
+                                                                 rsel)
     return O, A
 
 

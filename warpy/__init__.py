@@ -19,9 +19,17 @@ def __getattr__(name: str) -> Any:
 
         globals()["gemm"] = gemm  # later lookups skip this hook
         return gemm
+    if name == "attention":
+        # the module warpy/attention.py itself, which is callable: `warpy.attention(q, k, v)` calls its
+        # `attention`, and importing the module (which makes it this attribute) changes nothing
+        import importlib
+
+        mod = importlib.import_module("warpy.attention")
+        globals()["attention"] = mod
+        return mod
     raise AttributeError(f"module 'warpy' has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    # `gemm` is loaded lazily (above) but listed, so that dir(warpy) and completion show it
-    return sorted((set(globals()) - {"Any", "annotations"}) | {"gemm"})
+    # `gemm` and `attention` are loaded lazily (above) but listed, so that dir(warpy) and completion show them
+    return sorted((set(globals()) - {"Any", "annotations"}) | {"gemm", "attention"})

@@ -175,9 +175,45 @@ def gemm_cmd(
         _json({**result, "ok": True})
 
 
+@app.command("attention")
+def attention_cmd(
+    b: int = typer.Argument(..., metavar="B", help="Batch."),
+    h: int = typer.Argument(..., metavar="H", help="Query heads."),
+    s: int = typer.Argument(..., metavar="S", help="Sequence length (the keys' too, unless --skv)."),
+    d: int = typer.Argument(..., metavar="D", help="Head dimension: 64 or 128."),
+    causal: bool = typer.Option(False, "--causal", help="Mask key j out of query i's row when j > i."),
+    hkv: Optional[int] = typer.Option(None, "--hkv", metavar="N", help="Key/value heads, dividing H (default H)."),
+    skv: Optional[int] = typer.Option(None, "--skv", metavar="N", help="Keys (default S)."),
+    layout: str = typer.Option("bshd", "--layout", metavar="L", help="Memory layout: bshd or bhsd."),
+    scale: Optional[float] = typer.Option(None, "--scale", metavar="X", help="Softmax scale (default 1/sqrt(D))."),
+    emit: Optional[str] = typer.Option(None, "--emit", metavar="WHAT", help="Write an artifact: sass, ptx or cubin."),
+    out: Optional[str] = typer.Option(None, "-o", "--output", metavar="PATH", help="Where --emit writes."),
+    no_run: bool = typer.Option(False, "--no-run", help="Build, assemble and check only; do not run on a GPU."),
+    iters: int = typer.Option(20, "--iters", metavar="N", help="Calls to time (the median is reported)."),
+    config: Optional[str] = typer.Option(None, "--config", metavar="KEY=VALUE,...", help=CONFIG_HELP),
+    json: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> None:
+    """Forward attention (bf16, sm_90a): build, lift and assemble the program; on an H100/H200 run it,
+    check sampled heads against the float64 softmax and time it (kernels/attention_bench.py)."""
+    from warpy.kernels.attention import problem
+    from warpy.kernels.attention_bench import CheckFailed, attention_job
+
+    prob = problem(b, h, s, d, causal=causal, H_kv=hkv, S_kv=skv, layout=layout, scale=scale)
+    echo: Callable[[str], None] = (lambda line: typer.echo(line, err=True)) if json else typer.echo
+    try:
+        result = attention_job(prob, emit=emit, output=out, run=not no_run, iters=iters, echo=echo, config=config)
+    except CheckFailed as e:
+        if json and e.result is not None:
+            _json({**e.result, "ok": False})
+        raise
+    if json:
+        _json({**result, "ok": True})
+
+
 @app.command("bench")
 def bench_cmd(
-    what: str = typer.Argument(..., metavar="WHAT", help="What to benchmark: gemm."),
+    what: str = typer.Argument(..., metavar="WHAT", help="What to benchmark: gemm or attention (shapes "
+                               "BxHxSxD[:causal][:kv=N])."),
     shapes: Optional[list[str]] = typer.Argument(None, metavar="[SHAPE]...",
                                                  help="Shapes MxNxK or N (a cube); default: the standard 11."),
     dtype: str = typer.Option("bf16", "--dtype", metavar="TYPE", help="Input type: bf16 or fp16."),
@@ -194,16 +230,27 @@ def bench_cmd(
     config: Optional[str] = typer.Option(None, "--config", metavar="KEY=VALUE,...",
                                          help=CONFIG_HELP + " Applied to every shape."),
     json: bool = typer.Option(False, "--json", help=JSON_HELP),
+    backends: str = typer.Option("flash", "--backends", metavar="LIST", help="attention: torch SDPA backends to "
+                                 "compare with: flash, cudnn, efficient, math, or all."),
 ) -> None:
     """warpy against cuBLAS (torch.mm) per shape, interleaved, the median GPU time per call; or,
     with --static, each shape's registers, shared memory, spills and main-loop size. Exit status 1
-    when a shape fails its check or cannot be built."""
+    when a shape fails its check or cannot be built. (attention: against torch's
+    scaled_dot_product_attention, kernels/attention_bench.py.)"""
     from warpy.bench import Progress
     from warpy.kernels import gemm_bench as B
     from warpy.target import target as target_of
 
+    if what == "attention":
+        from warpy.kernels.attention_bench import run_cli
+
+        code, record = run_cli(what, shapes or [], iters=iters, backends=backends, static_only=static_only,
+                               config=config, json=json, echo=(lambda line: typer.echo(line, err=True)) if json else typer.echo)
+        if json:
+            _json(record)
+        raise typer.Exit(code)
     if what != "gemm":
-        raise WarpyError(f"nothing to benchmark called {what!r} (only: gemm)")
+        raise WarpyError(f"nothing to benchmark called {what!r} (gemm or attention)")
     if iters < 1:
         raise WarpyError(f"--iters {iters} must be at least 1")
     parsed = [B.parse_shape(s) for s in shapes] if shapes else None
