@@ -686,3 +686,25 @@ def test_calls_after_a_hang_are_refused_before_any_launch(gpu: SimpleNamespace) 
         mm.gemm(*_operands(0, 0, SHAPES[0]), stream=5)
     assert len(gpu.launches) == 1
     assert Counter(x.stream for x in gpu.launches) == {5: 1}
+
+
+def test_a_repeated_call_on_torch_tensors_is_two_driver_calls(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The host cost guard: once a shape ran on a stream, a call asks the driver for the thread's
+    context and launches, nothing else (the GPU is known from the tensors, the stream from torch)."""
+    names: list[str] = []
+    install(monkeypatch, fake_driver(lambda name, args, result: names.append(name)))
+    monkeypatch.setattr(drv, "_tls", threading.local())
+    monkeypatch.setattr(bind, "_TMAP_CACHE", type(bind._TMAP_CACHE)())
+    monkeypatch.setattr(tm, "encode_tensor_map", lambda box, address: tm.TensorMap(bytes(128), box, int(address)))
+    be = mm.Launches()
+    be._plans[SHAPES[1] + ("sm_90a",)] = fake_plan(*SHAPES[1])  # a program with scratch memory
+    monkeypatch.setattr(mm, "_launches", be)
+    _fake_torch(monkeypatch)
+    M, N, K, dt, odt = SHAPES[1]
+    a, b, c = (TorchLike((M, K), dt, BASE), TorchLike((N, K), dt, BASE + 0x100_0000),
+               TorchLike((M, N), odt, BASE + 0x200_0000))
+    mm.gemm(a, b, out=c)
+    names.clear()
+    for _ in range(3):
+        mm.gemm(a, b, out=c)
+    assert names == ["cuCtxGetCurrent", "cuLaunchKernelEx"] * 3
