@@ -40,6 +40,9 @@ from .family import checked_overrides
 from .mega_sm90 import FAULTS, ROLE_CODES, STATUS_ROLE_WORDS, STATUS_WORDS, Launch
 from .mega_sm90 import build as build_sm90
 
+#: the targets with an interpreter: sm_90a (`kernels/mega_sm90.py`) and sm_100a (`kernels/mega_sm100.py`)
+ARCHS = ("sm_90a", "sm_100a")
+
 #: units `choose` schedules for: the checker runs the first and the last CTA, so every one
 CHECK_UNITS = 2
 #: a buffer the launch owns (not an input) starts as this bf16 pattern (a NaN), so that an element
@@ -62,8 +65,8 @@ class MegaProblem:
     units: int = CHECK_UNITS
 
     def __attrs_post_init__(self) -> None:
-        if self.arch != "sm_90a":
-            raise WarpyError(f"the megakernel interpreter exists for sm_90a only, not {self.arch}")
+        if self.arch not in ARCHS:
+            raise WarpyError(f"the megakernel interpreter exists for {' and '.join(ARCHS)}, not {self.arch}")
         if self.tokens is not None and (isinstance(self.tokens, bool) or not isinstance(self.tokens, int) or self.tokens < 1):
             raise WarpyError(f"tokens must be a positive integer, not {self.tokens!r}")
         if isinstance(self.units, bool) or not isinstance(self.units, int) or self.units < 0:
@@ -72,7 +75,9 @@ class MegaProblem:
 
     @property
     def n_units(self) -> int:
-        return self.units or target(self.arch).sms
+        from warpy.mega.tiling import units
+
+        return self.units or units(target(self.arch))
 
     def load(self) -> Any:
         from warpy.mega.examples import load
@@ -105,6 +110,14 @@ def configure(problem: MegaProblem, overrides: Union[str, Mapping[str, object], 
     cfg = choose(problem)
     items = checked_overrides(cfg, overrides)
     out = attrs.evolve(cfg, **items)  # type: ignore[arg-type]
+    if problem.arch == "sm_100a":
+        from .mega_sm100 import FAULTS as FAULTS_100
+
+        if out.mode not in ("static", "dynamic"):
+            raise WarpyError(f"mode {out.mode!r} is not static or dynamic (cluster launch control)")
+        if out.fault and out.fault not in FAULTS_100:
+            raise WarpyError(f"fault {out.fault!r} is not one of {', '.join(FAULTS_100)}")
+        return out
     if out.mode != "static":
         raise WarpyError(f"mode {out.mode!r}: the sm_90a interpreter runs static queues (dynamic mode is not written yet)")
     if out.fault and out.fault not in FAULTS:
@@ -126,6 +139,18 @@ class Plan:
     def per_unit(self) -> np.ndarray:
         return np.asarray(self.encoded.per_unit(self.schedule), dtype=np.uint32)
 
+    @property
+    def queue_words(self) -> np.ndarray:
+        """The `queue` parameter's words: (waves, units, 64) in static mode, the instructions in
+        global order (dynamic mode: cluster launch control hands out their indices); on sm_100a with
+        the stop instruction appended (`kernels.mega_sm100.with_stop`)."""
+        words = np.asarray(self.encoded.words, dtype=np.uint32) if self.schedule.queues is None else self.per_unit
+        if self.problem.arch == "sm_100a":
+            from .mega_sm100 import with_stop
+
+            return np.asarray(with_stop(words))
+        return words
+
     def buffer_bytes(self, b: int) -> int:
         return int(self.schedule.buffers[b].nbytes)
 
@@ -138,6 +163,8 @@ def plan(problem: MegaProblem, config: MegaConfig) -> Plan:
 
     from .mega_ops import BODIES
 
+    if problem.arch == "sm_100a":
+        from .mega_sm100_ops import BODIES
     units = problem.n_units
     s = schedule(problem.load(), problem.arch, config.mode, units=units)
     enc = encode(s)
@@ -147,20 +174,33 @@ def plan(problem: MegaProblem, config: MegaConfig) -> Plan:
         node = s.program.nodes[ins.node]
         if body is None:
             raise WarpyError(f"{problem.graph}: instruction {ins.index} ({node.describe()}) is a {names[f['opcode']]}, "
-                             f"which the sm_90a interpreter has no body for yet (gemm, silu_mul, rmsnorm: issue 15b)")
+                             f"which the {problem.arch} interpreter has no body for yet")
         why = body.refuse(f)
         if why is not None:
             raise WarpyError(f"{problem.graph}: instruction {ins.index} ({node.describe()}): {why}")
-    name = re.sub(r"\W", "_", f"mega_sm90_{problem.graph.rsplit('/', 1)[-1].removesuffix('.py')}"
+    name = re.sub(r"\W", "_", f"mega_{target(problem.arch).short}_{problem.graph.rsplit('/', 1)[-1].removesuffix('.py')}"
                   f"_t{problem.tokens or 0}_u{units}" + (f"_{config.fault}" if config.fault else ""))
     maps = tuple((m.index, m.buffer, m.offset, m.tma) for m in enc.maps)
     bufs = tuple(sorted({(m.buffer, s.buffers[m.buffer].nbytes) for m in enc.maps}))
+    if problem.arch == "sm_100a":
+        from .mega_common import Launch as Launch100
+
+        gemm_tiles = tuple(sorted({(t.extents[0], t.extents[1]) for n, t in zip(s.program.nodes, s.tilings)
+                                   if n.kind == "gemm"}))
+        launch100 = Launch100(name, units, max(s.waves, 1), len(s.counters), maps, bufs, config.fault or None, ctas=2,
+                              mode=config.mode, instructions=len(s.instrs), gemm_tiles=gemm_tiles)
+        return Plan(problem, config, s, enc, launch100)  # type: ignore[arg-type]
     launch = Launch(name, units, max(s.waves, 1), len(s.counters), maps, bufs, config.fault or None)
     return Plan(problem, config, s, enc, launch)
 
 
 def build(problem: MegaProblem, config: Optional[MegaConfig] = None) -> Program:
-    return build_sm90(plan(problem, config if config is not None else choose(problem)).launch)
+    pl = plan(problem, config if config is not None else choose(problem))
+    if problem.arch == "sm_100a":
+        from .mega_sm100 import build as build_sm100
+
+        return build_sm100(pl.launch)  # type: ignore[arg-type]
+    return build_sm90(pl.launch)
 
 
 # -- the data: inputs, the reference, the comparison ------------------------------------------------
@@ -223,7 +263,7 @@ class MegaExpectation:
 
     def initial(self, source: str, box: Optional[TmaBox], nbytes: int, rng: np.random.Generator) -> Optional[np.ndarray]:
         if source == "queue":
-            return self.pl.per_unit.ravel()
+            return self.pl.queue_words.ravel()
         m = re.fullmatch(r"buf(\d+)", source)
         if m and int(m.group(1)) in self.images:
             img = self.images[int(m.group(1))]
@@ -320,6 +360,10 @@ SLOW_QUANTUM = 4  # instructions a turn for the warps of the CTA `check_launch` 
 
 def where(pl: Plan, cta: int, warp: int, regs: Mapping[str, Any]) -> str:
     """`SM c, the loader, at instruction N (wave k: node n, op)` for a warp of the interpreter."""
+    if pl.problem.arch == "sm_100a":
+        from .mega_sm100 import where as where_100
+
+        return where_100(pl, cta, warp, regs)
     role = ROLE_OF_WARP.get(warp, "consumers")
     it = regs.get("it")
     if it is None:
@@ -358,7 +402,10 @@ def check_launch(problem: MegaProblem, config: Optional[MegaConfig] = None, *, v
     expect = MegaExpectation(pl, seed)
     named = prog.kernel()
     t0 = time.monotonic()
-    m = Machine(named, values=values, expect=expect)
+    # sm_100a: a machine of `units` clusters (cluster launch control hands the rest of a dynamic
+    # grid to them)
+    resident = 2 * pl.launch.units if problem.arch == "sm_100a" else None
+    m = Machine(named, values=values, expect=expect, resident=resident)
     current: dict[str, Any] = {}
     add = m.problems.add
 
@@ -408,7 +455,7 @@ def check_launch(problem: MegaProblem, config: Optional[MegaConfig] = None, *, v
         for vmsg in verdict.messages:
             m.problems.add("values", vmsg)
     if coloured:  # the coloured text must compute what the named one does, line for line
-        mc = Machine(prog.coloured(), values=False, expect=expect)
+        mc = Machine(prog.coloured(), values=False, expect=expect, resident=resident)
         mc.run()
         for wa, wb in zip(m.warps, mc.warps):
             for k in range(max(len(wa.trace), len(wb.trace))):

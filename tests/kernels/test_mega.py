@@ -128,7 +128,7 @@ def test_page_renaming_hands_the_first_freed_page_to_the_next_first_load() -> No
 
 @pytest.mark.parametrize("problem,config,what", [
     (lambda: mega.MegaProblem("mlp-small"), None, "is a gemm, which the sm_90a interpreter has no body for yet"),
-    (lambda: mega.MegaProblem("ew-small", arch="sm_100a"), None, "sm_90a only"),
+    (lambda: mega.MegaProblem("mlp-small", arch="sm_100a"), None, "which the sm_100a interpreter has no body for yet"),
     (lambda: mega.MegaProblem("ew-small", 0), None, "tokens must be a positive integer"),
     (lambda: mega.MegaProblem("nope"), None, "no graph called 'nope'"),
     (lambda: SMALL, "mode=dynamic", "runs static queues"),
