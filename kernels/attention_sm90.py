@@ -229,6 +229,18 @@ class Sm90Attention:
         p.emit(control.exit_())
         return p
 
+    def tile_of(self, x: int) -> tuple[int, int, int, int, int, int]:
+        """The model `tile` emits: CTA x's (m_block, head, kv_head, batch, n_blocks, n_unmasked)."""
+        prob = self.p
+        bh, rev = divmod(x, self.m_blocks)
+        m_block = self.m_blocks - 1 - rev
+        b, h = divmod(bh, prob.H_q)
+        if not prob.causal:
+            return m_block, h, h // prob.group, b, self.n_max, prob.S_kv // self.bn
+        end = min(BM * m_block + BM, prob.S_q, prob.S_kv)
+        free = min((BM * m_block + 1) // self.bn, prob.S_kv // self.bn)
+        return m_block, h, h // prob.group, b, cdiv(end, self.bn), free
+
     def tile(self, p: Program) -> TileOfCta:
         """The CTA's tile from its index x: x = (b H_q + h) m_blocks + (m_blocks - 1 - m_block), so
         CTAs of one head run together (its K and V shared through the L2) and, causal, the longest
