@@ -686,6 +686,9 @@ class Sm90Attention:
         p.emit(alu.shf_r(scol, scol, 1))
         row_ix, col_ix = Lane("stsm_row", srow, 64), Lane("stsm_col", scol, 16)
         v = p.rvec("stsm_v", 4)
+        # every warp of the warpgroup is past its last wait for the MMAs that read this Q half (each
+        # warp's wait covers its own view; with ping-pong the last turn's barrier orders them too)
+        p.emit(sync.bar_sync(EPI_BAR + w, 128))
         for jj in range(self.d // 16):
             j = 2 * jj
             for r, (jv, h) in enumerate(((j, 0), (j, 1), (j + 1, 0), (j + 1, 1))):

@@ -56,9 +56,14 @@ def test_the_checker_computes_o_within_the_tolerance(name: str) -> None:
     assert ok and wrong == 0 and checked > 0, summary
 
 
-def test_named_and_coloured_texts_run_clean() -> None:
-    _, _, ok, summary = _check(A.problem(1, 2, 129, 64, causal=True, H_kv=1), values=False, coloured=True)
-    assert ok, summary
+def test_a_configuration_the_rule_does_not_pick_runs_clean_named_and_coloured() -> None:
+    """No ping-pong, 64-key blocks; both texts. Without ping-pong nothing but the epilogue's own
+    barrier orders the other warps' last MMAs reading a Q half before O's STSM overwrites it (found
+    by the checker: it is there now)."""
+    prob = A.problem(1, 1, 200, 128, causal=True)
+    checked, wrong, ok, summary = _check(prob, coloured=True,
+                                         program=A.build(prob, A.configure(prob, "pingpong=false,bn=64")))
+    assert ok and wrong == 0 and checked > 0, summary
 
 
 class _NoRescale(Sm90Attention):
