@@ -215,7 +215,7 @@ def test_cli_bench_refuses_bad_shapes_and_no_gpu() -> None:
     r = _warpy("bench", "gemm", "12x")
     assert r.returncode == 2 and r.stderr == "error: shape '12x' is not MxNxK or N (e.g. 4096x4096x1024 or 2048)\n"
     r = _warpy("bench", "conv")
-    assert r.returncode == 2 and r.stderr == "error: nothing to benchmark called 'conv' (only: gemm)\n"
+    assert r.returncode == 2 and r.stderr == "error: nothing to benchmark called 'conv' (gemm or attention)\n"
     r = _warpy("bench", "gemm", "256", "--arch", "sm_100a")
     assert r.returncode == 2 and r.stderr == ("error: --arch sm_100a: timing runs on an sm_90 GPU; for sm_100a use "
                                               "--static (warpy bench gemm --arch sm_100a --static)\n")
