@@ -345,8 +345,23 @@ class Role:
         p.emit(alu.r2ur(u, t))
         return Uniform(f"pid{lid}", u, PAGES)
 
+    def pid_at(self, lid: R, name: str = "pid_k") -> Uniform:
+        """The physical page of the logical page a register holds (0..6), as a per-CTA index."""
+        p = self.p
+        t = p.r("pid_r")
+        p.emit(alu.imad(t, lid, 3, RZ))
+        p.emit(alu.shf_r(t, self.order, t))
+        p.emit(alu.lop3(t, t, 7, RZ, 0xC0))
+        u = p.ur(name)
+        p.emit(alu.r2ur(u, t))
+        return Uniform(name, u, PAGES)
+
     def page(self, lid: int) -> Tile:
         return self.ip.pages.at(self.pid(lid), 0)
+
+    def wait_pid(self, pid: Uniform) -> None:
+        """Until the previous instruction has released physical page `pid`."""
+        wait(self.p, self.ip.page_free.at(pid), self.page_parity())
 
     def page_parity(self) -> R:
         """Bit 31: the parity of this instruction's phase of a page (the instruction count's)."""
@@ -527,8 +542,87 @@ class Role:
         p.emit(memory.stg_strong(GMem(self.memdesc, a, 4), what).guarded(self.leader))
 
 
+# -- comparing a run's outputs with the reference --------------------------------------------------
+
+#: how many bf16 steps (of the reference's magnitude) an output that sums in fp32 may be from the
+#: float64 reference: a gemm accumulates in fp32 in the tensor core (and the checker's model of it
+#: sums in its own order), so an element can round to the neighbouring bf16 value, and one layer's
+#: step moves the next layer's sums by about as much
+CLOSE_STEPS = 4
+#: below this fraction of the output's largest magnitude a difference is measured against it (a
+#: sum that cancels to near 0 has a large error relative to itself)
+CLOSE_FLOOR = 2.0 ** -6
+#: the ops whose result is not the reference's exactly: fp32 sums (gemm, rmsnorm) and MUFU math
+INEXACT = ("gemm", "rmsnorm", "silu_mul")
+
+
+def inexact_output(prog: Any, tensor: int) -> bool:
+    """Whether a lowered program's tensor depends on an op computed in fp32 sums or MUFU math (a
+    gemm, rmsnorm, silu_mul, silu or gelu), where the device may differ from the float64 reference
+    by a rounding; elementwise add, mul, relu and copies round once from the exact value."""
+    seen: set[int] = set()
+    todo = [tensor]
+    while todo:
+        t = prog.tensors[todo.pop()]
+        if t.producer is None or t.id in seen:
+            continue
+        seen.add(t.id)
+        n = prog.nodes[t.producer]
+        if n.kind in INEXACT or (n.kind == "unary" and n.act in ("silu", "gelu")):
+            return True
+        todo.extend(op.tensor for op in n.operands)
+    return False
+
+
+def bf16_steps(got: Any, want: Any, scale: float) -> Any:
+    """|got - want| in bf16 steps at |want| (2^(e - 7) for want in [2^e, 2^(e+1))), measured at
+    CLOSE_FLOOR x scale for smaller values; NaN where they disagree about NaN."""
+    import numpy as np
+
+    g = np.asarray(got, dtype=np.float64)
+    w = np.asarray(want, dtype=np.float64)
+    mag = np.maximum(np.abs(w), CLOSE_FLOOR * max(scale, 2.0 ** -126))
+    step = np.exp2(np.floor(np.log2(mag)) - 7)
+    out = np.abs(g - w) / step
+    both_nan = np.isnan(g) & np.isnan(w)
+    out[both_nan] = 0.0
+    return out
+
+
+def compare_close(prog: Any, outputs: Sequence[int], got: Sequence[Any], want: Sequence[Any]
+                  ) -> tuple[int, int, int, list[str]]:
+    """(elements compared, elements wrong, elements not equal but within CLOSE_STEPS bf16 steps,
+    one line per output that is wrong): outputs of elementwise chains must equal the reference;
+    those that depend on fp32 sums or MUFU math (`inexact_output`) must be within CLOSE_STEPS."""
+    import numpy as np
+
+    n = bad = close = 0
+    msgs = []
+    for i, (g, w) in enumerate(zip(got, want)):
+        t = prog.tensors[outputs[i]]
+        same = (g == w) | (np.isnan(g) & np.isnan(w))
+        n += same.size
+        tol = inexact_output(prog, outputs[i])
+        if tol:
+            scale = float(np.nanmax(np.abs(w))) if w.size else 0.0
+            steps = bf16_steps(g, w, scale)
+            ok = same | (steps <= CLOSE_STEPS)
+            close += int((ok & ~same).sum())
+        else:
+            ok = same
+        k = int((~ok).sum())
+        bad += k
+        if k:
+            at = tuple(int(x) for x in np.argwhere(~ok)[0])
+            how = f"more than {CLOSE_STEPS} bf16 steps from" if tol else "differ from"
+            msgs.append(f"values: {k} of {ok.size} elements of output {t.name} {how} the reference, first "
+                        f"{t.name}{list(at)} = {g[at]} where the reference has {w[at]}")
+    return n, bad, close, msgs
+
+
 _ = (Param, RVec, UR)
 
 __all__ = ["InterpBase", "Role", "Launch", "THREADS", "PAGES", "PAGE_BYTES", "SLOTS", "CONSUMER_WARPS",
            "PRODUCER_REGS", "CONSUMER_REGS", "ROLE_CODES", "STATUS_ROLE_WORDS", "STATUS_WORDS", "STAGE_LOAD",
-           "STAGE_STORE", "DONE", "IDENTITY_ORDER", "FAULTS", "release_word", "full_release", "rename", "smem_bytes"]
+           "STAGE_STORE", "DONE", "IDENTITY_ORDER", "FAULTS", "release_word", "full_release", "rename", "smem_bytes",
+           "CLOSE_STEPS", "CLOSE_FLOOR", "inexact_output", "bf16_steps", "compare_close"]

@@ -70,11 +70,12 @@ STOP = F.BY_NAME["opcode"].mask
 #: answers of cluster launch control in flight
 CLC_DEPTH = 2
 TMEM_COLUMNS = SM100A.tmem_columns
-#: the seeded faults: the common ones, and the tensor memory's hand-offs (the gemm body's): the
-#: consumers' tcgen05.fence::before_thread_sync before returning the token, the launcher's
-#: after_thread_sync after waiting for it, CTA 1's consumers not returning it (the pair hand-off:
-#: CTA 0's MMAs write CTA 1's tensor memory after CTA 0's consumers only), the token returned before
-#: the accumulator was read
+#: the seeded faults: the common ones, and the tensor memory's hand-offs (the gemm body's): no
+#: tcgen05.fence::before_thread_sync in the consumers before they return the token; no
+#: after_thread_sync in the launcher after its waits (the token's, and the stages': any one of them
+#: after the token wait would order the MMAs, as PTX says); CTA 1's consumers not returning it (the
+#: pair hand-off: CTA 0's MMAs write CTA 1's tensor memory after CTA 0's consumers only); the token
+#: returned before the accumulator was read
 FAULTS = C.FAULTS + ("no-fence-before", "no-fence-after", "pair-handoff", "early-token")
 _COORD = re.compile(r"op(\d)\.coord(\d)")
 
@@ -94,6 +95,10 @@ class Interp(InterpBase):
         # tensor memory: the whole of it, allocated by each CTA's launcher for the pair (cta_group::2)
         self.tmem_slot: SmemBuffer = p.smem_words("tmem_slot", 1)
         self.tmem: TmemBuffer = p.tmem("tmem", Layout((128, TMEM_COLUMNS), (1 << 16, 1)), TMEM_COLUMNS)
+        # the register tensor-memory addresses are derived from: each role that uses the tensor
+        # memory reads the allocation's address into it (`read_tmem_base`)
+        self.tmem_base: UR = p.ur("tmem_base")
+        p.derive.tmem_base = self.tmem_base
         # the token (CTA 0's): two returns a phase; the seeded pair-handoff fault counts CTA 0's only
         self.token: BarrierArray = p.barriers("tmem_token", 1, 1 if self.fault == "pair-handoff" else 2)
         # CTA 0's launcher to CTA 1's: the pair's tensor-core work is over
@@ -267,6 +272,10 @@ class Interp(InterpBase):
         p.emit(alu.iadd3(it, it, 1))
         p.emit(control.bra(top))
         p.label(end)
+        for body in sorted(self.bodies.values(), key=lambda b: b.opcode):
+            finish = getattr(body, "finish", None)
+            if finish is not None:
+                finish(self, r)  # what a body does once its role has run every instruction (a drain)
         if after is not None:
             after(r)
 
@@ -279,23 +288,21 @@ class Interp(InterpBase):
     def launcher_start(self, r: "Role") -> None:
         """The tensor memory's address; the token's first phase (free), CTA 0."""
         p = self.p
-        word = p.r("tmem_word")
-        p.derive.emit_at(self.tmem_slot.at(0), lambda a: memory.lds(word, a))
-        r.tmem_base = p.ur("tmem_base")
-        p.emit(alu.r2ur(r.tmem_base, word))
+        self.read_tmem_base()
         with p.when(r.rank0):
             self.return_token(r, r.leader, both=True)
+
+    def read_tmem_base(self) -> None:
+        """tmem_base = the allocation's address, from the slot the launcher wrote before the
+        prologue's cluster barrier."""
+        p = self.p
+        word = p.r("tmem_word")
+        p.derive.emit_at(self.tmem_slot.at(0), lambda a: memory.lds(word, a))
+        p.emit(alu.r2ur(self.tmem_base, word))
 
     def token_parity(self, r: "Role") -> R:
         """Bit 31: the parity of the token's phase this instruction waits for (the instruction count's)."""
         return r.page_parity()
-
-    def wait_token(self, r: "Role") -> None:
-        """CTA 0: until both CTAs are done with the tensor memory of the instruction before, then
-        order this warp's tensor-core work after (tcgen05.fence::after_thread_sync)."""
-        wait(self.p, self.token.at(0), self.token_parity(r))
-        if self.fault != "no-fence-after":  # seeded: the MMAs not ordered after the consumers' reads
-            self.p.emit(tcgen05.tc_fence_after())
 
     def return_token(self, r: "Role", guard: P, both: bool = False) -> None:
         """One return of the token (`both`: the two of an instruction that did not use the tensor
@@ -310,16 +317,22 @@ class Interp(InterpBase):
             p.emit(sync.arrive_remote(Mem(reg)).guarded(guard))
 
     def launcher_step(self, r: "Role") -> None:
+        """CTA 0: wait for the token (phase `it`: both CTAs done with the tensor memory of the
+        instruction before); then the body's MMAs (`launch`, after tcgen05.fence::after_thread_sync:
+        the wait now orders them), or, for a body that does not use the tensor memory, the token
+        handed straight on."""
         p = self.p
 
         def launch(body: Any) -> None:
-            if getattr(body, "tmem", False):
-                body.launch(self, r)
-                return
-            # no tensor memory: CTA 0 hands the token straight on, once the last user returned it
+            uses = getattr(body, "tmem", False)
             with p.when(r.rank0):
                 wait(p, self.token.at(0), self.token_parity(r))
-                self.return_token(r, r.leader, both=True)
+                if not uses:
+                    self.return_token(r, r.leader, both=True)
+                    return
+                if self.fault != "no-fence-after":  # seeded: the launcher never fences after its waits
+                    p.emit(tcgen05.tc_fence_after())
+                body.launch(self, r)
 
         r.dispatch(launch)
 
@@ -342,7 +355,7 @@ class Interp(InterpBase):
             p.emit(alu.mov(zero, 0))
             wait(p, self.pair_done.at(0), zero)
             p.emit(tcgen05.tc_fence_after())
-        p.emit(tcgen05.tmem_dealloc(r.tmem_base, TMEM_COLUMNS, True))
+        p.emit(tcgen05.tmem_dealloc(self.tmem_base, TMEM_COLUMNS, True))
 
 
 class Role(C.Role):
@@ -360,7 +373,6 @@ class Role(C.Role):
         p.emit(alu.plop3_mov(self.prank0, self.rank0))
         self.zero = p.ur("rank_zero")
         p.emit(alu.umov(self.zero, 0))
-        self.tmem_base: UR = URZ
         #: the index of the instruction the role runs (its place in the global order)
         self.index = p.r("ins_index")
 
@@ -428,12 +440,14 @@ def where(pl: Any, cta: int, warp: int, regs: Any) -> str:
     it = reg("it")
     if role == "controller":
         return f"{at}, at its fetch {it}" if it is not None else f"{at}, before its first fetch"
-    idx = reg("ins_index")
+    idx, op = reg("ins_index"), reg("opcode")
     if it is None or idx is None:
         return f"{at}, before its first instruction"
+    if op == STOP:
+        return f"{at}, after its last instruction ({it} run)"
     s = pl.schedule
-    if not 0 <= idx < len(s.instrs):
-        return f"{at}, after its last instruction"
+    if op == F.NOOP or not 0 <= idx < len(s.instrs):  # (every node's instructions have a body: a noop pads a queue)
+        return f"{at}, at a noop (its queue has ended)"
     node = s.program.nodes[s.instrs[idx].node]
     n = it + 1
     nth = f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"

@@ -109,10 +109,13 @@ def table_entry(p: Program, table: MapTable, index: Union[R, UR, int], dst: URVe
 
 
 def tma_load_at(p: Program, dst: Tile, desc: URVec, rank: int, coords: Sequence[TmaCoord], bar: Barrier,
-                guard: Union[P, UP, None] = None, name: str = "tma") -> None:
+                guard: Union[P, UP, None] = None, name: str = "tma", two_cta: bool = False,
+                bar_rank: Optional[UR] = None) -> None:
     """Copy the box of the map whose descriptor is at `desc` (`table_entry`), of `rank` dimensions,
     at `coords` (innermost first) into `dst`, completing on `bar`. The box is the table slot's, known
-    at run time only: the caller arms `bar` with its bytes and makes room for it at `dst`."""
+    at run time only: the caller arms `bar` with its bytes and makes room for it at `dst`.
+    `two_cta` / `bar_rank`: as `tma_load`'s (a CTA pair's copy completing on the barrier of the CTA
+    of cluster rank `bar_rank`, mapa)."""
     if not isinstance(dst, Tile):
         raise WarpyError(f"tma_load_at's destination must be a shared-memory tile, not {type(dst).__name__}")
     if len(coords) != rank or not 1 <= rank <= 5:
@@ -120,9 +123,11 @@ def tma_load_at(p: Program, dst: Tile, desc: URVec, rank: int, coords: Sequence[
     args = p.urvec(f"{name}_args{rank}", 2 + rank)
     p.derive.into(args[0], "addr", dst)
     p.derive.into(args[1], "addr", bar)
+    if bar_rank is not None:
+        p.emit(alu.mapa(args[1], bar_rank, args[1]))
     for n, c in enumerate(coords):
         _coord_into(p, args[2 + n], c)
-    p.emit(tma.tma_load(Mem(args), desc).guarded(guard))
+    p.emit(tma.tma_load(Mem(args), desc, two_cta=two_cta).guarded(guard))
 
 
 def tma_store_at(p: Program, src: Tile, desc: URVec, rank: int, coords: Sequence[TmaCoord],
