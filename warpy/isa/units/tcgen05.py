@@ -3,18 +3,39 @@ tiles, D in tensor memory; `utchmma_ts`, the same with A from tensor memory."""
 
 from __future__ import annotations
 
+import weakref
 from typing import TYPE_CHECKING, Union
 
 from warpy.errors import WarpyError
 from warpy.isa.buffers import Tile, TmemRef
 from warpy.isa.descriptors import set_desc_hi
 from warpy.isa.families import alu, tcgen05
-from warpy.isa.operands import UP, UPT, P
+from warpy.isa.operands import UP, UPT, P, URVec
 from warpy.layout import LayoutError
 from warpy.layout.atoms import umma_ts_a_tmem
 
 if TYPE_CHECKING:
     from warpy.isa.program import Program
+
+
+#: per program: (role, instruction descriptor) -> the name of its (zero, idesc) register pair
+_IDESC_PAIRS: "weakref.WeakKeyDictionary[Program, dict[tuple[str, int], str]]" = weakref.WeakKeyDictionary()
+
+
+def idesc_pair(p: Program, idesc: int) -> URVec:
+    """The (zero, idesc) register pair an MMA with instruction descriptor `idesc` reads, set once at
+    the top of the role: each distinct descriptor of a role has a pair of its own (`zero_idesc`,
+    then `zero_idesc_1`, ...), so a role issuing MMAs of two shapes in one loop (attention's
+    S = Q·Kᵀ and O += P·V) never reads the other's descriptor."""
+    role = p.derive.role_scope().role
+    names = _IDESC_PAIRS.setdefault(p, {})
+    name = names.get((role, idesc))
+    if name is None:
+        n = sum(1 for r, _ in names if r == role)
+        name = names[(role, idesc)] = "zero_idesc" if n == 0 else f"zero_idesc_{n}"
+    zi = p.urvec(name, 2)
+    p.derive.per_role((name, idesc), idesc, [alu.umov(zi[0], 0), alu.umov(zi[1], idesc)])
+    return zi
 
 
 def utchmma(p: Program, a: Tile, b: Tile, acc: TmemRef, idesc: int, accumulate: Union[UP, bool],
@@ -26,11 +47,9 @@ def utchmma(p: Program, a: Tile, b: Tile, acc: TmemRef, idesc: int, accumulate: 
         raise WarpyError(f"utchmma's accumulator must be tensor memory, not {type(acc).__name__}")
     ad = p.urvec("umma_a", 2)
     bd = p.urvec("umma_b", 2)
-    zi = p.urvec("zero_idesc", 2)
     set_desc_hi(p, ad, 1, a.buffer, "udesc.hi")
     set_desc_hi(p, bd, 1, b.buffer, "udesc.hi")
-    # the instruction descriptor's pair of words (zero, idesc): once per role and idesc
-    p.derive.per_role(("zero_idesc", idesc), idesc, [alu.umov(zi[0], 0), alu.umov(zi[1], idesc)])
+    zi = idesc_pair(p, idesc)  # the instruction descriptor's pair of words (zero, idesc)
     p.derive.into(ad[0], "udesc.lo", a)
     p.derive.into(bd[0], "udesc.lo", b)
     treg, toff = p.derive.value_reg("addr", acc)
@@ -64,9 +83,8 @@ def utchmma_ts(p: Program, a: TmemRef, b: Tile, acc: TmemRef, idesc: int, accumu
     except LayoutError as e:
         raise WarpyError(str(e)) from None
     bd = p.urvec("umma_b", 2)
-    zi = p.urvec("zero_idesc", 2)
     set_desc_hi(p, bd, 1, b.buffer, "udesc.hi")
-    p.derive.per_role(("zero_idesc", idesc), idesc, [alu.umov(zi[0], 0), alu.umov(zi[1], idesc)])
+    zi = idesc_pair(p, idesc)
     p.derive.into(bd[0], "udesc.lo", b)
     regs = []
     for name, ref in (("umma_ta", a), ("acc_col", acc)):
