@@ -52,6 +52,13 @@ class Operand:
     mem: Matrix
 
     @property
+    def either(self) -> bool:
+        """One head or one position: (B, H, S, D) and (B, S, H, D) memory are the same bytes, so the
+        operand is in whichever layout the others are."""
+        _, s, h, _ = self.bshd
+        return s == 1 or h == 1
+
+    @property
     def nbytes(self) -> int:
         b, s, h, d = self.bshd
         return b * s * h * d * 2
@@ -128,6 +135,8 @@ def check_call(q: Any, k: Any, v: Any, *, causal: bool = False, scale: Optional[
     if not isinstance(causal, bool):
         raise WarpyError(f"causal must be True or False, not {causal!r}")
     Q, K, V = (describe(x, n, layout, stream) for x, n in ((q, "q"), (k, "k"), (v, "v")))
+    mem = next((x.layout for x in (Q, K, V) if not x.either), Q.layout)
+    Q, K, V = (attrs.evolve(x, layout=mem) if x.either else x for x in (Q, K, V))
     B, S, H, D = Q.bshd
     if K.bshd != V.bshd:
         raise WarpyError(f"k is {_shape(K, layout)} but v is {_shape(V, layout)}: they must be the same shape")
@@ -145,6 +154,8 @@ def check_call(q: Any, k: Any, v: Any, *, causal: bool = False, scale: Optional[
     O = None
     if out is not None:
         O = describe(out, "out", layout, stream)
+        if O.either:
+            O = attrs.evolve(O, layout=Q.layout)
         if O.bshd != Q.bshd or (O.layout != Q.layout and not empty):
             raise WarpyError(f"out is {_shape(O, layout)} ({O.layout}); the output is {_shape(Q, layout)} in q's "
                              f"layout ({Q.layout})")

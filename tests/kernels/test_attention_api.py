@@ -142,6 +142,19 @@ def test_contiguous_tensors_are_bhsd_and_flash_attn_tensors_bshd(gpu: SimpleName
                                            Tensor((0, 2, 70, 128))).shape == (0, 8, 50, 128)
 
 
+def test_one_head_or_one_position_is_in_either_layout() -> None:
+    """With H = 1 or S = 1, (B, H, S, D) and (B, S, H, D) memory are the same bytes: such an operand
+    takes the layout of the others (here k and v have one KV head, q eight heads as bshd views)."""
+    q = Tensor((2, 50, 8, 64)).transpose(1, 2)
+    k, v = (Tensor((2, 70, 1, 64)).transpose(1, 2) for _ in range(2))  # dense as bhsd too
+    call = wa.check_call(q, k, v)
+    assert call.problem is not None and call.problem.layout == "bshd" and call.k.layout == call.v.layout == "bshd"
+    contiguous = wa.check_call(Tensor((2, 8, 50, 64)), Tensor((2, 1, 70, 64)), Tensor((2, 1, 70, 64)))
+    assert contiguous.problem is not None and contiguous.problem.layout == "bhsd"
+    one = wa.check_call(*(Tensor((1, 1, 64, 64)) for _ in range(3)))  # every operand either: q's reading
+    assert one.problem is not None and {one.q.layout, one.k.layout, one.v.layout} == {one.problem.layout}
+
+
 @pytest.mark.parametrize("make,match", [
     (lambda: (Tensor((1, 2, 64, 64), F16),) * 3, "bf16"),
     (lambda: (Tensor((1, 2, 64, 64), device="cpu"),) * 3, "not on the GPU"),
