@@ -12,13 +12,14 @@ __version__ = "0.1.0"
 
 
 def __getattr__(name: str) -> Any:
-    # lazy: `warpy.gemm` imports numpy and the GEMM machinery on first use only, so that
+    # lazy: `warpy.gemm` (and `mm`, `bmm`) imports numpy and the GEMM machinery on first use only, so that
     # `import warpy` (and `import warpy.layout`) stay free of it
-    if name == "gemm":
-        from warpy.matmul import gemm
+    if name in ("gemm", "mm", "bmm"):
+        import warpy.matmul as matmul
 
-        globals()["gemm"] = gemm  # later lookups skip this hook
-        return gemm
+        fn = getattr(matmul, name)
+        globals()[name] = fn  # later lookups skip this hook
+        return fn
     if name == "attention":
         # the module warpy/attention.py itself, which is callable: `warpy.attention(q, k, v)` calls its
         # `attention`, and importing the module (which makes it this attribute) changes nothing
@@ -31,5 +32,5 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    # `gemm` and `attention` are loaded lazily (above) but listed, so that dir(warpy) and completion show them
-    return sorted((set(globals()) - {"Any", "annotations"}) | {"gemm", "attention"})
+    # `gemm`, `mm`, `bmm` and `attention` are loaded lazily (above) but listed, so that dir(warpy) and completion show them
+    return sorted((set(globals()) - {"Any", "annotations"}) | {"gemm", "mm", "bmm", "attention"})

@@ -94,10 +94,16 @@ class GemmCall:
 _within_limits: set[tuple[int, int, int, str, str]] = set()
 
 
-def check_call(a: Any, b: Any, out: Any = None, out_dtype: Any = None, stream: Optional[int] = None) -> GemmCall:
-    """Describe and check the operands of `gemm` (one-line WarpyError naming the bad input)."""
+def check_call(a: Any, b: Any, out: Any = None, out_dtype: Any = None, stream: Optional[int] = None, *,
+               b_kn: bool = False) -> GemmCall:
+    """Describe and check the operands of `gemm` (one-line WarpyError naming the bad input). With
+    `b_kn` (`mm`: C = A·B), `b` is K×N and is read as the N×K matrix Bᵀ, a view: its element (k, n)
+    is Bᵀ's (n, k), so a K×N tensor whose K is contiguous (`w.t()` of a row-major N×K `w`) is the
+    K-major B the kernel reads, without a copy."""
     A = as_matrix(a, "a", stream)
     B = as_matrix(b, "b", stream)
+    if b_kn:
+        B = _transposed(B)
     if A.side != B.side:
         raise WarpyError(f"a is {_where(A)} but b is {_where(B)}: give both as numpy arrays or both on the GPU")
     for m in (A, B):
@@ -108,6 +114,8 @@ def check_call(a: Any, b: Any, out: Any = None, out_dtype: Any = None, stream: O
     M, K = A.shape
     N, Kb = B.shape
     if Kb != K:
+        if b_kn:
+            raise WarpyError(f"a is {M}x{K} and b is {Kb}x{N}: C = A·B needs b to be K x N with K = {K}")
         raise WarpyError(f"a is {M}x{K} and b is {N}x{Kb}: C = A·Bᵀ needs b to be N x K with K = {K}")
     odt = None if out_dtype is None else _out_dtype(out_dtype)
     O = None
@@ -116,7 +124,7 @@ def check_call(a: Any, b: Any, out: Any = None, out_dtype: Any = None, stream: O
         if O.side != A.side:
             raise WarpyError(f"out is {_where(O)} but the inputs are {_where(A)}")
         if O.shape != (M, N):
-            raise WarpyError(f"out is {O.shape[0]}x{O.shape[1]}; C = A·Bᵀ is {M}x{N}")
+            raise WarpyError(f"out is {O.shape[0]}x{O.shape[1]}; C = A·B{'' if b_kn else 'ᵀ'} is {M}x{N}")
         if O.dtype not in gemm_family.OUT_DTYPES:
             raise WarpyError(f"out is {O.dtype}; the output must be {', '.join(gemm_family.OUT_DTYPES)}")
         if odt is not None and O.dtype != odt:
@@ -127,6 +135,8 @@ def check_call(a: Any, b: Any, out: Any = None, out_dtype: Any = None, stream: O
     if A.side == "device":
         for m in operands:  # numpy operands are copied (made contiguous) on the way; empty ones hold nothing
             if m.shape[0] and m.shape[1]:
+                if b_kn and m is not O:  # (warpy.gemm keeps check_row_major's messages)
+                    _refuse_layout(m, b_kn)
                 check_row_major(m)
         dev = _one_device(operands)
     if O is not None and not O.empty:
@@ -139,6 +149,35 @@ def check_call(a: Any, b: Any, out: Any = None, out_dtype: Any = None, stream: O
         gemm_family.GemmProblem(M, N, K, dtype=call.dtype, out_dtype=call.out_dtype)
         _within_limits.add(call.key)
     return call
+
+
+def _transposed(m: Matrix) -> Matrix:
+    """The transposed view of `m` (shape and strides swapped; a numpy operand's object too, which is
+    what the host path copies to the GPU)."""
+    obj = m.obj.T if m.side == "host" else m.obj
+    return attrs.evolve(m, shape=(m.shape[1], m.shape[0]), strides=(m.strides[1], m.strides[0]), obj=obj)
+
+
+def _refuse_layout(m: Matrix, b_kn: bool) -> None:
+    """One line for an input laid out in a way the kernel does not read: its K must be the contiguous
+    dimension (K-major: A M×K row-major; B as N×K row-major, or K×N with K contiguous for `mm`) with
+    rows dense. An M- or N-contiguous (MN-major) operand is a layout the tensor cores can read
+    (transposed shared-memory descriptors) but warpy's GEMM programs do not yet; a matrix with no
+    contiguous dimension is one TMA cannot read at all."""
+    rows, cols = m.shape
+    s0, s1 = m.strides
+    if (cols <= 1 or s1 == 1) and (rows <= 1 or s0 == cols):
+        return
+    given = (f"{cols}x{rows} with strides ({s1}, {s0})" if m.name == "b" and b_kn
+             else f"{rows}x{cols} with strides ({s0}, {s1})")
+    if s1 != 1 and s0 != 1:
+        raise WarpyError(f"{m.name} is {given} (elements): no dimension is contiguous, which TMA cannot read; "
+                         "pass a contiguous copy")
+    if s1 != 1 and rows > 1 and cols > 1:
+        what = "N" if m.name == "b" else "M"
+        raise WarpyError(f"{m.name} is {given} (elements): {what} is its contiguous dimension (MN-major), and "
+                         f"warpy's GEMM reads operands with K contiguous only so far; pass "
+                         f"{m.name}{'.t().contiguous().t()' if m.name == 'b' and b_kn else '.contiguous()'}")
 
 
 def _one_device(operands: tuple[Matrix, ...]) -> Optional[int]:
@@ -353,10 +392,7 @@ def _new_output(call: GemmCall, stream: Optional[int]) -> Any:
     """C for device inputs, allocated by the inputs' library on their device."""
     lib = call.a.library
     if lib == "torch":
-        torch = sys.modules["torch"]
-        if not _TORCH_OUT:
-            _TORCH_OUT.update(fp32=torch.float32, bf16=torch.bfloat16, fp16=torch.float16)
-        return torch.empty((call.M, call.N), dtype=_TORCH_OUT[call.out_dtype], device=call.a.obj.device)
+        return sys.modules["torch"].empty((call.M, call.N), dtype=_torch_out(call.out_dtype), device=call.a.obj.device)
     if lib == "cupy":
         cupy = sys.modules["cupy"]
         if call.out_dtype == "bf16":
@@ -412,6 +448,12 @@ def gemm(a: Any, b: Any, out: Any = None, out_dtype: Any = None, *, stream: Opti
     # producer is asked for no synchronisation (-1); with one, the producer orders its pending work
     # before that stream (the DLPack stream argument).
     call = check_call(a, b, out, out_dtype, stream=stream)
+    return _run(call, out, stream)
+
+
+def _run(call: GemmCall, out: Any, stream: Optional[int]) -> Any:
+    """Run a checked call (`gemm`, `mm`): numpy operands through the GPU and back, device operands
+    enqueued on their library's current stream (or `stream`); returns out or the new C."""
     if "forked" in _driver._state:  # said before the library is asked for a stream or memory
         _driver.refuse_if_unusable()
     be = launches()
@@ -437,4 +479,151 @@ def gemm(a: Any, b: Any, out: Any = None, out_dtype: Any = None, *, stream: Opti
     return out
 
 
-__all__ = ["gemm", "check_call", "GemmCall", "launches"]
+# torch.compile: `mm` on torch tensors inside a compiled region becomes the custom op `warpy::mm`
+# (warpy/torch_ops.py; registered once torch is imported), whose fake implementation dynamo traces
+# without a graph break; outside one this is one call of `torch.compiler.is_compiling`.
+_compiling: Optional[Any] = None  # torch.compiler.is_compiling, once the op is registered
+_torch_mm: Optional[Any] = None  # torch.ops.warpy.mm.default
+
+
+def hook_torch() -> None:
+    """Register `warpy::mm` with torch (warpy.torch_ops) and let `mm` route compiled calls to it."""
+    global _compiling, _torch_mm
+    if _torch_mm is None and hasattr(sys.modules.get("torch"), "library"):  # (not a stand-in of the tests)
+        from warpy import torch_ops
+
+        _torch_mm = torch_ops.op()
+        _compiling = sys.modules["torch"].compiler.is_compiling
+
+
+if "torch" in sys.modules:  # torch first, then warpy: compiled code finds the op registered before it traces
+    hook_torch()
+
+
+def mm(a: Any, b: Any, out: Any = None, out_dtype: Any = None, *, stream: Optional[int] = None) -> Any:
+    """C = A·B on the GPU with warpy's GEMM kernel, as torch.mm: a is M×K, b is K×N.
+
+    The kernel reads both operands with K contiguous (K-major): a row-major M×K `a`, and a `b`
+    whose K is its contiguous dimension, such as `w.t()` of a row-major N×K weight `w` (torch's
+    `nn.Linear` layout: `warpy.mm(x, w.t())` is `F.linear(x, w)`), read in place without a copy.
+    An operand whose M or N is the contiguous dimension (a row-major K×N `b`, a transposed `a`) is
+    refused in one line, as is one with no contiguous dimension; everything else (types, out,
+    out_dtype, stream, threads, GPUs, empty problems, overlap) is as `warpy.gemm`, which computes
+    the same product from B given N×K: `mm(a, b) == gemm(a, b.t())`.
+
+    Under torch.compile (torch tensors), the call is the custom op `torch.ops.warpy.mm` (no graph
+    break); `out=` is refused there (an op that writes its argument cannot be traced as a pure one).
+    """
+    if _compiling is None and "torch" in sys.modules:  # torch imported after warpy
+        hook_torch()
+    if _compiling is not None and _compiling():
+        if out is not None:
+            raise WarpyError("warpy.mm under torch.compile returns a new tensor: out= is not supported there")
+        assert _torch_mm is not None
+        return _torch_mm(a, b, None if out_dtype is None else _out_dtype(out_dtype))
+    call = check_call(a, b, out, out_dtype, stream=stream, b_kn=True)
+    if _torch_mm is None and call.a.library == "torch":
+        hook_torch()
+    return _run(call, out, stream)
+
+
+def _batched(x: Any, name: str) -> tuple[int, int, int, int, int, int]:
+    """A 3-D operand's (batch, rows, cols, batch stride, row stride, col stride), strides in elements
+    (torch tensors and numpy arrays)."""
+    if isinstance(x, np.ndarray):
+        if x.ndim != 3:
+            raise WarpyError(f"{name} has {x.ndim} dimensions; bmm takes a batch of matrices (3-D)")
+        st = tuple(v // x.itemsize for v in x.strides)
+        return (x.shape[0], x.shape[1], x.shape[2], st[0], st[1], st[2])
+    if type(x).__module__.split(".", 1)[0] == "torch":
+        shape, st = tuple(x.shape), tuple(x.stride())
+        if len(shape) != 3:
+            raise WarpyError(f"{name} has {len(shape)} dimensions; bmm takes a batch of matrices (3-D)")
+        return (shape[0], shape[1], shape[2], st[0], st[1], st[2])
+    raise WarpyError(f"{name} is a {type(x).__module__}.{type(x).__name__}: bmm takes torch tensors or numpy arrays")
+
+
+def bmm(a: Any, b: Any, out: Any = None, out_dtype: Any = None, *, stream: Optional[int] = None) -> Any:
+    """C[i] = A[i]·B[i] for every i of the leading (batch) dimension, as torch.bmm: a is BATCH×M×K, b
+    is BATCH×K×N (torch tensors or numpy arrays; each matrix laid out as `mm` takes it, the batch
+    dimension any stride). out: a BATCH×M×N tensor (each matrix row-major) or None.
+
+    Each batch entry is one launch of the same planned kernel on the same stream (in order), over
+    that entry's addresses: the batch is not one launch yet (a strided batch through 3-D tensor
+    maps is not written). `out` sharing a byte with `a` or `b` anywhere is refused in one line."""
+    ba, M, K, sa0, sa1, sa2 = _batched(a, "a")
+    bb, Kb, N, sb0, sb1, sb2 = _batched(b, "b")
+    if ba != bb:
+        raise WarpyError(f"a holds {ba} matrices and b holds {bb}: bmm needs the same batch")
+    if Kb != K:
+        raise WarpyError(f"a is {ba}x{M}x{K} and b is {bb}x{Kb}x{N}: C = A·B needs b to be batch x K x N with K = {K}")
+    host = isinstance(a, np.ndarray)
+    if host:
+        if not isinstance(b, np.ndarray) or (out is not None and not isinstance(out, np.ndarray)):
+            raise WarpyError("bmm takes all operands as numpy arrays or all as torch GPU tensors")
+        outs = [mm(a[i], b[i], None if out is None else out[i], out_dtype) for i in range(ba)]
+        if out is not None:
+            return out
+        if not outs:
+            return np.zeros((0, M, N), dtype=host_dtype(_out_dtype(out_dtype) if out_dtype is not None
+                                                        else dtype_name(a.dtype)))
+        return np.stack(outs)
+    if _compiling is not None and _compiling():
+        raise WarpyError("warpy.bmm is not a torch.compile op yet: call warpy.mm per matrix")
+    # one check of the first matrices (types, layouts, limits), then the same call over every entry
+    torch = sys.modules["torch"]
+    if ba == 0:
+        shape_out = (0, M, N)
+        if out is not None:
+            return out
+        odt = _out_dtype(out_dtype) if out_dtype is not None else dtype_name(a.dtype)
+        return torch.empty(shape_out, dtype=_torch_out(odt), device=a.device)
+    if out is None:
+        odt = _out_dtype(out_dtype) if out_dtype is not None else dtype_name(a.dtype)
+        out = torch.empty((ba, M, N), dtype=_torch_out(odt), device=a.device)
+    bo, Mo, No, so0, so1, so2 = _batched(out, "out")
+    if (bo, Mo, No) != (ba, M, N):
+        raise WarpyError(f"out is {bo}x{Mo}x{No}; C = A·B is {ba}x{M}x{N}")
+    call = check_call(a[0], b[0], out[0], out_dtype, stream=stream, b_kn=True)
+    if not call.empty:
+        _refuse_batch_overlap(call, (ba, sa0, sb0, so0))
+    if "forked" in _driver._state:
+        _driver.refuse_if_unusable()
+    be = launches()
+    lib_stream = stream if stream is not None else current_stream("torch", a)
+    if call.M and call.N:
+        for i in range(ba):
+            ai = attrs.evolve(call.a, ptr=call.a.ptr + i * sa0 * call.a.itemsize)
+            bi = attrs.evolve(call.b, ptr=call.b.ptr + i * sb0 * call.b.itemsize)
+            assert call.out is not None
+            oi = attrs.evolve(call.out, ptr=call.out.ptr + i * so0 * call.out.itemsize)
+            be.launch(attrs.evolve(call, a=ai, b=bi, out=oi), oi, lib_stream)
+    return out
+
+
+def _torch_out(name: str) -> Any:
+    torch = sys.modules["torch"]
+    if not _TORCH_OUT:
+        _TORCH_OUT.update(fp32=torch.float32, bf16=torch.bfloat16, fp16=torch.float16)
+    return _TORCH_OUT[name]
+
+
+def _refuse_batch_overlap(call: GemmCall, strides: tuple[int, int, int, int]) -> None:
+    """Refuse a batched out whose bytes (all its matrices) meet those of a or b (all theirs)."""
+    n, sa, sb, so = strides
+    assert call.out is not None
+
+    def whole(m: Matrix, s: int) -> tuple[int, int]:
+        lo, hi = byte_span(m)
+        d = (n - 1) * s * m.itemsize
+        return (lo + min(d, 0), hi + max(d, 0))
+
+    ol, oh = whole(call.out, so)
+    for m, s in ((call.a, sa), (call.b, sb)):
+        xl, xh = whole(m, s)
+        if ol < xh and xl < oh:
+            raise WarpyError(f"out (bytes 0x{ol:x}-0x{oh:x}) overlaps {m.name} (0x{xl:x}-0x{xh:x}) over the batch: "
+                             f"the result cannot be written over an input it reads; give out memory of its own")
+
+
+__all__ = ["gemm", "mm", "bmm", "check_call", "GemmCall", "launches", "hook_torch"]

@@ -1,0 +1,85 @@
+"""warpy.mm under torch.compile without a GPU (torch is an optional extra: skipped where it is absent):
+the custom op `warpy::mm`, its fake implementation (shapes, types, refusals) on fake and meta
+tensors, and dynamo tracing a model whose linears call warpy.mm with zero graph breaks, the op in
+the graph. Running the compiled model against eager needs the GPU: tests/gpu/test_gemm_layouts_gpu.py."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="torch is an optional extra (pip install -e .[torch])")
+
+import warpy  # noqa: E402
+import warpy.matmul as mm  # noqa: E402
+from warpy.errors import WarpyError  # noqa: E402
+
+
+def _meta(*shape: int, dtype: object = None) -> object:
+    return torch.zeros(*shape, dtype=dtype or torch.bfloat16, device="meta")
+
+
+class MLP(torch.nn.Module):
+    """Two linears through warpy.mm (x · Wᵀ with W stored N×K, as nn.Linear keeps it) and a GELU."""
+
+    def __init__(self, d: int, h: int, device: str, dtype: object) -> None:
+        super().__init__()
+        self.w1 = torch.nn.Parameter(torch.zeros(h, d, device=device, dtype=dtype), requires_grad=False)
+        self.w2 = torch.nn.Parameter(torch.zeros(d, h, device=device, dtype=dtype), requires_grad=False)
+
+    def forward(self, x: object) -> object:
+        return warpy.mm(torch.nn.functional.gelu(warpy.mm(x, self.w1.t())), self.w2.t())
+
+
+def test_op_is_registered_and_its_fake_gives_shape_and_type() -> None:
+    op = torch.ops.warpy.mm.default
+    assert mm._torch_mm is op
+    a, b = _meta(48, 64), _meta(64, 80)
+    c = op(a, b, None)
+    assert c.shape == (48, 80) and c.dtype == torch.bfloat16 and c.device.type == "meta"
+    c = op(a, b, "fp32")
+    assert c.dtype == torch.float32
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        f = op(torch.empty(3, 16, dtype=torch.float16), torch.empty(16, 5, dtype=torch.float16), "bf16")
+        assert f.shape == (3, 5) and f.dtype == torch.bfloat16
+
+
+@pytest.mark.parametrize("a,b,message", [
+    ((48, 64), (32, 80), "C = A·B needs b K x N"),
+    ((48, 64, 2), (64, 80), "two matrices"),
+])
+def test_fake_refuses_bad_shapes(a: tuple[int, ...], b: tuple[int, ...], message: str) -> None:
+    with pytest.raises(Exception, match=message):
+        torch.ops.warpy.mm.default(_meta(*a), _meta(*b), None)
+    with pytest.raises(Exception, match="bf16 or fp16"):
+        torch.ops.warpy.mm.default(_meta(4, 8, dtype=torch.float32), _meta(8, 4, dtype=torch.float32), None)
+
+
+def test_compiled_mlp_has_no_graph_break_and_calls_the_op() -> None:
+    torch._dynamo.reset()
+    model = MLP(64, 128, "meta", torch.bfloat16)
+    explained = torch._dynamo.explain(model)(_meta(16, 64))
+    assert explained.graph_break_count == 0 and explained.graph_count == 1
+    code = explained.graphs[0].code
+    assert code.count("torch.ops.warpy.mm.default") == 2 and "gelu" in code
+
+
+def test_eager_calls_do_not_go_through_the_op(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Outside a compiled region warpy.mm is the plain call (no dispatcher): a CPU tensor is refused by
+    warpy's own operand check, in one line."""
+    calls: list[object] = []
+    monkeypatch.setattr(mm, "_torch_mm", lambda *a: calls.append(a))
+    with pytest.raises(WarpyError, match="^a is in CPU memory, not on the GPU"):
+        warpy.mm(torch.zeros(4, 8, dtype=torch.bfloat16), torch.zeros(8, 4, dtype=torch.bfloat16))
+    assert calls == []
+
+
+def test_out_under_compile_is_refused() -> None:
+    torch._dynamo.reset()
+
+    def f(x: object, w: object, o: object) -> object:
+        return warpy.mm(x, w, out=o)
+
+    with pytest.raises(Exception, match="out= is not supported there"):
+        torch.compile(f, backend="eager", fullgraph=True)(_meta(4, 8), _meta(8, 4), _meta(4, 4))

@@ -1,0 +1,46 @@
+"""warpy's GEMM as a torch operator, so that `torch.compile` keeps a call in its graph.
+
+`torch.ops.warpy.mm(a, b, out_dtype=None)` is `warpy.mm` (C = A·B, torch.mm's operands) registered
+with `torch.library.custom_op`: its CUDA implementation calls `warpy.mm` (on the tensors' current
+stream, as an eager call does), and its fake implementation gives C's shape, type and device from
+a's and b's without running anything, which is what dynamo and inductor trace with (fake and meta
+tensors). `warpy.mm` itself turns into this op while torch.compile traces
+(`torch.compiler.is_compiling()`), so a model calling `warpy.mm` compiles with no graph break.
+
+torch is optional: this module is imported (and the op registered, once per process) by
+`warpy.matmul` when torch has been imported.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import torch  # type: ignore[import-not-found,unused-ignore]
+
+_OUT = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+@torch.library.custom_op("warpy::mm", mutates_args=(), device_types="cuda")
+def _mm(a: torch.Tensor, b: torch.Tensor, out_dtype: Optional[str] = None) -> torch.Tensor:
+    from warpy.matmul import check_call, _run
+
+    # the eager path of warpy.mm (not warpy.mm itself, which would route back here under compile)
+    call = check_call(a, b, None, out_dtype, b_kn=True)
+    return _run(call, None, None)  # type: ignore[no-any-return]
+
+
+@_mm.register_fake
+def _mm_fake(a: torch.Tensor, b: torch.Tensor, out_dtype: Optional[str] = None) -> torch.Tensor:
+    torch._check(a.dim() == 2 and b.dim() == 2,  # type: ignore[no-untyped-call,unused-ignore]
+                 lambda: "warpy::mm takes two matrices")
+    torch._check(a.shape[1] == b.shape[0],  # type: ignore[no-untyped-call,unused-ignore]
+                 lambda: f"a is {a.shape[0]}x{a.shape[1]} and b is {b.shape[0]}x{b.shape[1]}: C = A·B needs b K x N")
+    torch._check(a.dtype == b.dtype and a.dtype in (torch.bfloat16, torch.float16),  # type: ignore[no-untyped-call,unused-ignore]
+                 lambda: "warpy::mm takes bf16 or fp16 operands of one type")
+    dt = a.dtype if out_dtype is None else _OUT[out_dtype]
+    return a.new_empty((a.shape[0], b.shape[1]), dtype=dt)
+
+
+def op() -> Any:
+    """The registered operator (`torch.ops.warpy.mm.default`)."""
+    return torch.ops.warpy.mm.default
