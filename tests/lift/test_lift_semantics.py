@@ -14,8 +14,9 @@ from warpy.isa import interp
 from warpy.isa.text import parse
 from warpy.lift.lifter import lift
 
+from ptx_eval import run_ptx
+
 M32 = 0xFFFFFFFF
-M64 = (1 << 64) - 1
 HEADER = ".kernel s\n.sm sm_90a\n.threads 32\n.dynsmem 0\n.grid 1 1 1\n.cluster 1 1 1\n.mbarriers 0\n"
 
 R = [f"R{i}" for i in range(8)]
@@ -37,7 +38,7 @@ def alu_line(draw: st.DrawFn) -> str:
     imm = lambda: _imm(draw(st.one_of(st.integers(-200, 200), st.integers(0, M32))))  # noqa: E731
     neg = lambda: draw(st.sampled_from(["", "!"]))  # noqa: E731
     src = lambda: draw(st.sampled_from([r(), "-" + r(), "~" + r(), imm(), "RZ"]))  # noqa: E731
-    kind = draw(st.integers(0, 14))
+    kind = draw(st.integers(0, 20))
     if kind == 0:
         line = f"IADD3 {r()}, {src()}, {src()}, {src()}"
     elif kind == 1:
@@ -72,119 +73,28 @@ def alu_line(draw: st.DrawFn) -> str:
         line = f"PLOP3.LUT {p()}, PT, PT, PT, {neg()}{draw(st.sampled_from(PR + UPR))}, 0x80, 0x8"
     elif kind == 13:
         line = f"USEL {u()}, {u()}, {draw(st.sampled_from([u(), imm()]))}, {neg()}{draw(st.sampled_from(UPR))}"
+    elif kind == 15:
+        # multiply-high: unsigned (the magic-number division's multipliers are >= 2^31) and signed
+        big = _imm(draw(st.integers(1 << 31, M32)))
+        line = f"IMAD.HI{draw(st.sampled_from(['', '.U32']))} {r()}, {r()}, {draw(st.sampled_from([r(), big]))}, {r()}"
+    elif kind == 16:
+        line = f"IMAD.WIDE R8, {r()}, {draw(st.sampled_from([r(), imm()]))}, RZ"
+    elif kind == 17:
+        sh = draw(st.sampled_from([_imm(draw(st.integers(0, 32))), r()]))
+        form = draw(st.sampled_from(["L.U32", "L.U32.HI", "R.U32", "R.S32.HI", "R.U32.HI"]))
+        line = f"SHF.{form} {r()}, {r()}, {sh}, {r()}"
+    elif kind == 18:
+        line = f"PRMT {r()}, {r()}, {_imm(draw(st.integers(0, 0xFFFF)))}, {r()}"
+    elif kind == 19:
+        line = f"VIMNMX{draw(st.sampled_from(['', '.U32']))} {r()}, {r()}, {draw(st.sampled_from([r(), imm()]))}, {draw(st.sampled_from(['PT', '!PT']))}"
+    elif kind == 20:
+        line = f"LEA.HI {r()}, {r()}, {r()}, {_imm(draw(st.integers(1, 31)))}"
     else:
         cmp = draw(st.sampled_from(CMPS))
         line = f"UISETP.{cmp}.U32.AND {draw(st.sampled_from(UPR))}, UPT, {u()}, {draw(st.sampled_from([u(), imm()]))}, UPT"
     if draw(st.booleans()) and not line.startswith(("U", "PLOP3")):
         line = f"@{neg()}{p()} {line}"
     return line
-
-
-# -- a PTX evaluator for what the ALU rules emit ---------------------------------------------------
-
-
-def _s32(x: int) -> int:
-    x &= M32
-    return x - (1 << 32) if x >> 31 else x
-
-
-def _lut(lut: int, a: int, b: int, c: int) -> int:
-    return interp.lut3(lut, a, b, c)
-
-
-def run_ptx(body: list[str], regs: dict[str, int]) -> dict[str, int]:
-    v = dict(regs)
-    v["%pt"], v["%pf"] = 1, 0
-
-    def val(tok: str) -> int:
-        tok = tok.strip()
-        if tok.startswith("!"):
-            return 1 - val(tok[1:])
-        if tok.startswith("%"):
-            return v.get(tok, 0)
-        return int(tok, 0)
-
-    code = [ln.strip().rstrip(";") for ln in body]
-    labels = {ln[:-1]: n for n, ln in enumerate(code) if ln.endswith(":")}
-    pc = 0
-    while pc < len(code):
-        line = code[pc]
-        pc += 1
-        if not line or line.startswith("//") or line.endswith(":") or line == "}":
-            continue
-        m = re.match(r"@(!?)(%\w+) (.*)", line)
-        if m:
-            if val(m.group(2)) == (1 if m.group(1) else 0):
-                continue
-            line = m.group(3)
-        if line == "exit":
-            break
-        op, _, rest = line.partition(" ")
-        if op == "bra":
-            pc = labels[rest.strip()]
-            continue
-        if op.startswith("mov.b64") and rest.startswith("{"):
-            lo, hi, src = re.match(r"\{(%\w+), (%\w+)\}, (\S+)", rest).groups()  # type: ignore[union-attr]
-            x = val(src)
-            v[lo], v[hi] = x & M32, (x >> 32) & M32
-            continue
-        if op.startswith("mov.b64"):
-            d, lo, hi = re.match(r"(%\w+), \{(%\w+), (%\w+)\}", rest).groups()  # type: ignore[union-attr]
-            v[d] = val(lo) | val(hi) << 32
-            continue
-        if op.startswith("setp."):
-            parts = op.split(".")
-            cmp, typ = parts[1], parts[-1]
-            logic = parts[2] if len(parts) == 4 else None
-            dests, a, b, *c = [t.strip() for t in rest.split(",")]
-            x, y = val(a), val(b)
-            if typ == "s32":
-                x, y = _s32(x), _s32(y)
-            t = {"eq": x == y, "ne": x != y, "lt": x < y, "le": x <= y, "gt": x > y, "ge": x >= y}[cmp]
-            z = val(c[0]) if c else None
-            comb = {"and": lambda s: s and z, "or": lambda s: s or z, "xor": lambda s: s != bool(z), None: lambda s: s}[logic]
-            ds = dests.split("|")
-            v[ds[0]] = int(bool(comb(t)))
-            if len(ds) > 1:
-                v[ds[1]] = int(bool(comb(not t)))
-            continue
-        d, *srcs = [t.strip() for t in rest.split(",")]
-        a = [val(s) for s in srcs]
-        if op in ("mov.b32", "mov.u32", "mov.pred"):
-            r = a[0]
-        elif op == "add.u32":
-            r = a[0] + a[1]
-        elif op == "sub.u32":
-            r = a[0] - a[1]
-        elif op == "mad.lo.u32":
-            r = a[0] * a[1] + a[2]
-        elif op == "mul.wide.u32":
-            r = (a[0] & M32) * (a[1] & M32)
-            v[d] = r & M64
-            continue
-        elif op == "add.u64":
-            v[d] = (a[0] + a[1]) & M64
-            continue
-        elif op == "shl.b32":
-            r = a[0] << a[1] if a[1] < 32 else 0
-        elif op == "shr.u32":
-            r = a[0] >> a[1] if a[1] < 32 else 0
-        elif op == "lop3.b32":
-            r = _lut(a[3], a[0], a[1], a[2])
-        elif op == "selp.b32":
-            r = a[0] if a[2] else a[1]
-        elif op == "not.b32":
-            r = ~a[0]
-        elif op == "neg.s32":
-            r = -a[0]
-        elif op == "not.pred":
-            r = 1 - a[0]
-        elif op == "and.b32":
-            r = a[0] & a[1]
-        else:
-            raise AssertionError(f"the evaluator does not know {op}")
-        v[d] = r & M32
-    return v
 
 
 @settings(deadline=None, max_examples=150)
