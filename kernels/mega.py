@@ -89,17 +89,24 @@ class MegaProblem:
                 + (f"{self.units} units" if self.units else "every SM"))
 
 
+FENCES = ("each", "once")
+
+
 @attrs.frozen
 class MegaConfig:
-    """The schedule's mode (static queues only on sm_90a for now) and `fault`: an interpreter built
-    with a seeded bug (`kernels.mega_sm90.FAULTS`; "" none)."""
+    """The schedule's mode (static queues only on sm_90a for now), `fence`: each tensor map's
+    descriptor fenced before each instruction's copies through it ("each") or once per CTA and role
+    ("once": a bitmap in shared memory), and `fault`: an interpreter built with a seeded bug
+    (`kernels.mega_sm90.FAULTS`; "" none)."""
 
     mode: str = "static"
+    fence: str = "each"
     fault: str = ""
 
     def describe(self) -> str:
         f = f", seeded fault {self.fault}" if self.fault else ""
-        return f"sm_90a megakernel interpreter: {self.mode} queues, 7 pages of 32 KiB, two instruction slots{f}"
+        return (f"sm_90a megakernel interpreter: {self.mode} queues, 7 pages of 32 KiB, two instruction slots, "
+                f"descriptors fenced {'once a CTA' if self.fence == 'once' else 'each instruction'}{f}")
 
 
 def choose(problem: MegaProblem) -> MegaConfig:
@@ -122,6 +129,8 @@ def configure(problem: MegaProblem, overrides: Union[str, Mapping[str, object], 
         raise WarpyError(f"mode {out.mode!r}: the sm_90a interpreter runs static queues (dynamic mode is not written yet)")
     if out.fault and out.fault not in FAULTS:
         raise WarpyError(f"fault {out.fault!r} is not one of {', '.join(FAULTS)}")
+    if out.fence not in FENCES:
+        raise WarpyError(f"fence {out.fence!r} is not one of {', '.join(FENCES)}")
     return out
 
 
@@ -161,16 +170,19 @@ def plan(problem: MegaProblem, config: MegaConfig) -> Plan:
     from warpy.mega.encode import decode, encode
     from warpy.mega.schedule import build as schedule
 
-    from .mega_ops import BODIES
+    from .mega_ops import bodies
 
+    table: dict[int, Any] = dict(bodies())
     if problem.arch == "sm_100a":
         from .mega_sm100_ops import BODIES
+
+        table = BODIES
     units = problem.n_units
     s = schedule(problem.load(), problem.arch, config.mode, units=units)
     enc = encode(s)
     names = {v: k for k, v in OPCODES.items()}
     for ins, f in zip(s.instrs, decode(enc.words)):
-        body = BODIES.get(f["opcode"])
+        body = table.get(f["opcode"])
         node = s.program.nodes[ins.node]
         if body is None:
             raise WarpyError(f"{problem.graph}: instruction {ins.index} ({node.describe()}) is a {names[f['opcode']]}, "
@@ -179,18 +191,19 @@ def plan(problem: MegaProblem, config: MegaConfig) -> Plan:
         if why is not None:
             raise WarpyError(f"{problem.graph}: instruction {ins.index} ({node.describe()}): {why}")
     name = re.sub(r"\W", "_", f"mega_{target(problem.arch).short}_{problem.graph.rsplit('/', 1)[-1].removesuffix('.py')}"
-                  f"_t{problem.tokens or 0}_u{units}" + (f"_{config.fault}" if config.fault else ""))
+                  f"_t{problem.tokens or 0}_u{units}" + (f"_{config.fault}" if config.fault else "")
+                  + ("_fence1" if config.fence == "once" else ""))
     maps = tuple((m.index, m.buffer, m.offset, m.tma) for m in enc.maps)
     bufs = tuple(sorted({(m.buffer, s.buffers[m.buffer].nbytes) for m in enc.maps}))
+    gemm_tiles = tuple(sorted({tuple(t.extents) for n, t in zip(s.program.nodes, s.tilings) if n.kind == "gemm"}))
     if problem.arch == "sm_100a":
         from .mega_common import Launch as Launch100
 
-        gemm_tiles = tuple(sorted({(t.extents[0], t.extents[1]) for n, t in zip(s.program.nodes, s.tilings)
-                                   if n.kind == "gemm"}))
         launch100 = Launch100(name, units, max(s.waves, 1), len(s.counters), maps, bufs, config.fault or None, ctas=2,
-                              mode=config.mode, instructions=len(s.instrs), gemm_tiles=gemm_tiles)
+                              mode=config.mode, instructions=len(s.instrs), gemm_tiles=gemm_tiles)  # type: ignore[arg-type]
         return Plan(problem, config, s, enc, launch100)  # type: ignore[arg-type]
-    launch = Launch(name, units, max(s.waves, 1), len(s.counters), maps, bufs, config.fault or None)
+    launch = Launch(name, units, max(s.waves, 1), len(s.counters), maps, bufs, config.fault or None,
+                    gemm_tiles=gemm_tiles, fence_once=config.fence == "once")  # type: ignore[arg-type]
     return Plan(problem, config, s, enc, launch)
 
 
@@ -236,6 +249,11 @@ def outputs_of(pl: Plan, images: Mapping[int, np.ndarray]) -> list[np.ndarray]:
 def compare(pl: Plan, got: Sequence[np.ndarray], want: Sequence[np.ndarray]) -> tuple[int, int, list[str]]:
     """(elements compared, elements that differ, one line per output that differs)."""
     prog = pl.schedule.program
+    if pl.problem.arch == "sm_100a":  # gemm outputs within a few bf16 steps (kernels/mega_common.py)
+        from .mega_common import compare_close
+
+        n_, bad_, _, msgs_ = compare_close(prog, prog.outputs, got, want)
+        return n_, bad_, msgs_
     n = bad = 0
     msgs = []
     for i, (g, w) in enumerate(zip(got, want)):
@@ -260,6 +278,17 @@ class MegaExpectation:
         self.pl = pl
         self.values = inputs(pl, seed)
         self.images = buffer_images(pl, self.values)
+
+    @property
+    def resident(self) -> Optional[int]:
+        """The SMs the checker's machine has (`warpy.check.report.check_program`): on sm_100a the
+        launch's units' clusters, so that cluster launch control hands the rest of a dynamic grid
+        (a cluster an instruction) to them; None: the target's."""
+        return 2 * self.pl.launch.units if self.pl.problem.arch == "sm_100a" else None
+
+    def configured(self, config: MegaConfig) -> "MegaExpectation":
+        """The expectation of the program `config` builds (its queue: static or dynamic)."""
+        return MegaExpectation(plan(self.pl.problem, config))
 
     def initial(self, source: str, box: Optional[TmaBox], nbytes: int, rng: np.random.Generator) -> Optional[np.ndarray]:
         if source == "queue":
@@ -404,8 +433,7 @@ def check_launch(problem: MegaProblem, config: Optional[MegaConfig] = None, *, v
     t0 = time.monotonic()
     # sm_100a: a machine of `units` clusters (cluster launch control hands the rest of a dynamic
     # grid to them)
-    resident = 2 * pl.launch.units if problem.arch == "sm_100a" else None
-    m = Machine(named, values=values, expect=expect, resident=resident)
+    m = Machine(named, values=values, expect=expect, resident=expect.resident)
     current: dict[str, Any] = {}
     add = m.problems.add
 

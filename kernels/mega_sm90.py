@@ -59,7 +59,7 @@ from warpy.errors import WarpyError
 from warpy.isa.buffers import BarrierArray, MapTable, Param, SmemBuffer, Tile
 from warpy.isa.families import alu, control, memory, sync, tma
 from warpy.isa.families._util import ins
-from warpy.isa.index import Uniform
+from warpy.isa.index import Coord, Uniform
 from warpy.isa.operands import RZ, CBank, GMem, Mem, P, R, RVec, UR, URVec
 from warpy.isa.pipes import ConsumerEnd, Pipe, init_barriers, wait
 from warpy.isa.program import Program
@@ -77,8 +77,8 @@ PAGES = 7
 PAGE_BYTES = 32 * 1024
 SLOTS = 2
 CONSUMER_WARPS = range(4, 12)
-PRODUCER_REGS = 40
-CONSUMER_REGS = 232
+PRODUCER_REGS = 56
+CONSUMER_REGS = 224
 #: roles that write status words, and their slot in a CTA's status (8 words each)
 ROLE_CODES = {"controller": 0, "loader": 1, "consumers": 2, "storer": 3}
 STATUS_ROLE_WORDS = 8
@@ -91,9 +91,10 @@ IDENTITY_ORDER = sum(q << (3 * q) for q in range(PAGES))
 FAULTS = ("no-release", "early-page-free", "wrong-epoch", "drop-arrive")
 
 
-def smem_bytes() -> int:
-    """Dynamic shared memory: the pages, the two slots, the barriers (the header rounds up to 1 KiB)."""
-    return PAGES * PAGE_BYTES + SLOTS * F.BYTES + 8 * (2 * SLOTS + 2 * SLOTS + PAGES)
+def smem_bytes(body_barriers: int = 0) -> int:
+    """Dynamic shared memory: the pages, the two slots, the barriers (the interpreter's and
+    `body_barriers` the bodies declare; the header rounds up to 1 KiB)."""
+    return PAGES * PAGE_BYTES + SLOTS * F.BYTES + 8 * (2 * SLOTS + 2 * SLOTS + PAGES + body_barriers)
 
 
 def release_word(release: Sequence[int]) -> int:
@@ -129,6 +130,12 @@ class Launch:
     maps: tuple[tuple[int, int, int, object], ...]  # (index, buffer, offset, TmaBox)
     buffers: tuple[tuple[int, int], ...]  # (buffer, bytes)
     fault: Optional[str] = None
+    #: the gemm tile shapes (tile_m, tile_n) the queue holds: the gemm body's consumers have a code
+    #: path for each (wgmma's N and the accumulator are fixed per path)
+    gemm_tiles: tuple[tuple[int, int], ...] = ()
+    #: fence each tensor map's descriptor once per CTA and role (a bitmap of the maps fenced so
+    #: far) rather than before each instruction's copies
+    fence_once: bool = False
 
 
 class Interp:
@@ -164,8 +171,17 @@ class Interp:
         self.loaded: BarrierArray = p.barriers("loaded", SLOTS, 1)
         self.out_ready: BarrierArray = p.barriers("out_ready", SLOTS, 1)
         self.page_free: BarrierArray = p.barriers("page_free", PAGES, 1)
-        if smem_bytes() > SM90A.max_dynamic_smem:
-            raise WarpyError(f"the interpreter needs {smem_bytes()} bytes of shared memory, more than {SM90A.max_dynamic_smem}")
+        # with fence_once: a bitmap per TMA-issuing role (loader, storer) of the maps it has fenced
+        self.fence_words = max(1, -(-len(launch.maps) // 32))
+        self.fenced: Optional[SmemBuffer] = (p.smem_words("fenced", 2 * self.fence_words) if launch.fence_once
+                                             else None)
+        # what the bodies declare for themselves (a gemm's stage ring and its views of the pages)
+        self.decl: dict[str, object] = {}
+        for body in sorted(bodies.values(), key=lambda b: b.opcode):
+            body.declare(self)
+        if p.smem_top > SM90A.max_dynamic_smem:
+            raise WarpyError(f"the interpreter needs {p.smem_top} bytes of shared memory, more than "
+                             f"{SM90A.max_dynamic_smem}")
 
     def release_of(self, body: "OpBody") -> tuple[int, ...]:
         """An instruction's whole release order (`full_release`); with the seeded fault
@@ -238,6 +254,12 @@ class Interp:
         if role in ("loader", "storer"):
             p.emit(sync.acqbulk())
         r = Role(self, role)
+        if self.fenced is not None and role in ("loader", "storer"):  # no map fenced yet
+            for w in range(self.fence_words):
+                p.derive.emit_at(self.fenced.at(r.fence_row * self.fence_words + w),
+                                 lambda m: memory.sts(m, RZ), guard=r.leader)
+        for body in sorted(self.bodies.values(), key=lambda b: b.opcode):
+            body.start(self, r)  # per-role state a body keeps across instructions (its ring's position)
         with p.loop("it", self.launch.waves) as it:
             r.it = it.reg
             with r.cons.stage():
@@ -319,9 +341,12 @@ class Role:
         self.name = name
         p = self.p = ip.p
         self.code = ROLE_CODES.get(name, 0)
+        self.fence_row = 1 if name == "storer" else 0  # this role's row of the fenced-maps bitmap
         short = {"loader": "ld", "storer": "st", "recycler": "rc", "consumers": "cs"}[name]
         self.cons: ConsumerEnd = ip.slot.consumer(short)
         self.it: R = RZ
+        #: what a body keeps in this role across instructions (`OpBody.start`), by body name
+        self.state: dict[str, object] = {}
         self.leader = p.elect()
         self.order = p.r("page_order")
         p.emit(alu.mov(self.order, IDENTITY_ORDER))
@@ -383,8 +408,28 @@ class Role:
         p.emit(alu.r2ur(u, t))
         return Uniform(f"pid{lid}", u, PAGES)
 
+    def pid_at(self, lid: R, name: str = "pid_k") -> Uniform:
+        """The physical page of the logical page a register holds (0..6), as a per-CTA index."""
+        p = self.p
+        t = p.r("pid_r")
+        p.emit(alu.imad(t, lid, 3, RZ))
+        p.emit(alu.shf_r(t, self.order, t))
+        p.emit(alu.lop3(t, t, 7, RZ, 0xC0))
+        u = p.ur(name)
+        p.emit(alu.r2ur(u, t))
+        return Uniform(name, u, PAGES)
+
     def page(self, lid: int) -> Tile:
         return self.ip.pages.at(self.pid(lid), 0)
+
+    def wait_pid(self, pid: Coord) -> None:
+        """Until the previous instruction has released physical page `pid` (an index or an int)."""
+        wait(self.p, self.ip.page_free.at(pid), self.page_parity())
+
+    def release_pid(self, pid: Coord, guard: Optional[P] = None) -> None:
+        """Hand physical page `pid` on (its one release this instruction)."""
+        self.p.derive.emit_at(self.ip.page_free.at(pid), lambda m: sync.arrive(m),
+                              guard=self.leader if guard is None else guard)
 
     def page_parity(self) -> R:
         """Bit 31: the parity of this instruction's phase of a page (the instruction count's)."""
@@ -433,6 +478,12 @@ class Role:
             p.emit(alu.lop3(v, v, 7, RZ, 0xC0))
             p.emit(alu.shf_l(v, v, 3 * q))
             p.emit(alu.lop3(new, new, v, RZ, 0xFC))
+        # a body that uses every page by its physical number (the gemm: its descriptors' pages must
+        # be values ptxas can prove warp-uniform) releases them in that order: lid q = page q next
+        for code, body in sorted(self.ip.bodies.items()):
+            if getattr(body, "physical_pages", False):
+                p.emit(alu.isetp("EQ", hit, self.opcode, code))
+                p.emit(alu.mov(new, IDENTITY_ORDER).guarded(hit))
         p.emit(alu.mov(self.order, new))
 
     # -- dispatch --------------------------------------------------------------------------------
@@ -567,9 +618,9 @@ class Role:
 
 def build(launch: Launch) -> Program:
     """The interpreter program for one launch (its maps, buffers, units, waves)."""
-    from .mega_ops import BODIES
+    from .mega_ops import bodies
 
-    return Interp(launch, BODIES).build()
+    return Interp(launch, bodies()).build()
 
 
 __all__ = ["Interp", "Role", "Launch", "build", "PAGES", "PAGE_BYTES", "THREADS", "STATUS_WORDS", "STATUS_ROLE_WORDS",

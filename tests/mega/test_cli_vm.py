@@ -21,7 +21,7 @@ def test_show_mlp3() -> None:
     r = runner.invoke(app, ["show", "mlp3"])
     assert r.exit_code == 0, r.output
     out = r.output
-    for want in ("mlp3: sm_90a (H200), 132 units of 1 CTA, static mode", "gemm x·W + bias, relu",
+    for want in ("mlp3: sm_90a (H200), 132 units of 1 CTA, static mode", "gemm x·Wᵀ + bias, relu",
                  "128 tiles of 64x128", "waves: 3", "counters: 32 (32 from access regions, 0 for reuse)",
                  "buffers: 6 for 6 tensors; reuse: 0", "encoded: 384 instructions x 256 bytes, 8 tensor maps",
                  "validator: cannot hang, cannot race", "... 360 more (--all)"):

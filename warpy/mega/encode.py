@@ -10,6 +10,8 @@ several boxes); the instruction carries the tile's origin, the device steps by t
 Box rules (one place, for the device interpreter to change with its bodies):
 - gemm A and B: 128-byte swizzle, K boxes of `k_step`; B's N box is the tile's (x·Wᵀ) or the
   64-element swizzle span (x·W, N contiguous); A's M box is the tile's rows over the CTAs of a unit;
+  the output's box on sm_90a is one consumer warpgroup's block of the tile (64 rows; every column of
+  a 128-row tile, half of a 64-row one's), stored twice a tile;
 - everything else: no swizzle, the tile's extents (rows over the CTAs of a unit), at most 256, the
   innermost rounded up to 16 bytes.
 """
@@ -28,7 +30,7 @@ from warpy.mega import fields as F
 from warpy.mega.graph import View, map_dims
 from warpy.mega.lower import Node, Operand
 from warpy.mega.schedule import Instr, Schedule
-from warpy.mega.tiling import BOX_MAX, NodeTiling, cdiv, operand_boxes
+from warpy.mega.tiling import BOX_MAX, NodeTiling, cdiv, gemm_k_boxes, operand_boxes
 from warpy.target import element_type
 
 SWIZZLE = 128
@@ -83,7 +85,8 @@ def _axes(node: Node, role: int, view: View, out_rank: int) -> list[int]:
     return [out_rank - 1 - (j + off) for j in range(r)]
 
 
-def _box(node: Node, role: int, axis: int, innermost: bool, tiling: NodeTiling, cluster: int, esz: int) -> int:
+def _box(node: Node, role: int, axis: int, innermost: bool, tiling: NodeTiling, cluster: int, esz: int,
+         unit: str = "wgmma") -> int:
     ext = tiling.extents
     if axis == F.AXIS_FIXED:
         b = 1
@@ -91,6 +94,11 @@ def _box(node: Node, role: int, axis: int, innermost: bool, tiling: NodeTiling, 
         b = tiling.k_step
     elif node.kind == "gemm" and role == 2 and not node.b_kmajor:
         b = min(ext[-1], SWIZZLE // esz)
+    elif node.kind == "gemm" and role == 0 and unit == "wgmma":
+        # a warpgroup's block of the output: 64 rows, and every column (128-row tiles) or half of
+        # them (64-row tiles: the two warpgroups split the columns); the tile is two such boxes
+        tm, tn = ext[-2], ext[-1]
+        b = 64 if axis == 1 else (tn if tm == 128 else tn // 2)
     else:
         b = ext[len(ext) - 1 - axis]
         if axis == 1:
@@ -114,12 +122,15 @@ class _Maps:
         esz = element_type(t.dtype).bytes
         out_rank = len(prog.tensors[node.out].shape)
         view_axes = _axes(node, role, view, out_rank)
-        mdims, offset = map_dims(view)
+        keep = node.kind == "gemm" and role in (0, 1, 2)  # the output, A and B: boxes of the tile's rows
+        mdims, offset = map_dims(view, keep=keep)
         # a selected index, or the single element of a broadcast scalar (a map dimension of extent 1),
         # runs along no tile axis: its box is one element (16 bytes innermost), its coordinate fixed
-        axes = tuple(F.AXIS_FIXED if m.view is None or m.extent == 1 else view_axes[m.view] for m in mdims)
+        axes = tuple(F.AXIS_FIXED if m.view is None or (m.extent == 1 and not keep) else view_axes[m.view]
+                     for m in mdims)
         swz = SWIZZLE if node.kind == "gemm" and role in (1, 2) else 0
-        box = tuple(_box(node, role, a, c == 0, tiling, self.s.cluster, esz) for c, a in enumerate(axes))
+        box = tuple(_box(node, role, a, c == 0, tiling, self.s.cluster, esz, self.s.target.unit)
+                    for c, a in enumerate(axes))
         key = (tensor, mdims, offset, box, swz)
         if key not in self.index:
             try:
@@ -147,6 +158,14 @@ def _slots(s: Schedule) -> tuple[list[list[_Slot]], list[TensorMap]]:
     return out, maps.maps
 
 
+def operand_slots(node: Node, n: int) -> list[int]:
+    """The instruction slot of each of a node's n operands (the output first): their order, except a
+    gemm's residual, which is slot 4 whether or not there is a bias (slot 3)."""
+    if node.kind == "gemm" and node.residual and not node.bias:
+        return [0, 1, 2, 4][:n]
+    return list(range(n))
+
+
 def instruction_fields(s: Schedule, ins: Instr, slots: Sequence[_Slot], maps: Sequence[TensorMap]) -> dict[str, int]:
     """The field values of one instruction."""
     node = s.program.nodes[ins.node]
@@ -158,20 +177,25 @@ def instruction_fields(s: Schedule, ins: Instr, slots: Sequence[_Slot], maps: Se
         raise WarpyError(f"{what} arrives on {len(ins.arrives)} counters; an instruction holds {F.ARRIVES}")
     if len(slots) > F.OPERANDS:
         raise WarpyError(f"{what} has {len(slots)} operands; an instruction holds {F.OPERANDS}")
+    used = operand_slots(node, len(slots))
     ext = tiling.extents
     v: dict[str, int] = {
         "opcode": KIND_OPCODE[node.kind], "index": ins.index, "node": node.id,
-        "n_operands": len(slots), "n_waits": len(ins.waits), "n_arrives": len(ins.arrives),
+        "n_operands": max(used) + 1, "n_waits": len(ins.waits), "n_arrives": len(ins.arrives),
         "activation": F.ACTIVATIONS[node.act], "binop": F.BINOPS[node.binop], "bias": int(node.bias),
         "residual": int(node.residual), "b_kmajor": int(node.b_kmajor), "eps": F.fp32_bits(node.eps),
         "tile_m": ext[-2] if len(ext) >= 2 else 1, "tile_n": ext[-1],
     }
     if node.kind == "gemm":
-        v.update(k_begin=0, k_end=node.operands[0].view.shape[1], k_step=tiling.k_step)
+        k = node.operands[0].view.shape[1]
+        kb = gemm_k_boxes(ext[-2] // s.cluster, ext[-1]) if s.target.unit == "wgmma" else 1
+        v.update(k_begin=0, k_end=k, k_step=tiling.k_step, k_boxes=kb, k_stages=cdiv(k, tiling.k_step * kb))
     elif node.kind == "rmsnorm":
-        v.update(k_end=s.program.tensors[node.out].shape[-1])
+        cols = s.program.tensors[node.out].shape[-1]
+        box_cols = maps[slots[1].tmap].tma.box[0]
+        v.update(k_end=cols, k_step=box_cols, k_stages=cdiv(cols, box_cols))
     boxes = [ins.box] + operand_boxes(s.program, node, ins.box)
-    for i, (slot, box) in enumerate(zip(slots, boxes)):
+    for i, (slot, box) in zip(operand_slots(node, len(slots)), zip(slots, boxes)):
         if len(slot.axes) > F.COORDS:
             raise WarpyError(f"{what}: operand {i}'s map has rank {len(slot.axes)}; an instruction holds {F.COORDS}")
         v[f"op{i}.tmap"] = slot.tmap
@@ -210,4 +234,4 @@ def decode(words: np.ndarray) -> list[dict[str, int]]:
     return [F.unpack([int(w) for w in row]) for row in np.asarray(words).reshape(-1, F.WORDS)]
 
 
-__all__ = ["TensorMap", "Encoded", "encode", "decode", "instruction_fields"]
+__all__ = ["TensorMap", "Encoded", "encode", "decode", "instruction_fields", "operand_slots"]

@@ -1,15 +1,17 @@
 """Named graphs (`warpy mega show NAME`) and loading a graph from a Python file.
 
-- `mlp3`: three layers of relu(x·W[i] + b[i]), x (T, 1024), W (3, 1024, 1024), b (3, 1024) a row
-  broadcast over the rows (T = 1024 unless given);
+- `mlp3`: three layers of relu(x·W[i]ᵀ + b[i]), x (T, 1024), W (3, 1024, 1024) in torch's Linear
+  layout (out, in), b (3, 1024) a row broadcast over the rows (T = 1024 unless given);
 - `llama-mlp`: a Llama-style MLP block per layer, x + down(silu(gate(h)) · up(h)) with
   h = rmsnorm(x, w, eps), hidden 2048, intermediate 8192, 16 layers, weights stacked per layer
   (T = 16 unless given);
 - `mlp-small`, `llama-small`: the same structures at sizes the reference VM runs in a blink;
 - `views`: views, broadcasts, and outputs that are copied out;
 - `ew-small`, `ew-chain`, `ew-wide`: elementwise only (bias rows, per-row columns, a scalar, a stacked
-  weight's rows, wide and ragged rows, rank 3): what the sm_90a interpreter runs end to end before
-  its gemm body lands.
+  weight's rows, wide and ragged rows, rank 3);
+- `gemm-small`, `gemm-epi`, `acts`: small graphs for the sm_90a interpreter's gemm body (a bias row,
+  a residual, ragged M, N and K, gelu and silu in the epilogue, a column bias) and its unary
+  silu/gelu, silu_mul and rmsnorm bodies, sized for the host checker.
 """
 
 from __future__ import annotations
@@ -25,12 +27,13 @@ LLAMA_EPS = 1e-5
 
 
 def mlp(tokens: int = 1024, hidden: int = 1024, layers: int = 3, name: str = "mlp3") -> Graph:
+    """relu(x·W[i]ᵀ + b[i]) per layer (W[i] as torch.nn.Linear holds it: (out, in))."""
     g = Graph(name)
     x = g.input("x", (tokens, hidden))
     w = g.input("w", (layers, hidden, hidden))
     b = g.input("b", (layers, hidden))
     for i in range(layers):
-        x = g.relu(g.matmul(x, w[i]) + b[i], name=f"h{i}")
+        x = g.relu(g.linear(x, w[i]) + b[i], name=f"h{i}")
     g.output(x)
     return g
 
@@ -105,6 +108,47 @@ def elementwise_wide(tokens: int = 3, name: str = "ew-wide") -> Graph:
     return g
 
 
+def gemm_small(tokens: int = 40, name: str = "gemm-small") -> Graph:
+    """gelu(x·W[1]ᵀ + b) + r with ragged M, N and K (40 x 48 x 72: a K box past the edge, a tile
+    past the rows), then relu(h·Vᵀ + c[:, None]-like column bias): two gemms, one reading the other."""
+    g = Graph(name)
+    x = g.input("x", (tokens, 72))
+    w = g.input("w", (2, 48, 72))
+    b = g.input("b", (48,))
+    r = g.input("r", (tokens, 48))
+    v = g.input("v", (24, 48))
+    c = g.input("c", (tokens, 1))
+    h = g.add(g.gelu(g.linear(x, w[1]) + b), r, name="h")
+    g.output(g.relu(g.add(g.linear(h, v), c), name="y"), h)
+    return g
+
+
+def gemm_epi(tokens: int = 3, name: str = "gemm-epi") -> Graph:
+    """Decode-shaped gemms (a few rows): silu with a bias, a residual without a bias, a plain one,
+    K over several stages (200 = 3 boxes and a ragged one)."""
+    g = Graph(name)
+    x = g.input("x", (tokens, 200))
+    w1 = g.input("w1", (64, 200))
+    b1 = g.input("b1", (64,))
+    w2 = g.input("w2", (200, 64))
+    h = g.silu(g.linear(x, w1) + b1, name="h")
+    y = g.add(x, g.linear(h, w2), name="y")
+    g.output(y, g.linear(y, w1, name="z"))
+    return g
+
+
+def acts(tokens: int = 5, name: str = "acts") -> Graph:
+    """The elementwise bodies with MUFU math: silu, gelu, silu_mul (SwiGLU's middle), rmsnorm over
+    rows wider than a box (296 = 256 + 40) and of a stacked weight's row."""
+    g = Graph(name)
+    x = g.input("x", (tokens, 296))
+    y = g.input("y", (tokens, 296))
+    nw = g.input("nw", (2, 296))
+    g.output(g.silu(x, name="s"), g.gelu(y, name="e"), g.silu_mul(x, y, name="m"),
+             g.rmsnorm(x, nw[1], 1e-5, name="n"))
+    return g
+
+
 EXAMPLES: dict[str, Callable[[Optional[int]], Graph]] = {
     "mlp3": lambda t: mlp(t or 1024),
     "llama-mlp": lambda t: llama_mlp(t or 16),
@@ -114,6 +158,9 @@ EXAMPLES: dict[str, Callable[[Optional[int]], Graph]] = {
     "ew-small": lambda t: elementwise(t or 6),
     "ew-chain": lambda t: elementwise_chain(t or 4),
     "ew-wide": lambda t: elementwise_wide(t or 3),
+    "gemm-small": lambda t: gemm_small(t or 40),
+    "gemm-epi": lambda t: gemm_epi(t or 3),
+    "acts": lambda t: acts(t or 5),
 }
 
 
@@ -136,4 +183,5 @@ def load(spec: str, tokens: Optional[int] = None) -> Graph:
     return g
 
 
-__all__ = ["mlp", "llama_mlp", "elementwise", "elementwise_chain", "elementwise_wide", "EXAMPLES", "load"]
+__all__ = ["mlp", "llama_mlp", "elementwise", "elementwise_chain", "elementwise_wide", "gemm_small", "gemm_epi", "acts",
+           "EXAMPLES", "load"]

@@ -104,7 +104,9 @@ def _header() -> list[Field]:
         Field("tile_n", 5, 16, 16, "columns of the tile (gemm: N extent; elementwise: columns)"),
         Field("k_begin", 6, 0, 32, "gemm: first K of the tile's reduction"),
         Field("k_end", 7, 0, 32, "gemm: one past the last K; rmsnorm: the row width"),
-        Field("k_step", 8, 0, 16, "gemm: K of one operand box (the loader's step)"),
+        Field("k_step", 8, 0, 16, "gemm: K of one operand box (the loader's step); rmsnorm: columns of one box"),
+        Field("k_boxes", 8, 16, 4, "gemm: K boxes a stage holds (a page: the A boxes, then the B boxes)"),
+        Field("k_stages", 8, 20, 12, "gemm: stages of the tile's K range; rmsnorm: boxes along a row"),
     ]
 
 

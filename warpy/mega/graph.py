@@ -179,12 +179,14 @@ class MapDim:
     view: Optional[int]
 
 
-def map_dims(view: View) -> tuple[tuple[MapDim, ...], int]:
+def map_dims(view: View, keep: bool = False) -> tuple[tuple[MapDim, ...], int]:
     """The dimensions (innermost first) of the tensor map that addresses `view`, and the byte offset
     of its origin from the base tensor's start. Dimensions of extent 1 are left out (they need no
-    stride, and a (M, 1) column is then the vector it is); a selected dimension becomes a map
-    dimension of the base's full extent with the index as its coordinate; a sliced dimension keeps
-    the slice's extent (so TMA clips at the slice's end) and moves the origin."""
+    stride, and a (M, 1) column is then the vector it is) unless `keep` (a gemm operand: its box is
+    a tile's rows whatever the tensor's extent; an extent-1 dimension's stride is never followed, so
+    it is rounded up to a multiple of 16 bytes where it is not one); a selected dimension becomes a
+    map dimension of the base's full extent with the index as its coordinate; a sliced dimension
+    keeps the slice's extent (so TMA clips at the slice's end) and moves the origin."""
     bshape = view.base_shape
     esz = element_type(view.dtype).bytes
     strides = [esz] * len(bshape)
@@ -198,6 +200,9 @@ def map_dims(view: View) -> tuple[tuple[MapDim, ...], int]:
             offset += view.start[d] * strides[d]
         if view.shape[j] > 1:
             out.append(MapDim(d, view.shape[j], strides[d], j))
+        elif keep:
+            st = strides[d] if not out else -(-strides[d] // TMA_STRIDE_ALIGN) * TMA_STRIDE_ALIGN
+            out.append(MapDim(d, 1, st, j))
     for d in sorted(view.selected, reverse=True):
         if bshape[d] > 1:
             out.append(MapDim(d, bshape[d], strides[d], None))

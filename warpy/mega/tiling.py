@@ -5,14 +5,20 @@ into tiles of the rule's extents and the last tile along a dimension is whatever
 the loads past a tensor's edge with zeros and clips the stores), so any M, N, K and any hidden size
 that TMA can address tile.
 
-- gemm: (tile_m, tile_n) chosen among the tensor core's shapes to minimise the estimated makespan
-  (waves over the launch's units x the cost of one tile, memory or compute bound), larger tiles on a
-  tie; the whole K in one tile; tiles in an L2-friendly order (groups of row tiles walked column by
-  column, so a wave shares the rows of x and the columns of W), then longest first.
+- gemm: (tile_m, tile_n) chosen among the shapes the device's gemm body computes to minimise the
+  estimated makespan (waves over the launch's units x the cost of one tile, memory or compute bound),
+  larger tiles on a tie; the whole K in one tile; tiles in an L2-friendly order (groups of row tiles
+  walked column by column, so a wave shares the rows of x and the columns of W), then longest first.
+  On sm_90a the shapes are those whose stage (an A and a B box of 64 K) and output tile each fit one
+  of the interpreter's 32 KiB pages (`gemm_tile_ok`: tile_m 64 or 128, tile_n 16..128), and whose
+  epilogue operands (bias and residual boxes) share one page; 64-row tiles are the decode path
+  (T <= 16 rows: A's box is 64 rows, the rows past x zero-filled, the weight streamed in stages of
+  `gemm_k_boxes` boxes).
 - elementwise (unary, binary, silu_mul): up to 256 columns and enough rows that the tiles fill the
   units, each tile at most 32 KiB per operand.
-- rmsnorm: whole rows (the reduction needs the row), as many as fill the units and fit the shared
-  memory twice (in and out).
+- rmsnorm: whole rows (the reduction needs the row), as many as fill the units and fit one page
+  (32 KiB: rows of boxes at most 256 columns wide, so a row of H takes ceil(H / 256) boxes); a row
+  that alone is wider than a page is refused.
 
 Boxes are (lo, hi) per dimension, clipped to the tensor; `extents` are the rule's (unclipped) tile.
 """
@@ -21,8 +27,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Optional, Sequence
 
+from warpy.errors import WarpyError
 from warpy.mega.lower import Node, Program
 from warpy.target import Target, element_type
 
@@ -30,10 +37,13 @@ Box = tuple[tuple[int, int], ...]
 
 #: K of one gemm operand box: 128 bytes of bf16, the 128-byte swizzle span
 GEMM_K_STEP = 64
-GEMM_N_CHOICES = (16, 32, 64, 128, 192, 256)
+GEMM_N_CHOICES = {"wgmma": (16, 32, 64, 128), "tcgen05": (16, 32, 64, 128, 192, 256)}
 #: a TMA box is at most 256 elements along each dimension
 BOX_MAX = 256
-ELEMENTWISE_TILE_BYTES = 32 * 1024
+#: the sm_90a interpreter's shared-memory page (kernels/mega_sm90.py): every box a body copies lands
+#: in one page
+PAGE_BYTES = 32 * 1024
+ELEMENTWISE_TILE_BYTES = PAGE_BYTES
 #: gemm rows per tile and 2-CTA pairs per unit, per tensor-core family: a unit is one CTA on sm_90a
 #: (two consumer warpgroups of 64 rows) and a 2-CTA cluster on sm_100a (cta_group::2, 128 rows a CTA)
 GEMM_M_CHOICES = {"wgmma": (64, 128), "tcgen05": (128, 256)}
@@ -50,6 +60,23 @@ class CostModel:
 
 
 COSTS = {"wgmma": CostModel(7.5e12, 36e9, 1.0e-6), "tcgen05": CostModel(15e12, 54e9, 1.0e-6)}
+
+
+def gemm_k_boxes(tile_m: int, tile_n: int, esz: int = 2) -> int:
+    """K boxes (of GEMM_K_STEP) a stage of the sm_90a gemm holds: as many A and B box pairs as fit a
+    page (a decode tile's stage carries 3 x 64 K of its 16 weight rows), at most 4."""
+    return max(1, min(4, PAGE_BYTES // ((tile_m + tile_n) * GEMM_K_STEP * esz)))
+
+
+def gemm_tile_ok(tile_m: int, tile_n: int, esz: int = 2) -> Optional[str]:
+    """Why the sm_90a gemm body cannot compute a tile of this shape, or None: each warpgroup computes
+    64 rows (tile_m 128) or half the columns of 64 rows (tile_m 64) with wgmma (N a multiple of 8),
+    a stage's A and B boxes fit a page, so does the output tile."""
+    if tile_m not in (64, 128) or tile_n not in GEMM_N_CHOICES["wgmma"]:
+        return f"a gemm tile of {tile_m}x{tile_n} (the sm_90a body takes 64 or 128 rows and 16, 32, 64 or 128 columns)"
+    if (tile_m + tile_n) * GEMM_K_STEP * esz > PAGE_BYTES or tile_m * tile_n * esz > PAGE_BYTES:
+        return f"a gemm tile of {tile_m}x{tile_n}, whose stage or output does not fit a page"
+    return None
 
 
 def units(target: Target) -> int:
@@ -130,12 +157,23 @@ def _gemm(prog: Program, node: Node, target: Target) -> NodeTiling:
         moved = (rows + cols) * K * esz + rows * cols * esz
         return max(flops / cm.flops, moved / (cm.bytes * cl)) + cm.overhead
 
+    # the epilogue's operands share a page on sm_90a: a bias row and a residual box together
+    epi_rows = [op.view.shape for op in node.operands[2:]]
     best: tuple[float, int, int, int, int] | None = None
     for bm in GEMM_M_CHOICES[target.unit]:
-        for bn in GEMM_N_CHOICES:
+        for bn in GEMM_N_CHOICES[target.unit]:
             stage = (bm // cl + bn) * GEMM_K_STEP * esz
             if 2 * stage + (bm // cl) * bn * esz > target.max_dynamic_smem:
                 continue
+            if target.unit == "wgmma":
+                if gemm_tile_ok(bm, bn, esz) is not None:
+                    continue
+                epi = 0
+                for shape in epi_rows:
+                    box = project(shape, ((0, bm), (0, bn)))
+                    epi = -(-epi // 128) * 128 + _elems(box) * esz
+                if epi > PAGE_BYTES:
+                    continue
             t = cdiv(M, bm) * cdiv(N, bn)
             span = cdiv(t, n_units) * tile_cost(bm, bn, min(bm, M), min(bn, N))
             waste = cdiv(M, bm) * bm * cdiv(N, bn) * bn - M * N  # padded elements computed for nothing
@@ -199,7 +237,12 @@ def _rmsnorm(prog: Program, node: Node, target: Target) -> NodeTiling:
     shape = prog.tensors[node.out].shape
     esz = element_type(prog.tensors[node.out].dtype).bytes
     outer, rows, cols = _rows_cols(shape)
-    fit = max(1, target.max_dynamic_smem // (2 * cols * esz))
+    box_cols = min(cdiv(cols, 16 // esz) * (16 // esz), BOX_MAX)
+    row_bytes = cdiv(cols, box_cols) * box_cols * esz  # a row as its boxes land
+    if row_bytes > PAGE_BYTES:
+        raise WarpyError(f"{node.where}: rmsnorm over rows of {cols} elements: a row is {row_bytes} bytes, more than "
+                         f"a page of the interpreter ({PAGE_BYTES})")
+    fit = max(1, PAGE_BYTES // row_bytes)
     tr = max(1, min(BOX_MAX, fit, cdiv(rows * outer, units(target))))
     ext = (1,) * (len(shape) - 2) + ((min(tr, rows),) if len(shape) >= 2 else ()) + (cols,)
     return _cut(prog, node, target, ext)
@@ -214,4 +257,4 @@ def tile_node(prog: Program, node: Node, target: Target) -> NodeTiling:
 
 
 __all__ = ["Box", "Tile", "NodeTiling", "tile_node", "operand_boxes", "project", "units", "CLUSTER", "COSTS",
-           "GEMM_K_STEP", "BOX_MAX", "cdiv", "CostModel"]
+           "GEMM_K_STEP", "BOX_MAX", "cdiv", "CostModel", "PAGE_BYTES", "gemm_k_boxes", "gemm_tile_ok"]

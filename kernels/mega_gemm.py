@@ -1,0 +1,434 @@
+"""The megakernel's gemm tile (sm_90a): out = act(x·Wᵀ + bias) + residual for one (tile_m x tile_n)
+box of the output, K whole, bf16 in, fp32 accumulation in registers (wgmma), rounded once to bf16.
+
+Pages (all 7 of 32 KiB, by physical number: see below):
+
+| pages | holds | written by | released by |
+|---|---|---|---|
+| 0-4 | the stage ring: a stage is one page holding `k_boxes` A boxes (tile_m x 64 K) then `k_boxes` B boxes (tile_n x 64 K), 128-byte swizzle | the loader (TMA) | the consumers, after the last MMA |
+| 5 | the epilogue's operands: the bias box, then the residual box (128-byte aligned) | the loader (TMA) | the consumers, after the epilogue |
+| 6 | the output tile: each warpgroup's 64 x wn block, row-major, as the output map's box lands | the consumers | the storer, after the TMA store's writes |
+
+The stage ring has barriers of its own (`gemm_stage`, a pipe of 5 stages: full = the stage's copies
+landed, 1 arrival + bytes; empty = the 8 consumer warps are done with it). Its position lives in the
+loader and the consumers across instructions (`start`; position 0 is a dummy, so that the consumers
+free the previous stage in every iteration without a branch): stage g of the launch is barrier
+g mod 5 *and page* g mod 5. The body uses every page, so it may address them by physical number
+rather than through the renamed lids, and it must: a wgmma descriptor computed from the page order
+(a per-thread register in ptxas's eyes) makes ptxas 12.9 crash, while one from the ring's stage (a
+uniform register updated by uniform instructions) assembles. The first five stages of an
+instruction wait for their page (the previous instruction released it) as well as for the ring.
+After a gemm the page order is the identity (`physical_pages`): it releases pages 0-4 first (when
+both consumer warpgroups have finished their MMAs), then 5, then 6, so the next instruction's first
+copies land in the pages freed first and overlap this one's epilogue and store.
+
+The decode shapes are tiles of 64 rows: A's box is 64 rows even when x has one (TMA fills the rows
+past the tensor with zeros and the store clips them), both warpgroups take the 64 rows and half the
+tile's columns each (`wgmma 64 x tile_n/2`), and a stage holds up to three K boxes so that a page
+carries 6-16 KiB of the weight. Bigger tiles (128 rows) give each warpgroup 64 rows and every column.
+
+The consumers have one code path per tile shape of the launch (`Launch.gemm_tiles`: wgmma's N and
+the accumulator's registers are fixed by the shape), chosen by the instruction's tile_m and tile_n.
+The epilogue, per accumulator pair (a row, two columns): + bias (any broadcast: the landed box's
+strides, 0 along a broadcast axis), the activation (`kernels/mega_math.py`), + residual, F2FP, STS.
+
+Refused (`refuse`, one line at plan time): x·W (W as (K, N), N contiguous) needs wgmma's transposed
+B, which warpy.isa does not model: the megakernel reads W as (N, K), torch's Linear layout (`linear`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Optional
+
+import attrs
+
+from warpy.isa.buffers import SmemBuffer
+from warpy.isa.families import alu, control, memory, sync, tma, wgmma
+from warpy.isa.families._util import ins
+from warpy.isa.families.typed import F32
+from warpy.isa.index import Uniform
+from warpy.isa.operands import RZ, URZ, Mem, P, R, RVec, UP, UR
+from warpy.isa.pipes import ConsumerEnd, Pipe, ProducerEnd, wait
+from warpy.isa.units.dispatch import dispatch
+from warpy.isa.units.wgmma import hgmma
+from warpy.layout import Layout, Swizzle, SwizzledLayout
+from warpy.mega import fields as F
+from warpy.mega.tiling import GEMM_K_STEP, PAGE_BYTES, gemm_k_boxes, gemm_tile_ok
+
+from .mega_math import Activation
+from .mega_ops import Body, MapOp, consumers_done, descriptor, expect, out_ready, page_addr, store_output
+
+if TYPE_CHECKING:
+    from .mega_sm90 import Interp, Role
+
+RING = 5
+EPI = 5
+OUT = 6
+ROW_BYTES = 128  # a swizzled row: 64 bf16 of K
+PAGE_ROWS = PAGE_BYTES // ROW_BYTES
+CONSUMER_WARPS = 8
+MAX_STAGES = 4095  # the k_stages field's bits
+
+
+@attrs.frozen
+class GemmShared:
+    """What the gemm body declares once: its stage ring and a view of the pages as 128-byte
+    swizzled rows (what the wgmma descriptors are derived from)."""
+
+    stage: Pipe
+    view: SmemBuffer
+
+
+def _shared(ip: Interp) -> GemmShared:
+    g = ip.decl["gemm"]
+    assert isinstance(g, GemmShared)
+    return g
+
+
+def epi_offset(bias_bytes: int) -> int:
+    """Where the residual box lands in the epilogue page: after the bias box, 128-byte aligned."""
+    return -(-bias_bytes // 128) * 128
+
+
+def phys_addr(ip: Interp, page: int, name: str, offset: Optional[R] = None) -> UR:
+    """A uniform register holding the shared address of physical page `page` (+ `offset` bytes)."""
+    p = ip.p
+    reg, off = p.derive.value_reg("addr", ip.pages.at(page, 0))
+    u = p.ur(name)
+    p.emit(alu.uiadd3(u, reg, off))
+    if offset is not None:
+        t = p.ur(f"{name}_off")
+        p.emit(alu.r2ur(t, offset))
+        p.emit(alu.uiadd3(u, u, t))
+    return u
+
+
+class Gemm(Body):
+    opcode: int = F.GEMM
+    name: str = "gemm"
+    pages: int = 7
+    release: tuple[int, ...] = (0, 1, 2, 3, 4, 5, 6)
+    #: pages addressed by physical number; the order after it is the identity
+    physical_pages: bool = True
+
+    # -- host ------------------------------------------------------------------------------------
+    def refuse(self, fields: dict[str, int]) -> Optional[str]:
+        tm, tn = fields["tile_m"], fields["tile_n"]
+        if not fields["b_kmajor"]:
+            return ("gemm x·W (W as (K, N), N contiguous) needs wgmma's transposed-B form, which warpy.isa does not "
+                    "model yet; store W as (N, K), torch's Linear layout, and use linear (x·Wᵀ)")
+        why = gemm_tile_ok(tm, tn)
+        if why:
+            return why
+        if fields["k_step"] != GEMM_K_STEP or fields["k_boxes"] != gemm_k_boxes(tm, tn):
+            return (f"a gemm stage of {fields['k_boxes']} boxes of K {fields['k_step']} (the body takes "
+                    f"{gemm_k_boxes(tm, tn)} of {GEMM_K_STEP} for a {tm}x{tn} tile)")
+        if not 1 <= fields["k_stages"] <= MAX_STAGES:
+            return f"a gemm of {fields['k_stages']} K stages"
+        for k, rows in ((1, tm), (2, tn)):
+            if (fields[f"op{k}.axes"] & 7) != F.AXIS_K:
+                return f"gemm operand {k} whose innermost map dimension is not K"
+            if fields[f"op{k}.box_16"] * 16 != rows * ROW_BYTES:
+                return f"gemm operand {k}'s box of {fields[f'op{k}.box_16'] * 16} bytes (the body takes {rows} rows of K 64)"
+        wn = tn if tm == 128 else tn // 2
+        if fields["op0.col_stride"] != 1 or fields["op0.row_stride"] != wn or fields["op0.box_16"] * 16 != 64 * wn * 2:
+            return "a gemm output box that is not a warpgroup's 64 x wn block"
+        epi = 0
+        if fields["bias"]:
+            epi = epi_offset(fields["op3.box_16"] * 16)
+        if fields["residual"]:
+            epi += fields["op4.box_16"] * 16
+        if epi > PAGE_BYTES:
+            return f"a gemm epilogue whose bias and residual boxes take {epi} bytes, more than a page"
+        return None
+
+    # -- declarations and per-role state ---------------------------------------------------------
+    def declare(self, ip: Interp) -> None:
+        from .mega_sm90 import PAGES
+
+        p = ip.p
+        stage = p.pipe("gemm_stage", RING, fills=1, frees=CONSUMER_WARPS)
+        lay = SwizzledLayout(Swizzle(3, 4, 3), Layout((PAGES, PAGE_ROWS, 64), (PAGE_BYTES, ROW_BYTES, 2)), 0)
+        if ip.pages.base % 1024:
+            raise AssertionError("the pages must be 1024-byte aligned for 128-byte swizzled tiles")
+        view = SmemBuffer("gemm_rows", ip.pages.base, PAGES * PAGE_BYTES, lay, "bf16")
+        p.buffers.append(view)  # a view of the pages (no memory of its own)
+        ip.decl["gemm"] = GemmShared(stage, view)
+
+    def start(self, ip: Interp, r: Role) -> None:
+        """The ring's ends. Position 0 of the ring is a dummy the loader fills with no bytes and the
+        consumers free without reading: so the consumers free the stage *before* the one they
+        just issued MMAs for in every iteration, unconditionally (no branch: ptxas 12.9 crashes on
+        the branch the first iteration would need here), and an instruction's last stage is freed
+        at the start of the next gemm instruction, its MMAs long done."""
+        p = ip.p
+        g = _shared(ip)
+        if r.name == "loader":
+            ld = g.stage.producer("gemm_ld")
+            p.emit(alu.umov(ld.ring.stage, 1))
+            p.derive.emit_at(g.stage.bars.at(0, 0), lambda m: sync.arrive(m), guard=r.leader)
+            r.state["gemm"] = ld
+        elif r.name == "consumers":
+            cs = g.stage.consumer("gemm_cs")
+            p.emit(alu.umov(cs.ring.stage, 1))
+            r.state["gemm"] = (cs, g.stage.consumer("gemm_rel"))
+
+    # -- loader --------------------------------------------------------------------------------------
+    def load(self, ip: Interp, r: Role) -> None:
+        p = ip.p
+        ring = r.state["gemm"]
+        assert isinstance(ring, ProducerEnd)
+        a = MapOp(ip, r, 1, "ga")
+        b = MapOp(ip, r, 2, "gb")
+        ks = r.field("k_boxes", p.r("g_boxes"))
+        ns = r.field("k_stages", p.r("g_stages"))
+        kstep = p.ur("g_kstep")
+        p.emit(alu.r2ur(kstep, r.field("k_step", p.r("g_kstep_r"))))
+        ks_u = p.ur("g_boxes_u")
+        p.emit(alu.r2ur(ks_u, ks))
+        tx_u, b_off = p.ur("g_tx_u"), p.ur("g_boff")  # a stage's bytes; B's boxes follow its A boxes
+        p.emit(alu.uiadd3(tx_u, a.bytes, b.bytes))
+        p.emit(alu.uimad(tx_u, tx_u, ks_u, URZ))
+        p.emit(alu.uimad(b_off, a.bytes, ks_u, URZ))
+        shift = p.ur("g_shift")
+        p.emit(alu.umov(shift, 0))
+        with p.loop("gk", ns, max_count=MAX_STAGES) as k:
+            with ring.stage():
+                ring.wait_empty()
+                first = p.p("g_first_use")
+                p.emit(alu.isetp("LT", first, k.reg, RING))
+                with p.when(first):  # the page's first stage in this instruction
+                    r.wait_pid(ring.ring)
+                tx = p.r("g_tx")
+                p.emit(alu.mov(tx, tx_u))
+                p.derive.emit_at(ring.full, lambda m: sync.arrive_expect_tx(m, tx), guard=r.leader)
+                reg, off = p.derive.value_reg("addr", ip.pages.at(ring.ring, 0))
+                da, db = p.ur("g_da"), p.ur("g_db")
+                p.emit(alu.uiadd3(da, reg, off))
+                p.emit(alu.uiadd3(db, da, b_off))
+                with p.loop("gkb", ks, max_count=4):
+                    a.copy(da, ring.full, shift, guard=r.leader)
+                    b.copy(db, ring.full, shift, guard=r.leader)
+                    p.emit(alu.uiadd3(da, da, a.bytes))
+                    p.emit(alu.uiadd3(db, db, b.bytes))
+                    p.emit(alu.uiadd3(shift, shift, kstep))
+        # the epilogue's operands, into their page, completing on loaded[slot]
+        bias_p, res_p = p.p("g_bias"), p.p("g_res")
+        p.emit(alu.isetp("NE", bias_p, r.field("bias", p.r("g_has_bias")), 0))
+        p.emit(alu.isetp("NE", res_p, r.field("residual", p.r("g_has_res")), 0))
+        r.wait_pid(EPI)
+        nb, nr = p.r("g_bias_bytes"), p.r("g_res_bytes")
+        r.field("op3.box_16", nb)
+        r.field("op4.box_16", nr)
+        p.emit(alu.mov(nb, 0).guarded(~bias_p))
+        p.emit(alu.mov(nr, 0).guarded(~res_p))
+        p.emit(alu.imad(nb, nb, 16, RZ))
+        p.emit(alu.imad(nr, nr, 16, RZ))
+        total = p.r("g_epi_bytes")
+        p.emit(alu.iadd3(total, nb, nr))
+        expect(ip, r, total)
+        with p.when(bias_p):
+            MapOp(ip, r, 3, "gbias").copy(phys_addr(ip, EPI, "g_epi"), ip.loaded.at(r.cons.ring), guard=r.leader)
+        with p.when(res_p):
+            roff = p.r("g_res_off")  # epi_offset(bias bytes)
+            p.emit(alu.iadd3(roff, nb, 127))
+            p.emit(alu.lop3(roff, roff, 0xFFFFFF80, RZ, 0xC0))
+            MapOp(ip, r, 4, "gres").copy(phys_addr(ip, EPI, "g_epi_r", roff), ip.loaded.at(r.cons.ring),
+                                          guard=r.leader)
+
+    # -- consumers ----------------------------------------------------------------------------------------
+    def compute(self, ip: Interp, r: Role) -> None:
+        p = ip.p
+        shapes = sorted(ip.launch.gemm_tiles)
+        if not shapes:  # no gemm in this launch: never run
+            consumers_done(ip)
+            out_ready(ip, r)
+            return
+        tm_r, tn_r = r.field("tile_m", p.r("g_tm")), r.field("tile_n", p.r("g_tn"))
+        labels = [p.fresh_label(f"GEMM_{tm}x{tn}") for tm, tn in shapes]
+        done = p.fresh_label("GEMM_DONE")
+        if len(shapes) > 1:
+            hit = p.p("g_shape")
+            for (tm, tn), label in zip(shapes[:-1], labels[:-1]):
+                p.emit(alu.isetp("EQ", hit, tm_r, tm))
+                p.emit(alu.isetp("EQ", hit, tn_r, tn, c=hit))
+                p.emit(control.bra(label).guarded(hit))
+            p.emit(control.bra(labels[-1]))
+        for (tm, tn), label in zip(shapes, labels):
+            p.label(label)
+            self.tile(ip, r, tm, tn)
+            p.emit(control.bra(done))
+        p.label(done)
+
+    def tile(self, ip: Interp, r: Role, tm: int, tn: int) -> None:
+        """The consumers' code for tiles of tm x tn: the mainloop, the ring pages released, the epilogue."""
+        p = ip.p
+        g = _shared(ip)
+        ends = r.state["gemm"]
+        assert isinstance(ends, tuple)
+        cons, rel = ends
+        assert isinstance(cons, ConsumerEnd) and isinstance(rel, ConsumerEnd)
+        wn = tn if tm == 128 else tn // 2  # each warpgroup: 64 rows x wn columns
+        ks = gemm_k_boxes(tm, tn)
+        acc = p.rvec(f"acc{wn}", wn // 2)
+        wg_r = p.r("g_wg")
+        p.emit(alu.shf_r(wg_r, r.ctid, 7))
+        wg_u = p.ur("g_wg_u")
+        p.emit(alu.r2ur(wg_u, wg_r))
+        wg = Uniform("g_wg_u", wg_u, 2)
+        a_row = (64 * wg) if tm == 128 else 0  # this warpgroup's rows of A
+        b_row = 0 if tm == 128 else (tn // 2) * wg  # and of B (its columns of the tile)
+        ns = r.field("k_stages", p.r("g_stages"))
+        first, accumulate = p.ur("g_first"), p.up("g_accumulate")
+        p.emit(alu.umov(first, 0))
+        with p.loop("gc", ns, max_count=MAX_STAGES):
+            with cons.stage():
+                p.emit(alu.uisetp("NE", accumulate, first, URZ))
+                cons.wait_full()
+                p.emit(wgmma.warpgroup_arrive())
+                steps = [(j, q) for j in range(ks) for q in range(4)]
+                for n, (j, q) in enumerate(steps):
+                    at = g.view.at(cons.ring, a_row + j * tm, 16 * q)
+                    bt = g.view.at(cons.ring, b_row + ks * tm + j * tn, 16 * q)
+                    hgmma(p, acc, at, bt, wn, accumulate if n == 0 else True, end=n == len(steps) - 1)
+                p.emit(wgmma.wgmma_commit())
+                p.emit(wgmma.warpgroup_wait(1))
+                p.emit(alu.umov(first, 1))
+            # the group before this one has finished reading its stage: free that stage (the
+            # previous instruction's last, or the ring's dummy, in an instruction's first iteration)
+            with rel.stage():
+                rel.free(r.leader)
+        p.emit(wgmma.warpgroup_wait(0))
+        # both warpgroups' MMAs are done: the ring's pages go to the next instruction (each waited
+        # for first, by every thread: the previous instruction's release of a page this one's
+        # stages did not use; then no thread waits on a page once one is released)
+        for q in range(RING):
+            r.wait_pid(q)
+        p.emit(sync.bar_sync(1, 256))
+        for q in range(RING):
+            r.release_pid(q, r.cleader)
+        self.epilogue(ip, r, tm, tn, wn, wg_r, acc)
+
+    def epilogue(self, ip: Interp, r: Role, tm: int, tn: int, wn: int, wg: R, acc: RVec) -> None:
+        p = ip.p
+        wait(p, ip.loaded.at(r.cons.ring), r.cons.ring.parity)  # the bias and residual boxes landed
+        r.wait_pid(OUT)
+        has_bias, has_res = r.field("bias", p.r("g_has_bias")), r.field("residual", p.r("g_has_res"))
+        bias_p, res_p = p.p("g_bias"), p.p("g_res")
+        p.emit(alu.isetp("NE", bias_p, has_bias, 0))
+        p.emit(alu.isetp("NE", res_p, has_res, 0))
+        act = Activation(p, r.field("activation", p.r("g_act")), "g_act")
+        # this thread's first row and column in the tile (the accumulator fragment of m64nNk16:
+        # value 4j + 2h + i is row 16 warp + lane / 4 + 8h, column 8j + 2 (lane % 4) + i)
+        t, wrow, wcol = p.r("g_t"), p.r("g_wrow"), p.r("g_wcol")  # in the warpgroup's 64 x wn block
+        p.emit(alu.lop3(t, r.ctid, 127, RZ, 0xC0))
+        p.emit(alu.shf_r(wrow, t, 5))
+        p.emit(alu.imad(wrow, wrow, 16, RZ))
+        lane = p.r("g_lane")
+        p.emit(alu.lop3(lane, t, 31, RZ, 0xC0))
+        q4 = p.r("g_q4")
+        p.emit(alu.shf_r(q4, lane, 2))
+        p.emit(alu.iadd3(wrow, wrow, q4))
+        p.emit(alu.lop3(wcol, lane, 3, RZ, 0xC0))
+        p.emit(alu.shf_l(wcol, wcol, 1))
+        row, col = p.r("g_row"), p.r("g_col")  # in the tile
+        if tm == 128:
+            p.emit(alu.imad(row, wg, 64, wrow))
+            p.emit(alu.mov(col, wcol))
+        else:
+            p.emit(alu.mov(row, wrow))
+            p.emit(alu.imad(col, wg, wn, wcol))
+        # the operands' places: the epilogue page (bias, then the residual 128-byte aligned), the output page
+        epi = p.r("g_epi_base")
+        reg, off = p.derive.value_reg("addr", ip.pages.at(EPI, 0))
+        p.emit(alu.mov(epi, reg))
+        p.emit(alu.iadd3(epi, epi, off))
+        res_base = p.r("g_res_base")
+        nb = r.field("op3.box_16", p.r("g_nb"))
+        p.emit(alu.mov(nb, 0).guarded(~bias_p))
+        p.emit(alu.imad(nb, nb, 16, 127))
+        p.emit(alu.lop3(nb, nb, 0xFFFFFF80, RZ, 0xC0))
+        p.emit(alu.iadd3(res_base, epi, nb))
+        # the output page: each warpgroup's 64 x wn block, row-major, one after the other (the
+        # storer stores each through the output map, whose box is such a block)
+        outb = p.r("g_out_base")
+        reg, off = p.derive.value_reg("addr", ip.pages.at(OUT, 0))
+        p.emit(alu.mov(outb, reg))
+        p.emit(alu.iadd3(outb, outb, off))
+        p.emit(alu.imad(outb, wg, 64 * wn * 2, outb))
+        brs, bcs = r.field("op3.row_stride", p.r("g_brs")), r.field("op3.col_stride", p.r("g_bcs"))
+        rrs, rcs = r.field("op4.row_stride", p.r("g_rrs")), r.field("op4.col_stride", p.r("g_rcs"))
+        ba, ra, oa = p.r("g_ba"), p.r("g_ra"), p.r("g_oa")
+        bh, rh, oh = p.r("g_bh"), p.r("g_rh"), p.r("g_oh")  # per row half: the address of column 0
+        e0, e1 = p.r("g_e0"), p.r("g_e1")
+        f0, f1 = F32.of(e0), F32.of(e1)
+        packed = p.r("g_packed")
+
+        def element_addr(dst: R, base: R, rs: R, cs: R, rr: R) -> None:
+            """dst = base + 2 (rr x rs + col x cs): the first element of this thread's pair."""
+            p.emit(alu.imad(dst, rr, rs, RZ))
+            p.emit(alu.imad(dst, col, cs, dst))
+            p.emit(alu.imad(dst, dst, 2, base))
+
+        def add_pair(base: R, cs: R, j: int, v0: F32, v1: F32, guard: P) -> None:
+            a = p.r("g_pair_addr")
+            p.emit(alu.imad(a, cs, 16 * j, base).guarded(guard))
+            p.emit(ins(memory.LDS, "U16", e0, Mem(a)).guarded(guard))
+            p.emit(alu.imad(a, cs, 2, a).guarded(guard))
+            p.emit(ins(memory.LDS, "U16", e1, Mem(a)).guarded(guard))
+            p.emit(alu.shf_l(e0, e0, 16).guarded(guard))
+            p.emit(alu.shf_l(e1, e1, 16).guarded(guard))
+            p.emit(alu.fadd(v0, v0, f0).guarded(guard))
+            p.emit(alu.fadd(v1, v1, f1).guarded(guard))
+
+        rr = p.r("g_rr")
+        for h in range(2):
+            p.emit(alu.iadd3(rr, row, 8 * h))
+            element_addr(bh, epi, brs, bcs, rr)
+            element_addr(rh, res_base, rrs, rcs, rr)
+            p.emit(alu.iadd3(oh, wrow, 8 * h))
+            p.emit(alu.imad(oh, oh, wn, wcol))
+            p.emit(alu.imad(oh, oh, 2, outb))
+            for j in range(wn // 8):
+                v0, v1 = F32.of(acc[4 * j + 2 * h]), F32.of(acc[4 * j + 2 * h + 1])
+                add_pair(bh, bcs, j, v0, v1, bias_p)
+                act.apply(v0)
+                act.apply(v1)
+                add_pair(rh, rcs, j, v0, v1, res_p)
+                p.emit(alu.f2fp_bf16(packed, v1, v0))
+                p.emit(memory.sts(Mem(oh, offset=16 * j), packed))
+        _ = (ba, ra, oa)
+        consumers_done(ip)
+        r.release_pid(EPI, r.cleader)
+        out_ready(ip, r)
+
+    # -- storer ----------------------------------------------------------------------------------------
+    def store(self, ip: Interp, r: Role) -> None:
+        """The two warpgroups' blocks, each through the output map (a box of 64 rows x wn): the
+        second 64 rows further down (128-row tiles) or wn columns further right (64-row tiles)."""
+        p = ip.p
+        wait(p, ip.out_ready.at(r.cons.ring), r.cons.ring.parity)
+        m = MapOp(ip, r, 0, "out")
+        base = phys_addr(ip, OUT, "store_page")
+        tm = p.ur("g_tm_u")
+        p.emit(alu.r2ur(tm, r.field("tile_m", p.r("g_tm"))))
+        wide_u = p.up("g_wide_u")  # 128 rows: the second block is the next 64 rows
+        p.emit(alu.uisetp("EQ", wide_u, tm, 128))
+        m.copy(base, None, guard=r.leader)
+        second = p.ur("store_page2")
+        p.emit(alu.uiadd3(second, base, m.bytes))
+        wn = p.ur("g_store_wn")  # the block's columns: its bytes / 128
+        p.emit(alu.ushf_r(wn, m.bytes, 7))
+        d0, d1 = p.ur("g_store_d0"), p.ur("g_store_d1")
+        p.emit(alu.usel(d0, URZ, wn, wide_u))
+        p.emit(alu.umov(d1, 0))
+        p.emit(alu.umov(d1, 64).guarded(wide_u))
+        m.copy(second, None, d0, guard=r.leader, shift1=d1)
+        p.emit(tma.bulk_commit())
+        p.emit(tma.bulk_wait(0, writes=True))
+        r.release_pid(OUT)
+
+
+_ = (UP, UR, descriptor, dispatch)
+
+__all__ = ["Gemm", "GemmShared", "RING", "EPI", "OUT", "epi_offset"]
