@@ -27,6 +27,7 @@ class DerivedOperands:
         self.problems = problems
         self.checked = 0
         self._refs: dict[tuple[str, str, tuple[int, ...], int], int] = {}
+        self._vec: dict[tuple[int, bytes, bytes, int], np.ndarray] = {}
 
     def check(self, w: Warp, c: Compiled, before: dict[str, Val], mask: Lanes, pre: list[Optional[Val]]) -> None:
         """The notes of a line the warp ran: `before` its registers before the line, `pre` the noted
@@ -53,20 +54,37 @@ class DerivedOperands:
                 if want is not None and gv != want:
                     self.problems.add("wrong", f"line {c.pc + 1} ({c.mnem}): {note} is 0x{want:x}, the operand holds 0x{gv:x}")
                 continue
-            idx = list(range(32)) if mask is None else np.nonzero(mask)[0].tolist()
-            cols = [x.tolist() if isinstance(x, np.ndarray) else [int(x)] * 32 for x in coords]
-            gl = got.tolist() if isinstance(got, np.ndarray) else [int(got)] * 32
-            vals = []
-            bad = False
-            for ln in idx:
-                want = self._ref(w, note, tuple(col[ln] for col in cols))
-                gv = gl[ln] & L.M32
-                vals.append(gv)
-                if want is not None and gv != want and not bad:
-                    bad = True
-                    self.problems.add("wrong", f"line {c.pc + 1} ({c.mnem}): {note} at lane {ln} is 0x{want:x}, the operand "
-                                               f"holds 0x{gv:x}")
-            w.trace.append((c.pc, tuple(vals)))
+            act = np.ones(32, dtype=bool) if mask is None else np.asarray(mask, dtype=bool)
+            cols = np.empty((len(coords), 32), dtype=np.int64)
+            for j, x in enumerate(coords):
+                cols[j] = x
+            wants = self._refs_of(w, note, cols, act)  # -1 where the buffer cannot answer (reported)
+            if isinstance(got, np.ndarray):
+                gl = got.astype(np.int64) & L.M32
+            else:
+                gl = np.full(32, int(got) & L.M32, dtype=np.int64)
+            vals = gl[act]
+            bad = act & (wants >= 0) & (gl != wants)
+            if bad.any():
+                ln = int(np.argmax(bad))
+                self.problems.add("wrong", f"line {c.pc + 1} ({c.mnem}): {note} at lane {ln} is 0x{int(wants[ln]):x}, the "
+                                           f"operand holds 0x{int(gl[ln]):x}")
+            w.trace.append((c.pc, tuple(vals.tolist())))
+
+    def _refs_of(self, w: Warp, note: Note, cols: np.ndarray, act: np.ndarray) -> np.ndarray:
+        """The reference value at each lane's coordinates (`cols`: [coordinate, lane]), remembered by
+        the coordinates of every lane; -1 where it cannot be computed."""
+        key = (id(note), cols.tobytes(), act.tobytes(), w.cta.tmem_base)
+        hit = self._vec.get(key)
+        if hit is not None:
+            return hit
+        out = np.full(32, -1, dtype=np.int64)
+        for ln in np.nonzero(act)[0]:
+            v = self._ref(w, note, tuple(int(x) for x in cols[:, ln]))
+            if v is not None:
+                out[ln] = v
+        self._vec[key] = out
+        return out
 
     def _ref(self, w: Warp, note: Note, coords: tuple[int, ...]) -> Optional[int]:
         key = (note.buffer, note.form, coords, w.cta.tmem_base)

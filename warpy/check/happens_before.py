@@ -161,13 +161,13 @@ class HappensBefore:
             reg = self.regions.get(key)
             if reg is None:
                 reg = self.regions[key] = Region()
-            others = reg.writes if kind == "r" else reg.writes + reg.reads
-            for a in others:
-                if not (a.mask & mask):
-                    continue
-                if kind == "red" and a.kind == "red":
-                    continue
-                self._ordered(a, vc, agent, kind, op, w, space, cta, chunk, mask, via, proxy)
+            for a in reg.writes:
+                if a.mask & mask and not (kind == "red" and a.kind == "red"):
+                    self._ordered(a, vc, agent, kind, op, w, space, cta, chunk, mask, via, proxy)
+            if kind != "r":
+                for a in reg.reads:
+                    if a.mask & mask:
+                        self._ordered(a, vc, agent, kind, op, w, space, cta, chunk, mask, via, proxy)
             rec = Access(mask, agent, clock, kind, op, w.wid, w.cta.index, proxy)
             if kind == "r":
                 for a in reg.reads:
@@ -192,6 +192,14 @@ class HappensBefore:
                 if proxy == "async" and any(a.agent[0] in ("wg", "tc") for a in reg.reads):
                     self.refills += 1
                 reg.reads = [a for a in reg.reads if a.mask & inv]
+                last = reg.writes[-1] if reg.writes else None
+                if last is not None and last.agent == agent and last.clock == clock and last.op == op and last.kind == kind \
+                        and last.proxy == proxy and not last.fenced and not last.gpu_fenced:
+                    # the same agent's next write at the same epoch, no fence since: the record it would
+                    # add is this one's twin (checked above against everything it overlaps), so one
+                    # record holds both (a warp's epilogue stores to one region, thousands of them)
+                    last.mask |= mask
+                    continue
                 reg.writes.append(rec)
                 if proxy == "generic" and space == "smem":
                     w.unfenced.append(rec)

@@ -73,6 +73,7 @@ class Provenance:
         self.smem: dict[int, list[tuple[int, int, Tag]]] = {}
         self.reported: set[tuple[int, str]] = set()  # (line, operand) whose layout was reported
         self.on = True  # False: the tile pass (coverage only)
+        self.region_of: dict[tuple[int, int], int] = {}  # (CTA, an operand tile's first byte) -> the box it was in
 
     def has_output(self, a: str, b: str) -> bool:
         """Whether the kernel declares an output shaped as the product of maps a and b (a 2-D global
@@ -111,8 +112,11 @@ class Provenance:
             for n in names:
                 w.tags.pop(n, None)
             return
+        old = w.tags.get(names[0])
         if accumulate:
-            self.accumulate(f"line {c.pc + 1} ({c.mnem}): {w.cta.name} warp {w.wid}", w.tags.get(names[0]), tag)
+            if old == tag and all(w.tags.get(n) == tag for n in names):
+                return  # the same product, one more k-step
+            self.accumulate(f"line {c.pc + 1} ({c.mnem}): {w.cta.name} warp {w.wid}", old, tag)
         for n in names:
             w.tags[n] = tag
 
@@ -176,18 +180,41 @@ class Provenance:
         """STS/STSM: the shared range [lo, hi) now holds the first tagged register's tile (or none)."""
         if not self.on:
             return
-        ranges = self.smem.get(w.cta.index)
         tag = next((w.tags[r] for r in regs if r in w.tags), None)
-        if ranges:
-            self.smem[w.cta.index] = ranges = [x for x in ranges if not (lo <= x[0] and x[1] <= hi)]
-        if tag is not None:
-            self.smem.setdefault(w.cta.index, []).append((lo, hi, tag))
+        self._overwrite(w.cta.index, lo, hi, tag)
 
     def landed(self, cta: Cta, lo: int, hi: int) -> None:
         """A copy overwrote [lo, hi): no tile's data there any more."""
-        ranges = self.smem.get(cta.index)
-        if ranges:
-            self.smem[cta.index] = [x for x in ranges if x[1] <= lo or hi <= x[0]]
+        self._overwrite(cta.index, lo, hi, None)
+
+    def _overwrite(self, cta: int, lo: int, hi: int, tag: Optional[Tag]) -> None:
+        """[lo, hi) of the CTA's shared memory now holds `tag`'s tile (None: no tile's): the ranges
+        stay disjoint (what an older range still holds outside [lo, hi) is kept), and a range joins
+        a neighbour of the same tile (an epilogue staging one tile in many stores keeps one range)."""
+        ranges = self.smem.get(cta)
+        if not ranges and tag is None:
+            return
+        out: list[tuple[int, int, Tag]] = []
+        for a, b, t in ranges or ():
+            if b <= lo or hi <= a:
+                if tag is not None and t == tag and (b == lo or a == hi):
+                    lo, hi = min(lo, a), max(hi, b)
+                else:
+                    out.append((a, b, t))
+                continue
+            if a < lo:
+                if t == tag:
+                    lo = a
+                else:
+                    out.append((a, lo, t))
+            if hi < b:
+                if t == tag:
+                    hi = b
+                else:
+                    out.append((hi, b, t))
+        if tag is not None:
+            out.append((lo, hi, tag))
+        self.smem[cta] = out
 
     def tma_store(self, w: Warp, c: Compiled, name: str, box: TmaBox, coords: list[int], src: int, nbytes: int) -> None:
         """A TMA store of a staged tile: the box it writes lies in the product its data came from."""
@@ -196,7 +223,7 @@ class Provenance:
         ranges = self.smem.get(w.cta.index)
         if not ranges or box.rank != 2:
             return
-        tags = {t for lo, hi, t in ranges if lo < src + nbytes and src < hi}
+        tags = {t for lo, hi, t in ranges if lo < src + nbytes and src < hi}  # every tile staged in the box
         if not tags:
             return
         rows = (max(coords[1], 0), min(coords[1] + box.box[1], box.dims[1]) - 1)

@@ -193,7 +193,7 @@ def check_kernel(named: Kernel, coloured: Optional[Kernel] = None, *, values: bo
 #: `--all-ctas` runs every CTA with every check when that is estimated (from the first and last clusters'
 #: run) at most this many warp instructions; beyond, the tile pass (what each CTA computes and stores,
 #: without the ordering, derived-operand and provenance checks), a batch of clusters at a time
-FULL_STEPS = 1_000_000
+FULL_STEPS = 500_000
 TILE_PASS_BATCH = 32  # clusters a batch
 
 
@@ -259,10 +259,11 @@ class Checkable(Protocol):
 
 
 def check_program(prog: Checkable, *, expect: Optional[Expectation] = None, values: bool = False, fault: Optional[str] = None,
-                  hb: bool = False, progress: Optional[Callable[[str], None]] = None, coloured: bool = True) -> Report:
+                  hb: bool = False, progress: Optional[Callable[[str], None]] = None, coloured: bool = True,
+                  resident: Optional[int] = None) -> Report:
     """Check a built program (anything with `kernel()` and `coloured()`, a `warpy.isa.Program`):
     inject `fault` first if given; with `values`, compute the data from `expect`'s inputs and let it
-    judge the outputs."""
+    judge the outputs. `resident`: the SMs of the machine (the target's by default)."""
     from warpy.check.faults import inject
 
     named = prog.kernel()
@@ -270,7 +271,7 @@ def check_program(prog: Checkable, *, expect: Optional[Expectation] = None, valu
     note = ""
     if fault is not None:
         named, col, note = inject(fault, named, col)
-    rep = check_kernel(named, col, values=values, hb=hb, progress=progress, expect=expect)
+    rep = check_kernel(named, col, values=values, hb=hb, progress=progress, expect=expect, resident=resident)
     rep.fault_note = note
     if fault is not None:
         settle_fault(fault, rep)

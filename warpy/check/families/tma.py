@@ -139,6 +139,9 @@ def land(m: Machine, w: Warp, c: Compiled, dest: Optional[Cta], bar_cta: Optiona
     bar = mb.at(bar_cta, bar_addr)
     if prov is not None:
         smem_aligned(m, w, c, dst, m.global_memory.tmaps[prov[0]].swizzle, "lands its box at")
+        stale = [d for d, (_, _, n) in dest.landed.items() if d != dst and d < dst + nbytes and dst < d + n]
+        for d in stale:  # boxes this one overwrites (the entries stay disjoint: one box holds each byte)
+            del dest.landed[d]
         dest.landed[dst] = (prov[0], prov[1], nbytes)
     mb.bar_access(bar, w, "red", issue_vc, bar.agent, bar.phase + 1, c.mnem, "async")
     if prov is not None and prov[0] in m.global_memory.tmaps and m.global_memory.may_be_written(prov[0]) \
@@ -412,10 +415,20 @@ def operand_layout(m: Machine, w: Warp, c: Compiled, cta: Cta, key: tuple[object
         return None
     a0 = int(addrs.flat[0])
     hit = None
-    for dst, (name, coords, nbytes) in land_.items():
-        if dst <= a0 < dst + nbytes:
-            hit = (dst, name, coords, nbytes)
-            break
+    # where the tile's first byte landed last time (the landed boxes are disjoint, so while that box is
+    # still there it is the one)
+    rkey = (cta.index, a0)
+    known = m.prov.region_of.get(rkey)
+    if known is not None and known in land_:
+        name, coords, nbytes = land_[known]
+        if known <= a0 < known + nbytes:
+            hit = (known, name, coords, nbytes)
+    if hit is None:
+        for dst, (name, coords, nbytes) in land_.items():
+            if dst <= a0 < dst + nbytes:
+                hit = (dst, name, coords, nbytes)
+                m.prov.region_of[rkey] = dst
+                break
     if hit is None:
         return None
     dst, name, coords, nbytes = hit
