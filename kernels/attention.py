@@ -29,9 +29,10 @@ from warpy.errors import WarpyError
 from warpy.isa.program import Program
 from warpy.layout.tma import TmaBox
 from warpy.numeric import bits16, from_bits
-from warpy.target import SM90A, target
+from warpy.target import SM90A, SM100A, target
 
 from .attention_sm90 import Sm90AttentionConfig, Sm90Attention, smem_bytes
+from .attention_sm100 import Sm100Attention, Sm100AttentionConfig, smem_bytes as smem_bytes_sm100
 from .family import checked_overrides
 from .schedule import cdiv
 
@@ -41,7 +42,7 @@ DTYPES = ("bf16",)
 #: the operands' names, as the programs' tensor maps and `bind` call them
 OPERANDS = ("q", "k", "v", "o")
 
-Config = Sm90AttentionConfig
+Config = Union[Sm90AttentionConfig, Sm100AttentionConfig]
 
 
 def _layout(value: str) -> str:
@@ -157,22 +158,33 @@ def problem(B: int, H: int, S: int, D: int, *, causal: bool = False, H_kv: Optio
 
 
 def choose(prob: AttentionProblem) -> Config:
-    """The configuration for a problem (sm_90a; the sm_100a program is a later issue).
+    """The configuration for a problem.
 
-    128 queries a CTA (two consumer warpgroups of 64, ping-ponging), key/value blocks of 128, and
-    the deepest rings shared memory holds: head_dim 128 fits two stages of K, of V as loaded and of
-    V transposed (224 KiB with Q); head_dim 64 fits more."""
+    sm_90a: 128 queries a CTA (two consumer warpgroups of 64, ping-ponging), key/value blocks of
+    128, and the deepest rings shared memory holds: head_dim 128 fits two stages of K, of V as
+    loaded and of V transposed (224 KiB with Q); head_dim 64 fits more.
+    sm_100a: 128 queries a CTA (one tcgen05 MMA of M = 128, S and O in tensor memory), key/value
+    blocks of 128, the deepest rings the same way (the same shared-memory budget)."""
+    if prob.arch == "sm_100a":
+        return deepest(Sm100AttentionConfig(bn=128, k_stages=2, v_stages=2, t_stages=2), prob.D)
     if prob.arch != "sm_90a":
-        raise WarpyError(f"no {prob.arch} attention program exists yet (sm_90a only; sm_100a is a later issue)")
+        raise WarpyError(f"no {prob.arch} attention program exists (sm_90a and sm_100a)")
     return deepest(Sm90AttentionConfig(bn=128, k_stages=2, v_stages=2, t_stages=2), prob.D)
+
+
+def _smem(cfg: Config, d: int) -> int:
+    if isinstance(cfg, Sm100AttentionConfig):
+        return smem_bytes_sm100(cfg, d)
+    return smem_bytes(cfg, d)
 
 
 def deepest(cfg: Config, d: int) -> Config:
     """`cfg` with its rings deepened, K first, then V transposed, while shared memory allows (at
     most 4 stages each)."""
+    limit = (SM100A if isinstance(cfg, Sm100AttentionConfig) else SM90A).max_dynamic_smem
     for field in ("k_stages", "t_stages", "k_stages", "t_stages"):
         more = attrs.evolve(cfg, **{field: getattr(cfg, field) + 1})
-        if getattr(more, field) <= 4 and smem_bytes(more, d) <= SM90A.max_dynamic_smem:
+        if getattr(more, field) <= 4 and _smem(more, d) <= limit:
             cfg = more
     return cfg
 
@@ -189,8 +201,14 @@ def configure(prob: AttentionProblem, overrides: Union[str, Mapping[str, object]
 
 def build(prob: AttentionProblem, config: Optional[Config] = None) -> Program:
     cfg = config if config is not None else choose(prob)
+    if prob.arch == "sm_100a":
+        if not isinstance(cfg, Sm100AttentionConfig):
+            raise WarpyError(f"an sm_100a attention program takes an sm_100a configuration, not {type(cfg).__name__}")
+        return Sm100Attention(prob, cfg).build()
     if prob.arch != "sm_90a":
-        raise WarpyError(f"no {prob.arch} attention program exists yet (sm_90a only)")
+        raise WarpyError(f"no {prob.arch} attention program exists (sm_90a and sm_100a)")
+    if not isinstance(cfg, Sm90AttentionConfig):
+        raise WarpyError(f"an sm_90a attention program takes an sm_90a configuration, not {type(cfg).__name__}")
     return Sm90Attention(prob, cfg).build()
 
 

@@ -170,7 +170,7 @@ def attention_job(prob: AttentionProblem, *, emit: Optional[str] = None, output:
             return result
         why = gpu_reason(prob.arch)
         if why is not None:
-            echo(f"not run: no sm_90 GPU here ({why.rstrip('.')}); built and assembled only")
+            echo(f"not run: no {prob.arch.rstrip('a')} GPU here ({why.rstrip('.')}); built and assembled only")
             result["not_run"] = why
             return result
         progress("running")

@@ -191,14 +191,16 @@ def attention_cmd(
     no_run: bool = typer.Option(False, "--no-run", help="Build, assemble and check only; do not run on a GPU."),
     iters: int = typer.Option(20, "--iters", metavar="N", help="Calls to time (the median is reported)."),
     config: Optional[str] = typer.Option(None, "--config", metavar="KEY=VALUE,...", help=CONFIG_HELP),
+    arch: str = typer.Option("sm_90a", "--arch", metavar="ARCH", help=ARCH_HELP),
     json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
-    """Forward attention (bf16, sm_90a): build, lift and assemble the program; on an H100/H200 run it,
-    check sampled heads against the float64 softmax and time it (kernels/attention_bench.py)."""
+    """Forward attention (bf16, sm_90a or sm_100a): build, lift and assemble the program; on a GPU of
+    that architecture run it, check sampled heads against the float64 softmax and time it
+    (kernels/attention_bench.py)."""
     from warpy.kernels.attention import problem
     from warpy.kernels.attention_bench import CheckFailed, attention_job
 
-    prob = problem(b, h, s, d, causal=causal, H_kv=hkv, S_kv=skv, layout=layout, scale=scale)
+    prob = problem(b, h, s, d, causal=causal, H_kv=hkv, S_kv=skv, layout=layout, scale=scale, arch=arch)
     echo: Callable[[str], None] = (lambda line: typer.echo(line, err=True)) if json else typer.echo
     try:
         result = attention_job(prob, emit=emit, output=out, run=not no_run, iters=iters, echo=echo, config=config)

@@ -1,0 +1,705 @@
+"""Forward attention on Blackwell (sm_100a): O = softmax(scale · Q·Kᵀ, masked) · V, bf16 in and out,
+fp32 scores and accumulators in tensor memory, one CTA per 128 queries of one (batch, head).
+Configured by the attention family's rule (`kernels/attention.py`); docs/attention.md ("sm_100a")
+describes the program. It has never run on a B200: ptxas, the disassembly and the host checker
+(with values) are its evidence.
+
+Warp-specialised, 256 threads, every MMA `tcgen05.mma.cta_group::1` (`UTCHMMA`, M = 128):
+
+- warp 0, the **loader**: Q once (128 x D), then K(n) and V(n) by TMA into their rings (128-byte
+  swizzle; rows past the sequence land as zeros);
+- warp 1, the **MMA warp** (one thread issues; it also allocates and frees the tensor memory):
+  S(n) = Q·K(n)ᵀ (SS form: both from shared memory) into one of two S buffers in tensor memory,
+  committed to `s_full`; then, once the softmax has written P(n) into tensor memory (`p_full`),
+  O (+)= P(n)·V(n) (TS form: A = P from tensor memory, B = Vᵀ(n) from shared memory), committed to
+  `o_done`. S(n+1) is issued before P(n)·V(n), so the tensor core computes the next scores while
+  the softmax works on these;
+- warps 2-3, the **transposers**: the tensor core reads B K-major here (the checker models K-major
+  shared-memory operands only), and V's rows are P·V's K, so each landed V tile becomes Vᵀ
+  (`LDSM.16.MT88.4` / `STSM.16.M88.4`, as on sm_90a) in a third ring;
+- warps 4-7, the **softmax warpgroup** (thread = query row = tensor-memory lane): LDTM its row of
+  S(n), mask, row maximum, base-2 exponentials (`MUFU.EX2` of `FFMA(s, scale·log2 e, -max)`), the
+  row sum, P packed to bf16 pairs; then it waits for P(n-1)·V(n-1) (`o_done`), rescales O in
+  tensor memory if its warp's maximum moved past the threshold (LDTM, FMUL, STTM: the
+  **correction**, done by the row's own thread), STTMs P(n) and arrives on `p_full`. At the end:
+  O / l from tensor memory, bf16, STS over Q's buffer (swizzled), TMA store clipped at S_q.
+
+Tensor memory (512 columns allocated): O at columns [0, D), S(0) and S(1) at [D, D + 2 BN), P at
+[D + 2 BN, D + 2 BN + BN/2) (bf16 pairs: column k/2 holds keys k, k+1 of the row).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Optional, Union
+
+import attrs
+
+from warpy.errors import WarpyError
+from warpy.isa.buffers import BarrierArray, SmemBuffer, TensorMap, TileRing, TmemBuffer, TmemRef
+from warpy.isa.families import alu, control, memory, sync, tcgen05, tma
+from warpy.isa.families.typed import BF16x2, F32
+from warpy.isa.index import Lane
+from warpy.isa.operands import RZ, URZ, Mem, P, R, RVec, UP, UR
+from warpy.isa.pipes import Pipe, init_barriers, wait
+from warpy.isa.program import Program
+from warpy.isa.units.tcgen05 import utchmma, utchmma_ts
+from warpy.isa.units.tma import TmaCoord, tma_load, tma_store
+from warpy.layout import Layout
+from warpy.layout.desc import tma_box, umma_idesc
+from warpy.layout.smem import smem_tile
+from warpy.target import SM100A
+
+from .attention_sm90 import LOG2E, TileOfCta, f32_bits
+from .schedule import cdiv, divide
+
+if TYPE_CHECKING:
+    from .attention import AttentionProblem
+
+BM = 128  # queries a CTA: the MMA's M, one tensor-memory lane a query
+THREADS = 256
+TRANSPOSERS = 2  # warps 2, 3
+SOFTMAX_WARPS = range(4, 8)
+TMEM_COLS = 512
+EPI_BAR = 1  # named barrier 1: the softmax warpgroup's epilogue (128 threads)
+FREE_BAR = 2  # named barrier 2: the softmax warpgroup tells the MMA warp the tensor memory is done (160)
+MAXNREG = 248
+
+
+@attrs.frozen
+class Sm100AttentionConfig:
+    """One configuration of the sm_100a program: the key/value block (BN keys a step; the CTA takes
+    128 queries), ring depths (K as loaded, V as loaded, V transposed) and how far (log2 units) a
+    row's maximum may grow before O is rescaled."""
+
+    bn: int = 128
+    k_stages: int = 2
+    v_stages: int = 2
+    t_stages: int = 2
+    rescale_threshold: int = 8
+
+    def describe(self) -> str:
+        return (f"sm_100a warp-specialised attention: {BM} queries x {self.bn} keys a step, tcgen05 (UTCHMMA "
+                f"128x{self.bn} SS for S, 128xD TS for P·V with P in tensor memory), S double-buffered in tensor "
+                f"memory, TMA rings K {self.k_stages} / V {self.v_stages} / Vᵀ {self.t_stages} stages (V transposed "
+                f"by LDSM.T/STSM), O rescaled in tensor memory when the maximum grows past 2^{self.rescale_threshold}")
+
+
+def smem_bytes(cfg: Sm100AttentionConfig, d: int) -> int:
+    """Dynamic shared memory: Q (128 x D, O's staging at the end), the K, V and Vᵀ rings, barriers."""
+    tile = cfg.bn * d * 2
+    return BM * d * 2 + (cfg.k_stages + cfg.v_stages + cfg.t_stages) * tile + 1024
+
+
+@attrs.frozen
+class Sm100AttentionResources:
+    """What the roles share, declared in `build` before any role: the tensor maps, the shared
+    buffers (Q, the K, V and Vᵀ rings, the tensor-memory slot), the tensor-memory buffers (O, the
+    two S buffers, P), the barriers and pipes, and the register the roles read the allocation into."""
+
+    tq: TensorMap
+    tk: TensorMap
+    tv: TensorMap
+    to: TensorMap
+    sq: SmemBuffer
+    sk: TileRing
+    sv: TileRing
+    st: TileRing
+    tmem_slot: SmemBuffer
+    o_tm: TmemBuffer
+    s_tm: TmemBuffer
+    p_tm: TmemBuffer
+    q_full: BarrierArray
+    s_full: BarrierArray
+    p_full: BarrierArray
+    o_done: BarrierArray
+    kpipe: Pipe
+    vpipe: Pipe
+    tpipe: Pipe
+    tmem_base: UR
+
+
+@attrs.frozen
+class Row:
+    """A softmax thread's state and constants: its row's maximum (scaled, log2 units) and sum, the
+    scale · log2 e, the threshold, -inf, the row's mask limit (keys before it are seen), its
+    tensor-memory lane offset (uniform: the warp's first lane << 16), the lane index of the warp's
+    first lane, and its row in the CTA's tile (a lane index)."""
+
+    mx: F32
+    l: F32
+    c: F32
+    thr: F32
+    neg_inf: F32
+    lim: R
+    uwofs: UR
+    wl_ix: Lane
+    row_ix: Lane
+
+
+class Sm100Attention:
+    """The program builder for one problem and configuration."""
+
+    def __init__(self, problem: AttentionProblem, cfg: Sm100AttentionConfig) -> None:
+        p = problem
+        if cfg.bn not in (64, 128):
+            raise WarpyError(f"bn={cfg.bn}: the key block is 64 or 128 keys")
+        for name in ("k_stages", "v_stages", "t_stages"):
+            if not 1 <= getattr(cfg, name) <= 8:
+                raise WarpyError(f"{name}={getattr(cfg, name)}: a ring has 1 to 8 stages")
+        if cfg.v_stages < 2:
+            raise WarpyError("v_stages=1: the loader would wait on the stage the transposers have not freed; use 2 or more")
+        if not 1 <= cfg.rescale_threshold <= 16:
+            raise WarpyError(f"rescale_threshold={cfg.rescale_threshold}: P's values reach 2^threshold in bf16; "
+                             "give 1..16")
+        if smem_bytes(cfg, p.D) > SM100A.max_dynamic_smem:
+            raise WarpyError(f"{cfg.describe()} needs {smem_bytes(cfg, p.D)} bytes of shared memory for D={p.D}, more "
+                             f"than {SM100A.max_dynamic_smem}")
+        if p.D + 2 * cfg.bn + cfg.bn // 2 > TMEM_COLS:
+            raise WarpyError(f"O ({p.D}), two S ({cfg.bn} each) and P ({cfg.bn // 2}) columns exceed tensor memory's "
+                             f"{TMEM_COLS}")
+        self.p, self.cfg = problem, cfg
+        self.d, self.bn = p.D, cfg.bn
+        self.m_blocks = cdiv(p.S_q, BM)
+        self.n_max = cdiv(p.S_kv, cfg.bn)
+        self.grid = self.m_blocks * p.H_q * p.B
+        self.log_bn = cfg.bn.bit_length() - 1
+
+    @property
+    def name(self) -> str:
+        p, c = self.p, self.cfg
+        return (f"attention_sm100_b{p.B}h{p.H_q}k{p.H_kv}_q{p.S_q}_kv{p.S_kv}_d{p.D}_{p.layout}"
+                f"{'_causal' if p.causal else ''}_bn{c.bn}_s{c.k_stages}{c.v_stages}{c.t_stages}"
+                f"_t{c.rescale_threshold}")
+
+    # -- global tensors ------------------------------------------------------------------------
+    def global_layout(self, operand: str) -> Layout:
+        """An operand in elements as modes (sequence, head_dim, head, batch)."""
+        b, s, h, d = self.p.shape(operand)
+        if self.p.layout == "bshd":
+            return Layout((s, d, h, b), (h * d, 1, d, s * h * d))
+        return Layout((s, d, h, b), (d, 1, s * d, h * s * d))
+
+    def coords(self, row: TmaCoord, head: R, batch: R) -> list[TmaCoord]:
+        """A box's coordinates, innermost first: head_dim (split in 64-element spans when D = 128),
+        the row, the head, the batch."""
+        if self.d > 64:
+            return [0, row, 0, head, batch]
+        return [0, row, head, batch]
+
+    # -- the program ---------------------------------------------------------------------------
+    def build(self) -> Program:
+        cfg, d, bn = self.cfg, self.d, self.bn
+        p = Program(self.name, SM100A.name, threads=THREADS, grid=(self.grid, 1, 1), maxnreg=MAXNREG)
+        q_tile = smem_tile(BM, d, "bf16", "K", 128)
+        kv_tile = smem_tile(bn, d, "bf16", "K", 128)
+        vt_tile = smem_tile(d, bn, "bf16", "K", 128)
+        tq = p.tmap("q", tma_box(self.global_layout("q"), q_tile, l2_promotion=256))
+        tk = p.tmap("k", tma_box(self.global_layout("k"), kv_tile, l2_promotion=256))
+        tv = p.tmap("v", tma_box(self.global_layout("v"), kv_tile, l2_promotion=256))
+        to = p.tmap("o", tma_box(self.global_layout("o"), q_tile))
+        og = self.global_layout("o")
+        p.global_buffer("o_out", Layout(og.shape, tuple(2 * int(s) for s in og.stride)), "bf16", "o")  # type: ignore[union-attr, arg-type]
+        sq = p.smem("q", q_tile.layout, "bf16")
+        sk = p.smem_ring("k", cfg.k_stages, kv_tile.layout, "bf16")
+        sv = p.smem_ring("vraw", cfg.v_stages, kv_tile.layout, "bf16")
+        st = p.smem_ring("vt", cfg.t_stages, vt_tile.layout, "bf16")
+        q_full = p.barriers("q_full", 1, count=1)
+        s_full = p.barriers("s_full", 2, count=1)  # a commit: S(n) is in its buffer
+        p_full = p.barriers("p_full", 1, count=len(SOFTMAX_WARPS))  # P(n) written (and O rescaled)
+        o_done = p.barriers("o_done", 1, count=1)  # a commit: P(n)·V(n) (and every MMA before it) done
+        kpipe = p.pipe("kv_k", cfg.k_stages, fills=1, frees=1)
+        vpipe = p.pipe("kv_v", cfg.v_stages, fills=1, frees=TRANSPOSERS)
+        tpipe = p.pipe("kv_vt", cfg.t_stages, fills=TRANSPOSERS, frees=1)
+        tmem_slot = p.smem_words("tmem_slot", 1)
+        lane = 1 << 16
+        o_tm = p.tmem("o", Layout((BM, d), (lane, 1)), d)
+        s_tm = p.tmem("s", Layout((2, BM, bn), (bn, lane, 1)), 2 * bn, base=d)
+        p_tm = p.tmem("p", Layout((BM, bn // 2), (lane, 1)), bn // 2, elem="bf16", base=d + 2 * bn)
+        init_barriers(p)
+        # warp 1 allocates the tensor memory; the CTA barrier orders it before every role's use
+        warp = p.warp_index()
+        w1 = p.p("is_warp1")
+        p.emit(alu.isetp("EQ", w1, warp, 1))
+        with p.when(w1):
+            p.derive.emit_at(tmem_slot.at(0), lambda a: tcgen05.tmem_alloc(a, TMEM_COLS))
+            p.emit(tcgen05.tmem_relinquish())
+        p.emit(tcgen05.tc_fence_before())
+        p.emit(sync.bar_sync(0))
+        p.emit(tcgen05.tc_fence_after())
+        tmem_base = p.ur("tmem_base")
+        p.derive.tmem_base = tmem_base
+        tword = p.r("tmem_word")  # every thread reads the allocation's address (the roles' derived ones follow it)
+        p.derive.emit_at(tmem_slot.at(0), lambda a: memory.lds(tword, a))
+        p.emit(alu.r2ur(tmem_base, tword))
+        res = Sm100AttentionResources(tq, tk, tv, to, sq, sk, sv, st, tmem_slot, o_tm, s_tm, p_tm, q_full, s_full,
+                                      p_full, o_done, kpipe, vpipe, tpipe, tmem_base)
+        with p.role("loader", range(0, 1)):
+            self.loader(p, res, self.tile(p))
+        with p.role("mma", range(1, 2)):
+            self.mma(p, res, self.tile(p))
+        with p.role("transposer", range(2, 2 + TRANSPOSERS)):
+            self.transposer(p, res, self.tile(p))
+        with p.role("softmax", SOFTMAX_WARPS):
+            self.softmax_role(p, res, self.tile(p))
+        p.emit(control.exit_())
+        return p
+
+    def tile_of(self, x: int) -> tuple[int, int, int, int, int, int]:
+        """The model `tile` emits: CTA x's (m_block, head, kv_head, batch, n_blocks, n_unmasked)."""
+        prob = self.p
+        bh, rev = divmod(x, self.m_blocks)
+        m_block = self.m_blocks - 1 - rev
+        b, h = divmod(bh, prob.H_q)
+        if not prob.causal:
+            return m_block, h, h // prob.group, b, self.n_max, prob.S_kv // self.bn
+        end = min(BM * m_block + BM, prob.S_q, prob.S_kv)
+        free = min((BM * m_block + 1) // self.bn, prob.S_kv // self.bn)
+        return m_block, h, h // prob.group, b, cdiv(end, self.bn), free
+
+    def tile(self, p: Program) -> TileOfCta:
+        """The CTA's tile from its index x = (b H_q + h) m_blocks + (m_blocks - 1 - m_block) (the
+        sm_90a program's order: CTAs of a head together, causal the longest rows first)."""
+        prob = self.p
+        x = p.r("cta")
+        p.emit(alu.s2r(x, "SR_CTAID.X"))
+        bh, m_block = p.r("bh"), p.r("m_block")
+        divide(p, bh, x, self.m_blocks, self.grid - 1)
+        p.emit(alu.imad(m_block, bh, (1 << 32) - self.m_blocks, x))
+        p.emit(alu.imad(m_block, m_block, (1 << 32) - 1, self.m_blocks - 1))
+        b, h, hkv = p.r("batch"), p.r("head"), p.r("kv_head")
+        divide(p, b, bh, prob.H_q, prob.B * prob.H_q - 1)
+        p.emit(alu.imad(h, b, (1 << 32) - prob.H_q, bh))
+        divide(p, hkv, h, prob.group, prob.H_q - 1)
+        if not prob.causal:
+            return TileOfCta(m_block, h, hkv, b, self.n_max, prob.S_kv // self.bn)
+        end, n_blocks, n_free = p.r("kv_end"), p.r("n_blocks"), p.r("n_unmasked")
+        p.emit(alu.imad(end, m_block, BM, BM))
+        p.emit(alu.imin(end, end, min(prob.S_q, prob.S_kv), arch=SM100A.name))
+        p.emit(alu.iadd3(end, end, self.bn - 1))
+        p.emit(alu.shf_r(n_blocks, end, self.log_bn))
+        p.emit(alu.imad(n_free, m_block, BM, 1))
+        p.emit(alu.shf_r(n_free, n_free, self.log_bn))
+        p.emit(alu.imin(n_free, n_free, prob.S_kv // self.bn, arch=SM100A.name))
+        return TileOfCta(m_block, h, hkv, b, n_blocks, n_free)
+
+    # -- warp 0: the loader ----------------------------------------------------------------------
+    def loader(self, p: Program, res: Sm100AttentionResources, t: TileOfCta) -> None:
+        leader = p.elect()
+        with p.when(leader):
+            for tm in (res.tq, res.tk, res.tv, res.to):
+                p.emit(tma.tmap_prefetch(tm.name))
+        q_row, txq = p.r("q_row"), p.r("tx_q")
+        p.emit(alu.mov(txq, res.tq.box.box_bytes))
+        p.emit(alu.imad(q_row, t.m_block, BM, RZ))
+        p.derive.emit_at(res.q_full.at(0), lambda m: sync.arrive_expect_tx(m, txq), guard=leader)
+        tma_load(p, res.sq.at(0, 0), res.tq, self.coords(q_row, t.h, t.b), res.q_full.at(0), guard=leader)
+        kout = res.kpipe.producer("lk")
+        vout = res.vpipe.producer("lv")
+        with p.loop("kv_load", t.n_blocks, max_count=self.n_max) as n:
+            with kout.stage():
+                kout.wait_empty()
+                kout.arrive_full(leader, tx_bytes=res.tk.box.box_bytes)
+                tma_load(p, kout.slot(res.sk), res.tk, self.coords(n * self.bn, t.hkv, t.b), kout.full, guard=leader)
+            with vout.stage():
+                vout.wait_empty()
+                vout.arrive_full(leader, tx_bytes=res.tv.box.box_bytes)
+                tma_load(p, vout.slot(res.sv), res.tv, self.coords(n * self.bn, t.hkv, t.b), vout.full, guard=leader)
+
+    # -- warp 1: the MMA warp -------------------------------------------------------------------
+    def fence_after_wait(self, p: Program) -> None:
+        """tcgen05.fence::after_thread_sync: what a wait brought orders this warp's next tcgen05 work."""
+        p.emit(tcgen05.tc_fence_after())
+
+    def fence_before_handoff(self, p: Program) -> None:
+        """tcgen05.fence::before_thread_sync: this warp's completed tensor-memory loads and stores go
+        with its next synchronisation."""
+        p.emit(tcgen05.tc_fence_before())
+
+    def mma(self, p: Program, res: Sm100AttentionResources, t: TileOfCta) -> None:
+        d, bn = self.d, self.bn
+        idesc_s = umma_idesc("bf16", "bf16", "f32", BM, bn, "K", "K")
+        idesc_o = umma_idesc("bf16", "bf16", "f32", BM, d, "K", "K", a_from_tmem=True)
+        zero = p.r("phase0")
+        p.emit(alu.mov(zero, 0))
+        wait(p, res.q_full.at(0), zero)
+        kin = res.kpipe.consumer("mk")
+        vin = res.tpipe.consumer("mv")
+        s_ring = p.ring("s_fill", 2)
+        p_ring = p.ring("p_wait", 1)
+        o_started, acc_o = p.ur("o_started"), p.up("acc_o")
+        p.emit(alu.umov(o_started, 0))
+
+        def scores() -> None:
+            """S(next) = Q·K(next)ᵀ into the next S buffer; K's stage freed, s_full committed."""
+            with p.ring_iteration(s_ring):
+                with kin.stage():
+                    kin.wait_full()
+                    self.fence_after_wait(p)
+                    for j in range(d // 16):
+                        utchmma(p, res.sq.at(0, 16 * j), kin.slot(res.sk, 0, 16 * j), res.s_tm.at(s_ring, 0, 0),
+                                idesc_s, j > 0)
+                    kin.free_commit()
+                p.derive.emit_at(res.s_full.at(s_ring), lambda b: tcgen05.utcbar(b))
+
+        scores()  # S(0)
+        with p.loop("kv", t.n_blocks, max_count=self.n_max) as n:
+            nxt = p.p("has_next")
+            n1 = p.r("n_plus1")
+            p.emit(alu.iadd3(n1, n.reg, 1))
+            p.emit(alu.isetp("LT", nxt, n1, t.n_blocks))
+            with p.when(nxt):
+                scores()  # S(n+1): its buffer's P(n-1)·V(n-1) was issued last iteration (the queue orders it)
+            with p.ring_iteration(p_ring):
+                wait(p, res.p_full.at(0), p_ring.parity)  # P(n) in tensor memory, O rescaled
+            with vin.stage():
+                vin.wait_full()
+                self.fence_after_wait(p)
+                p.emit(alu.uisetp("NE", acc_o, o_started, URZ))
+                for j in range(bn // 16):
+                    utchmma_ts(p, res.p_tm.at(0, 8 * j), vin.slot(res.st, 0, 16 * j), res.o_tm.at(0, 0), idesc_o,
+                               acc_o if j == 0 else True)
+                p.emit(alu.umov(o_started, 1))
+                vin.free_commit()
+            p.derive.emit_at(res.o_done.at(0), lambda b: tcgen05.utcbar(b))
+        # the softmax warpgroup has read O for the last time: free the tensor memory
+        p.emit(sync.bar_sync(FREE_BAR, 32 + 32 * len(SOFTMAX_WARPS)))
+        self.fence_after_wait(p)
+        p.emit(tcgen05.tmem_dealloc(res.tmem_base, TMEM_COLS))
+
+    # -- warps 2-3: the transposers ---------------------------------------------------------------
+    def transpose_pairs(self, i: int) -> list[tuple[int, int]]:
+        """Transposer i's share of a V tile: (a, c) = the 32 keys 32a.. by the 8 head_dim columns 8c..,
+        one LDSM.T.x4 + STSM.x4 each, split evenly and contiguously over the transposers."""
+        pairs = [(a, c) for c in range(self.d // 8) for a in range(self.bn // 32)]
+        lo, hi = i * len(pairs) // TRANSPOSERS, (i + 1) * len(pairs) // TRANSPOSERS
+        return pairs[lo:hi]
+
+    def transpose_offsets(self, sv: TileRing, st: TileRing, pairs: list[tuple[int, int]]) -> tuple[list[int], list[int]]:
+        """The immediates of each pair's load and store, checked for every lane against the
+        buffers' layouts (stage 0; a stage is a whole number of swizzle periods)."""
+        ld_imm, st_imm = [], []
+        for a, c in pairs:
+            def ld_reg(lane: int) -> int:
+                return lane * 128 + ((lane % 8) ^ (c % 8)) * 16
+
+            def st_reg(lane: int) -> int:
+                return (lane % 8) * 128 + ((4 * (a % 2) + lane // 8) ^ (lane % 8)) * 16
+
+            li = sv.offset([0, 32 * a, 8 * c]) - ld_reg(0)
+            si = st.offset([0, 8 * c, 32 * a]) - st_reg(0)
+            for lane in range(32):
+                if sv.offset([0, 32 * a + lane, 8 * c]) != li + ld_reg(lane):
+                    raise WarpyError(f"transposer: V's layout puts row {32 * a + lane}, column {8 * c} elsewhere than "
+                                     "the per-lane load offsets assume")
+                if st.offset([0, 8 * c + lane % 8, 32 * a + 8 * (lane // 8)]) != si + st_reg(lane):
+                    raise WarpyError(f"transposer: Vᵀ's layout puts row {8 * c + lane % 8}, column "
+                                     f"{32 * a + 8 * (lane // 8)} elsewhere than the per-lane store offsets assume")
+            ld_imm.append(li)
+            st_imm.append(si)
+        return ld_imm, st_imm
+
+    def transposer(self, p: Program, res: Sm100AttentionResources, t: TileOfCta) -> None:
+        """Vᵀ from V, 32 keys x 8 columns at a time (`LDSM.16.M88.4.T` from the landed tile, lane l
+        addressing row 32a + l at column 8c; `STSM.16.M88.4` into rows 8c + l % 8 of Vᵀ at column
+        32a + 8 (l / 8)); each warp takes the pairs of its index (warp 2 or 3) with the same code,
+        its immediates chosen by a uniform branch. Swizzled offsets are a per-lane register (8 for
+        the loads, 2 for the stores) plus an immediate checked against the layouts for every lane."""
+        sv, st = res.sv, res.st
+        lane, lane_r, lane_q = p.r("t_lane"), p.r("t_lane_r"), p.r("t_lane_q")
+        p.emit(alu.lop3(lane, R("tid"), 31, RZ, 0xC0))
+        p.emit(alu.lop3(lane_r, lane, 7, RZ, 0xC0))
+        p.emit(alu.shf_r(lane_q, lane, 3))
+        ld = [p.r(f"t_ld{c}") for c in range(8)]  # lane l: l * 128 + ((l % 8) ^ c) * 16
+        tmp = p.r("t_tmp")
+        p.emit(alu.shf_l(ld[0], lane_r, 4))
+        p.emit(alu.shf_l(tmp, lane, 7))
+        p.emit(alu.iadd3(ld[0], ld[0], tmp))
+        for c in range(1, 8):
+            p.emit(alu.lop3(ld[c], ld[0], c << 4, RZ, 0x3C))
+        sts = [p.r(f"t_st{h}") for h in range(2)]  # lane l: (l % 8) * 128 + ((4 h + l / 8) ^ (l % 8)) * 16
+        for h in range(2):
+            p.emit(alu.iadd3(tmp, lane_q, 4 * h))
+            p.emit(alu.lop3(tmp, tmp, lane_r, RZ, 0x3C))
+            p.emit(alu.shf_l(tmp, tmp, 4))
+            p.emit(alu.shf_l(sts[h], lane_r, 7))
+            p.emit(alu.iadd3(sts[h], sts[h], tmp))
+        leader = p.elect("t_leader")
+        vin = res.vpipe.consumer("tv")
+        vout = res.tpipe.producer("tt")
+        regs = [p.rvec(f"t_frag{j}", 4) for j in range(2)]
+        lane_ix, r_ix, q_ix = Lane("t_lane", lane, 32), Lane("t_lane_r", lane_r, 8), Lane("t_lane_q", lane_q, 4)
+        second = p.p("t_second")
+        p.emit(alu.isetp("EQ", second, R("warp"), 3))
+        with p.loop("kv_transpose", t.n_blocks, max_count=self.n_max):
+            with vin.stage():
+                with vout.stage():
+                    vin.wait_full()
+                    vout.wait_empty()
+                    ld_base, ld_off = p.derive.value_reg("addr", sv.at(vin.ring, 0, 0))
+                    st_base, st_off = p.derive.value_reg("addr", st.at(vout.ring, 0, 0))
+                    done = p.fresh_label("T_DONE")
+                    for i in range(TRANSPOSERS):
+                        other = p.fresh_label("T_OTHER")
+                        if i == 0:
+                            p.emit(control.bra(other).guarded(second))
+                        pairs = self.transpose_pairs(i)
+                        ld_imm, st_imm = self.transpose_offsets(sv, st, pairs)
+                        for j, (a, c) in enumerate(pairs):
+                            v = regs[j % 2]
+                            src = sv.at(vin.ring, lane_ix + 32 * a, 8 * c)
+                            p.emit(memory.ldsm(v, Mem(ld[c % 8], ld_base, ld_off + ld_imm[j]), trans=True)
+                                   .noted(src.note("addr", 1)))
+                            dst = st.at(vout.ring, r_ix + 8 * c, q_ix * 8 + 32 * a)
+                            p.emit(memory.stsm(Mem(sts[(a % 2) if self.bn > 32 else 0], st_base, st_off + st_imm[j]), v)
+                                   .noted(dst.note("addr", 0)))
+                        if i == 0:
+                            p.emit(control.bra(done))
+                        p.label(other)
+                    p.label(done)
+                    p.emit(sync.fence_proxy_async())  # Vᵀ's generic writes before the tensor core reads them
+                    p.emit(control.warpsync_all())
+                    vout.arrive_full(leader)
+                    vin.free(leader)
+
+    # -- warps 4-7: softmax, correction and epilogue -------------------------------------------------
+    def row_setup(self, p: Program, t: TileOfCta) -> Row:
+        """Thread l of the warpgroup holds query row 128 m + l (tensor-memory lane l); a column c of
+        key block n is a key it sees when c < lim - n BN, lim = causal ? min(S_kv, row + 1) : S_kv."""
+        prob = self.p
+        wt, row, q, wl = p.r("wg_tid"), p.r("q_row_here"), p.r("quarter"), p.r("warp_lane0")
+        p.emit(alu.iadd3(wt, R("tid"), (1 << 32) - 32 * SOFTMAX_WARPS.start))
+        p.emit(alu.lop3(q, R("warp"), 3, RZ, 0xC0))
+        p.emit(alu.shf_l(wl, q, 5))
+        wofs, uwofs = p.r("tmem_warp_ofs"), p.ur("tmem_warp")
+        p.emit(alu.shf_l(wofs, wl, 16))  # lanes are the high half of a tensor-memory address
+        p.emit(alu.r2ur(uwofs, wofs))
+        p.emit(alu.imad(row, t.m_block, BM, wt))
+        lim = p.r("lim")
+        if prob.causal:
+            p.emit(alu.iadd3(lim, row, 1))
+            p.emit(alu.imin(lim, lim, prob.S_kv, arch=SM100A.name))
+        else:
+            p.emit(alu.mov(lim, prob.S_kv))
+        c, thr, ninf = F32.of(p.r("c_log2")), F32.of(p.r("thr")), F32.of(p.r("neg_inf"))
+        p.emit(alu.mov(c, f32_bits(prob.scale * LOG2E)))
+        p.emit(alu.mov(thr, f32_bits(float(self.cfg.rescale_threshold))))
+        p.emit(alu.mov(ninf, 0xFF800000))
+        return Row(F32.of(p.r("mx")), F32.of(p.r("lsum")), c, thr, ninf, lim, uwofs, Lane("warp_lane0", wl, BM),
+                   Lane("wg_tid", wt, BM))
+
+    def tmem_addr(self, p: Program, dst: UR, base_ref: TmemRef, ref: TmemRef, row: Row, col: int) -> UR:
+        """dst = the address of this warp's lanes at column `col` of `base_ref`'s buffer (noted `ref`)."""
+        base, off = p.derive.value_reg("addr", base_ref)
+        p.emit(alu.uiadd3(dst, base, row.uwofs, off + col).noted(ref.note("addr")), mark="+")
+        return dst
+
+    def softmax_role(self, p: Program, res: Sm100AttentionResources, t: TileOfCta) -> None:
+        bn = self.bn
+        row = self.row_setup(p, t)
+        s = p.rvec("s", bn)
+        pf = p.rvec("pf", bn // 2)
+        taddr = p.ur("taddr")
+        leader = p.elect("sm_leader")
+        o_addr = self.o_addrs(p, res, row)
+        s_ring = p.ring("s_read", 2)
+        o_ring = p.ring("o_wait", 1)
+
+        def load_s() -> None:
+            wait(p, res.s_full.at(s_ring), s_ring.parity)
+            self.fence_after_wait(p)
+            for ch in range(bn // 32):
+                self.tmem_addr(p, taddr, res.s_tm.at(s_ring, 0, 0), res.s_tm.at(s_ring, row.wl_ix, 32 * ch), row, 32 * ch)
+                p.emit(tcgen05.ldtm(s.sub(32 * ch, 32), taddr))
+            p.emit(tcgen05.tmem_wait_ld())
+
+        def store_p() -> None:
+            for ch in range(bn // 64):
+                self.tmem_addr(p, taddr, res.p_tm.at(0, 0), res.p_tm.at(row.wl_ix, 32 * ch), row, 32 * ch)
+                p.emit(tcgen05.sttm(taddr, pf.sub(32 * ch, 32)))
+            p.emit(tcgen05.tmem_wait_st())
+            self.fence_before_handoff(p)
+            p.derive.emit_at(res.p_full.at(0), lambda m: sync.arrive(m), guard=leader)
+
+        # block 0: its maxima set the row's
+        with p.ring_iteration(s_ring):
+            load_s()
+            self.softmax(p, s, row, t, 0, first=True)
+        self.pack(p, s, pf)
+        store_p()
+        nm1 = p.r("more_blocks")
+        if isinstance(t.n_blocks, int):
+            p.emit(alu.mov(nm1, t.n_blocks - 1))
+        else:
+            p.emit(alu.iadd3(nm1, t.n_blocks, (1 << 32) - 1))
+        more = p.p("has_more_blocks")
+        p.emit(alu.isetp("GT", more, nm1, 0))
+        skip = p.fresh_label("NO_MORE_BLOCKS")
+        p.emit(control.bra(skip).guarded(~more))
+        with p.loop("kv", nm1, max_count=max(1, self.n_max - 1)) as k:
+            blk = p.r("blk")
+            p.emit(alu.iadd3(blk, k.reg, 1))
+            with p.ring_iteration(s_ring):
+                load_s()
+                rescale = self.softmax(p, s, row, t, blk, first=False)
+            self.pack(p, s, pf)
+            with p.ring_iteration(o_ring):
+                wait(p, res.o_done.at(0), o_ring.parity)  # P(n-1)·V(n-1) done: O complete, P free
+            self.fence_after_wait(p)
+            assert rescale is not None
+            self.rescale_o(p, res, row, rescale, o_addr)
+            store_p()
+        p.label(skip)
+        # the last P·V, then O / l from tensor memory through Q's buffer to the TMA store
+        with p.ring_iteration(o_ring):
+            wait(p, res.o_done.at(0), o_ring.parity)
+        self.fence_after_wait(p)
+        self.epilogue(p, res, row, t, o_addr)
+
+    def mask(self, p: Program, s: RVec, row: Row, blk: Union[int, R]) -> None:
+        """S[c] = -inf where column c of block `blk` is a key the row does not see."""
+        lim = p.r("mlim")
+        if isinstance(blk, int):
+            p.emit(alu.iadd3(lim, row.lim, (-blk * self.bn) & 0xFFFFFFFF))
+        else:
+            p.emit(alu.imad(lim, blk, (1 << 32) - self.bn, row.lim))
+        keep = p.p("keep")
+        for v in range(self.bn):
+            p.emit(alu.isetp("GT", keep, lim, v, unsigned=False))
+            x = F32.of(s[v])
+            p.emit(alu.fsel(x, x, row.neg_inf, keep))
+
+    def softmax(self, p: Program, s: RVec, row: Row, t: TileOfCta, blk: Union[int, R], first: bool) -> Optional[UP]:
+        """The online softmax of block `blk` in S's registers (the thread's whole row): masked if the
+        block needs it, the row's maximum, (not first) whether a row of the warp grew past the
+        threshold and if so the new maximum and its factor `alpha` (the sum rescaled here, O by
+        `rescale_o`), S = exp2(S c - max) in place, the row's sum. Returns the uniform predicate "O
+        must be rescaled", None for the first block."""
+        masked: Union[bool, P]
+        if isinstance(t.n_unmasked, int) and isinstance(blk, int):
+            masked = blk >= t.n_unmasked
+        elif isinstance(t.n_unmasked, int) and t.n_unmasked >= self.n_max:
+            masked = False
+        else:
+            masked = p.p("masked")
+            nu = t.n_unmasked
+            if isinstance(blk, int):
+                assert not isinstance(nu, int)
+                p.emit(alu.isetp("LE", masked, nu, blk))
+            else:
+                p.emit(alu.isetp("GE", masked, blk, nu))
+        if masked is True:
+            self.mask(p, s, row, blk)
+        elif isinstance(masked, P):
+            with p.when(masked):
+                self.mask(p, s, row, blk)
+        chains = [F32.of(p.r(f"mxc{k}")) for k in range(4)]
+        for k in range(4):
+            p.emit(alu.fmax(chains[k], F32.of(s[2 * k]), F32.of(s[2 * k + 1])))
+        for v in range(8, self.bn):
+            ch = chains[v % 4]
+            p.emit(alu.fmax(ch, ch, F32.of(s[v])))
+        p.emit(alu.fmax(chains[0], chains[0], chains[1]))
+        p.emit(alu.fmax(chains[2], chains[2], chains[3]))
+        p.emit(alu.fmax(chains[0], chains[0], chains[2]))
+        mb = chains[0]
+        rescale: Optional[UP] = None
+        if first:
+            p.emit(alu.fmul(row.mx, mb, row.c))
+        else:
+            cand, grow = F32.of(p.r("cand")), F32.of(p.r("grow"))
+            p.emit(alu.fmul(cand, mb, row.c))
+            p.emit(alu.fadd(grow, cand, -row.mx))
+            need = p.p("need_rescale")
+            p.emit(alu.fsetp("GT", need, grow, row.thr))
+            rescale = p.up("rescale")
+            p.emit(alu.voteu_any(rescale, need))
+            with p.when(rescale):
+                alpha = F32.of(p.r("alpha"))
+                p.emit(alu.fmax(cand, cand, row.mx))  # the new maximum (never below the old)
+                p.emit(alu.fadd(alpha, row.mx, -cand))
+                p.emit(alu.ex2(alpha, alpha))
+                p.emit(alu.mov(row.mx, cand))
+                p.emit(alu.fmul(row.l, row.l, alpha))
+        for v in range(self.bn):
+            x = F32.of(s[v])
+            p.emit(alu.ffma(x, x, row.c, -row.mx))
+            p.emit(alu.ex2(x, x))
+        sums = [F32.of(p.r(f"sum{k}")) for k in range(4)]
+        for k in range(4):
+            p.emit(alu.fadd(sums[k], F32.of(s[2 * k]), F32.of(s[2 * k + 1])))
+        for v in range(8, self.bn):
+            ch = sums[v % 4]
+            p.emit(alu.fadd(ch, ch, F32.of(s[v])))
+        p.emit(alu.fadd(sums[0], sums[0], sums[1]))
+        p.emit(alu.fadd(sums[2], sums[2], sums[3]))
+        p.emit(alu.fadd(sums[0], sums[0], sums[2]))
+        if first:
+            p.emit(alu.mov(row.l, sums[0]))
+        else:
+            p.emit(alu.fadd(row.l, row.l, sums[0]))
+        return rescale
+
+    def pack(self, p: Program, s: RVec, pf: RVec) -> None:
+        """P = S's fp32 values as bf16 pairs: register i holds keys 2i (low half) and 2i + 1 (high),
+        tensor-memory column i of P (`warpy.layout.atoms.umma_ts_a_tmem`)."""
+        for i in range(self.bn // 2):
+            p.emit(alu.f2fp(BF16x2.of(pf[i]), F32.of(s[2 * i + 1]), F32.of(s[2 * i])))
+
+    def o_addrs(self, p: Program, res: Sm100AttentionResources, row: Row) -> list[UR]:
+        """The addresses of this warp's lanes of O, 32 columns apart (set once: the rescale, a
+        data-dependent branch, computes no address of its own)."""
+        out = []
+        for ch in range(self.d // 32):
+            out.append(self.tmem_addr(p, p.ur(f"o_addr{ch}"), res.o_tm.at(0, 0), res.o_tm.at(row.wl_ix, 32 * ch), row,
+                                      32 * ch))
+        return out
+
+    def rescale_o(self, p: Program, res: Sm100AttentionResources, row: Row, rescale: UP, o_addr: list[UR]) -> None:
+        """O's row *= alpha in tensor memory (LDTM, FMUL, STTM 32 columns at a time), where the warp's
+        rows moved; P(n-1)·V(n-1) has completed (the caller waited for it)."""
+        ov = p.rvec("ov", 32)
+        with p.when(rescale):
+            for ch in range(self.d // 32):
+                taddr = o_addr[ch]
+                p.emit(tcgen05.ldtm(ov, taddr))
+                p.emit(tcgen05.tmem_wait_ld())
+                for v in range(32):
+                    x = F32.of(ov[v])
+                    p.emit(alu.fmul(x, x, F32.of(R("alpha"))))
+                p.emit(tcgen05.sttm(taddr, ov))
+            p.emit(tcgen05.tmem_wait_st())
+
+    def epilogue(self, p: Program, res: Sm100AttentionResources, row: Row, t: TileOfCta, o_addr: list[UR]) -> None:
+        """O / l as bf16 over Q's buffer (every MMA reading Q has completed: o_done carries them), 16
+        bytes a `STS.128` at the row's swizzled address, fenced to the async proxy; the tensor memory
+        handed back to the MMA warp; then one thread stores the 128 x D box by TMA (clipped at S_q)."""
+        rl = F32.of(p.r("inv_l"))
+        p.emit(alu.rcp(rl, row.l))
+        ov = p.rvec("ov", 32)
+        pk = p.rvec("opk", 16)
+        for ch in range(self.d // 32):
+            p.emit(tcgen05.ldtm(ov, o_addr[ch]))
+            p.emit(tcgen05.tmem_wait_ld())
+            for v in range(32):
+                x = F32.of(ov[v])
+                p.emit(alu.fmul(x, x, rl))
+            for i in range(16):
+                p.emit(alu.f2fp(BF16x2.of(pk[i]), F32.of(ov[2 * i + 1]), F32.of(ov[2 * i])))
+            for k in range(4):
+                p.derive.emit_swizzled_at(res.sq.at(row.row_ix, 32 * ch + 8 * k), lambda m: memory.sts(m, pk.sub(4 * k, 4)))
+        # the tensor memory is no longer read: the MMA warp may free it
+        self.fence_before_handoff(p)
+        p.emit(sync.bar_arv(FREE_BAR, 32 + 32 * len(SOFTMAX_WARPS)))
+        p.emit(sync.fence_proxy_async())
+        p.emit(sync.bar_sync(EPI_BAR, 32 * len(SOFTMAX_WARPS)))
+        lead = p.p("epi_lead")
+        p.emit(alu.isetp("EQ", lead, R("wg_tid"), 0))
+        o_row = p.r("o_row")
+        p.emit(alu.imad(o_row, t.m_block, BM, RZ))
+        with p.when(lead):
+            tma_store(p, res.sq.at(0, 0), res.to, self.coords(o_row, t.h, t.b))
+            p.emit(tma.bulk_commit())
+            p.emit(tma.bulk_wait(0))
+
+
+__all__ = ["Sm100Attention", "Sm100AttentionConfig", "smem_bytes", "BM", "THREADS"]
