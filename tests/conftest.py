@@ -7,13 +7,50 @@ fail runs at random, so they are off. Every property still runs its full number 
 Two profiles: `warpy` (the default, what CI runs) is derandomized, so every run draws the same
 examples and whether a bug is caught does not depend on the run; `random` draws fresh examples
 each run, for longer local hunts: `HYPOTHESIS_PROFILE=random python3 -m pytest -q tests/layout`
-(add `--hypothesis-seed=N` to replay one)."""
+(add `--hypothesis-seed=N` to replay one).
+
+Two workers: the whole suite (`python -m pytest -q`, the README's and CI's command, which runs the
+`testpaths`) is spread over 2 processes with pytest-xdist when it is installed (the `test` extra
+installs it); a machine without it runs the same tests in one process. A run of named files or
+folders stays in one process (its output and `-x` as usual). `WARPY_XDIST=N` asks for N workers
+on any run, `WARPY_XDIST=0` for none; an explicit `-n` wins."""
+
+from __future__ import annotations
 
 import os
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 _QUIET = [HealthCheck.filter_too_much, HealthCheck.too_slow, HealthCheck.data_too_large]
 settings.register_profile("warpy", suppress_health_check=_QUIET, derandomize=True, database=None)
 settings.register_profile("random", suppress_health_check=_QUIET)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "warpy"))
+
+DEFAULT_WORKERS = 2
+
+
+def _workers(config: pytest.Config) -> int:
+    env = os.environ.get("WARPY_XDIST")
+    if env is not None:
+        try:
+            return max(0, int(env))
+        except ValueError:
+            raise pytest.UsageError(f"WARPY_XDIST={env!r} is not a number of workers") from None
+    whole_suite = config.args_source == pytest.Config.ArgsSource.TESTPATHS
+    return DEFAULT_WORKERS if whole_suite and (os.cpu_count() or 1) >= 2 else 0
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    if not config.pluginmanager.hasplugin("xdist") or hasattr(config, "workerinput"):
+        return  # no xdist here (it is optional), or this is already one of its workers
+    if config.getoption("numprocesses", None) is not None or config.getoption("dist", "no") != "no":
+        return  # -n / --dist given: as asked
+    if config.getoption("collectonly", False) or config.getoption("usepdb", False):
+        return
+    n = _workers(config)
+    if n:
+        config.option.numprocesses = n
+        config.option.dist = "load"
+        config.option.tx = ["popen"] * n
