@@ -154,8 +154,12 @@ def check_problem(family: KernelFamily, problem: Any, *, config: Any = None, val
     from warpy.check.report import check_program
 
     prog = family.build(problem, config)
-    return check_program(prog, expect=family.expectation(problem), values=values, fault=fault, hb=hb,
-                         progress=progress, coloured=coloured)
+    expect = family.expectation(problem)
+    configured = getattr(expect, "configured", None)  # an expectation that depends on the configuration
+    if config is not None and configured is not None:
+        expect = configured(config)
+    return check_program(prog, expect=expect, values=values, fault=fault, hb=hb, progress=progress,
+                         coloured=coloured, resident=getattr(expect, "resident", None))
 
 
 __all__ = ["Plan", "make_plan", "plan_for", "check_problem", "cache_root", "source_fingerprint", "problem_key"]
