@@ -12,6 +12,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence, Union
 import attrs
 import numpy as np
 
+from .gemm_epilogue import AUX_PARAMS, Epilogue, parse_words, reference
 from .gemm_sm90 import Sm90Config, Sm90Gemm, smem_bytes
 from .gemm_sm100 import Sm100Config, Sm100Gemm, choose_sm100
 from .family import checked_overrides
@@ -20,7 +21,7 @@ from warpy.check.expect import Verdict
 from warpy.errors import WarpyError
 from warpy.isa.program import Program
 from warpy.layout.tma import TmaBox
-from warpy.numeric import bits16, from_bits, round_to, small_ints
+from warpy.numeric import bits16, from_bits, output_spacing, round_to, small_ints
 from warpy.target import SM90A, dtype, dtype_bytes, target
 
 #: the element types warpy's GEMM programs take (A and B) and give (C), canonical names
@@ -63,8 +64,11 @@ class GemmProblem:
     dtype: str = attrs.field(default="bf16", converter=input_type)
     out_dtype: str = attrs.field(default="fp32", converter=output_type)
     arch: str = attrs.field(default="sm_90a", converter=_target_name)
+    epilogue: Epilogue = attrs.field(factory=Epilogue)  # fused after the MMAs (kernels/gemm_epilogue.py)
 
     def __attrs_post_init__(self) -> None:
+        if not isinstance(self.epilogue, Epilogue):
+            raise WarpyError(f"epilogue must be a gemm_epilogue.Epilogue, not {self.epilogue!r}")
         for name in ("M", "N", "K"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int):
@@ -85,7 +89,8 @@ class GemmProblem:
         return 2 * self.M * self.N * self.K
 
     def __str__(self) -> str:
-        return f"{self.M}x{self.N}x{self.K} {self.dtype}->{self.out_dtype} {self.arch}"
+        ep = "" if self.epilogue.identity else f" ({self.epilogue})"
+        return f"{self.M}x{self.N}x{self.K} {self.dtype}->{self.out_dtype} {self.arch}{ep}"
 
 
 # Relative tensor-core efficiency of a BM x BN tile per unit of work (smaller tiles re-read more
@@ -111,7 +116,10 @@ def choose(problem: GemmProblem) -> Config:
     ring is as deep as shared memory allows; 16-bit C with TMA-addressable rows goes out through
     shared memory and TMA stores, overlapping the next tile's loads."""
     if problem.arch == "sm_100a":
-        return choose_sm100(problem.M, problem.N, problem.K, out_dtype=problem.out_dtype)
+        cfg100 = choose_sm100(problem.M, problem.N, problem.K, out_dtype=problem.out_dtype)
+        if not problem.epilogue.identity:  # the fused epilogue: whole tiles stored from the registers
+            cfg100 = attrs.evolve(cfg100, split=1, stream_k=False, tma_store=False)
+        return cfg100
     if problem.arch != "sm_90a":
         raise WarpyError(f"no {problem.arch} GEMM program exists yet")
     (bm, bn), stream_k = min(((tile, sk) for tile in TILE_EFFICIENCY for sk in (False, True)),
@@ -215,6 +223,11 @@ class GemmExpectation:
         self.problem = problem
 
     def initial(self, source: str, box: Optional[TmaBox], nbytes: int, rng: np.random.Generator) -> Optional[np.ndarray]:
+        if box is None and source in AUX_PARAMS:  # the epilogue's inputs: small integers of C's type
+            od = self.problem.out_dtype
+            n = nbytes // dtype_bytes(od)
+            vals = small_ints(rng, (n,))
+            return vals if od == "fp32" else bits16(vals, od)
         if box is None or box.dtype not in IN_DTYPES:
             return None  # C, flags and workspaces start as zeros
         return bits16(small_ints(rng, (nbytes // box.elem_bytes,)), box.dtype)
@@ -231,7 +244,27 @@ class GemmExpectation:
         raw = run.gmem[src][: M * N * eb]
         wr = run.gwritten[src][: M * N * eb].reshape(M * N, eb).all(axis=1).reshape(M, N)
         got = from_bits(raw, p.out_dtype).reshape(M, N).astype(np.float64)
-        ref = round_to(ref, p.out_dtype).reshape(M, N)
+        tol: Optional[np.ndarray] = None
+        if not p.epilogue.identity:
+            ep = p.epilogue
+
+            def aux(name: str, n: int) -> Optional[np.ndarray]:
+                if name not in run.gmem:
+                    return None
+                raw_ = run.gmem[name][: n * dtype_bytes(p.out_dtype)]
+                return from_bits(raw_.view(np.float32) if p.out_dtype == "fp32" else raw_.view(np.uint16),
+                                 p.out_dtype).astype(np.float64)
+
+            cin, res = aux("c_in", M * N), aux("residual", M * N)
+            bias = aux("bias", N if ep.bias == "n" else M)
+            ref, tol = reference(ref, ep, None if cin is None else cin.reshape(M, N), bias,
+                                 None if res is None else res.reshape(M, N))
+        exact = round_to(ref, p.out_dtype).reshape(M, N)
+        if tol is None:
+            ref = exact
+        else:  # within the epilogue's bound, and C's rounding (a value near a rounding step may go either way)
+            ok = np.abs(got - ref) <= tol + output_spacing(ref, p.out_dtype) + (2.0 ** -23) * np.abs(ref)
+            ref = np.where(ok, got, exact)
         red = run.greduced[src][: M * N * eb].reshape(M * N, eb).any(axis=1).reshape(M, N)
         partial = int((wr & red).sum())
         wr = wr & ~red  # partial sums: CTAs outside the simulated clusters add the rest
@@ -260,7 +293,7 @@ def _output_source(header: Any) -> str:
 
 
 def bind(header: Any, a: Any, b: Any, c: Any, M: int, N: int, K: int, *,
-         scratch: Optional[Any] = None, encode: Optional[Callable[..., Any]] = None) -> list[Any]:
+         scratch: Optional[Any] = None, encode: Optional[Callable[..., Any]] = None, **aux: Any) -> list[Any]:
     """A GEMM kernel's parameters, bound by the names warpy's GEMM programs use (the one place this
     convention lives; warpy.gemm, `warpy gemm` and `warpy bench gemm` all bind through it):
 
@@ -268,13 +301,14 @@ def bind(header: Any, a: Any, b: Any, c: Any, M: int, N: int, K: int, *,
     - maps declared `over` one of these (`c_add`, through which split-K / stream-K programs add
       partial sums into C; `c_tail`, a staged epilogue's last, narrower chunk) view its memory;
     - the scalars `M N K` (also `m n k`), where declared;
+    - the fused epilogue's inputs `bias`, `c_in`, `residual` (pointers; `aux`), where declared;
     - scratch memory (flags, workspaces: `.param NAME u64 scratch`) from `scratch`, the set of the
       stream the launch goes on (`ScratchPool.get(stream)`, `alloc_scratch`).
 
     Names the kernel does not declare are ignored (strict=False), except in `scratch`."""
     from warpy.runtime.bind import bind_params, encode_cached
 
-    return bind_params(header, {"a": a, "b": b, "c": c},
+    return bind_params(header, {"a": a, "b": b, "c": c, **aux},
                        {"M": M, "N": N, "K": K, "m": M, "n": N, "k": K},
                        scratch=scratch, strict=False, encode=encode or encode_cached)
 
@@ -285,11 +319,26 @@ class GemmFamily:
 
     name: str = "gemm"
 
-    def problem(self, dims: Sequence[int], *, arch: str, **options: Any) -> GemmProblem:
-        """`gemm M N K` from the command line; options `dtype` and `out_dtype`."""
-        if len(dims) != 3:
-            raise WarpyError(f"gemm takes three sizes M N K, got {len(dims)}")
-        return GemmProblem(dims[0], dims[1], dims[2], arch=arch,
+    def problem(self, dims: Sequence[Any], *, arch: str, **options: Any) -> GemmProblem:
+        """`gemm M N K [alpha=X] [beta=X] [bias=m|n] [act=...] [residual=1]` from the command line
+        (the words after the sizes: the fused epilogue, kernels/gemm_epilogue.py); options `dtype`
+        and `out_dtype`."""
+        sizes = [d for d in dims if not isinstance(d, str)]
+        words = [d for d in dims if isinstance(d, str)]
+        for w in [w for w in words if w.split("=", 1)[0] in ("a", "b")]:  # operand layouts
+            key, _, val = w.partition("=")
+            k_major = "mk" if key == "a" else "nk"
+            mn_major = "km" if key == "a" else "kn"
+            if val == mn_major:
+                raise WarpyError(f"{w}: {key} with {'M' if key == 'a' else 'N'} contiguous (MN-major) is not written "
+                                 f"yet; the GEMM programs read {key}={k_major} (K contiguous)")
+            if val != k_major:
+                raise WarpyError(f"{w}: {key}'s layout is {k_major} (K contiguous) or {mn_major}")
+            words.remove(w)
+        if len(sizes) != 3 or dims[:3] != sizes:
+            raise WarpyError(f"gemm takes three sizes M N K (then epilogue words), got {list(dims)}")
+        ep = parse_words(words)
+        return GemmProblem(sizes[0], sizes[1], sizes[2], arch=arch, epilogue=ep,
                            **{k: v for k, v in options.items() if v is not None})
 
     def choose(self, problem: GemmProblem) -> Config:
@@ -304,7 +353,7 @@ class GemmFamily:
     def bind(self, header: Any, problem: GemmProblem, memory: Mapping[str, Any], *, scratch: Any = None,
              encode: Optional[Callable[..., Any]] = None) -> list[Any]:
         return bind(header, memory["a"], memory["b"], memory["c"], problem.M, problem.N, problem.K,
-                    scratch=scratch, encode=encode)
+                    scratch=scratch, encode=encode, **{k: memory[k] for k in AUX_PARAMS if k in memory})
 
     def expectation(self, problem: GemmProblem) -> GemmExpectation:
         return GemmExpectation(problem)

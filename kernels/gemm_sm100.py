@@ -45,6 +45,7 @@ from warpy.errors import WarpyError
 from warpy.isa.buffers import BarrierArray, Param, SmemBuffer, TensorMap, TileRing, TmemBuffer
 from warpy.isa.families import alu, clc, control, memory, sync, tcgen05, tma
 from warpy.isa.families._util import ins
+from warpy.isa.families.typed import F32
 from warpy.isa.index import Ix, Lane, Ring, Uniform
 from warpy.isa.operands import RZ, UP, URZ, CBank, GMem, Mem, P, R, RVec, UR, URVec
 from warpy.isa.pipes import ConsumerEnd, Pipe, init_barriers, wait
@@ -57,6 +58,7 @@ from warpy.layout.smem import smem_tile
 from warpy.layout.tma import TmaBox
 from warpy.target import SM100A, dtype_bytes
 
+from .gemm_epilogue import Epilogue, emit_consts, emit_element, emit_load
 from .schedule import StreamK, TileOrder, cdiv, divide, strided_tiles
 
 if TYPE_CHECKING:
@@ -250,6 +252,7 @@ class Sm100Resources:
     acc: TmemBuffer
     tmem_base: UR
     ranks: Ranks
+    aux: dict[str, Param] = attrs.field(factory=dict)  # the fused epilogue's inputs (bias, c_in, residual)
 
 
 @attrs.frozen
@@ -328,6 +331,11 @@ class Sm100Gemm:
         check_config(cfg)
         self.m, self.n, self.k = m, n, k
         self.dtype, self.out_dtype, self.cfg = dtype, out_dtype, cfg
+        self.ep: Epilogue = problem.epilogue
+        self.fused_at: dict[str, RVec] = {}  # the fused epilogue's inputs at the tile being stored
+        if not self.ep.identity and (cfg.split > 1 or cfg.stream_k or cfg.tma_store):
+            raise WarpyError("a fused epilogue runs on whole tiles stored from the registers on sm_100a: set "
+                             "split=1, stream_k=false, tma_store=false")
         self.eb = dtype_bytes(dtype)
         self.oeb = dtype_bytes(out_dtype)
         # a cluster's tile: pairs x bm rows of C, 2 x cta_rows columns
@@ -366,7 +374,7 @@ class Sm100Gemm:
             (f"_sk{c.split}" if c.split > 1 else "") + ("_stk" if c.stream_k else "") + \
             ("_pdll" if c.pdl == "last_load" else "") + ("_sp" if c.serpentine else "")
         return (f"gemm_sm100_{self.m}x{self.n}x{self.k}_{self.dtype}_{self.out_dtype}"
-                f"_{c.bm}x{c.cta_rows}_s{c.stages}_a{c.accs}{tag}")
+                f"_{c.bm}x{c.cta_rows}_s{c.stages}_a{c.accs}{tag}" + self.ep.tag())
 
     # -- the program ---------------------------------------------------------------------------
     def build(self) -> Program:
@@ -400,6 +408,12 @@ class Sm100Gemm:
                         over="c" if self.adds else None)
             staging = CStaging(tc, p.smem("c_stage", Layout((4, 32, 32), (32 * 32 * oeb, 32 * oeb, oeb)), self.out_dtype))
         p.global_buffer("c_out", Layout((self.m, self.n), (self.n * self.oeb, self.oeb)), self.out_dtype, "c")
+        aux: dict[str, Param] = {}
+        for name in self.ep.params():  # the fused epilogue's inputs, of C's type
+            aux[name] = p.param(name, "u64")
+            n_el = (self.n if self.ep.bias == "n" else self.m) if name == "bias" else None
+            lay = Layout(n_el, self.oeb) if n_el is not None else Layout((self.m, self.n), (self.n * self.oeb, self.oeb))
+            p.global_buffer(f"{name}_in", lay, self.out_dtype, name)
         flags: Optional[Param] = None
         if self.adds:
             # the workspace, scratch memory the host owns (zero-filled once per kernel and stream,
@@ -454,7 +468,7 @@ class Sm100Gemm:
         p.derive.tmem_base = tmem_base
         res = Sm100Resources(ta=ta, tb=tb, c=c, staging=staging, flags=flags, sa=sa, sbt=sbt, stage=stage,
                              accp=accp, clc=clc_, tmem_free=tmem_free, tmem_slot=tmem_slot, acc=acc,
-                             tmem_base=tmem_base, ranks=Ranks(rank, in_pair, pair, leader_rank, is_leader))
+                             tmem_base=tmem_base, ranks=Ranks(rank, in_pair, pair, leader_rank, is_leader), aux=aux)
 
         with p.role("producer", range(0, 1)):
             self.producer(p, res)
@@ -781,7 +795,7 @@ class Sm100Gemm:
                 if self.staged:
                     self.add_tile(p, res, e, tile, read)
                 else:
-                    self.store_tile(p, e, tile, read)
+                    self.store_tile(p, e, tile, read, res.aux)
         if epoch is not None:
             # this CTA's launches, counted: the next launch's flags are one past this one's
             done = p.p("epoch_writer")
@@ -891,12 +905,26 @@ class Sm100Gemm:
             p.emit(tma.bulk_commit())
         p.emit(tma.bulk_wait(0))
 
-    def store_tile(self, p: Program, e: EpilogueThread, tile: OutTile, read: Optional[AccRead]) -> None:
-        """Store the accumulator `read` (None: zeros) as this thread's column of C: rows mrow.., column ncol."""
+    def store_tile(self, p: Program, e: EpilogueThread, tile: OutTile, read: Optional[AccRead],
+                   aux: Optional[dict[str, Param]] = None) -> None:
+        """Store the accumulator `read` (None: zeros) as this thread's column of C: rows mrow.., column
+        ncol; with a fused epilogue, through it (`aux`: its inputs' parameters)."""
         ragged = bool(self.m % self.tile_m or self.n % self.tile_n)
         tile_addr = p.rvec("c_tile", 2)
         p.emit(alu.imad_wide(tile_addr, tile.mrow, self.n * self.oeb, e.cptr))
         p.emit(alu.imad_wide(tile_addr, tile.ncol, self.oeb, tile_addr))
+        self.fused_at = {}
+        if read is not None and not self.ep.identity:
+            assert aux is not None
+            for name, prm in aux.items():  # this thread's first element of each input
+                ptr = p.rvec(f"ep_{name}_tile", 2)
+                p.emit(alu.ldc(ptr, prm.cbank()))
+                if name == "bias":
+                    p.emit(alu.imad_wide(ptr, tile.ncol if self.ep.bias == "n" else tile.mrow, self.oeb, ptr))
+                else:
+                    p.emit(alu.imad_wide(ptr, tile.mrow, self.n * self.oeb, ptr))
+                    p.emit(alu.imad_wide(ptr, tile.ncol, self.oeb, ptr))
+                self.fused_at[name] = ptr
         inside: Optional[P] = None
         if ragged:
             # the same for the whole warp (LDTM is warp-collective): is the cluster's tile inside C?
@@ -940,6 +968,8 @@ class Sm100Gemm:
                         read.on_last_load()
                 p.emit(alu.mov(cofs, 32 * chunk * self.n * oeb + 128 * rep * oeb))
                 p.emit(alu.imad_wide(caddr, cofs, 1, tile_addr))
+                if read is not None and self.fused_at:
+                    self.fused(p, e, tile, rep, chunk, cofs, n_ok, guarded)
                 for i in range(32):
                     ok: Optional[P] = None
                     if guarded:
@@ -963,6 +993,43 @@ class Sm100Gemm:
                     else:
                         p.emit(alu.shf_r(hi, packed, 16))
                         p.emit(ins(memory.STG, "E.U16", g, hi).guarded(ok))
+
+
+    def fused(self, p: Program, e: EpilogueThread, tile: OutTile, rep: int, chunk: int, cofs: R,
+              n_ok: Optional[P], guarded: bool) -> None:
+        """The fused epilogue on the 32 values of a chunk (kernels/gemm_epilogue.py): value i is C's
+        row mrow + 32 chunk + i in this thread's column ncol + 128 rep; the inputs are read at the
+        elements the stores write (a warp's lanes: 32 consecutive columns of one row), guarded like
+        them on ragged tiles (an element past C's edges reads 0 and is not stored)."""
+        ep, oeb, od = self.ep, self.oeb, self.out_dtype
+        k = emit_consts(p, ep)
+        at: dict[str, RVec] = {}
+        for name in ("c_in", "residual"):
+            if name in self.fused_at:
+                a = at[name] = p.rvec(f"ep_{name}_at", 2)
+                p.emit(alu.imad_wide(a, cofs, 1, self.fused_at[name]))
+        bias_n: Optional[F32] = None
+        if ep.bias == "n":
+            bias_n = F32.of(p.r("ep_bias_col"))
+            emit_load(p, e.md, self.fused_at["bias"], 128 * rep * oeb, od, (bias_n,), (n_ok,), False)
+        for i in range(32):
+            ok: Optional[P] = None
+            if guarded:
+                bound = self.m - 32 * chunk - i
+                if bound <= 0:
+                    break
+                ok = p.p("ep_ok")
+                assert n_ok is not None
+                p.emit(alu.isetp("LT", ok, tile.mrow, bound, c=n_ok))
+            vals: dict[str, F32] = {}
+            for name, a in at.items():
+                x = vals[name] = F32.of(p.r(f"ep_{name}_v"))
+                emit_load(p, e.md, a, i * self.n * oeb, od, (x,), (ok,), False)
+            bias = bias_n
+            if ep.bias == "m":
+                bias = F32.of(p.r("ep_bias_row"))
+                emit_load(p, e.md, self.fused_at["bias"], (32 * chunk + i) * oeb, od, (bias,), (ok,), False)
+            emit_element(p, ep, k, F32.of(e.v[i]), vals.get("c_in"), bias, vals.get("residual"))
 
 
 def choose_sm100(m: int, n: int, k: int, sms: int = SM100A.sms, out_dtype: str = "fp32") -> Sm100Config:

@@ -40,6 +40,7 @@ import attrs
 from warpy.errors import WarpyError
 from warpy.isa.families import alu, control, memory, sync, tma, wgmma
 from warpy.isa.families._util import ins
+from warpy.isa.families.typed import F32
 from warpy.isa.operands import RZ, UR, URZ, CBank, GMem, P, R, RVec, URVec
 from warpy.isa.buffers import Param, SmemBuffer, TensorMap, Tile, TileRing
 from warpy.isa.index import Coord, Ix, Lane, Uniform
@@ -52,6 +53,7 @@ from warpy.layout.desc import tma_box, tma_multicast_slices
 from warpy.layout.smem import smem_tile
 from warpy.target import SM90A, dtype_bytes
 
+from .gemm_epilogue import Epilogue, emit_consts, emit_element, emit_load
 from .schedule import StreamK, TileOrder, cdiv, strided_tiles
 
 if TYPE_CHECKING:
@@ -142,6 +144,7 @@ class Sm90Resources:
     sb: TileRing
     stage: Pipe
     rank: Optional[UR]
+    aux: dict[str, Param] = attrs.field(factory=dict)  # the fused epilogue's inputs (bias, c_in, residual)
 
 
 @attrs.frozen
@@ -221,6 +224,7 @@ class Sm90Gemm:
                 raise WarpyError("2x1 clusters walk whole tiles; stream-K / split is not combined with them")
         self.m, self.n, self.k = m, n, k
         self.dtype, self.out_dtype, self.cfg = dtype, out_dtype, cfg
+        self.ep: Epilogue = problem.epilogue
         self.oeb = dtype_bytes(out_dtype)
         self.mt, self.nt = cdiv(m, cfg.bm), cdiv(n, cfg.bn)
         self.tiles = self.mt * self.nt
@@ -253,7 +257,7 @@ class Sm90Gemm:
         c = self.cfg
         return (f"gemm_sm90_{self.m}x{self.n}x{self.k}_{self.dtype}_{self.out_dtype}"
                 f"_{c.bm}x{c.bn}x{c.bk}_s{c.stages}_g{c.group}" + ("_sk" if c.stream_k else "") + (f"{c.split}" if c.split else "")
-                + ("_c2" if c.cluster_m == 2 else ""))
+                + ("_c2" if c.cluster_m == 2 else "") + self.ep.tag())
 
     # -- the program ---------------------------------------------------------------------------
     def build(self) -> Program:
@@ -289,6 +293,12 @@ class Sm90Gemm:
             t_tile = smem_tile(64, tail, self.out_dtype, "K", 2 * tail)
             tc_tail = p.tmap("c_tail", tma_box(Layout((self.m, self.n), (self.n, 1)), t_tile), over="c")
         p.global_buffer("c_out", Layout((self.m, self.n), (self.n * self.oeb, self.oeb)), self.out_dtype, "c")
+        aux: dict[str, Param] = {}
+        for name in self.ep.params():  # the fused epilogue's inputs, of C's type
+            aux[name] = p.param(name, "u64")
+            n_el = (self.n if self.ep.bias == "n" else self.m) if name == "bias" else None
+            lay = Layout(n_el, self.oeb) if n_el is not None else Layout((self.m, self.n), (self.n * self.oeb, self.oeb))
+            p.global_buffer(f"{name}_in", lay, self.out_dtype, name)
         workspace: Optional[Workspace] = None
         if self.sk is not None:
             # scratch the host owns (zeroed once): a flag per tile and consumer warp, which the tile's
@@ -319,7 +329,7 @@ class Sm90Gemm:
             rank = p.ur("cta_rank")
             p.emit(alu.s2ur(rank, "SR_CgaCtaId"))
         res = Sm90Resources(ta=ta, tb=tb, c=c, staged=staged, staged_tail=staged_tail, workspace=workspace,
-                            sa=sa, sb=sb, stage=stage, rank=rank)
+                            sa=sa, sb=sb, stage=stage, rank=rank, aux=aux)
         with p.role("producer", range(0, 4)):
             self.producer(p, res)
         for wg in range(cfg.consumers):
@@ -470,6 +480,8 @@ class Sm90Gemm:
                 done = p.fresh_label("SEGMENT_DONE")
                 self.fixup(p, res.workspace, fix, w, acc, done)
             with self.real_tile(p, m_blk):
+                if not self.ep.identity:
+                    self.fused_epilogue(p, res, c, acc, m_blk, n_blk)
                 if staged is not None:
                     self.staged_epilogue(p, res, c, staged, acc, m_blk, n_blk)
                 else:
@@ -595,6 +607,101 @@ class Sm90Gemm:
             p.emit(memory.red_add(GMem(md, fa), one))
         p.emit(control.bra(done))
         p.label(gather_done)
+
+    # -- the fused epilogue: alpha, beta·C_in, bias, activation, residual on the accumulators -------
+    def fused_epilogue(self, p: Program, res: Sm90Resources, c: int, acc: RVec, m_blk: R, n_blk: R) -> None:
+        """acc = act(alpha·acc + beta·C_in + bias) + residual (kernels/gemm_epilogue.py), each value
+        4j + 2h + i at row `row` + 8h, column `col` + 8j + i of C (the wgmma fragment); the inputs
+        loaded with the accumulator's pattern (pairs of columns, one access each where N is even),
+        guarded by C's edges on ragged problems (an element past them reads 0 and is not stored)."""
+        cfg, ep, oeb, od = self.cfg, self.ep, self.oeb, self.out_dtype
+        M, N = self.m, self.n
+        k = emit_consts(p, ep)
+        md = p.urvec("ep_md", 2)
+        p.emit(alu.uldc(md, CBank(0, 0x208), p.sm))
+        t, tmp = p.r("ep_tid"), p.r("ep_tmp")
+        row, col = p.r("ep_row"), p.r("ep_col")
+        p.emit(alu.iadd3(t, R("tid"), (1 << 32) - 128 * (c + 1)))
+        p.emit(alu.shf_r(row, t, 5))
+        p.emit(alu.imad(row, row, 16, 64 * c))
+        p.emit(alu.lop3(tmp, t, 31, RZ, 0xC0))
+        p.emit(alu.shf_r(tmp, tmp, 2))
+        p.emit(alu.iadd3(row, row, tmp))
+        p.emit(alu.imad(row, m_blk, cfg.bm, row))
+        p.emit(alu.lop3(col, t, 3, RZ, 0xC0))
+        p.emit(alu.shf_l(col, col, 1))
+        p.emit(alu.imad(col, n_blk, cfg.bn, col))
+        ragged = bool(M % cfg.bm or N % cfg.bn)
+        even = N % 2 == 0
+        row_ok: list[Optional[P]] = [None, None]
+        if ragged:
+            for h in range(2):
+                if M > 8 * h:
+                    ok = row_ok[h] = p.p(f"ep_row_ok{h}")
+                    p.emit(alu.isetp("LT", ok, row, M - 8 * h))
+
+        def col_guard(name: str, j: int, i: int, h: Optional[int]) -> Optional[P]:
+            if not ragged:
+                return None
+            g = p.p(name)
+            c_ = row_ok[h] if h is not None else None
+            p.emit(alu.isetp("LT", g, col, N - 8 * j - i, c=c_) if c_ is not None else alu.isetp("LT", g, col, N - 8 * j - i))
+            return g
+
+        def pointer(name: str) -> RVec:
+            v = p.rvec(f"ep_{name}_ptr", 2)
+            p.emit(alu.ldc(v, res.aux[name].cbank()))
+            return v
+
+        bias_n: Optional[RVec] = None
+        bias_m: list[Optional[F32]] = [None, None]
+        if ep.bias == "n":
+            bias_n = pointer("bias")
+            p.emit(alu.imad_wide(bias_n, col, oeb, bias_n))
+        elif ep.bias == "m":
+            ptr = pointer("bias")
+            p.emit(alu.imad_wide(ptr, row, oeb, ptr))
+            for h in range(2):
+                if ragged and M <= 8 * h:
+                    continue
+                bm_h = bias_m[h] = F32.of(p.r(f"ep_bias_m{h}"))
+                emit_load(p, md, ptr, 8 * h * oeb, od, (bm_h,), (row_ok[h],), False)
+        mats: dict[str, list[RVec]] = {}
+        for name in ("c_in", "residual"):
+            if name in res.aux:
+                base = pointer(name)
+                p.emit(alu.imad_wide(base, row, N * oeb, base))
+                p.emit(alu.imad_wide(base, col, oeb, base))
+                nxt = p.rvec(f"ep_{name}_ptr8", 2)
+                pitch = p.r("ep_pitch8")
+                p.emit(alu.mov(pitch, 8 * N * oeb))
+                p.emit(alu.imad_wide(nxt, pitch, 1, base))
+                mats[name] = [base, nxt]
+        for j in range(cfg.bn // 8):
+            if ragged and N - 8 * j <= 0:
+                break
+            bn_vals: tuple[Optional[F32], Optional[F32]] = (None, None)
+            if bias_n is not None:
+                b0, b1 = F32.of(p.r("ep_bias0")), F32.of(p.r("ep_bias1"))
+                g0 = col_guard("ep_bias_ok0", j, 0, None)
+                g1 = g0 if even else col_guard("ep_bias_ok1", j, 1, None)
+                emit_load(p, md, bias_n, 8 * j * oeb, od, (b0, b1), (g0, g1), even or not ragged)
+                bn_vals = (b0, b1)
+            for h in range(2):
+                if ragged and M <= 8 * h:
+                    continue
+                g0 = col_guard("ep_ok0", j, 0, h)
+                g1 = g0 if even or g0 is None else col_guard("ep_ok1", j, 1, h)
+                vals: dict[str, tuple[F32, F32]] = {}
+                for name, addrs in mats.items():
+                    v0, v1 = F32.of(p.r(f"ep_{name}0")), F32.of(p.r(f"ep_{name}1"))
+                    emit_load(p, md, addrs[h], 8 * j * oeb, od, (v0, v1), (g0, g1), even)
+                    vals[name] = (v0, v1)
+                for i in range(2):
+                    bias = bn_vals[i] if bias_n is not None else bias_m[h]
+                    emit_element(p, ep, k, F32.of(acc[4 * j + 2 * h + i]),
+                                 vals["c_in"][i] if "c_in" in vals else None, bias,
+                                 vals["residual"][i] if "residual" in vals else None)
 
     # -- epilogue: registers -> global, guarded on ragged tiles ----------------------------------
     def epilogue_setup(self, p: Program, res: Sm90Resources, c: int) -> EpilogueThread:
