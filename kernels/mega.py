@@ -483,7 +483,7 @@ def check_launch(problem: MegaProblem, config: Optional[MegaConfig] = None, *, v
         for vmsg in verdict.messages:
             m.problems.add("values", vmsg)
     if coloured:  # the coloured text must compute what the named one does, line for line
-        mc = Machine(prog.coloured(), values=False, expect=expect, resident=resident)
+        mc = Machine(prog.coloured(), values=False, expect=expect, resident=expect.resident)
         mc.run()
         for wa, wb in zip(m.warps, mc.warps):
             for k in range(max(len(wa.trace), len(wb.trace))):
