@@ -211,10 +211,18 @@ def _torch_dtype(dt: Any) -> str:
     return name
 
 
-def as_matrix(x: Any, name: str, stream: Optional[int] = None) -> Matrix:
+def as_vector(x: Any, name: str, stream: Optional[int] = None) -> Matrix:
+    """Describe a 1-D operand (a bias) as an n×1 Matrix whose first stride is the vector's; anything
+    else is refused in one line (as `as_matrix`, the same sources)."""
+    return as_matrix(x, name, stream, _rank=1)
+
+
+def as_matrix(x: Any, name: str, stream: Optional[int] = None, _rank: int = 2) -> Matrix:
     """Describe operand `x` (numpy array, DLPack tensor, or `__cuda_array_interface__` object).
     `stream`: the CUstream the caller will use it on, handed to the producer so it can order its
     pending work before (the DLPack protocol); None: the caller uses the producer's own stream."""
+    if _rank == 1:
+        return _vector_of(x, name, stream)
     lib = _library(x)
     if isinstance(x, np.ndarray):
         if x.ndim != 2:
@@ -247,6 +255,36 @@ def as_matrix(x: Any, name: str, stream: Optional[int] = None) -> Matrix:
         return _from_cai(cai, name, lib, x)
     raise WarpyError(f"{name} is a {type(x).__module__}.{type(x).__name__}: give a numpy array or a GPU tensor "
                      "(DLPack or __cuda_array_interface__)")
+
+
+def _vector_of(x: Any, name: str, stream: Optional[int]) -> Matrix:
+    def refuse(nd: int) -> WarpyError:
+        return WarpyError(f"{name} has {nd} dimensions; give a vector (1-D)")
+
+    if isinstance(x, np.ndarray):
+        if x.ndim != 1:
+            raise refuse(x.ndim)
+        return as_matrix(x.reshape(-1, 1), name, stream)
+    cai = None if hasattr(x, "__dlpack__") else getattr(x, "__cuda_array_interface__", None)
+    if cai is not None:
+        nd = len(tuple(cai["shape"]))
+        if nd != 1:
+            raise refuse(nd)
+        st = cai.get("strides")
+        return as_matrix(_CAI2(cai, None if st is None else (st[0], st[0])), name, stream)
+    dims = getattr(x, "shape", None)
+    if dims is None or not hasattr(x, "reshape"):
+        return as_matrix(x, name, stream)  # refused there, in its words
+    if len(tuple(dims)) != 1:
+        raise refuse(len(tuple(dims)))
+    return as_matrix(x.reshape(-1, 1), name, stream)
+
+
+class _CAI2:
+    """A 1-D `__cuda_array_interface__` vector seen as an n×1 matrix."""
+
+    def __init__(self, cai: dict[str, Any], strides: Optional[tuple[int, int]]) -> None:
+        self.__cuda_array_interface__ = dict(cai, shape=(cai["shape"][0], 1), strides=strides)
 
 
 def _from_view(v: DLPackView, name: str, lib: str, x: Any) -> Matrix:
@@ -415,5 +453,5 @@ def host_dtype(name: str) -> np.dtype:
     return np.dtype(ml_dtypes.bfloat16)  # type: ignore[no-any-return,unused-ignore]
 
 
-__all__ = ["DLPackView", "Matrix", "as_matrix", "byte_span", "check_row_major", "current_stream", "dtype_name",
+__all__ = ["DLPackView", "Matrix", "as_matrix", "as_vector", "byte_span", "check_row_major", "current_stream", "dtype_name",
            "families_meet", "host_dtype", "overlap", "overlap_error", "read_capsule", "segments"]

@@ -43,9 +43,10 @@ import attrs
 import numpy as np
 
 from warpy.errors import WarpyError
-from warpy.interop import (Matrix, as_matrix, byte_span, check_row_major, current_stream, dtype_name, host_dtype,
+from warpy.interop import (Matrix, as_matrix, as_vector, byte_span, check_row_major, current_stream, dtype_name, host_dtype,
                            overlap, overlap_error)
 from warpy.kernels import gemm as gemm_family
+from warpy.kernels.gemm_epilogue import Epilogue
 from warpy.plan import Plan, make_plan
 from warpy.runtime import driver as _driver
 from warpy.target import dtype_bytes
@@ -75,14 +76,18 @@ class GemmCall:
     b: Matrix
     out: Optional[Matrix]
     device: Optional[int] = None
+    epilogue: Optional[Epilogue] = None  # a fused epilogue (None: C = A·Bᵀ)
+    aux: tuple[Matrix, ...] = ()  # its inputs, in the order of epilogue.params() (bias, c_in, residual)
 
     @property
     def side(self) -> str:
         return self.a.side
 
     @property
-    def key(self) -> tuple[int, int, int, str, str]:
-        return (self.M, self.N, self.K, self.dtype, self.out_dtype)
+    def key(self) -> tuple[Any, ...]:
+        if self.epilogue is None:
+            return (self.M, self.N, self.K, self.dtype, self.out_dtype)
+        return (self.M, self.N, self.K, self.dtype, self.out_dtype, self.epilogue)
 
     @property
     def empty(self) -> bool:
@@ -90,12 +95,23 @@ class GemmCall:
         return self.M == 0 or self.N == 0 or self.K == 0
 
 
-# problems (M, N, K, dtype, out_dtype) the kernel's limits were checked for (a set: safe from threads)
-_within_limits: set[tuple[int, int, int, str, str]] = set()
+# problems (M, N, K, dtype, out_dtype[, epilogue]) the kernel's limits were checked for (a set: safe from threads)
+_within_limits: set[tuple[Any, ...]] = set()
+# fused epilogues by (alpha, beta, bias direction, activation, residual): one Epilogue a kind, looked up
+_EPILOGUES: dict[tuple[Any, ...], Epilogue] = {}
+
+
+def _epilogue(alpha: Any, beta: Any, bias: str, activation: Any, residual: bool) -> Epilogue:
+    k = (alpha, beta, bias, activation, residual)
+    ep = _EPILOGUES.get(k)
+    if ep is None:
+        ep = _EPILOGUES[k] = Epilogue(alpha=alpha, beta=beta, bias=bias, act=activation or "", residual=residual)
+    return ep
 
 
 def check_call(a: Any, b: Any, out: Any = None, out_dtype: Any = None, stream: Optional[int] = None, *,
-               b_kn: bool = False) -> GemmCall:
+               b_kn: bool = False, alpha: Any = 1.0, beta: Any = 0.0, c_in: Any = None, bias: Any = None,
+               row_bias: Any = None, activation: Optional[str] = None, residual: Any = None) -> GemmCall:
     """Describe and check the operands of `gemm` (one-line WarpyError naming the bad input). With
     `b_kn` (`mm`: C = A·B), `b` is K×N and is read as the N×K matrix Bᵀ, a view: its element (k, n)
     is Bᵀ's (n, k), so a K×N tensor whose K is contiguous (`w.t()` of a row-major N×K `w`) is the
@@ -142,6 +158,9 @@ def check_call(a: Any, b: Any, out: Any = None, out_dtype: Any = None, stream: O
     if O is not None and not O.empty:
         _refuse_overlap(O, A, B)
     call = GemmCall(M, N, K, A.dtype, odt or A.dtype, A, B, O, dev)
+    if not (alpha == 1.0 and beta == 0.0 and c_in is None and bias is None and row_bias is None
+            and activation is None and residual is None):
+        call = _with_epilogue(call, stream, alpha, beta, c_in, bias, row_bias, activation, residual)
     if A.side == "host" and O is None and call.out_dtype == "bf16":
         host_dtype("bf16")  # a bf16 numpy result needs ml_dtypes: said now, not after the GPU work
     if not call.empty and call.key not in _within_limits:
@@ -149,6 +168,51 @@ def check_call(a: Any, b: Any, out: Any = None, out_dtype: Any = None, stream: O
         gemm_family.GemmProblem(M, N, K, dtype=call.dtype, out_dtype=call.out_dtype)
         _within_limits.add(call.key)
     return call
+
+
+def _with_epilogue(call: GemmCall, stream: Optional[int], alpha: Any, beta: Any, c_in: Any, bias: Any,
+                   row_bias: Any, activation: Optional[str], residual: Any) -> GemmCall:
+    """The call with its fused epilogue (kernels/gemm_epilogue.py) and inputs checked: C_in and residual
+    M×N row-major, bias a vector of N (one a column) or row_bias of M (one a row), all of C's type,
+    on C's side (and GPU), 16-byte aligned; none overlapping out except C_in or residual being out
+    itself (each element is read before it is written, by the thread that writes it)."""
+    if bias is not None and row_bias is not None:
+        raise WarpyError("give bias (one value a column) or row_bias (one a row), not both")
+    if (beta == 0.0) != (c_in is None):
+        raise WarpyError("beta·C_in needs both: pass c_in= with a beta other than 0" if c_in is None
+                         else "c_in is given but beta is 0: pass beta= (1 adds C_in)")
+    ep = _epilogue(alpha, beta, "n" if bias is not None else "m" if row_bias is not None else "",
+                   activation, residual is not None)
+    if call.K == 0 and call.M and call.N:
+        raise WarpyError("K = 0 with a fused epilogue: C = act(beta·C_in + bias) + residual runs no GEMM; "
+                         "compute it without warpy")
+    M, N = call.M, call.N
+    given = {"bias": (bias if bias is not None else row_bias, (N,) if bias is not None else (M,)),
+             "c_in": (c_in, (M, N)), "residual": (residual, (M, N))}
+    aux: list[Matrix] = []
+    for name in ep.params():
+        x, shape = given[name]
+        label = "row_bias" if name == "bias" and row_bias is not None else name
+        v = as_vector(x, label, stream) if len(shape) == 1 else as_matrix(x, label, stream)
+        if v.shape != ((shape[0], 1) if len(shape) == 1 else shape):
+            want = f"{shape[0]}" if len(shape) == 1 else f"{shape[0]}x{shape[1]}"
+            got = f"{v.shape[0]}" if len(shape) == 1 else f"{v.shape[0]}x{v.shape[1]}"
+            raise WarpyError(f"{label} holds {got} values; this call's needs {want}")
+        if v.side != call.side:
+            raise WarpyError(f"{label} is {_where(v)} but the inputs are {_where(call.a)}")
+        if v.dtype != call.out_dtype:
+            raise WarpyError(f"{label} is {v.dtype}; the epilogue's inputs have C's type, {call.out_dtype}")
+        if v.side == "device" and not v.empty:
+            check_row_major(v)
+            if v.device is not None and call.device is not None and v.device != call.device:
+                raise WarpyError(f"{label} is on GPU {v.device} but a is on GPU {call.device}: give every operand on one GPU")
+        if call.out is not None and not call.out.empty and not v.empty:
+            how = overlap(call.out, v)
+            if how is not None and not (how == "equal" and name != "bias" and v.strides == call.out.strides):
+                raise overlap_error(call.out, v, how)
+        aux.append(v)
+    return attrs.evolve(call, epilogue=ep, aux=tuple(aux))
+
 
 
 def _transposed(m: Matrix) -> Matrix:
@@ -222,13 +286,16 @@ class _Loaded:
         self.kernel = self.module.kernel(plan.header.kernel)
         self.launcher = FastLaunch(self.kernel, plan.header)
 
-    def params(self, a: Any, b: Any, c: Any, scratch: Any) -> list[Any]:
-        """The parameters over A, B, C with `scratch`, the set of the stream launched on."""
+    def params(self, a: Any, b: Any, c: Any, scratch: Any, aux: tuple[Any, ...] = ()) -> list[Any]:
+        """The parameters over A, B, C (and the fused epilogue's inputs `aux`, in the order of its
+        params()) with `scratch`, the set of the stream launched on."""
         p = self.plan.problem
-        return gemm_family.bind(self.plan.header, a, b, c, p.M, p.N, p.K, scratch=scratch)
+        ep = getattr(p, "epilogue", None)
+        names = ep.params() if ep is not None else ()
+        return gemm_family.bind(self.plan.header, a, b, c, p.M, p.N, p.K, scratch=scratch, **dict(zip(names, aux)))
 
 
-PlanKey = tuple[int, int, int, str, str, str]
+PlanKey = tuple[Any, ...]
 
 
 class Launches:
@@ -239,7 +306,7 @@ class Launches:
 
     def __init__(self) -> None:
         self._plans: dict[PlanKey, Plan] = {}
-        self._loaded: dict[tuple[int, int, int, str, str, int], _Loaded] = {}
+        self._loaded: dict[tuple[Any, ...], _Loaded] = {}
         self._archs: dict[int, str] = {}
         self._lock = threading.RLock()
 
@@ -257,19 +324,20 @@ class Launches:
             a = self._archs[ordinal] = dev.sm + "a"
         return a
 
-    def plan(self, key: tuple[int, int, int, str, str], arch: str) -> Plan:
+    def plan(self, key: tuple[Any, ...], arch: str) -> Plan:
         full = key + (arch,)
         p = self._plans.get(full)
         if p is None:
             with self._lock:
                 p = self._plans.get(full)
                 if p is None:
-                    M, N, K, dtype, out_dtype = key
-                    problem = gemm_family.GemmProblem(M, N, K, dtype=dtype, out_dtype=out_dtype, arch=arch)
+                    M, N, K, dtype, out_dtype = key[:5]
+                    ep = key[5] if len(key) > 5 else Epilogue()
+                    problem = gemm_family.GemmProblem(M, N, K, dtype=dtype, out_dtype=out_dtype, arch=arch, epilogue=ep)
                     p = self._plans[full] = make_plan(gemm_family.FAMILY, problem)
         return p
 
-    def loaded(self, key: tuple[int, int, int, str, str], ordinal: int = 0) -> _Loaded:
+    def loaded(self, key: tuple[Any, ...], ordinal: int = 0) -> _Loaded:
         """The plan of `key` loaded on GPU `ordinal` (loaded there on first use: the caller has made
         that GPU's context current, `driver.enter`)."""
         full = key + (ordinal,)
@@ -296,13 +364,14 @@ class Launches:
             ld = self.loaded(call.key, ordinal)
             a = rt.to_device(call.a.obj)
             b = rt.to_device(call.b.obj)
+            aux = tuple(rt.to_device(m.obj) for m in call.aux)
             c = rt.alloc(call.M * call.N * dtype_bytes(call.out_dtype))
             try:  # on warpy's own stream, with that stream's scratch memory
                 rt.synchronize_context()  # the copies (pageable: on the legacy stream) have landed
-                run_header(ld.kernel, ld.plan.header, ld.params(a, b, c, ld.launcher.scratch.get(None)))
+                run_header(ld.kernel, ld.plan.header, ld.params(a, b, c, ld.launcher.scratch.get(None), aux))
                 return c.download(host_dtype(call.out_dtype), (call.M, call.N))
             finally:
-                for buf in (a, b, c):
+                for buf in (a, b, c) + aux:
                     buf.free()
         finally:
             leave(entered)
@@ -348,12 +417,22 @@ class Launches:
             from warpy import runtime as rt
 
             rt.synchronize_context()
-        ld.launcher(
-            (a.ptr, b.ptr, out.ptr),
-            lambda scratch: ld.params(DeviceSpan(a.ptr, a.nbytes), DeviceSpan(b.ptr, b.nbytes),
-                                      DeviceSpan(out.ptr, out.nbytes), scratch),
-            stream,
-        )
+        if call.aux:  # the packed parameters are those of these addresses, the epilogue's inputs' too
+            aux = call.aux
+            ld.launcher(
+                (a.ptr, b.ptr, out.ptr) + tuple(m.ptr for m in aux),
+                lambda scratch: ld.params(DeviceSpan(a.ptr, a.nbytes), DeviceSpan(b.ptr, b.nbytes),
+                                          DeviceSpan(out.ptr, out.nbytes), scratch,
+                                          tuple(DeviceSpan(m.ptr, m.nbytes) for m in aux)),
+                stream,
+            )
+        else:
+            ld.launcher(
+                (a.ptr, b.ptr, out.ptr),
+                lambda scratch: ld.params(DeviceSpan(a.ptr, a.nbytes), DeviceSpan(b.ptr, b.nbytes),
+                                          DeviceSpan(out.ptr, out.nbytes), scratch),
+                stream,
+            )
         if stream is None:
             from warpy import runtime as rt
 
@@ -413,7 +492,9 @@ def _host_empty(call: GemmCall, out: Any) -> Any:
     return np.zeros((call.M, call.N), dtype=host_dtype(call.out_dtype))
 
 
-def gemm(a: Any, b: Any, out: Any = None, out_dtype: Any = None, *, stream: Optional[int] = None) -> Any:
+def gemm(a: Any, b: Any, out: Any = None, out_dtype: Any = None, *, stream: Optional[int] = None,
+         alpha: float = 1.0, beta: float = 0.0, c_in: Any = None, bias: Any = None, row_bias: Any = None,
+         activation: Optional[str] = None, residual: Any = None) -> Any:
     """C = A·Bᵀ on the GPU with warpy's GEMM kernel.
 
     a: M×K and b: N×K, row-major (K contiguous), both bf16 or both fp16. out: an M×N row-major
@@ -437,6 +518,12 @@ def gemm(a: Any, b: Any, out: Any = None, out_dtype: Any = None, *, stream: Opti
     assembles its program (cached in memory and on disk, under $WARPY_CACHE): later calls cost one
     launch.
 
+    Fused epilogue (one kernel; docs/gemm-python.md): C = act(alpha·A·Bᵀ + beta·c_in + bias) +
+    residual, with `bias` a vector of N (one value a column, as nn.Linear's) or `row_bias` one of M,
+    `activation` "relu", "silu", "gelu_tanh" or "gelu_erf" ("gelu"), `c_in` and `residual` M×N
+    row-major; all of C's type. alpha and beta are the program's constants (each value its own
+    plan); c_in (or residual) may be `out` itself.
+
     Returns `out`, or the new C (the inputs' library's array; numpy for numpy inputs).
 
     Raises WarpyError (one line naming the problem) for a bad operand: a shape, type, layout or
@@ -447,7 +534,8 @@ def gemm(a: Any, b: Any, out: Any = None, out_dtype: Any = None, *, stream: Opti
     # With no stream named, device operands are used on their library's current stream, so the
     # producer is asked for no synchronisation (-1); with one, the producer orders its pending work
     # before that stream (the DLPack stream argument).
-    call = check_call(a, b, out, out_dtype, stream=stream)
+    call = check_call(a, b, out, out_dtype, stream=stream, alpha=alpha, beta=beta, c_in=c_in, bias=bias,
+                      row_bias=row_bias, activation=activation, residual=residual)
     return _run(call, out, stream)
 
 
@@ -500,7 +588,9 @@ if "torch" in sys.modules:  # torch first, then warpy: compiled code finds the o
     hook_torch()
 
 
-def mm(a: Any, b: Any, out: Any = None, out_dtype: Any = None, *, stream: Optional[int] = None) -> Any:
+def mm(a: Any, b: Any, out: Any = None, out_dtype: Any = None, *, stream: Optional[int] = None,
+       alpha: float = 1.0, beta: float = 0.0, c_in: Any = None, bias: Any = None, row_bias: Any = None,
+       activation: Optional[str] = None, residual: Any = None) -> Any:
     """C = A·B on the GPU with warpy's GEMM kernel, as torch.mm: a is M×K, b is K×N.
 
     The kernel reads both operands with K contiguous (K-major): a row-major M×K `a`, and a `b`
@@ -509,7 +599,9 @@ def mm(a: Any, b: Any, out: Any = None, out_dtype: Any = None, *, stream: Option
     An operand whose M or N is the contiguous dimension (a row-major K×N `b`, a transposed `a`) is
     refused in one line, as is one with no contiguous dimension; everything else (types, out,
     out_dtype, stream, threads, GPUs, empty problems, overlap) is as `warpy.gemm`, which computes
-    the same product from B given N×K: `mm(a, b) == gemm(a, b.t())`.
+    the same product from B given N×K: `mm(a, b) == gemm(a, b.t())`. The fused epilogue's
+    arguments (alpha, beta, c_in, bias, row_bias, activation, residual) are `warpy.gemm`'s:
+    `warpy.mm(x, w.t(), bias=b, activation="gelu")` is `F.gelu(F.linear(x, w, b))` in one kernel.
 
     Under torch.compile (torch tensors), the call is the custom op `torch.ops.warpy.mm` (no graph
     break); `out=` is refused there (an op that writes its argument cannot be traced as a pure one).
@@ -520,8 +612,10 @@ def mm(a: Any, b: Any, out: Any = None, out_dtype: Any = None, *, stream: Option
         if out is not None:
             raise WarpyError("warpy.mm under torch.compile returns a new tensor: out= is not supported there")
         assert _torch_mm is not None
-        return _torch_mm(a, b, None if out_dtype is None else _out_dtype(out_dtype))
-    call = check_call(a, b, out, out_dtype, stream=stream, b_kn=True)
+        return _torch_mm(a, b, None if out_dtype is None else _out_dtype(out_dtype), float(alpha), float(beta),
+                         c_in, bias, row_bias, activation, residual)
+    call = check_call(a, b, out, out_dtype, stream=stream, b_kn=True, alpha=alpha, beta=beta, c_in=c_in, bias=bias,
+                      row_bias=row_bias, activation=activation, residual=residual)
     if _torch_mm is None and call.a.library == "torch":
         hook_torch()
     return _run(call, out, stream)

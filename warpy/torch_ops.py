@@ -1,6 +1,7 @@
 """warpy's GEMM as a torch operator, so that `torch.compile` keeps a call in its graph.
 
-`torch.ops.warpy.mm(a, b, out_dtype=None)` is `warpy.mm` (C = A·B, torch.mm's operands) registered
+`torch.ops.warpy.mm(a, b, out_dtype=None, alpha, beta, c_in, bias, row_bias, activation, residual)`
+is `warpy.mm` (its fused epilogue included) (C = A·B, torch.mm's operands) registered
 with `torch.library.custom_op`: its CUDA implementation calls `warpy.mm` (on the tensors' current
 stream, as an eager call does), and its fake implementation gives C's shape, type and device from
 a's and b's without running anything, which is what dynamo and inductor trace with (fake and meta
@@ -21,16 +22,23 @@ _OUT = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 @torch.library.custom_op("warpy::mm", mutates_args=(), device_types="cuda")
-def _mm(a: torch.Tensor, b: torch.Tensor, out_dtype: Optional[str] = None) -> torch.Tensor:
+def _mm(a: torch.Tensor, b: torch.Tensor, out_dtype: Optional[str] = None, alpha: float = 1.0, beta: float = 0.0,
+        c_in: Optional[torch.Tensor] = None, bias: Optional[torch.Tensor] = None,
+        row_bias: Optional[torch.Tensor] = None, activation: Optional[str] = None,
+        residual: Optional[torch.Tensor] = None) -> torch.Tensor:
     from warpy.matmul import check_call, _run
 
     # the eager path of warpy.mm (not warpy.mm itself, which would route back here under compile)
-    call = check_call(a, b, None, out_dtype, b_kn=True)
+    call = check_call(a, b, None, out_dtype, b_kn=True, alpha=alpha, beta=beta, c_in=c_in, bias=bias,
+                      row_bias=row_bias, activation=activation, residual=residual)
     return _run(call, None, None)  # type: ignore[no-any-return]
 
 
 @_mm.register_fake
-def _mm_fake(a: torch.Tensor, b: torch.Tensor, out_dtype: Optional[str] = None) -> torch.Tensor:
+def _mm_fake(a: torch.Tensor, b: torch.Tensor, out_dtype: Optional[str] = None, alpha: float = 1.0,
+             beta: float = 0.0, c_in: Optional[torch.Tensor] = None, bias: Optional[torch.Tensor] = None,
+             row_bias: Optional[torch.Tensor] = None, activation: Optional[str] = None,
+             residual: Optional[torch.Tensor] = None) -> torch.Tensor:
     torch._check(a.dim() == 2 and b.dim() == 2,  # type: ignore[no-untyped-call,unused-ignore]
                  lambda: "warpy::mm takes two matrices")
     torch._check(a.shape[1] == b.shape[0],  # type: ignore[no-untyped-call,unused-ignore]

@@ -21,6 +21,7 @@ import warpy.runtime.bind as bind
 import warpy.runtime.driver as drv
 import warpy.runtime.tensormap as tm
 from warpy.errors import WarpyError
+from warpy.kernels.gemm_epilogue import Epilogue
 from fake_cuda_driver import fake_driver, install, launch_args
 from test_gemm_host import CAI, FakeBackend
 from test_real_programs import ARGS_HEADER_S, BASE, TorchLike, _fake_torch, fake_plan
@@ -233,3 +234,94 @@ def test_ten_chained_mm_captured_are_ten_launches_and_nothing_else(monkeypatch: 
     assert [(x["a"], x["b"], x["c"]) for x in launched] == [
         (xs[i].data_ptr(), wt(i).data_ptr(), xs[i + 1].data_ptr()) for i in range(10)]
     assert len({x["flags"] for x in launched}) == 1  # one stream: its one scratch set
+
+
+# ---------------------------------------------------------------------------------------------
+# The fused epilogue's arguments
+
+
+def test_epilogue_arguments_are_checked_and_carried(fake: FakeBackend) -> None:
+    M, N, K = 64, 32, 128
+    a, w = CAI((M, K)), CAI((K, N), strides=(2, 2 * K), ptr=0x7F0000100000)
+    out = CAI((M, N), "<f2", ptr=0x7F0000200000)
+    bias, c_in = CAI((N,), ptr=0x7F0000300000), CAI((M, N), ptr=0x7F0000400000)
+    mm.mm(a, w, out=out, bias=bias, activation="gelu", beta=0.5, c_in=c_in, alpha=2)
+    call = fake.launches[-1][0]
+    assert call.epilogue == Epilogue(2.0, 0.5, "n", "gelu_erf", False)
+    assert [x.ptr for x in call.aux] == [0x7F0000300000, 0x7F0000400000] and call.key[-1] is call.epilogue
+    # the same epilogue again is the same object (one dict lookup a call)
+    mm.mm(a, w, out=out, bias=bias, activation="gelu", beta=0.5, c_in=c_in, alpha=2)
+    assert fake.launches[-1][0].epilogue is call.epilogue
+    # c_in may be out itself (addmm in place); a row bias is M long
+    mm.mm(a, w, out=out, beta=1, c_in=out, row_bias=CAI((M,), ptr=0x7F0000300000), activation="relu")
+    assert fake.launches[-1][0].epilogue.bias == "m"
+    assert mm.mm(a, w, out=out).__class__ is CAI and fake.launches[-1][0].epilogue is None
+
+
+@pytest.mark.parametrize("kw,message", [
+    ({"bias": CAI((31,), ptr=0x7F0000300000)}, "^bias holds 31 values; this call's needs 32$"),
+    ({"bias": CAI((32,), "<f4", ptr=0x7F0000300000)}, "^bias is fp32; the epilogue's inputs have C's type, fp16$"),
+    ({"bias": CAI((32,), ptr=0x7F0000300000), "row_bias": CAI((64,), ptr=0x7F0000310000)},
+     r"^give bias \(one value a column\) or row_bias \(one a row\), not both$"),
+    ({"beta": 1.0}, "^beta·C_in needs both: pass c_in= with a beta other than 0$"),
+    ({"c_in": CAI((64, 32), ptr=0x7F0000400000)}, r"^c_in is given but beta is 0: pass beta= \(1 adds C_in\)$"),
+    ({"activation": "tanh"}, "^activation 'tanh' is not one of relu, silu, gelu_tanh, gelu_erf"),
+    ({"alpha": float("nan")}, "^alpha must be a finite number, not nan$"),
+    ({"residual": CAI((64, 32), ptr=0x7F0000200000 + 64)}, r"^out partly overlaps residual"),
+    ({"bias": CAI((32,), ptr=0x7F0000200000)}, r"^bias lies inside out"),
+    ({"residual": CAI((64, 32), strides=(128, 2), ptr=0x7F0000400000)}, r"^residual: strides \(64, 1\)"),
+    ({"residual": CAI((64, 32), ptr=0x7F0000400008)}, "^residual: address 0x7f0000400008 is not 16-byte aligned"),
+    ({"bias": CAI((4, 8), ptr=0x7F0000300000)}, r"^bias has 2 dimensions; give a vector \(1-D\)$"),
+])
+def test_epilogue_arguments_refused_in_one_line(fake: FakeBackend, kw: dict[str, Any], message: str) -> None:
+    a, w = CAI((64, 128)), CAI((128, 32), strides=(2, 256), ptr=0x7F0000100000)
+    with pytest.raises(WarpyError, match=message):
+        mm.mm(a, w, out=CAI((64, 32), "<f2", ptr=0x7F0000200000), **kw)
+    assert fake.launches == []
+
+
+def test_epilogue_with_k_zero_is_refused_and_empty_outputs_are_empty(fake: FakeBackend) -> None:
+    rng = np.random.default_rng(3)
+    with pytest.raises(WarpyError, match="^K = 0 with a fused epilogue"):
+        mm.mm(_ints(rng, (3, 0)), _ints(rng, (0, 4)), activation="relu")
+    assert mm.mm(_ints(rng, (0, 16)), _ints(rng, (16, 4)), bias=_ints(rng, (4,))).shape == (0, 4)
+
+
+def test_epilogue_inputs_reach_the_launch_and_key_the_packed_block(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Against the fake driver: the kernel's bias / c_in parameters carry this call's addresses, and a
+    call differing from the last only in its bias gets its own packed parameters."""
+    from warpy.isa.text import parse
+    import warpy.plan as plan
+    from warpy.kernels import gemm as gemm_family
+
+    M = N = K = 64
+    text = (f".kernel gemm_fake_ep\n.sm sm_90a\n.threads 128\n.dynsmem 1024\n.grid 4 1 1\n.cluster 1 1 1\n"
+            f".mbarriers 0\n.tmap a dtype=fp16 dims={K},{M} strides={K * 2} box=64,64 swizzle=128\n"
+            f".tmap b dtype=fp16 dims={K},{N} strides={K * 2} box=64,64 swizzle=128\n"
+            ".param c u64\n.param bias u64\n.param c_in u64\n")
+    header = parse(text).header
+    launched: list[dict[str, int]] = []
+
+    def on_call(name: str, args: tuple[Any, ...], result: Any) -> None:
+        if name == "cuLaunchKernelEx":
+            launched.append(launch_args(header, args[2]))
+
+    install(monkeypatch, fake_driver(on_call))
+    monkeypatch.setattr(drv, "_tls", threading.local())
+    monkeypatch.setattr(bind, "_TMAP_CACHE", type(bind._TMAP_CACHE)())
+    monkeypatch.setattr(tm, "encode_tensor_map",
+                        lambda box, address: tm.TensorMap(int(address).to_bytes(8, "little") + bytes(120), box,
+                                                          int(address)))
+    ep = Epilogue(beta=1.0, bias="n", act="silu")
+    problem = gemm_family.GemmProblem(M, N, K, dtype="fp16", out_dtype="fp16", epilogue=ep)
+    be = mm.Launches()
+    be._plans[(M, N, K, "fp16", "fp16", ep, "sm_90a")] = plan.Plan(gemm_family.FAMILY, problem, "fake", header, text,
+                                                                 "", b"not a cubin", False)  # type: ignore[arg-type]
+    monkeypatch.setattr(mm, "_launches", be)
+    a, w, out = CAI((M, K)), CAI((K, N), strides=(2, 2 * K), ptr=0x7F0000100000), CAI((M, N), ptr=0x7F0000200000)
+    c_in = CAI((M, N), ptr=0x7F0000400000)
+    for bias_ptr in (0x7F0000300000, 0x7F0000310000, 0x7F0000300000):
+        mm.mm(a, w, out=out, bias=CAI((N,), ptr=bias_ptr), beta=1, c_in=c_in, activation="silu", stream=5)
+    assert [(x["a"], x["b"], x["c"], x["bias"], x["c_in"]) for x in launched] == [
+        (0x7F0000000000, 0x7F0000100000, 0x7F0000200000, p_, 0x7F0000400000)
+        for p_ in (0x7F0000300000, 0x7F0000310000, 0x7F0000300000)]

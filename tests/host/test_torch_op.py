@@ -19,15 +19,18 @@ def _meta(*shape: int, dtype: object = None) -> object:
 
 
 class MLP(torch.nn.Module):
-    """Two linears through warpy.mm (x · Wᵀ with W stored N×K, as nn.Linear keeps it) and a GELU."""
+    """Two linears through warpy.mm (x · Wᵀ with W stored N×K, as nn.Linear keeps it): the first with
+    its bias and GELU fused, the second followed by a torch GELU and a residual add."""
 
     def __init__(self, d: int, h: int, device: str, dtype: object) -> None:
         super().__init__()
         self.w1 = torch.nn.Parameter(torch.zeros(h, d, device=device, dtype=dtype), requires_grad=False)
+        self.b1 = torch.nn.Parameter(torch.zeros(h, device=device, dtype=dtype), requires_grad=False)
         self.w2 = torch.nn.Parameter(torch.zeros(d, h, device=device, dtype=dtype), requires_grad=False)
 
     def forward(self, x: object) -> object:
-        return warpy.mm(torch.nn.functional.gelu(warpy.mm(x, self.w1.t())), self.w2.t())
+        h = warpy.mm(x, self.w1.t(), bias=self.b1, activation="gelu")
+        return x + torch.nn.functional.gelu(warpy.mm(h, self.w2.t()))
 
 
 def test_op_is_registered_and_its_fake_gives_shape_and_type() -> None:
@@ -38,6 +41,8 @@ def test_op_is_registered_and_its_fake_gives_shape_and_type() -> None:
     assert c.shape == (48, 80) and c.dtype == torch.bfloat16 and c.device.type == "meta"
     c = op(a, b, "fp32")
     assert c.dtype == torch.float32
+    c = op(a, b, None, 0.5, 1.0, _meta(48, 80), _meta(80), None, "relu", _meta(48, 80))
+    assert c.shape == (48, 80)
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     with FakeTensorMode():
@@ -62,7 +67,7 @@ def test_compiled_mlp_has_no_graph_break_and_calls_the_op() -> None:
     explained = torch._dynamo.explain(model)(_meta(16, 64))
     assert explained.graph_break_count == 0 and explained.graph_count == 1
     code = explained.graphs[0].code
-    assert code.count("torch.ops.warpy.mm.default") == 2 and "gelu" in code
+    assert code.count("torch.ops.warpy.mm.default") == 2 and "'gelu'" in code and "torch._C._nn.gelu" in code
 
 
 def test_eager_calls_do_not_go_through_the_op(monkeypatch: pytest.MonkeyPatch) -> None:
