@@ -1,0 +1,314 @@
+"""warpy.gemm as a user's matmul on an sm_90 GPU with torch (issue 19; the CPU halves are
+tests/host/test_mm_host.py, tests/host/test_torch_op.py and tests/kernels/test_gemm_epilogue.py).
+Each case runs in its own subprocess and prints one JSON line (`python tests/gpu/test_gemm_layouts_gpu.py
+CASE`); `-s` shows each case's line.
+
+- `layouts`: warpy.mm (torch.mm's operands) and warpy.gemm over bf16/fp16 in, fp32/bf16/fp16 out,
+  ragged shapes: B as K×N with K contiguous (`w.t()`, read in place), B as N×K row-major, every
+  element against the float64 product rounded to C's type (exact on small integers); the layouts
+  the programs do not read are refused in one line: B or A with its M/N dimension contiguous
+  (MN-major), no contiguous dimension, a misaligned base;
+- `epilogues`: every fused epilogue (alpha, beta·C_in, bias along N and along M, relu / silu /
+  gelu_tanh / gelu_erf, residual) × bf16/fp16 × fp32/bf16/fp16 out × ragged shapes, every element
+  within the derived bound of the float64 reference (kernels/gemm_epilogue.py; exact where there is
+  no transcendental);
+- `graph`: 10 chained warpy.mm calls captured with torch.cuda.graph and replayed three times on new
+  inputs copied into the same buffers, exact each time; the GPU time per GEMM of a replay against
+  the same 10 calls uncaptured (CUDA events), within 5%;
+- `compile`: torch.compile of a small MLP whose linears call warpy.mm (one with bias and GELU fused):
+  torch._dynamo.explain says no graph break, the compiled model equals eager bit for bit and both
+  are within bf16 rounding of an fp32 reference;
+- `host`: host µs per call of warpy.mm and torch.mm, plain and with a bias + GELU (reported).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+if str(REPO) not in sys.path:  # run as a script (the subprocess below): kernels/ is importable
+    sys.path.insert(0, str(REPO))
+
+RAGGED = [(200, 136, 72), (64, 520, 96), (1000, 1000, 1000), (129, 33, 16), (256, 256, 8192)]
+
+
+def _torch() -> Any:
+    import torch  # type: ignore[import-not-found,unused-ignore]
+
+    return torch
+
+
+def _t(name: str) -> Any:
+    torch = _torch()
+    return {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[name]
+
+
+def _ints(shape: tuple[int, ...], dtype: Any, g: Any) -> Any:
+    return _torch().randint(-3, 4, shape, device="cuda", generator=g).to(dtype)
+
+
+def _layouts() -> dict[str, Any]:
+    import warpy
+    from warpy.errors import WarpyError
+
+    torch = _torch()
+    g = torch.Generator(device="cuda").manual_seed(5)
+    report: dict[str, Any] = {"ok": True}
+    rows = []
+    for (M, N, K) in RAGGED:
+        for inp in ("bf16", "fp16"):
+            for out in ("fp32", "bf16", "fp16"):
+                a = _ints((M, K), _t(inp), g)
+                w = _ints((N, K), _t(inp), g)  # nn.Linear's weight: N×K row-major
+                want = (a.double() @ w.double().t()).to(_t(out))
+                got_mm = warpy.mm(a, w.t(), out_dtype=out)  # B = w.t(): K×N, K contiguous, read in place
+                got_gemm = warpy.gemm(a, w, out_dtype=out)
+                bad = int((got_mm != want).sum().item()) + int((got_gemm != want).sum().item())
+                rows.append([M, N, K, inp, out, bad])
+                report["ok"] &= bad == 0
+    report["cases"] = rows
+    a = _ints((128, 64), _t("bf16"), g)
+    b_kn = _ints((64, 96), _t("bf16"), g)  # torch.mm(a, b) with b row-major K×N: N contiguous
+    refusals = {}
+    for what, call, start in (
+            ("b K×N row-major (MN-major)", lambda: warpy.mm(a, b_kn), "b is 64x96 with strides (96, 1)"),
+            ("a transposed (MN-major)", lambda: warpy.mm(a.t().contiguous().t(), b_kn.t().contiguous().t()),
+             "a is 128x64 with strides (1, 128)"),
+            ("no contiguous dimension", lambda: warpy.mm(a[:, ::2], b_kn[::2, :].t().contiguous().t()),
+             "a is 128x32 with strides (64, 2)"),
+            ("padded rows (a column slice)", lambda: warpy.mm(a[:, 8:], b_kn.t().contiguous()[:, 8:].t()),
+             "a: strides (64, 1)"),
+            ("misaligned base", lambda: warpy.gemm(torch.empty(128 * 64 + 1, device="cuda", dtype=torch.bfloat16)[1:]
+                                                     .view(128, 64), a), "a: address 0x")):
+        try:
+            call()
+            refusals[what] = "accepted"
+        except WarpyError as e:
+            refusals[what] = str(e)
+        report["ok"] &= refusals[what].startswith(start) and "\n" not in refusals[what]
+    report["refusals"] = refusals
+    torch.cuda.synchronize()
+    return report
+
+
+EPILOGUES = [
+    {"alpha": 0.5}, {"beta": 1.0, "c_in": True}, {"beta": -2.0, "c_in": True, "alpha": 0.25},
+    {"bias": "n"}, {"bias": "m"}, {"activation": "relu"}, {"activation": "silu"},
+    {"activation": "gelu_tanh", "bias": "n"}, {"activation": "gelu_erf", "bias": "m"},
+    {"residual": True}, {"bias": "n", "activation": "gelu_erf", "residual": True, "beta": 1.0, "c_in": True},
+]
+
+
+def _epilogues() -> dict[str, Any]:
+    import numpy as np
+
+    import warpy
+    from warpy.kernels.gemm_epilogue import Epilogue, reference
+    from warpy.numeric import output_spacing
+
+    torch = _torch()
+    g = torch.Generator(device="cuda").manual_seed(9)
+    report: dict[str, Any] = {"ok": True}
+    rows = []
+    types = (("bf16", "bf16"), ("fp16", "fp16"), ("bf16", "fp32"), ("fp16", "fp32"))
+    for i, spec in enumerate(EPILOGUES):
+        # two (shape, types) a spec, rotating, so that every shape and type pairing meets several epilogues
+        for (M, N, K), (inp, out) in ((RAGGED[(i + j) % 4], types[(i + 2 * j) % 4]) for j in range(2)):
+            a, w = _ints((M, K), _t(inp), g), _ints((N, K), _t(inp), g)
+            kw: dict[str, Any] = {}
+            c_in = _ints((M, N), _t(out), g) if spec.get("c_in") else None
+            bias = None
+            if spec.get("bias"):
+                bias = _ints((N if spec["bias"] == "n" else M,), _t(out), g)
+                kw["bias" if spec["bias"] == "n" else "row_bias"] = bias
+            res = _ints((M, N), _t(out), g) if spec.get("residual") else None
+            if c_in is not None:
+                kw.update(beta=spec["beta"], c_in=c_in)
+            if res is not None:
+                kw["residual"] = res
+            if "alpha" in spec:
+                kw["alpha"] = spec["alpha"]
+            if "activation" in spec:
+                kw["activation"] = spec["activation"]
+            c = warpy.mm(a, w.t(), out_dtype=out, **kw)
+            ep = Epilogue(alpha=spec.get("alpha", 1.0), beta=spec.get("beta", 0.0) if c_in is not None else 0.0,
+                          bias=spec.get("bias", ""), act=spec.get("activation", ""), residual=res is not None)
+            acc = (a.double() @ w.double().t()).cpu().numpy()
+            npv = (lambda x: None if x is None else x.double().cpu().numpy())
+            ref, tol = reference(acc, ep, npv(c_in), npv(bias), npv(res))
+            got = c.double().cpu().numpy()
+            lim = tol + output_spacing(ref, out) + 2.0 ** -23 * np.abs(ref)
+            bad = int((~(np.abs(got - ref) <= lim)).sum())
+            rows.append([ep.describe(), M, N, K, inp, out, bad])
+            report["ok"] &= bad == 0
+    report["cases"] = [r for r in rows if r[-1]] or f"{len(rows)} cases, all within the bound"
+    return report
+
+
+def _graph() -> dict[str, Any]:
+    import warpy
+
+    torch = _torch()
+    report: dict[str, Any] = {"ok": True}
+    g = torch.Generator(device="cuda").manual_seed(13)
+    n = 2048
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        # x_{i+1} = x_i · w_iᵀ (w_i N×K, read as w_i.t()); weights ±1/0 keep every value an exact small integer
+        ws = [torch.randint(-1, 2, (n, n), device="cuda", generator=g).to(torch.bfloat16) for _ in range(10)]
+        for w in ws:
+            w.mul_((torch.rand((n, n), device="cuda", generator=g) < 2.0 / n).to(torch.bfloat16))
+        xs = [torch.randint(-3, 4, (n, n), device="cuda", generator=g).to(torch.bfloat16)] + \
+            [torch.empty((n, n), device="cuda", dtype=torch.bfloat16) for _ in range(10)]
+
+        def chain() -> None:
+            for i in range(10):
+                warpy.mm(xs[i], ws[i].t(), out=xs[i + 1])
+
+        chain()
+        chain()  # the warm-up on the capture stream: plans, loads, scratch, packed parameters
+    s.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=s):
+        chain()
+    bad = []
+    for rep in range(3):
+        with torch.cuda.stream(s):
+            xs[0].copy_(torch.randint(-3, 4, (n, n), device="cuda", generator=g).to(torch.bfloat16))
+            for x in xs[1:]:
+                x.fill_(float("nan"))
+            graph.replay()
+        s.synchronize()
+        wrong = 0
+        for i in range(10):  # each step from what the previous one stored, rounded once to bf16
+            want = (xs[i].double() @ ws[i].double().t()).to(torch.bfloat16)
+            wrong += int((xs[i + 1] != want).sum().item())
+        bad.append(wrong)
+    report["bad_per_replay"] = bad
+    report["ok"] &= bad == [0, 0, 0]
+
+    def gpu_ms(fn: Any, reps: int = 20) -> float:
+        with torch.cuda.stream(s):
+            for _ in range(3):
+                fn()
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record(s)
+            for _ in range(reps):
+                fn()
+            end.record(s)
+        s.synchronize()
+        return float(start.elapsed_time(end)) / reps / 10  # per GEMM
+
+    eager = gpu_ms(chain)
+    replay = gpu_ms(graph.replay)
+    report["us_per_gemm"] = {"uncaptured": round(eager * 1e3, 1), "graph": round(replay * 1e3, 1)}
+    report["ok"] &= replay <= eager * 1.05
+    return report
+
+
+def _compile() -> dict[str, Any]:
+    import warpy
+
+    torch = _torch()
+    report: dict[str, Any] = {"ok": True}
+    g = torch.Generator(device="cuda").manual_seed(17)
+
+    class MLP(torch.nn.Module):  # type: ignore[misc,name-defined]
+        def __init__(self, d: int, h: int) -> None:
+            super().__init__()
+            self.w1 = torch.nn.Parameter((torch.randn(h, d, device="cuda", generator=g) / d ** 0.5).bfloat16(),
+                                         requires_grad=False)
+            self.b1 = torch.nn.Parameter((torch.randn(h, device="cuda", generator=g) / 4).bfloat16(),
+                                         requires_grad=False)
+            self.w2 = torch.nn.Parameter((torch.randn(d, h, device="cuda", generator=g) / h ** 0.5).bfloat16(),
+                                         requires_grad=False)
+
+        def forward(self, x: Any) -> Any:
+            h = warpy.mm(x, self.w1.t(), bias=self.b1, activation="gelu")  # F.gelu(F.linear(x, w1, b1))
+            return x + warpy.mm(h, self.w2.t())
+
+    model = MLP(512, 2048)
+    x = torch.randn(256, 512, device="cuda", generator=g).bfloat16()
+    torch._dynamo.reset()
+    explained = torch._dynamo.explain(model)(x)
+    report["graph_breaks"] = explained.graph_break_count
+    report["ok"] &= explained.graph_break_count == 0
+    eager = model(x)
+    compiled = torch.compile(model)
+    got = compiled(x)
+    got2 = compiled(x)
+    torch.cuda.synchronize()
+    report["equal_to_eager"] = bool(torch.equal(got, eager) and torch.equal(got2, eager))
+    ref = x.float() + torch.nn.functional.linear(torch.nn.functional.gelu(torch.nn.functional.linear(
+        x.float(), model.w1.float(), model.b1.float())).bfloat16().float(), model.w2.float())
+    err = float((got.float() - ref).abs().max().item())
+    report["max_err_vs_fp32"] = err
+    report["ok"] &= report["equal_to_eager"] and err <= 2.0 ** -7 * float(ref.abs().max().item()) + 1e-2
+    return report
+
+
+def _host() -> dict[str, Any]:
+    import warpy
+
+    torch = _torch()
+    F = torch.nn.functional
+    report: dict[str, Any] = {"ok": True}
+    for n in (256, 4096):
+        a = torch.randn((n, n), device="cuda", dtype=torch.bfloat16)
+        w = torch.randn((n, n), device="cuda", dtype=torch.bfloat16)
+        bias = torch.randn((n,), device="cuda", dtype=torch.bfloat16)
+        c = torch.empty((n, n), device="cuda", dtype=torch.bfloat16)
+        for what, fn in ((f"warpy.mm(a, w.t(), out=c) {n}", lambda: warpy.mm(a, w.t(), out=c)),
+                         (f"torch.mm(a, w.t(), out=c) {n}", lambda: torch.mm(a, w.t(), out=c)),
+                         (f"warpy.mm(a, w.t(), bias=, activation=gelu) {n}",
+                          lambda: warpy.mm(a, w.t(), out=c, bias=bias, activation="gelu")),
+                         (f"F.gelu(F.linear(a, w, bias)) {n}", lambda: F.gelu(F.linear(a, w, bias)))):
+            for _ in range(20):
+                fn()
+            torch.cuda.synchronize()
+            torch.cuda._sleep(200_000_000)  # keep the GPU busy: the loop below measures the host alone
+            t = time.perf_counter()
+            for _ in range(200):
+                fn()
+            report[what] = round((time.perf_counter() - t) / 200 * 1e6, 1)
+            torch.cuda.synchronize()
+    return report
+
+
+CASES = {"layouts": _layouts, "epilogues": _epilogues, "graph": _graph, "compile": _compile, "host": _host}
+
+
+def _run_isolated(case: str, timeout: float = 600) -> dict[str, Any]:
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    p = subprocess.run([sys.executable, str(Path(__file__).resolve()), case], capture_output=True, text=True,
+                       timeout=timeout, env=env, cwd=str(REPO))
+    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
+    if not lines:
+        return {"ok": False, "error": f"exit {p.returncode}; stderr: {p.stderr.strip()[-2000:]}"}
+    return json.loads(lines[-1])  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_gemm_as_a_users_matmul(case: str) -> None:
+    pytest.importorskip("torch")
+    r = _run_isolated(case)
+    print(case, json.dumps(r))
+    assert r.get("ok"), f"{case}: {json.dumps(r)}"
+
+
+if __name__ == "__main__":  # one case, one JSON line (run by the tests above in a subprocess)
+    try:
+        result = CASES[sys.argv[1]]()
+    except Exception as e:  # a one-line account of what went wrong
+        result = {"ok": False, "error": f"{type(e).__name__}: {e}"}
+    print(json.dumps(result))
+    sys.stdout.flush()
+    os._exit(0)  # a kernel may still be running after a hang: skip teardown that could wait on it
