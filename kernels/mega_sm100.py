@@ -109,6 +109,9 @@ class Interp(InterpBase):
             # each CTA's controller arms its own stage (16 bytes); both free it in rank 0
             self.clc = p.pipe("clc", CLC_DEPTH, fills=1, frees=2)
             self.clc_resp = p.smem_words("clc_resp", CLC_DEPTH, "b128")
+        #: the bitmap of fenced tensor maps the sm_90a bodies' `descriptor` can keep: none here, every
+        #: copy fences its map (`kernels.mega_ops.descriptor`)
+        self.fenced: Optional[SmemBuffer] = None
         #: what bodies declare for themselves (`declare`), by body name
         self.decl: dict[str, object] = {}
         for body in sorted(bodies.values(), key=lambda b: b.opcode):

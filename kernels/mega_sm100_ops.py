@@ -7,8 +7,8 @@ wait for their writes) in each CTA of the pair, on its half of the tile's rows (
 the CTA's share), and says whether it uses the tensor memory:
 
 - `tmem` False: the launcher hands the token straight on;
-- `tmem` True: `launch(ip, r)` runs in the launcher of both CTAs (CTA 0 waits for the token and
-  issues the pair's MMAs), and the body's consumers return the token once they have read their
+- `tmem` True: `launch(ip, r)` runs in CTA 0's launcher once it holds the token (it issues the
+  pair's MMAs), and the body's consumers in each CTA return the token once they have read their
   CTA's accumulator (`kernels/mega_sm100_gemm.py`).
 
 The elementwise bodies compute as the sm_90a ones do (their `compute` is `kernels/mega_ops.py`'s,
@@ -22,13 +22,15 @@ from typing import Any, Optional
 
 from warpy.isa.buffers import Barrier, Tile
 from warpy.isa.families import alu, control, tma
-from warpy.isa.operands import P, R, URVec
+from warpy.isa.operands import RZ, P, R, UR, URVec
 from warpy.isa.pipes import wait
 from warpy.isa.units.dispatch import dispatch
 from warpy.isa.units.tma import table_entry, tma_load_at, tma_store_at
 from warpy.mega import fields as F
 
 from . import mega_ops as ops
+from . import mega_rmsnorm as rmsnorm
+from . import mega_silu_mul as silu_mul
 from .mega_ops import box_bytes, expect
 
 
@@ -77,7 +79,7 @@ def copy(ip: Any, r: Any, k: int, tile: Tile, bar: Optional[Barrier], guard: P) 
     p.emit(alu.iadd3(rank, rank, -1))
     labels = [p.fresh_label(f"RANK{n}") for n in range(1, F.COORDS + 1)]
     done = p.fresh_label("RANKED")
-    dispatch(p, rank, labels, name="rank")
+    dispatch(p, rank, labels, name="map_rank")
     for n, label in enumerate(labels, 1):
         p.label(label)
         coords = [r.field(f"op{k}.coord{c}", p.r(f"coord{c}")) for c in range(n)]
@@ -150,13 +152,98 @@ class Binary(ops.Binary):
         store_output(ip, r, 2, copier(ip, r))
 
 
+class SiluMul(silu_mul.SiluMul):
+    """out = silu(gate) · up on the CTA's rows (`kernels.mega_silu_mul.SiluMul`'s computation), the
+    binary body's copies."""
+
+    tmem = False
+
+    def refuse(self, fields: dict[str, int]) -> Optional[str]:
+        return super().refuse(fields) or refuse_pair(fields)
+
+    def load(self, ip: Any, r: Any) -> None:
+        Binary.load(self, ip, r)  # type: ignore[arg-type]
+
+    def store(self, ip: Any, r: Any) -> None:
+        Binary.store(self, ip, r)  # type: ignore[arg-type]
+
+
+def boxes(ip: Any, r: Any, m: ops.MapOp, lid: int, count: R, step: UR, bar: Optional[Barrier], guard: P) -> None:
+    """`count` boxes of operand m from or into page `lid` (`kernels.mega_ops.load_boxes`' walk: box b
+    at b x its bytes, its origin b x `step` along the innermost dimension), loads completing on `bar`
+    (None: stores), issued by `guard` (this CTA's copier)."""
+    p = ip.p
+    base = ops.page_addr(ip, r, lid, f"{m.name}_page")
+    at, shift = p.ur(f"{m.name}_at"), p.ur(f"{m.name}_shift")
+    p.emit(alu.umov(at, base))
+    p.emit(alu.umov(shift, 0))
+    with p.loop(f"{m.name}_box", count, max_count=rmsnorm.MAX_BOXES):
+        m.copy(at, bar, shift, guard=guard)
+        p.emit(alu.uiadd3(at, at, m.bytes))
+        p.emit(alu.uiadd3(shift, shift, step))
+
+
+class RmsNorm(rmsnorm.RmsNorm):
+    """Whole rows normalised (`kernels.mega_rmsnorm.RmsNorm`'s computation) on the CTA's rows: the
+    pair splits a tile's rows (a one-row tile is CTA 0's; CTA 1 copies, computes and stores nothing
+    and expects no bytes)."""
+
+    tmem = False
+
+    def refuse(self, fields: dict[str, int]) -> Optional[str]:
+        # the host's boxes hold a CTA's share of the rows: the sm_90a checks on CTA 0's share
+        half = dict(fields, tile_m=-(-fields["tile_m"] // 2))
+        return refuse_pair(fields) or super().refuse(half)
+
+    def row_boxes(self, ip: Any, r: Any) -> tuple[R, UR]:
+        p = ip.p
+        nbox = r.field("k_stages", p.r("rn_nbox"))
+        step = p.ur("rn_step")
+        p.emit(alu.r2ur(step, r.field("k_step", p.r("rn_cols"))))
+        return nbox, step
+
+    def load(self, ip: Any, r: Any) -> None:
+        p = ip.p
+        g = copier(ip, r)
+        nbox, step = self.row_boxes(ip, r)
+        x, w = ops.MapOp(ip, r, 1, "rnx"), ops.MapOp(ip, r, 2, "rnw")
+        both = p.ur("rn_both")
+        p.emit(alu.uiadd3(both, x.bytes, w.bytes))
+        total = p.r("rn_tx")
+        p.emit(alu.mov(total, both))
+        p.emit(alu.imad(total, total, nbox, RZ))
+        p.emit(alu.mov(total, 0).guarded(~g))
+        r.wait_page(0)
+        r.wait_page(1)
+        expect(ip, r, total)
+        bar = ip.loaded.at(r.cons.ring)
+        boxes(ip, r, x, 0, nbox, step, bar, g)
+        boxes(ip, r, w, 1, nbox, step, bar, g)
+
+    def store(self, ip: Any, r: Any) -> None:
+        p = ip.p
+        g = copier(ip, r)
+        nbox, step = self.row_boxes(ip, r)
+        wait(p, ip.out_ready.at(r.cons.ring), r.cons.ring.parity)
+        boxes(ip, r, ops.MapOp(ip, r, 0, "rno"), 0, nbox, step, None, g)
+        p.emit(tma.bulk_commit())
+        if ip.fault == "early-page-free":
+            r.release_page(0)
+            p.emit(tma.bulk_wait(0, writes=True))
+            return
+        p.emit(tma.bulk_wait(0, writes=True))
+        r.release_page(0)
+
+
 def _bodies() -> dict[int, Any]:
-    bodies = (Noop(), Unary(), Binary())
+    from .mega_sm100_gemm import Gemm
+
+    bodies = (Noop(), Gemm(), Unary(), Binary(), SiluMul(), RmsNorm())
     return {b.opcode: b for b in bodies}
 
 
 #: the bodies the sm_100a interpreter has, by opcode
 BODIES: dict[int, Any] = _bodies()
 
-__all__ = ["BODIES", "Noop", "Unary", "Binary", "refuse_pair", "copier", "cta_bytes", "copy", "load_operand",
+__all__ = ["BODIES", "Noop", "Unary", "Binary", "SiluMul", "RmsNorm", "boxes", "refuse_pair", "copier", "cta_bytes", "copy", "load_operand",
            "store_output", "descriptor"]
