@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -274,9 +273,7 @@ def test_cli_deep_nesting_is_one_line() -> None:
 
 
 def test_cli_huge_table_is_bounded() -> None:
-    t0 = time.monotonic()
-    r = cli("(1000000,1000000):(1,1000000)", "--table")
-    assert time.monotonic() - t0 < 30
+    r = cli("(1000000,1000000):(1,1000000)", "--table")  # (10^12 cells: only an elided table can finish)
     assert r.returncode == 0
     lines = r.stdout.splitlines()
     assert lines[0] == "(1000000,1000000):(1,1000000)" and len(lines) < 45

@@ -25,10 +25,7 @@ REPO = Path(__file__).resolve().parents[2]
 def _sass(name: str, arch: str) -> list[str]:
     from warpy.lift.disasm import disassemble
 
-    try:
-        d = disassemble(build(PROBES[name].build(arch).kernel(), arch))
-    except Exception as e:  # no disassembler here
-        pytest.skip(f"no disassembly: {e}")
+    d = disassemble(build(PROBES[name].build(arch).kernel(), arch))  # any error fails (nvdisasm is a dependency)
     return [i.text() for k in d.kernels for i in k.instructions]
 
 
