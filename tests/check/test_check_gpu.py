@@ -16,11 +16,13 @@ from warpy.kernels.gemm import GemmProblem
 
 @functools.cache
 def _why_no_sm90() -> str | None:
+    from warpy.errors import NoGPU
+
     try:
         from warpy.runtime import device
 
         dev = device()
-    except Exception as e:  # no driver, no GPU, a broken install
+    except NoGPU as e:  # no driver, no GPU; any other error is a runtime bug on a GPU machine: it fails
         return f"{type(e).__name__}: {e}"
     if dev.compute_capability != (9, 0):
         return f"needs an sm_90 GPU; found {dev.name}"
