@@ -647,3 +647,182 @@ __all__ = [
     "plan_for", "refuse_unless_it_fits", "run_check", "shape_text", "static_json", "static_rows", "static_table",
     "time_plan", "tflops", "writable", "write_png",
 ]
+
+
+# ---------------------------------------------------------------------------------------------
+# `warpy bench gemm --layout` and `--epilogue`: operand layouts against A·Bᵀ, and a fused epilogue
+# against the GEMM followed by torch's epilogue
+
+LAYOUT_SHAPES: tuple[tuple[int, int, int], ...] = ((4096, 4096, 4096), (8192, 8192, 8192))
+
+
+@attrs.frozen
+class VariantRow:
+    """One timed variant of a shape: what ran, its median GPU µs per call (None: refused or failed),
+    the baseline it is compared with, and a note (the refusal, or the check's verdict)."""
+
+    shape: tuple[int, int, int]
+    what: str
+    us: Optional[float]
+    baseline_us: Optional[float]
+    note: str
+
+    @property
+    def ratio(self) -> Optional[float]:
+        """baseline time / this time: above 1 means this variant is faster."""
+        if self.us is None or self.baseline_us is None or self.us <= 0:
+            return None
+        return self.baseline_us / self.us
+
+
+def variant_table(rows: Sequence[VariantRow], baseline: str) -> str:
+    head = ["shape", "variant", "µs", f"{baseline} µs", "ratio", "note"]
+    body = [[shape_text(r.shape), r.what, _num(r.us, ".1f"), _num(r.baseline_us, ".1f"), _num(r.ratio, ".3f"),
+             r.note] for r in rows]
+    return format_table(head, body)
+
+
+def _timed(fn: Callable[[int], None], cu_stream: Any, iters: int) -> float:
+    samples: list[float] = []
+    for _ in range(2):
+        samples += gpu_times_us(fn, cu_stream, iters)
+    return statistics.median(samples)
+
+
+def bench_layouts(shapes: Sequence[tuple[int, int, int]], dtype: str = "bf16", out_dtype: Optional[str] = None,
+                  iters: int = 50, echo: Callable[[str], None] = print) -> list[VariantRow]:
+    """Each operand layout a torch user holds, timed against warpy.gemm's A·Bᵀ (A M×K, B N×K, both
+    K-major) interleaved on the same shape: warpy.mm with B = w.t() (K×N, K contiguous: the same
+    program, read in place) and the MN-major layouts (B K×N row-major, A K×M), which warpy's
+    programs do not read yet: their refusal is the row's note, cuBLAS's time for them beside."""
+    import warpy
+
+    why = gpu_reason("sm_90a")
+    if why is not None:
+        raise NoGPU(f"warpy bench needs an sm_90 GPU: {why.rstrip('.')}")
+    torch = _torch()
+    tdt = {"bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
+    odt = output_type(out_dtype) if out_dtype else dtype
+    todt = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[odt]
+    dev = torch.device("cuda", 0)
+    from warpy.runtime.driver import cuda
+
+    cu_stream = cuda().CUstream(int(torch.cuda.current_stream(dev).cuda_stream))
+    rows: list[VariantRow] = []
+    for shape in shapes:
+        M, N, K = shape
+        g = torch.Generator(device=dev).manual_seed(0)
+        a = torch.randn((M, K), device=dev, dtype=tdt, generator=g)
+        w = torch.randn((N, K), device=dev, dtype=tdt, generator=g)
+        a_km = a.t().contiguous().t()  # M×K with M contiguous
+        w_kn = w.t().contiguous()  # K×N row-major
+        c = torch.empty((M, N), device=dev, dtype=todt)
+        base = _timed(lambda i: warpy.gemm(a, w, out=c), cu_stream, iters)
+        rows.append(VariantRow(shape, "gemm(a, b): A·Bᵀ, both K-major", base, base, "baseline"))
+        variants: list[tuple[str, Callable[[int], None], Callable[[int], None]]] = [
+            ("mm(a, w.t()): B K×N, K contiguous", lambda i: warpy.mm(a, w.t(), out=c),
+             lambda i: torch.mm(a, w.t(), out=c) if todt == tdt else None),
+            ("mm(a, b): B K×N row-major (MN-major)", lambda i: warpy.mm(a, w_kn, out=c),
+             lambda i: torch.mm(a, w_kn, out=c) if todt == tdt else None),
+            ("mm(a, b): A M×K, M contiguous (MN-major)", lambda i: warpy.mm(a_km, w.t(), out=c),
+             lambda i: torch.mm(a_km, w.t(), out=c) if todt == tdt else None),
+        ]
+        for what, run_w, run_c in variants:
+            try:
+                run_w(0)
+                us: Optional[float] = _timed(run_w, cu_stream, iters)
+                note = "ok"
+            except WarpyError as e:
+                us, note = None, f"refused: {e}"
+            cub = _timed(run_c, cu_stream, iters) if todt == tdt else None
+            if cub is not None:
+                note += f" (cuBLAS {cub:.1f} µs)"
+            rows.append(VariantRow(shape, what, us, base, note))
+        del a, w, a_km, w_kn, c
+        torch.cuda.empty_cache()
+    echo(variant_table(rows, "A·Bᵀ").rstrip("\n"))
+    return rows
+
+
+def bench_epilogue(shapes: Sequence[tuple[int, int, int]], spec: str, dtype: str = "bf16",
+                   out_dtype: Optional[str] = None, iters: int = 50,
+                   echo: Callable[[str], None] = print) -> list[VariantRow]:
+    """A fused epilogue (`spec`: the words of `warpy check gemm`, comma-separated: e.g.
+    "bias=n,act=gelu_erf") timed against the same GEMM without it followed by torch's epilogue
+    (the unfused way), and against torch (cuBLAS and torch's elementwise kernels)."""
+    import warpy
+
+    from .gemm_epilogue import parse_words
+
+    ep = parse_words([w for w in spec.replace(" ", ",").split(",") if w])
+    why = gpu_reason("sm_90a")
+    if why is not None:
+        raise NoGPU(f"warpy bench needs an sm_90 GPU: {why.rstrip('.')}")
+    torch = _torch()
+    F = torch.nn.functional
+    tdt = {"bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
+    odt = output_type(out_dtype) if out_dtype else dtype
+    todt = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[odt]
+    dev = torch.device("cuda", 0)
+    from warpy.runtime.driver import cuda
+
+    cu_stream = cuda().CUstream(int(torch.cuda.current_stream(dev).cuda_stream))
+    torch_act = {"": lambda x: x, "relu": F.relu, "silu": F.silu, "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
+                 "gelu_erf": F.gelu}[ep.act]
+    rows: list[VariantRow] = []
+    for shape in shapes:
+        M, N, K = shape
+        g = torch.Generator(device=dev).manual_seed(0)
+        a = torch.randn((M, K), device=dev, dtype=tdt, generator=g)
+        w = torch.randn((N, K), device=dev, dtype=tdt, generator=g) / K ** 0.5
+        c = torch.empty((M, N), device=dev, dtype=todt)
+        kw: dict[str, Any] = {}
+        bias = torch.randn((N if ep.bias == "n" else M,), device=dev, dtype=todt, generator=g) if ep.bias else None
+        c_in = torch.randn((M, N), device=dev, dtype=todt, generator=g) if ep.beta else None
+        res = torch.randn((M, N), device=dev, dtype=todt, generator=g) if ep.residual else None
+        if bias is not None:
+            kw["bias" if ep.bias == "n" else "row_bias"] = bias
+        if c_in is not None:
+            kw.update(beta=ep.beta, c_in=c_in)
+        if res is not None:
+            kw["residual"] = res
+        if ep.alpha != 1.0:
+            kw["alpha"] = ep.alpha
+        if ep.act:
+            kw["activation"] = ep.act
+
+        def epilogue_torch(t: Any) -> Any:
+            if ep.alpha != 1.0:
+                t = t * ep.alpha
+            if c_in is not None:
+                t = t + ep.beta * c_in
+            if bias is not None:
+                t = t + (bias[None, :] if ep.bias == "n" else bias[:, None])
+            t = torch_act(t)
+            return t + res if res is not None else t
+
+        def fused(i: int) -> None:
+            warpy.mm(a, w.t(), out=c, **kw)
+
+        def unfused(i: int) -> None:
+            epilogue_torch(warpy.mm(a, w.t(), out=c))
+
+        def torch_only(i: int) -> None:
+            epilogue_torch(torch.mm(a, w.t()).to(todt))
+
+        unfused(0)
+        ref = epilogue_torch((a.float() @ w.float().t()).to(todt).float())
+        fused(0)
+        err = float((c.float() - ref).abs().max().item())
+        scale = float(ref.abs().max().item()) or 1.0
+        note = "ok" if err <= 2.0 ** -6 * scale else f"FAIL: max |error| {err:.3g} of {scale:.3g}"
+        t_unf = _timed(unfused, cu_stream, iters)
+        t_f = _timed(fused, cu_stream, iters)
+        t_t = _timed(torch_only, cu_stream, iters)
+        rows.append(VariantRow(shape, f"fused: {ep}", t_f, t_unf, note))
+        rows.append(VariantRow(shape, "warpy GEMM + torch epilogue", t_unf, t_unf, "baseline"))
+        rows.append(VariantRow(shape, "torch (cuBLAS + torch epilogue)", t_t, t_unf, ""))
+        del a, w, c
+        torch.cuda.empty_cache()
+    echo(variant_table(rows, "unfused").rstrip("\n"))
+    return rows

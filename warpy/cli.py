@@ -234,6 +234,11 @@ def bench_cmd(
     json: bool = typer.Option(False, "--json", help=JSON_HELP),
     backends: str = typer.Option("flash", "--backends", metavar="LIST", help="attention: torch SDPA backends to "
                                  "compare with: flash, cudnn, efficient, math, or all."),
+    layout: bool = typer.Option(False, "--layout", help="gemm: time each operand layout (warpy.mm's B = w.t(), the "
+                                "MN-major ones) against A·Bᵀ; default shapes 4096³ and 8192³."),
+    epilogue: Optional[str] = typer.Option(None, "--epilogue", metavar="WORDS", help="gemm: time this fused "
+                                           "epilogue (e.g. bias=n,act=gelu_erf) against the GEMM followed by "
+                                           "torch's epilogue; default shapes 4096³ and 8192³."),
 ) -> None:
     """warpy against cuBLAS (torch.mm) per shape, interleaved, the median GPU time per call; or,
     with --static, each shape's registers, shared memory, spills and main-loop size. Exit status 1
@@ -278,6 +283,24 @@ def bench_cmd(
     if arch != "sm_90a":
         raise WarpyError(f"--arch {arch}: timing runs on an sm_90 GPU; for {arch} use --static "
                          f"(warpy bench gemm --arch {arch} --static)")
+    if layout or epilogue is not None:
+        if layout and epilogue is not None:
+            raise WarpyError("--layout and --epilogue are two benchmarks: give one")
+        if png or host_overhead or config or static_only:
+            raise WarpyError("--layout and --epilogue time warpy.mm on a GPU: drop --png, --host-overhead, --config")
+        todo = parsed or list(B.LAYOUT_SHAPES)
+        B.check_bench_args(todo, arch, dtype, out_dtype, None)
+        echo_v: Callable[[str], None] = (lambda line: typer.echo(line, err=True)) if json else typer.echo
+        if layout:
+            vrows = B.bench_layouts(todo, dtype, out_dtype, iters, echo=echo_v)
+        else:
+            assert epilogue is not None
+            vrows = B.bench_epilogue(todo, epilogue, dtype, out_dtype, iters, echo=echo_v)
+        vok = all(not r.note.startswith("FAIL") for r in vrows)
+        if json:
+            _json({"rows": [{"shape": list(r.shape), "variant": r.what, "us": r.us, "baseline_us": r.baseline_us,
+                             "note": r.note} for r in vrows], "ok": vok})
+        raise typer.Exit(0 if vok else 1)
     if png:
         _output_folder(png, "--png")
         B.have_matplotlib()

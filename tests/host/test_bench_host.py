@@ -294,3 +294,21 @@ def test_static_progress_names_the_shape(monkeypatch: pytest.MonkeyPatch, tmp_pa
     said: list[str] = []
     G.static_rows([(256, 256, 64)], "sm_90a", progress=said.append)  # type: ignore[arg-type]
     assert said and all(m.startswith("256x256x64: ") or m.startswith("256³: ") for m in said)
+
+
+def test_cli_bench_layout_and_epilogue_refusals() -> None:
+    for args, start in ((("--layout",), "error: warpy bench needs an sm_90 GPU: "),
+                        (("--epilogue", "bias=n,act=gelu"), "error: warpy bench needs an sm_90 GPU: "),
+                        (("--epilogue", "act=foo"), "error: activation 'foo' is not one of relu, silu"),
+                        (("--layout", "--epilogue", "act=relu"), "error: --layout and --epilogue are two benchmarks"),
+                        (("--layout", "--host-overhead"), "error: --layout and --epilogue time warpy.mm on a GPU")):
+        r = _warpy("bench", "gemm", *args)
+        assert r.returncode == 2 and r.stderr.startswith(start) and r.stderr.count("\n") == 1, (args, r.stderr)
+
+
+def test_cli_check_gemm_with_an_epilogue_proves_its_values() -> None:
+    r = _warpy("check", "gemm", "100", "72", "64", "bias=n", "act=gelu_erf", "alpha=0.5", "--values", "--out", "bf16")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "7200 output values computed, 0 differ from numpy" in r.stdout
+    r = _warpy("check", "gemm", "64", "64", "16", "b=kn")
+    assert r.returncode == 2 and r.stderr.startswith("error: b=kn: b with N contiguous (MN-major) is not written yet")
