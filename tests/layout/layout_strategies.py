@@ -37,10 +37,19 @@ def _nested_layout(draw: st.DrawFn, extents: list[int], strides: list[int]) -> L
 
 
 @st.composite
-def layouts(draw: st.DrawFn, max_leaves: int = 4, max_extent: int = 6, max_stride: int = 24, zero: bool = True) -> Layout:
+def layouts(draw: st.DrawFn, max_leaves: int = 4, max_extent: int = 6, max_stride: int = 24, zero: bool = True,
+            negative: bool = True, long: bool = True) -> Layout:
+    """Extents 1..max_extent, with `long` one mode up to 4 * max_extent at times (a total size kept
+    small enough to enumerate); strides 0 (if `zero`) or 1..max_stride, with `negative` a stride's
+    sign flipped at times."""
     n = draw(st.integers(1, max_leaves))
     extents = draw(st.lists(st.integers(1, max_extent), min_size=n, max_size=n))
+    if long and draw(st.integers(0, 3)) == 0:
+        extents[draw(st.integers(0, n - 1))] = draw(st.integers(max_extent + 1, 4 * max_extent))
     strides = draw(st.lists(st.integers(0 if zero else 1, max_stride), min_size=n, max_size=n))
+    if negative and draw(st.integers(0, 3)) == 0:
+        k = draw(st.integers(0, n - 1))
+        strides[k] = -max(strides[k], 1)
     return draw(_nested_layout(extents, strides))
 
 
