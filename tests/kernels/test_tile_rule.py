@@ -1,0 +1,68 @@
+"""The sm_90a tile rule (`kernels/gemm.py: choose`) over thousands of shapes, not a dozen: every
+shape from 1 row to 64k, K from 8 to 64k, both input types and every output type gets the
+configuration its documentation promises:
+
+- the tile and the stream-K choice are the cheapest under the rule's own cost model (no candidate
+  tile, with or without stream-K, is predicted faster), and the model's whole-tile cost is the
+  busiest SM's waves times its k blocks;
+- stream-K's split is the one `sm90_split` gives (0 for whole tiles);
+- the ring is the deepest that fits shared memory (3 to 8 stages);
+- 16-bit C with 16-byte-aligned rows goes out through shared memory and TMA stores, nothing else;
+- the L2 promotion is 256 bytes where a K row is a multiple of 32 bytes, else 128.
+The literal tiles of a few shapes are pinned in test_gemm_sm90.py."""
+
+from __future__ import annotations
+
+import math
+
+import attrs
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from warpy.kernels.gemm import TILE_EFFICIENCY, GemmProblem, choose, sm90_cost, sm90_split
+from warpy.kernels.gemm_sm90 import smem_bytes
+from warpy.target import SM90A
+
+
+@st.composite
+def problems(draw: st.DrawFn) -> GemmProblem:
+    def extent() -> int:
+        return draw(st.one_of(st.integers(1, 300), st.integers(300, 1 << 16), st.sampled_from([1, 64, 127, 128, 129, 4096])))
+
+    k = 8 * draw(st.one_of(st.integers(1, 64), st.integers(64, 1 << 13)))
+    return GemmProblem(extent(), extent(), k, draw(st.sampled_from(["bf16", "fp16"])),
+                       draw(st.sampled_from(["fp32", "bf16", "fp16"])))
+
+
+@settings(max_examples=400, deadline=None)
+@given(problems())
+def test_the_rule_keeps_its_promises(prob: GemmProblem) -> None:
+    cfg = choose(prob)
+    tile = (cfg.bm, cfg.bn)
+    assert tile in TILE_EFFICIENCY and cfg.consumers == cfg.bm // 64
+    chosen = sm90_cost(prob, cfg.bm, cfg.bn, cfg.stream_k)
+    assert math.isfinite(chosen)
+    for (bm, bn) in TILE_EFFICIENCY:
+        for sk in (False, True):
+            assert sm90_cost(prob, bm, bn, sk) >= chosen, (prob, tile, cfg.stream_k, (bm, bn, sk))
+    # the model's whole-tile cost: waves of the busiest SM x its k blocks x the tile's relative time
+    tiles = -(-prob.M // cfg.bm) * -(-prob.N // cfg.bn)
+    whole = -(-tiles // SM90A.sms) * -(-prob.K // 64) * cfg.bm * cfg.bn / (128 * 256) / TILE_EFFICIENCY[tile]
+    assert math.isclose(sm90_cost(prob, cfg.bm, cfg.bn, False), whole)
+    assert cfg.split == (sm90_split(prob, cfg.bm, cfg.bn) if cfg.stream_k else 0)
+    assert 3 <= cfg.stages <= 8 and smem_bytes(cfg) <= SM90A.max_dynamic_smem
+    assert cfg.stages == 8 or smem_bytes(attrs.evolve(cfg, stages=cfg.stages + 1)) > SM90A.max_dynamic_smem
+    assert cfg.staged_epilogue == (prob.out_dtype != "fp32" and prob.N * 2 % 16 == 0)
+    assert cfg.l2_promotion == (256 if prob.K * 2 % 32 == 0 else 128)
+
+
+@settings(max_examples=200, deadline=None)
+@given(problems())
+def test_stream_k_only_where_whole_tiles_leave_sms_idle(prob: GemmProblem) -> None:
+    """Stream-K is chosen only when whole tiles cannot fill one wave of 132 SMs (a partial last
+    wave or fewer tiles than SMs): where the tiles make exact full waves it never pays."""
+    cfg = choose(prob)
+    if not cfg.stream_k:
+        return
+    tiles = -(-prob.M // cfg.bm) * -(-prob.N // cfg.bn)
+    assert tiles % SM90A.sms != 0
