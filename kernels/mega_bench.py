@@ -1,14 +1,19 @@
 """Running the megakernel on the GPU: `MegaRunner` (device memory for the schedule's buffers, the
 queue, the counters, host-visible status words; calls with a growing call number, PDL between them;
 the watchdog with a per-SM dump), `status_lines` (the dump, also on the host checker's status
-words), and `run_job` (`warpy mega run GRAPH`: every output element against the reference).
+words), `run_job` (`warpy mega run GRAPH`: every output element against the reference) and
+`bench_job` (`warpy mega bench`: the workloads through the megakernel and through torch eager, a
+CUDA graph of eager, torch.compile and torch.compile(mode="reduce-overhead"), same inputs, every
+output against an fp32 reference; torch is imported only there).
 """
 
 from __future__ import annotations
 
+import statistics
 import time
 from typing import Any, Callable, Mapping, Optional, Sequence
 
+import attrs
 import numpy as np
 
 from warpy.errors import WarpyError
@@ -55,7 +60,7 @@ class MegaRunner:
     dump."""
 
     def __init__(self, problem: MegaProblem, config: Optional[MegaConfig] = None, *, deadline: float = 10.0,
-                 pdl: bool = True, encode: Optional[Callable[..., Any]] = None) -> None:
+                 pdl: bool = True, encode: Optional[Callable[..., Any]] = None, stream: Any = None) -> None:
         from warpy.lift.lifter import build as assemble
         from warpy.runtime import device, load, to_device
         from warpy.runtime.driver import require_arch
@@ -76,6 +81,7 @@ class MegaRunner:
         self.pdl = pdl
         self.encode = encode  # (None: cuTensorMapEncodeTiled, memoised)
         self.calls = 0
+        self.stream = stream  # a CUstream handle (None: warpy's own)
         s = self.plan.schedule
         self.buffers = {b: alloc(max(nbytes, 16)) for b, nbytes in self.plan.launch.buffers}
         self.queue = to_device(self.plan.per_unit)
@@ -96,12 +102,12 @@ class MegaRunner:
         self.calls += 1
         self.status.zero()
         params = bind(self.header, self.memory, self.calls, encode=self.encode)
-        launch_header(self.kernel, self.header, params, pdl=self.pdl and self.calls > 1)
+        launch_header(self.kernel, self.header, params, pdl=self.pdl and self.calls > 1, stream=self.stream)
 
     def wait(self) -> None:
         from warpy.runtime.launcher import synchronize
 
-        synchronize(timeout=self.deadline, kernel=self.header.kernel, on_hang=self.dump)
+        synchronize(self.stream, timeout=self.deadline, kernel=self.header.kernel, on_hang=self.dump)
 
     def dump(self) -> str:
         """Where each SM stands (status words; counters are device memory, not read after a hang)."""
@@ -161,6 +167,299 @@ def first_wait(pl: Plan) -> Optional[tuple[int, int, int]]:
     return None
 
 
-__all__ = ["MegaRunner", "status_lines", "run_job", "first_wait"]
+
+
+# -- warpy mega bench ---------------------------------------------------------------------------------
+
+#: the issue's workloads: name -> (graph, tokens, the CUDA graph of eager measured when the targets
+#: were set (µs), the target (µs))
+WORKLOADS: dict[str, tuple[str, int, float, float]] = {
+    "mlp3-1024": ("mlp3", 1024, 34.9, 14.0),
+    "mlp3-1": ("mlp3", 1, 18.9, 6.0),
+    "llama-1": ("llama-mlp", 1, 709.0, 420.0),
+    "llama-16": ("llama-mlp", 16, 729.0, 440.0),
+    "llama-128": ("llama-mlp", 128, 840.0, 600.0),
+    "llama-2048": ("llama-mlp", 2048, 5740.0, 5300.0),
+}
+METHODS = ("warpy", "warpy-graph", "eager", "graph", "compile", "compile-ro")
+#: an element passes when |got - ref| <= TOL_STEPS bf16 steps at max(|ref|, the output's rms)
+TOL_STEPS = 4.0
+
+
+def torch_function(graph: str) -> Callable[..., Any]:
+    """The workload as torch code (what a user would write; inputs by the graph's names), computing
+    in the inputs' element type: bf16 for the baselines, fp32 for the reference."""
+    import importlib
+
+    # (by name: torch is optional, and mypy passes with it installed or not)
+    torch: Any = importlib.import_module("torch")
+    Fn: Any = importlib.import_module("torch.nn.functional")
+    if graph == "mlp3":
+        def mlp3(x: Any, w: Any, b: Any) -> Any:
+            for i in range(w.shape[0]):
+                x = torch.relu(Fn.linear(x, w[i], b[i]))
+            return x
+        return mlp3
+    if graph == "llama-mlp":
+        from warpy.mega.examples import LLAMA_EPS
+
+        def llama(x: Any, norm: Any, gate: Any, up: Any, down: Any) -> Any:
+            for i in range(gate.shape[0]):
+                h = Fn.rms_norm(x, (x.shape[-1],), norm[i], LLAMA_EPS)
+                x = x + Fn.linear(Fn.silu(Fn.linear(h, gate[i])) * Fn.linear(h, up[i]), down[i])
+            return x
+        return llama
+    raise WarpyError(f"no torch form of graph {graph!r} (the bench runs mlp3 and llama-mlp)")
+
+
+def bench_inputs(graph: Any, seed: int) -> dict[str, np.ndarray]:
+    """The workload's inputs as bf16 values (float32 arrays): x normal, each weight normal / sqrt(K)
+    (a gemm's B), biases and norm weights normal around 0 and 1, so that the layers keep their scale."""
+    from warpy.mega import semantics as S
+
+    rng = np.random.default_rng(seed)
+    out = {}
+    for v in graph.inputs():
+        scale, shift = 1.0, 0.0
+        if v.name in ("w", "gate", "up", "down"):
+            scale = 1.0 / np.sqrt(v.shape[-1])
+        elif v.name == "b":
+            scale = 0.1
+        elif v.name == "norm":
+            scale, shift = 0.1, 1.0
+        vals = rng.standard_normal(v.shape).astype(np.float32) * np.float32(scale) + np.float32(shift)
+        out[v.name] = np.asarray(S.store(vals, v.dtype), dtype=np.float32)
+    return out
+
+
+def bf16_error(got: np.ndarray, ref: np.ndarray) -> tuple[float, int]:
+    """(the largest |got - ref| in bf16 steps at max(|ref|, rms(ref)), elements over TOL_STEPS);
+    NaN anywhere in got counts as over."""
+    g = np.asarray(got, dtype=np.float64)
+    r = np.asarray(ref, dtype=np.float64)
+    rms = float(np.sqrt(np.mean(r * r))) if r.size else 0.0
+    mag = np.maximum(np.abs(r), max(rms, 2.0 ** -126))
+    steps = np.abs(g - r) / np.exp2(np.floor(np.log2(mag)) - 7)
+    steps[np.isnan(g)] = np.inf
+    return float(steps.max(initial=0.0)), int((steps > TOL_STEPS).sum())
+
+
+@attrs.define
+class BenchRow:
+    workload: str
+    method: str
+    us: Optional[float]  # median per call, µs (None: did not run)
+    err_steps: Optional[float] = None
+    over: Optional[int] = None
+    note: str = ""
+
+
+def _median_us(times: Sequence[float]) -> float:
+    return float(statistics.median(times))
+
+
+def bench_job(names: Sequence[str], iters: int = 30, seed: int = 0, compile_budget_s: float = 150.0,
+              json_path: Optional[str] = None, png_path: Optional[str] = None,
+              echo: Callable[[str], None] = print) -> list[BenchRow]:
+    """`warpy mega bench`: each workload through warpy's megakernel (launches on a stream, and a CUDA
+    graph of calls) and through torch eager, a CUDA graph of eager, torch.compile and
+    torch.compile(mode="reduce-overhead"), on the same bf16 inputs; each method's output against
+    the fp32 reference (the torch code on the inputs upcast); per-call GPU time, median of `iters`
+    calls enqueued back to back behind a spin (`warpy.bench.gpu_times_us`). The torch.compile rows
+    stop once `compile_budget_s` seconds have gone to compiling (said in the row)."""
+    import importlib
+
+    try:
+        torch: Any = importlib.import_module("torch")
+    except ImportError:
+        raise WarpyError("warpy mega bench needs torch with CUDA (pip install -e .[bench])") from None
+    from warpy.bench import gpu_times_us
+    from warpy.runtime.launcher import synchronize
+
+    unknown = [n for n in names if n not in WORKLOADS]
+    if unknown:
+        raise WarpyError(f"no workload {unknown[0]!r} (workloads: {', '.join(WORKLOADS)})")
+    if not torch.cuda.is_available():
+        raise WarpyError("warpy mega bench needs a CUDA GPU for torch")
+    dev = torch.device("cuda")
+    stream = torch.cuda.current_stream().cuda_stream
+    rows: list[BenchRow] = []
+    compile_spent = 0.0
+    for name in names:
+        graph, tokens, base_us, target_us = WORKLOADS[name]
+        t_start = time.perf_counter()
+        r = MegaRunner(MegaProblem(graph, tokens, units=0), deadline=30.0, stream=stream)
+        pl = r.plan
+        values = bench_inputs(pl.schedule.program.graph, seed)
+        fn = torch_function(graph)
+        args32 = {k: torch.from_numpy(v).to(dev) for k, v in values.items()}
+        args16 = {k: t.to(torch.bfloat16) for k, t in args32.items()}
+        ref = fn(**args32).float().cpu().numpy()
+        torch.cuda.synchronize()
+
+        def judge(method: str, out: np.ndarray, us: Optional[float], note: str = "") -> None:
+            e, over = bf16_error(out, ref)
+            rows.append(BenchRow(name, method, us, e, over, note))
+            echo(f"{name} {method}: {'-' if us is None else f'{us:.1f} us'}, max {e:.2f} bf16 steps, {over} over "
+                 f"{TOL_STEPS:g}{' (' + note + ')' if note else ''}")
+
+        # warpy: launches on the stream (PDL between calls)
+        r.upload(values)
+        r.launch()
+        r.wait()
+        (got,) = r.outputs()
+        us = _median_us(gpu_times_us(lambda i: r.launch(), stream, iters))
+        r.wait()
+        judge("warpy", r.outputs()[0], us, f"{pl.launch.units} SMs, {len(pl.schedule.instrs)} instructions, "
+                                           f"{pl.launch.waves} waves; first call max "
+                                           f"{bf16_error(got, ref)[0]:.2f} steps")
+        # warpy: a CUDA graph of `calls` calls (the counters zeroed at its start, calls 1..n)
+        try:
+            us_g, out_g = _warpy_graph(r, torch, stream, iters)
+            judge("warpy-graph", out_g, us_g, "per call, 8 calls a graph")
+        except Exception as e:  # (capture of PDL launches may be refused by the driver: said, not fatal)
+            rows.append(BenchRow(name, "warpy-graph", None, note=f"{type(e).__name__}: {str(e)[:120]}"))
+            echo(f"{name} warpy-graph: failed: {e}")
+        # torch eager and a CUDA graph of it
+        with torch.no_grad():
+            out = fn(**args16)
+            us = _median_us(gpu_times_us(lambda i: fn(**args16), stream, max(5, iters // 3)))
+            judge("eager", out.float().cpu().numpy(), us)
+            g = torch.cuda.CUDAGraph()
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                for _ in range(2):
+                    fn(**args16)
+            torch.cuda.current_stream().wait_stream(side)
+            with torch.cuda.graph(g):
+                static_out = fn(**args16)
+            g.replay()
+            torch.cuda.synchronize()
+            us = _median_us(gpu_times_us(lambda i: g.replay(), stream, iters))
+            judge("graph", static_out.float().cpu().numpy(), us)
+            for method, mode in (("compile", None), ("compile-ro", "reduce-overhead")):
+                if compile_spent > compile_budget_s:
+                    rows.append(BenchRow(name, method, None, note=f"skipped: {compile_spent:.0f} s of compiling spent"))
+                    echo(f"{name} {method}: skipped ({compile_spent:.0f} s of compiling spent)")
+                    continue
+                t0 = time.perf_counter()
+                cf = torch.compile(fn, mode=mode) if mode else torch.compile(fn)
+                for _ in range(3):
+                    out = cf(**args16)
+                torch.cuda.synchronize()
+                spent = time.perf_counter() - t0
+                compile_spent += spent
+                out_np = out.float().cpu().numpy()
+                us = _median_us(gpu_times_us(lambda i: cf(**args16), stream, max(5, iters // 3)))
+                judge(method, out_np, us, f"compiled in {spent:.0f} s")
+        torch.cuda.synchronize()
+        synchronize(stream)
+        echo(f"{name}: {time.perf_counter() - t_start:.0f} s")
+        del r
+        if json_path:  # after each workload: a run stopped at its time limit keeps what it measured
+            write_rows(rows, json_path)
+    table = bench_table(rows)
+    echo("")
+    echo(table)
+    if png_path:
+        echo(bench_png(rows, png_path))
+    return rows
+
+
+def _warpy_graph(r: MegaRunner, torch: Any, stream: int, iters: int, calls: int = 8) -> tuple[float, np.ndarray]:
+    """A CUDA graph of `calls` megakernel calls (PDL between them), the counters set to 0 at its
+    start so that each replay's calls are 1..calls again; per-call time from its replays."""
+    from warpy.bench import gpu_times_us
+    from warpy.runtime.bind import launch_header
+    from warpy.runtime.driver import check, cuda
+
+    from .mega import bind
+
+    d = cuda()
+    n = max(len(r.plan.schedule.counters), 1)
+    params = [bind(r.header, r.memory, c, encode=r.encode) for c in range(1, calls + 1)]
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g, capture_error_mode="relaxed"):
+        s = torch.cuda.current_stream().cuda_stream
+        check(d.cuMemsetD32Async(int(r.counters), 0, n, s), "cuMemsetD32Async")
+        for c, p in enumerate(params):
+            launch_header(r.kernel, r.header, p, pdl=c > 0, stream=s)
+    g.replay()
+    torch.cuda.synchronize()
+    out = r.outputs()[0]
+    times = gpu_times_us(lambda i: g.replay(), stream, max(5, iters // 3))
+    return _median_us(times) / calls, out
+
+
+def write_rows(rows: Sequence[BenchRow], path: str) -> None:
+    import json
+    from pathlib import Path
+
+    Path(path).write_text(json.dumps([attrs.asdict(x) for x in rows], indent=1))
+
+
+def read_rows(path: str) -> list[BenchRow]:
+    """The rows `bench_job` wrote (to print the table of a run that stopped part way)."""
+    import json
+    from pathlib import Path
+
+    return [BenchRow(**x) for x in json.loads(Path(path).read_text())]
+
+
+def bench_table(rows: Sequence[BenchRow]) -> str:
+    """One line a workload: each method's µs (the fastest torch method marked), warpy's speed-up over
+    the CUDA graph of eager, the issue's baseline and target; then every method's accuracy."""
+    from warpy.bench import format_table
+
+    names = list(dict.fromkeys(x.workload for x in rows))
+    by = {(x.workload, x.method): x for x in rows}
+    heads = ["workload"] + [f"{m} µs" for m in METHODS] + ["graph/warpy", "issue: graph", "target", "accuracy"]
+    out = []
+    for n in names:
+        cells = [n]
+        for m in METHODS:
+            x = by.get((n, m))
+            cells.append("-" if x is None or x.us is None else f"{x.us:.1f}")
+        w = [u for m in ("warpy", "warpy-graph") if (n, m) in by for u in (by[(n, m)].us,) if u is not None]
+        gr = by.get((n, "graph"))
+        cells.append(f"{gr.us / min(w):.2f}x" if w and gr is not None and gr.us else "-")
+        _, _, base, target = WORKLOADS[n]
+        cells += [f"{base:g}", f"{target:g}"]
+        bad = [f"{x.method} {x.over}" for x in rows if x.workload == n and x.over]
+        worst = max((x.err_steps or 0.0) for x in rows if x.workload == n)
+        cells.append(("ok" if not bad else "OVER: " + ", ".join(bad)) + f" (max {worst:.1f} steps)")
+        out.append(cells)
+    return format_table(heads, out)
+
+
+def bench_png(rows: Sequence[BenchRow], path: str) -> str:
+    """A bar chart of the table (µs per call, log scale), or the one line saying why there is none."""
+    import importlib
+
+    try:
+        matplotlib: Any = importlib.import_module("matplotlib")
+        matplotlib.use("Agg")
+        plt: Any = importlib.import_module("matplotlib.pyplot")
+    except ImportError:
+        return "no PNG: matplotlib is not installed here (the table above has the numbers)"
+    names = list(dict.fromkeys(x.workload for x in rows))
+    by = {(x.workload, x.method): x.us for x in rows}
+    fig, ax = plt.subplots(figsize=(10, 4))
+    width = 0.8 / len(METHODS)
+    for k, m in enumerate(METHODS):
+        ys = [by.get((n, m)) or 0.0 for n in names]
+        ax.bar([i + k * width for i in range(len(names))], ys, width, label=m)
+    ax.set_xticks([i + 0.4 - width / 2 for i in range(len(names))], names)
+    ax.set_yscale("log")
+    ax.set_ylabel("µs per call (H200)")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    return f"wrote {path}"
+
+
+__all__ = ["MegaRunner", "status_lines", "run_job", "first_wait", "WORKLOADS", "METHODS", "bench_job", "bench_table",
+           "bench_png", "bench_inputs", "bf16_error", "torch_function", "BenchRow", "TOL_STEPS", "write_rows", "read_rows"]
 
 _ = Sequence

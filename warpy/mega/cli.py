@@ -4,6 +4,7 @@
     warpy mega check GRAPH [--tokens T] [--arch ...] [--mode ...] [--vm] [--seed N]
     warpy mega mutate [GRAPH ...] [--count N] [--units U]
     warpy mega run GRAPH [--tokens T] [--units U] [--calls N] [--deadline S] [--hang]   (an sm_90 GPU)
+    warpy mega bench [WORKLOAD ...] [--iters N] [--json FILE] [--png FILE]              (an sm_90 GPU, torch)
 
 GRAPH: a named example (mlp3, llama-mlp, mlp-small, llama-small) or FILE.py defining build() or
 graph. Errors are one line (WarpyError); the implementations are imported per command.
@@ -175,6 +176,28 @@ def run_cmd(
         typer.echo(str(e))
         raise typer.Exit(1)
     raise typer.Exit(0 if ok else 1)
+
+
+@app.command("bench")
+def bench_cmd(
+    workloads: Optional[list[str]] = typer.Argument(None, help="Workloads (default: all): mlp3-1024 mlp3-1 llama-1 "
+                                                    "llama-16 llama-128 llama-2048."),
+    iters: int = typer.Option(30, "--iters", help="Timed calls per method (median)."),
+    seed: int = typer.Option(0, "--seed", help="The inputs."),
+    compile_budget: float = typer.Option(150.0, "--compile-budget", help="Seconds of torch.compile after which "
+                                         "the compiled rows are skipped."),
+    json_out: Optional[str] = typer.Option(None, "--json", help="Write every row to FILE.json."),
+    png: Optional[str] = typer.Option(None, "--png", help="Draw the table to FILE.png (needs matplotlib)."),
+) -> None:
+    """The workloads on an sm_90 GPU through the megakernel and through torch eager, a CUDA graph of
+    eager, torch.compile and torch.compile(mode="reduce-overhead"): same inputs, every output against
+    an fp32 reference, per-call GPU time; a table last. Exit status 1 if any output is off."""
+    from warpy.kernels.mega_bench import WORKLOADS, bench_job
+
+    if iters < 1:
+        raise WarpyError("--iters must be at least 1")
+    rows = bench_job(workloads or list(WORKLOADS), iters, seed, compile_budget, json_out, png, echo=typer.echo)
+    raise typer.Exit(1 if any(r.over for r in rows) else 0)
 
 
 @app.command("mutate")

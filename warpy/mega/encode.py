@@ -27,13 +27,15 @@ from warpy.errors import WarpyError
 from warpy.layout.core import LayoutError
 from warpy.layout.tma import TmaBox
 from warpy.mega import fields as F
-from warpy.mega.graph import View, map_dims
+from warpy.mega.graph import MapDim, View, map_dims
 from warpy.mega.lower import Node, Operand
 from warpy.mega.schedule import Instr, Schedule
 from warpy.mega.tiling import BOX_MAX, NodeTiling, cdiv, gemm_k_boxes, operand_boxes
 from warpy.target import element_type
 
 SWIZZLE = 128
+#: the base dimension of the extent-1 dimension added to what would be a rank-1 map
+PAD_DIM = -1
 KIND_OPCODE = {"gemm": F.GEMM, "unary": F.UNARY, "binary": F.BINARY, "silu_mul": F.SILU_MUL, "rmsnorm": F.RMSNORM}
 
 
@@ -124,6 +126,12 @@ class _Maps:
         view_axes = _axes(node, role, view, out_rank)
         keep = node.kind == "gemm" and role in (0, 1, 2)  # the output, A and B: boxes of the tile's rows
         mdims, offset = map_dims(view, keep=keep)
+        if len(mdims) == 1:
+            # the H200's driver refused a rank-1 map (cuTensorMapEncodeTiled: CUDA_ERROR_INVALID_VALUE
+            # for bf16 dims (40,) box (40,)): every map gets a second dimension of extent 1, its
+            # coordinate 0 and its stride the row's bytes rounded up to 16 (never followed)
+            row = -(-mdims[0].extent * element_type(t.dtype).bytes // 16) * 16
+            mdims = (mdims[0], MapDim(PAD_DIM, 1, row, None))
         # a selected index, or the single element of a broadcast scalar (a map dimension of extent 1),
         # runs along no tile axis: its box is one element (16 bytes innermost), its coordinate fixed
         axes = tuple(F.AXIS_FIXED if m.view is None or (m.extent == 1 and not keep) else view_axes[m.view]
@@ -140,7 +148,7 @@ class _Maps:
                 raise WarpyError(f"{node.where}: the tensor map for {t.name}: {e}") from None
             self.index[key] = len(self.maps)
             self.maps.append(TensorMap(len(self.maps), tensor, self.s.buffer_of[tensor], offset, tma))
-        fixed = tuple(view.start[m.base_dim] if m.view is None else 0 for m in mdims)
+        fixed = tuple(view.start[m.base_dim] if m.view is None and m.base_dim != PAD_DIM else 0 for m in mdims)
         return _Slot(self.index[key], axes, tuple(m.view for m in mdims), fixed, view)
 
 
