@@ -163,10 +163,11 @@ def choose(prob: AttentionProblem) -> Config:
     sm_90a: 128 queries a CTA (two consumer warpgroups of 64, ping-ponging), key/value blocks of
     128, and the deepest rings shared memory holds: head_dim 128 fits two stages of K, of V as
     loaded and of V transposed (224 KiB with Q); head_dim 64 fits more.
-    sm_100a: 128 queries a CTA (one tcgen05 MMA of M = 128, S and O in tensor memory), key/value
-    blocks of 128, the deepest rings the same way (the same shared-memory budget)."""
+    sm_100a: two tiles of 128 queries a CTA (a softmax warpgroup each, the MMA warp alternating
+    between them; S, P and O in tensor memory), key/value blocks of 128, the deepest rings the same
+    way: head_dim 128 fits K and V two stages and Vᵀ one (224 KiB with the two Q tiles)."""
     if prob.arch == "sm_100a":
-        return deepest(Sm100AttentionConfig(bn=128, k_stages=2, v_stages=2, t_stages=2), prob.D)
+        return deepest(Sm100AttentionConfig(bn=128, k_stages=2, v_stages=2, t_stages=1, tiles=2), prob.D)
     if prob.arch != "sm_90a":
         raise WarpyError(f"no {prob.arch} attention program exists (sm_90a and sm_100a)")
     return deepest(Sm90AttentionConfig(bn=128, k_stages=2, v_stages=2, t_stages=2), prob.D)
@@ -179,13 +180,16 @@ def _smem(cfg: Config, d: int) -> int:
 
 
 def deepest(cfg: Config, d: int) -> Config:
-    """`cfg` with its rings deepened, K first, then V transposed, while shared memory allows (at
-    most 4 stages each)."""
+    """`cfg` with its rings deepened a stage at a time, K then V transposed, while shared memory
+    allows (at most 4 stages each)."""
     limit = (SM100A if isinstance(cfg, Sm100AttentionConfig) else SM90A).max_dynamic_smem
-    for field in ("k_stages", "t_stages", "k_stages", "t_stages"):
-        more = attrs.evolve(cfg, **{field: getattr(cfg, field) + 1})
-        if getattr(more, field) <= 4 and _smem(more, d) <= limit:
-            cfg = more
+    grew = True
+    while grew:
+        grew = False
+        for field in ("k_stages", "t_stages"):
+            more = attrs.evolve(cfg, **{field: getattr(cfg, field) + 1})
+            if getattr(more, field) <= 4 and _smem(more, d) <= limit:
+                cfg, grew = more, True
     return cfg
 
 

@@ -1,31 +1,41 @@
 """Forward attention on Blackwell (sm_100a): O = softmax(scale · Q·Kᵀ, masked) · V, bf16 in and out,
-fp32 scores and accumulators in tensor memory, one CTA per 128 queries of one (batch, head).
-Configured by the attention family's rule (`kernels/attention.py`); docs/attention.md ("sm_100a")
-describes the program. It has never run on a B200: ptxas, the disassembly and the host checker
-(with values) are its evidence.
+fp32 scores and accumulators in tensor memory, one CTA per 128 x `tiles` queries of one (batch,
+head). Configured by the attention family's rule (`kernels/attention.py`); docs/attention.md
+("Blackwell") describes the program. It has never run on a B200: ptxas, the disassembly and the
+host checker (with values) are its evidence.
 
-Warp-specialised, 256 threads, every MMA `tcgen05.mma.cta_group::1` (`UTCHMMA`, M = 128):
+Warp-specialised, 128 (1 + tiles) threads, every MMA `tcgen05.mma.cta_group::1` (`UTCHMMA`,
+M = 128). With `tiles = 2` (the rule's choice) the CTA takes two 128-query tiles, one softmax
+warpgroup each (warps 4-7, 8-11), and the MMA warp alternates between them, so that one
+warpgroup's softmax runs while the tensor core serves the other tile (FlashAttention-4's
+arrangement); with `tiles = 1` one warpgroup takes one tile and S is double-buffered instead.
+The roles:
 
-- warp 0, the **loader**: Q once (128 x D), then K(n) and V(n) by TMA into their rings (128-byte
-  swizzle; rows past the sequence land as zeros);
+- warp 0, the **loader**: Q's tiles once (128 x D each), then K(n) and V(n) by TMA into their
+  rings (128-byte swizzle; rows past the sequence land as zeros);
 - warp 1, the **MMA warp** (one thread issues; it also allocates and frees the tensor memory):
-  S(n) = Q·K(n)ᵀ (SS form: both from shared memory) into one of two S buffers in tensor memory,
-  committed to `s_full`; then, once the softmax has written P(n) into tensor memory (`p_full`),
-  O (+)= P(n)·V(n) (TS form: A = P from tensor memory, B = Vᵀ(n) from shared memory), committed to
-  `o_done`. S(n+1) is issued before P(n)·V(n), so the tensor core computes the next scores while
-  the softmax works on these;
+  S_i(n) = Q_i·K(n)ᵀ (SS form: both from shared memory) into tile i's S in tensor memory,
+  committed to `s_full[i]`; once the softmax has written P_i(n) into tensor memory (`p_full[i]`),
+  O_i (+)= P_i(n)·V(n) (TS form: A = P_i from tensor memory, B = Vᵀ(n) from shared memory). Two
+  tiles: per block P_0·V, S_0(n+1), P_1·V, S_1(n+1) (S_i(n+1) overwrites P_i(n)'s columns after
+  the queue has run P_i(n)·V, and its commit tells the softmax O_i is up to date); `o_done[i]` once
+  at the end. One tile: S(n+1) into the other of two S buffers before P(n)·V(n), `o_done` after
+  every P·V;
 - warps 2-3, the **transposers**: the tensor core reads B K-major here (the checker models K-major
   shared-memory operands only), and V's rows are P·V's K, so each landed V tile becomes Vᵀ
   (`LDSM.16.MT88.4` / `STSM.16.M88.4`, as on sm_90a) in a third ring;
-- warps 4-7, the **softmax warpgroup** (thread = query row = tensor-memory lane): LDTM its row of
-  S(n), mask, row maximum, base-2 exponentials (`MUFU.EX2` of `FFMA(s, scale·log2 e, -max)`), the
-  row sum, P packed to bf16 pairs; then it waits for P(n-1)·V(n-1) (`o_done`), rescales O in
-  tensor memory if its warp's maximum moved past the threshold (LDTM, FMUL, STTM: the
-  **correction**, done by the row's own thread), STTMs P(n) and arrives on `p_full`. At the end:
-  O / l from tensor memory, bf16, STS over Q's buffer (swizzled), TMA store clipped at S_q.
+- warps 4-7 (and 8-11), the **softmax warpgroup** of tile i (thread = query row = tensor-memory
+  lane): LDTM its row of S_i(n), mask, row maximum, base-2 exponentials (`MUFU.EX2` of
+  `FFMA(s, scale·log2 e, -max)`), the row sum, P packed to bf16 pairs; it rescales O_i in tensor
+  memory if its warp's maximum moved past the threshold (LDTM, FMUL, STTM: the **correction**,
+  done by the row's own thread; one tile: after waiting for P(n-1)·V(n-1), `o_done`), STTMs
+  P_i(n) and arrives on `p_full[i]`. At the end: O / l from tensor memory, bf16, STS over Q_i's
+  buffer (swizzled), TMA store clipped at S_q.
 
-Tensor memory (512 columns allocated): O at columns [0, D), S(0) and S(1) at [D, D + 2 BN), P at
-[D + 2 BN, D + 2 BN + BN/2) (bf16 pairs: column k/2 holds keys k, k+1 of the row).
+Tensor memory (512 columns allocated). tiles = 1: O at columns [0, D), S(0) and S(1) at
+[D, D + 2 BN), P at [D + 2 BN, D + 2 BN + BN/2) (bf16 pairs: column k/2 holds keys k, k+1 of the
+row). tiles = 2: tile i's O at [i (D + BN), i (D + BN) + D), its S after it (BN columns), its P in
+the first BN/2 columns of its S (written once S has been read; S(n+1) is issued after P(n)·V(n)).
 """
 
 from __future__ import annotations
@@ -38,7 +48,7 @@ from warpy.errors import WarpyError
 from warpy.isa.buffers import BarrierArray, SmemBuffer, TensorMap, TileRing, TmemBuffer, TmemRef
 from warpy.isa.families import alu, control, memory, sync, tcgen05, tma
 from warpy.isa.families.typed import BF16x2, F32
-from warpy.isa.index import Lane
+from warpy.isa.index import Lane, Ring
 from warpy.isa.operands import RZ, URZ, Mem, P, R, RVec, UP, UR
 from warpy.isa.pipes import Pipe, init_barriers, wait
 from warpy.isa.program import Program
@@ -55,14 +65,14 @@ from .schedule import cdiv, divide
 if TYPE_CHECKING:
     from .attention import AttentionProblem
 
-BM = 128  # queries a CTA: the MMA's M, one tensor-memory lane a query
-THREADS = 256
+BM = 128  # queries a tile: the MMA's M, one tensor-memory lane a query
 TRANSPOSERS = 2  # warps 2, 3
-SOFTMAX_WARPS = range(4, 8)
 TMEM_COLS = 512
-EPI_BAR = 1  # named barrier 1: the softmax warpgroup's epilogue (128 threads)
-FREE_BAR = 2  # named barrier 2: the softmax warpgroup tells the MMA warp the tensor memory is done (160)
-MAXNREG = 248
+FREE_BAR = 1  # named barrier 1: the softmax warpgroups tell the MMA warp the tensor memory is done
+EPI_BAR = 2  # named barriers 2, 3: softmax warpgroup i's epilogue (128 threads)
+MAXNREG = 248  # one tile (256 threads)
+PRODUCER_REGS = 72  # two tiles (384 threads): the loader/MMA/transposer warpgroup gives back to 72
+SOFTMAX_REGS = 216  # and the softmax warpgroups take 216 (72 + 2 x 216 = 504 <= 512)
 
 
 @attrs.frozen
@@ -76,42 +86,53 @@ class Sm100AttentionConfig:
     v_stages: int = 2
     t_stages: int = 2
     rescale_threshold: int = 8
+    tiles: int = 2
 
     def describe(self) -> str:
-        return (f"sm_100a warp-specialised attention: {BM} queries x {self.bn} keys a step, tcgen05 (UTCHMMA "
-                f"128x{self.bn} SS for S, 128xD TS for P·V with P in tensor memory), S double-buffered in tensor "
-                f"memory, TMA rings K {self.k_stages} / V {self.v_stages} / Vᵀ {self.t_stages} stages (V transposed "
-                f"by LDSM.T/STSM), O rescaled in tensor memory when the maximum grows past 2^{self.rescale_threshold}")
+        how = ("two 128-query tiles, a softmax warpgroup each, the MMA warp alternating between them" if self.tiles == 2
+               else "one 128-query tile, S double-buffered in tensor memory")
+        return (f"sm_100a warp-specialised attention: {BM * self.tiles} queries x {self.bn} keys a step ({how}), "
+                f"tcgen05 (UTCHMMA 128x{self.bn} SS for S, 128xD TS for P·V with P in tensor memory), TMA rings "
+                f"K {self.k_stages} / V {self.v_stages} / Vᵀ {self.t_stages} stages (V transposed by LDSM.T/STSM), "
+                f"O rescaled in tensor memory when the maximum grows past 2^{self.rescale_threshold}")
 
 
 def smem_bytes(cfg: Sm100AttentionConfig, d: int) -> int:
-    """Dynamic shared memory: Q (128 x D, O's staging at the end), the K, V and Vᵀ rings, barriers."""
+    """Dynamic shared memory: Q (tiles x 128 x D, O's staging at the end), the K, V and Vᵀ rings, barriers."""
     tile = cfg.bn * d * 2
-    return BM * d * 2 + (cfg.k_stages + cfg.v_stages + cfg.t_stages) * tile + 1024
+    return cfg.tiles * BM * d * 2 + (cfg.k_stages + cfg.v_stages + cfg.t_stages) * tile + 1024
+
+
+def tmem_columns(cfg: Sm100AttentionConfig, d: int) -> int:
+    """Tensor-memory columns the program uses (O, S and P of each tile)."""
+    if cfg.tiles == 1:
+        return d + 2 * cfg.bn + cfg.bn // 2
+    return cfg.tiles * (d + cfg.bn)
 
 
 @attrs.frozen
 class Sm100AttentionResources:
     """What the roles share, declared in `build` before any role: the tensor maps, the shared
-    buffers (Q, the K, V and Vᵀ rings, the tensor-memory slot), the tensor-memory buffers (O, the
-    two S buffers, P), the barriers and pipes, and the register the roles read the allocation into."""
+    buffers (Q's tiles, the K, V and Vᵀ rings, the tensor-memory slot), each tile's tensor-memory
+    buffers (O, S, P) and barriers (s_full, p_full, o_done), the pipes, and the register holding the
+    allocation's address."""
 
     tq: TensorMap
     tk: TensorMap
     tv: TensorMap
     to: TensorMap
-    sq: SmemBuffer
+    sq: TileRing
     sk: TileRing
     sv: TileRing
     st: TileRing
     tmem_slot: SmemBuffer
-    o_tm: TmemBuffer
-    s_tm: TmemBuffer
-    p_tm: TmemBuffer
+    o_tm: tuple[TmemBuffer, ...]
+    s_tm: tuple[TmemBuffer, ...]
+    p_tm: tuple[TmemBuffer, ...]
     q_full: BarrierArray
-    s_full: BarrierArray
-    p_full: BarrierArray
-    o_done: BarrierArray
+    s_full: tuple[BarrierArray, ...]
+    p_full: tuple[BarrierArray, ...]
+    o_done: tuple[BarrierArray, ...]
     kpipe: Pipe
     vpipe: Pipe
     tpipe: Pipe
@@ -141,6 +162,8 @@ class Sm100Attention:
 
     def __init__(self, problem: AttentionProblem, cfg: Sm100AttentionConfig) -> None:
         p = problem
+        if cfg.tiles not in (1, 2):
+            raise WarpyError(f"tiles={cfg.tiles}: a CTA takes 1 or 2 tiles of 128 queries")
         if cfg.bn not in (64, 128):
             raise WarpyError(f"bn={cfg.bn}: the key block is 64 or 128 keys")
         for name in ("k_stages", "v_stages", "t_stages"):
@@ -154,12 +177,15 @@ class Sm100Attention:
         if smem_bytes(cfg, p.D) > SM100A.max_dynamic_smem:
             raise WarpyError(f"{cfg.describe()} needs {smem_bytes(cfg, p.D)} bytes of shared memory for D={p.D}, more "
                              f"than {SM100A.max_dynamic_smem}")
-        if p.D + 2 * cfg.bn + cfg.bn // 2 > TMEM_COLS:
-            raise WarpyError(f"O ({p.D}), two S ({cfg.bn} each) and P ({cfg.bn // 2}) columns exceed tensor memory's "
-                             f"{TMEM_COLS}")
+        if tmem_columns(cfg, p.D) > TMEM_COLS:
+            raise WarpyError(f"{cfg.describe()} needs {tmem_columns(cfg, p.D)} tensor-memory columns for D={p.D}, more "
+                             f"than {TMEM_COLS}")
         self.p, self.cfg = problem, cfg
         self.d, self.bn = p.D, cfg.bn
-        self.m_blocks = cdiv(p.S_q, BM)
+        self.tiles = cfg.tiles
+        self.bm = BM * cfg.tiles  # queries a CTA
+        self.threads = 128 * (1 + cfg.tiles)
+        self.m_blocks = cdiv(p.S_q, self.bm)
         self.n_max = cdiv(p.S_kv, cfg.bn)
         self.grid = self.m_blocks * p.H_q * p.B
         self.log_bn = cfg.bn.bit_length() - 1
@@ -169,7 +195,7 @@ class Sm100Attention:
         p, c = self.p, self.cfg
         return (f"attention_sm100_b{p.B}h{p.H_q}k{p.H_kv}_q{p.S_q}_kv{p.S_kv}_d{p.D}_{p.layout}"
                 f"{'_causal' if p.causal else ''}_bn{c.bn}_s{c.k_stages}{c.v_stages}{c.t_stages}"
-                f"_t{c.rescale_threshold}")
+                f"_t{c.rescale_threshold}_x{c.tiles}")
 
     # -- global tensors ------------------------------------------------------------------------
     def global_layout(self, operand: str) -> Layout:
@@ -188,8 +214,11 @@ class Sm100Attention:
 
     # -- the program ---------------------------------------------------------------------------
     def build(self) -> Program:
-        cfg, d, bn = self.cfg, self.d, self.bn
-        p = Program(self.name, SM100A.name, threads=THREADS, grid=(self.grid, 1, 1), maxnreg=MAXNREG)
+        cfg, d, bn, tiles = self.cfg, self.d, self.bn, self.tiles
+        # one CTA an SM (the rings fill shared memory): one tile's 256 threads may take 248 registers;
+        # two tiles' 384 start at 168 and move them to the softmax warpgroups (USETMAXREG)
+        p = Program(self.name, SM100A.name, threads=self.threads, grid=(self.grid, 1, 1),
+                    maxnreg=MAXNREG if tiles == 1 else (65536 // self.threads) // 8 * 8)
         q_tile = smem_tile(BM, d, "bf16", "K", 128)
         kv_tile = smem_tile(bn, d, "bf16", "K", 128)
         vt_tile = smem_tile(d, bn, "bf16", "K", 128)
@@ -199,22 +228,30 @@ class Sm100Attention:
         to = p.tmap("o", tma_box(self.global_layout("o"), q_tile))
         og = self.global_layout("o")
         p.global_buffer("o_out", Layout(og.shape, tuple(2 * int(s) for s in og.stride)), "bf16", "o")  # type: ignore[union-attr, arg-type]
-        sq = p.smem("q", q_tile.layout, "bf16")
+        sq = p.smem_ring("q", tiles, q_tile.layout, "bf16")  # a "stage" a tile
         sk = p.smem_ring("k", cfg.k_stages, kv_tile.layout, "bf16")
         sv = p.smem_ring("vraw", cfg.v_stages, kv_tile.layout, "bf16")
         st = p.smem_ring("vt", cfg.t_stages, vt_tile.layout, "bf16")
         q_full = p.barriers("q_full", 1, count=1)
-        s_full = p.barriers("s_full", 2, count=1)  # a commit: S(n) is in its buffer
-        p_full = p.barriers("p_full", 1, count=len(SOFTMAX_WARPS))  # P(n) written (and O rescaled)
-        o_done = p.barriers("o_done", 1, count=1)  # a commit: P(n)·V(n) (and every MMA before it) done
+        s_depth = 2 if tiles == 1 else 1
+        # a commit: S(n) is in its buffer / softmax warps' arrivals: P(n) written, O rescaled /
+        # a commit: P(n)·V(n) and every MMA before it done
+        s_full = tuple(p.barriers(f"s_full{i}", s_depth, count=1) for i in range(tiles))
+        p_full = tuple(p.barriers(f"p_full{i}", 1, count=4) for i in range(tiles))
+        o_done = tuple(p.barriers(f"o_done{i}", 1, count=1) for i in range(tiles))
         kpipe = p.pipe("kv_k", cfg.k_stages, fills=1, frees=1)
         vpipe = p.pipe("kv_v", cfg.v_stages, fills=1, frees=TRANSPOSERS)
         tpipe = p.pipe("kv_vt", cfg.t_stages, fills=TRANSPOSERS, frees=1)
         tmem_slot = p.smem_words("tmem_slot", 1)
         lane = 1 << 16
-        o_tm = p.tmem("o", Layout((BM, d), (lane, 1)), d)
-        s_tm = p.tmem("s", Layout((2, BM, bn), (bn, lane, 1)), 2 * bn, base=d)
-        p_tm = p.tmem("p", Layout((BM, bn // 2), (lane, 1)), bn // 2, elem="bf16", base=d + 2 * bn)
+        o_tm, s_tm, p_tm = [], [], []
+        for i in range(tiles):
+            sfx = str(i) if tiles > 1 else ""
+            o0 = i * (d + bn)
+            o_tm.append(p.tmem(f"o{sfx}", Layout((BM, d), (lane, 1)), d, base=o0))
+            s_tm.append(p.tmem(f"s{sfx}", Layout((s_depth, BM, bn), (bn, lane, 1)), s_depth * bn, base=o0 + d))
+            p0 = o0 + d + (2 * bn if tiles == 1 else 0)  # one tile: after both S; two: over the tile's S
+            p_tm.append(p.tmem(f"p{sfx}", Layout((BM, bn // 2), (lane, 1)), bn // 2, elem="bf16", base=p0))
         init_barriers(p)
         # warp 1 allocates the tensor memory; the CTA barrier orders it before every role's use
         warp = p.warp_index()
@@ -231,35 +268,52 @@ class Sm100Attention:
         tword = p.r("tmem_word")  # every thread reads the allocation's address (the roles' derived ones follow it)
         p.derive.emit_at(tmem_slot.at(0), lambda a: memory.lds(tword, a))
         p.emit(alu.r2ur(tmem_base, tword))
-        res = Sm100AttentionResources(tq, tk, tv, to, sq, sk, sv, st, tmem_slot, o_tm, s_tm, p_tm, q_full, s_full,
-                                      p_full, o_done, kpipe, vpipe, tpipe, tmem_base)
-        with p.role("loader", range(0, 1)):
-            self.loader(p, res, self.tile(p))
-        with p.role("mma", range(1, 2)):
-            self.mma(p, res, self.tile(p))
-        with p.role("transposer", range(2, 2 + TRANSPOSERS)):
-            self.transposer(p, res, self.tile(p))
-        with p.role("softmax", SOFTMAX_WARPS):
-            self.softmax_role(p, res, self.tile(p))
+        res = Sm100AttentionResources(tq, tk, tv, to, sq, sk, sv, st, tmem_slot, tuple(o_tm), tuple(s_tm), tuple(p_tm),
+                                      q_full, s_full, p_full, o_done, kpipe, vpipe, tpipe, tmem_base)
+        with p.role("producer", range(0, 4)):
+            if tiles > 1:
+                p.emit(control.setmaxnreg_dealloc(PRODUCER_REGS))
+            t = self.tile(p)
+            for name, warps in (("loader", (0,)), ("mma", (1,)), ("transposer", (2, 3))):
+                mine = p.p(f"is_{name}")
+                p.emit(alu.isetp("GE", mine, warp, warps[0]))
+                p.emit(alu.isetp("LE", mine, warp, warps[-1], c=mine))
+                with p.when(mine):
+                    if name == "loader":
+                        self.loader(p, res, t)
+                    elif name == "mma":
+                        self.mma(p, res, t)
+                    else:
+                        self.transposer(p, res, t)
+        for i in range(tiles):
+            with p.role(f"softmax{i}", range(4 + 4 * i, 8 + 4 * i)):
+                if tiles > 1:
+                    ok = p.up("regs_granted")
+                    grow = p.fresh_label("GROW")
+                    p.label(grow)
+                    p.emit(control.setmaxnreg_try_alloc(ok, SOFTMAX_REGS))
+                    p.emit(control.bra(grow).guarded(~ok), mark="~")
+                self.softmax_role(p, res, self.tile(p), i)
         p.emit(control.exit_())
         return p
 
     def tile_of(self, x: int) -> tuple[int, int, int, int, int, int]:
-        """The model `tile` emits: CTA x's (m_block, head, kv_head, batch, n_blocks, n_unmasked)."""
-        prob = self.p
+        """The model `tile` emits: CTA x's (m_block, head, kv_head, batch, n_blocks, n_unmasked) (the
+        CTA's 128 x tiles queries: the blocks its last row sees, the blocks all its rows see whole)."""
+        prob, bm = self.p, self.bm
         bh, rev = divmod(x, self.m_blocks)
         m_block = self.m_blocks - 1 - rev
         b, h = divmod(bh, prob.H_q)
         if not prob.causal:
             return m_block, h, h // prob.group, b, self.n_max, prob.S_kv // self.bn
-        end = min(BM * m_block + BM, prob.S_q, prob.S_kv)
-        free = min((BM * m_block + 1) // self.bn, prob.S_kv // self.bn)
+        end = min(bm * m_block + bm, prob.S_q, prob.S_kv)
+        free = min((bm * m_block + 1) // self.bn, prob.S_kv // self.bn)
         return m_block, h, h // prob.group, b, cdiv(end, self.bn), free
 
     def tile(self, p: Program) -> TileOfCta:
         """The CTA's tile from its index x = (b H_q + h) m_blocks + (m_blocks - 1 - m_block) (the
         sm_90a program's order: CTAs of a head together, causal the longest rows first)."""
-        prob = self.p
+        prob, bm = self.p, self.bm
         x = p.r("cta")
         p.emit(alu.s2r(x, "SR_CTAID.X"))
         bh, m_block = p.r("bh"), p.r("m_block")
@@ -273,11 +327,11 @@ class Sm100Attention:
         if not prob.causal:
             return TileOfCta(m_block, h, hkv, b, self.n_max, prob.S_kv // self.bn)
         end, n_blocks, n_free = p.r("kv_end"), p.r("n_blocks"), p.r("n_unmasked")
-        p.emit(alu.imad(end, m_block, BM, BM))
+        p.emit(alu.imad(end, m_block, bm, bm))
         p.emit(alu.imin(end, end, min(prob.S_q, prob.S_kv), arch=SM100A.name))
         p.emit(alu.iadd3(end, end, self.bn - 1))
         p.emit(alu.shf_r(n_blocks, end, self.log_bn))
-        p.emit(alu.imad(n_free, m_block, BM, 1))
+        p.emit(alu.imad(n_free, m_block, bm, 1))
         p.emit(alu.shf_r(n_free, n_free, self.log_bn))
         p.emit(alu.imin(n_free, n_free, prob.S_kv // self.bn, arch=SM100A.name))
         return TileOfCta(m_block, h, hkv, b, n_blocks, n_free)
@@ -289,10 +343,11 @@ class Sm100Attention:
             for tm in (res.tq, res.tk, res.tv, res.to):
                 p.emit(tma.tmap_prefetch(tm.name))
         q_row, txq = p.r("q_row"), p.r("tx_q")
-        p.emit(alu.mov(txq, res.tq.box.box_bytes))
-        p.emit(alu.imad(q_row, t.m_block, BM, RZ))
+        p.emit(alu.mov(txq, self.tiles * res.tq.box.box_bytes))
         p.derive.emit_at(res.q_full.at(0), lambda m: sync.arrive_expect_tx(m, txq), guard=leader)
-        tma_load(p, res.sq.at(0, 0), res.tq, self.coords(q_row, t.h, t.b), res.q_full.at(0), guard=leader)
+        for i in range(self.tiles):
+            p.emit(alu.imad(q_row, t.m_block, self.bm, BM * i))
+            tma_load(p, res.sq.at(i, 0, 0), res.tq, self.coords(q_row, t.h, t.b), res.q_full.at(0), guard=leader)
         kout = res.kpipe.producer("lk")
         vout = res.vpipe.producer("lv")
         with p.loop("kv_load", t.n_blocks, max_count=self.n_max) as n:
@@ -316,6 +371,10 @@ class Sm100Attention:
         p.emit(tcgen05.tc_fence_before())
 
     def mma(self, p: Program, res: Sm100AttentionResources, t: TileOfCta) -> None:
+        """One tile: S(0); for each block n: S(n+1) into the other S buffer (if any), then P(n)·V(n).
+        Two tiles: S0(0), S1(0); for each block n: P0(n)·V(n), S0(n+1), P1(n)·V(n), S1(n+1) (S(n+1)
+        overwrites the columns P(n) was read from: the queue orders it after P(n)·V(n)), the last
+        block without the S. Every wait is followed by tcgen05.fence::after_thread_sync."""
         d, bn = self.d, self.bn
         idesc_s = umma_idesc("bf16", "bf16", "f32", BM, bn, "K", "K")
         idesc_o = umma_idesc("bf16", "bf16", "f32", BM, d, "K", "K", a_from_tmem=True)
@@ -324,47 +383,100 @@ class Sm100Attention:
         wait(p, res.q_full.at(0), zero)
         kin = res.kpipe.consumer("mk")
         vin = res.tpipe.consumer("mv")
-        s_ring = p.ring("s_fill", 2)
-        p_ring = p.ring("p_wait", 1)
         o_started, acc_o = p.ur("o_started"), p.up("acc_o")
         p.emit(alu.umov(o_started, 0))
+        p_rings = [p.ring(f"p_wait{i}", 1) for i in range(self.tiles)]
 
-        def scores() -> None:
-            """S(next) = Q·K(next)ᵀ into the next S buffer; K's stage freed, s_full committed."""
-            with p.ring_iteration(s_ring):
-                with kin.stage():
-                    kin.wait_full()
-                    self.fence_after_wait(p)
-                    for j in range(d // 16):
-                        utchmma(p, res.sq.at(0, 16 * j), kin.slot(res.sk, 0, 16 * j), res.s_tm.at(s_ring, 0, 0),
-                                idesc_s, j > 0)
-                    kin.free_commit()
-                p.derive.emit_at(res.s_full.at(s_ring), lambda b: tcgen05.utcbar(b))
+        def s_mmas(i: int, stage: Union[int, Ring]) -> None:
+            """S_i = Q_i·Kᵀ from K's current stage into S buffer `stage` of tile i, committed to s_full."""
+            for j in range(d // 16):
+                utchmma(p, res.sq.at(i, 0, 16 * j), kin.slot(res.sk, 0, 16 * j), res.s_tm[i].at(stage, 0, 0), idesc_s,
+                        j > 0)
+            p.derive.emit_at(res.s_full[i].at(stage), lambda b: tcgen05.utcbar(b))
 
-        scores()  # S(0)
-        with p.loop("kv", t.n_blocks, max_count=self.n_max) as n:
-            nxt = p.p("has_next")
-            n1 = p.r("n_plus1")
-            p.emit(alu.iadd3(n1, n.reg, 1))
-            p.emit(alu.isetp("LT", nxt, n1, t.n_blocks))
-            with p.when(nxt):
-                scores()  # S(n+1): its buffer's P(n-1)·V(n-1) was issued last iteration (the queue orders it)
-            with p.ring_iteration(p_ring):
-                wait(p, res.p_full.at(0), p_ring.parity)  # P(n) in tensor memory, O rescaled
-            with vin.stage():
-                vin.wait_full()
+        def pv(i: int) -> None:
+            """Wait for P_i(n); O_i (+)= P_i(n)·Vᵀ(n) from Vᵀ's current stage."""
+            with p.ring_iteration(p_rings[i]):
+                wait(p, res.p_full[i].at(0), p_rings[i].parity)
+            self.fence_after_wait(p)
+            for j in range(bn // 16):
+                utchmma_ts(p, res.p_tm[i].at(0, 8 * j), vin.slot(res.st, 0, 16 * j), res.o_tm[i].at(0, 0), idesc_o,
+                           acc_o if j == 0 else True)
+
+        if self.tiles == 1:
+            s_ring = p.ring("s_fill", 2)
+
+            def scores() -> None:
+                with p.ring_iteration(s_ring):
+                    with kin.stage():
+                        kin.wait_full()
+                        self.fence_after_wait(p)
+                        s_mmas(0, s_ring)
+                        kin.free_commit()
+
+            scores()  # S(0)
+            with p.loop("kv", t.n_blocks, max_count=self.n_max) as n:
+                nxt = p.p("has_next")
+                n1 = p.r("n_plus1")
+                p.emit(alu.iadd3(n1, n.reg, 1))
+                p.emit(alu.isetp("LT", nxt, n1, t.n_blocks))
+                with p.when(nxt):
+                    scores()  # S(n+1): its buffer's P(n-1)·V(n-1) was issued last iteration (the queue orders it)
+                with vin.stage():
+                    vin.wait_full()
+                    p.emit(alu.uisetp("NE", acc_o, o_started, URZ))
+                    pv(0)
+                    p.emit(alu.umov(o_started, 1))
+                    vin.free_commit()
+                p.derive.emit_at(res.o_done[0].at(0), lambda b: tcgen05.utcbar(b))
+        else:
+            with kin.stage():  # S0(0), S1(0)
+                kin.wait_full()
                 self.fence_after_wait(p)
+                for i in range(self.tiles):
+                    s_mmas(i, 0)
+                kin.free_commit()
+            more = self.blocks_after_first(p, t)
+            skip = p.fresh_label("LAST_BLOCK")
+            p.emit(control.bra(skip).guarded(~more[1]))
+            with p.loop("kv", more[0], max_count=max(1, self.n_max - 1)):
+                with vin.stage():
+                    vin.wait_full()
+                    p.emit(alu.uisetp("NE", acc_o, o_started, URZ))
+                    with kin.stage():
+                        for i in range(self.tiles):
+                            pv(i)
+                            if i == 0:
+                                kin.wait_full()
+                                self.fence_after_wait(p)
+                            s_mmas(i, 0)
+                        kin.free_commit()
+                    p.emit(alu.umov(o_started, 1))
+                    vin.free_commit()
+            p.label(skip)
+            with vin.stage():  # the last block's P·V
+                vin.wait_full()
                 p.emit(alu.uisetp("NE", acc_o, o_started, URZ))
-                for j in range(bn // 16):
-                    utchmma_ts(p, res.p_tm.at(0, 8 * j), vin.slot(res.st, 0, 16 * j), res.o_tm.at(0, 0), idesc_o,
-                               acc_o if j == 0 else True)
-                p.emit(alu.umov(o_started, 1))
+                for i in range(self.tiles):
+                    pv(i)
                 vin.free_commit()
-            p.derive.emit_at(res.o_done.at(0), lambda b: tcgen05.utcbar(b))
-        # the softmax warpgroup has read O for the last time: free the tensor memory
-        p.emit(sync.bar_sync(FREE_BAR, 32 + 32 * len(SOFTMAX_WARPS)))
+            for i in range(self.tiles):
+                p.derive.emit_at(res.o_done[i].at(0), lambda b: tcgen05.utcbar(b))
+        # the softmax warpgroups have read O for the last time: free the tensor memory
+        p.emit(sync.bar_sync(FREE_BAR, 32 + 128 * self.tiles))
         self.fence_after_wait(p)
         p.emit(tcgen05.tmem_dealloc(res.tmem_base, TMEM_COLS))
+
+    def blocks_after_first(self, p: Program, t: TileOfCta) -> tuple[R, P]:
+        """n_blocks - 1 in a register and whether it is positive."""
+        nm1 = p.r("more_blocks")
+        if isinstance(t.n_blocks, int):
+            p.emit(alu.mov(nm1, t.n_blocks - 1))
+        else:
+            p.emit(alu.iadd3(nm1, t.n_blocks, (1 << 32) - 1))
+        more = p.p("has_more_blocks")
+        p.emit(alu.isetp("GT", more, nm1, 0))
+        return nm1, more
 
     # -- warps 2-3: the transposers ---------------------------------------------------------------
     def transpose_pairs(self, i: int) -> list[tuple[int, int]]:
@@ -462,18 +574,20 @@ class Sm100Attention:
                     vin.free(leader)
 
     # -- warps 4-7: softmax, correction and epilogue -------------------------------------------------
-    def row_setup(self, p: Program, t: TileOfCta) -> Row:
-        """Thread l of the warpgroup holds query row 128 m + l (tensor-memory lane l); a column c of
-        key block n is a key it sees when c < lim - n BN, lim = causal ? min(S_kv, row + 1) : S_kv."""
+    def row_setup(self, p: Program, t: TileOfCta, i: int) -> Row:
+        """Thread l of tile i's warpgroup holds query row 128 (tiles m + i) + l (tensor-memory lane l);
+        a column c of key block n is a key it sees when c < lim - n BN, lim = causal ? min(S_kv,
+        row + 1) : S_kv."""
         prob = self.p
         wt, row, q, wl = p.r("wg_tid"), p.r("q_row_here"), p.r("quarter"), p.r("warp_lane0")
-        p.emit(alu.iadd3(wt, R("tid"), (1 << 32) - 32 * SOFTMAX_WARPS.start))
+        p.emit(alu.iadd3(wt, R("tid"), (1 << 32) - 128 * (1 + i)))
         p.emit(alu.lop3(q, R("warp"), 3, RZ, 0xC0))
         p.emit(alu.shf_l(wl, q, 5))
         wofs, uwofs = p.r("tmem_warp_ofs"), p.ur("tmem_warp")
         p.emit(alu.shf_l(wofs, wl, 16))  # lanes are the high half of a tensor-memory address
         p.emit(alu.r2ur(uwofs, wofs))
-        p.emit(alu.imad(row, t.m_block, BM, wt))
+        p.emit(alu.iadd3(row, wt, BM * i))
+        p.emit(alu.imad(row, t.m_block, self.bm, row))
         lim = p.r("lim")
         if prob.causal:
             p.emit(alu.iadd3(lim, row, 1))
@@ -493,32 +607,37 @@ class Sm100Attention:
         p.emit(alu.uiadd3(dst, base, row.uwofs, off + col).noted(ref.note("addr")), mark="+")
         return dst
 
-    def softmax_role(self, p: Program, res: Sm100AttentionResources, t: TileOfCta) -> None:
+    def softmax_role(self, p: Program, res: Sm100AttentionResources, t: TileOfCta, i: int) -> None:
+        """Tile i's warpgroup: for each block, S from tensor memory, the softmax, P into tensor memory
+        (one tile: after P(n-1)·V(n-1) is done, `o_done`, and O rescaled if needed; two tiles: S(n)'s
+        commit carries P(n-1)·V(n-1) already, O is rescaled after it); then O / l out."""
         bn = self.bn
-        row = self.row_setup(p, t)
+        row = self.row_setup(p, t, i)
         s = p.rvec("s", bn)
         pf = p.rvec("pf", bn // 2)
         taddr = p.ur("taddr")
         leader = p.elect("sm_leader")
-        o_addr = self.o_addrs(p, res, row)
-        s_ring = p.ring("s_read", 2)
+        o_tm, s_tm, p_tm = res.o_tm[i], res.s_tm[i], res.p_tm[i]
+        o_addr = self.o_addrs(p, o_tm, row)
+        s_ring = p.ring("s_read", 2 if self.tiles == 1 else 1)
         o_ring = p.ring("o_wait", 1)
 
         def load_s() -> None:
-            wait(p, res.s_full.at(s_ring), s_ring.parity)
+            stage: Union[int, Ring] = s_ring if self.tiles == 1 else 0
+            wait(p, res.s_full[i].at(stage), s_ring.parity)
             self.fence_after_wait(p)
             for ch in range(bn // 32):
-                self.tmem_addr(p, taddr, res.s_tm.at(s_ring, 0, 0), res.s_tm.at(s_ring, row.wl_ix, 32 * ch), row, 32 * ch)
+                self.tmem_addr(p, taddr, s_tm.at(stage, 0, 0), s_tm.at(stage, row.wl_ix, 32 * ch), row, 32 * ch)
                 p.emit(tcgen05.ldtm(s.sub(32 * ch, 32), taddr))
             p.emit(tcgen05.tmem_wait_ld())
 
         def store_p() -> None:
             for ch in range(bn // 64):
-                self.tmem_addr(p, taddr, res.p_tm.at(0, 0), res.p_tm.at(row.wl_ix, 32 * ch), row, 32 * ch)
+                self.tmem_addr(p, taddr, p_tm.at(0, 0), p_tm.at(row.wl_ix, 32 * ch), row, 32 * ch)
                 p.emit(tcgen05.sttm(taddr, pf.sub(32 * ch, 32)))
             p.emit(tcgen05.tmem_wait_st())
             self.fence_before_handoff(p)
-            p.derive.emit_at(res.p_full.at(0), lambda m: sync.arrive(m), guard=leader)
+            p.derive.emit_at(res.p_full[i].at(0), lambda m: sync.arrive(m), guard=leader)
 
         # block 0: its maxima set the row's
         with p.ring_iteration(s_ring):
@@ -526,13 +645,7 @@ class Sm100Attention:
             self.softmax(p, s, row, t, 0, first=True)
         self.pack(p, s, pf)
         store_p()
-        nm1 = p.r("more_blocks")
-        if isinstance(t.n_blocks, int):
-            p.emit(alu.mov(nm1, t.n_blocks - 1))
-        else:
-            p.emit(alu.iadd3(nm1, t.n_blocks, (1 << 32) - 1))
-        more = p.p("has_more_blocks")
-        p.emit(alu.isetp("GT", more, nm1, 0))
+        nm1, more = self.blocks_after_first(p, t)
         skip = p.fresh_label("NO_MORE_BLOCKS")
         p.emit(control.bra(skip).guarded(~more))
         with p.loop("kv", nm1, max_count=max(1, self.n_max - 1)) as k:
@@ -542,18 +655,19 @@ class Sm100Attention:
                 load_s()
                 rescale = self.softmax(p, s, row, t, blk, first=False)
             self.pack(p, s, pf)
-            with p.ring_iteration(o_ring):
-                wait(p, res.o_done.at(0), o_ring.parity)  # P(n-1)·V(n-1) done: O complete, P free
-            self.fence_after_wait(p)
+            if self.tiles == 1:
+                with p.ring_iteration(o_ring):
+                    wait(p, res.o_done[i].at(0), o_ring.parity)  # P(n-1)·V(n-1) done: O complete, P free
+                self.fence_after_wait(p)
             assert rescale is not None
-            self.rescale_o(p, res, row, rescale, o_addr)
+            self.rescale_o(p, row, rescale, o_addr)
             store_p()
         p.label(skip)
         # the last P·V, then O / l from tensor memory through Q's buffer to the TMA store
         with p.ring_iteration(o_ring):
-            wait(p, res.o_done.at(0), o_ring.parity)
+            wait(p, res.o_done[i].at(0), o_ring.parity)
         self.fence_after_wait(p)
-        self.epilogue(p, res, row, t, o_addr)
+        self.epilogue(p, res, row, t, o_addr, i)
 
     def mask(self, p: Program, s: RVec, row: Row, blk: Union[int, R]) -> None:
         """S[c] = -inf where column c of block `blk` is a key the row does not see."""
@@ -645,18 +759,17 @@ class Sm100Attention:
         for i in range(self.bn // 2):
             p.emit(alu.f2fp(BF16x2.of(pf[i]), F32.of(s[2 * i + 1]), F32.of(s[2 * i])))
 
-    def o_addrs(self, p: Program, res: Sm100AttentionResources, row: Row) -> list[UR]:
+    def o_addrs(self, p: Program, o_tm: TmemBuffer, row: Row) -> list[UR]:
         """The addresses of this warp's lanes of O, 32 columns apart (set once: the rescale, a
         data-dependent branch, computes no address of its own)."""
         out = []
         for ch in range(self.d // 32):
-            out.append(self.tmem_addr(p, p.ur(f"o_addr{ch}"), res.o_tm.at(0, 0), res.o_tm.at(row.wl_ix, 32 * ch), row,
-                                      32 * ch))
+            out.append(self.tmem_addr(p, p.ur(f"o_addr{ch}"), o_tm.at(0, 0), o_tm.at(row.wl_ix, 32 * ch), row, 32 * ch))
         return out
 
-    def rescale_o(self, p: Program, res: Sm100AttentionResources, row: Row, rescale: UP, o_addr: list[UR]) -> None:
+    def rescale_o(self, p: Program, row: Row, rescale: UP, o_addr: list[UR]) -> None:
         """O's row *= alpha in tensor memory (LDTM, FMUL, STTM 32 columns at a time), where the warp's
-        rows moved; P(n-1)·V(n-1) has completed (the caller waited for it)."""
+        rows moved; P(n-1)·V(n-1) has completed (the wait before carried its commit)."""
         ov = p.rvec("ov", 32)
         with p.when(rescale):
             for ch in range(self.d // 32):
@@ -669,7 +782,7 @@ class Sm100Attention:
                 p.emit(tcgen05.sttm(taddr, ov))
             p.emit(tcgen05.tmem_wait_st())
 
-    def epilogue(self, p: Program, res: Sm100AttentionResources, row: Row, t: TileOfCta, o_addr: list[UR]) -> None:
+    def epilogue(self, p: Program, res: Sm100AttentionResources, row: Row, t: TileOfCta, o_addr: list[UR], i: int) -> None:
         """O / l as bf16 over Q's buffer (every MMA reading Q has completed: o_done carries them), 16
         bytes a `STS.128` at the row's swizzled address, fenced to the async proxy; the tensor memory
         handed back to the MMA warp; then one thread stores the 128 x D box by TMA (clipped at S_q)."""
@@ -683,23 +796,24 @@ class Sm100Attention:
             for v in range(32):
                 x = F32.of(ov[v])
                 p.emit(alu.fmul(x, x, rl))
-            for i in range(16):
-                p.emit(alu.f2fp(BF16x2.of(pk[i]), F32.of(ov[2 * i + 1]), F32.of(ov[2 * i])))
+            for e in range(16):
+                p.emit(alu.f2fp(BF16x2.of(pk[e]), F32.of(ov[2 * e + 1]), F32.of(ov[2 * e])))
             for k in range(4):
-                p.derive.emit_swizzled_at(res.sq.at(row.row_ix, 32 * ch + 8 * k), lambda m: memory.sts(m, pk.sub(4 * k, 4)))
+                p.derive.emit_swizzled_at(res.sq.at(i, row.row_ix, 32 * ch + 8 * k),
+                                          lambda m: memory.sts(m, pk.sub(4 * k, 4)))
         # the tensor memory is no longer read: the MMA warp may free it
         self.fence_before_handoff(p)
-        p.emit(sync.bar_arv(FREE_BAR, 32 + 32 * len(SOFTMAX_WARPS)))
+        p.emit(sync.bar_arv(FREE_BAR, 32 + 128 * self.tiles))
         p.emit(sync.fence_proxy_async())
-        p.emit(sync.bar_sync(EPI_BAR, 32 * len(SOFTMAX_WARPS)))
+        p.emit(sync.bar_sync(EPI_BAR + i, 128))
         lead = p.p("epi_lead")
         p.emit(alu.isetp("EQ", lead, R("wg_tid"), 0))
         o_row = p.r("o_row")
-        p.emit(alu.imad(o_row, t.m_block, BM, RZ))
+        p.emit(alu.imad(o_row, t.m_block, self.bm, BM * i))
         with p.when(lead):
-            tma_store(p, res.sq.at(0, 0), res.to, self.coords(o_row, t.h, t.b))
+            tma_store(p, res.sq.at(i, 0, 0), res.to, self.coords(o_row, t.h, t.b))
             p.emit(tma.bulk_commit())
             p.emit(tma.bulk_wait(0))
 
 
-__all__ = ["Sm100Attention", "Sm100AttentionConfig", "smem_bytes", "BM", "THREADS"]
+__all__ = ["Sm100Attention", "Sm100AttentionConfig", "smem_bytes", "tmem_columns", "BM"]

@@ -4,13 +4,14 @@
   allocation, the coloured text) and, with values, every element of O the simulated CTAs write lies
   within the derived tolerance of the float64 softmax: head_dim 64 and 128, causal and not,
   grouped-query, ragged sequences, S_q != S_kv both ways, both layouts, a scale that makes the online
-  softmax rescale O in tensor memory, a configuration the rule does not pick;
+  softmax rescale O in tensor memory; the rule's two-tile program and the one-tile program;
 - seeded faults are caught: a missing tcgen05.fence::after_thread_sync or ::before_thread_sync
   (unordered tensor-memory accesses), a skipped mask, a skipped rescale of O (values);
 - ptxas assembles it with no spill, and the disassembly shows UTCHMMA in both forms (A from shared
   memory, A = P from tensor memory), LDTM, STTM, UTCBAR, the TMA loads and store, the SYNCS
   barrier operations and the transposing LDSM;
-- the CTA -> tile schedule it emits is its model (the sm_90a program's), and it is refused in one
+- the CTA -> tile schedule it emits is its model (the sm_90a program's for one tile), the model is
+  the mask's meaning (brute force, two tiles), and it is refused in one
   line where it cannot run; `warpy check attention ... --arch sm_100a --values` and
   `warpy attention ... --arch sm_100a --no-run` go through the family seam.
 
@@ -19,10 +20,12 @@ Longer cases run with WARPY_SLOW=1.
 
 from __future__ import annotations
 
+import itertools
 import os
 import subprocess
 import sys
 
+import attrs
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -33,9 +36,11 @@ from warpy.isa.interp import Machine, run
 from warpy.isa.program import Program
 from warpy.kernels import attention as A
 from warpy.kernels.attention_sm90 import Sm90Attention, Sm90AttentionConfig
-from warpy.kernels.attention_sm100 import MAXNREG, Sm100Attention, Sm100AttentionConfig
+from warpy.kernels.attention_sm100 import Sm100Attention, Sm100AttentionConfig, smem_bytes, tmem_columns
+from warpy.kernels.schedule import cdiv
 from warpy.lift.disasm import disassemble
 from warpy.lift.lifter import build as assemble
+from warpy.target import SM100A
 
 SLOW = os.environ.get("WARPY_SLOW") == "1"
 
@@ -77,12 +82,16 @@ def test_the_checker_computes_o_within_the_tolerance(name: str) -> None:
     assert ok and wrong == 0 and checked > 0, summary
 
 
-def test_a_configuration_the_rule_does_not_pick_runs_clean() -> None:
-    """64-key blocks, single-stage K and Vᵀ rings, a threshold of 1 (O rescaled more often), named
-    text only (the coloured one is checked above)."""
+@pytest.mark.parametrize("over", ["tiles=1", "bn=64,k_stages=1,t_stages=1,rescale_threshold=1",
+                                  pytest.param("tiles=1,bn=64,k_stages=1,t_stages=1,rescale_threshold=1",
+                                               marks=pytest.mark.skipif(not SLOW, reason="WARPY_SLOW=1"))])
+def test_configurations_the_rule_does_not_pick_run_clean(over: str) -> None:
+    """The one-tile program (S double-buffered, P in columns of its own, o_done waited every block)
+    and 64-key blocks with single-stage K and Vᵀ rings and a threshold of 1 (O rescaled more
+    often), for both programs; named text only (the coloured one is checked above)."""
     prob = problem(1, 1, 150, 64, causal=True, scale=2.0)
-    cfg = A.configure(prob, "bn=64,k_stages=1,t_stages=1,rescale_threshold=1")
-    assert isinstance(cfg, Sm100AttentionConfig) and cfg.bn == 64
+    cfg = A.configure(prob, over)
+    assert isinstance(cfg, Sm100AttentionConfig)
     checked, wrong, ok, summary = _check(prob, program=A.build(prob, cfg), coloured=False)
     assert ok and wrong == 0 and checked > 0, summary
 
@@ -103,7 +112,7 @@ class _NoMask(Sm100Attention):
 
 
 class _NoRescale(Sm100Attention):
-    def rescale_o(self, p: Program, res: object, row: object, rescale: object, o_addr: object) -> None:
+    def rescale_o(self, p: Program, row: object, rescale: object, o_addr: object) -> None:
         pass
 
 
@@ -117,7 +126,7 @@ def test_a_missing_tcgen05_fence_is_caught(broken: type[Sm100Attention]) -> None
     rep = check_program(broken(prob, _rule(prob)).build(), expect=A.FAMILY.expectation(prob), values=True)
     assert not rep.ok
     text = rep.text()
-    assert "tensor memory: STTM.x32, warp 4 writes it and UTCHMMA, warp 1 reads it, and nothing orders the two" in text
+    assert "tensor memory: LDTM.x32, warp 4 reads it and UTCHMMA, warp 1 writes it, and nothing orders the two" in text
 
 
 @pytest.mark.parametrize("broken,prob", [
@@ -134,7 +143,7 @@ def test_assembles_without_spills_and_shows_both_utchmma_forms() -> None:
         kernel = A.build(prob).kernel()
         cubin = assemble(kernel, "sm_100a")  # fails on spills; checks every opcode of the text is there
         res = cubin.resource(kernel.header.kernel)
-        assert res.spill_stores == 0 and res.spill_loads == 0 and res.registers <= MAXNREG
+        assert res.spill_stores == 0 and res.spill_loads == 0 and res.registers == 168  # 384 threads, USETMAXREG
         ins = disassemble(cubin).kernel(kernel.header.kernel).instructions
         mma = [i for i in ins if i.opcode == "UTCHMMA"]
         ss = [i for i in mma if i.operands.split(",")[0].strip().startswith("gdesc")]
@@ -143,7 +152,8 @@ def test_assembles_without_spills_and_shows_both_utchmma_forms() -> None:
         ops = {i.opcode for i in ins}
         for want in ("LDTM.x32", "STTM.x32", "UTCBAR", "UTMALDG", "UTMASTG", "SYNCS.ARRIVE.TRANS64",
                      "SYNCS.PHASECHK.TRANS64.TRYWAIT", "UTCATOMSWS.FIND_AND_SET.ALIGN", "UTCATOMSWS.AND",
-                     "LDSM.16.MT88.4", "STSM.16.M88.4", "MUFU.EX2", "MUFU.RCP", "F2FP.BF16.F32.PACK_AB", "FMNMX"):
+                     "LDSM.16.MT88.4", "STSM.16.M88.4", "MUFU.EX2", "MUFU.RCP", "F2FP.BF16.F32.PACK_AB", "FMNMX",
+                     "USETMAXREG"):
             assert any(o == want or o.startswith(want + ".") for o in ops), (want, sorted(ops))
 
 
@@ -160,28 +170,54 @@ def _emitted_tiles(prog: Sm100Attention) -> list[tuple[int, ...]]:
     return out
 
 
+def _meaning(prob: A.AttentionProblem, m_block: int, bn: int, bm: int) -> tuple[int, int]:
+    """Brute force: the key blocks some query of the CTA's bm rows sees, and how many leading ones
+    all of them see whole."""
+    rows = range(bm * m_block, min(bm * m_block + bm, prob.S_q))
+    seen = [j for j in range(prob.S_kv) if any(not prob.causal or j <= i for i in rows)]
+    n_blocks = cdiv(max(seen) + 1, bn)
+    whole = 0
+    while (whole + 1) * bn <= prob.S_kv and all(not prob.causal or (whole + 1) * bn - 1 <= i for i in rows):
+        whole += 1
+    return n_blocks, min(whole, n_blocks)
+
+
 @settings(max_examples=15, deadline=None)
 @given(st.integers(1, 2), st.sampled_from([(1, 1), (4, 2), (6, 1)]), st.integers(1, 700), st.integers(1, 700),
-       st.booleans(), st.sampled_from([64, 128]))
-def test_the_emitted_schedule_is_the_sm90_programs_model(B: int, heads: tuple[int, int], S: int, S_kv: int,
-                                                         causal: bool, bn: int) -> None:
-    """The same CTA -> tile map and key-block counts as the sm_90a program, whose model
-    tests/kernels/test_attention.py checks against the mask by brute force."""
+       st.booleans(), st.sampled_from([64, 128]), st.sampled_from([1, 2]))
+def test_the_emitted_schedule_is_the_model_and_the_model_is_the_mask(B: int, heads: tuple[int, int], S: int,
+                                                                      S_kv: int, causal: bool, bn: int,
+                                                                      tiles: int) -> None:
+    """One tile: the same CTA -> tile map and key-block counts as the sm_90a program; either: the
+    emitted arithmetic is the model, and the model is what the mask means for the CTA's rows."""
     prob = problem(B, heads[0], S, 64, causal=causal, H_kv=heads[1], S_kv=S_kv)
-    prog = Sm100Attention(prob, Sm100AttentionConfig(bn=bn))
+    prog = Sm100Attention(prob, Sm100AttentionConfig(bn=bn, tiles=tiles, t_stages=1))
     model = [prog.tile_of(x) for x in range(prog.grid)]
     assert _emitted_tiles(prog) == model
-    hopper = Sm90Attention(A.problem(B, heads[0], S, 64, causal=causal, H_kv=heads[1], S_kv=S_kv),
-                           Sm90AttentionConfig(bn=bn))
-    assert model == [hopper.tile_of(x) for x in range(hopper.grid)]
+    assert sorted((b, h, m) for m, h, _, b, _, _ in model) == list(itertools.product(range(B), range(heads[0]),
+                                                                                      range(prog.m_blocks)))
+    for m_block, h, hkv, _, n_blocks, n_free in model:
+        assert hkv == h // prob.group
+        assert (n_blocks, min(n_free, n_blocks)) == _meaning(prob, m_block, bn, 128 * tiles)
+    if tiles == 1:
+        hopper = Sm90Attention(A.problem(B, heads[0], S, 64, causal=causal, H_kv=heads[1], S_kv=S_kv),
+                               Sm90AttentionConfig(bn=bn))
+        assert model == [hopper.tile_of(x) for x in range(hopper.grid)]
 
 
-def test_the_rule_picks_the_deepest_rings_and_refuses_in_one_line() -> None:
-    assert A.choose(problem(1, 1, 64, 128)) == Sm100AttentionConfig(bn=128, k_stages=2, v_stages=2, t_stages=2)
-    assert A.choose(problem(1, 1, 64, 64)) == Sm100AttentionConfig(bn=128, k_stages=4, v_stages=2, t_stages=4)
+def test_the_rule_picks_two_tiles_and_the_deepest_rings_and_refuses_in_one_line() -> None:
+    assert A.choose(problem(1, 1, 64, 128)) == Sm100AttentionConfig(bn=128, k_stages=2, v_stages=2, t_stages=1, tiles=2)
+    assert A.choose(problem(1, 1, 64, 64)) == Sm100AttentionConfig(bn=128, k_stages=4, v_stages=2, t_stages=4, tiles=2)
+    for cfg, d in ((A.choose(problem(1, 1, 64, 128)), 128), (A.choose(problem(1, 1, 64, 64)), 64)):
+        assert isinstance(cfg, Sm100AttentionConfig)
+        assert tmem_columns(cfg, d) <= 512 and smem_bytes(cfg, d) <= SM100A.max_dynamic_smem
+        for field in ("k_stages", "t_stages"):  # the rings are as deep as fits (4 stages at most)
+            deeper = attrs.evolve(cfg, **{field: getattr(cfg, field) + 1})
+            assert smem_bytes(deeper, d) > SM100A.max_dynamic_smem or getattr(deeper, field) > 4
     prob = problem(1, 2, 256, 128)
     for over, match in (("bn=96", "key block"), ("k_stages=3", "shared memory"), ("v_stages=1", "v_stages=1"),
-                        ("rescale_threshold=0", "threshold"), ("pingpong=false", "no field")):
+                        ("rescale_threshold=0", "threshold"), ("pingpong=false", "no field"), ("tiles=3", "1 or 2"),
+                        ("tiles=1,t_stages=8", "shared memory")):
         with pytest.raises(WarpyError, match=match) as e:
             A.build(prob, A.configure(prob, over))
         assert "\n" not in str(e.value)
