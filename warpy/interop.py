@@ -136,10 +136,12 @@ def read_capsule(capsule: Any) -> DLPackView:
 # Operands
 
 
-@attrs.frozen
+@attrs.define
 class Matrix:
     """A 2-D operand: address, shape, strides (elements), dtype, and where it lives.
-    side: "host" (numpy), "device" (GPU memory); library: "numpy", "torch", "cupy" or "other"."""
+    side: "host" (numpy), "device" (GPU memory); library: "numpy", "torch", "cupy" or "other".
+    Not changed once made (a new one is `attrs.evolve`d); not frozen, because attrs' frozen
+    constructor costs about 1.5 µs more, and `warpy.gemm` makes three a call."""
 
     name: str
     ptr: int
@@ -214,15 +216,28 @@ def _torch_dtype(dt: Any) -> str:
 def as_vector(x: Any, name: str, stream: Optional[int] = None) -> Matrix:
     """Describe a 1-D operand (a bias) as an n×1 Matrix whose first stride is the vector's; anything
     else is refused in one line (as `as_matrix`, the same sources)."""
-    return as_matrix(x, name, stream, _rank=1)
+    return _vector_of(x, name, stream)
 
 
-def as_matrix(x: Any, name: str, stream: Optional[int] = None, _rank: int = 2) -> Matrix:
+def as_transposed(x: Any, name: str, stream: Optional[int] = None) -> Matrix:
+    """Describe xᵀ of a 2-D operand `x`, a view: shape and strides swapped (a numpy operand's object
+    is x.T, what a copy to the GPU reads). `warpy.mm`'s B (K×N) is read as this N×K matrix."""
+    if type(x).__module__.split(".", 1)[0] == "torch" and stream is None and \
+            getattr(getattr(x, "device", None), "type", None) == "cuda":
+        shape, strides = x.shape, x.stride()  # the common call (warpy.mm's w.t()), built once
+        if len(shape) != 2:
+            raise WarpyError(f"{name} has {len(shape)} dimensions; give a matrix (2-D)")
+        return Matrix(name, x.data_ptr(), (shape[1], shape[0]), (strides[1], strides[0]),
+                      _torch_dtype(x.dtype), "device", "torch", x, x.device.index or 0)
+    m = as_matrix(x, name, stream)
+    obj = m.obj.T if m.side == "host" else m.obj
+    return attrs.evolve(m, shape=(m.shape[1], m.shape[0]), strides=(m.strides[1], m.strides[0]), obj=obj)
+
+
+def as_matrix(x: Any, name: str, stream: Optional[int] = None) -> Matrix:
     """Describe operand `x` (numpy array, DLPack tensor, or `__cuda_array_interface__` object).
     `stream`: the CUstream the caller will use it on, handed to the producer so it can order its
     pending work before (the DLPack protocol); None: the caller uses the producer's own stream."""
-    if _rank == 1:
-        return _vector_of(x, name, stream)
     lib = _library(x)
     if isinstance(x, np.ndarray):
         if x.ndim != 2:
@@ -453,5 +468,5 @@ def host_dtype(name: str) -> np.dtype:
     return np.dtype(ml_dtypes.bfloat16)  # type: ignore[no-any-return,unused-ignore]
 
 
-__all__ = ["DLPackView", "Matrix", "as_matrix", "as_vector", "byte_span", "check_row_major", "current_stream", "dtype_name",
+__all__ = ["DLPackView", "Matrix", "as_matrix", "as_transposed", "as_vector", "byte_span", "check_row_major", "current_stream", "dtype_name",
            "families_meet", "host_dtype", "overlap", "overlap_error", "read_capsule", "segments"]

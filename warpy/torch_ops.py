@@ -29,8 +29,11 @@ def _mm(a: torch.Tensor, b: torch.Tensor, out_dtype: Optional[str] = None, alpha
     from warpy.matmul import check_call, _run
 
     # the eager path of warpy.mm (not warpy.mm itself, which would route back here under compile)
-    call = check_call(a, b, None, out_dtype, b_kn=True, alpha=alpha, beta=beta, c_in=c_in, bias=bias,
-                      row_bias=row_bias, activation=activation, residual=residual)
+    plain = (alpha == 1.0 and beta == 0.0 and c_in is None and bias is None and row_bias is None and activation is None
+             and residual is None)
+    call = check_call(a, b, None, out_dtype, b_kn=True) if plain else \
+        check_call(a, b, None, out_dtype, b_kn=True, alpha=alpha, beta=beta, c_in=c_in, bias=bias,
+                   row_bias=row_bias, activation=activation, residual=residual)
     return _run(call, None, None)  # type: ignore[no-any-return]
 
 
