@@ -109,6 +109,10 @@ def test_the_rs_hgmma_takes_the_atoms_fragment_and_an_accumulator_chunk() -> Non
     p, sb, acc, af = _rs_program()
     hgmma_rs(p, acc, af, atoms.wgmma(64, "bf16", a_from_registers=True).a, sb.at(0, 0), 64, False)
     hgmma_rs(p, acc, af, atoms.wgmma_acc_chunk_as_a(128, 3), sb.at(0, 16), 64, True)
+    rs = [str(ln).strip() for ln in p.lines if "HGMMA" in str(ln)]
+    # both the register-A form: A from the fragment, B by descriptor; the second accumulates
+    assert len(rs) == 2 and all(ln.startswith("HGMMA.64x64x16.F32.BF16 acc, afrag, gdesc[") for ln in rs), rs
+    assert rs[0].endswith(", RZ, !UPT") and not rs[1].endswith(", RZ, !UPT"), rs
 
 
 def test_the_rs_hgmma_refuses_another_fragment() -> None:

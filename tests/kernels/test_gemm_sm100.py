@@ -81,6 +81,8 @@ def test_rule_reproduces_the_b200_reference_table(shape: tuple[int, int, int]) -
 def test_rule_is_buildable_elsewhere(shape: tuple[int, int, int]) -> None:
     cfg = choose_sm100(*shape)
     Sm100Gemm(GemmProblem(*shape, "bf16", "fp32", arch="sm_100a"), cfg)  # the configuration is checked on construction
+    assert isinstance(cfg, Sm100Config) and smem_bytes(cfg) <= 232448
+    assert cfg.bm % 16 == 0 and 16 <= cfg.bm <= 256 and cfg.cta_rows in (64, 128, 256)
 
 
 def test_bad_configs_are_refused() -> None:

@@ -5,6 +5,8 @@ program is written with. The GPU runs are tests/gpu/test_gemm.py."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -45,7 +47,11 @@ def test_every_shape_assembles_and_shows_its_instructions(shape: tuple[int, int,
 @pytest.mark.parametrize("dtype", ["bf16", "fp16"])
 def test_types_assemble(dtype: str, out: str) -> None:
     prob = GemmProblem(1000, 1000, 1000, dtype, out)
-    assemble(build(prob).kernel(), "sm_90a")
+    kernel = build(prob).kernel()
+    res = assemble(kernel, "sm_90a").resource(kernel.header.kernel)
+    assert res.spill_stores == 0 and res.spill_loads == 0
+    spelled = {"bf16": "BF16", "fp16": "F16"}[dtype]
+    assert re.search(rf"HGMMA\.64x\d+x16\.F32\.{spelled} ", str(kernel))  # the input type reaches the MMA
 
 
 def test_the_rule_narrows_tiles_when_they_would_leave_sms_idle() -> None:
