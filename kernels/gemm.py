@@ -65,10 +65,22 @@ class GemmProblem:
     out_dtype: str = attrs.field(default="fp32", converter=output_type)
     arch: str = attrs.field(default="sm_90a", converter=_target_name)
     epilogue: Epilogue = attrs.field(factory=Epilogue)  # fused after the MMAs (kernels/gemm_epilogue.py)
+    # row pitches in elements of A, B (rows of K) and C (rows of N); 0: dense (K, K, N). A pitch
+    # wider than the row reads a slice of a wider matrix (x[:, :K]) in place
+    lda: int = 0
+    ldb: int = 0
+    ldc: int = 0
 
     def __attrs_post_init__(self) -> None:
         if not isinstance(self.epilogue, Epilogue):
             raise WarpyError(f"epilogue must be a gemm_epilogue.Epilogue, not {self.epilogue!r}")
+        for name, extent, eb in (("lda", self.K, dtype_bytes(self.dtype)), ("ldb", self.K, dtype_bytes(self.dtype)),
+                                 ("ldc", self.N, dtype_bytes(self.out_dtype))):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or (v and v < extent):
+                raise WarpyError(f"{name}={v!r}: a row pitch is 0 (dense) or at least the row's {extent} elements")
+            if v and (v * eb) % 16:
+                raise WarpyError(f"{name}={v}: rows {v * eb} bytes apart; TMA needs a multiple of 16")
         for name in ("M", "N", "K"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int):
@@ -85,12 +97,22 @@ class GemmProblem:
             )
 
     @property
+    def pitches(self) -> tuple[int, int, int]:
+        """The row pitches of A, B and C in elements (the dense ones where not given)."""
+        return (self.lda or self.K, self.ldb or self.K, self.ldc or self.N)
+
+    @property
+    def pitched(self) -> bool:
+        return self.pitches != (self.K, self.K, self.N)
+
+    @property
     def flops(self) -> int:
         return 2 * self.M * self.N * self.K
 
     def __str__(self) -> str:
         ep = "" if self.epilogue.identity else f" ({self.epilogue})"
-        return f"{self.M}x{self.N}x{self.K} {self.dtype}->{self.out_dtype} {self.arch}{ep}"
+        ld = " lda={} ldb={} ldc={}".format(*self.pitches) if self.pitched else ""
+        return f"{self.M}x{self.N}x{self.K} {self.dtype}->{self.out_dtype} {self.arch}{ld}{ep}"
 
 
 # Relative tensor-core efficiency of a BM x BN tile per unit of work (smaller tiles re-read more
@@ -125,7 +147,7 @@ def choose(problem: GemmProblem) -> Config:
     (bm, bn), stream_k = min(((tile, sk) for tile in TILE_EFFICIENCY for sk in (False, True)),
                              key=lambda c: sm90_cost(problem, c[0][0], c[0][1], c[1]))
     split = sm90_split(problem, bm, bn) if stream_k else 0
-    staged = problem.out_dtype in ("bf16", "fp16") and (problem.N * 2) % 16 == 0
+    staged = problem.out_dtype in ("bf16", "fp16") and (problem.pitches[2] * 2) % 16 == 0
 
     # Rows of A and B that are 16-byte but not 32-byte aligned (K * 2 bytes an odd multiple of 16)
     # are read slowly by TMA: 3072 x 3072 x K with BN 192 took 128 us at K = 3016 and 3064 against
@@ -235,15 +257,17 @@ class GemmExpectation:
     def compare(self, run: Any) -> Verdict:
         p = self.problem
         M, N, K = p.M, p.N, p.K
-        a = from_bits(run.gmem["a"].view(np.uint16)[: M * K], p.dtype).reshape(M, K)
+        lda, ldb, ldc = p.pitches
+        a = _rows(from_bits(run.gmem["a"].view(np.uint16)[: (M - 1) * lda + K], p.dtype), M, K, lda)
         bname = "b" if "b" in run.gmem else ("bt" if "bt" in run.gmem else "b")
-        b = from_bits(run.gmem[bname].view(np.uint16)[: N * K], p.dtype).reshape(N, K)
+        b = _rows(from_bits(run.gmem[bname].view(np.uint16)[: (N - 1) * ldb + K], p.dtype), N, K, ldb)
         ref = a.astype(np.float64) @ b.astype(np.float64).T
         src = _output_source(run.h)
         eb = dtype_bytes(p.out_dtype)
-        raw = run.gmem[src][: M * N * eb]
-        wr = run.gwritten[src][: M * N * eb].reshape(M * N, eb).all(axis=1).reshape(M, N)
-        got = from_bits(raw, p.out_dtype).reshape(M, N).astype(np.float64)
+        span = ((M - 1) * ldc + N) * eb
+        raw = run.gmem[src][: span]
+        wr = _rows(run.gwritten[src][: span].reshape(-1, eb).all(axis=1), M, N, ldc)
+        got = _rows(from_bits(raw, p.out_dtype), M, N, ldc).astype(np.float64)
         tol: Optional[np.ndarray] = None
         if not p.epilogue.identity:
             ep = p.epilogue
@@ -265,7 +289,7 @@ class GemmExpectation:
         else:  # within the epilogue's bound, and C's rounding (a value near a rounding step may go either way)
             ok = np.abs(got - ref) <= tol + output_spacing(ref, p.out_dtype) + (2.0 ** -23) * np.abs(ref)
             ref = np.where(ok, got, exact)
-        red = run.greduced[src][: M * N * eb].reshape(M * N, eb).any(axis=1).reshape(M, N)
+        red = _rows(run.greduced[src][: span].reshape(-1, eb).any(axis=1), M, N, ldc)
         partial = int((wr & red).sum())
         wr = wr & ~red  # partial sums: CTAs outside the simulated clusters add the rest
         n = int(wr.sum())
@@ -279,6 +303,13 @@ class GemmExpectation:
                         f"where numpy has {ref[r, c]}")
         data = {"a": a, "b": b, "c": got.astype(np.float32), "written": wr}
         return Verdict(n, int(bad.sum()), partial, msgs, data)
+
+
+def _rows(flat: np.ndarray, rows: int, cols: int, pitch: int) -> np.ndarray:
+    """The rows×cols matrix whose rows start `pitch` elements apart in `flat` (a copy)."""
+    full = np.zeros(rows * pitch, dtype=flat.dtype)
+    full[: min(flat.size, rows * pitch)] = flat[: rows * pitch]
+    return full.reshape(rows, pitch)[:, :cols].copy()
 
 
 def _output_source(header: Any) -> str:
@@ -320,9 +351,9 @@ class GemmFamily:
     name: str = "gemm"
 
     def problem(self, dims: Sequence[Any], *, arch: str, **options: Any) -> GemmProblem:
-        """`gemm M N K [alpha=X] [beta=X] [bias=m|n] [act=...] [residual=1]` from the command line
-        (the words after the sizes: the fused epilogue, kernels/gemm_epilogue.py); options `dtype`
-        and `out_dtype`."""
+        """`gemm M N K [alpha=X] [beta=X] [bias=m|n] [act=...] [residual=1] [lda=N] [ldb=N] [ldc=N]`
+        from the command line (the words after the sizes: the fused epilogue, kernels/gemm_epilogue.py,
+        and row pitches); options `dtype` and `out_dtype`."""
         sizes = [d for d in dims if not isinstance(d, str)]
         words = [d for d in dims if isinstance(d, str)]
         for w in [w for w in words if w.split("=", 1)[0] in ("a", "b")]:  # operand layouts
@@ -337,8 +368,15 @@ class GemmFamily:
             words.remove(w)
         if len(sizes) != 3 or dims[:3] != sizes:
             raise WarpyError(f"gemm takes three sizes M N K (then epilogue words), got {list(dims)}")
+        pitches: dict[str, int] = {}
+        for w in [w for w in words if w.split("=", 1)[0] in ("lda", "ldb", "ldc")]:
+            key, _, val = w.partition("=")
+            if not val.isdigit():
+                raise WarpyError(f"{w}: a row pitch is a number of elements")
+            pitches[key] = int(val)
+            words.remove(w)
         ep = parse_words(words)
-        return GemmProblem(sizes[0], sizes[1], sizes[2], arch=arch, epilogue=ep,
+        return GemmProblem(sizes[0], sizes[1], sizes[2], arch=arch, epilogue=ep, **pitches,  # type: ignore[arg-type]
                            **{k: v for k, v in options.items() if v is not None})
 
     def choose(self, problem: GemmProblem) -> Config:

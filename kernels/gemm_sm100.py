@@ -317,10 +317,10 @@ class AccRead:
     on_last_load: Callable[[], None]
 
 
-def tma_box_plain(m: int, n: int, dtype: str = "fp32") -> TmaBox:
-    """C (M x N, row-major) in 32 x 32 boxes, unswizzled: a warp's staging tile (32 rows of C's 32
-    columns), as the TMA store or reduce-add copies it."""
-    return TmaBox(dtype, dims=(n, m), strides=(n * dtype_bytes(dtype),), box=(32, 32), swizzle=0)
+def tma_box_plain(m: int, n: int, dtype: str = "fp32", pitch: int = 0) -> TmaBox:
+    """C (M x N, row-major, rows `pitch` elements apart; 0: N) in 32 x 32 boxes, unswizzled: a warp's
+    staging tile (32 rows of C's 32 columns), as the TMA store or reduce-add copies it."""
+    return TmaBox(dtype, dims=(n, m), strides=((pitch or n) * dtype_bytes(dtype),), box=(32, 32), swizzle=0)
 
 
 class Sm100Gemm:
@@ -332,6 +332,8 @@ class Sm100Gemm:
         self.m, self.n, self.k = m, n, k
         self.dtype, self.out_dtype, self.cfg = dtype, out_dtype, cfg
         self.ep: Epilogue = problem.epilogue
+        self.lda, self.ldb, self.ldc = problem.pitches
+        self.pitched = problem.pitched
         self.fused_at: dict[str, RVec] = {}  # the fused epilogue's inputs at the tile being stored
         if not self.ep.identity and (cfg.split > 1 or cfg.stream_k or cfg.tma_store):
             raise WarpyError("a fused epilogue runs on whole tiles stored from the registers on sm_100a: set "
@@ -353,7 +355,7 @@ class Sm100Gemm:
         self.adds = cfg.split > 1 or cfg.stream_k  # partial sums meet in C, added in the L2
         if self.adds and out_dtype != "fp32":
             raise WarpyError(f"split-K / stream-K add fp32 partial sums in C; {out_dtype} output is not added in the L2")
-        if (n * self.oeb) % 16:
+        if (self.ldc * self.oeb) % 16:
             if self.adds:
                 raise WarpyError(f"C's rows are {n * self.oeb} bytes, not whole 16 bytes: no tensor map can add "
                                  f"into them (no split-K / stream-K)")
@@ -374,7 +376,8 @@ class Sm100Gemm:
             (f"_sk{c.split}" if c.split > 1 else "") + ("_stk" if c.stream_k else "") + \
             ("_pdll" if c.pdl == "last_load" else "") + ("_sp" if c.serpentine else "")
         return (f"gemm_sm100_{self.m}x{self.n}x{self.k}_{self.dtype}_{self.out_dtype}"
-                f"_{c.bm}x{c.cta_rows}_s{c.stages}_a{c.accs}{tag}" + self.ep.tag())
+                f"_{c.bm}x{c.cta_rows}_s{c.stages}_a{c.accs}{tag}" + self.ep.tag()
+                + (f"_ld{self.lda}x{self.ldb}x{self.ldc}" if self.pitched else ""))
 
     # -- the program ---------------------------------------------------------------------------
     def build(self) -> Program:
@@ -384,8 +387,8 @@ class Sm100Gemm:
                     cluster=(cfg.cluster, 1, 1), maxnreg=MAXNREG)
         a_tile = smem_tile(cfg.bm // 2, BK, self.dtype, "K", 128)
         bt_tile = smem_tile(cfg.cta_rows, BK, self.dtype, "K", 128)
-        a_glob = Layout((self.m, self.k), (self.k, 1))
-        b_glob = Layout((self.n, self.k), (self.k, 1))
+        a_glob = Layout((self.m, self.k), (self.lda, 1))
+        b_glob = Layout((self.n, self.k), (self.ldb, 1))
         ta = p.tmap("a", tma_box(a_glob, a_tile))
         tb = p.tmap("b", tma_box(b_glob, bt_tile, multicast=cfg.pairs))  # the host binds a, b, c by name
         if cfg.pairs > 1:
@@ -404,10 +407,10 @@ class Sm100Gemm:
             # C leaves (or is added to in the L2) by TMA: a 32 x 32 box a warp and chunk, from the
             # warp's staging tile (32 rows of C's 32 columns, row-major)
             oeb = self.oeb
-            tc = p.tmap("c_add" if self.adds else "c", tma_box_plain(self.m, self.n, self.out_dtype),
+            tc = p.tmap("c_add" if self.adds else "c", tma_box_plain(self.m, self.n, self.out_dtype, self.ldc),
                         over="c" if self.adds else None)
             staging = CStaging(tc, p.smem("c_stage", Layout((4, 32, 32), (32 * 32 * oeb, 32 * oeb, oeb)), self.out_dtype))
-        p.global_buffer("c_out", Layout((self.m, self.n), (self.n * self.oeb, self.oeb)), self.out_dtype, "c")
+        p.global_buffer("c_out", Layout((self.m, self.n), (self.ldc * self.oeb, self.oeb)), self.out_dtype, "c")
         aux: dict[str, Param] = {}
         for name in self.ep.params():  # the fused epilogue's inputs, of C's type
             aux[name] = p.param(name, "u64")
@@ -911,7 +914,7 @@ class Sm100Gemm:
         ncol; with a fused epilogue, through it (`aux`: its inputs' parameters)."""
         ragged = bool(self.m % self.tile_m or self.n % self.tile_n)
         tile_addr = p.rvec("c_tile", 2)
-        p.emit(alu.imad_wide(tile_addr, tile.mrow, self.n * self.oeb, e.cptr))
+        p.emit(alu.imad_wide(tile_addr, tile.mrow, self.ldc * self.oeb, e.cptr))
         p.emit(alu.imad_wide(tile_addr, tile.ncol, self.oeb, tile_addr))
         self.fused_at = {}
         if read is not None and not self.ep.identity:
@@ -966,7 +969,7 @@ class Sm100Gemm:
                     p.emit(tcgen05.tmem_wait_ld())
                     if rep == reps[-1] and chunk == ncols // 32 - 1:
                         read.on_last_load()
-                p.emit(alu.mov(cofs, 32 * chunk * self.n * oeb + 128 * rep * oeb))
+                p.emit(alu.mov(cofs, 32 * chunk * self.ldc * oeb + 128 * rep * oeb))
                 p.emit(alu.imad_wide(caddr, cofs, 1, tile_addr))
                 if read is not None and self.fused_at:
                     self.fused(p, e, tile, rep, chunk, cofs, n_ok, guarded)
@@ -979,7 +982,7 @@ class Sm100Gemm:
                         ok = p.p("st_ok")
                         assert n_ok is not None
                         p.emit(alu.isetp("LT", ok, tile.mrow, bound, c=n_ok))
-                    g = GMem(md, caddr, i * self.n * oeb)
+                    g = GMem(md, caddr, i * self.ldc * oeb)
                     if read is None:
                         p.emit(memory.stg(g, RZ).guarded(ok))
                         continue
@@ -1004,10 +1007,13 @@ class Sm100Gemm:
         ep, oeb, od = self.ep, self.oeb, self.out_dtype
         k = emit_consts(p, ep)
         at: dict[str, RVec] = {}
+        if "c_in" in self.fused_at or "residual" in self.fused_at:  # dense rows of N (C's may be wider: ldc)
+            aofs = p.r("ep_aux_ofs")
+            p.emit(alu.mov(aofs, 32 * chunk * self.n * oeb + 128 * rep * oeb))
         for name in ("c_in", "residual"):
             if name in self.fused_at:
                 a = at[name] = p.rvec(f"ep_{name}_at", 2)
-                p.emit(alu.imad_wide(a, cofs, 1, self.fused_at[name]))
+                p.emit(alu.imad_wide(a, aofs, 1, self.fused_at[name]))
         bias_n: Optional[F32] = None
         if ep.bias == "n":
             bias_n = F32.of(p.r("ep_bias_col"))

@@ -205,7 +205,7 @@ class Sm90Gemm:
         m, n, k, dtype, out_dtype = problem.M, problem.N, problem.K, problem.dtype, problem.out_dtype
         if cfg.bk * dtype_bytes(dtype) != 128:
             raise WarpyError(f"BK {cfg.bk} of {dtype} is not one 128-byte swizzle row")
-        if cfg.staged_epilogue and (dtype_bytes(out_dtype) != 2 or (n * 2) % 16):
+        if cfg.staged_epilogue and (dtype_bytes(out_dtype) != 2 or (problem.pitches[2] * 2) % 16):
             raise WarpyError(f"the staged epilogue needs 16-bit C with rows a multiple of 16 bytes (N={n}, {out_dtype})")
         if cfg.staged_epilogue and epi_tail(cfg.bn) not in (0,) + EPI_TAILS:
             raise WarpyError(f"the staged epilogue stores 64 columns at a time and then {' or '.join(map(str, EPI_TAILS))}"
@@ -225,6 +225,8 @@ class Sm90Gemm:
         self.m, self.n, self.k = m, n, k
         self.dtype, self.out_dtype, self.cfg = dtype, out_dtype, cfg
         self.ep: Epilogue = problem.epilogue
+        self.lda, self.ldb, self.ldc = problem.pitches
+        self.pitched = problem.pitched
         self.oeb = dtype_bytes(out_dtype)
         self.mt, self.nt = cdiv(m, cfg.bm), cdiv(n, cfg.bn)
         self.tiles = self.mt * self.nt
@@ -257,7 +259,8 @@ class Sm90Gemm:
         c = self.cfg
         return (f"gemm_sm90_{self.m}x{self.n}x{self.k}_{self.dtype}_{self.out_dtype}"
                 f"_{c.bm}x{c.bn}x{c.bk}_s{c.stages}_g{c.group}" + ("_sk" if c.stream_k else "") + (f"{c.split}" if c.split else "")
-                + ("_c2" if c.cluster_m == 2 else "") + self.ep.tag())
+                + ("_c2" if c.cluster_m == 2 else "") + self.ep.tag()
+                + (f"_ld{self.lda}x{self.ldb}x{self.ldc}" if self.pitched else ""))
 
     # -- the program ---------------------------------------------------------------------------
     def build(self) -> Program:
@@ -269,8 +272,8 @@ class Sm90Gemm:
         a_tile = smem_tile(cfg.bm, cfg.bk, self.dtype, "K", 128)
         b_tile = smem_tile(cfg.bn, cfg.bk, self.dtype, "K", 128)
         l2 = cfg.l2_promotion
-        ta = p.tmap("a", tma_box(Layout((self.m, self.k), (self.k, 1)), a_tile, l2_promotion=l2))
-        b_glob = Layout((self.n, self.k), (self.k, 1))
+        ta = p.tmap("a", tma_box(Layout((self.m, self.k), (self.lda, 1)), a_tile, l2_promotion=l2))
+        b_glob = Layout((self.n, self.k), (self.ldb, 1))
         if cl == 1:
             tb = p.tmap("b", tma_box(b_glob, b_tile, l2_promotion=l2))
         else:
@@ -286,13 +289,13 @@ class Sm90Gemm:
         tc_tail: Optional[TensorMap] = None
         if cfg.staged_epilogue:
             c_tile = smem_tile(64, EPI_COLS, self.out_dtype, "K", 128)
-            tc = p.tmap("c", tma_box(Layout((self.m, self.n), (self.n, 1)), c_tile))
+            tc = p.tmap("c", tma_box(Layout((self.m, self.n), (self.ldc, 1)), c_tile))
         else:
             c = p.param("c", "u64")
         if tail:  # the last chunk: a map of its own over C (box 64 x tail, a swizzle of its row)
             t_tile = smem_tile(64, tail, self.out_dtype, "K", 2 * tail)
-            tc_tail = p.tmap("c_tail", tma_box(Layout((self.m, self.n), (self.n, 1)), t_tile), over="c")
-        p.global_buffer("c_out", Layout((self.m, self.n), (self.n * self.oeb, self.oeb)), self.out_dtype, "c")
+            tc_tail = p.tmap("c_tail", tma_box(Layout((self.m, self.n), (self.ldc, 1)), t_tile), over="c")
+        p.global_buffer("c_out", Layout((self.m, self.n), (self.ldc * self.oeb, self.oeb)), self.out_dtype, "c")
         aux: dict[str, Param] = {}
         for name in self.ep.params():  # the fused epilogue's inputs, of C's type
             aux[name] = p.param(name, "u64")
@@ -724,7 +727,7 @@ class Sm90Gemm:
         memdesc = p.urvec("memdesc", 2)
         p.emit(alu.uldc(memdesc, CBank(0, 0x208), p.sm))
         pitch = p.r("c_pitch8")
-        p.emit(alu.mov(pitch, 8 * self.n * self.oeb))
+        p.emit(alu.mov(pitch, 8 * self.ldc * self.oeb))
         return EpilogueThread(row, col, cptr, memdesc, pitch)
 
     def epilogue(self, p: Program, e: EpilogueThread, acc: RVec, m_blk: R, n_blk: R) -> None:
@@ -733,7 +736,7 @@ class Sm90Gemm:
         p.emit(alu.imad(row0, m_blk, cfg.bm, e.row))
         p.emit(alu.imad(col0, n_blk, cfg.bn, e.col))
         addr = [p.rvec("c_addr0", 2), p.rvec("c_addr1", 2)]
-        p.emit(alu.imad_wide(addr[0], row0, self.n * self.oeb, e.cptr))
+        p.emit(alu.imad_wide(addr[0], row0, self.ldc * self.oeb, e.cptr))
         p.emit(alu.imad_wide(addr[0], col0, self.oeb, addr[0]))
         p.emit(alu.imad_wide(addr[1], e.pitch8, 1, addr[0]))
         ragged = self.m % cfg.bm or self.n % cfg.bn
