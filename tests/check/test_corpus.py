@@ -8,7 +8,7 @@ import pytest
 from tests.check.corpus.cases import CASES
 
 CLASSES = {"subword", "usedef", "collective", "wgmma", "named", "flags", "tcgen05", "exit", "provenance", "header",
-           "align", "coverage", "scratch", "protocol"}
+           "align", "coverage", "scratch", "protocol", "ring", "proxy"}
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])

@@ -35,7 +35,7 @@ Span = Union[tuple[str, int, int], tuple[()]]  # the registers a vector destinat
 class Compiled:
     """One instruction, ready to run: its record, handler, operand readers/writers and notes."""
 
-    __slots__ = ("pc", "instr", "rec", "sem", "mnem", "handler", "guard", "get", "put", "notes", "note_modes",
+    __slots__ = ("pc", "instr", "rec", "sem", "mnem", "handler", "guard", "guard_uses", "get", "put", "notes", "note_modes",
                  "regids", "wait_loop", "trace", "target", "cond", "span", "extra", "uses", "defs", "loop",
                  "collective", "mma_touch")
 
@@ -47,6 +47,7 @@ class Compiled:
         self.mnem = instr.mnemonic
         self.handler = handler
         self.guard: Optional[Reader] = None
+        self.guard_uses: frozenset[str] = frozenset()  # the guard predicate, when it is a register
         self.get: list[Reader] = []
         self.put: list[Writer] = []
         self.notes: tuple[Note, ...] = instr.notes
@@ -90,6 +91,8 @@ class Code:
                 raise WarpyError(f"the checker has no semantics for {rec.key}")
             c = Compiled(pc, i, rec, handler)
             c.guard = None if i.guard is None else self.read(i.guard)
+            if i.guard is not None and i.guard.name not in CONSTANT_REGS:
+                c.guard_uses = frozenset({i.guard.name})
             c.get = [self._reader_or_refusal(op) for op in i.ops]
             c.put = [self._writer_or_refusal(op) for op in i.ops]
             d, u = defs_uses(i)

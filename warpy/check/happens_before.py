@@ -79,7 +79,7 @@ def byte_mask(addr: int, nbytes: int) -> Footprint:
 class Access:
     """One access record: what touched which words of a region, stamped with an epoch."""
 
-    __slots__ = ("mask", "agent", "clock", "kind", "op", "warp", "cta", "proxy", "fenced", "gpu_fenced")
+    __slots__ = ("mask", "agent", "clock", "kind", "op", "warp", "cta", "proxy", "fenced", "fence_clock", "gpu_fenced")
 
     def __init__(self, mask: int, agent: Agent, clock: int, kind: str, op: str, warp: int, cta: int,
                  proxy: str = "generic") -> None:
@@ -92,6 +92,7 @@ class Access:
         self.cta = cta
         self.proxy = proxy  # "generic" or "async"
         self.fenced = proxy != "generic"
+        self.fence_clock = 0  # the writer's clock at its proxy fence: an async access must be ordered after it
         self.gpu_fenced = False
 
 
@@ -214,7 +215,8 @@ class HappensBefore:
         # completing on one barrier are two transfers, ordered only through the barrier's phases
         same = a.agent == agent and agent[0] in ("w", "wg", "tc", "t")
         ok = same or vc.get(a.agent, 0) >= a.clock
-        proxy_bad = ok and a.kind != "r" and a.proxy == "generic" and proxy == "async" and space == "smem" and not a.fenced
+        proxy_bad = ok and a.kind != "r" and a.proxy == "generic" and proxy == "async" and space == "smem" \
+            and (not a.fenced or not (same or vc.get(a.agent, 0) >= a.fence_clock))
         gpu_bad = ok and space == "global" and a.kind != "r" and a.cta != w.cta.index and not a.gpu_fenced
         if ok and not (proxy_bad or gpu_bad or self.hb):
             return

@@ -37,7 +37,7 @@ from warpy.check.places import Places
 from warpy.check.provenance import Provenance
 from warpy.check.rules import Rules
 from warpy.check.schedule import Scheduler
-from warpy.check.state import Problems, Warp
+from warpy.check.state import BLOCKED, Problems, Warp
 
 
 class Machine:
@@ -124,6 +124,10 @@ class Machine:
         self.launch.run(self, self.progress, self.label)
         obligations.at_end(self.launch.ctas, self.order, self.problems)
         self.rules.warpgroups(self.warps, self.code.instrs)
-        if self.launch.whole:  # every CTA ran: every output element written, none twice
-            self.prov.cover.check(self.problems)
+        # every CTA ran: every output element written, none twice; some ran: none of theirs twice (the
+        # tile pass checks its batches together)
+        if self.launch.whole or self.prov.on:
+            self.prov.cover.check(self.problems, whole=self.launch.whole)
+        if self.prov.on and not any(w.state == BLOCKED for w in self.warps):  # (a hang leaves tiles unfinished)
+            self.prov.check_tiles()
 

@@ -35,8 +35,34 @@ if TYPE_CHECKING:
     from warpy.check.code import Compiled
     from warpy.check.global_memory import GlobalMemory
 
+K_GRANULE = 32  # bytes of K an MMA instruction takes at a time (16 bf16/fp16, 8 tf32, 32 fp8 elements)
+
+
 def _span(t: Tag) -> str:
     return f"rows {t[1]}..{t[1] + t[2] - 1} of {t[0]} times rows {t[4]}..{t[4] + t[5] - 1} of {t[3]}"
+
+
+def _k_bits(k0: int, kb: int) -> int:
+    """The K granules bytes [k0, k0 + kb) of A's rows cover, as bits."""
+    lo, hi = k0 // K_GRANULE, (k0 + kb - 1) // K_GRANULE
+    return ((1 << (hi - lo + 1)) - 1) << lo
+
+
+def _k_missing(t: Tag, maps: dict[str, TmaBox]) -> Optional[str]:
+    """Which K an accumulator stored as a finished product has not summed (None: all of it, or not known)."""
+    a, b = maps.get(t[0]), maps.get(t[3])
+    if t[6] == -1 or a is None or b is None:
+        return None
+    kbytes = a.dims[0] * a.elem_bytes
+    if b.dims[0] * b.elem_bytes != kbytes:
+        return None  # reported where the MMA multiplies them
+    n = -(-kbytes // K_GRANULE)
+    full = (1 << n) - 1
+    if t[6] & full == full:
+        return None
+    miss = [k for k in range(n) if not (t[6] >> k) & 1]
+    return (f"K bytes {miss[0] * K_GRANULE}..{min(kbytes, (miss[-1] + 1) * K_GRANULE) - 1} of {kbytes} "
+            f"({len(miss)} of its {n} k-steps of {K_GRANULE} bytes) never summed")
 
 
 def _orientations(t: Tag, maps: dict[str, TmaBox], shape: tuple[int, ...]) -> tuple[bool, bool]:
@@ -73,7 +99,10 @@ class Provenance:
         self.smem: dict[int, list[tuple[int, int, Tag]]] = {}
         self.reported: set[tuple[int, str]] = set()  # (line, operand) whose layout was reported
         self.on = True  # False: the tile pass (coverage only)
-        self.region_of: dict[tuple[int, int], int] = {}  # (CTA, an operand tile's first byte) -> the box it was in
+        self.region_of: dict[tuple[int, int], int] = {}
+        #: the tiles stores wrote from (output source, first row, end row, first column, end column, where
+        #: stored): all of each must be written when the run ends
+        self.tiles: dict[tuple[str, int, int, int, int], str] = {}  # (CTA, an operand tile's first byte) -> the box it was in
 
     def has_output(self, a: str, b: str) -> bool:
         """Whether the kernel declares an output shaped as the product of maps a and b (a 2-D global
@@ -94,16 +123,22 @@ class Provenance:
 
     # -- MMAs ------------------------------------------------------------------------------------
     def tag(self, a: Optional[tuple[str, int, int]], a_rows: int, b: Optional[tuple[str, int, int]],
-            b_rows: int) -> Optional[Tag]:
+            b_rows: int, kb: int) -> Optional[Tag]:
+        """The product of A's and B's tiles (their maps, first rows and K byte) over `kb` bytes of K."""
         if a is None or b is None:
             return None
-        return a[0], a[1], a_rows, b[0], b[1], b_rows
+        return a[0], a[1], a_rows, b[0], b[1], b_rows, _k_bits(a[2], kb)
 
-    def accumulate(self, who: str, old: Optional[Tag], new: Tag) -> None:
-        """An MMA adds its product to an accumulator: the same rows of A and of B."""
-        if old is not None and old != new:
+    def accumulate(self, who: str, old: Optional[Tag], new: Tag) -> Tag:
+        """An MMA adds its product to an accumulator: the same rows of A and of B (reported otherwise);
+        the K they have summed together."""
+        if old is None:
+            return new[:6] + (-1,)  # added to what no tagged MMA wrote: its K is not known
+        if old[:6] != new[:6]:
             self.problems.add("data", f"{who} accumulates {_span(new)} into an accumulator that holds {_span(old)} (one "
                                       f"k-step's operands come from other rows)")
+            return new
+        return new[:6] + (old[6] | new[6],)
 
     def mma_regs(self, w: Warp, c: Compiled, names: list[str], tag: Optional[Tag], accumulate: bool) -> None:
         if not self.on:
@@ -112,13 +147,11 @@ class Provenance:
             for n in names:
                 w.tags.pop(n, None)
             return
-        old = w.tags.get(names[0])
         if accumulate:
-            if old == tag and all(w.tags.get(n) == tag for n in names):
-                return  # the same product, one more k-step
-            self.accumulate(f"line {c.pc + 1} ({c.mnem}): {w.cta.name} warp {w.wid}", old, tag)
+            tag = self.accumulate(f"line {c.pc + 1} ({c.mnem}): {w.cta.name} warp {w.wid}", w.tags.get(names[0]), tag)
+        tags = w.tags
         for n in names:
-            w.tags[n] = tag
+            tags[n] = tag
 
     def mma_tmem(self, w: Warp, c: Compiled, cta: Cta, col0: int, ncols: int, tag: Optional[Tag], accumulate: bool) -> None:
         if not self.on:
@@ -129,7 +162,7 @@ class Provenance:
                 cols.pop(k, None)
             return
         if accumulate:
-            self.accumulate(f"line {c.pc + 1} ({c.mnem}): {cta.name}", cols.get(col0), tag)
+            tag = self.accumulate(f"line {c.pc + 1} ({c.mnem}): {cta.name}", cols.get(col0), tag)
         for k in range(col0, col0 + ncols):
             cols[k] = tag
 
@@ -175,6 +208,16 @@ class Provenance:
         if not _inside(r, k, tag, ways):
             self.problems.add("data", f"line {c.pc + 1} ({c.mnem}): {w.cta.name} warp {w.wid} stores {b.name} rows "
                                       f"{r[0]}..{r[1]}, columns {k[0]}..{k[1]} from an accumulator of {_span(tag)}")
+            return
+        out = self.cover.outputs.get(src)
+        if out is not None and out.buf is b:
+            self._tile(src, tag, ways, rows_of_a=ways[0] and _inside(r, k, tag, (True, False)), at=(0, 0),
+                       shape=(out.rows, out.cols), where=f"line {c.pc + 1} ({c.mnem})")
+        miss = _k_missing(tag, self.gmem.tmaps)
+        if miss is not None and (c.pc, "K") not in self.reported:
+            self.reported.add((c.pc, "K"))
+            self.problems.add("data", f"line {c.pc + 1} ({c.mnem}): {w.cta.name} warp {w.wid} stores {b.name} rows "
+                                      f"{r[0]}..{r[1]}, columns {k[0]}..{k[1]} from an accumulator with {miss}")
 
     def store_shared(self, w: Warp, regs: list[str], lo: int, hi: int) -> None:
         """STS/STSM: the shared range [lo, hi) now holds the first tagged register's tile (or none)."""
@@ -216,8 +259,35 @@ class Provenance:
             out.append((lo, hi, tag))
         self.smem[cta] = out
 
-    def tma_store(self, w: Warp, c: Compiled, name: str, box: TmaBox, coords: list[int], src: int, nbytes: int) -> None:
-        """A TMA store of a staged tile: the box it writes lies in the product its data came from."""
+    def _tile(self, src: str, t: Tag, ways: tuple[bool, bool], rows_of_a: bool, at: tuple[int, int],
+              shape: tuple[int, int], where: str) -> None:
+        """A store from the product `t`: remember its rows and columns (in the orientation the store
+        took, clipped to the stored tensor's `shape`, moved to the output's coordinates by `at`)."""
+        a = (t[1], t[1] + t[2])
+        b = (t[4], t[4] + t[5])
+        rr, cc = (a, b) if rows_of_a else (b, a)
+        r0, r1 = max(rr[0], 0), min(rr[1], shape[0])
+        c0, c1 = max(cc[0], 0), min(cc[1], shape[1])
+        if r0 < r1 and c0 < c1:
+            self.tiles.setdefault((src, at[0] + r0, at[0] + r1, at[1] + c0, at[1] + c1), where)
+
+    def check_tiles(self) -> None:
+        """Every tile a store wrote from is written whole (stored or reduce-added) when the run ends: an
+        epilogue that leaves columns or rows of its tile out (a fragment offset, a loop one short)."""
+        for (src, r0, r1, c0, c1), where in self.tiles.items():
+            out = self.cover.outputs[src]
+            hole = (out.stored[r0:r1, c0:c1] == 0) & ~out.reduced[r0:r1, c0:c1]
+            n = int(np.count_nonzero(hole))
+            if n:
+                rr, cc = np.nonzero(hole)
+                self.problems.add("coverage", f"{out.buf.name}: the tile of rows {r0}..{r1 - 1}, columns {c0}..{c1 - 1} "
+                                              f"({where} stores from it) has {n} elements no store wrote (the first at "
+                                              f"row {r0 + int(rr[0])}, column {c0 + int(cc[0])})")
+
+    def tma_store(self, w: Warp, c: Compiled, name: str, box: TmaBox, coords: list[int], src: int, nbytes: int,
+                  reduce: bool = False) -> None:
+        """A TMA store of a staged tile: the box it writes lies in the product its data came from (and,
+        for a plain store, that product summed all of K)."""
         if not self.on:
             return
         ranges = self.smem.get(w.cta.index)
@@ -238,6 +308,20 @@ class Provenance:
                 self.problems.add("data", f"line {c.pc + 1} ({c.mnem}): {w.cta.name} warp {w.wid} stores {name} rows "
                                           f"{rows[0]}..{rows[1]}, columns {cols[0]}..{cols[1]} from a staged tile of "
                                           f"{_span(t)}")
+                return
+            gsrc = self.gmem.alias.get(name, name)
+            out = self.cover.outputs.get(gsrc)
+            if out is not None:
+                off = self.gmem.offset.get(name, 0)
+                o_r, o_c = out.at(np.array([off], dtype=np.int64) + out.buf.base)
+                self._tile(gsrc, t, ways, rows_of_a=ways[0] and _inside(rows, cols, t, (True, False)),
+                           at=(int(o_r[0]), int(o_c[0])), shape=(box.dims[1], box.dims[0]), where=f"line {c.pc + 1} ({c.mnem})")
+            miss = None if reduce or (c.pc, "K") in self.reported else _k_missing(t, self.gmem.tmaps)
+            if miss is not None:
+                self.reported.add((c.pc, "K"))
+                self.problems.add("data", f"line {c.pc + 1} ({c.mnem}): {w.cta.name} warp {w.wid} stores {name} rows "
+                                          f"{rows[0]}..{rows[1]}, columns {cols[0]}..{cols[1]} from a staged tile with "
+                                          f"{miss}")
                 return
 
 
@@ -337,15 +421,16 @@ class Coverage:
                 mine.stored = np.minimum(mine.stored.astype(np.uint16) + out.stored, 255).astype(np.uint8)
                 mine.reduced |= out.reduced
 
-    def check(self, problems: Problems) -> None:
-        """Every CTA ran: each output element written, none stored twice (outputs no store reached at
-        all are not the launch's outputs: not checked)."""
+    def check(self, problems: Problems, whole: bool = True) -> None:
+        """Every CTA ran (`whole`): each output element written, none stored twice (outputs no store
+        reached at all are not the launch's outputs: not checked). Some CTAs ran: none stored twice."""
         for out in self.outputs.values():
             if not out.stored.any() and not out.reduced.any():
                 continue
             missing = (out.stored == 0) & ~out.reduced
             twice = out.stored > 1
-            for what, mask in (("no store or reduce-add writes", missing), ("more than one store writes", twice)):
+            checks = (("no store or reduce-add writes", missing), ("more than one store writes", twice))
+            for what, mask in checks if whole else checks[1:]:
                 n = int(np.count_nonzero(mask))
                 if n:
                     rr, cc = np.nonzero(mask)

@@ -64,7 +64,10 @@ class Rules:
     def warpgroup(self, w: Warp, c: Compiled, lanes: Lanes, live: Optional[np.ndarray]) -> None:
         """A warpgroup-collective line: every lane of the warp, and remembered for `warpgroups`."""
         self.aligned(w, c, lanes, live)
-        self.wg_lines.setdefault(w.gid, []).append(c.pc)
+        seq = self.wg_lines.setdefault(w.gid, [])
+        if seq and seq[-1] == c.pc and "TRY_ALLOC" in c.instr.mods:
+            return  # a setmaxnreg.inc retried until the pool grants it: one request
+        seq.append(c.pc)
 
     def warpgroups(self, warps: list[Warp], code: list[Compiled]) -> None:
         """At the end: the four warps of each warpgroup ran the same warpgroup-collective lines."""

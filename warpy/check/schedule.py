@@ -144,6 +144,8 @@ class Scheduler:
             n += 1
             lanes = mask
             if c.guard is not None:
+                if not c.guard_uses <= w.defined:  # a guard nothing set: any lanes may run the line
+                    m.rules.undefined(w, c, c.guard_uses - w.defined)
                 gv = c.guard(w)
                 if isinstance(gv, np.ndarray):
                     e2 = gv if mask is None else (gv & mask)
@@ -279,6 +281,8 @@ def _propagate(w: Warp, c: Compiled) -> None:
     if c.sem in ("alu", "shuffle"):
         tags = w.tags
         tag = next((tags[u] for u in c.uses if u in tags), None)
+        if tag is not None and tag[6] != -1 and any(u not in tags for u in c.uses):
+            tag = tag[:6] + (-1,)  # mixed with other data (a partial sum loaded, a bias): its K is not known
     for d in c.defs:
         if tag is None:
             w.tags.pop(d, None)

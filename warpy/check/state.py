@@ -94,8 +94,9 @@ class BarrierWait:
 
 
 Block = Union[MBarWait, FlagWait, BarrierWait]
-#: an accumulator's provenance (`warpy.check.provenance`): A's map, first row, rows; B's map, first row, rows
-Tag = tuple[str, int, int, str, int, int]
+#: an accumulator's provenance (`warpy.check.provenance`): A's map, first row, rows; B's map, first row, rows;
+#: the K it has summed, a bit per 32-byte granule of A's rows (-1: not known)
+Tag = tuple[str, int, int, str, int, int, int]
 Traced = Union[int, tuple[int, ...]]  # what the colouring check compares of one line's run
 
 
@@ -234,6 +235,7 @@ class Cta:
         self.tc_clock = 0
         self.tc_agent: Agent = ("tc", index)
         self.relinquished = False
+        self.regs: dict[int, int] = {}  # registers a thread of each warp holds after setmaxnreg (warp -> count)
         # with values: the CTA has read global memory the simulated CTAs never wrote behind a pointer
         # parameter (another CTA's partial sums), so what it writes afterwards is not known here
         self.foreign = False

@@ -318,16 +318,20 @@ def _nothing(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
 @semantics(isa.FENCE_VIEW_ASYNC)
 def _fence_async(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     if "S" in c.instr.mods or "G" in c.instr.mods:
+        now = w.vc[w.agent]
         for a in w.unfenced:
             a.fenced = True
+            a.fence_clock = now
         w.unfenced = []
 
 
 @semantics(isa.FENCE_MBARRIER_INIT)
 def _fence_init(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     """fence.mbarrier_init: this thread's barrier inits become visible to the async proxy (and cluster)."""
+    now = w.vc[w.agent]
     for a in w.unfenced_init:
         a.fenced = True
+        a.fence_clock = now
     w.unfenced_init = []
 
 

@@ -152,7 +152,7 @@ def _utchmma(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     for cta in ctas:
         la = None if a_in_tmem else operand_layout(m, w, c, cta, ("umma", adesc, rows_a, kb), fa[0], _umma_swizzle(adesc),
                                                    "A")
-        tag: Optional[Tag] = m.prov.tag(la, rows_a, lb, n)
+        tag: Optional[Tag] = m.prov.tag(la, rows_a, lb, n, kb)
         for addrs, fp in smem_ops:
             lo, hi = int(addrs.min()), int(addrs.max()) + 1
             if m.places.check_smem_range(w, c, lo, hi):

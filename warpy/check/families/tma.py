@@ -250,7 +250,7 @@ def _tma_store(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     smem_aligned(m, w, c, src, box.swizzle, "stores a box from")
     if m.places.check_smem_range(w, c, src, src + nbytes):
         m.order.access("smem", w.cta, None, "r", w.vc, agent, clock, c.mnem, w, proxy="async", footprint=_fp(m, src, nbytes))
-    m.prov.tma_store(w, c, name, box, coords, src, nbytes)
+    m.prov.tma_store(w, c, name, box, coords, src, nbytes, c.sem == "tma-reduce")
     m.prov.cover.tma(name, box, coords, c.sem == "tma-reduce")
     if outside(box, coords):
         return  # the engine clips the box: nothing is written
@@ -388,7 +388,15 @@ def operand_k(m: Machine, cta: Cta, start: int) -> Optional[tuple[str, int]]:
 def operands_meet(m: Machine, w: Warp, c: Compiled, cta: Cta, a_start: int, b_start: int) -> None:
     """An MMA multiplies A and B at the same K: the boxes its operand tiles came from must agree."""
     ka, kb = operand_k(m, cta, a_start), operand_k(m, cta, b_start)
-    if ka is None or kb is None or ka[1] == kb[1]:
+    if ka is None or kb is None:
+        return
+    ta, tb = m.global_memory.tmaps[ka[0]], m.global_memory.tmaps[kb[0]]
+    ea, eb = ta.dims[0] * ta.elem_bytes, tb.dims[0] * tb.elem_bytes
+    if ea != eb and (c.pc, "K extent") not in m.prov.reported:
+        m.prov.reported.add((c.pc, "K extent"))
+        m.problems.add("data", f"{cta.name} warp {w.wid}: {c.mnem} multiplies {ka[0]}, whose rows are {ea} bytes of K, "
+                               f"with {kb[0]}, whose rows are {eb} (the tensor maps disagree on K)")
+    if ka[1] == kb[1]:
         return
     m.problems.add("data", f"{cta.name} warp {w.wid}: {c.mnem} multiplies {ka[0]} at K byte {ka[1]} with "
                            f"{kb[0]} at K byte {kb[1]} (the boxes the copy engine landed there disagree)")

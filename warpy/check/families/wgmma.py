@@ -133,7 +133,7 @@ def _hgmma(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     _fence_rule(m, w, c, acc, i.ops[1] if rs else None, accumulate)
     names = c.extra["wg_names"]
     assert isinstance(names, list)
-    m.prov.mma_regs(w, c, names[:_acc_regs(c)], m.prov.tag(la, 64, lb, n), accumulate)
+    m.prov.mma_regs(w, c, names[:_acc_regs(c)], m.prov.tag(la, 64, lb, n, kb), accumulate)
     agent: Agent = ("wg", w.cta.index, w.wid)
     clock = w.wg_committed + 1
     w.wg_open = True
