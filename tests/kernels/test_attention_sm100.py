@@ -96,6 +96,20 @@ def test_configurations_the_rule_does_not_pick_run_clean(over: str) -> None:
     assert ok and wrong == 0 and checked > 0, summary
 
 
+@pytest.mark.skipif(not SLOW, reason="WARPY_SLOW=1 (about ten seconds an example)")
+@settings(max_examples=8, deadline=None)
+@given(st.sampled_from([64, 128]), st.booleans(), st.sampled_from([(2, 2), (2, 1), (4, 2)]), st.integers(1, 300),
+       st.integers(1, 300), st.sampled_from(["bshd", "bhsd"]), st.sampled_from([1, 2]))
+def test_hypothesis_drawn_problems_run_clean_within_the_tolerance(D: int, causal: bool, heads: tuple[int, int], S: int,
+                                                                  S_kv: int, layout: str, tiles: int) -> None:
+    """(head_dim, causal, GQA ratio, ragged S_q and S_kv, layout, program) drawn; the checker's
+    first and last CTAs, with values."""
+    prob = problem(1, heads[0], S, D, causal=causal, H_kv=heads[1], S_kv=S_kv, layout=layout)
+    cfg = A.configure(prob, f"tiles={tiles}")
+    checked, wrong, ok, summary = _check(prob, program=A.build(prob, cfg), coloured=False)
+    assert ok and wrong == 0 and checked > 0, summary
+
+
 class _NoFenceAfter(Sm100Attention):
     def fence_after_wait(self, p: Program) -> None:
         pass
