@@ -246,15 +246,17 @@ def outputs_of(pl: Plan, images: Mapping[int, np.ndarray]) -> list[np.ndarray]:
     return out
 
 
-def compare(pl: Plan, got: Sequence[np.ndarray], want: Sequence[np.ndarray]) -> tuple[int, int, list[str]]:
-    """(elements compared, elements that differ, one line per output that differs): outputs of
-    elementwise chains must equal the reference; those fed by an fp32 sum (gemm, rmsnorm) or MUFU math
-    within a few bf16 steps (`kernels.mega_common.compare_close`: the tensor core's and the checker's
-    summation orders are not the float64 reference's), on both targets."""
+def compare(pl: Plan, got: Sequence[np.ndarray], want: Sequence[np.ndarray],
+            values: Mapping[str, np.ndarray]) -> tuple[int, int, list[str]]:
+    """(elements compared, elements that differ, one line per output that differs), the run's
+    inputs `values`: outputs of elementwise chains must equal the reference; those fed by an fp32 sum
+    (gemm, rmsnorm) or MUFU math within a few bf16 steps of their magnitude or their condition
+    (`kernels.mega_common.compare_close`: the tensor core's and the checker's summation orders are
+    not the float64 reference's), on both targets."""
     from .mega_common import compare_close
 
     prog = pl.schedule.program
-    n, bad, _, msgs = compare_close(prog, prog.outputs, got, want)
+    n, bad, _, msgs = compare_close(prog, prog.outputs, got, want, values)
     return n, bad, msgs
 
 
@@ -296,7 +298,7 @@ class MegaExpectation:
         images = {b: run.gmem[f"buf{b}"] for b, _ in pl.launch.buffers}
         got = outputs_of(pl, images)
         want = pl.schedule.program.reference(self.values)
-        n, bad, msgs = compare(pl, got, want)
+        n, bad, msgs = compare(pl, got, want, self.values)
         counters = np.asarray(run.gmem["counters"]).view(np.uint32)
         for c in pl.schedule.counters:
             have = int(counters[c.id]) if c.id < counters.size else 0

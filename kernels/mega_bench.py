@@ -143,7 +143,7 @@ def run_job(graph: str, tokens: Optional[int] = None, units: int = 0, calls: int
         t0 = time.perf_counter()
         got = r(values)
         dt = time.perf_counter() - t0
-        n, bad, msgs = compare(pl, got, want)
+        n, bad, msgs = compare(pl, got, want, values)
         echo(f"call {call}: {n - bad} of {n} output elements equal the reference ({dt * 1e3:.2f} ms with the copies)")
         for m in msgs:
             echo("  " + m)
