@@ -130,7 +130,7 @@ def run_group(group: str, show: bool, survivors: bool = False) -> None:
         _configure(dest, group)
         t0 = time.monotonic()
         subprocess.run(["nice", "-n", "10", sys.executable, "-m", "mutmut", "run", "--max-children", "2", *names],
-                       cwd=dest)
+                       cwd=dest, env=dict(os.environ, HYPOTHESIS_PROFILE="mutation"))
         took = time.monotonic() - t0
     by = _results(dest)
     killed = len(by.get("killed", []))

@@ -20,11 +20,15 @@ from __future__ import annotations
 import os
 
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 
 _QUIET = [HealthCheck.filter_too_much, HealthCheck.too_slow, HealthCheck.data_too_large]
 settings.register_profile("warpy", suppress_health_check=_QUIET, derandomize=True, database=None)
 settings.register_profile("random", suppress_health_check=_QUIET)
+# mutation testing (.ci/mutation.py): CI's examples, but a failure is not shrunk (a killed mutant
+# needs no minimal example, and shrinking one can outlast mutmut's time limit)
+settings.register_profile("mutation", suppress_health_check=_QUIET, derandomize=True, database=None,
+                          phases=[Phase.explicit, Phase.reuse, Phase.generate])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "warpy"))
 
 DEFAULT_WORKERS = 2
