@@ -159,7 +159,15 @@ class Matrix:
 
     @property
     def nbytes(self) -> int:
-        return self.shape[0] * self.shape[1] * self.itemsize
+        """The bytes from the first element to the end of the last (strides not negative): the
+        element count's for a dense matrix, more for rows with a pitch."""
+        rows, cols = self.shape
+        if rows <= 0 or cols <= 0:
+            return 0
+        s0, s1 = self.strides
+        if s0 < 0 or s1 < 0:
+            return rows * cols * self.itemsize
+        return ((rows - 1) * s0 + (cols - 1) * s1 + 1) * self.itemsize
 
     @property
     def empty(self) -> bool:
@@ -454,6 +462,23 @@ def check_row_major(m: Matrix) -> None:
         raise WarpyError(f"{m.name}: address 0x{m.ptr:x} is not 16-byte aligned (TMA needs 16)")
 
 
+def check_rows(m: Matrix) -> None:
+    """Refuse a matrix whose rows TMA cannot read or write: the rows must be contiguous (the second
+    stride 1), not overlapping (the first stride at least the row), 16 bytes apart times a whole
+    number, and start 16-byte aligned. Rows with a pitch (a slice `x[:, :k]` of a wider matrix) are
+    fine."""
+    rows, cols = m.shape
+    s0, s1 = m.strides
+    if (cols > 1 and s1 != 1) or (rows > 1 and s0 < cols):
+        hint = " (a transposed view? pass it .contiguous())" if s0 == 1 and cols > 1 else " (pass a contiguous copy)"
+        raise WarpyError(f"{m.name}: strides {m.strides} (elements) are not row-major for shape {rows}x{cols}{hint}")
+    if rows > 1 and s0 != cols and (s0 * m.itemsize) % 16:
+        raise WarpyError(f"{m.name}: rows {s0 * m.itemsize} bytes apart (strides {m.strides}, elements); TMA needs a "
+                         f"multiple of 16 (pass a contiguous copy)")
+    if m.side == "device" and m.ptr % 16:
+        raise WarpyError(f"{m.name}: address 0x{m.ptr:x} is not 16-byte aligned (TMA needs 16)")
+
+
 def host_dtype(name: str) -> np.dtype:
     """The numpy dtype that holds values of warpy's type `name` on the host (bf16: ml_dtypes')."""
     d = element_type(name)
@@ -468,5 +493,5 @@ def host_dtype(name: str) -> np.dtype:
     return np.dtype(ml_dtypes.bfloat16)  # type: ignore[no-any-return,unused-ignore]
 
 
-__all__ = ["DLPackView", "Matrix", "as_matrix", "as_transposed", "as_vector", "byte_span", "check_row_major", "current_stream", "dtype_name",
+__all__ = ["DLPackView", "Matrix", "as_matrix", "as_transposed", "as_vector", "byte_span", "check_row_major", "check_rows", "current_stream", "dtype_name",
            "families_meet", "host_dtype", "overlap", "overlap_error", "read_capsule", "segments"]

@@ -43,7 +43,7 @@ import attrs
 import numpy as np
 
 from warpy.errors import WarpyError
-from warpy.interop import (Matrix, as_matrix, as_transposed, as_vector, byte_span, check_row_major, current_stream, dtype_name, host_dtype,
+from warpy.interop import (Matrix, as_matrix, as_transposed, as_vector, byte_span, check_row_major, check_rows, current_stream, dtype_name, host_dtype,
                            overlap, overlap_error)
 from warpy.kernels import gemm as gemm_family
 from warpy.kernels.gemm_epilogue import Epilogue
@@ -79,6 +79,7 @@ class GemmCall:
     device: Optional[int] = None
     epilogue: Optional[Epilogue] = None  # a fused epilogue (None: C = A·Bᵀ)
     aux: tuple[Matrix, ...] = ()  # its inputs, in the order of epilogue.params() (bias, c_in, residual)
+    pitches: Optional[tuple[int, int, int]] = None  # rows of A, B, C this many elements apart (None: dense)
 
     @property
     def side(self) -> str:
@@ -86,9 +87,13 @@ class GemmCall:
 
     @property
     def key(self) -> tuple[Any, ...]:
-        if self.epilogue is None:
-            return (self.M, self.N, self.K, self.dtype, self.out_dtype)
-        return (self.M, self.N, self.K, self.dtype, self.out_dtype, self.epilogue)
+        """The plan's key: sizes and types, then the epilogue and the row pitches where there are."""
+        k: tuple[Any, ...] = (self.M, self.N, self.K, self.dtype, self.out_dtype)
+        if self.epilogue is not None:
+            k += (self.epilogue,)
+        if self.pitches is not None:
+            k += (self.pitches,)
+        return k
 
     @property
     def empty(self) -> bool:
@@ -151,22 +156,27 @@ def check_call(a: Any, b: Any, out: Any = None, out_dtype: Any = None, stream: O
         for m in operands:  # numpy operands are copied (made contiguous) on the way; empty ones hold nothing
             if m.shape[0] and m.shape[1]:
                 try:
-                    check_row_major(m)
+                    check_rows(m)
                 except WarpyError:
-                    if b_kn and m is not O:  # mm says what the layout is (warpy.gemm keeps check_row_major's words)
+                    if b_kn and m is not O:  # mm says what the layout is (warpy.gemm keeps check_rows' words)
                         _refuse_layout(m, b_kn)
                     raise
         dev = _one_device(operands)
+        pitches = (A.strides[0] if M > 1 else K, B.strides[0] if N > 1 else K,
+                   O.strides[0] if O is not None and M > 1 else N)
     if O is not None and not O.empty:
         _refuse_overlap(O, A, B)
     call = GemmCall(M, N, K, A.dtype, odt or A.dtype, A, B, O, dev)
+    if A.side == "device" and pitches != (K, K, N):
+        call.pitches = pitches  # (the one change of a call after it is made, before anyone holds it)
     if epilogue:
         call = _with_epilogue(call, stream, **epilogue)
     if A.side == "host" and O is None and call.out_dtype == "bf16":
         host_dtype("bf16")  # a bf16 numpy result needs ml_dtypes: said now, not after the GPU work
     if not call.empty and call.key not in _within_limits:
         # the kernel's own limits, before any GPU work (GemmProblem refuses them in one line)
-        gemm_family.GemmProblem(M, N, K, dtype=call.dtype, out_dtype=call.out_dtype)
+        ld = call.pitches or (0, 0, 0)
+        gemm_family.GemmProblem(M, N, K, dtype=call.dtype, out_dtype=call.out_dtype, lda=ld[0], ldb=ld[1], ldc=ld[2])
         _within_limits.add(call.key)
     return call
 
@@ -327,8 +337,10 @@ class Launches:
                 p = self._plans.get(full)
                 if p is None:
                     M, N, K, dtype, out_dtype = key[:5]
-                    ep = key[5] if len(key) > 5 else Epilogue()
-                    problem = gemm_family.GemmProblem(M, N, K, dtype=dtype, out_dtype=out_dtype, arch=arch, epilogue=ep)
+                    ep = next((x for x in key[5:] if isinstance(x, Epilogue)), Epilogue())
+                    ld = next((x for x in key[5:] if isinstance(x, tuple)), (0, 0, 0))
+                    problem = gemm_family.GemmProblem(M, N, K, dtype=dtype, out_dtype=out_dtype, arch=arch, epilogue=ep,
+                                                      lda=ld[0], ldb=ld[1], ldc=ld[2])
                     p = self._plans[full] = make_plan(gemm_family.FAMILY, problem)
         return p
 
@@ -444,9 +456,15 @@ class Launches:
         d = cuda()
         if stream is None:
             rt.synchronize_context()
-        lo, hi = byte_span(out)  # row-major and dense: every byte of C
         s = default_stream() if stream is None else d.CUstream(stream)
-        check(d.cuMemsetD8Async(lo, 0, hi - lo, s), "cuMemsetD8Async (C = 0 for K = 0)")
+        rows, cols = out.shape
+        if rows > 1 and out.strides[0] != cols:  # rows with a pitch: each row's bytes, not the gaps between
+            for r in range(rows):
+                at = out.ptr + r * out.strides[0] * out.itemsize
+                check(d.cuMemsetD8Async(at, 0, cols * out.itemsize, s), "cuMemsetD8Async (C = 0 for K = 0)")
+        else:
+            lo, hi = byte_span(out)  # row-major and dense: every byte of C
+            check(d.cuMemsetD8Async(lo, 0, hi - lo, s), "cuMemsetD8Async (C = 0 for K = 0)")
         if stream is None:
             rt.synchronize(kernel="memset")
 

@@ -7,7 +7,8 @@ CASE`); `-s` shows each case's line.
   ragged shapes: B as K×N with K contiguous (`w.t()`, read in place), B as N×K row-major, every
   element against the float64 product rounded to C's type (exact on small integers); the layouts
   the programs do not read are refused in one line: B or A with its M/N dimension contiguous
-  (MN-major), no contiguous dimension, a misaligned base;
+  (MN-major), no contiguous dimension, rows a pitch TMA cannot take, a misaligned base; slices of
+  wider matrices (rows with a pitch: A, B and C; bf16 in) read and written in place, C's gaps untouched;
 - `epilogues`: every fused epilogue (alpha, beta·C_in, bias along N and along M, relu / silu /
   gelu_tanh / gelu_erf, residual) × bf16/fp16 × fp32/bf16/fp16 out × ragged shapes, every element
   within the derived bound of the float64 reference (kernels/gemm_epilogue.py; exact where there is
@@ -72,9 +73,16 @@ def _layouts() -> dict[str, Any]:
                 got_mm = warpy.mm(a, w.t(), out_dtype=out)  # B = w.t(): K×N, K contiguous, read in place
                 got_gemm = warpy.gemm(a, w, out_dtype=out)
                 bad = int((got_mm != want).sum().item()) + int((got_gemm != want).sum().item())
+                if inp == "bf16":  # slices of wider matrices (rows with a pitch), read and written in place
+                    step = 16 // _t(out).itemsize
+                    a_wide, w_wide = _ints((M, K + 8), _t(inp), g), _ints((N, K + 16), _t(inp), g)
+                    c_wide = torch.full((M, (N + step) // step * step), float("nan"), device="cuda", dtype=_t(out))
+                    warpy.mm(a_wide[:, :K], w_wide[:, :K].t(), out=c_wide[:, :N])
+                    want_p = (a_wide[:, :K].double() @ w_wide[:, :K].double().t()).to(_t(out))
+                    bad += int((c_wide[:, :N] != want_p).sum().item()) + int((~c_wide[:, N:].isnan()).sum().item())
                 rows.append([M, N, K, inp, out, bad])
                 report["ok"] &= bad == 0
-    report["cases"] = rows
+    report["cases"] = rows  # [M, N, K, in, out, elements wrong (dense, and pitched slices; gaps untouched)]
     a = _ints((128, 64), _t("bf16"), g)
     b_kn = _ints((64, 96), _t("bf16"), g)  # torch.mm(a, b) with b row-major K×N: N contiguous
     refusals = {}
@@ -84,8 +92,8 @@ def _layouts() -> dict[str, Any]:
              "a is 128x64 with strides (1, 128)"),
             ("no contiguous dimension", lambda: warpy.mm(a[:, ::2], b_kn[::2, :].t().contiguous().t()),
              "a is 128x32 with strides (64, 2)"),
-            ("padded rows (a column slice)", lambda: warpy.mm(a[:, 8:], b_kn.t().contiguous()[:, 8:].t()),
-             "a: strides (64, 1)"),
+            ("rows 136 bytes apart", lambda: warpy.gemm(torch.empty((128, 68), device="cuda", dtype=torch.bfloat16)[:, :64],
+                                                       a), "a: rows 136 bytes apart"),
             ("misaligned base", lambda: warpy.gemm(torch.empty(128 * 64 + 1, device="cuda", dtype=torch.bfloat16)[1:]
                                                      .view(128, 64), a), "a: address 0x")):
         try:

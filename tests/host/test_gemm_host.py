@@ -210,11 +210,14 @@ def test_out_errors(fake: FakeBackend) -> None:
 
 def test_device_strides_alignment_and_outputs(fake: FakeBackend) -> None:
     a, b = CAI((64, 128)), CAI((32, 128), ptr=0x7F0000100000)
-    with pytest.raises(WarpyError, match=r"^b: strides \(1, 32\) \(elements\) are not row-major contiguous for "
+    with pytest.raises(WarpyError, match=r"^b: strides \(1, 32\) \(elements\) are not row-major for "
                                          r"shape 32x128 \(a transposed view\? pass it \.contiguous\(\)\)$"):
         mm.gemm(a, CAI((32, 128), strides=(2, 64)))
-    with pytest.raises(WarpyError, match=r"^a: strides \(256, 1\) .*\(pass a contiguous copy\)$"):
-        mm.gemm(CAI((64, 128), strides=(512, 2)), b)
+    with pytest.raises(WarpyError, match=r"^a: rows 260 bytes apart \(strides \(130, 1\), elements\); TMA needs a "
+                                         r"multiple of 16 \(pass a contiguous copy\)$"):
+        mm.gemm(CAI((64, 128), strides=(260, 2)), b)
+    with pytest.raises(WarpyError, match=r"^a: strides \(64, 1\) \(elements\) are not row-major for shape 64x128"):
+        mm.gemm(CAI((64, 128), strides=(128, 2)), b)  # rows overlapping
     with pytest.raises(WarpyError, match="^a: address 0x7f0000000008 is not 16-byte aligned"):
         mm.gemm(CAI((64, 128), ptr=0x7F0000000008), b)
     with pytest.raises(WarpyError, match="^out=None allocates C with torch or cupy; for a CAI input pass out=$"):

@@ -89,8 +89,9 @@ def test_mm_device_reads_a_k_contiguous_b_in_place(fake: FakeBackend) -> None:
     ((64, 128), (512, 4), (128, 32), (2, 256),
      r"^a is 64x128 with strides \(256, 2\) \(elements\): no dimension is contiguous, which TMA cannot read; "
      r"pass a contiguous copy$"),
-    # padded rows (K contiguous, row pitch != K): check_row_major's message
-    ((64, 128), (512, 2), (128, 32), (2, 256), r"^a: strides \(256, 1\) .*\(pass a contiguous copy\)$"),
+    # rows with a pitch TMA cannot take (260 bytes): check_rows' message
+    ((64, 128), (260, 2), (128, 32), (2, 256), r"^a: rows 260 bytes apart \(strides \(130, 1\), elements\); TMA "
+                                               r"needs a multiple of 16 \(pass a contiguous copy\)$"),
     ((64, 128), None, (64, 32), (2, 128), r"^a is 64x128 and b is 64x32: C = A·B needs b to be K x N with K = 128$"),
 ])
 def test_mm_layouts_it_cannot_read_are_refused_in_one_line(fake: FakeBackend, a_shape: tuple[int, int],
@@ -325,3 +326,42 @@ def test_epilogue_inputs_reach_the_launch_and_key_the_packed_block(monkeypatch: 
     assert [(x["a"], x["b"], x["c"], x["bias"], x["c_in"]) for x in launched] == [
         (0x7F0000000000, 0x7F0000100000, 0x7F0000200000, p_, 0x7F0000400000)
         for p_ in (0x7F0000300000, 0x7F0000310000, 0x7F0000300000)]
+
+
+# ---------------------------------------------------------------------------------------------
+# Rows with a pitch: slices of wider matrices, read and written in place
+
+
+def test_pitched_operands_are_read_in_place_and_key_their_own_plan(fake: FakeBackend) -> None:
+    M, N, K = 64, 32, 128
+    a = CAI((M, K), strides=(2 * 192, 2))  # x[:, :128] of a 64 x 192 x
+    w = CAI((K, N), strides=(2, 2 * 136), ptr=0x7F0000100000)  # w.t() of a 32 x 136 w's first 128 columns
+    out = CAI((M, N), "<f4", strides=(4 * 40, 4), ptr=0x7F0000200000)  # c[:, :32] of a 64 x 40 c
+    mm.mm(a, w, out=out)
+    call = fake.launches[-1][0]
+    assert call.pitches == (192, 136, 40) and call.key == (M, N, K, "fp16", "fp32", (192, 136, 40))
+    assert call.a.nbytes == ((M - 1) * 192 + K) * 2  # the span the kernel may touch
+    mm.mm(a, w, out=CAI((M, N), "<f4", ptr=0x7F0000200000))
+    assert fake.launches[-1][0].pitches == (192, 136, N)
+    mm.mm(CAI((M, K)), CAI((K, N), strides=(2, 2 * K), ptr=0x7F0000100000), out=CAI((M, N), "<f4", ptr=0x7F0000200000))
+    assert fake.launches[-1][0].pitches is None and len(fake.launches[-1][0].key) == 5
+    # an out interleaved with an input's rows (the gaps of a pitched a): refused only where bytes meet
+    with pytest.raises(WarpyError, match="^out partly overlaps a"):  # columns 120..151 of x: 8 of them a's
+        mm.mm(a, w, out=CAI((M, N), "<f2", strides=(2 * 192, 2), ptr=0x7F0000000000 + 2 * 120))
+    mm.mm(a, w, out=CAI((M, N), "<f2", strides=(2 * 192, 2), ptr=0x7F0000000000 + 2 * 128))  # x[:, 128:160]: a's gaps
+    assert fake.launches[-1][1].ptr == 0x7F0000000000 + 256
+
+
+def test_k0_zeroes_each_row_of_a_pitched_out_not_the_gaps(monkeypatch: pytest.MonkeyPatch) -> None:
+    memsets: list[tuple[int, int]] = []
+
+    def on_call(name: str, args: tuple[Any, ...], result: Any) -> None:
+        if name == "cuMemsetD8Async":
+            memsets.append((int(args[0]), int(args[2])))
+
+    install(monkeypatch, fake_driver(on_call))
+    monkeypatch.setattr(drv, "_tls", threading.local())
+    monkeypatch.setattr(mm, "_launches", mm.Launches())
+    out = CAI((3, 8), "<f4", strides=(4 * 20, 4), ptr=0x7F0000200000)
+    mm.gemm(CAI((3, 0)), CAI((8, 0), ptr=0x7F0000100000), out=out, stream=5)
+    assert memsets == [(0x7F0000200000 + r * 80, 32) for r in range(3)]
