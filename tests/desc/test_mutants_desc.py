@@ -197,3 +197,14 @@ def test_a_split_box_over_a_tensor_smaller_than_the_tile() -> None:
                             "that needs the global contiguous extent (100) to be a multiple of 64")
     mn = tma_box(Layout((96, 100), (1, 96)), smem_tile(64, 128, "bf16", "MN", 128))  # MN-major, no split
     assert (mn.dims, mn.strides, mn.box) == ((96, 100), (192,), (64, 128))
+
+
+def test_defaults_are_cta_group_1_address_0_and_sm100() -> None:
+    from warpy.layout.desc import check_umma_shape, smem_descs
+
+    check_umma_shape(64, 8)  # M = 64 exists only for cta_group::1
+    with pytest.raises(LayoutError, match=r"^M = 64: tcgen05\.mma\.cta_group::2 takes M = 128 or 256$"):
+        check_umma_shape(64, 16, 2)
+    t = smem_tile(128, 64, "bf16", "K", 128)
+    assert smem_descs(t) == [umma_smem_desc(s, 0) for s in t.k_steps(16)]
+    assert smem_descs(t)[0] == 0x4000404000010000
