@@ -268,7 +268,7 @@ class Sm90Gemm:
         threads = 128 * (1 + cfg.consumers)
         cl = cfg.cluster_m
         p = Program(self.name, SM90A.name, threads=threads, grid=(self.grid, 1, 1), cluster=(cl, 1, 1),
-                    maxnreg=(65536 // threads) // 8 * 8)
+                    maxnreg=min((65536 // threads) // 8 * 8, ACC_FULL_REGS))
         a_tile = smem_tile(cfg.bm, cfg.bk, self.dtype, "K", 128)
         b_tile = smem_tile(cfg.bn, cfg.bk, self.dtype, "K", 128)
         l2 = cfg.l2_promotion
