@@ -502,7 +502,7 @@ def overhead_table(rows: Sequence[OverheadRow]) -> str:
 
 def host_overhead(shapes: Sequence[tuple[int, int, int]], dtype: str = "bf16", out_dtype: Optional[str] = None,
                   calls: int = 200, echo: Callable[[str], None] = print) -> list[OverheadRow]:
-    """Host cost per call of warpy.gemm (out given / allocated) next to torch.mm's, per shape:
+    """Host cost per call of warpy.gemm (out given / allocated) and warpy.mm next to torch.mm's, per shape:
     back-to-back enqueue time per call (GPU kept busy by a spin), and the median of (call + wait)
     minus the kernel's GPU time."""
     import warpy
@@ -535,6 +535,7 @@ def host_overhead(shapes: Sequence[tuple[int, int, int]], dtype: str = "bf16", o
         cases: list[tuple[str, Callable[[], Any]]] = [
             (f"warpy.gemm(a, b, out=c) {shape_text(shape)}", lambda: warpy.gemm(a, b, out=c)),
             (f"warpy.gemm(a, b) {shape_text(shape)}", lambda: warpy.gemm(a, b, out_dtype=odt)),
+            (f"warpy.mm(a, b.t(), out=c) {shape_text(shape)}", lambda: warpy.mm(a, b.t(), out=c)),
             (f"torch.mm(a, b.t(), out=c) {shape_text(shape)}", lambda: torch.mm(a, b.t(), out=c_same)),
             (f"torch.mm(a, b.t()) {shape_text(shape)}", lambda: torch.mm(a, b.t())),
         ]
