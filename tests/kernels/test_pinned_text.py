@@ -1,10 +1,12 @@
 """Programs' SASS text pinned by hash: a refactor of the DSL, the derivation or the colouring that
-changes one byte of what a GEMM, an example or a probe prints fails here, naming the program.
+changes one byte of what a GEMM, an attention program, an example or a probe prints fails here,
+naming the program.
 
 The hashes were taken before the restructuring that split `Program` and `Machine` and gave the
 GEMM family its seam (it changed no program's text). When a change is meant to alter a program,
 update the hash in the same commit and say why in its message. (sha256 of the named and of the
-coloured text, first 24 hex digits.)"""
+coloured text, first 24 hex digits.) The attention programs' hashes were taken before their
+shared parts moved into kernels/attention_common.py."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from typing import Any, Callable
 import pytest
 
 from warpy.isa.examples import EXAMPLES
+from warpy.kernels import attention
 from warpy.kernels.gemm import GemmProblem, build, configure
 from warpy.kernels.probes import PROBES
 
@@ -22,6 +25,13 @@ def _gemm(m: int, n: int, k: int, out: str = "fp32", arch: str = "sm_90a", confi
     def make() -> Any:
         p = GemmProblem(m, n, k, out_dtype=out, arch=arch)
         return build(p, configure(p, config) if config else None)
+    return make
+
+
+def _attention(arch: str, B: int, H: int, S: int, D: int, config: str = "", **kw: Any) -> Callable[[], Any]:
+    def make() -> Any:
+        p = attention.problem(B, H, S, D, arch=arch, **kw)
+        return attention.build(p, attention.configure(p, config) if config else None)
     return make
 
 
@@ -52,6 +62,38 @@ CASES: dict[str, tuple[Callable[[], Any], tuple[str, str]]] = {
     "probe wgmma_bf16_sw128 sm_90a": (lambda: PROBES["wgmma_bf16_sw128"].build("sm_90a"),
                                       ("e4858ed334b674b132ce7be8", "b7c99cd8d716dfbaca32156b")),
     "probe umma_2cta sm_100a": (lambda: PROBES["umma_2cta"].build("sm_100a"), ("a7394f2d49a9b28988090e7b", "7320a0d5fa0456c39612d394")),
+    # attention: both head dims, causal or not, GQA, ragged S_q/S_kv, both layouts, one or two tiles on sm_100a
+    "attention sm_90a B=1 H=2 S=256 D=128": (_attention("sm_90a", 1, 2, 256, 128),
+                                             ("aadc237b0cc23dc7d507a902", "0a227e3817270600692c056f")),
+    "attention sm_90a B=1 H=2 S=256 D=64 causal": (_attention("sm_90a", 1, 2, 256, 64, causal=True),
+                                                   ("9cc1c5e8bd96daa5caca3b07", "befe7a4a8d1b94dcc456accc")),
+    "attention sm_90a B=2 H=8/2 S=200/333 D=128 causal bhsd": (
+        _attention("sm_90a", 2, 8, 200, 128, causal=True, H_kv=2, S_kv=333, layout="bhsd"),
+        ("91ef93b17cbd0654f6211597", "b480a4fa5f29ea1d733bc9d6")),
+    "attention sm_90a B=1 H=4/1 S=300/130 D=64 bhsd": (
+        _attention("sm_90a", 1, 4, 300, 64, H_kv=1, S_kv=130, layout="bhsd"),
+        ("155b3b513e5b8ae4fd657844", "c1dda6e069c91e2700e37ce6")),
+    "attention sm_90a B=1 H=2 S=1024 D=128 causal k_stages=2,t_stages=1": (
+        _attention("sm_90a", 1, 2, 1024, 128, "k_stages=2,t_stages=1", causal=True),
+        ("198f2bd3456104cee13e1e50", "246094536fc79b2ee4bdcf0e")),
+    "attention sm_100a B=1 H=2 S=256 D=128": (_attention("sm_100a", 1, 2, 256, 128),
+                                              ("c68b0c79673d10067c78c1e4", "bbd75d99026f7a59b4a9d679")),
+    "attention sm_100a B=1 H=2 S=256 D=64 causal": (_attention("sm_100a", 1, 2, 256, 64, causal=True),
+                                                    ("f1f234b1a2551cec49e291aa", "cd02aaca5a86cc2b43adb905")),
+    "attention sm_100a B=2 H=8/2 S=200/333 D=128 causal bhsd": (
+        _attention("sm_100a", 2, 8, 200, 128, causal=True, H_kv=2, S_kv=333, layout="bhsd"),
+        ("e453e9a6a1fd7f4db9072898", "f1a5107d4bf2854965c07b0c")),
+    "attention sm_100a B=1 H=4/1 S=300/130 D=64 bhsd": (
+        _attention("sm_100a", 1, 4, 300, 64, H_kv=1, S_kv=130, layout="bhsd"),
+        ("6cd1b10765d8d90ee44cbb86", "fa73689d53fa0b1ad61eaa37")),
+    "attention sm_100a B=1 H=2 S=256 D=128 tiles=1": (_attention("sm_100a", 1, 2, 256, 128, "tiles=1"),
+                                                      ("aa22d0358c7b1076132d88cb", "182f74fc02ef0f08c4caed09")),
+    "attention sm_100a B=1 H=4/2 S=300/500 D=64 causal tiles=1": (
+        _attention("sm_100a", 1, 4, 300, 64, "tiles=1", causal=True, H_kv=2, S_kv=500),
+        ("7a4ce3dc6064a7cc6596aedc", "035a85b7c7885eff219991de")),
+    "attention sm_100a B=1 H=2 S=1024 D=128 causal bhsd tiles=2": (
+        _attention("sm_100a", 1, 2, 1024, 128, "tiles=2", causal=True, layout="bhsd"),
+        ("8e276f7fbc3d3d28aee74a6b", "c411bf3017e1ae1e8ce83e78")),
 }
 
 
