@@ -34,7 +34,8 @@ ROOT = Path(__file__).resolve().parent.parent
 # hours a group on 2 cores (the lift group leaves out the tests that run ptxas on whole programs).
 GROUPS: dict[str, tuple[list[str], list[str], list[str]]] = {
     "desc": (["warpy/layout/desc.py"], ["tests/desc"], []),
-    "algebra": (["warpy/layout/algebra.py"], ["tests/layout"], []),
+    # (test_layout_hygiene runs mypy on the source, which mutmut's trampolines do not type-check)
+    "algebra": (["warpy/layout/algebra.py"], ["tests/layout"], ["-k", "not mypy_strict"]),
     "lift": (
         ["warpy/lift/families/*"],
         ["tests/lift/test_lift.py", "tests/lift/test_lift_semantics.py", "tests/lift/test_lift_flags.py",
