@@ -70,6 +70,12 @@ class GemmProblem:
     lda: int = 0
     ldb: int = 0
     ldc: int = 0
+    # a batch of GEMMs in one launch (C[i] = A[i]·B[i]ᵀ): their count and the strides between the
+    # matrices of A, B and C in elements (0: the matrices one after another); sm_90a whole tiles only
+    batch: int = 1
+    stride_a: int = 0
+    stride_b: int = 0
+    stride_c: int = 0
 
     def __attrs_post_init__(self) -> None:
         if not isinstance(self.epilogue, Epilogue):
@@ -81,6 +87,19 @@ class GemmProblem:
                 raise WarpyError(f"{name}={v!r}: a row pitch is 0 (dense) or at least the row's {extent} elements")
             if v and (v * eb) % 16:
                 raise WarpyError(f"{name}={v}: rows {v * eb} bytes apart; TMA needs a multiple of 16")
+        if isinstance(self.batch, bool) or not isinstance(self.batch, int) or self.batch < 1:
+            raise WarpyError(f"batch={self.batch!r}: a batch holds at least one GEMM")
+        if self.batch > 1:
+            if self.arch != "sm_90a":
+                raise WarpyError(f"a batch of GEMMs in one launch is an sm_90a program so far, not {self.arch}")
+            if not self.epilogue.identity:
+                raise WarpyError("a batch of GEMMs in one launch takes no fused epilogue yet")
+            for name, eb in (("stride_a", dtype_bytes(self.dtype)), ("stride_b", dtype_bytes(self.dtype)),
+                             ("stride_c", dtype_bytes(self.out_dtype))):
+                v = getattr(self, name)
+                if isinstance(v, bool) or not isinstance(v, int) or v < 0 or (v * eb) % 16 or v * eb >= 1 << 31:
+                    raise WarpyError(f"{name}={v!r}: matrices of a batch must be a whole number of 16 bytes apart, "
+                                     "below 2 GiB")
         for name in ("M", "N", "K"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int):
@@ -106,12 +125,20 @@ class GemmProblem:
         return self.pitches != (self.K, self.K, self.N)
 
     @property
+    def batch_strides(self) -> tuple[int, int, int]:
+        """The elements between consecutive matrices of A, B and C (dense: one after another)."""
+        lda, ldb, ldc = self.pitches
+        return (self.stride_a or self.M * lda, self.stride_b or self.N * ldb, self.stride_c or self.M * ldc)
+
+    @property
     def flops(self) -> int:
         return 2 * self.M * self.N * self.K
 
     def __str__(self) -> str:
         ep = "" if self.epilogue.identity else f" ({self.epilogue})"
         ld = " lda={} ldb={} ldc={}".format(*self.pitches) if self.pitched else ""
+        if self.batch > 1:
+            ld += " batch={} (strides {}, {}, {})".format(self.batch, *self.batch_strides)
         return f"{self.M}x{self.N}x{self.K} {self.dtype}->{self.out_dtype} {self.arch}{ld}{ep}"
 
 
@@ -144,7 +171,7 @@ def choose(problem: GemmProblem) -> Config:
         return cfg100
     if problem.arch != "sm_90a":
         raise WarpyError(f"no {problem.arch} GEMM program exists yet")
-    (bm, bn), stream_k = min(((tile, sk) for tile in TILE_EFFICIENCY for sk in (False, True)),
+    (bm, bn), stream_k = min(((tile, sk) for tile in TILE_EFFICIENCY for sk in (False, True)[:2 if problem.batch == 1 else 1]),
                              key=lambda c: sm90_cost(problem, c[0][0], c[0][1], c[1]))
     split = sm90_split(problem, bm, bn) if stream_k else 0
     staged = problem.out_dtype in ("bf16", "fp16") and (problem.pitches[2] * 2) % 16 == 0
@@ -196,7 +223,7 @@ STREAM_K_MARGIN = 0.95
 
 
 def _tiles(problem: GemmProblem, bm: int, bn: int) -> int:
-    return cdiv(problem.M, bm) * cdiv(problem.N, bn)
+    return cdiv(problem.M, bm) * cdiv(problem.N, bn) * problem.batch
 
 
 def sm90_split(problem: GemmProblem, bm: int, bn: int) -> int:
@@ -258,16 +285,27 @@ class GemmExpectation:
         p = self.problem
         M, N, K = p.M, p.N, p.K
         lda, ldb, ldc = p.pitches
-        a = _rows(from_bits(run.gmem["a"].view(np.uint16)[: (M - 1) * lda + K], p.dtype), M, K, lda)
+        sa, sb, sc = p.batch_strides
         bname = "b" if "b" in run.gmem else ("bt" if "bt" in run.gmem else "b")
-        b = _rows(from_bits(run.gmem[bname].view(np.uint16)[: (N - 1) * ldb + K], p.dtype), N, K, ldb)
-        ref = a.astype(np.float64) @ b.astype(np.float64).T
+        a_all = from_bits(run.gmem["a"].view(np.uint16), p.dtype)
+        b_all = from_bits(run.gmem[bname].view(np.uint16), p.dtype)
+        a = np.concatenate([_rows(a_all[i * sa: i * sa + (M - 1) * lda + K], M, K, lda) for i in range(p.batch)])
+        bs = [_rows(b_all[i * sb: i * sb + (N - 1) * ldb + K], N, K, ldb) for i in range(p.batch)]
+        b = bs[0] if p.batch == 1 else np.concatenate(bs)
+        ref = np.concatenate([a[i * M:(i + 1) * M].astype(np.float64) @ bs[i].astype(np.float64).T
+                              for i in range(p.batch)])
+        M = M * p.batch  # the batch's C, matrix under matrix
         src = _output_source(run.h)
         eb = dtype_bytes(p.out_dtype)
-        span = ((M - 1) * ldc + N) * eb
+        Mb = p.M
+
+        def mats(flat: np.ndarray) -> np.ndarray:  # each matrix of the batch's C, stacked
+            return np.concatenate([_rows(flat[i * sc: i * sc + (Mb - 1) * ldc + N], Mb, N, ldc) for i in range(p.batch)])
+
+        span = ((p.batch - 1) * sc + (Mb - 1) * ldc + N) * eb
         raw = run.gmem[src][: span]
-        wr = _rows(run.gwritten[src][: span].reshape(-1, eb).all(axis=1), M, N, ldc)
-        got = _rows(from_bits(raw, p.out_dtype), M, N, ldc).astype(np.float64)
+        wr = mats(run.gwritten[src][: span].reshape(-1, eb).all(axis=1))
+        got = mats(from_bits(raw, p.out_dtype)).astype(np.float64)
         tol: Optional[np.ndarray] = None
         if not p.epilogue.identity:
             ep = p.epilogue
@@ -289,7 +327,7 @@ class GemmExpectation:
         else:  # within the epilogue's bound, and C's rounding (a value near a rounding step may go either way)
             ok = np.abs(got - ref) <= tol + output_spacing(ref, p.out_dtype) + (2.0 ** -23) * np.abs(ref)
             ref = np.where(ok, got, exact)
-        red = _rows(run.greduced[src][: span].reshape(-1, eb).any(axis=1), M, N, ldc)
+        red = mats(run.greduced[src][: span].reshape(-1, eb).any(axis=1))
         partial = int((wr & red).sum())
         wr = wr & ~red  # partial sums: CTAs outside the simulated clusters add the rest
         n = int(wr.sum())
@@ -351,9 +389,10 @@ class GemmFamily:
     name: str = "gemm"
 
     def problem(self, dims: Sequence[Any], *, arch: str, **options: Any) -> GemmProblem:
-        """`gemm M N K [alpha=X] [beta=X] [bias=m|n] [act=...] [residual=1] [lda=N] [ldb=N] [ldc=N]`
-        from the command line (the words after the sizes: the fused epilogue, kernels/gemm_epilogue.py,
-        and row pitches); options `dtype` and `out_dtype`."""
+        """`gemm M N K [alpha=X] [beta=X] [bias=m|n] [act=...] [residual=1] [lda=N] [ldb=N] [ldc=N]
+        [batch=B] [stride_a=N] [stride_b=N] [stride_c=N]` from the command line (the words after the
+        sizes: the fused epilogue, kernels/gemm_epilogue.py, row pitches, a batch); options `dtype`
+        and `out_dtype`."""
         sizes = [d for d in dims if not isinstance(d, str)]
         words = [d for d in dims if isinstance(d, str)]
         for w in [w for w in words if w.split("=", 1)[0] in ("a", "b")]:  # operand layouts
@@ -369,10 +408,11 @@ class GemmFamily:
         if len(sizes) != 3 or dims[:3] != sizes:
             raise WarpyError(f"gemm takes three sizes M N K (then epilogue words), got {list(dims)}")
         pitches: dict[str, int] = {}
-        for w in [w for w in words if w.split("=", 1)[0] in ("lda", "ldb", "ldc")]:
+        for w in [w for w in words if w.split("=", 1)[0] in ("lda", "ldb", "ldc", "batch", "stride_a", "stride_b",
+                                                               "stride_c")]:
             key, _, val = w.partition("=")
             if not val.isdigit():
-                raise WarpyError(f"{w}: a row pitch is a number of elements")
+                raise WarpyError(f"{w}: {key} is a whole number" + (" of elements" if key != "batch" else ""))
             pitches[key] = int(val)
             words.remove(w)
         ep = parse_words(words)

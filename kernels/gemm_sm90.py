@@ -54,7 +54,7 @@ from warpy.layout.smem import smem_tile
 from warpy.target import SM90A, dtype_bytes
 
 from .gemm_epilogue import Epilogue, emit_consts, emit_element, emit_load
-from .schedule import StreamK, TileOrder, cdiv, strided_tiles
+from .schedule import StreamK, TileOrder, cdiv, divide, strided_tiles
 
 if TYPE_CHECKING:
     from .gemm import GemmProblem
@@ -108,6 +108,7 @@ class Work:
     t: R
     k_lo: R | None
     k_cnt: Union[int, R]
+    bt: Optional[R] = None  # the matrix of a batch (batched problems)
 
 
 @attrs.frozen
@@ -227,9 +228,14 @@ class Sm90Gemm:
         self.ep: Epilogue = problem.epilogue
         self.lda, self.ldb, self.ldc = problem.pitches
         self.pitched = problem.pitched
+        self.batch = problem.batch
+        self.sa, self.sb, self.sc = problem.batch_strides
+        if self.batch > 1 and (cfg.stream_k or cfg.cluster_m != 1):
+            raise WarpyError("a batch of GEMMs runs whole tiles on single CTAs: no stream-K, split or clusters")
         self.oeb = dtype_bytes(out_dtype)
         self.mt, self.nt = cdiv(m, cfg.bm), cdiv(n, cfg.bn)
-        self.tiles = self.mt * self.nt
+        self.tiles_per = self.mt * self.nt  # a matrix's tiles; a batch's are batch x as many
+        self.tiles = self.tiles_per * problem.batch
         self.kt = cdiv(k, cfg.bk)
         self.grid = min(cfg.sms, self.tiles)
         self.sk: StreamK | None = None
@@ -260,7 +266,8 @@ class Sm90Gemm:
         return (f"gemm_sm90_{self.m}x{self.n}x{self.k}_{self.dtype}_{self.out_dtype}"
                 f"_{c.bm}x{c.bn}x{c.bk}_s{c.stages}_g{c.group}" + ("_sk" if c.stream_k else "") + (f"{c.split}" if c.split else "")
                 + ("_c2" if c.cluster_m == 2 else "") + self.ep.tag()
-                + (f"_ld{self.lda}x{self.ldb}x{self.ldc}" if self.pitched else ""))
+                + (f"_ld{self.lda}x{self.ldb}x{self.ldc}" if self.pitched else "")
+                + (f"_x{self.batch}s{self.sa}x{self.sb}x{self.sc}" if self.batch > 1 else ""))
 
     # -- the program ---------------------------------------------------------------------------
     def build(self) -> Program:
@@ -272,8 +279,8 @@ class Sm90Gemm:
         a_tile = smem_tile(cfg.bm, cfg.bk, self.dtype, "K", 128)
         b_tile = smem_tile(cfg.bn, cfg.bk, self.dtype, "K", 128)
         l2 = cfg.l2_promotion
-        ta = p.tmap("a", tma_box(Layout((self.m, self.k), (self.lda, 1)), a_tile, l2_promotion=l2))
-        b_glob = Layout((self.n, self.k), (self.ldb, 1))
+        ta = p.tmap("a", tma_box(self.glob(self.m, self.k, self.lda, self.sa), a_tile, l2_promotion=l2))
+        b_glob = self.glob(self.n, self.k, self.ldb, self.sb)
         if cl == 1:
             tb = p.tmap("b", tma_box(b_glob, b_tile, l2_promotion=l2))
         else:
@@ -289,13 +296,15 @@ class Sm90Gemm:
         tc_tail: Optional[TensorMap] = None
         if cfg.staged_epilogue:
             c_tile = smem_tile(64, EPI_COLS, self.out_dtype, "K", 128)
-            tc = p.tmap("c", tma_box(Layout((self.m, self.n), (self.ldc, 1)), c_tile))
+            tc = p.tmap("c", tma_box(self.glob(self.m, self.n, self.ldc, self.sc), c_tile))
         else:
             c = p.param("c", "u64")
         if tail:  # the last chunk: a map of its own over C (box 64 x tail, a swizzle of its row)
             t_tile = smem_tile(64, tail, self.out_dtype, "K", 2 * tail)
-            tc_tail = p.tmap("c_tail", tma_box(Layout((self.m, self.n), (self.ldc, 1)), t_tile), over="c")
-        p.global_buffer("c_out", Layout((self.m, self.n), (self.ldc * self.oeb, self.oeb)), self.out_dtype, "c")
+            tc_tail = p.tmap("c_tail", tma_box(self.glob(self.m, self.n, self.ldc, self.sc), t_tile), over="c")
+        oeb = self.oeb
+        p.global_buffer("c_out", Layout((self.m, self.n), (self.ldc * oeb, oeb)) if self.batch == 1 else
+                        Layout((self.m, self.n, self.batch), (self.ldc * oeb, oeb, self.sc * oeb)), self.out_dtype, "c")
         aux: dict[str, Param] = {}
         for name in self.ep.params():  # the fused epilogue's inputs, of C's type
             aux[name] = p.param(name, "u64")
@@ -341,6 +350,16 @@ class Sm90Gemm:
         p.emit(control.exit_())
         return p
 
+    def glob(self, rows: int, cols: int, pitch: int, stride: int) -> Layout:
+        """An operand in global memory, (row, col[, matrix of the batch]) -> element offset."""
+        if self.batch == 1:
+            return Layout((rows, cols), (pitch, 1))
+        return Layout((rows, cols, self.batch), (pitch, 1, stride))
+
+    def coords(self, w: Work, *c: Union[Ix, R, UR]) -> list[Union[Ix, R, UR]]:
+        """A TMA box's coordinates (innermost first), then the matrix of the batch where there is one."""
+        return list(c) + ([w.bt] if w.bt is not None else [])
+
     @contextlib.contextmanager
     def work_loop(self, p: Program, res: Sm90Resources) -> Iterator[Work]:
         """For each piece of work this CTA owns: a whole tile (ctaid, ctaid + grid, ...; with clusters,
@@ -359,6 +378,15 @@ class Sm90Gemm:
                 m_blk, n_blk = self.order.emit(p, t)
                 p.emit(alu.imad(m_blk, m_blk, 2, rank_r))
                 yield Work(m_blk, n_blk, t, None, self.kt)
+            return
+        if self.sk is None and self.batch > 1:
+            # tile t of the batch: matrix t // tiles_per, its tile t % tiles_per in the grouped order
+            with strided_tiles(p, ctaid, self.grid, self.tiles) as t:
+                bt, tt = p.r("batch_ix"), p.r("tile_in_matrix")
+                divide(p, bt, t, self.tiles_per, self.tiles)
+                p.emit(alu.imad(tt, bt, (1 << 32) - self.tiles_per, t))
+                m_blk, n_blk = self.order.emit(p, tt)
+                yield Work(m_blk, n_blk, t, None, self.kt, bt)
             return
         if self.sk is None:
             with strided_tiles(p, ctaid, self.grid, self.tiles) as t:
@@ -397,8 +425,8 @@ class Sm90Gemm:
                             kc = p.r("k_elem")
                             p.emit(alu.iadd3(kc, k.reg, w.k_lo))
                             p.emit(alu.imad(kc, kc, cfg.bk, RZ))
-                        tma_load(p, out.slot(res.sa), res.ta, [kc, m0], out.full, guard=leader)
-                        tma_load(p, out.slot(res.sb), res.tb, [kc, n0], out.full, guard=leader)
+                        tma_load(p, out.slot(res.sa), res.ta, self.coords(w, kc, m0), out.full, guard=leader)
+                        tma_load(p, out.slot(res.sb), res.tb, self.coords(w, kc, n0), out.full, guard=leader)
 
     def cluster_producer(self, p: Program, res: Sm90Resources, leader: P, out: ProducerEnd) -> None:
         """The producer of a CTA of a 2x1 cluster: its own A box, and its half of B's box (rows
@@ -486,10 +514,10 @@ class Sm90Gemm:
                 if not self.ep.identity:
                     self.fused_epilogue(p, res, c, acc, m_blk, n_blk)
                 if staged is not None:
-                    self.staged_epilogue(p, res, c, staged, acc, m_blk, n_blk)
+                    self.staged_epilogue(p, res, c, staged, acc, m_blk, n_blk, w)
                 else:
                     assert epi is not None
-                    self.epilogue(p, epi, acc, m_blk, n_blk)
+                    self.epilogue(p, epi, acc, m_blk, n_blk, w.bt)
             if done is not None:
                 p.label(done)
         if staged is not None:  # the last stores must have read shared memory before the CTA exits
@@ -730,7 +758,7 @@ class Sm90Gemm:
         p.emit(alu.mov(pitch, 8 * self.ldc * self.oeb))
         return EpilogueThread(row, col, cptr, memdesc, pitch)
 
-    def epilogue(self, p: Program, e: EpilogueThread, acc: RVec, m_blk: R, n_blk: R) -> None:
+    def epilogue(self, p: Program, e: EpilogueThread, acc: RVec, m_blk: R, n_blk: R, bt: Optional[R] = None) -> None:
         cfg = self.cfg
         row0, col0 = p.r("row0"), p.r("col0")
         p.emit(alu.imad(row0, m_blk, cfg.bm, e.row))
@@ -738,6 +766,8 @@ class Sm90Gemm:
         addr = [p.rvec("c_addr0", 2), p.rvec("c_addr1", 2)]
         p.emit(alu.imad_wide(addr[0], row0, self.ldc * self.oeb, e.cptr))
         p.emit(alu.imad_wide(addr[0], col0, self.oeb, addr[0]))
+        if bt is not None:  # the batch's matrix
+            p.emit(alu.imad_wide(addr[0], bt, self.sc * self.oeb, addr[0]))
         p.emit(alu.imad_wide(addr[1], e.pitch8, 1, addr[0]))
         ragged = self.m % cfg.bm or self.n % cfg.bn
         if not ragged:
@@ -823,7 +853,7 @@ class Sm90Gemm:
         return StagedThread(lead, Lane("stsm_row", srow, 64), Lane("stsm_col", scol, 16))
 
     def staged_epilogue(self, p: Program, res: Sm90Resources, c: int, e: StagedThread, acc: RVec, m_blk: R,
-                        n_blk: R) -> None:
+                        n_blk: R, w: Work) -> None:
         cfg = self.cfg
         assert res.staged is not None
         main, tail = res.staged, res.staged_tail
@@ -862,8 +892,8 @@ class Sm90Gemm:
             p.emit(alu.imad(col, n_blk, cfg.bn, c0))
             with p.when(lead):
                 if b >= 0:
-                    tma_store(p, main.tiles.at(c, b, 0, 0), main.tmap, [col, row0])
+                    tma_store(p, main.tiles.at(c, b, 0, 0), main.tmap, self.coords(w, col, row0))
                 else:
                     assert tail is not None
-                    tma_store(p, tail.tiles.at(c, 0, 0), tail.tmap, [col, row0])
+                    tma_store(p, tail.tiles.at(c, 0, 0), tail.tmap, self.coords(w, col, row0))
                 p.emit(tma.bulk_commit())

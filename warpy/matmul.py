@@ -80,6 +80,7 @@ class GemmCall:
     epilogue: Optional[Epilogue] = None  # a fused epilogue (None: C = A·Bᵀ)
     aux: tuple[Matrix, ...] = ()  # its inputs, in the order of epilogue.params() (bias, c_in, residual)
     pitches: Optional[tuple[int, int, int]] = None  # rows of A, B, C this many elements apart (None: dense)
+    batch: Optional[tuple[int, int, int, int]] = None  # bmm in one launch: (count, strides of A, B, C in elements)
 
     @property
     def side(self) -> str:
@@ -93,6 +94,8 @@ class GemmCall:
             k += (self.epilogue,)
         if self.pitches is not None:
             k += (self.pitches,)
+        if self.batch is not None:
+            k += (("batch",) + self.batch,)
         return k
 
     @property
@@ -338,9 +341,11 @@ class Launches:
                 if p is None:
                     M, N, K, dtype, out_dtype = key[:5]
                     ep = next((x for x in key[5:] if isinstance(x, Epilogue)), Epilogue())
-                    ld = next((x for x in key[5:] if isinstance(x, tuple)), (0, 0, 0))
+                    ld = next((x for x in key[5:] if isinstance(x, tuple) and x[0] != "batch"), (0, 0, 0))
+                    bt = next((x[1:] for x in key[5:] if isinstance(x, tuple) and x[0] == "batch"), (1, 0, 0, 0))
                     problem = gemm_family.GemmProblem(M, N, K, dtype=dtype, out_dtype=out_dtype, arch=arch, epilogue=ep,
-                                                      lda=ld[0], ldb=ld[1], ldc=ld[2])
+                                                      lda=ld[0], ldb=ld[1], ldc=ld[2], batch=bt[0], stride_a=bt[1],
+                                                      stride_b=bt[2], stride_c=bt[3])
                     p = self._plans[full] = make_plan(gemm_family.FAMILY, problem)
         return p
 
@@ -431,6 +436,15 @@ class Launches:
                 lambda scratch: ld.params(DeviceSpan(a.ptr, a.nbytes), DeviceSpan(b.ptr, b.nbytes),
                                           DeviceSpan(out.ptr, out.nbytes), scratch,
                                           tuple(DeviceSpan(m.ptr, m.nbytes) for m in aux)),
+                stream,
+            )
+        elif call.batch is not None:  # one launch over the batch: the spans of all its matrices
+            n, sa, sb, sc = call.batch
+            ld.launcher(
+                (a.ptr, b.ptr, out.ptr),
+                lambda scratch: ld.params(DeviceSpan(a.ptr, a.nbytes + (n - 1) * sa * a.itemsize),
+                                          DeviceSpan(b.ptr, b.nbytes + (n - 1) * sb * b.itemsize),
+                                          DeviceSpan(out.ptr, out.nbytes + (n - 1) * sc * out.itemsize), scratch),
                 stream,
             )
         else:
@@ -659,9 +673,10 @@ def bmm(a: Any, b: Any, out: Any = None, out_dtype: Any = None, *, stream: Optio
     is BATCH×K×N (torch tensors or numpy arrays; each matrix laid out as `mm` takes it, the batch
     dimension any stride). out: a BATCH×M×N tensor (each matrix row-major) or None.
 
-    Each batch entry is one launch of the same planned kernel on the same stream (in order), over
-    that entry's addresses: the batch is not one launch yet (a strided batch through 3-D tensor
-    maps is not written). `out` sharing a byte with `a` or `b` anywhere is refused in one line."""
+    On an sm_90 GPU, where the matrices of a, b and out are each a whole number of 16 bytes apart, the
+    batch is one launch (3-D tensor maps, the matrix their outermost coordinate); otherwise each
+    matrix is one launch of the same planned kernel on the same stream, in order. `out` sharing a
+    byte with `a` or `b` anywhere is refused in one line."""
     ba, M, K, sa0, sa1, sa2 = _batched(a, "a")
     bb, Kb, N, sb0, sb1, sb2 = _batched(b, "b")
     if ba != bb:
@@ -702,6 +717,17 @@ def bmm(a: Any, b: Any, out: Any = None, out_dtype: Any = None, *, stream: Optio
         _driver.refuse_if_unusable()
     be = launches()
     lib_stream = stream if stream is not None else current_stream("torch", a)
+    if call.M and call.N and call.K and ba > 1 and _one_launch(call, (sa0, sb0, so0)):
+        # one launch over the batch (sm_90a: 3-D tensor maps, the matrix a coordinate)
+        batched = attrs.evolve(call, batch=(ba, sa0, sb0, so0))
+        if batched.key not in _within_limits:
+            lda, ldb, ldc = batched.pitches or (0, 0, 0)
+            gemm_family.GemmProblem(call.M, call.N, call.K, dtype=call.dtype, out_dtype=call.out_dtype, lda=lda,
+                                    ldb=ldb, ldc=ldc, batch=ba, stride_a=sa0, stride_b=sb0, stride_c=so0)
+            _within_limits.add(batched.key)
+        assert batched.out is not None
+        be.launch(batched, batched.out, lib_stream)
+        return out
     if call.M and call.N:
         for i in range(ba):
             ai = attrs.evolve(call.a, ptr=call.a.ptr + i * sa0 * call.a.itemsize)
@@ -710,6 +736,21 @@ def bmm(a: Any, b: Any, out: Any = None, out_dtype: Any = None, *, stream: Optio
             oi = attrs.evolve(call.out, ptr=call.out.ptr + i * so0 * call.out.itemsize)
             be.launch(attrs.evolve(call, a=ai, b=bi, out=oi), oi, lib_stream)
     return out
+
+
+def _one_launch(call: GemmCall, strides: tuple[int, int, int]) -> bool:
+    """Whether a batch runs as one launch: on an sm_90 GPU, the matrices of A, B and C a whole number
+    of 16 bytes apart (not 0: each its own memory), below 2 GiB; else one launch a matrix."""
+    if call.epilogue is not None:
+        return False
+    for s, m in zip(strides, (call.a, call.b, call.out)):
+        assert m is not None
+        if s <= 0 or (s * m.itemsize) % 16 or s * m.itemsize >= 1 << 31:
+            return False
+    try:
+        return bool(launches().arch(call.device or 0) == "sm_90a")
+    except Exception:  # (a stand-in backend of the tests: the per-matrix launches)
+        return False
 
 
 def _torch_out(name: str) -> Any:

@@ -3,7 +3,8 @@ tests/host/test_mm_host.py, tests/host/test_torch_op.py and tests/kernels/test_g
 Each case runs in its own subprocess and prints one JSON line (`python tests/gpu/test_gemm_layouts_gpu.py
 CASE`); `-s` shows each case's line.
 
-- `layouts`: warpy.mm (torch.mm's operands) and warpy.gemm over bf16/fp16 in, fp32/bf16/fp16 out,
+- `layouts`: warpy.mm (torch.mm's operands), warpy.gemm and warpy.bmm (one launch a batch) over
+  bf16/fp16 in, fp32/bf16/fp16 out,
   ragged shapes: B as K×N with K contiguous (`w.t()`, read in place), B as N×K row-major, every
   element against the float64 product rounded to C's type (exact on small integers); the layouts
   the programs do not read are refused in one line: B or A with its M/N dimension contiguous
@@ -83,6 +84,19 @@ def _layouts() -> dict[str, Any]:
                 rows.append([M, N, K, inp, out, bad])
                 report["ok"] &= bad == 0
     report["cases"] = rows  # [M, N, K, in, out, elements wrong (dense, and pitched slices; gaps untouched)]
+    batches = []
+    for (B, M, N, K), out in (((4, 200, 136, 72), "bf16"), ((3, 64, 520, 96), "fp32"), ((5, 129, 33, 16), "fp16")):
+        a, w = _ints((B, M, K), _t("bf16"), g), _ints((B, N, K), _t("bf16"), g)
+        want = torch.bmm(a.double(), w.double().transpose(1, 2)).to(_t(out))
+        got = warpy.bmm(a, w.transpose(1, 2), out_dtype=out)  # one launch (matrices 16-byte multiples apart)
+        bad = int((got != want).sum().item())
+        if N * _t(out).itemsize % 16 == 0:  # C's matrices a slice of a wider batch (pitched rows), in place
+            wide = torch.full((B, M, N + 16 // _t(out).itemsize), float("nan"), device="cuda", dtype=_t(out))
+            warpy.bmm(a, w.transpose(1, 2), out=wide[:, :, :N])
+            bad += int((wide[:, :, :N] != want).sum().item()) + int((~wide[:, :, N:].isnan()).sum().item())
+        batches.append([B, M, N, K, out, bad])
+        report["ok"] &= bad == 0
+    report["bmm"] = batches
     a = _ints((128, 64), _t("bf16"), g)
     b_kn = _ints((64, 96), _t("bf16"), g)  # torch.mm(a, b) with b row-major K×N: N contiguous
     refusals = {}

@@ -365,3 +365,30 @@ def test_k0_zeroes_each_row_of_a_pitched_out_not_the_gaps(monkeypatch: pytest.Mo
     out = CAI((3, 8), "<f4", strides=(4 * 20, 4), ptr=0x7F0000200000)
     mm.gemm(CAI((3, 0)), CAI((8, 0), ptr=0x7F0000100000), out=out, stream=5)
     assert memsets == [(0x7F0000200000 + r * 80, 32) for r in range(3)]
+
+
+class Fake90(FakeBackend):
+    """A backend on an sm_90 GPU: a batch of matrices evenly 16-byte apart is one launch."""
+
+    def arch(self, ordinal: int = 0) -> str:
+        return "sm_90a"
+
+
+def test_bmm_is_one_launch_on_sm90_when_the_batch_strides_allow(monkeypatch: pytest.MonkeyPatch) -> None:
+    be = Fake90()
+    monkeypatch.setattr(mm, "_launches", be)
+    _fake_torch(monkeypatch)
+    B, M, N, K = 4, 64, 32, 128
+    a = Torch3((B, M, K), (M * K, K, 1), "bf16", BASE)
+    w = Torch3((B, K, N), (N * K, 1, K), "bf16", BASE + 0x100_0000)
+    out = Torch3((B, M, N), (M * N, N, 1), "fp32", BASE + 0x200_0000)
+    assert mm.bmm(a, w, out=out) is out
+    assert len(be.launches) == 1
+    call, o, stream = be.launches[0]
+    assert call.batch == (B, M * K, N * K, M * N) and call.key[-1] == ("batch", B, M * K, N * K, M * N)
+    assert (call.a.ptr, call.b.ptr, o.ptr, stream) == (BASE, BASE + 0x100_0000, BASE + 0x200_0000, 0x500)
+    # matrices 8 bytes apart in a (not a whole 16): a launch a matrix
+    be.launches.clear()
+    a2 = Torch3((B, M, K), (M * K + 4, K, 1), "bf16", BASE)
+    mm.bmm(a2, w, out=out)
+    assert len(be.launches) == B and all(x[0].batch is None for x in be.launches)
