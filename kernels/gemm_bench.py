@@ -20,8 +20,9 @@ import attrs
 import numpy as np
 
 from warpy import plan
-from warpy.bench import (STATIC_HEADERS, Progress, disassembly_line, emit_artifact, format_table, gpu_reason,
-                         gpu_times_us, kernel_of, l2_bytes, rotation, spin, static_row)
+from warpy.bench import (CheckFailed, Progress, cell as _num, check_emit_args, cuda_torch, format_table, gpu_reason,
+                         gpu_times_us, interleaved, kernel_of, l2_bytes, report_echo, report_plan, rotation, spin,
+                         static_row_of, static_table, time_sets)
 from warpy.errors import NoGPU, WarpyError
 from warpy.numeric import compare_exact, from_bits, small_ints, to_bits
 from warpy.plan import Plan
@@ -78,10 +79,6 @@ class BenchRow:
         return self.cublas_us / self.warpy_us
 
 
-def _num(x: Optional[float], fmt: str) -> str:
-    return "—" if x is None else format(x, fmt)
-
-
 def bench_table(rows: Sequence[BenchRow]) -> str:
     """shape | warpy µs | cuBLAS µs | warpy TFLOP/s | cuBLAS TFLOP/s | ratio (cuBLAS/warpy) | check."""
     body = []
@@ -97,17 +94,6 @@ def bench_table(rows: Sequence[BenchRow]) -> str:
     headers = ["shape", "warpy µs", "cuBLAS µs", "warpy TFLOP/s", "cuBLAS TFLOP/s", "ratio", "check"]
     return format_table(headers, body, [False, True, True, True, True, True, False])
 
-
-
-class CheckFailed(WarpyError):
-    """A GEMM ran and gave wrong results (the CLI exits 1: a failed check, not a usage error);
-    `result`: what was found up to then (for `--json`)."""
-
-    exit_status = 1
-
-    def __init__(self, message: str, result: Optional[dict[str, Any]] = None) -> None:
-        super().__init__(message)
-        self.result = result
 
 
 def _size(n: int) -> str:
@@ -151,16 +137,7 @@ def gemm_job(M: int, N: int, K: int, arch: str = "sm_90a", dtype: str = "bf16", 
     """Pick, build, lift, assemble (resources), check the disassembly, optionally emit an artifact;
     on a GPU of the target: run on small integers, compare exactly with numpy, time. Returns what it
     found (`warpy gemm --json` prints it); wrong results raise `CheckFailed` after it is printed."""
-    from warpy.lift.disasm import find_disassembler
-
-    if emit is not None and emit not in ("sass", "ptx", "cubin"):
-        raise WarpyError(f"--emit {emit!r} is not one of sass, ptx, cubin")
-    if emit == "cubin" and output is None:
-        raise WarpyError("--emit cubin needs -o PATH")
-    if output is not None and emit is None:
-        raise WarpyError("-o PATH goes with --emit sass|ptx|cubin")
-    if iters < 1:
-        raise WarpyError(f"--iters {iters} must be at least 1")
+    check_emit_args(emit, output, iters)
     if output is not None:
         writable(output, "-o")
     odt = output_type(out_dtype)
@@ -170,10 +147,7 @@ def gemm_job(M: int, N: int, K: int, arch: str = "sm_90a", dtype: str = "bf16", 
         FAMILY.configure(problem, config)  # a bad field or value: refused before anything is built
     result: dict[str, Any] = {"problem": {"M": M, "N": N, "K": K, "dtype": problem.dtype, "out_dtype": odt,
                                           "arch": problem.arch}}
-    artifact = echo
-    if emit in ("sass", "ptx") and output is None:  # stdout carries the artifact; the report goes to stderr
-        def echo(line: str) -> None:
-            print(line, file=sys.stderr, flush=True)
+    artifact, echo = echo, report_echo(emit, output, echo)  # stdout may carry the artifact, the report stderr
     progress = Progress()
     try:
         progress("planning")
@@ -189,26 +163,7 @@ def gemm_job(M: int, N: int, K: int, arch: str = "sm_90a", dtype: str = "bf16", 
         echo(f"kernel {h.kernel}: {r.registers} registers, {h.dynsmem + r.shared_bytes} bytes shared memory, "
              f"{r.spill_stores + r.spill_loads} spill bytes; grid {'x'.join(map(str, h.grid))}, "
              f"{h.threads} threads, cluster {'x'.join(map(str, h.cluster))}")
-        for w in plan.cubin.warnings:
-            echo(w.line())
-        try:
-            find_disassembler()
-        except WarpyError:
-            echo("disassembly check skipped: no nvdisasm or cuobjdump found")
-            result["disassembly"] = None
-        else:
-            progress("checking the disassembly")
-            line = disassembly_line(plan)
-            echo(line)
-            result["disassembly"] = line
-            progress.done()
-        if emit is not None:
-            if output is None:  # the text itself ends in a newline; echo adds one
-                artifact(emit_artifact(plan, emit, output).rstrip("\n"))
-            else:
-                echo(emit_artifact(plan, emit, output))
-            result["emitted"] = {"what": emit, "to": output}
-        result.update(ran=False, check=None, time_us=None, tflops=None)
+        report_plan(plan, result, echo, artifact, emit, output, progress)
         if not run:
             return result
         why = gpu_reason(arch)
@@ -263,8 +218,6 @@ def run_check(plan: Plan, M: int, N: int, K: int, dtype: str, out_dtype: str, se
 def time_plan(plan: Plan, iters: int = 100) -> float:
     """Median per-call GPU time (µs) of the plan on random-normal inputs, rotating input sets."""
     from warpy import runtime as rt
-    from warpy.runtime.bind import FastLaunch
-    from warpy.runtime.launcher import default_stream
 
     p = plan.problem
     M, N, K = p.M, p.N, p.K
@@ -276,20 +229,8 @@ def time_plan(plan: Plan, iters: int = 100) -> float:
         a = rt.to_device(to_bits(rng.standard_normal((M, K), dtype=np.float32), p.dtype))
         b = rt.to_device(to_bits(rng.standard_normal((N, K), dtype=np.float32), p.dtype))
         bufs.append((a, b, rt.alloc(M * N * out_elem)))
-    k = kernel_of(plan)
-    fast = FastLaunch(k, plan.header)  # owns the kernel's scratch memory for this timing
-    stream = default_stream()
-    handle = int(stream)
-    scratch = fast.scratch.get(handle)  # the set every launch below (all on `stream`) binds
-    params = [bind(plan.header, a, b, c, M, N, K, scratch=scratch) for a, b, c in bufs]
-    try:
-        samples = gpu_times_us(lambda i: fast(i % sets, lambda _s: params[i % sets], handle), stream, iters)
-    finally:
-        for trio in bufs:
-            for buf in trio:
-                buf.free()
-        fast.scratch.free()
-    return statistics.median(samples)
+    return time_sets(plan, bufs, lambda s, scratch: bind(plan.header, s[0], s[1], s[2], M, N, K, scratch=scratch),
+                     iters)
 
 
 
@@ -298,14 +239,7 @@ def time_plan(plan: Plan, iters: int = 100) -> float:
 
 
 def _torch() -> Any:
-    try:
-        import torch  # type: ignore[import-not-found,unused-ignore]
-    except ImportError:
-        raise WarpyError("warpy bench compares with cuBLAS through torch, which is not installed: "
-                         "pip install -e '.[bench]' (torch with CUDA)") from None
-    if not torch.cuda.is_available():
-        raise NoGPU("torch sees no CUDA GPU")
-    return torch
+    return cuda_torch("warpy bench compares with cuBLAS through torch")
 
 
 def bench_gemm(shapes: Sequence[tuple[int, int, int]], dtype: str = "bf16", out_dtype: Optional[str] = None,
@@ -358,13 +292,9 @@ def bench_gemm(shapes: Sequence[tuple[int, int, int]], dtype: str = "bf16", out_
                 cublas(A[j], B[j], Cc[j])
 
             progress(f"{shape_text(shape)}: timing")
-            w_samples: list[float] = []
-            c_samples: list[float] = []
-            for side in ("w", "c", "c", "w") * 2:
-                fn, acc = (run_w, w_samples) if side == "w" else (run_c, c_samples)
-                acc += gpu_times_us(fn, cu_stream, iters)
+            w_us, c_us = interleaved(run_w, {"cublas": run_c}, cu_stream, iters)
             check = _bench_check(torch, A[0], B[0], Cw[0], K)
-            row = BenchRow(shape, statistics.median(w_samples), statistics.median(c_samples), check)
+            row = BenchRow(shape, w_us, c_us["cublas"], check)
             del A, B, Cw, Cc
             torch.cuda.empty_cache()
         except WarpyError as e:
@@ -595,22 +525,9 @@ def static_rows(shapes: Sequence[tuple[int, int, int]], arch: str, dtype: str = 
         M, N, K = shape
         name = shape_text(shape)
         say(f"{name}: building for {arch}")
-        try:
-            p = plan_for(GemmProblem(M, N, K, dtype=dtype, out_dtype=odt, arch=arch), config,
-                         progress=lambda msg: say(f"{name}: {msg}"))
-            rows.append([name] + static_row(p))
-        except WarpyError as e:
-            rows.append([name, "", "", "", "", "", "", f"not built: {e}"])
+        rows.append(static_row_of(name, lambda: plan_for(GemmProblem(M, N, K, dtype=dtype, out_dtype=odt, arch=arch),
+                                                         config, progress=lambda msg: say(f"{name}: {msg}"))))
     return rows
-
-
-def static_table(rows: Sequence[Sequence[str]]) -> str:
-    """The resources a shape, then each shape's program (or why it was not built) on its own line
-    below the table, so that no column is as wide as a program's description."""
-    headers = ["shape"] + STATIC_HEADERS[:-1]
-    table = format_table(headers, [r[:-1] for r in rows], [False, True, True, True, True, False, False])
-    width = max(len(r[0]) for r in rows) if rows else 0
-    return table + "\n" + "".join(f"{r[0]:<{width}}  {r[-1]}\n" for r in rows)
 
 
 def static_json(rows: Sequence[Sequence[str]]) -> list[dict[str, Any]]:

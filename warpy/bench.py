@@ -167,8 +167,133 @@ def rotation(bytes_per_set: int, l2: int, cap: int = 32) -> int:
     return max(1, min(cap, math.ceil(3 * l2 / max(bytes_per_set, 1))))
 
 
+def time_sets(plan: Any, sets: Sequence[Sequence[Any]], params_of: Callable[[Sequence[Any], Any], Any],
+              iters: int) -> float:
+    """Median per-call GPU time (µs) of `plan` launched on each of `sets` (device buffers) in turn,
+    on warpy's stream: `params_of(set, scratch)` binds a set's parameters with the launcher's
+    scratch memory for that stream. The buffers and the scratch are freed after."""
+    import statistics
+
+    from warpy.runtime.bind import FastLaunch
+    from warpy.runtime.launcher import default_stream
+
+    n = len(sets)
+    fast = FastLaunch(kernel_of(plan), plan.header)  # owns the kernel's scratch memory for this timing
+    stream = default_stream()
+    handle = int(stream)
+    try:
+        scratch = fast.scratch.get(handle)  # the set every launch below (all on `stream`) binds
+        params = [params_of(s, scratch) for s in sets]
+        samples = gpu_times_us(lambda i: fast(i % n, lambda _s: params[i % n], handle), stream, iters)
+    finally:
+        for s in sets:
+            for buf in s:
+                buf.free()
+        fast.scratch.free()
+    return statistics.median(samples)
+
+
+def interleaved(ours: Callable[[int], None], theirs: dict[str, Callable[[int], None]], stream: Any,
+                iters: int) -> tuple[float, dict[str, float]]:
+    """Median per-call GPU times (µs) of `ours` and of each of `theirs`, measured in interleaved
+    rounds (ours, theirs, theirs, ours, twice; `iters` calls a round) on `stream`, so that clocks and
+    temperature drift alike for both sides."""
+    import statistics
+
+    mine: list[float] = []
+    other: dict[str, list[float]] = {name: [] for name in theirs}
+    for side in ("ours", "theirs", "theirs", "ours") * 2:
+        if side == "ours":
+            mine += gpu_times_us(ours, stream, iters)
+        else:
+            for name, fn in theirs.items():
+                other[name] += gpu_times_us(fn, stream, iters)
+    return statistics.median(mine), {name: statistics.median(v) for name, v in other.items()}
+
+
+def cuda_torch(compares: str) -> Any:
+    """torch, with a CUDA GPU it sees; else one line: `compares` (what needs it) and the fix."""
+    try:
+        import torch  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:
+        raise WarpyError(f"{compares}, which is not installed: pip install -e '.[bench]' (torch with CUDA)") from None
+    if not torch.cuda.is_available():
+        from warpy.errors import NoGPU
+
+        raise NoGPU("torch sees no CUDA GPU")
+    return torch
+
+
+def cell(x: Optional[float], fmt: str) -> str:
+    """A table's cell: x formatted, or a dash where there is no value."""
+    return "—" if x is None else format(x, fmt)
+
+
 # ---------------------------------------------------------------------------------------------
 # Plans: where they run, what they emit, what they use
+
+
+class CheckFailed(WarpyError):
+    """A job ran and gave wrong results (the CLI exits 1: a failed check, not a usage error);
+    `result`: what was found up to then (for `--json`)."""
+
+    exit_status = 1
+
+    def __init__(self, message: str, result: Optional[dict[str, Any]] = None) -> None:
+        super().__init__(message)
+        self.result = result
+
+
+def check_emit_args(emit: Optional[str], output: Optional[str], iters: int) -> None:
+    """A job's `--emit`, `-o` and `--iters`, refused in one line before any work."""
+    if emit is not None and emit not in ("sass", "ptx", "cubin"):
+        raise WarpyError(f"--emit {emit!r} is not one of sass, ptx, cubin")
+    if emit == "cubin" and output is None:
+        raise WarpyError("--emit cubin needs -o PATH")
+    if output is not None and emit is None:
+        raise WarpyError("-o PATH goes with --emit sass|ptx|cubin")
+    if iters < 1:
+        raise WarpyError(f"--iters {iters} must be at least 1")
+
+
+def report_echo(emit: Optional[str], output: Optional[str], echo: Callable[[str], None]) -> Callable[[str], None]:
+    """Where a job's report goes: `echo`, or stderr when stdout carries the emitted text."""
+    if emit in ("sass", "ptx") and output is None:
+        def to_stderr(line: str) -> None:
+            print(line, file=sys.stderr, flush=True)
+
+        return to_stderr
+    return echo
+
+
+def report_plan(plan: Any, result: dict[str, Any], echo: Callable[[str], None], artifact: Callable[[str], None],
+                emit: Optional[str], output: Optional[str], progress: Progress) -> None:
+    """The part of a job's report every family shares, after the kernel's line: ptxas's warnings,
+    the disassembly check (or why it was skipped), the emitted artifact (the text itself to
+    `artifact`, or a line saying where it was written); `result` gains what was found, and
+    `ran=False` until the job runs the plan."""
+    from warpy.lift.disasm import find_disassembler
+
+    for w in plan.cubin.warnings:
+        echo(w.line())
+    try:
+        find_disassembler()
+    except WarpyError:
+        echo("disassembly check skipped: no nvdisasm or cuobjdump found")
+        result["disassembly"] = None
+    else:
+        progress("checking the disassembly")
+        line = disassembly_line(plan)
+        echo(line)
+        result["disassembly"] = line
+        progress.done()
+    if emit is not None:
+        if output is None:  # the text itself ends in a newline; echo adds one
+            artifact(emit_artifact(plan, emit, output).rstrip("\n"))
+        else:
+            echo(emit_artifact(plan, emit, output))
+        result["emitted"] = {"what": emit, "to": output}
+    result.update(ran=False, check=None, time_us=None, tflops=None)
 
 
 def gpu_reason(arch: str) -> Optional[str]:
@@ -262,7 +387,25 @@ def static_row(plan: Any) -> list[str]:
 STATIC_HEADERS = ["registers", "smem bytes", "spill bytes", "loop instrs", "opcodes", "ptxas warnings", "program"]
 
 
+def static_row_of(name: str, build: Callable[[], Any]) -> list[str]:
+    """`[name] + static_row(build())`, or, where the plan cannot be built, its error as one line."""
+    try:
+        return [name] + static_row(build())
+    except WarpyError as e:
+        return [name, "", "", "", "", "", "", f"not built: {e}"]
+
+
+def static_table(rows: Sequence[Sequence[str]]) -> str:
+    """The resources a shape (`static_row_of`'s rows), then each shape's program (or why it was not
+    built) on its own line below the table, so that no column is as wide as a program's description."""
+    headers = ["shape"] + STATIC_HEADERS[:-1]
+    table = format_table(headers, [r[:-1] for r in rows], [False, True, True, True, True, False, False])
+    width = max(len(r[0]) for r in rows) if rows else 0
+    return table + "\n" + "".join(f"{r[0]:<{width}}  {r[-1]}\n" for r in rows)
+
+
 __all__ = [
     "Progress", "format_table", "gpu_reason", "gpu_times_us", "kernel_of", "l2_bytes", "rotation", "spin",
-    "disassembly_line", "emit_artifact", "static_row", "STATIC_HEADERS",
+    "disassembly_line", "emit_artifact", "static_row", "STATIC_HEADERS", "CheckFailed", "cell", "check_emit_args",
+    "cuda_torch", "interleaved", "report_echo", "report_plan", "static_row_of", "static_table", "time_sets",
 ]
