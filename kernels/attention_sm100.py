@@ -45,27 +45,25 @@ from typing import TYPE_CHECKING, Optional, Union
 import attrs
 
 from warpy.errors import WarpyError
-from warpy.isa.buffers import BarrierArray, SmemBuffer, TensorMap, TileRing, TmemBuffer, TmemRef
-from warpy.isa.families import alu, control, memory, sync, tcgen05, tma
+from warpy.isa.buffers import BarrierArray, SmemBuffer, TmemBuffer, TmemRef
+from warpy.isa.families import alu, control, memory, sync, tcgen05
 from warpy.isa.families.typed import BF16x2, F32
 from warpy.isa.index import Lane, Ring
-from warpy.isa.operands import RZ, URZ, Mem, P, R, RVec, UP, UR
-from warpy.isa.pipes import Pipe, init_barriers, wait
+from warpy.isa.operands import RZ, URZ, P, R, RVec, UP, UR
+from warpy.isa.pipes import init_barriers, wait
 from warpy.isa.program import Program
 from warpy.isa.units.tcgen05 import utchmma, utchmma_ts
-from warpy.isa.units.tma import TmaCoord, tma_load, tma_store
+from warpy.isa.units.tma import tma_load
 from warpy.layout import Layout
-from warpy.layout.desc import tma_box, umma_idesc
-from warpy.layout.smem import smem_tile
+from warpy.layout.desc import umma_idesc
 from warpy.target import SM100A
 
-from .attention_sm90 import LOG2E, TileOfCta, f32_bits
-from .schedule import cdiv, divide
+from .attention_common import (BM, AttentionBuilder, AttentionResources, TileOfCta, grow_registers, pack_pairs,
+                               raise_max, reduce4, ring_smem_bytes)
 
 if TYPE_CHECKING:
     from .attention import AttentionProblem
 
-BM = 128  # queries a tile: the MMA's M, one tensor-memory lane a query
 TRANSPOSERS = 2  # warps 2, 3
 TMEM_COLS = 512
 FREE_BAR = 1  # named barrier 1: the softmax warpgroups tell the MMA warp the tensor memory is done
@@ -99,8 +97,7 @@ class Sm100AttentionConfig:
 
 def smem_bytes(cfg: Sm100AttentionConfig, d: int) -> int:
     """Dynamic shared memory: Q (tiles x 128 x D, O's staging at the end), the K, V and Vᵀ rings, barriers."""
-    tile = cfg.bn * d * 2
-    return cfg.tiles * BM * d * 2 + (cfg.k_stages + cfg.v_stages + cfg.t_stages) * tile + 1024
+    return ring_smem_bytes(cfg, d, cfg.tiles * BM)
 
 
 def tmem_columns(cfg: Sm100AttentionConfig, d: int) -> int:
@@ -110,32 +107,20 @@ def tmem_columns(cfg: Sm100AttentionConfig, d: int) -> int:
     return cfg.tiles * (d + cfg.bn)
 
 
-@attrs.frozen
-class Sm100AttentionResources:
-    """What the roles share, declared in `build` before any role: the tensor maps, the shared
-    buffers (Q's tiles, the K, V and Vᵀ rings, the tensor-memory slot), each tile's tensor-memory
-    buffers (O, S, P) and barriers (s_full, p_full, o_done), the pipes, and the register holding the
-    allocation's address."""
+@attrs.frozen(kw_only=True)
+class Sm100AttentionResources(AttentionResources):
+    """What the roles share besides what every target's do (`AttentionResources`: the tensor maps,
+    Q's tiles, the rings, the pipes): the tensor-memory slot, each tile's tensor-memory buffers
+    (O, S, P) and barriers (s_full, p_full, o_done), and the register holding the allocation's
+    address."""
 
-    tq: TensorMap
-    tk: TensorMap
-    tv: TensorMap
-    to: TensorMap
-    sq: TileRing
-    sk: TileRing
-    sv: TileRing
-    st: TileRing
     tmem_slot: SmemBuffer
     o_tm: tuple[TmemBuffer, ...]
     s_tm: tuple[TmemBuffer, ...]
     p_tm: tuple[TmemBuffer, ...]
-    q_full: BarrierArray
     s_full: tuple[BarrierArray, ...]
     p_full: tuple[BarrierArray, ...]
     o_done: tuple[BarrierArray, ...]
-    kpipe: Pipe
-    vpipe: Pipe
-    tpipe: Pipe
     tmem_base: UR
 
 
@@ -157,60 +142,24 @@ class Row:
     row_ix: Lane
 
 
-class Sm100Attention:
+class Sm100Attention(AttentionBuilder):
     """The program builder for one problem and configuration."""
 
     def __init__(self, problem: AttentionProblem, cfg: Sm100AttentionConfig) -> None:
-        p = problem
         if cfg.tiles not in (1, 2):
             raise WarpyError(f"tiles={cfg.tiles}: a CTA takes 1 or 2 tiles of 128 queries")
-        if cfg.bn not in (64, 128):
-            raise WarpyError(f"bn={cfg.bn}: the key block is 64 or 128 keys")
-        for name in ("k_stages", "v_stages", "t_stages"):
-            if not 1 <= getattr(cfg, name) <= 8:
-                raise WarpyError(f"{name}={getattr(cfg, name)}: a ring has 1 to 8 stages")
-        if cfg.v_stages < 2:
-            raise WarpyError("v_stages=1: the loader would wait on the stage the transposers have not freed; use 2 or more")
-        if not 1 <= cfg.rescale_threshold <= 16:
-            raise WarpyError(f"rescale_threshold={cfg.rescale_threshold}: P's values reach 2^threshold in bf16; "
-                             "give 1..16")
-        if smem_bytes(cfg, p.D) > SM100A.max_dynamic_smem:
-            raise WarpyError(f"{cfg.describe()} needs {smem_bytes(cfg, p.D)} bytes of shared memory for D={p.D}, more "
-                             f"than {SM100A.max_dynamic_smem}")
-        if tmem_columns(cfg, p.D) > TMEM_COLS:
-            raise WarpyError(f"{cfg.describe()} needs {tmem_columns(cfg, p.D)} tensor-memory columns for D={p.D}, more "
-                             f"than {TMEM_COLS}")
-        self.p, self.cfg = problem, cfg
-        self.d, self.bn = p.D, cfg.bn
+        self.setup(problem, cfg, SM100A, BM * cfg.tiles, smem_bytes(cfg, problem.D), TRANSPOSERS)
+        if tmem_columns(cfg, problem.D) > TMEM_COLS:
+            raise WarpyError(f"{cfg.describe()} needs {tmem_columns(cfg, problem.D)} tensor-memory columns for "
+                             f"D={problem.D}, more than {TMEM_COLS}")
+        self.cfg: Sm100AttentionConfig = cfg
         self.tiles = cfg.tiles
-        self.bm = BM * cfg.tiles  # queries a CTA
         self.threads = 128 * (1 + cfg.tiles)
-        self.m_blocks = cdiv(p.S_q, self.bm)
-        self.n_max = cdiv(p.S_kv, cfg.bn)
-        self.grid = self.m_blocks * p.H_q * p.B
-        self.log_bn = cfg.bn.bit_length() - 1
 
     @property
     def name(self) -> str:
-        p, c = self.p, self.cfg
-        return (f"attention_sm100_b{p.B}h{p.H_q}k{p.H_kv}_q{p.S_q}_kv{p.S_kv}_d{p.D}_{p.layout}"
-                f"{'_causal' if p.causal else ''}_bn{c.bn}_s{c.k_stages}{c.v_stages}{c.t_stages}"
-                f"_t{c.rescale_threshold}_x{c.tiles}")
-
-    # -- global tensors ------------------------------------------------------------------------
-    def global_layout(self, operand: str) -> Layout:
-        """An operand in elements as modes (sequence, head_dim, head, batch)."""
-        b, s, h, d = self.p.shape(operand)
-        if self.p.layout == "bshd":
-            return Layout((s, d, h, b), (h * d, 1, d, s * h * d))
-        return Layout((s, d, h, b), (d, 1, s * d, h * s * d))
-
-    def coords(self, row: TmaCoord, head: R, batch: R) -> list[TmaCoord]:
-        """A box's coordinates, innermost first: head_dim (split in 64-element spans when D = 128),
-        the row, the head, the batch."""
-        if self.d > 64:
-            return [0, row, 0, head, batch]
-        return [0, row, head, batch]
+        c = self.cfg
+        return f"{self.name_stem}_t{c.rescale_threshold}_x{c.tiles}"
 
     # -- the program ---------------------------------------------------------------------------
     def build(self) -> Program:
@@ -219,19 +168,7 @@ class Sm100Attention:
         # two tiles' 384 start at 168 and move them to the softmax warpgroups (USETMAXREG)
         p = Program(self.name, SM100A.name, threads=self.threads, grid=(self.grid, 1, 1),
                     maxnreg=MAXNREG if tiles == 1 else (65536 // self.threads) // 8 * 8)
-        q_tile = smem_tile(BM, d, "bf16", "K", 128)
-        kv_tile = smem_tile(bn, d, "bf16", "K", 128)
-        vt_tile = smem_tile(d, bn, "bf16", "K", 128)
-        tq = p.tmap("q", tma_box(self.global_layout("q"), q_tile, l2_promotion=256))
-        tk = p.tmap("k", tma_box(self.global_layout("k"), kv_tile, l2_promotion=256))
-        tv = p.tmap("v", tma_box(self.global_layout("v"), kv_tile, l2_promotion=256))
-        to = p.tmap("o", tma_box(self.global_layout("o"), q_tile))
-        og = self.global_layout("o")
-        p.global_buffer("o_out", Layout(og.shape, tuple(2 * int(s) for s in og.stride)), "bf16", "o")  # type: ignore[union-attr, arg-type]
-        sq = p.smem_ring("q", tiles, q_tile.layout, "bf16")  # a "stage" a tile
-        sk = p.smem_ring("k", cfg.k_stages, kv_tile.layout, "bf16")
-        sv = p.smem_ring("vraw", cfg.v_stages, kv_tile.layout, "bf16")
-        st = p.smem_ring("vt", cfg.t_stages, vt_tile.layout, "bf16")
+        ops = self.operands(p, BM, tiles)  # a Q "stage" a tile
         q_full = p.barriers("q_full", 1, count=1)
         s_depth = 2 if tiles == 1 else 1
         # a commit: S(n) is in its buffer / softmax warps' arrivals: P(n) written, O rescaled /
@@ -268,8 +205,10 @@ class Sm100Attention:
         tword = p.r("tmem_word")  # every thread reads the allocation's address (the roles' derived ones follow it)
         p.derive.emit_at(tmem_slot.at(0), lambda a: memory.lds(tword, a))
         p.emit(alu.r2ur(tmem_base, tword))
-        res = Sm100AttentionResources(tq, tk, tv, to, sq, sk, sv, st, tmem_slot, tuple(o_tm), tuple(s_tm), tuple(p_tm),
-                                      q_full, s_full, p_full, o_done, kpipe, vpipe, tpipe, tmem_base)
+        res = Sm100AttentionResources(tq=ops.tq, tk=ops.tk, tv=ops.tv, to=ops.to, sq=ops.sq, sk=ops.sk, sv=ops.sv,
+                                      st=ops.st, q_full=q_full, kpipe=kpipe, vpipe=vpipe, tpipe=tpipe,
+                                      tmem_slot=tmem_slot, o_tm=tuple(o_tm), s_tm=tuple(s_tm), p_tm=tuple(p_tm),
+                                      s_full=s_full, p_full=p_full, o_done=o_done, tmem_base=tmem_base)
         with p.role("producer", range(0, 4)):
             if tiles > 1:
                 p.emit(control.setmaxnreg_dealloc(PRODUCER_REGS))
@@ -288,77 +227,21 @@ class Sm100Attention:
         for i in range(tiles):
             with p.role(f"softmax{i}", range(4 + 4 * i, 8 + 4 * i)):
                 if tiles > 1:
-                    ok = p.up("regs_granted")
-                    grow = p.fresh_label("GROW")
-                    p.label(grow)
-                    p.emit(control.setmaxnreg_try_alloc(ok, SOFTMAX_REGS))
-                    p.emit(control.bra(grow).guarded(~ok), mark="~")
+                    grow_registers(p, SOFTMAX_REGS)
                 self.softmax_role(p, res, self.tile(p), i)
         p.emit(control.exit_())
         return p
 
-    def tile_of(self, x: int) -> tuple[int, int, int, int, int, int]:
-        """The model `tile` emits: CTA x's (m_block, head, kv_head, batch, n_blocks, n_unmasked) (the
-        CTA's 128 x tiles queries: the blocks its last row sees, the blocks all its rows see whole)."""
-        prob, bm = self.p, self.bm
-        bh, rev = divmod(x, self.m_blocks)
-        m_block = self.m_blocks - 1 - rev
-        b, h = divmod(bh, prob.H_q)
-        if not prob.causal:
-            return m_block, h, h // prob.group, b, self.n_max, prob.S_kv // self.bn
-        end = min(bm * m_block + bm, prob.S_q, prob.S_kv)
-        free = min((bm * m_block + 1) // self.bn, prob.S_kv // self.bn)
-        return m_block, h, h // prob.group, b, cdiv(end, self.bn), free
-
-    def tile(self, p: Program) -> TileOfCta:
-        """The CTA's tile from its index x = (b H_q + h) m_blocks + (m_blocks - 1 - m_block) (the
-        sm_90a program's order: CTAs of a head together, causal the longest rows first)."""
-        prob, bm = self.p, self.bm
-        x = p.r("cta")
-        p.emit(alu.s2r(x, "SR_CTAID.X"))
-        bh, m_block = p.r("bh"), p.r("m_block")
-        divide(p, bh, x, self.m_blocks, self.grid - 1)
-        p.emit(alu.imad(m_block, bh, (1 << 32) - self.m_blocks, x))
-        p.emit(alu.imad(m_block, m_block, (1 << 32) - 1, self.m_blocks - 1))
-        b, h, hkv = p.r("batch"), p.r("head"), p.r("kv_head")
-        divide(p, b, bh, prob.H_q, prob.B * prob.H_q - 1)
-        p.emit(alu.imad(h, b, (1 << 32) - prob.H_q, bh))
-        divide(p, hkv, h, prob.group, prob.H_q - 1)
-        if not prob.causal:
-            return TileOfCta(m_block, h, hkv, b, self.n_max, prob.S_kv // self.bn)
-        end, n_blocks, n_free = p.r("kv_end"), p.r("n_blocks"), p.r("n_unmasked")
-        p.emit(alu.imad(end, m_block, bm, bm))
-        p.emit(alu.imin(end, end, min(prob.S_q, prob.S_kv), arch=SM100A.name))
-        p.emit(alu.iadd3(end, end, self.bn - 1))
-        p.emit(alu.shf_r(n_blocks, end, self.log_bn))
-        p.emit(alu.imad(n_free, m_block, bm, 1))
-        p.emit(alu.shf_r(n_free, n_free, self.log_bn))
-        p.emit(alu.imin(n_free, n_free, prob.S_kv // self.bn, arch=SM100A.name))
-        return TileOfCta(m_block, h, hkv, b, n_blocks, n_free)
-
     # -- warp 0: the loader ----------------------------------------------------------------------
     def loader(self, p: Program, res: Sm100AttentionResources, t: TileOfCta) -> None:
-        leader = p.elect()
-        with p.when(leader):
-            for tm in (res.tq, res.tk, res.tv, res.to):
-                p.emit(tma.tmap_prefetch(tm.name))
+        leader = self.prefetch_maps(p, res)
         q_row, txq = p.r("q_row"), p.r("tx_q")
         p.emit(alu.mov(txq, self.tiles * res.tq.box.box_bytes))
         p.derive.emit_at(res.q_full.at(0), lambda m: sync.arrive_expect_tx(m, txq), guard=leader)
         for i in range(self.tiles):
             p.emit(alu.imad(q_row, t.m_block, self.bm, BM * i))
             tma_load(p, res.sq.at(i, 0, 0), res.tq, self.coords(q_row, t.h, t.b), res.q_full.at(0), guard=leader)
-        kout = res.kpipe.producer("lk")
-        vout = res.vpipe.producer("lv")
-        with p.loop("kv_load", t.n_blocks, max_count=self.n_max) as n:
-            with kout.stage():
-                kout.wait_empty()
-                kout.arrive_full(leader, tx_bytes=res.tk.box.box_bytes)
-                tma_load(p, kout.slot(res.sk), res.tk, self.coords(n * self.bn, t.hkv, t.b), kout.full, guard=leader)
-            with vout.stage():
-                vout.wait_empty()
-                vout.arrive_full(leader, tx_bytes=res.tv.box.box_bytes)
-                tma_load(p, vout.slot(res.sv), res.tv, self.coords(n * self.bn, t.hkv, t.b), vout.full, guard=leader)
+        self.load_kv(p, res, t, leader)
 
     # -- warp 1: the MMA warp -------------------------------------------------------------------
     def fence_after_wait(self, p: Program) -> None:
@@ -479,99 +362,33 @@ class Sm100Attention:
         return nm1, more
 
     # -- warps 2-3: the transposers ---------------------------------------------------------------
-    def transpose_pairs(self, i: int) -> list[tuple[int, int]]:
-        """Transposer i's share of a V tile: (a, c) = the 32 keys 32a.. by the 8 head_dim columns 8c..,
-        one LDSM.T.x4 + STSM.x4 each, split evenly and contiguously over the transposers."""
-        pairs = [(a, c) for c in range(self.d // 8) for a in range(self.bn // 32)]
-        lo, hi = i * len(pairs) // TRANSPOSERS, (i + 1) * len(pairs) // TRANSPOSERS
-        return pairs[lo:hi]
-
-    def transpose_offsets(self, sv: TileRing, st: TileRing, pairs: list[tuple[int, int]]) -> tuple[list[int], list[int]]:
-        """The immediates of each pair's load and store, checked for every lane against the
-        buffers' layouts (stage 0; a stage is a whole number of swizzle periods)."""
-        ld_imm, st_imm = [], []
-        for a, c in pairs:
-            def ld_reg(lane: int) -> int:
-                return lane * 128 + ((lane % 8) ^ (c % 8)) * 16
-
-            def st_reg(lane: int) -> int:
-                return (lane % 8) * 128 + ((4 * (a % 2) + lane // 8) ^ (lane % 8)) * 16
-
-            li = sv.offset([0, 32 * a, 8 * c]) - ld_reg(0)
-            si = st.offset([0, 8 * c, 32 * a]) - st_reg(0)
-            for lane in range(32):
-                if sv.offset([0, 32 * a + lane, 8 * c]) != li + ld_reg(lane):
-                    raise WarpyError(f"transposer: V's layout puts row {32 * a + lane}, column {8 * c} elsewhere than "
-                                     "the per-lane load offsets assume")
-                if st.offset([0, 8 * c + lane % 8, 32 * a + 8 * (lane // 8)]) != si + st_reg(lane):
-                    raise WarpyError(f"transposer: Vᵀ's layout puts row {8 * c + lane % 8}, column "
-                                     f"{32 * a + 8 * (lane // 8)} elsewhere than the per-lane store offsets assume")
-            ld_imm.append(li)
-            st_imm.append(si)
-        return ld_imm, st_imm
-
     def transposer(self, p: Program, res: Sm100AttentionResources, t: TileOfCta) -> None:
         """Vᵀ from V, 32 keys x 8 columns at a time (`LDSM.16.M88.4.T` from the landed tile, lane l
         addressing row 32a + l at column 8c; `STSM.16.M88.4` into rows 8c + l % 8 of Vᵀ at column
         32a + 8 (l / 8)); each warp takes the pairs of its index (warp 2 or 3) with the same code,
         its immediates chosen by a uniform branch. Swizzled offsets are a per-lane register (8 for
         the loads, 2 for the stores) plus an immediate checked against the layouts for every lane."""
-        sv, st = res.sv, res.st
-        lane, lane_r, lane_q = p.r("t_lane"), p.r("t_lane_r"), p.r("t_lane_q")
-        p.emit(alu.lop3(lane, R("tid"), 31, RZ, 0xC0))
-        p.emit(alu.lop3(lane_r, lane, 7, RZ, 0xC0))
-        p.emit(alu.shf_r(lane_q, lane, 3))
-        ld = [p.r(f"t_ld{c}") for c in range(8)]  # lane l: l * 128 + ((l % 8) ^ c) * 16
-        tmp = p.r("t_tmp")
-        p.emit(alu.shf_l(ld[0], lane_r, 4))
-        p.emit(alu.shf_l(tmp, lane, 7))
-        p.emit(alu.iadd3(ld[0], ld[0], tmp))
-        for c in range(1, 8):
-            p.emit(alu.lop3(ld[c], ld[0], c << 4, RZ, 0x3C))
-        sts = [p.r(f"t_st{h}") for h in range(2)]  # lane l: (l % 8) * 128 + ((4 h + l / 8) ^ (l % 8)) * 16
-        for h in range(2):
-            p.emit(alu.iadd3(tmp, lane_q, 4 * h))
-            p.emit(alu.lop3(tmp, tmp, lane_r, RZ, 0x3C))
-            p.emit(alu.shf_l(tmp, tmp, 4))
-            p.emit(alu.shf_l(sts[h], lane_r, 7))
-            p.emit(alu.iadd3(sts[h], sts[h], tmp))
+        lanes = self.transposer_lanes(p)
         leader = p.elect("t_leader")
         vin = res.vpipe.consumer("tv")
         vout = res.tpipe.producer("tt")
         regs = [p.rvec(f"t_frag{j}", 4) for j in range(2)]
-        lane_ix, r_ix, q_ix = Lane("t_lane", lane, 32), Lane("t_lane_r", lane_r, 8), Lane("t_lane_q", lane_q, 4)
         second = p.p("t_second")
         p.emit(alu.isetp("EQ", second, R("warp"), 3))
-        with p.loop("kv_transpose", t.n_blocks, max_count=self.n_max):
-            with vin.stage():
-                with vout.stage():
-                    vin.wait_full()
-                    vout.wait_empty()
-                    ld_base, ld_off = p.derive.value_reg("addr", sv.at(vin.ring, 0, 0))
-                    st_base, st_off = p.derive.value_reg("addr", st.at(vout.ring, 0, 0))
-                    done = p.fresh_label("T_DONE")
-                    for i in range(TRANSPOSERS):
-                        other = p.fresh_label("T_OTHER")
-                        if i == 0:
-                            p.emit(control.bra(other).guarded(second))
-                        pairs = self.transpose_pairs(i)
-                        ld_imm, st_imm = self.transpose_offsets(sv, st, pairs)
-                        for j, (a, c) in enumerate(pairs):
-                            v = regs[j % 2]
-                            src = sv.at(vin.ring, lane_ix + 32 * a, 8 * c)
-                            p.emit(memory.ldsm(v, Mem(ld[c % 8], ld_base, ld_off + ld_imm[j]), trans=True)
-                                   .noted(src.note("addr", 1)))
-                            dst = st.at(vout.ring, r_ix + 8 * c, q_ix * 8 + 32 * a)
-                            p.emit(memory.stsm(Mem(sts[(a % 2) if self.bn > 32 else 0], st_base, st_off + st_imm[j]), v)
-                                   .noted(dst.note("addr", 0)))
-                        if i == 0:
-                            p.emit(control.bra(done))
-                        p.label(other)
-                    p.label(done)
-                    p.emit(sync.fence_proxy_async())  # Vᵀ's generic writes before the tensor core reads them
-                    p.emit(control.warpsync_all())
-                    vout.arrive_full(leader)
-                    vin.free(leader)
+
+        def both(ld: tuple[UR, int], st: tuple[UR, int]) -> None:
+            done = p.fresh_label("T_DONE")
+            for i in range(TRANSPOSERS):
+                other = p.fresh_label("T_OTHER")
+                if i == 0:
+                    p.emit(control.bra(other).guarded(second))
+                self.transpose_share(p, res, vin, vout, lanes, regs, i, ld, st)
+                if i == 0:
+                    p.emit(control.bra(done))
+                p.label(other)
+            p.label(done)
+
+        self.transpose_loop(p, res, t, vin, vout, leader, both)
 
     # -- warps 4-7: softmax, correction and epilogue -------------------------------------------------
     def row_setup(self, p: Program, t: TileOfCta, i: int) -> Row:
@@ -594,10 +411,7 @@ class Sm100Attention:
             p.emit(alu.imin(lim, lim, prob.S_kv, arch=SM100A.name))
         else:
             p.emit(alu.mov(lim, prob.S_kv))
-        c, thr, ninf = F32.of(p.r("c_log2")), F32.of(p.r("thr")), F32.of(p.r("neg_inf"))
-        p.emit(alu.mov(c, f32_bits(prob.scale * LOG2E)))
-        p.emit(alu.mov(thr, f32_bits(float(self.cfg.rescale_threshold))))
-        p.emit(alu.mov(ninf, 0xFF800000))
+        c, thr, ninf = self.softmax_constants(p)
         return Row(F32.of(p.r("mx")), F32.of(p.r("lsum")), c, thr, ninf, lim, uwofs, Lane("warp_lane0", wl, BM),
                    Lane("wg_tid", wt, BM))
 
@@ -688,34 +502,9 @@ class Sm100Attention:
         threshold and if so the new maximum and its factor `alpha` (the sum rescaled here, O by
         `rescale_o`), S = exp2(S c - max) in place, the row's sum. Returns the uniform predicate "O
         must be rescaled", None for the first block."""
-        masked: Union[bool, P]
-        if isinstance(t.n_unmasked, int) and isinstance(blk, int):
-            masked = blk >= t.n_unmasked
-        elif isinstance(t.n_unmasked, int) and t.n_unmasked >= self.n_max:
-            masked = False
-        else:
-            masked = p.p("masked")
-            nu = t.n_unmasked
-            if isinstance(blk, int):
-                assert not isinstance(nu, int)
-                p.emit(alu.isetp("LE", masked, nu, blk))
-            else:
-                p.emit(alu.isetp("GE", masked, blk, nu))
-        if masked is True:
-            self.mask(p, s, row, blk)
-        elif isinstance(masked, P):
-            with p.when(masked):
-                self.mask(p, s, row, blk)
-        chains = [F32.of(p.r(f"mxc{k}")) for k in range(4)]
-        for k in range(4):
-            p.emit(alu.fmax(chains[k], F32.of(s[2 * k]), F32.of(s[2 * k + 1])))
-        for v in range(8, self.bn):
-            ch = chains[v % 4]
-            p.emit(alu.fmax(ch, ch, F32.of(s[v])))
-        p.emit(alu.fmax(chains[0], chains[0], chains[1]))
-        p.emit(alu.fmax(chains[2], chains[2], chains[3]))
-        p.emit(alu.fmax(chains[0], chains[0], chains[2]))
-        mb = chains[0]
+        self.mask_if_needed(p, t, blk, lambda: self.mask(p, s, row, blk))
+        vals = [F32.of(s[v]) for v in range(self.bn)]
+        mb = reduce4(p, alu.fmax, [F32.of(p.r(f"mxc{k}")) for k in range(4)], vals)
         rescale: Optional[UP] = None
         if first:
             p.emit(alu.fmul(row.mx, mb, row.c))
@@ -723,41 +512,24 @@ class Sm100Attention:
             cand, grow = F32.of(p.r("cand")), F32.of(p.r("grow"))
             p.emit(alu.fmul(cand, mb, row.c))
             p.emit(alu.fadd(grow, cand, -row.mx))
-            need = p.p("need_rescale")
-            p.emit(alu.fsetp("GT", need, grow, row.thr))
-            rescale = p.up("rescale")
-            p.emit(alu.voteu_any(rescale, need))
+            rescale = self.rescale_needed(p, grow, row.thr)
             with p.when(rescale):
-                alpha = F32.of(p.r("alpha"))
-                p.emit(alu.fmax(cand, cand, row.mx))  # the new maximum (never below the old)
-                p.emit(alu.fadd(alpha, row.mx, -cand))
-                p.emit(alu.ex2(alpha, alpha))
-                p.emit(alu.mov(row.mx, cand))
-                p.emit(alu.fmul(row.l, row.l, alpha))
+                raise_max(p, cand, row.mx, row.l, F32.of(p.r("alpha")))
         for v in range(self.bn):
             x = F32.of(s[v])
             p.emit(alu.ffma(x, x, row.c, -row.mx))
             p.emit(alu.ex2(x, x))
-        sums = [F32.of(p.r(f"sum{k}")) for k in range(4)]
-        for k in range(4):
-            p.emit(alu.fadd(sums[k], F32.of(s[2 * k]), F32.of(s[2 * k + 1])))
-        for v in range(8, self.bn):
-            ch = sums[v % 4]
-            p.emit(alu.fadd(ch, ch, F32.of(s[v])))
-        p.emit(alu.fadd(sums[0], sums[0], sums[1]))
-        p.emit(alu.fadd(sums[2], sums[2], sums[3]))
-        p.emit(alu.fadd(sums[0], sums[0], sums[2]))
+        total = reduce4(p, alu.fadd, [F32.of(p.r(f"sum{k}")) for k in range(4)], vals)
         if first:
-            p.emit(alu.mov(row.l, sums[0]))
+            p.emit(alu.mov(row.l, total))
         else:
-            p.emit(alu.fadd(row.l, row.l, sums[0]))
+            p.emit(alu.fadd(row.l, row.l, total))
         return rescale
 
     def pack(self, p: Program, s: RVec, pf: RVec) -> None:
         """P = S's fp32 values as bf16 pairs: register i holds keys 2i (low half) and 2i + 1 (high),
         tensor-memory column i of P (`warpy.layout.atoms.umma_ts_a_tmem`)."""
-        for i in range(self.bn // 2):
-            p.emit(alu.f2fp(BF16x2.of(pf[i]), F32.of(s[2 * i + 1]), F32.of(s[2 * i])))
+        pack_pairs(p, s, pf, self.bn // 2)
 
     def o_addrs(self, p: Program, o_tm: TmemBuffer, row: Row) -> list[UR]:
         """The addresses of this warp's lanes of O, 32 columns apart (set once: the rescale, a
@@ -810,10 +582,7 @@ class Sm100Attention:
         p.emit(alu.isetp("EQ", lead, R("wg_tid"), 0))
         o_row = p.r("o_row")
         p.emit(alu.imad(o_row, t.m_block, self.bm, BM * i))
-        with p.when(lead):
-            tma_store(p, res.sq.at(i, 0, 0), res.to, self.coords(o_row, t.h, t.b))
-            p.emit(tma.bulk_commit())
-            p.emit(tma.bulk_wait(0))
+        self.store_o(p, res, lead, i, o_row, t)
 
 
 __all__ = ["Sm100Attention", "Sm100AttentionConfig", "smem_bytes", "tmem_columns", "BM"]
