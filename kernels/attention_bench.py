@@ -11,7 +11,6 @@ interleaved (warpy, torch, torch, warpy, twice). Correctness is judged against a
 from __future__ import annotations
 
 import re
-import statistics
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any, Optional
@@ -20,8 +19,9 @@ import attrs
 import numpy as np
 
 from warpy import plan
-from warpy.bench import (STATIC_HEADERS, Progress, disassembly_line, emit_artifact, format_table, gpu_reason,
-                         gpu_times_us, kernel_of, l2_bytes, rotation, static_row)
+from warpy.bench import (STATIC_HEADERS, CheckFailed, Progress, cell as _num, check_emit_args, cuda_torch, format_table,
+                         gpu_reason, interleaved, kernel_of, l2_bytes, report_echo, report_plan, rotation,
+                         static_row_of, static_table, time_sets)
 from warpy.errors import NoGPU, WarpyError
 from warpy.numeric import bits16, from_bits
 from warpy.plan import Plan
@@ -82,16 +82,6 @@ def tflops(prob: AttentionProblem, us: float) -> float:
     return prob.flops / (us * 1e-6) / 1e12
 
 
-class CheckFailed(WarpyError):
-    """Attention ran and gave wrong results (the CLI exits 1: a failed check, not a usage error)."""
-
-    exit_status = 1
-
-    def __init__(self, message: str, result: Optional[dict[str, Any]] = None) -> None:
-        super().__init__(message)
-        self.result = result
-
-
 def refuse_unless_it_fits(prob: AttentionProblem) -> None:
     """Refuse, in one line naming the bytes, a problem whose tensors cannot fit in the H200's memory."""
     from warpy.target import target
@@ -117,24 +107,12 @@ def attention_job(prob: AttentionProblem, *, emit: Optional[str] = None, output:
     """Pick, build, lift, assemble (resources), check the disassembly, optionally emit an artifact;
     on an sm_90 GPU: run on random inputs, compare sampled heads with the float64 softmax within the
     tolerance, time. Returns what it found (`--json`); wrong results raise `CheckFailed`."""
-    from warpy.lift.disasm import find_disassembler
-
-    if emit is not None and emit not in ("sass", "ptx", "cubin"):
-        raise WarpyError(f"--emit {emit!r} is not one of sass, ptx, cubin")
-    if emit == "cubin" and output is None:
-        raise WarpyError("--emit cubin needs -o PATH")
-    if output is not None and emit is None:
-        raise WarpyError("-o PATH goes with --emit sass|ptx|cubin")
-    if iters < 1:
-        raise WarpyError(f"--iters {iters} must be at least 1")
+    check_emit_args(emit, output, iters)
     refuse_unless_it_fits(prob)
     if config:
         FAMILY.configure(prob, config)
     result: dict[str, Any] = {"problem": attrs.asdict(prob)}
-    artifact = echo
-    if emit in ("sass", "ptx") and output is None:
-        def echo(line: str) -> None:
-            print(line, file=sys.stderr, flush=True)
+    artifact, echo = echo, report_echo(emit, output, echo)  # stdout may carry the artifact, the report stderr
     progress = Progress()
     try:
         progress("planning")
@@ -148,24 +126,7 @@ def attention_job(prob: AttentionProblem, *, emit: Optional[str] = None, output:
         result.update(program=pl.describe, kernel=h.kernel, registers=r.registers, shared_bytes=h.dynsmem + r.shared_bytes,
                       spill_bytes=r.spill_stores + r.spill_loads, grid=list(h.grid), threads=h.threads,
                       ptxas_warnings=[w.line() for w in pl.cubin.warnings])
-        for w in pl.cubin.warnings:
-            echo(w.line())
-        try:
-            find_disassembler()
-        except WarpyError:
-            echo("disassembly check skipped: no nvdisasm or cuobjdump found")
-            result["disassembly"] = None
-        else:
-            line = disassembly_line(pl)
-            echo(line)
-            result["disassembly"] = line
-        if emit is not None:
-            if output is None:
-                artifact(emit_artifact(pl, emit, output).rstrip("\n"))
-            else:
-                echo(emit_artifact(pl, emit, output))
-            result["emitted"] = {"what": emit, "to": output}
-        result.update(ran=False, check=None, time_us=None, tflops=None)
+        report_plan(pl, result, echo, artifact, emit, output, progress)
         if not run:
             return result
         why = gpu_reason(prob.arch)
@@ -257,8 +218,6 @@ def run_check(pl: Plan, seed: int = 20261201) -> tuple[int, str]:
 def time_plan(pl: Plan, iters: int = 20) -> float:
     """Median per-call GPU time (µs) of the plan on random inputs, rotating input sets past the L2."""
     from warpy import runtime as rt
-    from warpy.runtime.bind import FastLaunch
-    from warpy.runtime.launcher import default_stream
 
     prob: AttentionProblem = pl.problem
     sets = rotation(sum(prob.nbytes(x) for x in ("q", "k", "v", "o")), l2_bytes())
@@ -267,17 +226,7 @@ def time_plan(pl: Plan, iters: int = 20) -> float:
     for _ in range(sets):
         host = random_inputs(prob, rng)
         bufs.append([rt.to_device(host[x]) for x in ("q", "k", "v")] + [rt.alloc(prob.nbytes("o"))])
-    fast = FastLaunch(kernel_of(pl), pl.header)
-    stream = default_stream()
-    handle = int(stream)
-    params = [bind(pl.header, *b) for b in bufs]
-    try:
-        samples = gpu_times_us(lambda i: fast(i % sets, lambda _s: params[i % sets], handle), stream, iters)
-    finally:
-        for b in bufs:
-            for buf in b:
-                buf.free()
-    return statistics.median(samples)
+    return time_sets(pl, bufs, lambda b, _scratch: bind(pl.header, *b), iters)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -317,10 +266,6 @@ class BenchRow:
         return t / self.warpy_us
 
 
-def _num(x: Optional[float], fmt: str) -> str:
-    return "—" if x is None else format(x, fmt)
-
-
 def bench_table(rows: Sequence[BenchRow], backends: Sequence[str]) -> str:
     """shape | warpy µs | warpy TFLOP/s | per backend: µs, TFLOP/s, its time / warpy's | check."""
     headers = ["shape", "warpy µs", "warpy TFLOP/s"]
@@ -353,14 +298,7 @@ def bench_json(rows: Sequence[BenchRow]) -> list[dict[str, Any]]:
 
 
 def _torch() -> Any:
-    try:
-        import torch  # type: ignore[import-not-found,unused-ignore]
-    except ImportError:
-        raise WarpyError("warpy bench attention compares with torch's scaled_dot_product_attention, which is not "
-                         "installed: pip install -e '.[bench]' (torch with CUDA)") from None
-    if not torch.cuda.is_available():
-        raise NoGPU("torch sees no CUDA GPU")
-    return torch
+    return cuda_torch("warpy bench attention compares with torch's scaled_dot_product_attention")
 
 
 def torch_call(torch: Any, backend: str, causal: bool, scale: float, gqa: bool) -> Callable[[Any, Any, Any], Any]:
@@ -446,8 +384,6 @@ def bench_attention(shapes: Sequence[Shape], iters: int = 20, backends: Sequence
             run_w(0)  # plan + load before timing
             torch.cuda.synchronize()
             check = torch_check(torch, prob, q, k, v, o)
-            w_samples: list[float] = []
-            t_samples: dict[str, list[float]] = {b: [] for b in backends}
             calls: dict[str, Callable[[int], None]] = {}
             for b in backends:
                 fn = torch_call(torch, b, shape.causal, prob.scale, shape.H_kv != shape.H)
@@ -459,15 +395,9 @@ def bench_attention(shapes: Sequence[Shape], iters: int = 20, backends: Sequence
                     continue
                 calls[b] = (lambda f: (lambda _i: f(q, k, v)))(fn)
             progress(f"{shape}: timing")
-            for side in ("w", "t", "t", "w") * 2:
-                if side == "w":
-                    w_samples += gpu_times_us(run_w, cu_stream, iters)
-                else:
-                    for b, f in calls.items():
-                        t_samples[b] += gpu_times_us(f, cu_stream, iters)
-            for b in calls:
-                times[b] = statistics.median(t_samples[b])
-            row = BenchRow(shape, statistics.median(w_samples), times, check)
+            w_us, t_us = interleaved(run_w, calls, cu_stream, iters)
+            times.update(t_us)
+            row = BenchRow(shape, w_us, times, check)
             del q, k, v, o
             torch.cuda.empty_cache()
         except WarpyError as e:
@@ -493,19 +423,9 @@ def static_rows(shapes: Sequence[Shape], progress: Optional[Progress] = None,
     for shape in shapes:
         name = str(shape)
         say(f"{name}: building")
-        try:
-            p = plan_for(shape.problem(), config, progress=lambda msg: say(f"{name}: {msg}"))
-            rows.append([name] + static_row(p))
-        except WarpyError as e:
-            rows.append([name, "", "", "", "", "", "", f"not built: {e}"])
+        rows.append(static_row_of(name, lambda: plan_for(shape.problem(), config,
+                                                         progress=lambda msg: say(f"{name}: {msg}"))))
     return rows
-
-
-def static_table(rows: Sequence[Sequence[str]]) -> str:
-    headers = ["shape"] + STATIC_HEADERS[:-1]
-    table = format_table(headers, [r[:-1] for r in rows], [False, True, True, True, True, False, False])
-    width = max(len(r[0]) for r in rows) if rows else 0
-    return table + "\n" + "".join(f"{r[0]:<{width}}  {r[-1]}\n" for r in rows)
 
 
 def run_cli(what: str, shapes: Sequence[str], *, iters: int, backends: str, static_only: bool,
