@@ -21,8 +21,8 @@ import numpy as np
 
 from warpy import plan
 from warpy.bench import (CheckFailed, Progress, cell as _num, check_emit_args, cuda_torch, format_table, gpu_reason,
-                         gpu_times_us, interleaved, kernel_of, l2_bytes, report_echo, report_plan, rotation, spin,
-                         static_row_of, static_table, time_sets)
+                         gpu_times_us, interleaved, kernel_of, l2_bytes, report_echo, report_plan, rotation,
+                         run_checked_and_timed, spin, static_row_of, static_table, time_sets)
 from warpy.errors import NoGPU, WarpyError
 from warpy.numeric import compare_exact, from_bits, small_ints, to_bits
 from warpy.plan import Plan
@@ -166,24 +166,10 @@ def gemm_job(M: int, N: int, K: int, arch: str = "sm_90a", dtype: str = "bf16", 
         report_plan(plan, result, echo, artifact, emit, output, progress)
         if not run:
             return result
-        why = gpu_reason(arch)
-        if why is not None:
-            echo(f"not run: no {arch.rstrip('a')} GPU here ({why.rstrip('.')}); built and assembled only")
-            result["not_run"] = why
-            return result
-        progress("running")
-        n_bad, msg = run_check(plan, problem.M, problem.N, problem.K, problem.dtype, odt)
-        progress.done()
-        echo(f"check against numpy (inputs in [-3, 3]): {msg}")
-        result.update(ran=True, check=msg, wrong_elements=n_bad)
-        if n_bad:
-            raise CheckFailed(f"GEMM {M}x{N}x{K} gave wrong results ({n_bad} elements)", result)
-        progress("timing")
-        us = time_plan(plan, iters)
-        progress.done()
-        echo(f"time: {us:.1f} µs (median of {iters} calls), {tflops((M, N, K), us):.1f} TFLOP/s")
-        result.update(time_us=us, tflops=tflops((M, N, K), us), iters=iters)
-        return result
+        return run_checked_and_timed(result, arch, gpu_reason(arch), echo, progress,
+                                     lambda: run_check(plan, problem.M, problem.N, problem.K, problem.dtype, odt),
+                                     "numpy (inputs in [-3, 3])", f"GEMM {M}x{N}x{K}", lambda: time_plan(plan, iters),
+                                     iters, 2.0 * M * N * K)
     finally:
         progress.done()
 

@@ -296,6 +296,33 @@ def report_plan(plan: Any, result: dict[str, Any], echo: Callable[[str], None], 
     result.update(ran=False, check=None, time_us=None, tflops=None)
 
 
+def run_checked_and_timed(result: dict[str, Any], arch: str, why_not: Optional[str], echo: Callable[[str], None],
+                          progress: Progress, check: Callable[[], tuple[int, str]], against: str, what: str,
+                          time: Callable[[], float], iters: int, flops: float) -> dict[str, Any]:
+    """A job's run branch: where no GPU runs `arch` (`why_not`, `gpu_reason`'s line) it says so;
+    else `check()` (wrong elements, a line; compared `against` what) and, when nothing is wrong,
+    `time()` (median µs of `iters` calls) with the TFLOP/s of `flops`. `result` gains what was
+    found and is returned; wrong results raise `CheckFailed` naming `what`."""
+    if why_not is not None:
+        echo(f"not run: no {arch.rstrip('a')} GPU here ({why_not.rstrip('.')}); built and assembled only")
+        result["not_run"] = why_not
+        return result
+    progress("running")
+    n_bad, msg = check()
+    progress.done()
+    echo(f"check against {against}: {msg}")
+    result.update(ran=True, check=msg, wrong_elements=n_bad)
+    if n_bad:
+        raise CheckFailed(f"{what} gave wrong results ({n_bad} elements)", result)
+    progress("timing")
+    us = time()
+    progress.done()
+    tf = flops / (us * 1e-6) / 1e12
+    echo(f"time: {us:.1f} µs (median of {iters} calls), {tf:.1f} TFLOP/s")
+    result.update(time_us=us, tflops=tf, iters=iters)
+    return result
+
+
 def gpu_reason(arch: str) -> Optional[str]:
     """None when a GPU that runs `arch` cubins is here; else why not (one line)."""
     try:
@@ -407,5 +434,5 @@ def static_table(rows: Sequence[Sequence[str]]) -> str:
 __all__ = [
     "Progress", "format_table", "gpu_reason", "gpu_times_us", "kernel_of", "l2_bytes", "rotation", "spin",
     "disassembly_line", "emit_artifact", "static_row", "STATIC_HEADERS", "CheckFailed", "cell", "check_emit_args",
-    "cuda_torch", "interleaved", "report_echo", "report_plan", "static_row_of", "static_table", "time_sets",
+    "cuda_torch", "interleaved", "report_echo", "report_plan", "run_checked_and_timed", "static_row_of", "static_table", "time_sets",
 ]
