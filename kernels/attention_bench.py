@@ -21,7 +21,7 @@ import numpy as np
 from warpy import plan
 from warpy.bench import (STATIC_HEADERS, CheckFailed, Progress, cell as _num, check_emit_args, cuda_torch, format_table,
                          gpu_reason, interleaved, kernel_of, l2_bytes, report_echo, report_plan, rotation,
-                         static_row_of, static_table, time_sets)
+                         run_checked_and_timed, static_row_of, static_table, time_sets)
 from warpy.errors import NoGPU, WarpyError
 from warpy.numeric import bits16, from_bits
 from warpy.plan import Plan
@@ -129,24 +129,9 @@ def attention_job(prob: AttentionProblem, *, emit: Optional[str] = None, output:
         report_plan(pl, result, echo, artifact, emit, output, progress)
         if not run:
             return result
-        why = gpu_reason(prob.arch)
-        if why is not None:
-            echo(f"not run: no {prob.arch.rstrip('a')} GPU here ({why.rstrip('.')}); built and assembled only")
-            result["not_run"] = why
-            return result
-        progress("running")
-        n_bad, msg = run_check(pl)
-        progress.done()
-        echo(f"check against the float64 softmax (random normal inputs): {msg}")
-        result.update(ran=True, check=msg, wrong_elements=n_bad)
-        if n_bad:
-            raise CheckFailed(f"attention {prob} gave wrong results ({n_bad} elements)", result)
-        progress("timing")
-        us = time_plan(pl, iters)
-        progress.done()
-        echo(f"time: {us:.1f} µs (median of {iters} calls), {tflops(prob, us):.1f} TFLOP/s")
-        result.update(time_us=us, tflops=tflops(prob, us), iters=iters)
-        return result
+        return run_checked_and_timed(result, prob.arch, gpu_reason(prob.arch), echo, progress, lambda: run_check(pl),
+                                     "the float64 softmax (random normal inputs)", f"attention {prob}",
+                                     lambda: time_plan(pl, iters), iters, prob.flops)
     finally:
         progress.done()
 

@@ -12,7 +12,7 @@ of 128 queries, tcgen05 with S, P and O in tensor memory). docs/attention.md des
 from __future__ import annotations
 
 import struct
-from typing import TYPE_CHECKING, Callable, Protocol, Union
+from typing import TYPE_CHECKING, Any, Callable, Protocol, TypeVar, Union
 
 import attrs
 
@@ -83,10 +83,9 @@ class TileOfCta:
 
 
 @attrs.frozen
-class AttentionResources:
-    """What the roles share on every target, declared in `build` before any role: the tensor maps,
-    the shared buffers (Q's tiles, the K, V and Vᵀ rings) and the barriers (Q's, and the K, V and
-    Vᵀ pipes). A target adds its own (sm_100a: tensor memory and its barriers)."""
+class Operands:
+    """The tensor maps and shared buffers `AttentionBuilder.operands` declares: Q, K, V and O's maps,
+    Q's tiles, the K, V and Vᵀ rings."""
 
     tq: TensorMap
     tk: TensorMap
@@ -96,24 +95,26 @@ class AttentionResources:
     sk: TileRing
     sv: TileRing
     st: TileRing
+
+
+_R = TypeVar("_R", bound="AttentionResources")
+
+
+@attrs.frozen(kw_only=True)
+class AttentionResources(Operands):
+    """What the roles share on every target, declared in `build` before any role: the operands,
+    Q's barrier and the K, V and Vᵀ pipes. A target adds its own (sm_100a: tensor memory and its
+    barriers)."""
+
     q_full: BarrierArray
     kpipe: Pipe
     vpipe: Pipe
     tpipe: Pipe
 
-
-@attrs.frozen
-class Operands:
-    """The tensor maps and shared buffers `AttentionBuilder.operands` declares."""
-
-    tq: TensorMap
-    tk: TensorMap
-    tv: TensorMap
-    to: TensorMap
-    sq: TileRing
-    sk: TileRing
-    sv: TileRing
-    st: TileRing
+    @classmethod
+    def of(cls: type[_R], ops: Operands, **more: Any) -> _R:
+        """The resources of `ops` and the fields `more` names."""
+        return cls(**attrs.asdict(ops, recurse=False), **more)
 
 
 @attrs.frozen

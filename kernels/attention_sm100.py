@@ -205,10 +205,9 @@ class Sm100Attention(AttentionBuilder):
         tword = p.r("tmem_word")  # every thread reads the allocation's address (the roles' derived ones follow it)
         p.derive.emit_at(tmem_slot.at(0), lambda a: memory.lds(tword, a))
         p.emit(alu.r2ur(tmem_base, tword))
-        res = Sm100AttentionResources(tq=ops.tq, tk=ops.tk, tv=ops.tv, to=ops.to, sq=ops.sq, sk=ops.sk, sv=ops.sv,
-                                      st=ops.st, q_full=q_full, kpipe=kpipe, vpipe=vpipe, tpipe=tpipe,
-                                      tmem_slot=tmem_slot, o_tm=tuple(o_tm), s_tm=tuple(s_tm), p_tm=tuple(p_tm),
-                                      s_full=s_full, p_full=p_full, o_done=o_done, tmem_base=tmem_base)
+        res = Sm100AttentionResources.of(ops, q_full=q_full, kpipe=kpipe, vpipe=vpipe, tpipe=tpipe, tmem_slot=tmem_slot,
+                                         o_tm=tuple(o_tm), s_tm=tuple(s_tm), p_tm=tuple(p_tm),
+                                         s_full=s_full, p_full=p_full, o_done=o_done, tmem_base=tmem_base)
         with p.role("producer", range(0, 4)):
             if tiles > 1:
                 p.emit(control.setmaxnreg_dealloc(PRODUCER_REGS))

@@ -127,8 +127,7 @@ class Sm90Attention(AttentionBuilder):
         vpipe = p.pipe("kv_v", cfg.v_stages, fills=1, frees=TRANSPOSERS)
         tpipe = p.pipe("kv_vt", cfg.t_stages, fills=TRANSPOSERS, frees=4 * CONSUMERS)
         init_barriers(p)
-        res = AttentionResources(ops.tq, ops.tk, ops.tv, ops.to, ops.sq, ops.sk, ops.sv, ops.st, q_full, kpipe, vpipe,
-                                 tpipe)
+        res = AttentionResources.of(ops, q_full=q_full, kpipe=kpipe, vpipe=vpipe, tpipe=tpipe)
         with p.role("producer", range(0, 4)):
             self.producer(p, res)
         for w in range(CONSUMERS):
