@@ -5,6 +5,8 @@ the graph. Running the compiled model against eager needs the GPU: tests/gpu/tes
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 torch = pytest.importorskip("torch", reason="torch is an optional extra (pip install -e .[torch])")
@@ -88,3 +90,26 @@ def test_out_under_compile_is_refused() -> None:
 
     with pytest.raises(Exception, match="out= is not supported there"):
         torch.compile(f, backend="eager", fullgraph=True)(_meta(4, 8), _meta(8, 4), _meta(4, 4))
+
+
+@pytest.mark.skipif(os.environ.get("WARPY_SLOW") != "1", reason="WARPY_SLOW=1 (inductor compiles C++: about 90 s)")
+def test_inductor_hands_the_op_w_t_in_place() -> None:
+    """Inductor keeps the strides eager gives the op: b = w.t() arrives K-contiguous (the layout the
+    kernel reads), not as a contiguous K×N copy it would refuse. Seen through a CPU kernel registered
+    for this test only (warpy's own is CUDA's)."""
+    seen: list[tuple[tuple[int, ...], tuple[int, ...]]] = []
+
+    def cpu(a, b, out_dtype=None, alpha=1.0, beta=0.0, c_in=None, bias=None, row_bias=None,  # type: ignore[no-untyped-def]
+            activation=None, residual=None):
+        seen.append((tuple(a.stride()), tuple(b.stride())))
+        return torch.zeros(a.shape[0], b.shape[1], dtype=a.dtype)
+
+    torch.library.register_kernel("warpy::mm", "cpu", cpu)
+    try:
+        torch._dynamo.reset()
+        model = MLP(64, 128, "cpu", torch.bfloat16)
+        torch.compile(model)(torch.zeros(32, 64, dtype=torch.bfloat16))
+    finally:
+        torch.library.register_kernel("warpy::mm", "cpu", None)  # type: ignore[arg-type]
+        torch._dynamo.reset()
+    assert seen == [((64, 1), (1, 64)), ((128, 1), (1, 128))]
