@@ -21,17 +21,11 @@ Without torch the sdpa / hypothesis / api cases skip; the plan cases need only t
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-if str(REPO) not in sys.path:  # run as a script (the subprocess below): kernels/ is importable
-    sys.path.insert(0, str(REPO))
+from gpu_case import case_main, run_case
 
 SDPA = [
     "sdpa:1:1:1:1:1:64:0:bshd",  # one query, one key
@@ -201,13 +195,7 @@ def _run_here(case: str) -> dict[str, Any]:
 
 
 def _run_isolated(case: str, timeout: float = 600) -> dict[str, Any]:
-    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    p = subprocess.run([sys.executable, str(Path(__file__).resolve()), case], capture_output=True, text=True,
-                       timeout=timeout, env=env, cwd=str(REPO))
-    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
-    if not lines:
-        return {"ok": False, "error": f"exit {p.returncode}; stderr: {p.stderr.strip()[-2000:]}"}
-    return json.loads(lines[-1])  # type: ignore[no-any-return]
+    return run_case(__file__, [case], timeout)
 
 
 @pytest.mark.parametrize("case", SDPA)
@@ -236,10 +224,4 @@ def test_the_plan_as_warpy_attention_runs_it(case: str) -> None:
 
 
 if __name__ == "__main__":  # one case, one JSON line (run by the tests above in a subprocess)
-    try:
-        result = _run_here(sys.argv[1])
-    except Exception as e:  # a one-line account of what went wrong
-        result = {"ok": False, "error": f"{type(e).__name__}: {e}"}
-    print(json.dumps(result))
-    sys.stdout.flush()
-    os._exit(0)  # a kernel may still be running after a hang: skip teardown that could wait on it
+    case_main(_run_here)

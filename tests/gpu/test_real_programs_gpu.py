@@ -24,19 +24,15 @@ intact; `-s` shows each case's line.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-if str(REPO) not in sys.path:  # run as a script (the subprocess below): kernels/ is importable
-    sys.path.insert(0, str(REPO))
+from gpu_case import case_main, repo_env, run_case
 
 # (M, N, K, in, out): ragged ones, one per type pairing, and a split-K program (scratch memory)
 SHAPES = [(128, 256, 64, "bf16", "fp32"), (200, 136, 72, "fp16", "fp16"), (256, 128, 128, "bf16", "bf16"),
@@ -322,13 +318,7 @@ CASES = {"threads": _threads, "graph": _graph, "overlap": _overlap, "empty": _em
 
 
 def _run_isolated(case: str, timeout: float = 600) -> dict[str, Any]:
-    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    p = subprocess.run([sys.executable, str(Path(__file__).resolve()), case], capture_output=True, text=True,
-                       timeout=timeout, env=env, cwd=str(REPO))
-    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
-    if not lines:
-        return {"ok": False, "error": f"exit {p.returncode}; stderr: {p.stderr.strip()[-2000:]}"}
-    return json.loads(lines[-1])  # type: ignore[no-any-return]
+    return run_case(__file__, [case], timeout)
 
 
 @pytest.mark.parametrize("case", list(CASES))
@@ -352,8 +342,7 @@ def test_a_forked_child_is_refused_in_one_line_on_the_gpu() -> None:
         "    except Exception as e:\n        print('child:', type(e).__name__, str(e))\n"
         "    sys.stdout.flush(); os._exit(0)\n"
         "os.waitpid(pid, 0); print('parent:', bool((c == 64).all().item()))\n")
-    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=repo_env())
     lines = p.stdout.splitlines()
     print(lines)
     assert any(ln.startswith("child: WarpyError warpy used the GPU in process ") and "'spawn'" in ln for ln in lines), \
@@ -362,10 +351,4 @@ def test_a_forked_child_is_refused_in_one_line_on_the_gpu() -> None:
 
 
 if __name__ == "__main__":  # one case, one JSON line (run by the tests above in a subprocess)
-    try:
-        result = CASES[sys.argv[1]]()
-    except Exception as e:  # a one-line account of what went wrong
-        result = {"ok": False, "error": f"{type(e).__name__}: {e}"}
-    print(json.dumps(result))
-    sys.stdout.flush()
-    os._exit(0)  # a kernel may still be running after a hang: skip teardown that could wait on it
+    case_main(lambda case: CASES[case]())

@@ -1,0 +1,56 @@
+"""A GPU test's case run in its own process, so that a fault or a hang in one leaves the others'
+CUDA context intact: the test calls `run_case(script, [case])`, which runs `python script case`;
+the script, run so, ends in `case_main(run)`, which prints what `run(case)` found as one JSON line
+(a failure as `{"ok": false, "error": "<type>: <message>"}`) and leaves without the interpreter's
+teardown (a kernel may still be running after a hang).
+
+Imported by the tests under tests/gpu both under pytest (tests/gpu is on sys.path, as the folder of
+the test files and of their conftest) and as scripts (their own folder is sys.path[0]); importing it
+puts the repository first on sys.path, so `kernels/` is importable as `warpy.kernels` either way.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, NoReturn, Optional, Union
+
+REPO = Path(__file__).resolve().parents[2]
+if str(REPO) not in sys.path:  # run as a script: kernels/ is importable
+    sys.path.insert(0, str(REPO))
+
+
+def repo_env() -> dict[str, str]:
+    """This process's environment with the repository first on PYTHONPATH (for a child Python)."""
+    return dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+
+
+def run_case(script: Union[str, Path], args: Sequence[str], timeout: float = 600) -> dict[str, Any]:
+    """`python script *args` in the repository, its last JSON line as a dict; a child that printed
+    none (it crashed) is `{"ok": False, "error": "exit N; stderr: ..."}`."""
+    p = subprocess.run([sys.executable, str(Path(script).resolve()), *args], capture_output=True, text=True,
+                       timeout=timeout, env=repo_env(), cwd=str(REPO))
+    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
+    if not lines:
+        return {"ok": False, "error": f"exit {p.returncode}; stderr: {p.stderr.strip()[-2000:]}"}
+    return json.loads(lines[-1])  # type: ignore[no-any-return]
+
+
+def case_main(run: Callable[[str], dict[str, Any]], table: Optional[Callable[[], str]] = None) -> NoReturn:
+    """The script's side: `run(sys.argv[1])` printed as one JSON line (an exception as a one-line
+    account of what went wrong), then out at once; with `table`, `--all` prints `table()` instead
+    (a Markdown table for the hardware log)."""
+    if table is not None and sys.argv[1] == "--all":
+        print(table())
+        sys.exit(0)
+    try:
+        result = run(sys.argv[1])
+    except Exception as e:  # a one-line account of what went wrong
+        result = {"ok": False, "error": f"{type(e).__name__}: {e}"}
+    print(json.dumps(result))
+    sys.stdout.flush()
+    os._exit(0)  # a kernel may still be running after a hang: skip teardown that could wait on it
