@@ -298,10 +298,8 @@ def test_static_progress_names_the_shape(monkeypatch: pytest.MonkeyPatch, tmp_pa
 
 def test_cli_bench_layout_and_epilogue_refusals() -> None:
     for args, start in ((("--layout",), "error: warpy bench needs an sm_90 GPU: "),
-                        (("--epilogue", "bias=n,act=gelu"), "error: warpy bench needs an sm_90 GPU: "),
                         (("--epilogue", "act=foo"), "error: activation 'foo' is not one of relu, silu"),
-                        (("--layout", "--epilogue", "act=relu"), "error: --layout and --epilogue are two benchmarks"),
-                        (("--layout", "--host-overhead"), "error: --layout and --epilogue time warpy.mm on a GPU")):
+                        (("--layout", "--epilogue", "act=relu"), "error: --layout and --epilogue are two benchmarks")):
         r = _warpy("bench", "gemm", *args)
         assert r.returncode == 2 and r.stderr.startswith(start) and r.stderr.count("\n") == 1, (args, r.stderr)
 
