@@ -54,3 +54,29 @@ def case_main(run: Callable[[str], dict[str, Any]], table: Optional[Callable[[],
     print(json.dumps(result))
     sys.stdout.flush()
     os._exit(0)  # a kernel may still be running after a hang: skip teardown that could wait on it
+
+
+# -- the probes of kernels/probes.py, each run by tests/gpu/test_probes.py in its own process -------
+
+PROBE_RUNNER = Path(__file__).resolve().parent / "test_probes.py"
+
+
+def run_probe(name: str) -> dict[str, Any]:
+    """`python tests/gpu/test_probes.py NAME`: the probe built, launched and compared in a child."""
+    return run_case(PROBE_RUNNER, [name], timeout=240)
+
+
+def assert_probe_exact(name: str, r: dict[str, Any]) -> None:
+    """The probe ran and every element of every output equals its host expectation."""
+    assert r.get("ok"), f"probe {name}: {json.dumps(r)}"
+    for out in r["outputs"].values():
+        assert out["mismatches"] == 0 and out["elements"] > 0
+
+
+def probe_table_row(name: str, r: dict[str, Any], width: int = 160) -> str:
+    """A probe's line of the hardware log's table: name, result (ok, the mismatches, or the error's
+    first `width` characters), registers, elements checked."""
+    n = sum(o["elements"] for o in r.get("outputs", {}).values())
+    bad = sum(o["mismatches"] for o in r.get("outputs", {}).values())
+    res = "ok" if r.get("ok") else (f"{bad} mismatches" if "outputs" in r else r.get("error", "?")[:width])
+    return f"| {name} | {res} | {r.get('registers', '-')} | {n} |"

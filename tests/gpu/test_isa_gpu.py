@@ -19,18 +19,12 @@ line), so a fault or a hang in one leaves the others' CUDA context intact;
 from __future__ import annotations
 
 import json
-import os
 import struct
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-if str(REPO) not in sys.path:  # run as a script (the subprocess below): kernels/ is importable
-    sys.path.insert(0, str(REPO))
+from gpu_case import assert_probe_exact, case_main, probe_table_row, run_case, run_probe
 
 #: what each of math_table's output words holds (`warpy.isa.examples.math_table`): f0..f3 are the
 #: thread's fp32 inputs, w0..w3 its raw words
@@ -147,60 +141,40 @@ def _run_math_table() -> dict[str, Any]:
             "slots_differing": sorted({b["slot"] for b in bad})}
 
 
-def _run_isolated(args: list[str], script: Path) -> dict[str, Any]:
-    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    p = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, timeout=300, env=env,
-                       cwd=str(REPO))
-    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
-    if not lines:
-        return {"ok": False, "error": f"exit {p.returncode}; stderr: {p.stderr.strip()[-2000:]}"}
-    return json.loads(lines[-1])  # type: ignore[no-any-return]
+def _math_table_isolated() -> dict[str, Any]:
+    return run_case(__file__, ["math_table"], timeout=300)
 
 
-HERE = Path(__file__).resolve()
-PROBE_RUNNER = HERE.parent / "test_probes.py"
 PROBES_OF_ISSUE = ["hgmma_rs", "counters", "dispatch"]
 
 
 def test_math_table_agrees_with_the_checker() -> None:
-    r = _run_isolated(["math_table"], HERE)
+    r = _math_table_isolated()
     assert r.get("ok"), f"math_table: {json.dumps(r, indent=1)}"
     assert r["words"] == 64 * 56
 
 
 @pytest.mark.parametrize("name", PROBES_OF_ISSUE)
 def test_probe_agrees_with_its_host_expectation(name: str) -> None:
-    r = _run_isolated([name], PROBE_RUNNER)
-    assert r.get("ok"), f"probe {name}: {json.dumps(r)}"
-    for out in r["outputs"].values():
-        assert out["mismatches"] == 0 and out["elements"] > 0
+    assert_probe_exact(name, run_probe(name))
 
 
 def _table_md() -> str:
     out = ["| case | result | registers | words / elements checked |", "|---|---|---|---|"]
-    r = _run_isolated(["math_table"], HERE)
+    r = _math_table_isolated()
     res = "ok" if r.get("ok") else (f"{r.get('mismatches')} mismatches in {', '.join(r.get('slots_differing', []))}"
                                    if "mismatches" in r else r.get("error", "?")[:160])
     out.append(f"| math_table | {res} | {r.get('registers', '-')} | {r.get('words', 0)} |")
     for name in PROBES_OF_ISSUE:
-        r = _run_isolated([name], PROBE_RUNNER)
-        n = sum(o["elements"] for o in r.get("outputs", {}).values())
-        bad = sum(o["mismatches"] for o in r.get("outputs", {}).values())
-        res = "ok" if r.get("ok") else (f"{bad} mismatches" if "outputs" in r else r.get("error", "?")[:160])
-        out.append(f"| {name} | {res} | {r.get('registers', '-')} | {n} |")
+        out.append(probe_table_row(name, run_probe(name)))
     return "\n".join(out)
 
 
+def _run_here(case: str) -> dict[str, Any]:
+    if case != "math_table":
+        raise ValueError(f"unknown case {case!r} (math_table; the probes run through tests/gpu/test_probes.py)")
+    return _run_math_table()
+
+
 if __name__ == "__main__":  # one case, one JSON line (run by the tests above in a subprocess)
-    if sys.argv[1] == "--all":
-        print(_table_md())
-        sys.exit(0)
-    try:
-        if sys.argv[1] != "math_table":
-            raise ValueError(f"unknown case {sys.argv[1]!r} (math_table; the probes run through tests/gpu/test_probes.py)")
-        result = _run_math_table()
-    except Exception as e:  # a one-line account of what went wrong
-        result = {"ok": False, "error": f"{type(e).__name__}: {e}"}
-    print(json.dumps(result))
-    sys.stdout.flush()
-    os._exit(0)
+    case_main(_run_here, _table_md)

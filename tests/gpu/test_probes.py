@@ -21,18 +21,13 @@ so that a fault or a hang in one leaves the others' CUDA context intact;
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from gpu_case import assert_probe_exact, case_main, probe_table_row, run_probe
+
 SEED = 20261129
-if str(REPO) not in sys.path:  # run as a script (the subprocess below): kernels/ is importable
-    sys.path.insert(0, str(REPO))
 
 
 def _run_here(name: str) -> dict[str, Any]:
@@ -83,16 +78,6 @@ def _wrong_rows(got: Any, want: Any) -> list[int]:
     return sorted({int(r) for r in row[bad]})
 
 
-def _run_isolated(name: str) -> dict[str, Any]:
-    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    p = subprocess.run([sys.executable, str(Path(__file__).resolve()), name], capture_output=True, text=True,
-                       timeout=240, env=env, cwd=str(REPO))
-    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
-    if not lines:
-        return {"ok": False, "error": f"exit {p.returncode}; stderr: {p.stderr.strip()[-2000:]}"}
-    return json.loads(lines[-1])  # type: ignore[no-any-return]
-
-
 def _gpu_probes() -> list[str]:
     from warpy.kernels.probes import PROBES
 
@@ -101,16 +86,13 @@ def _gpu_probes() -> list[str]:
 
 @pytest.mark.parametrize("name", _gpu_probes())
 def test_probe_on_the_gpu(name: str) -> None:
-    r = _run_isolated(name)
-    assert r.get("ok"), f"probe {name}: {json.dumps(r)}"
-    for out in r["outputs"].values():
-        assert out["mismatches"] == 0 and out["elements"] > 0
+    assert_probe_exact(name, run_probe(name))
 
 
 def test_wgmma_with_lbo_and_sbo_swapped_is_wrong() -> None:
     """The other reading of the unswizzled K-major descriptor must not also give the right C
     (if `wgmma_bf16_sw0` fails and this one fails too, the flip constant is what to change)."""
-    r = _run_isolated("wgmma_bf16_sw0_flipped")
+    r = run_probe("wgmma_bf16_sw0_flipped")
     assert not r.get("ok"), f"the flipped descriptor gave the right C as well: {json.dumps(r)}"
     # wrong through its results, or through a fault of the kernel itself (reading past the tiles),
     # not through anything before the launch
@@ -122,22 +104,9 @@ def _table() -> str:
     """Every sm_90a probe, each in its own subprocess: one line each (for the hardware log)."""
     out = ["| probe | result | registers | elements checked |", "|---|---|---|---|"]
     for name in _gpu_probes() + ["wgmma_bf16_sw0_flipped"]:
-        r = _run_isolated(name)
-        n = sum(o["elements"] for o in r.get("outputs", {}).values())
-        bad = sum(o["mismatches"] for o in r.get("outputs", {}).values())
-        res = "ok" if r.get("ok") else (f"{bad} mismatches" if "outputs" in r else r.get("error", "?")[:120])
-        out.append(f"| {name} | {res} | {r.get('registers', '-')} | {n} |")
+        out.append(probe_table_row(name, run_probe(name), width=120))
     return "\n".join(out)
 
 
 if __name__ == "__main__":  # one probe, one JSON line (run by the tests above in a subprocess)
-    if sys.argv[1] == "--all":
-        print(_table())
-        sys.exit(0)
-    try:
-        result = _run_here(sys.argv[1])
-    except Exception as e:  # a one-line account of what went wrong
-        result = {"ok": False, "error": f"{type(e).__name__}: {e}"}
-    print(json.dumps(result))
-    sys.stdout.flush()
-    os._exit(0)  # a kernel may still be running after a hang: skip teardown that could wait on it
+    case_main(_run_here, _table)
