@@ -561,6 +561,9 @@ def gemm(a: Any, b: Any, out: Any = None, out_dtype: Any = None, *, stream: Opti
     # With no stream named, device operands are used on their library's current stream, so the
     # producer is asked for no synchronisation (-1); with one, the producer orders its pending work
     # before that stream (the DLPack stream argument).
+    if _compiling is not None and _compiling():  # torch.compile: warpy::mm of bᵀ (a view), no graph break
+        return mm(a, b.t(), out, out_dtype, stream=stream, alpha=alpha, beta=beta, c_in=c_in, bias=bias,
+                  row_bias=row_bias, activation=activation, residual=residual)
     if alpha == 1.0 and beta == 0.0 and c_in is bias is row_bias is activation is residual is None:
         call = check_call(a, b, out, out_dtype, stream=stream)
     else:
@@ -602,15 +605,17 @@ def _run(call: GemmCall, out: Any, stream: Optional[int]) -> Any:
 # without a graph break; outside one this is one call of `torch.compiler.is_compiling`.
 _compiling: Optional[Any] = None  # torch.compiler.is_compiling, once the op is registered
 _torch_mm: Optional[Any] = None  # torch.ops.warpy.mm.default
+_torch_bmm: Optional[Any] = None  # torch.ops.warpy.bmm.default
 
 
 def hook_torch() -> None:
     """Register `warpy::mm` with torch (warpy.torch_ops) and let `mm` route compiled calls to it."""
-    global _compiling, _torch_mm
+    global _compiling, _torch_mm, _torch_bmm
     if _torch_mm is None and hasattr(sys.modules.get("torch"), "library"):  # (not a stand-in of the tests)
         from warpy import torch_ops
 
         _torch_mm = torch_ops.op()
+        _torch_bmm = torch_ops.bmm_op()
         _compiling = sys.modules["torch"].compiler.is_compiling
 
 
@@ -677,6 +682,18 @@ def bmm(a: Any, b: Any, out: Any = None, out_dtype: Any = None, *, stream: Optio
     batch is one launch (3-D tensor maps, the matrix their outermost coordinate); otherwise each
     matrix is one launch of the same planned kernel on the same stream, in order. `out` sharing a
     byte with `a` or `b` anywhere is refused in one line."""
+    if _compiling is None and "torch" in sys.modules:
+        hook_torch()
+    if _compiling is not None and _compiling():
+        if out is not None:
+            raise WarpyError("warpy.bmm under torch.compile returns a new tensor: out= is not supported there")
+        assert _torch_bmm is not None
+        return _torch_bmm(a, b, None if out_dtype is None else _out_dtype(out_dtype))
+    return _bmm_eager(a, b, out, out_dtype, stream)
+
+
+def _bmm_eager(a: Any, b: Any, out: Any, out_dtype: Any, stream: Optional[int]) -> Any:
+    """bmm's own work (warpy::bmm's CUDA implementation calls this: not bmm, which would route back)."""
     ba, M, K, sa0, sa1, sa2 = _batched(a, "a")
     bb, Kb, N, sb0, sb1, sb2 = _batched(b, "b")
     if ba != bb:
@@ -694,8 +711,6 @@ def bmm(a: Any, b: Any, out: Any = None, out_dtype: Any = None, *, stream: Optio
             return np.zeros((0, M, N), dtype=host_dtype(_out_dtype(out_dtype) if out_dtype is not None
                                                         else dtype_name(a.dtype)))
         return np.stack(outs)
-    if _compiling is not None and _compiling():
-        raise WarpyError("warpy.bmm is not a torch.compile op yet: call warpy.mm per matrix")
     # one check of the first matrices (types, layouts, limits), then the same call over every entry
     torch = sys.modules["torch"]
     if ba == 0:

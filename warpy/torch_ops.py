@@ -52,6 +52,29 @@ def _mm_fake(a: torch.Tensor, b: torch.Tensor, out_dtype: Optional[str] = None, 
     return a.new_empty((a.shape[0], b.shape[1]), dtype=dt)
 
 
+@torch.library.custom_op("warpy::bmm", mutates_args=(), device_types="cuda")
+def _bmm(a: torch.Tensor, b: torch.Tensor, out_dtype: Optional[str] = None) -> torch.Tensor:
+    from warpy.matmul import _bmm_eager
+
+    return _bmm_eager(a, b, None, out_dtype, None)  # type: ignore[no-any-return]
+
+
+@_bmm.register_fake
+def _bmm_fake(a: torch.Tensor, b: torch.Tensor, out_dtype: Optional[str] = None) -> torch.Tensor:
+    torch._check(a.dim() == 3 and b.dim() == 3, lambda: "warpy::bmm takes two batches of matrices")  # type: ignore[no-untyped-call,unused-ignore]
+    torch._check(a.shape[0] == b.shape[0] and a.shape[2] == b.shape[1],  # type: ignore[no-untyped-call,unused-ignore]
+                 lambda: f"a is {tuple(a.shape)} and b is {tuple(b.shape)}: C = A·B needs b batch x K x N")
+    torch._check(a.dtype == b.dtype and a.dtype in (torch.bfloat16, torch.float16),  # type: ignore[no-untyped-call,unused-ignore]
+                 lambda: "warpy::bmm takes bf16 or fp16 operands of one type")
+    dt = a.dtype if out_dtype is None else _OUT[out_dtype]
+    return a.new_empty((a.shape[0], a.shape[1], b.shape[2]), dtype=dt)
+
+
 def op() -> Any:
     """The registered operator (`torch.ops.warpy.mm.default`)."""
     return torch.ops.warpy.mm.default
+
+
+def bmm_op() -> Any:
+    """`torch.ops.warpy.bmm.default`."""
+    return torch.ops.warpy.bmm.default

@@ -113,3 +113,27 @@ def test_inductor_hands_the_op_w_t_in_place() -> None:
         torch.library.register_kernel("warpy::mm", "cpu", None)  # type: ignore[arg-type]
         torch._dynamo.reset()
     assert seen == [((64, 1), (1, 64)), ((128, 1), (1, 128))]
+
+
+def test_bmm_compiles_to_its_op() -> None:
+    torch._dynamo.reset()
+
+    def attn_like(q: object, k: object) -> object:
+        return torch.softmax(warpy.bmm(q, k.transpose(1, 2), out_dtype="fp32"), dim=-1)  # type: ignore[attr-defined]
+
+    q = torch.zeros(4, 32, 64, dtype=torch.bfloat16, device="meta")
+    explained = torch._dynamo.explain(attn_like)(q, q)
+    assert explained.graph_break_count == 0
+    code = explained.graphs[0].code
+    assert "torch.ops.warpy.bmm.default" in code
+    out = torch.ops.warpy.bmm.default(q, q.transpose(1, 2), "fp32")
+    assert out.shape == (4, 32, 32) and out.dtype == torch.float32
+    with pytest.raises(Exception, match="needs b batch x K x N"):
+        torch.ops.warpy.bmm.default(q, q, None)
+
+
+def test_gemm_compiles_to_the_mm_op_of_b_transposed() -> None:
+    torch._dynamo.reset()
+    x, w = torch.zeros(8, 64, dtype=torch.bfloat16, device="meta"), torch.zeros(32, 64, dtype=torch.bfloat16, device="meta")
+    explained = torch._dynamo.explain(lambda x, w: warpy.gemm(x, w, activation="relu"))(x, w)
+    assert explained.graph_break_count == 0 and "torch.ops.warpy.mm.default" in explained.graphs[0].code
