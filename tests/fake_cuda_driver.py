@@ -2,13 +2,15 @@
 names, launch configuration, stream handles and the calls warpy.runtime makes) for warpy to open a
 device, load a module, launch, allocate and zero memory without a GPU.
 
-One skeleton, shared by tests/runtime/test_runtime_cpu.py, tests/runtime/test_scratch.py and
-tests/host/test_gemm_launch_host.py; each test parameterises it:
+One skeleton, shared by tests/runtime/test_runtime_cpu.py, tests/runtime/test_scratch.py,
+tests/host/test_gemm_launch_host.py and tests/kernels/test_attention_api.py; each test parameterises it:
 - `on_call(name, args, result)` sees every driver call (its `cu…` name, arguments and what it
   returned; while the call's arguments are still live), for tests that record what warpy asked of
   the driver;
 - keyword overrides replace particular calls (a failing cuInit, a stream that never finishes),
   and are seen by `on_call` too; `launch_args` reads a launch's packed parameters;
+- `fake_launches` sets up an entry point's whole device path (the driver recording every call and
+  launch, tensor maps encoded without it, plans cached in a folder of the test's);
 - `name`, `cc`, `sms`, `smem` describe the device (an H200 by default); `devices` how many there
   are (each with its own primary context; `devices=2, cc1=(8, 0)` makes GPU 1 an sm_80).
 
@@ -237,3 +239,48 @@ def install(monkeypatch: pytest.MonkeyPatch, driver: SimpleNamespace | None,
     monkeypatch.setattr(L, "_default_stream", {} if default_stream is None else default_stream)
     monkeypatch.setattr(L, "_last_kernel", {})
     return state
+
+
+def launch_recorder(launches: list[dict[str, Any]], calls: list[str], header: list[Any]) -> OnCall:
+    """Records the name of every driver call into `calls`, and each launch's geometry, stream, launch
+    attributes and arguments (by the header's names, once the test has put it in `header`) into
+    `launches`."""
+
+    def on_call(name: str, args: tuple[Any, ...], result: Any) -> None:
+        calls.append(name)
+        if name == "cuLaunchKernelEx":
+            cfg, _fn, address, _extra = args
+            # tensor maps carry their base address in their first 8 bytes (see fake_launches); u64: the value
+            launches.append(dict(
+                grid=(cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ), block=(cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ),
+                smem=cfg.sharedMemBytes, stream=int(cfg.hStream), attrs=[a.id for a in cfg.attrs],
+                **launch_args(header[0], address),
+            ))
+
+    return on_call
+
+
+def fake_launches(monkeypatch: pytest.MonkeyPatch, plans: Any) -> SimpleNamespace:
+    """An entry point's device path without a GPU (warpy.gemm, warpy.attention): the fake driver
+    installed with `launch_recorder` (`launches`, `calls`; a test appends the kernel's header to
+    `header` for the launches' arguments to be read by name), the tensor-map cache emptied and
+    `encode_tensor_map` replaced by one that records (box, address) in `encoded` and writes the base
+    address in the map's first 8 bytes, and plans cached under the folder `plans`."""
+    import warpy.plan as plan
+    import warpy.runtime.bind as bind
+    import warpy.runtime.tensormap as tm
+
+    launches: list[dict[str, Any]] = []
+    calls: list[str] = []
+    encoded: list[tuple[Any, int]] = []
+    header: list[Any] = []
+    install(monkeypatch, fake_driver(launch_recorder(launches, calls, header)))
+    monkeypatch.setattr(bind, "_TMAP_CACHE", type(bind._TMAP_CACHE)())
+
+    def encode(box: Any, address: int) -> tm.TensorMap:
+        encoded.append((box, address))
+        return tm.TensorMap(int(address).to_bytes(8, "little") + bytes(120), box, int(address))
+
+    monkeypatch.setattr(tm, "encode_tensor_map", encode)
+    monkeypatch.setattr(plan, "cache_root", lambda: plans)
+    return SimpleNamespace(launches=launches, calls=calls, encoded=encoded, header=header)

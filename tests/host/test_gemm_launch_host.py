@@ -6,36 +6,14 @@ from __future__ import annotations
 
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
 
 import pytest
 
 import warpy.matmul as mm
-import warpy.plan as plan
 from warpy.kernels import gemm as gemm_family
 import warpy.runtime.bind as bind
-import warpy.runtime.tensormap as tm
 from warpy.errors import WarpyError
-from fake_cuda_driver import OnCall, fake_driver, install, launch_args
-
-
-def recorder(launches: list[dict[str, Any]], calls: list[str], header: list[Any]) -> OnCall:
-    """Records the name of every driver call into `calls`, and each launch's geometry, stream, launch
-    attributes and arguments (by the header's names, once the test has put it in `header`) into
-    `launches`."""
-
-    def on_call(name: str, args: tuple[Any, ...], result: Any) -> None:
-        calls.append(name)
-        if name == "cuLaunchKernelEx":
-            cfg, _fn, address, _extra = args
-            # tensor maps carry their base address in their first 8 bytes (see encode below); u64: the value
-            launches.append(dict(
-                grid=(cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ), block=(cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ),
-                smem=cfg.sharedMemBytes, stream=int(cfg.hStream), attrs=[a.id for a in cfg.attrs],
-                **launch_args(header[0], address),
-            ))
-
-    return on_call
+from fake_cuda_driver import fake_launches
 
 
 class CAI:
@@ -46,21 +24,9 @@ class CAI:
 
 @pytest.fixture
 def gpu(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> SimpleNamespace:
-    launches: list[dict[str, Any]] = []
-    calls: list[str] = []
-    encoded: list[tuple[Any, int]] = []
-    header: list[Any] = []  # the kernel's header, for the fake launch to read the parameters by
-    install(monkeypatch, fake_driver(recorder(launches, calls, header)))
-    monkeypatch.setattr(bind, "_TMAP_CACHE", type(bind._TMAP_CACHE)())
-
-    def encode(box: Any, address: int) -> tm.TensorMap:
-        encoded.append((box, address))
-        return tm.TensorMap(int(address).to_bytes(8, "little") + bytes(120), box, int(address))
-
-    monkeypatch.setattr(tm, "encode_tensor_map", encode)
-    monkeypatch.setattr(plan, "cache_root", lambda: tmp_path)
+    fake = fake_launches(monkeypatch, tmp_path)  # the kernel's header goes in fake.header, for the launches' arguments
     monkeypatch.setattr(mm, "_launches", mm.Launches())
-    return SimpleNamespace(launches=launches, calls=calls, encoded=encoded, header=header)
+    return fake
 
 
 def test_device_launch_by_header(gpu: SimpleNamespace) -> None:

@@ -18,12 +18,9 @@ import pytest
 
 import warpy
 import warpy.attention as wa
-import warpy.plan as plan
-import warpy.runtime.bind as bind
-import warpy.runtime.tensormap as tm
 from warpy.errors import WarpyError
 from warpy.kernels import attention as family
-from fake_cuda_driver import fake_driver, install, launch_args
+from fake_cuda_driver import fake_launches
 
 _addresses = itertools.count(0x7F00_0000_0000, 0x1000_0000)
 
@@ -80,30 +77,12 @@ def _contiguous(shape: tuple[int, ...]) -> tuple[int, ...]:
 
 @pytest.fixture
 def gpu(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> SimpleNamespace:
-    launches: list[dict[str, Any]] = []
-    header: list[Any] = []
-    encoded: list[tuple[Any, int]] = []
-
-    def on_call(name: str, args: tuple[Any, ...], result: Any) -> None:
-        if name == "cuLaunchKernelEx":
-            cfg, _fn, address, _extra = args
-            launches.append(dict(grid=(cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ), block=cfg.blockDimX,
-                                 smem=cfg.sharedMemBytes, stream=int(cfg.hStream), **launch_args(header[0], address)))
-
-    install(monkeypatch, fake_driver(on_call))
-    monkeypatch.setattr(bind, "_TMAP_CACHE", type(bind._TMAP_CACHE)())
-
-    def encode(box: Any, address: int) -> tm.TensorMap:
-        encoded.append((box, address))
-        return tm.TensorMap(int(address).to_bytes(8, "little") + bytes(120), box, int(address))
-
-    monkeypatch.setattr(tm, "encode_tensor_map", encode)
-    monkeypatch.setattr(plan, "cache_root", lambda: tmp_path)
+    fake = fake_launches(monkeypatch, tmp_path)  # the kernel's header goes in fake.header, for the launches' arguments
     monkeypatch.setattr(wa, "_launches", wa.Launches())
     torch = SimpleNamespace(bfloat16=BF16, float16=F16, empty=lambda shape, dtype, device: Tensor(shape, dtype),
                             _C=SimpleNamespace(_cuda_getCurrentRawStream=lambda index: 5))
     monkeypatch.setitem(sys.modules, "torch", torch)
-    return SimpleNamespace(launches=launches, header=header, encoded=encoded)
+    return fake
 
 
 B, H, S, D = 4, 16, 4096, 128  # the problem test_attention.py assembles (ptxas's cache keeps its cubin)
@@ -117,7 +96,7 @@ def test_bshd_views_launch_bound_by_the_header(gpu: SimpleNamespace) -> None:
     assert o.shape == (B, H, S, D) and o.stride() == q.stride()  # q's layout, torch's shape
     (first,) = gpu.launches
     h = gpu.header[0]
-    assert first["grid"] == h.grid and first["block"] == h.threads and first["smem"] == h.dynsmem
+    assert first["grid"] == h.grid and first["block"] == (h.threads, 1, 1) and first["smem"] == h.dynsmem
     assert first["stream"] == 5  # the tensors' current stream
     assert [first[x] for x in ("q", "k", "v", "o")] == [t.data_ptr() for t in (q, k, v, o)]
     assert [box for box, _ in gpu.encoded] == [h.tmap(x) for x in ("q", "k", "v", "o")]
