@@ -80,3 +80,20 @@ def probe_table_row(name: str, r: dict[str, Any], width: int = 160) -> str:
     bad = sum(o["mismatches"] for o in r.get("outputs", {}).values())
     res = "ok" if r.get("ok") else (f"{bad} mismatches" if "outputs" in r else r.get("error", "?")[:width])
     return f"| {name} | {res} | {r.get('registers', '-')} | {n} |"
+
+
+def host_us_per_call(torch: Any, fn: Callable[[], Any], calls: int = 200, warmup: int = 20) -> float:
+    """The host's time (µs, one decimal) a call of `fn` takes: warm-up calls, then `calls` calls
+    while the GPU is kept busy (`torch.cuda._sleep`), so the loop measures the host alone."""
+    import time
+
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    torch.cuda._sleep(200_000_000)  # keep the GPU busy: the loop below measures the host alone
+    t = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    us = round((time.perf_counter() - t) / calls * 1e6, 1)
+    torch.cuda.synchronize()
+    return us

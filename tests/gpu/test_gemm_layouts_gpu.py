@@ -26,12 +26,11 @@ CASE`); `-s` shows each case's line.
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
 import pytest
 
-from gpu_case import case_main, run_case
+from gpu_case import case_main, host_us_per_call, run_case
 
 RAGGED = [(200, 136, 72), (64, 520, 96), (1000, 1000, 1000), (129, 33, 16), (256, 256, 8192)]
 
@@ -287,15 +286,7 @@ def _host() -> dict[str, Any]:
                          (f"warpy.mm(a, w.t(), bias=, activation=gelu) {n}",
                           lambda: warpy.mm(a, w.t(), out=c, bias=bias, activation="gelu")),
                          (f"F.gelu(F.linear(a, w, bias)) {n}", lambda: F.gelu(F.linear(a, w, bias)))):
-            for _ in range(20):
-                fn()
-            torch.cuda.synchronize()
-            torch.cuda._sleep(200_000_000)  # keep the GPU busy: the loop below measures the host alone
-            t = time.perf_counter()
-            for _ in range(200):
-                fn()
-            report[what] = round((time.perf_counter() - t) / 200 * 1e6, 1)
-            torch.cuda.synchronize()
+            report[what] = host_us_per_call(torch, fn)
     return report
 
 

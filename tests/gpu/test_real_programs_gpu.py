@@ -32,7 +32,7 @@ from typing import Any
 
 import pytest
 
-from gpu_case import case_main, repo_env, run_case
+from gpu_case import case_main, host_us_per_call, repo_env, run_case
 
 # (M, N, K, in, out): ragged ones, one per type pairing, and a split-K program (scratch memory)
 SHAPES = [(128, 256, 64, "bf16", "fp32"), (200, 136, 72, "fp16", "fp16"), (256, 128, 128, "bf16", "bf16"),
@@ -302,15 +302,7 @@ def _host() -> dict[str, Any]:
         for what, fn in ((f"warpy.gemm(a, b, out=c) {n}", lambda: warpy.gemm(a, b, out=c)),
                          (f"warpy.gemm(a, b) {n}", lambda: warpy.gemm(a, b)),
                          (f"torch.mm(a, b.t(), out=c) {n}", lambda: torch.mm(a, b.t(), out=c))):
-            for _ in range(20):
-                fn()
-            torch.cuda.synchronize()
-            torch.cuda._sleep(200_000_000)  # keep the GPU busy: the loop below measures the host alone
-            t = time.perf_counter()
-            for _ in range(200):
-                fn()
-            report[what] = round((time.perf_counter() - t) / 200 * 1e6, 1)
-            torch.cuda.synchronize()
+            report[what] = host_us_per_call(torch, fn)
     return report
 
 
