@@ -171,6 +171,10 @@ class Gemm(Body):
         elif r.name == "consumers":
             cs = g.stage.consumer("gemm_cs")
             p.emit(alu.umov(cs.ring.stage, 1))
+            # the dummy's phase is waited for like any other (compute-sanitizer's synccheck reports
+            # an arrival on a barrier whose previous phase no thread waited for: the loader's next
+            # lap of position 0)
+            wait(p, g.stage.bars.at(0, 0), RZ)
             r.state["gemm"] = (cs, g.stage.consumer("gemm_rel"))
 
     # -- loader --------------------------------------------------------------------------------------

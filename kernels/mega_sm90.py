@@ -267,6 +267,10 @@ class Interp:
                 r.begin()
                 step(r)
                 if role != "consumers":
+                    # every lane has read the slot's words before the leader frees the slot (the
+                    # consumers end at their named barrier); without it compute-sanitizer's
+                    # racecheck saw the next fetch's bulk copy race with the other lanes' reads
+                    p.emit(control.warpsync_all())
                     r.cons.free(r.leader)
                 r.update_order()
 

@@ -20,11 +20,13 @@ import numpy as np
 import pytest
 
 from warpy.kernels import mega
-from warpy.kernels.mega_bench import MegaRunner
+from warpy.kernels.mega_bench import TOL_STEPS, MegaRunner, bench_inputs, bf16_error
 
 #: graphs and tokens that give every SM work (ew-small: 8 rows a tile, 125 tiles a node); the gemm
 #: graphs at the issue's shapes (mlp3: 1024 rows in 64x128 tiles, one row in the decode tiles;
 #: llama-mlp: 16 layers of rmsnorm, gate/up, silu_mul, down + residual) and the small body graphs
+#: the graphs that are stacks of gemm layers, and their layers
+STACKS = {"mlp3": 3, "llama-mlp": 16}
 CASES = [("ew-small", 1000), ("ew-chain", 512), ("ew-wide", 300), ("mlp3", 1024), ("mlp3", 1), ("llama-mlp", 4),
          ("gemm-small", 300), ("gemm-epi", 16), ("acts", 200)]
 
@@ -40,11 +42,22 @@ def test_every_output_element_equals_the_reference(graph: str, tokens: int) -> N
     r = MegaRunner(mega.MegaProblem(graph, tokens, units=0), deadline=30)
     assert r.plan.launch.units == 132
     for call in range(1, 3 if graph == "llama-mlp" else 4):
-        values = mega.inputs(r.plan, seed=call)
+        # (weights of standard deviation 1/sqrt(K), as the bench draws them: with 1 the layers' sums
+        # grow to 1e4 and cancel, and a bf16 step of a hidden layer moves an output by several)
+        values = bench_inputs(r.plan.schedule.program.graph, seed=call)
         want = r.plan.schedule.program.reference(values)
         got = r(values)
-        n, bad, msgs = mega.compare(r.plan, got, want)
-        assert n == sum(w.size for w in want) and bad == 0, msgs
+        if graph in STACKS:
+            # a stack of gemms: each element within TOL_STEPS x sqrt(layers) bf16 steps at max(|ref|,
+            # the output's rms) of the float64 reference rounded per node, the bench's measure (the
+            # H200's fp32 sums round a hidden element to the other bf16 neighbour now and then, and
+            # the next layer carries it; per-element relative measures fail on outputs that cancel)
+            for g, w in zip(got, want):
+                worst, over = bf16_error(g, w, TOL_STEPS * float(np.sqrt(STACKS[graph])))
+                assert over == 0, f"{graph}: {over} elements over, the worst {worst:.1f} bf16 steps"
+        else:
+            n, bad, msgs = mega.compare(r.plan, got, want, values)
+            assert n == sum(w.size for w in want) and bad == 0, msgs
     _counters_hold(r, r.calls)
 
 
@@ -57,7 +70,7 @@ def test_calls_back_to_back_with_pdl() -> None:
     for _ in range(4):
         r.launch()
     r.wait()
-    n, bad, msgs = mega.compare(r.plan, r.outputs(), r.plan.schedule.program.reference(values))
+    n, bad, msgs = mega.compare(r.plan, r.outputs(), r.plan.schedule.program.reference(values), values)
     assert bad == 0, msgs
     _counters_hold(r, 4)
 
@@ -66,7 +79,7 @@ def test_the_launch_the_checker_proves_runs() -> None:
     """`warpy check mega ew-small --values` runs this launch (2 units, every CTA) on the CPU."""
     r = MegaRunner(mega.MegaProblem("ew-small"), deadline=30)
     values = mega.inputs(r.plan, seed=0)
-    n, bad, msgs = mega.compare(r.plan, r(values), r.plan.schedule.program.reference(values))
+    n, bad, msgs = mega.compare(r.plan, r(values), r.plan.schedule.program.reference(values), values)
     assert n == 440 and bad == 0, msgs
 
 

@@ -83,6 +83,17 @@ def test_the_op_bodies_are_clean_with_values(graph: str) -> None:
     assert rep.values_checked > 0 and rep.values_wrong == 0
 
 
+def test_warpy_check_mega_mlp3_with_values_models_the_other_ctas() -> None:
+    """`warpy check mega mlp3 --values`: too large for every CTA on 2 units, so every SM (132), the
+    first and last CTA simulated, the others' counters raised and their data the reference's; the
+    elements the simulated CTAs wrote (CTA 0's 64x128 tile of the last layer) equal the reference."""
+    pr = mega.FAMILY.problem(["mlp3"], arch="sm_90a")
+    assert pr.units == 0 and mega.check_units(mega.MegaProblem("mlp-small")) == mega.CHECK_UNITS
+    rep = check_problem(mega.FAMILY, pr, values=True)
+    assert rep.ok, rep.text()
+    assert rep.values_checked == 64 * 128 and rep.values_wrong == 0
+
+
 def test_the_gemm_body_refuses_what_it_cannot_compute() -> None:
     from warpy.kernels.mega_gemm import Gemm
 

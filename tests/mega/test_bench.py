@@ -39,7 +39,10 @@ def test_the_table_and_its_rows_round_trip(tmp_path: object) -> None:
     assert lines[0].split()[:3] == ["workload", "warpy", "µs"]
     cells = lines[2].split()
     assert cells[0] == "mlp3-1" and "1.90x" in cells and "18.9" in cells and "6" in cells
-    assert "OVER: eager 2 (max 1.0 steps)" in lines[2]
+    assert "OVER: eager 2 (max steps: warpy 0.5, eager 1.0; tol 6.9)" in lines[2]
+    rows.append(B.BenchRow("mlp3-1", "llama-gate", 7.5, note="no up"))
+    var = B.bench_table(rows).split("\n\n")[1].splitlines()
+    assert var[2].split()[:4] == ["mlp3-1", "llama-gate", "7.5", "2.5"]
 
 
 @pytest.mark.parametrize("graph", [mlp(tokens=3, hidden=64, layers=3), llama_mlp(tokens=2, hidden=64, intermediate=96,

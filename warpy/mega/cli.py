@@ -188,6 +188,8 @@ def bench_cmd(
                                          "the compiled rows are skipped."),
     json_out: Optional[str] = typer.Option(None, "--json", help="Write every row to FILE.json."),
     png: Optional[str] = typer.Option(None, "--png", help="Draw the table to FILE.png (needs matplotlib)."),
+    variants: bool = typer.Option(False, "--variants", help="Also time the Llama MLP with a stage left out "
+                                  "(no rmsnorm; no up gemm and silu_mul) through warpy: each op kind's time."),
 ) -> None:
     """The workloads on an sm_90 GPU through the megakernel and through torch eager, a CUDA graph of
     eager, torch.compile and torch.compile(mode="reduce-overhead"): same inputs, every output against
@@ -196,7 +198,8 @@ def bench_cmd(
 
     if iters < 1:
         raise WarpyError("--iters must be at least 1")
-    rows = bench_job(workloads or list(WORKLOADS), iters, seed, compile_budget, json_out, png, echo=typer.echo)
+    rows = bench_job(workloads or list(WORKLOADS), iters, seed, compile_budget, json_out, png, variants,
+                     echo=typer.echo)
     raise typer.Exit(1 if any(r.over for r in rows) else 0)
 
 

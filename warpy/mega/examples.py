@@ -5,6 +5,8 @@
 - `llama-mlp`: a Llama-style MLP block per layer, x + down(silu(gate(h)) · up(h)) with
   h = rmsnorm(x, w, eps), hidden 2048, intermediate 8192, 16 layers, weights stacked per layer
   (T = 16 unless given);
+- `llama-nonorm`, `llama-gate`: llama-mlp with a stage left out (no rmsnorm; no rmsnorm, no up gemm
+  and no silu_mul), for `warpy mega bench --variants` (the time of each op kind by difference);
 - `mlp-small`, `llama-small`: the same structures at sizes the reference VM runs in a blink;
 - `views`: views, broadcasts, and outputs that are copied out;
 - `ew-small`, `ew-chain`, `ew-wide`: elementwise only (bias rows, per-row columns, a scalar, a stacked
@@ -39,16 +41,22 @@ def mlp(tokens: int = 1024, hidden: int = 1024, layers: int = 3, name: str = "ml
 
 
 def llama_mlp(tokens: int = 16, hidden: int = 2048, intermediate: int = 8192, layers: int = 16,
-              eps: float = LLAMA_EPS, name: str = "llama-mlp") -> Graph:
+              eps: float = LLAMA_EPS, name: str = "llama-mlp", norm: bool = True, gated: bool = True) -> Graph:
+    """x + down(silu(gate(h)) · up(h)), h = rmsnorm(x) per layer. The bench's variants that leave a
+    stage out: `norm=False` (h = x), `gated=False` (x + down(silu(gate(h))): no up gemm, no silu_mul;
+    the silu in the gate's epilogue)."""
     g = Graph(name)
     x = g.input("x", (tokens, hidden))
-    norm = g.input("norm", (layers, hidden))
+    nw = g.input("norm", (layers, hidden)) if norm else None
     gate = g.input("gate", (layers, intermediate, hidden))
-    up = g.input("up", (layers, intermediate, hidden))
+    up = g.input("up", (layers, intermediate, hidden)) if gated else None
     down = g.input("down", (layers, hidden, intermediate))
     for i in range(layers):
-        h = g.rmsnorm(x, norm[i], eps, name=f"h{i}")
-        a = g.silu_mul(g.linear(h, gate[i], name=f"gate{i}"), g.linear(h, up[i], name=f"up{i}"), name=f"act{i}")
+        h = g.rmsnorm(x, nw[i], eps, name=f"h{i}") if nw is not None else x
+        if up is not None:
+            a = g.silu_mul(g.linear(h, gate[i], name=f"gate{i}"), g.linear(h, up[i], name=f"up{i}"), name=f"act{i}")
+        else:
+            a = g.silu(g.linear(h, gate[i]), name=f"act{i}")
         x = g.add(x, g.linear(a, down[i], name=f"down{i}"), name=f"x{i + 1}")
     g.output(x)
     return g
@@ -152,6 +160,8 @@ def acts(tokens: int = 5, name: str = "acts") -> Graph:
 EXAMPLES: dict[str, Callable[[Optional[int]], Graph]] = {
     "mlp3": lambda t: mlp(t or 1024),
     "llama-mlp": lambda t: llama_mlp(t or 16),
+    "llama-nonorm": lambda t: llama_mlp(t or 16, name="llama-nonorm", norm=False),
+    "llama-gate": lambda t: llama_mlp(t or 16, name="llama-gate", norm=False, gated=False),
     "mlp-small": lambda t: mlp(t or 100, hidden=136, name="mlp-small"),
     "llama-small": lambda t: llama_mlp(t or 5, hidden=72, intermediate=200, layers=3, name="llama-small"),
     "views": lambda t: views(),
