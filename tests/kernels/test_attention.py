@@ -15,7 +15,6 @@
 
 from __future__ import annotations
 
-import itertools
 import subprocess
 import sys
 
@@ -24,22 +23,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from warpy.check.report import check_program
 from warpy.errors import WarpyError
-from warpy.isa.interp import Machine, run
 from warpy.isa.program import Program
 from warpy.kernels import attention as A
-from warpy.kernels.attention_sm90 import BM, Sm90Attention, Sm90AttentionConfig
-from warpy.kernels.schedule import cdiv
+from warpy.kernels.attention_sm90 import Sm90Attention, Sm90AttentionConfig
 from warpy.lift.disasm import disassemble
 from warpy.lift.lifter import build as assemble
 
-
-def _check(prob: A.AttentionProblem, values: bool = True, coloured: bool = False,
-           program: Program | None = None) -> tuple[int, int, bool, str]:
-    prog = program if program is not None else A.build(prob)
-    rep = check_program(prog, expect=A.FAMILY.expectation(prob), values=values, coloured=coloured)
-    return rep.values_checked, rep.values_wrong, rep.ok, rep.summary()
+from attention_checks import assert_schedule_is_the_model_and_the_mask, check as _check
 
 
 # (B, H, S, D, options): every case writes a ragged last tile or a masked block
@@ -118,45 +109,13 @@ def test_assembles_without_spills_and_shows_both_hgmma_forms() -> None:
             assert any(o == want or o.startswith(want + ".") for o in ops), (want, sorted(ops))
 
 
-def _emitted_tiles(prog: Sm90Attention) -> list[tuple[int, ...]]:
-    p = Program("tiles", "sm_90a", threads=32)
-    t = prog.tile(p)
-    lines = p.kernel().lines
-    out = []
-    for x in range(prog.grid):
-        m = run(lines, Machine(sreg={"SR_CTAID.X": x}))
-        vals = [m.v[r.name] for r in (t.m_block, t.h, t.hkv, t.b)]
-        vals += [x if isinstance(x, int) else m.v[x.name] for x in (t.n_blocks, t.n_unmasked)]
-        out.append(tuple(vals))
-    return out
-
-
-def _meaning(prob: A.AttentionProblem, m_block: int, bn: int) -> tuple[int, int]:
-    """Brute force: the key blocks some query of the tile sees, and how many leading ones all see whole."""
-    rows = range(BM * m_block, min(BM * m_block + BM, prob.S_q))
-    seen = [j for j in range(prob.S_kv) if any(not prob.causal or j <= i for i in rows)]
-    n_blocks = cdiv(max(seen) + 1, bn)
-    whole = 0
-    while (whole + 1) * bn <= prob.S_kv and all(not prob.causal or (whole + 1) * bn - 1 <= i for i in rows):
-        whole += 1
-    return n_blocks, min(whole, n_blocks)
-
-
 @settings(max_examples=25, deadline=None)
 @given(st.integers(1, 3), st.sampled_from([(1, 1), (4, 4), (4, 2), (6, 1)]), st.integers(1, 700),
        st.integers(1, 700), st.booleans(), st.sampled_from([64, 128]))
 def test_the_emitted_schedule_is_the_model_and_the_model_is_the_mask(B: int, heads: tuple[int, int], S: int, S_kv: int,
                                                                       causal: bool, bn: int) -> None:
     prob = A.problem(B, heads[0], S, 64, causal=causal, H_kv=heads[1], S_kv=S_kv)
-    prog = Sm90Attention(prob, Sm90AttentionConfig(bn=bn))
-    model = [prog.tile_of(x) for x in range(prog.grid)]
-    assert _emitted_tiles(prog) == model
-    assert sorted((b, h, m) for m, h, _, b, _, _ in model) == list(itertools.product(range(B), range(heads[0]),
-                                                                                      range(prog.m_blocks)))
-    for m_block, h, hkv, _, n_blocks, n_free in model:
-        assert hkv == h // prob.group
-        got = (n_blocks, min(n_free, n_blocks))
-        assert got == _meaning(prob, m_block, bn)
+    assert_schedule_is_the_model_and_the_mask(Sm90Attention(prob, Sm90AttentionConfig(bn=bn)))
 
 
 @pytest.mark.parametrize("kw,match", [

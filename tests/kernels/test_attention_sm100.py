@@ -20,7 +20,6 @@ Longer cases run with WARPY_SLOW=1.
 
 from __future__ import annotations
 
-import itertools
 import os
 import subprocess
 import sys
@@ -32,15 +31,15 @@ from hypothesis import strategies as st
 
 from warpy.check.report import check_program
 from warpy.errors import WarpyError
-from warpy.isa.interp import Machine, run
 from warpy.isa.program import Program
 from warpy.kernels import attention as A
 from warpy.kernels.attention_sm90 import Sm90Attention, Sm90AttentionConfig
 from warpy.kernels.attention_sm100 import Sm100Attention, Sm100AttentionConfig, smem_bytes, tmem_columns
-from warpy.kernels.schedule import cdiv
 from warpy.lift.disasm import disassemble
 from warpy.lift.lifter import build as assemble
 from warpy.target import SM100A
+
+from attention_checks import assert_schedule_is_the_model_and_the_mask, check as _check
 
 SLOW = os.environ.get("WARPY_SLOW") == "1"
 
@@ -53,12 +52,6 @@ def _rule(prob: A.AttentionProblem) -> Sm100AttentionConfig:
     cfg = A.choose(prob)
     assert isinstance(cfg, Sm100AttentionConfig)
     return cfg
-
-
-def _check(prob: A.AttentionProblem, program: Program | None = None, coloured: bool = True) -> tuple[int, int, bool, str]:
-    prog = program if program is not None else A.build(prob)
-    rep = check_program(prog, expect=A.FAMILY.expectation(prob), values=True, coloured=coloured)
-    return rep.values_checked, rep.values_wrong, rep.ok, rep.summary() + "\n" + rep.text()[:3000]
 
 
 # every case writes a ragged last tile or a masked block
@@ -78,7 +71,7 @@ SLOW_CASES = {
                                                       for n in SLOW_CASES])
 def test_the_checker_computes_o_within_the_tolerance(name: str) -> None:
     prob = {**VALUE_CASES, **SLOW_CASES}[name]
-    checked, wrong, ok, summary = _check(prob)
+    checked, wrong, ok, summary = _check(prob, coloured=True)
     assert ok and wrong == 0 and checked > 0, summary
 
 
@@ -171,31 +164,6 @@ def test_assembles_without_spills_and_shows_both_utchmma_forms() -> None:
             assert any(o == want or o.startswith(want + ".") for o in ops), (want, sorted(ops))
 
 
-def _emitted_tiles(prog: Sm100Attention) -> list[tuple[int, ...]]:
-    p = Program("tiles", "sm_100a", threads=32)
-    t = prog.tile(p)
-    lines = list(p.kernel().lines)
-    out = []
-    for x in range(prog.grid):
-        m = run(lines, Machine(sreg={"SR_CTAID.X": x}))
-        vals = [m.v[r.name] for r in (t.m_block, t.h, t.hkv, t.b)]
-        vals += [x if isinstance(x, int) else m.v[x.name] for x in (t.n_blocks, t.n_unmasked)]
-        out.append(tuple(vals))
-    return out
-
-
-def _meaning(prob: A.AttentionProblem, m_block: int, bn: int, bm: int) -> tuple[int, int]:
-    """Brute force: the key blocks some query of the CTA's bm rows sees, and how many leading ones
-    all of them see whole."""
-    rows = range(bm * m_block, min(bm * m_block + bm, prob.S_q))
-    seen = [j for j in range(prob.S_kv) if any(not prob.causal or j <= i for i in rows)]
-    n_blocks = cdiv(max(seen) + 1, bn)
-    whole = 0
-    while (whole + 1) * bn <= prob.S_kv and all(not prob.causal or (whole + 1) * bn - 1 <= i for i in rows):
-        whole += 1
-    return n_blocks, min(whole, n_blocks)
-
-
 @settings(max_examples=15, deadline=None)
 @given(st.integers(1, 2), st.sampled_from([(1, 1), (4, 2), (6, 1)]), st.integers(1, 700), st.integers(1, 700),
        st.booleans(), st.sampled_from([64, 128]), st.sampled_from([1, 2]))
@@ -205,14 +173,8 @@ def test_the_emitted_schedule_is_the_model_and_the_model_is_the_mask(B: int, hea
     """One tile: the same CTA -> tile map and key-block counts as the sm_90a program; either: the
     emitted arithmetic is the model, and the model is what the mask means for the CTA's rows."""
     prob = problem(B, heads[0], S, 64, causal=causal, H_kv=heads[1], S_kv=S_kv)
-    prog = Sm100Attention(prob, Sm100AttentionConfig(bn=bn, tiles=tiles, t_stages=1))
-    model = [prog.tile_of(x) for x in range(prog.grid)]
-    assert _emitted_tiles(prog) == model
-    assert sorted((b, h, m) for m, h, _, b, _, _ in model) == list(itertools.product(range(B), range(heads[0]),
-                                                                                      range(prog.m_blocks)))
-    for m_block, h, hkv, _, n_blocks, n_free in model:
-        assert hkv == h // prob.group
-        assert (n_blocks, min(n_free, n_blocks)) == _meaning(prob, m_block, bn, 128 * tiles)
+    model = assert_schedule_is_the_model_and_the_mask(Sm100Attention(prob, Sm100AttentionConfig(bn=bn, tiles=tiles,
+                                                                                                t_stages=1)))
     if tiles == 1:
         hopper = Sm90Attention(A.problem(B, heads[0], S, 64, causal=causal, H_kv=heads[1], S_kv=S_kv),
                                Sm90AttentionConfig(bn=bn))
