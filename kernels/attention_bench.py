@@ -118,14 +118,6 @@ def attention_job(prob: AttentionProblem, *, emit: Optional[str] = None, output:
         progress("planning")
         pl = plan_for(prob, config, progress=progress, keep_program=emit == "sass")
         progress.done()
-        h = pl.header
-        r = pl.cubin.resource(h.kernel)
-        echo(f"program: {pl.describe}")
-        echo(f"kernel {h.kernel}: {r.registers} registers, {h.dynsmem + r.shared_bytes} bytes shared memory, "
-             f"{r.spill_stores + r.spill_loads} spill bytes; grid {h.grid[0]}, {h.threads} threads")
-        result.update(program=pl.describe, kernel=h.kernel, registers=r.registers, shared_bytes=h.dynsmem + r.shared_bytes,
-                      spill_bytes=r.spill_stores + r.spill_loads, grid=list(h.grid), threads=h.threads,
-                      ptxas_warnings=[w.line() for w in pl.cubin.warnings])
         report_plan(pl, result, echo, artifact, emit, output, progress)
         if not run:
             return result

@@ -153,16 +153,6 @@ def gemm_job(M: int, N: int, K: int, arch: str = "sm_90a", dtype: str = "bf16", 
         progress("planning")
         plan = plan_for(problem, config, progress=progress, keep_program=emit == "sass")
         progress.done()
-        h = plan.header
-        echo(f"program: {plan.describe}")
-        r = plan.cubin.resource(h.kernel)
-        result.update(program=plan.describe, kernel=h.kernel, registers=r.registers,
-                      shared_bytes=h.dynsmem + r.shared_bytes, spill_bytes=r.spill_stores + r.spill_loads,
-                      grid=list(h.grid), threads=h.threads, cluster=list(h.cluster),
-                      ptxas_warnings=[w.line() for w in plan.cubin.warnings])
-        echo(f"kernel {h.kernel}: {r.registers} registers, {h.dynsmem + r.shared_bytes} bytes shared memory, "
-             f"{r.spill_stores + r.spill_loads} spill bytes; grid {'x'.join(map(str, h.grid))}, "
-             f"{h.threads} threads, cluster {'x'.join(map(str, h.cluster))}")
         report_plan(plan, result, echo, artifact, emit, output, progress)
         if not run:
             return result

@@ -268,12 +268,23 @@ def report_echo(emit: Optional[str], output: Optional[str], echo: Callable[[str]
 
 def report_plan(plan: Any, result: dict[str, Any], echo: Callable[[str], None], artifact: Callable[[str], None],
                 emit: Optional[str], output: Optional[str], progress: Progress) -> None:
-    """The part of a job's report every family shares, after the kernel's line: ptxas's warnings,
-    the disassembly check (or why it was skipped), the emitted artifact (the text itself to
-    `artifact`, or a line saying where it was written); `result` gains what was found, and
-    `ran=False` until the job runs the plan."""
+    """What a job reports of its plan, every family alike: the program, the kernel's resources and
+    geometry (registers, shared memory, spills; grid, threads, cluster), ptxas's warnings, the
+    disassembly check (or why it was skipped), the emitted artifact (the text itself to `artifact`,
+    or a line saying where it was written); `result` gains what was found, and `ran=False` until
+    the job runs the plan."""
     from warpy.lift.disasm import find_disassembler
 
+    h = plan.header
+    echo(f"program: {plan.describe}")
+    r = plan.cubin.resource(h.kernel)
+    result.update(program=plan.describe, kernel=h.kernel, registers=r.registers,
+                  shared_bytes=h.dynsmem + r.shared_bytes, spill_bytes=r.spill_stores + r.spill_loads,
+                  grid=list(h.grid), threads=h.threads, cluster=list(h.cluster),
+                  ptxas_warnings=[w.line() for w in plan.cubin.warnings])
+    echo(f"kernel {h.kernel}: {r.registers} registers, {h.dynsmem + r.shared_bytes} bytes shared memory, "
+         f"{r.spill_stores + r.spill_loads} spill bytes; grid {'x'.join(map(str, h.grid))}, "
+         f"{h.threads} threads, cluster {'x'.join(map(str, h.cluster))}")
     for w in plan.cubin.warnings:
         echo(w.line())
     try:
