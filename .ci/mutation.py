@@ -124,7 +124,8 @@ def run_group(group: str, show: bool, survivors: bool = False) -> None:
         names: list[str] = []
         if survivors:
             last = _results(dest)
-            names = last.get("survived", []) + last.get("no tests", []) + last.get("timeout", [])
+            names = (last.get("survived", []) + last.get("no tests", []) + last.get("timeout", [])
+                     + last.get("not checked", []))  # (and those an interrupted run never reached)
             # new tests are unknown to the recorded test-to-function map: record it again
             (dest / "mutants" / "mutmut-stats.json").unlink(missing_ok=True)
         _copy_tree(dest)
@@ -157,7 +158,7 @@ def main() -> None:
     ap.add_argument("--list", action="store_true")
     ap.add_argument("--show", action="store_true", help="print the last run's survivors as diffs")
     ap.add_argument("--survivors", action="store_true",
-                    help="re-run only the last run's survivors (and timeouts) against the current tests")
+                    help="re-run only the last run's survivors, timeouts and unchecked mutants against the current tests")
     a = ap.parse_args()
     if a.list or not a.groups:
         for g, (m, t, x) in GROUPS.items():
