@@ -150,7 +150,9 @@ def check_problem(family: KernelFamily, problem: Any, *, config: Any = None, val
                   fault: Optional[str] = None, hb: bool = False, progress: Optional[Progress] = None,
                   coloured: bool = True) -> Report:
     """Build the program `problem` gets (or `config`'s) and run the host checker on it, with the
-    family's expectation of its data (`warpy.check.report.check_program`)."""
+    family's expectation of its data (`warpy.check.report.check_program`). An expectation may have
+    `configured(config)` (the expectation of that configuration's program: the megakernel's queue
+    depends on its mode) and `resident` (the SMs of the checker's machine, None for the target's)."""
     from warpy.check.report import check_program
 
     prog = family.build(problem, config)
