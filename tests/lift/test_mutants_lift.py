@@ -109,3 +109,69 @@ def test_refusals_name_the_instruction_and_why(sass: str, sm: str, message: str)
     with pytest.raises(WarpyError) as e:
         lift(parse(text(sass, sm)), sm)
     assert str(e.value) == message
+
+
+HEADER_PARAMS = """\
+.kernel g
+.sm sm_90a
+.threads 128
+.dynsmem 1024
+.grid 1 1 1
+.cluster 1 1 1
+.mbarriers 1
+.param maps u64
+.tmap a dtype=bf16 dims=64,64 strides=128 box=64,64 swizzle=128
+.tmap b table=maps slot=3 dtype=bf16 dims=64,16 strides=128 box=64,16
+.param x u16
+.param y u64
+.param z u32
+"""
+
+
+def _body(lines: str) -> list[str]:
+    ptx = lift(parse(HEADER_PARAMS + "".join(f"  {ln}\n" for ln in lines.splitlines()) + "  EXIT\n"), "sm_90a")
+    body = ptx.split("// --- the program ---\n")[1]
+    return [ln.strip() for ln in body.splitlines() if ln.strip() and not ln.strip().startswith(("//", "}", "exit"))]
+
+
+@pytest.mark.parametrize("sass,want", [
+    # the parameters from constant-bank offset 0x210 (sm_90a) as the CUDA ABI places them: the maps
+    # that are parameters first (docs/sass.md), a at 0 (128 bytes, 64-aligned), then the .params in
+    # text order, each aligned to its size: maps u64 at 128, x u16 at 136, y u64 at 144, z u32 at 152
+    ("LDC R1, c[0x0][0x290]", ["ld.param.b32 %r1, [maps];"]),
+    ("LDC R1, c[0x0][0x294]", ["ld.param.b32 %r1, [maps+4];"]),
+    ("LDC R1, c[0x0][0x298]", ["ld.param.u16 %r1, [x];"]),
+    ("LDC R1, c[0x0][0x2a0]", ["ld.param.b32 %r1, [y];"]),
+    ("LDC R1, c[0x0][0x2a4]", ["ld.param.b32 %r1, [y+4];"]),
+    ("LDC.64 R2, c[0x0][0x2a0]", ["ld.param.u64 %td0, [y];", "mov.b64 {%r2, %r3}, %td0;"]),
+    ("LDC R1, c[0x0][0x2a8]", ["ld.param.b32 %r1, [z];"]),
+    # a map in a table: slot 3's descriptor 3 x 128 bytes into the table the u64 parameter holds
+    ("UTMALDG.2D [UR8], tmap[b]", ["ld.param.u64 %td0, [maps];", "add.s64 %td0, %td0, 384;",
+                                   "@%pe cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "
+                                   "[%ur8], [%td0, {%ur10, %ur11}], [%ur9];"]),
+    ("UTMACCTL.PF tmap[b]", ["ld.param.u64 %td0, [maps];", "add.s64 %td0, %td0, 384;", "@%pe prefetch.tensormap [%td0];"]),
+    # a map whose address a uniform pair holds
+    ("UTMALDG.2D [UR8], tmap[UR14]", ["mov.b64 %td0, {%ur14, %ur15};",
+                                      "@%pe cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "
+                                      "[%ur8], [%td0, {%ur10, %ur11}], [%ur9];"]),
+    ("UTMASTG.2D [UR8], tmap[a]", ["@%pe cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group [%tm0, {%ur9, %ur10}], [%ur8];"]),
+    # shared addresses: a register plus a uniform register plus an offset; a store of zero
+    ("LDS R1, [R2+UR4+0x10]", ["add.u32 %t0, %r2, %ur4;", "ld.shared.b32 %r1, [%t0+16];"]),
+    ("STS [UR4+0x8], R1", ["st.shared.b32 [%ur4+8], %r1;"]),
+    ("STS [R2], RZ", ["st.shared.b32 [%r2], 0;"]),
+])
+def test_parameters_maps_and_shared_addresses(sass: str, want: list[str]) -> None:
+    assert _body(sass) == want
+
+
+@pytest.mark.parametrize("sass,message", [
+    ("LDC R1, c[0x0][0x250]", "LDC: c[0x0][592] reads tensor map a; use tmap[a]"),
+    ("LDC R1, c[0x0][0x29c]", "LDC: constant-bank word 0x29c is not a kernel parameter of this kernel"),
+    ("LDC R1, c[0x0][0x2ac]", "LDC: constant-bank word 0x2ac is not a kernel parameter of this kernel"),
+    ("LDC.64 R2, c[0x0][0x2a4]", "LDC.64: a 64-bit read of parameter y (u64) at byte 4"),
+    ("LDC R1, c[0x0][nosuch]", "LDC: c[0x0][nosuch] names no kernel parameter (a, maps, x, y, z)"),
+])
+def test_parameter_refusals(sass: str, message: str) -> None:
+    with pytest.raises(WarpyError) as e:
+        _body(sass)
+    assert str(e.value) == message
