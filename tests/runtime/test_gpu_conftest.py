@@ -1,7 +1,7 @@
 """The GPU tests skip only where there is no GPU: a `warpy.runtime.device()` that raises `NoGPU`
 skips them, one that raises anything else (a bug of the runtime on a GPU machine) fails every one of
-them with the error's line. Runs tests/gpu/test_runtime.py in a child pytest with device() replaced
-by a plugin, so the real conftest decides."""
+them with the error's line. Runs tests/gpu/test_scratch_gpu.py (small, quick to collect) in a child
+pytest with device() replaced by a plugin, so the real conftest decides."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def _run_gpu_file(tmp_path: Path, exc: str) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), str(REPO)]))
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "-p", "fake_device_plugin",
-         "tests/gpu/test_runtime.py"],
+         "tests/gpu/test_scratch_gpu.py"],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
     )
 
