@@ -219,10 +219,24 @@ def test_tensor_memory_hand_off_faults_are_caught(clean_gemm: Any, fault: str, w
     assert all(m.startswith("tensor memory: ") for m in msgs), rep.text()
 
 
+def _xw_graph() -> str:
+    """A FILE.py graph with x·W (W as (K, N)), which the sm_100a gemm body refuses."""
+    import tempfile
+
+    path = os.path.join(tempfile.mkdtemp(prefix="warpy-mega-"), "xw.py")
+    with open(path, "w") as f:
+        f.write("from warpy.mega.graph import Graph\n"
+                "g = Graph('xw')\n"
+                "graph = g\n"
+                "g.output(g.matmul(g.input('x', (8, 64)), g.input('w', (64, 32))))\n")
+    return path
+
+
 @pytest.mark.parametrize("problem,config,what", [
     (lambda: mega.MegaProblem("ew-small", arch="sm_100a"), "mode=queue", "is not static or dynamic"),
     (lambda: mega.MegaProblem("ew-small", arch="sm_100a"), "fault=nope", "fault 'nope' is not one of"),
     (lambda: mega.MegaProblem("ew-small", 200, arch="sm_100a"), None, "which the pair's CTAs cannot split"),
+    (lambda: mega.MegaProblem(_xw_graph(), arch="sm_100a"), None, "the megakernel reads W as (N, K)"),
 ])
 def test_refused_in_one_line(problem: Any, config: Any, what: str) -> None:
     with pytest.raises(WarpyError) as e:
