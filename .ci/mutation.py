@@ -34,8 +34,10 @@ ROOT = Path(__file__).resolve().parent.parent
 # hours a group on 2 cores (the lift group leaves out the tests that run ptxas on whole programs).
 GROUPS: dict[str, tuple[list[str], list[str], list[str]]] = {
     "desc": (["warpy/layout/desc.py"], ["tests/desc"], []),
-    # (test_layout_hygiene runs mypy on the source, which mutmut's trampolines do not type-check)
-    "algebra": (["warpy/layout/algebra.py"], ["tests/layout"], ["-k", "not mypy_strict"]),
+    # the algebra's properties and goldens (tests/layout whole takes 10 minutes of CPU under mutmut's
+    # tracing; test_layout_hygiene's mypy run cannot type-check mutmut's trampolines)
+    "algebra": (["warpy/layout/algebra.py"],
+                ["tests/layout/test_layout_algebra_properties.py", "tests/layout/test_layout_golden.py"], []),
     "lift": (
         ["warpy/lift/families/*"],
         ["tests/lift/test_lift.py", "tests/lift/test_lift_semantics.py", "tests/lift/test_lift_flags.py",
