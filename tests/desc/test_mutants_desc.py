@@ -189,6 +189,7 @@ def test_a_split_box_over_a_tensor_smaller_than_the_tile() -> None:
     t = smem_tile(128, 128, "bf16", "K", 128)  # rows of 256 bytes: split 3-D in 64-element spans
     box = tma_box(Layout((100, 192), (192, 1)), t)  # 100 rows < 128: decided on a padded tensor
     assert (box.dims, box.strides, box.box) == ((64, 100, 3), (384, 128), (64, 128, 2))
+    assert all(type(d) is int for d in box.dims + box.strides + box.box)  # the driver takes integers
     batched = tma_box(Layout((100, 192, 3), (200, 1, 20000)), t)
     assert (batched.dims, batched.strides, batched.box) == ((64, 100, 3, 3), (400, 128, 40000), (64, 128, 2, 1))
     with pytest.raises(LayoutError) as e:
@@ -208,3 +209,32 @@ def test_defaults_are_cta_group_1_address_0_and_sm100() -> None:
     t = smem_tile(128, 64, "bf16", "K", 128)
     assert smem_descs(t) == [umma_smem_desc(s, 0) for s in t.k_steps(16)]
     assert smem_descs(t)[0] == 0x4000404000010000
+
+
+def test_the_decider_refuses_what_warpy_does_not_model() -> None:
+    from warpy.layout.desc import check_smem_desc
+
+    t = smem_tile(64, 64, "bf16", "K", 128)
+    good = umma_smem_desc(t)
+    check_smem_desc(good, t, 0, "sm100")
+    with pytest.raises(LayoutError, match=r"^UMMA descriptor uses the absolute LBO mode \(bit 52\), which warpy does not model$"):
+        check_smem_desc(good | 1 << 52, t, 0, "sm100")
+    with pytest.raises(LayoutError, match=r"^descriptor base offset 3: warpy models base offset 0 only$"):
+        check_smem_desc(good | 3 << 49, t, 0, "sm100")
+    with pytest.raises(LayoutError, match=r"^UMMA descriptor version field is 0, not the fixed 0b001$"):
+        check_smem_desc(good & ~(7 << 46), t, 0, "sm100")
+    gm = gmma_smem_desc(t)
+    with pytest.raises(LayoutError, match=r"^descriptor base offset 1: warpy models base offset 0 only$"):
+        check_smem_desc(gm | 1 << 49, t, 0, "sm90")
+
+
+def test_a_mismatch_with_no_structural_reason_says_only_where() -> None:
+    # rows 4-7 of each 8-row group 640 bytes on instead of 512: elements and consecutive rows are
+    # canonical, so the message names the coordinate and both addresses and adds no diagnosis
+    t = smem_tile(64, 64, "bf16", "K", 128)
+    lay = Layout(((4, 2, 8), (64, 1)), ((128, 640, 2048), (2, 8192)))
+    bad = SmemTile(64, 64, "bf16", "K", 128, SwizzledLayout(t.layout.swizzle, lay, 0))
+    with pytest.raises(LayoutError) as e:
+        umma_smem_desc(bad)
+    assert str(e.value) == ("the sm100 descriptor cannot express this K-major bf16 tile (swizzle 128): at (row 4, k 0) "
+                            "the MMA would read 0x240 but the layout puts the element at 0x2d0")
