@@ -285,17 +285,27 @@ class GMem:
 
 
 DESC_KINDS = ("gdesc", "tmem", "idesc")
+#: a gdesc operand's suffixes: HGMMA reads A (B) MN-major (wgmma's imm-trans-a / imm-trans-b = 1)
+DESC_FLAGS = ("tnspA", "tnspB")
 
 
 @attrs.frozen
 class Desc:
-    """A descriptor operand: `gdesc[UR8]` (smem matrix descriptors), `tmem[UR4]`, `idesc[UR5]`."""
+    """A descriptor operand: `gdesc[UR8]` (smem matrix descriptors), `tmem[UR4]`, `idesc[UR5]`.
+    `flags`: nvdisasm's operand suffixes, `gdesc[UR4].tnspA.tnspB` (HGMMA reads A / B MN-major)."""
 
     kind: str
     reg: Union[UR, URVec]
+    flags: tuple[str, ...] = ()
+
+    def __attrs_post_init__(self) -> None:
+        bad = [f for f in self.flags if f not in DESC_FLAGS]
+        if bad or list(self.flags) != sorted(set(self.flags)) or (self.flags and self.kind != "gdesc"):
+            raise WarpyError(f"descriptor flags {'.'.join(self.flags)} on {self.kind}: only gdesc takes "
+                             f"{', '.join(DESC_FLAGS)}, each once, in that order")
 
     def __str__(self) -> str:
-        return f"{self.kind}[{self.reg}]"
+        return f"{self.kind}[{self.reg}]" + "".join("." + f for f in self.flags)
 
 
 @attrs.frozen

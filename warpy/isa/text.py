@@ -503,12 +503,15 @@ class _Reader:
         if m:
             off = m.group(2)
             return CBank(_int(m.group(1)), _int(off) if re.fullmatch(_INT, off) else off)
-        m = re.fullmatch(r"(gdesc|tmem|idesc)\[([^\]]+)\]", t)
+        m = re.fullmatch(r"(gdesc|tmem|idesc)\[([^\]]+)\]((?:\.tnsp[AB])*)", t)
         if m:
             r = self.reg(m.group(2), ln, col + len(m.group(1)) + 1)
             if not isinstance(r, (UR, URVec)):
                 raise ParseError(ln, col, f"{m.group(1)}[...] holds a uniform register, not {r}")
-            return Desc(m.group(1), r)
+            try:
+                return Desc(m.group(1), r, tuple(f for f in m.group(3).split(".") if f))
+            except WarpyError as e:
+                raise ParseError(ln, col, str(e)) from None
         m = re.fullmatch(r"tmap\[([A-Za-z_][\w@.]*)\]", t)
         if m:
             inner = m.group(1)

@@ -4,6 +4,8 @@
 (N/2 registers for F32, N/4 for F16), c is `RZ` when the product is not added to d; `descs` is a
 vector of 4 uniform registers (A's 64-bit shared-memory descriptor, then B's); scale is the
 uniform predicate `scale-d` (`!UPT`: d = A*B); `gsb0` marks the last HGMMA of a group.
+`gdesc[descs].tnspA` / `.tnspB` / `.tnspA.tnspB` (nvdisasm's spelling): A / B is read MN-major from
+shared memory (wgmma's imm-trans-a / imm-trans-b = 1; 16-bit types only; the RS form takes `.tnspB`).
 `wgmma.commit_group` emits no SASS instruction of its own: the text carries it as `WGMMA.COMMIT`.
 nvdisasm omits the operand type of fp16 (`HGMMA.64x16x16.F32`); warpy always writes it (`.F16`).
 8-bit types are a different opcode (`QGMMA.64xNx32.F32.E4M3.E4M3`), not modelled yet.
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 from typing import Union
 
+from warpy.errors import WarpyError
 from warpy.isa.families._util import ins
 from warpy.isa.families.base import Opcode, a
 from warpy.isa.instr import Instr
@@ -47,8 +50,8 @@ HGMMA = Opcode("HGMMA", F, "mma", (
     (_D, _AR, _AB, _CR), (_D, _AR, _AB, _CR, a("scale", "UP")), (_D, _AR, _AB, _CR, a("end", "kw:gsb0")),
     (_D, _AR, _AB, _CR, a("scale", "UP"), a("end", "kw:gsb0")),
 ), mods=(SHAPE, r"!F32|F16", r"!BF16|F16|TF32"), single_issue=False, archs=H90,
-    ptx="wgmma.mma_async.sync.aligned.m64nNk16.f32.bf16.bf16 d, adesc, bdesc, scale-d, 1, 1, 0, 0 "
-        "(RS: d, {a0..a3}, bdesc, scale-d, 1, 1, 0)",
+    ptx="wgmma.mma_async.sync.aligned.m64nNk16.f32.bf16.bf16 d, adesc, bdesc, scale-d, 1, 1, tA, tB "
+        "(RS: d, {a0..a3}, bdesc, scale-d, 1, 1, tB); tA/tB = 1 for gdesc[..].tnspA/.tnspB",
     doc="warpgroup MMA into the register accumulator: both operands from shared memory by descriptor (SS), or "
         "A from registers, 4 a thread in the wgmma A fragment, and B by descriptor (RS: descs.2, descs.3)",
     spelling=lambda w: w[:3] if w[3:4] == ("F16",) else w)
@@ -67,14 +70,24 @@ OPCODES: list[Opcode] = [
 #: HGMMA's operand type modifier and K of one step, by element type.
 #: (8-bit types are QGMMA in SASS, not modelled yet.)
 AB_TYPES = {"bf16": ("BF16", 16), "fp16": ("F16", 16), "f16": ("F16", 16), "tf32": ("TF32", 8)}
+#: operand types HGMMA can read MN-major (transposed) from shared memory
+TNSP_TYPES = ("BF16", "F16")
+
+
+def _gdesc(descs: URVec, ab: str, tnsp_a: bool, tnsp_b: bool) -> Desc:
+    if (tnsp_a or tnsp_b) and ab not in TNSP_TYPES:
+        raise WarpyError(f"HGMMA reads {ab} operands only K-major: the transpose (MN-major) forms take "
+                         f"{' or '.join(TNSP_TYPES)}")
+    return Desc("gdesc", descs, (("tnspA",) if tnsp_a else ()) + (("tnspB",) if tnsp_b else ()))
 
 
 def hgmma(shape_n: int, d: RVec, descs: URVec, accumulate: Union[UP, bool], end: bool = False, ab: str = "BF16",
-          k: int = 16) -> Instr:
-    """d (+)= A * B for a 64 x shape_n x k step; accumulate: a uniform predicate, True, or False (d = A*B)."""
+          k: int = 16, tnsp_a: bool = False, tnsp_b: bool = False) -> Instr:
+    """d (+)= A * B for a 64 x shape_n x k step; accumulate: a uniform predicate, True, or False (d = A*B);
+    tnsp_a / tnsp_b: A / B is MN-major in shared memory (16-bit types)."""
     from warpy.isa.operands import UPT
 
-    ops: list[object] = [d, Desc("gdesc", descs)]
+    ops: list[object] = [d, _gdesc(descs, ab, tnsp_a, tnsp_b)]
     if accumulate is False:
         ops += [RZ, ~UPT]
     elif accumulate is True:
@@ -87,13 +100,14 @@ def hgmma(shape_n: int, d: RVec, descs: URVec, accumulate: Union[UP, bool], end:
 
 
 def hgmma_rs(shape_n: int, d: RVec, a_regs: RVec, descs: URVec, accumulate: Union[UP, bool], end: bool = False,
-             ab: str = "BF16", k: int = 16) -> Instr:
+             ab: str = "BF16", k: int = 16, tnsp_b: bool = False) -> Instr:
     """d (+)= A * B for a 64 x shape_n x k step with A from registers (`a_regs`: 4 a thread, in the wgmma
     A fragment, `warpy.layout.atoms.wgmma(n, a_from_registers=True).a`) and B by descriptor (descs.2,
-    descs.3; descs.0/1 are not read). `warpy.isa.units.wgmma.hgmma_rs` checks the fragment."""
+    descs.3; descs.0/1 are not read; tnsp_b: B is MN-major). `warpy.isa.units.wgmma.hgmma_rs` checks the
+    fragment."""
     from warpy.isa.operands import UPT
 
-    ops: list[object] = [d, a_regs, Desc("gdesc", descs)]
+    ops: list[object] = [d, a_regs, _gdesc(descs, ab, False, tnsp_b)]
     if accumulate is False:
         ops += [RZ, ~UPT]
     elif accumulate is True:

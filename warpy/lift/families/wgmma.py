@@ -3,8 +3,9 @@
 `HGMMA.64xNxK.D.AB d, gdesc[descs], c[, scale][, gsb0]` → `wgmma.mma_async.sync.aligned.m64nNkK.d.ab.ab
 {d}, adesc, bdesc, scale-d, 1, 1[, 0, 0]` with `adesc = {descs.0, descs.1}`, `bdesc = {descs.2,
 descs.3}`; scale-d is 0 when c is `RZ` (d = A·B), else the `scale` predicate (default true).
-Both operands are K-major (no transpose: the SASS text has no transpose flag). `gsb0` has no PTX
-of its own (ptxas marks the last HGMMA before a commit)."""
+imm-trans-a / imm-trans-b (16-bit types only) are 1 where the descriptor operand carries nvdisasm's
+`.tnspA` / `.tnspB` (that operand is MN-major), else 0. `gsb0` has no PTX of its own (ptxas marks
+the last HGMMA before a commit)."""
 
 from __future__ import annotations
 
@@ -30,6 +31,11 @@ def _hgmma(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     d, descs, cc = ops[0], ops[1], ops[2]
     scale = ops[3] if len(ops) > 3 else None
     assert isinstance(descs, Desc)
+    ta, tb = int("tnspA" in descs.flags), int("tnspB" in descs.flags)
+    if (ta or tb) and ab not in isa.TNSP_TYPES:
+        raise c.error(f"HGMMA transposes (.tnspA/.tnspB) only {' and '.join(isa.TNSP_TYPES)} operands, not {ab}")
+    if ta and a_regs is not None:
+        raise c.error("HGMMA with A from registers has no .tnspA (only B is read from shared memory)")
     v = c.elems(descs.reg, 4)
     ad, bd = c.tmp("td"), c.tmp("td")
     if a_regs is None:
@@ -48,11 +54,11 @@ def _hgmma(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     regs = ", ".join(c.elems(d, width))
     if a_regs is not None:  # RS: A's 4 registers; only B has a transpose flag
         a_list = ", ".join(c.elems(a_regs, isa.A_REGS))
-        trans = ", 0" if ab in ("BF16", "F16") else ""
+        trans = f", {tb}" if ab in isa.TNSP_TYPES else ""
         c.emit(f"wgmma.mma_async.sync.aligned.m64n{n}k{k}.{DT[dt]}.{DT[ab]}.{DT[ab]} {{{regs}}}, {{{a_list}}}, {bd}, {sd}, "
                f"1, 1{trans}")
         return
-    trans = ", 0, 0" if ab in ("BF16", "F16") else ""
+    trans = f", {ta}, {tb}" if ab in isa.TNSP_TYPES else ""
     c.emit(f"wgmma.mma_async.sync.aligned.m64n{n}k{k}.{DT[dt]}.{DT[ab]}.{DT[ab]} {{{regs}}}, {ad}, {bd}, {sd}, 1, 1{trans}")
 
 
