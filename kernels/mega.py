@@ -219,11 +219,9 @@ def plan(problem: MegaProblem, config: MegaConfig) -> Plan:
     bufs = tuple(sorted({(m.buffer, s.buffers[m.buffer].nbytes) for m in enc.maps}))
     gemm_tiles = tuple(sorted({tuple(t.extents) for n, t in zip(s.program.nodes, s.tilings) if n.kind == "gemm"}))
     if problem.arch == "sm_100a":
-        from .mega_common import Launch as Launch100
-
-        launch100 = Launch100(name, units, max(s.waves, 1), len(s.counters), maps, bufs, config.fault or None, ctas=2,
-                              mode=config.mode, instructions=len(s.instrs), gemm_tiles=gemm_tiles)  # type: ignore[arg-type]
-        return Plan(problem, config, s, enc, launch100)  # type: ignore[arg-type]
+        launch100 = Launch(name, units, max(s.waves, 1), len(s.counters), maps, bufs, config.fault or None, ctas=2,
+                           mode=config.mode, instructions=len(s.instrs), gemm_tiles=gemm_tiles)  # type: ignore[arg-type]
+        return Plan(problem, config, s, enc, launch100)
     launch = Launch(name, units, max(s.waves, 1), len(s.counters), maps, bufs, config.fault or None,
                     gemm_tiles=gemm_tiles, fence_once=config.fence == "once")  # type: ignore[arg-type]
     return Plan(problem, config, s, enc, launch)
@@ -234,7 +232,7 @@ def build(problem: MegaProblem, config: Optional[MegaConfig] = None) -> Program:
     if problem.arch == "sm_100a":
         from .mega_sm100 import build as build_sm100
 
-        return build_sm100(pl.launch)  # type: ignore[arg-type]
+        return build_sm100(pl.launch)
     return build_sm90(pl.launch)
 
 

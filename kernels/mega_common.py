@@ -40,7 +40,7 @@ from warpy.errors import WarpyError
 from warpy.isa.buffers import BarrierArray, MapTable, Param, SmemBuffer, Tile
 from warpy.isa.families import alu, control, memory, sync, tma
 from warpy.isa.families._util import ins
-from warpy.isa.index import Uniform
+from warpy.isa.index import Coord, Uniform
 from warpy.isa.operands import RZ, CBank, GMem, Mem, P, R, RVec, UR, URVec
 from warpy.isa.pipes import ConsumerEnd, Pipe, ProducerEnd, wait
 from warpy.isa.program import Program
@@ -110,6 +110,9 @@ class Launch:
     mode: str = "static"
     instructions: int = 0
     gemm_tiles: tuple[tuple[int, int], ...] = ()
+    #: sm_90a: fence each tensor map's descriptor once per CTA and role (a bitmap of the maps fenced
+    #: so far) rather than before each instruction's copies
+    fence_once: bool = False
 
     @property
     def grid_ctas(self) -> int:
@@ -281,6 +284,7 @@ class Role:
         self.name = name
         p = self.p = ip.p
         self.code = ROLE_CODES.get(name, 0)
+        self.fence_row = 1 if name == "storer" else 0  # this role's row of a fenced-maps bitmap (sm_90a)
         self.cons: ConsumerEnd = ip.slot.consumer(self.SHORT[name])
         self.it: R = RZ
         self.state: dict[str, object] = {}
@@ -359,9 +363,14 @@ class Role:
     def page(self, lid: int) -> Tile:
         return self.ip.pages.at(self.pid(lid), 0)
 
-    def wait_pid(self, pid: Uniform) -> None:
-        """Until the previous instruction has released physical page `pid`."""
+    def wait_pid(self, pid: Coord) -> None:
+        """Until the previous instruction has released physical page `pid` (an index or an int)."""
         wait(self.p, self.ip.page_free.at(pid), self.page_parity())
+
+    def release_pid(self, pid: Coord, guard: Optional[P] = None) -> None:
+        """Hand physical page `pid` on (its one release this instruction)."""
+        self.p.derive.emit_at(self.ip.page_free.at(pid), lambda m: sync.arrive(m),
+                              guard=self.leader if guard is None else guard)
 
     def page_parity(self) -> R:
         """Bit 31: the parity of this instruction's phase of a page (the instruction count's)."""
@@ -410,6 +419,12 @@ class Role:
             p.emit(alu.lop3(v, v, 7, RZ, 0xC0))
             p.emit(alu.shf_l(v, v, 3 * q))
             p.emit(alu.lop3(new, new, v, RZ, 0xFC))
+        # a body that uses every page by its physical number (sm_90a's gemm: its descriptors' pages
+        # must be values ptxas can prove warp-uniform) releases them in that order: lid q = page q next
+        for code, body in sorted(self.ip.bodies.items()):
+            if getattr(body, "physical_pages", False):
+                p.emit(alu.isetp("EQ", hit, self.opcode, code))
+                p.emit(alu.mov(new, IDENTITY_ORDER).guarded(hit))
         p.emit(alu.mov(self.order, new))
 
     # -- dispatch --------------------------------------------------------------------------------
