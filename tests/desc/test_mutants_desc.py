@@ -238,3 +238,52 @@ def test_a_mismatch_with_no_structural_reason_says_only_where() -> None:
         umma_smem_desc(bad)
     assert str(e.value) == ("the sm100 descriptor cannot express this K-major bf16 tile (swizzle 128): at (row 4, k 0) "
                             "the MMA would read 0x240 but the layout puts the element at 0x2d0")
+
+
+def test_encoding_places_base_offset_and_lbo_mode() -> None:
+    f = SmemDescFields("sm100", start=0x400, lbo=16, sbo=1024, swizzle=128, base_offset=5, lbo_mode=1)
+    assert encode_smem_desc(f) == 2 << 61 | 1 << 52 | 5 << 49 | 1 << 46 | 64 << 32 | 1 << 16 | 0x40
+    g = SmemDescFields("sm90", start=0x400, lbo=16, sbo=1024, swizzle=128, base_offset=7)
+    assert encode_smem_desc(g) == 1 << 62 | 7 << 49 | 64 << 32 | 1 << 16 | 0x40
+
+
+def test_tile_and_address_refusals_say_why() -> None:
+    from warpy.layout.desc import check_smem_desc, desc_image
+
+    with pytest.raises(LayoutError) as e:
+        umma_smem_desc(smem_tile(64, 64, "bf16", "K", 128), -1024)
+    assert str(e.value) == "shared-memory address -1024 is negative"
+    with pytest.raises(LayoutError) as e:
+        umma_smem_desc(smem_tile(64, 64, "bf16", "K", 128), 0x280)
+    assert str(e.value) == ("misaligned base: start address 0x280 is 5 rows into a 1024-byte swizzle repeat; place the "
+                            "tile on a 1024-byte boundary (warpy emits base offset 0 only)")
+    with pytest.raises(LayoutError) as e:
+        gmma_smem_desc(smem_tile(64, 8, "bf16", "K", 0))
+    assert str(e.value) == "tile has K = 8, fewer than one MMA's K = 16 for bf16"
+    t = smem_tile(64, 64, "bf16", "K", 128)
+    with pytest.raises(LayoutError) as e:
+        check_smem_desc(umma_smem_desc(smem_tile(64, 64, "bf16", "K", 64)), t, 0, "sm100")
+    assert str(e.value) == "descriptor swizzle 64 bytes differs from the tile's 128-byte swizzle atom"
+    wrong = SmemTile(64, 64, "bf16", "K", 64, t.layout)
+    with pytest.raises(LayoutError) as e:
+        umma_smem_desc(wrong)
+    assert str(e.value).startswith("tile says swizzle 64 bytes but its layout's swizzle is ")
+    with pytest.raises(LayoutError) as e:
+        desc_image(decode_umma_desc(umma_smem_desc(t)), "T", "bf16")
+    assert str(e.value) == "major 'T' is not 'K' or 'MN'"
+
+
+def test_tma_destination_alignment() -> None:
+    from warpy.layout.desc import check_tma_box
+
+    g = Layout((256, 64), (64, 1))
+    plain = smem_tile(128, 64, "bf16", "K", 0)
+    box = tma_box(g, plain)
+    check_tma_box(box, g, plain, addr=128)  # 128 bytes: TMA's alignment without a swizzle
+    with pytest.raises(LayoutError) as e:
+        check_tma_box(box, g, plain, addr=64)
+    assert str(e.value) == "shared address 0x40 is not aligned to 128 bytes (TMA destination / swizzle repeat)"
+    sw = smem_tile(128, 64, "bf16", "K", 128)
+    check_tma_box(tma_box(g, sw), g, sw, addr=1024)
+    with pytest.raises(LayoutError, match=r"^shared address 0x200 is not aligned to 1024 bytes"):
+        check_tma_box(tma_box(g, sw), g, sw, addr=512)
