@@ -162,9 +162,13 @@ class HappensBefore:
             reg = self.regions.get(key)
             if reg is None:
                 reg = self.regions[key] = Region()
+            written = 0
             for a in reg.writes:
+                written |= a.mask
                 if a.mask & mask and not (kind == "red" and a.kind == "red"):
                     self._ordered(a, vc, agent, kind, op, w, space, cta, chunk, mask, via, proxy)
+            if kind == "r" and space == "smem" and agent[0] in ("wg", "tc") and mask & ~written:
+                self._unwritten(op, w, cta, chunk, mask & ~written)
             if kind != "r":
                 for a in reg.reads:
                     if a.mask & mask:
@@ -208,6 +212,13 @@ class HappensBefore:
                         w.unfenced_init.append(rec)
                 if space == "global" and kind != "r":
                     w.gunfenced.append(rec)
+
+    def _unwritten(self, op: str, w: Warp, cta: Optional[Cta], chunk: int, mask: int) -> None:
+        """The tensor core reads an operand from shared memory nothing has written: a tile that was
+        never loaded or stored there (a box narrower than the descriptor's tile, a stage never filled)."""
+        place = self.places.name("smem", cta, _chunk_addr(chunk, mask))
+        self.problems.add("memory", f"{place}: {op}, warp {w.wid} reads it through the async proxy, and nothing has "
+                                    f"written it (an operand tile never loaded or stored there)")
 
     def _ordered(self, a: Access, vc: VC, agent: Agent, kind: str, op: str, w: Warp, space: str, cta: Optional[Cta],
                  chunk: int, mask: int, via: dict[Agent, str], proxy: str) -> None:

@@ -211,8 +211,8 @@ class Provenance:
             return
         out = self.cover.outputs.get(src)
         if out is not None and out.buf is b:
-            self._tile(src, tag, ways, rows_of_a=ways[0] and _inside(r, k, tag, (True, False)), at=(0, 0),
-                       shape=(out.rows, out.cols), where=f"line {c.pc + 1} ({c.mnem})")
+            self._tile(src, tag, (ways[0] and _inside(r, k, tag, (True, False)), ways[1] and _inside(r, k, tag, (False, True))),
+                       at=(0, 0), shape=(out.rows, out.cols), where=f"line {c.pc + 1} ({c.mnem})")
         miss = _k_missing(tag, self.gmem.tmaps)
         if miss is not None and (c.pc, "K") not in self.reported:
             self.reported.add((c.pc, "K"))
@@ -259,13 +259,17 @@ class Provenance:
             out.append((lo, hi, tag))
         self.smem[cta] = out
 
-    def _tile(self, src: str, t: Tag, ways: tuple[bool, bool], rows_of_a: bool, at: tuple[int, int],
-              shape: tuple[int, int], where: str) -> None:
+    def _tile(self, src: str, t: Tag, fits: tuple[bool, bool], at: tuple[int, int], shape: tuple[int, int],
+              where: str) -> None:
         """A store from the product `t`: remember its rows and columns (in the orientation the store
-        took, clipped to the stored tensor's `shape`, moved to the output's coordinates by `at`)."""
+        took, clipped to the stored tensor's `shape`, moved to the output's coordinates by `at`).
+        `fits`: whether the store lies in the product as A·Bᵀ, as B·Aᵀ; a store that fits both (a
+        square output, a part of the tile where both overlap) says nothing of the orientation."""
         a = (t[1], t[1] + t[2])
         b = (t[4], t[4] + t[5])
-        rr, cc = (a, b) if rows_of_a else (b, a)
+        if fits[0] == fits[1] and not (fits[0] and a == b):  # (a tile on the diagonal is the same either way)
+            return
+        rr, cc = (a, b) if fits[0] else (b, a)
         r0, r1 = max(rr[0], 0), min(rr[1], shape[0])
         c0, c1 = max(cc[0], 0), min(cc[1], shape[1])
         if r0 < r1 and c0 < c1:
@@ -314,7 +318,8 @@ class Provenance:
             if out is not None:
                 off = self.gmem.offset.get(name, 0)
                 o_r, o_c = out.at(np.array([off], dtype=np.int64) + out.buf.base)
-                self._tile(gsrc, t, ways, rows_of_a=ways[0] and _inside(rows, cols, t, (True, False)),
+                self._tile(gsrc, t, (ways[0] and _inside(rows, cols, t, (True, False)),
+                                     ways[1] and _inside(rows, cols, t, (False, True))),
                            at=(int(o_r[0]), int(o_c[0])), shape=(box.dims[1], box.dims[0]), where=f"line {c.pc + 1} ({c.mnem})")
             miss = None if reduce or (c.pc, "K") in self.reported else _k_missing(t, self.gmem.tmaps)
             if miss is not None:
