@@ -193,6 +193,8 @@ def instruction_fields(s: Schedule, ins: Instr, slots: Sequence[_Slot], maps: Se
         "activation": F.ACTIVATIONS[node.act], "binop": F.BINOPS[node.binop], "bias": int(node.bias),
         "residual": int(node.residual), "b_kmajor": int(node.b_kmajor), "eps": F.fp32_bits(node.eps),
         "tile_m": ext[-2] if len(ext) >= 2 else 1, "tile_n": ext[-1],
+        # read k is operand slot used[k + 1] (slot 0 is the output)
+        "early": sum(1 << used[k + 1] for k in ins.early),
     }
     if node.kind == "gemm":
         k = node.operands[0].view.shape[1]

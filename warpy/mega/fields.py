@@ -99,6 +99,8 @@ def _header() -> list[Field]:
         Field("bias", 3, 6, 1, "gemm: add operand 3 (broadcast by its mask) before the activation"),
         Field("residual", 3, 7, 1, "gemm: add operand 4 (broadcast by its mask) after the activation"),
         Field("b_kmajor", 3, 8, 1, "gemm: B is (N, K), K contiguous (x·Wᵀ); 0: B is (K, N) (x·W)"),
+        Field("early", 3, 9, OPERANDS, "bit i: operand i reads what no instruction of the launch writes (a graph "
+              "input, a weight): its copies need no counter wait and may be issued before the load-stage waits"),
         Field("eps", 4, 0, 32, "rmsnorm: eps as fp32 bits, taken from the graph"),
         Field("tile_m", 5, 0, 16, "rows of the tile (gemm: M extent; elementwise, rmsnorm: rows)"),
         Field("tile_n", 5, 16, 16, "columns of the tile (gemm: N extent; elementwise: columns)"),

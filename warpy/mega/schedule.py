@@ -68,6 +68,10 @@ class Instr:
     cost: float
     waits: list[Wait] = field(default_factory=list)
     arrives: list[int] = field(default_factory=list)
+    #: the read positions whose boxes no instruction of the launch writes (their dependency set is
+    #: empty: graph inputs, which are never written and whose buffers are never reused), so a loader
+    #: may copy them before its load-stage waits
+    early: tuple[int, ...] = ()
 
 
 @dataclass(eq=False)
@@ -200,6 +204,8 @@ def build(graph: Graph, arch: str | Target = "sm_90a", mode: str = "static", uni
 
     # --- counters from access regions -----------------------------------------------------------
     deps = _dependency_sets(prog, instrs)
+    for ins in instrs:
+        ins.early = tuple(k for k in range(len(ins.reads)) if (ins.index, k) not in deps)
     by_key: dict[tuple[int, tuple[int, ...]], int] = {}
 
     def counter(kind: str, producer: int, members: tuple[int, ...]) -> int:

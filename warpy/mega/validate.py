@@ -375,6 +375,13 @@ def _races(s: Schedule, hb: _Order, p: Problems, name: dict[int, str]) -> None:
                 if not hb.before(w.index, r.index, stage_load=True):
                     race(f"{name[r.index]} may load {t.name} before {name[w.index]} stores it")
                     break
+    # a read marked early is loaded before the instruction's waits: nothing of the launch may write it
+    for ins in s.instrs:
+        for e in ins.early:
+            t = prog.tensors[ins.reads[e].tensor]
+            if writers.get(t.id):
+                race(f"{name[ins.index]} loads {t.name} before its waits (early), but "
+                     f"{name[writers[t.id][0].index]} writes it")
     _shared_buffers(s, hb, race, writers, readers, name)
 
 
