@@ -41,7 +41,7 @@ GROUPS: dict[str, tuple[list[str], list[str], list[str]]] = {
     "lift": (
         ["warpy/lift/families/*"],
         ["tests/lift/test_lift.py", "tests/lift/test_lift_semantics.py", "tests/lift/test_lift_flags.py",
-         "tests/lift/test_meaning.py"],
+         "tests/lift/test_meaning.py", "tests/lift/test_mutants_lift.py"],
         ["-k", "not assembles and not probes_show and not coloured_form and not missing_opcode"],
     ),
     "tile": (
