@@ -64,6 +64,10 @@ class GlobalMemory:
             self.base[t.name] = i * GLOBAL_SPAN
             box = t.box
             size[t.name] = (box.strides[-1] * box.dims[-1]) if box.rank > 1 else box.dims[0] * box.elem_bytes
+            # a map whose outer dimension is not the widest step (a 3-D box of an operand's 64-element
+            # columns: the columns 128 bytes apart, the rows a pitch apart) spans up to its last element
+            last = (box.dims[0] - 1) * box.elem_bytes + sum((d - 1) * st for d, st in zip(box.dims[1:], box.strides))
+            size[t.name] = max(size[t.name], last + box.elem_bytes)
         self.params: dict[str, int] = {}
         for p in h.params:
             if p.type in ("u64", "s64"):

@@ -372,26 +372,35 @@ def _wait(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
         m.global_memory.bulk_writes[w.gid] = [(g, rec) for g, rec in pending if g > done]
 
 
-def operand_k(m: Machine, cta: Cta, start: int) -> Optional[tuple[str, int]]:
+def operand_k(m: Machine, cta: Cta, start: int, mn: bool = False) -> Optional[tuple[str, int]]:
     """(tensor map, K byte offset) of the operand tile starting at `start`: the K coordinate of the box
-    that landed there plus the offset inside its 128-byte rows."""
+    that landed there plus the offset inside its 128-byte rows (K-major), or plus the box rows (K
+    coordinates) before `start` (`mn`: an MN-major tile, the box's inner dimension along M or N)."""
     land_ = cta.landed
     if not land_:
         return None
     for dst, (name, coords, nbytes) in land_.items():
         if dst <= start < dst + nbytes:
-            eb = m.global_memory.tmaps[name].elem_bytes
+            box = m.global_memory.tmaps[name]
+            eb = box.elem_bytes
+            if mn:
+                if box.rank < 2:
+                    return None
+                # (a 3-D box of 64-element columns: the rows of K repeat in each column)
+                return name, (coords[1] + (start - dst) // (box.box[0] * eb) % box.box[1]) * eb
             return name, coords[0] * eb + (start - dst) % 128
     return None
 
 
-def operands_meet(m: Machine, w: Warp, c: Compiled, cta: Cta, a_start: int, b_start: int) -> None:
-    """An MMA multiplies A and B at the same K: the boxes its operand tiles came from must agree."""
-    ka, kb = operand_k(m, cta, a_start), operand_k(m, cta, b_start)
+def operands_meet(m: Machine, w: Warp, c: Compiled, cta: Cta, a_start: int, b_start: int, a_mn: bool = False,
+                  b_mn: bool = False) -> None:
+    """An MMA multiplies A and B at the same K: the boxes its operand tiles came from must agree (an
+    MN-major operand's map has K as its dimension 1)."""
+    ka, kb = operand_k(m, cta, a_start, a_mn), operand_k(m, cta, b_start, b_mn)
     if ka is None or kb is None:
         return
     ta, tb = m.global_memory.tmaps[ka[0]], m.global_memory.tmaps[kb[0]]
-    ea, eb = ta.dims[0] * ta.elem_bytes, tb.dims[0] * tb.elem_bytes
+    ea, eb = ta.dims[int(a_mn)] * ta.elem_bytes, tb.dims[int(b_mn)] * tb.elem_bytes
     if ea != eb and (c.pc, "K extent") not in m.prov.reported:
         m.prov.reported.add((c.pc, "K extent"))
         m.problems.add("data", f"{cta.name} warp {w.wid}: {c.mnem} multiplies {ka[0]}, whose rows are {ea} bytes of K, "
@@ -413,11 +422,13 @@ def _unswizzle(o: np.ndarray, swizzle: int) -> np.ndarray:
 
 
 def operand_layout(m: Machine, w: Warp, c: Compiled, cta: Cta, key: tuple[object, ...], addrs: np.ndarray,
-                   desc_swizzle: int, what: str) -> Optional[tuple[str, int, int]]:
+                   desc_swizzle: int, what: str, mn: bool = False, eb: int = 2) -> Optional[tuple[str, int, int]]:
     """The operand tile an MMA's descriptor reads (`addrs`: byte addresses [rows, K bytes]) must be laid
     out as the copy engine wrote it: row r, K byte k of the tile is row r0 + r, byte k0 + k of the box
-    that landed there (same swizzle, same row pitch). Reported otherwise (a swizzle, LBO or SBO the
-    map does not match); returns (map, the tile's first row and K byte in the tensor) when it holds."""
+    that landed there (same swizzle, same row pitch); for an MN-major operand (`mn`, elements of `eb`
+    bytes) the box is transposed: the tile's element (r, k) is box row k0 + k, inner element r0 + r.
+    Reported otherwise (a swizzle, LBO or SBO, or a transpose bit the map does not match); returns
+    (map, the tile's first row and K byte in the tensor) when it holds."""
     land_ = cta.landed
     if not land_ or addrs.size == 0 or not m.prov.on:
         return None
@@ -446,7 +457,7 @@ def operand_layout(m: Machine, w: Warp, c: Compiled, cta: Cta, key: tuple[object
     ck = ("layout", key, dst, name)
     cached = m.prov.layouts.get(ck)
     if cached is None:
-        cached = _relative(box, dst, nbytes, addrs, desc_swizzle)
+        cached = _relative_mn(box, dst, nbytes, addrs, desc_swizzle, eb) if mn else _relative(box, dst, nbytes, addrs, desc_swizzle)
         m.prov.layouts[ck] = cached
     rows, kb, why = cached
     if rows is None or kb is None:
@@ -456,6 +467,8 @@ def operand_layout(m: Machine, w: Warp, c: Compiled, cta: Cta, key: tuple[object
                                    f"engine landed it through tensor map {name} ({box.swizzle or 'no'}-byte swizzle, "
                                    f"{box.box[0] * box.elem_bytes}-byte rows)")
         return None
+    if mn:
+        return name, coords[0] + int(rows[0, 0]), coords[1] * box.elem_bytes + int(kb[0, 0])
     return name, coords[1] + int(rows[0, 0]), coords[0] * box.elem_bytes + int(kb[0, 0])
 
 
@@ -476,4 +489,27 @@ def _relative(box: TmaBox, dst: int, nbytes: int, addrs: np.ndarray, desc_swizzl
     why = (f"a {desc_swizzle or 'no'}-byte swizzle descriptor whose row {int(bad[0])}, K byte {int(bad[1])} is row "
            f"{int(r[tuple(bad)])}, byte {int(k[tuple(bad)])} of the box (not row {int(want_r[int(bad[0]), 0])}, byte "
            f"{int(want_k[0, int(bad[1])])})")
+    return None, None, why
+
+
+def _relative_mn(box: TmaBox, dst: int, nbytes: int, addrs: np.ndarray, desc_swizzle: int, eb: int) -> _Layout:
+    """(first M/N element, first K byte) of an MN-major tile in its box (the box's rows are K, its
+    inner dimension M or N), or (None, None, why not)."""
+    o = addrs.astype(np.int64) - dst
+    if (o < 0).any() or (o >= nbytes).any():
+        return None, None, ""
+    inner = box.box[0] * box.elem_bytes
+    p = _unswizzle(o, box.swizzle)
+    krow, ib = p // inner, p % inner  # [rows, kbytes]: the box row (K) and inner byte (M/N) of each byte
+    nrows, nk = addrs.shape
+    r = np.arange(nrows)[:, None]
+    kb = np.arange(nk)[None, :]
+    want_k = krow[0, 0] + kb // eb
+    want_i = ib[0, 0] + r * eb + kb % eb
+    if np.array_equal(krow, np.broadcast_to(want_k, krow.shape)) and np.array_equal(ib, np.broadcast_to(want_i, ib.shape)):
+        return ib[:1, :1] // eb, krow[:1, :1] * eb, ""
+    bad = np.argwhere((krow != want_k) | (ib != want_i))[0]
+    why = (f"a {desc_swizzle or 'no'}-byte swizzle MN-major descriptor whose row {int(bad[0])}, K byte {int(bad[1])} is "
+           f"box row {int(krow[tuple(bad)])}, inner byte {int(ib[tuple(bad)])} (not box row "
+           f"{int(want_k[0, int(bad[1])])}, inner byte {int(want_i[int(bad[0]), int(bad[1])])})")
     return None, None, why

@@ -22,6 +22,7 @@ from warpy.check.families.tma import operand_layout, operands_meet
 from warpy.check.happens_before import Footprint, masks_of
 from warpy.check.registers import imm, lanes_u64, reg_name, regs_of
 from warpy.layout.atoms import wgmma_a_register_layout
+from warpy.layout.desc import MN_INTERLEAVE_LBO_IS_K_STRIDE, MN_SWIZZLED_LBO_IS_MN_STRIDE
 from warpy.check.semantics import semantics
 from warpy.check.state import Agent, Lanes, Warp
 
@@ -50,6 +51,40 @@ def desc_rows(start: int, lbo: int, sbo: int, bits: int, rows: int, kbytes: int)
     pitch = 16 << bits
     logical = start + (r // 8) * sbo + (r % 8) * pitch + k
     return (logical ^ ((logical >> 3) & (((1 << bits) - 1) << 4))).astype(np.int64)
+
+
+def gmma_mn_rows(lo: int, hi: int, rows: int, kbytes: int, eb: int) -> np.ndarray:
+    """Byte addresses [rows, kbytes] of an MN-major (`.tnspA`/`.tnspB`) operand tile a GMMA descriptor
+    describes: row r (along M or N), K byte k = element k // eb, its byte k % eb."""
+    start = (lo & 0x3FFF) << 4
+    lbo = ((lo >> 16) & 0x3FFF) << 4
+    sbo = (hi & 0x3FFF) << 4
+    return desc_mn_rows(start, lbo, sbo, _SW_BITS[(hi >> 30) & 3], rows, kbytes, eb)
+
+
+def desc_mn_rows(start: int, lbo: int, sbo: int, bits: int, rows: int, kbytes: int, eb: int) -> np.ndarray:
+    """The MN-major canonical layouts of `warpy.layout.desc.desc_image` (the LBO/SBO roles its named
+    constants give), vectorised: MN contiguous in 16-byte core rows (no swizzle) or swizzle-span rows,
+    8 K-rows a group."""
+    r = np.arange(rows)[:, None, None]
+    k = np.arange(kbytes // eb)[None, :, None]
+    b = np.arange(eb)[None, None, :]
+    if bits == 0:
+        t = 16 // eb
+        k_stride, mn_stride = (lbo, sbo) if MN_INTERLEAVE_LBO_IS_K_STRIDE else (sbo, lbo)
+        logical = start + (r % t) * eb + (r // t) * mn_stride + (k % 8) * 16 + (k // 8) * k_stride + b
+        return logical.reshape(rows, -1).astype(np.int64)
+    span = 16 << bits
+    se = span // eb
+    mn_stride, k_stride = (lbo, sbo) if MN_SWIZZLED_LBO_IS_MN_STRIDE else (sbo, lbo)
+    logical = start + (r % se) * eb + (r // se) * mn_stride + (k % 8) * span + (k // 8) * k_stride + b
+    logical = logical.reshape(rows, -1)
+    return (logical ^ ((logical >> 3) & (((1 << bits) - 1) << 4))).astype(np.int64)
+
+
+def gmma_tile(lo: int, hi: int, rows: int, kbytes: int, mn: bool, eb: int) -> np.ndarray:
+    """The operand tile's byte addresses [rows, kbytes], K-major or (mn) MN-major."""
+    return gmma_mn_rows(lo, hi, rows, kbytes, eb) if mn else gmma_rows(lo, hi, rows, kbytes)
 
 
 Tile = tuple[np.ndarray, Footprint]  # an MMA operand tile: its byte addresses [rows, kbytes], and their footprint
@@ -117,14 +152,18 @@ def _hgmma(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     if not isinstance(dnames, list):
         dnames = c.extra["desc_names"] = [elem_name(dv, j) for j in range(4)]
     d = [int(first(w.regs.get(nm, 0))) for nm in dnames]
-    fb = operand_footprint(m, ("gmma", d[2], d[3], n, kb), lambda: gmma_rows(d[2], d[3], n, kb))
+    flags = i.ops[di].flags  # type: ignore[union-attr]
+    ta, tb = "tnspA" in flags, "tnspB" in flags  # A / B MN-major
+    kb_key = ("gmma", d[2], d[3], n, kb, tb)
+    fb = operand_footprint(m, kb_key, lambda: gmma_tile(d[2], d[3], n, kb, tb, eb))
     smem_ops = [fb]
-    lb = operand_layout(m, w, c, w.cta, ("gmma", d[2], d[3], n, kb), fb[0], _swizzle(d[3]), "B")
+    lb = operand_layout(m, w, c, w.cta, kb_key, fb[0], _swizzle(d[3]), "B", tb, eb)
     la = None
     if not rs:
-        fa = operand_footprint(m, ("gmma", d[0], d[1], 64, kb), lambda: gmma_rows(d[0], d[1], 64, kb))
-        operands_meet(m, w, c, w.cta, (d[0] & 0x3FFF) << 4, (d[2] & 0x3FFF) << 4)
-        la = operand_layout(m, w, c, w.cta, ("gmma", d[0], d[1], 64, kb), fa[0], _swizzle(d[1]), "A")
+        ka_key = ("gmma", d[0], d[1], 64, kb, ta)
+        fa = operand_footprint(m, ka_key, lambda: gmma_tile(d[0], d[1], 64, kb, ta, eb))
+        operands_meet(m, w, c, w.cta, (d[0] & 0x3FFF) << 4, (d[2] & 0x3FFF) << 4, ta, tb)
+        la = operand_layout(m, w, c, w.cta, ka_key, fa[0], _swizzle(d[1]), "A", ta, eb)
         smem_ops = [fa, fb]
     accumulate = str(i.ops[di + 1]) != "RZ"
     for op in i.ops[di + 2:]:
