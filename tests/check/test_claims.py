@@ -27,7 +27,7 @@ CLAIMS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "over-arrival": (("release-arrive-all-lanes",), ("ring-correct-4-stages",)),
     "uninitialised-barrier": (("mbar-init-dropped",), ("ring-correct-4-stages",)),
     "reinit": (("mbar-init-twice",), ("ring-correct-4-stages",)),
-    "tx-bytes": (("expect-tx-over", "expect-tx-short", "tmap-a-box-too-tall", "tx-bytes-short-sm100"),
+    "tx-bytes": (("expect-tx-over", "expect-tx-short", "expect-tx-short-ring", "tmap-a-box-too-tall", "tx-bytes-short-sm100"),
                  ("ring-correct-4-stages",)),
     "phase-release": (("consumer-initial-parity-1", "empty-count-one-short", "expect-tx-short"), ("ring-correct-4-stages",)),
     "barrier-init-order": (("mbar-init-no-sync", "mbar-init-no-fence"), ("ring-correct-4-stages",)),

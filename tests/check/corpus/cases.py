@@ -485,4 +485,10 @@ CASES: list[Case] = [
              r"accumulate$", "UPT"),
          expect="protocol", match=r"adds to tensor-memory columns 0..127 that no MMA wrote",
          why="the first k-step's MMA accumulates (UPT) into tensor memory nothing zeroed"),
+    case("expect-tx-short-ring", "protocol", G90W, sub_all(r"MOV tx_bytes, 0x6000", "0x6000", "0x4000"),
+         expect="protocol", match=r"hang: CTA \d+ warp \d+ waits on stage_full\[0\] for the phase of parity 1: it is in phase 1, "
+                                  r"0 of 1 arrivals to come, -16384 bytes",
+         why="expect-tx leaves B's box out: each phase completes when A lands, B's bytes fall into the next phase, "
+             "whose count goes below zero with every arrival made; it never completes (a phase completes at zero bytes, "
+             "not below)"),
 ]
