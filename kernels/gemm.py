@@ -76,11 +76,24 @@ class GemmProblem:
     stride_a: int = 0
     stride_b: int = 0
     stride_c: int = 0
+    # the operands' majors: "K" (A M x K, B N x K, K contiguous) or "MN" (A stored K x M, B K x N, M / N
+    # contiguous: read in place, transposed by the MMA; sm_90a only). A pitch is then between rows of K.
+    a_major: str = "K"
+    b_major: str = "K"
 
     def __attrs_post_init__(self) -> None:
         if not isinstance(self.epilogue, Epilogue):
             raise WarpyError(f"epilogue must be a gemm_epilogue.Epilogue, not {self.epilogue!r}")
-        for name, extent, eb in (("lda", self.K, dtype_bytes(self.dtype)), ("ldb", self.K, dtype_bytes(self.dtype)),
+        for name, major in (("a_major", self.a_major), ("b_major", self.b_major)):
+            if major not in ("K", "MN"):
+                raise WarpyError(f"{name}={major!r}: an operand is K-major (K contiguous) or MN-major")
+            if major == "MN" and self.arch != "sm_90a":
+                raise WarpyError(f"{name}=MN: MN-major operands are read in place by the sm_90a program only; on "
+                                 f"{self.arch} (tcgen05: the instruction descriptor's A/B major bits and MN-major UMMA "
+                                 "descriptors) they are not written yet")
+        a_ext = self.M if self.a_major == "MN" else self.K
+        b_ext = self.N if self.b_major == "MN" else self.K
+        for name, extent, eb in (("lda", a_ext, dtype_bytes(self.dtype)), ("ldb", b_ext, dtype_bytes(self.dtype)),
                                  ("ldc", self.N, dtype_bytes(self.out_dtype))):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or (v and v < extent):
@@ -108,8 +121,12 @@ class GemmProblem:
             raise WarpyError(f"M and N must be at least 1 (got M={self.M}, N={self.N})")
         if self.K < 8:
             raise WarpyError(f"K must be at least 8 (got {self.K})")
+        for what, major, ext in (("A", self.a_major, self.M), ("B", self.b_major, self.N)):
+            if major == "MN" and (ext * dtype_bytes(self.dtype)) % 16:
+                raise WarpyError(f"{what} is MN-major: its rows of {ext} {self.dtype} elements are "
+                                 f"{ext * dtype_bytes(self.dtype)} bytes; TMA needs a multiple of 16")
         row = self.K * dtype_bytes(self.dtype)
-        if row % 16:
+        if row % 16 and "K" in (self.a_major, self.b_major):
             raise WarpyError(
                 f"K={self.K} rows of {self.dtype} are {row} bytes; TMA needs a multiple of 16 "
                 f"(K a multiple of {16 // dtype_bytes(self.dtype)})"
@@ -118,17 +135,29 @@ class GemmProblem:
     @property
     def pitches(self) -> tuple[int, int, int]:
         """The row pitches of A, B and C in elements (the dense ones where not given)."""
-        return (self.lda or self.K, self.ldb or self.K, self.ldc or self.N)
+        return (self.lda or self.dense[0], self.ldb or self.dense[1], self.ldc or self.N)
+
+    @property
+    def dense(self) -> tuple[int, int]:
+        """A's and B's dense row pitches: their contiguous extents (K, or M / N where MN-major)."""
+        return (self.M if self.a_major == "MN" else self.K, self.N if self.b_major == "MN" else self.K)
 
     @property
     def pitched(self) -> bool:
-        return self.pitches != (self.K, self.K, self.N)
+        return self.pitches != (*self.dense, self.N)
 
     @property
     def batch_strides(self) -> tuple[int, int, int]:
         """The elements between consecutive matrices of A, B and C (dense: one after another)."""
         lda, ldb, ldc = self.pitches
-        return (self.stride_a or self.M * lda, self.stride_b or self.N * ldb, self.stride_c or self.M * ldc)
+        rows_a = self.K if self.a_major == "MN" else self.M
+        rows_b = self.K if self.b_major == "MN" else self.N
+        return (self.stride_a or rows_a * lda, self.stride_b or rows_b * ldb, self.stride_c or self.M * ldc)
+
+    @property
+    def layouts(self) -> str:
+        """The operands' layouts as the command line spells them where one is MN-major (a=km, b=kn), else ''."""
+        return " ".join(w for w, on in (("a=km", self.a_major == "MN"), ("b=kn", self.b_major == "MN")) if on)
 
     @property
     def flops(self) -> int:
@@ -139,7 +168,8 @@ class GemmProblem:
         ld = " lda={} ldb={} ldc={}".format(*self.pitches) if self.pitched else ""
         if self.batch > 1:
             ld += " batch={} (strides {}, {}, {})".format(self.batch, *self.batch_strides)
-        return f"{self.M}x{self.N}x{self.K} {self.dtype}->{self.out_dtype} {self.arch}{ld}{ep}"
+        mj = f" {self.layouts}" if self.layouts else ""
+        return f"{self.M}x{self.N}x{self.K} {self.dtype}->{self.out_dtype} {self.arch}{mj}{ld}{ep}"
 
 
 # Relative tensor-core efficiency of a BM x BN tile per unit of work (smaller tiles re-read more
@@ -171,7 +201,9 @@ def choose(problem: GemmProblem) -> Config:
         return cfg100
     if problem.arch != "sm_90a":
         raise WarpyError(f"no {problem.arch} GEMM program exists yet")
-    (bm, bn), stream_k = min(((tile, sk) for tile in TILE_EFFICIENCY for sk in (False, True)[:2 if problem.batch == 1 else 1]),
+    # an MN-major B lands in 64-column boxes: its tile is whole boxes wide
+    tiles = [t for t in TILE_EFFICIENCY if problem.b_major == "K" or t[1] % 64 == 0]
+    (bm, bn), stream_k = min(((tile, sk) for tile in tiles for sk in (False, True)[:2 if problem.batch == 1 else 1]),
                              key=lambda c: sm90_cost(problem, c[0][0], c[0][1], c[1]))
     split = sm90_split(problem, bm, bn) if stream_k else 0
     staged = problem.out_dtype in ("bf16", "fp16") and (problem.pitches[2] * 2) % 16 == 0
@@ -289,8 +321,14 @@ class GemmExpectation:
         bname = "b" if "b" in run.gmem else ("bt" if "bt" in run.gmem else "b")
         a_all = from_bits(run.gmem["a"].view(np.uint16), p.dtype)
         b_all = from_bits(run.gmem[bname].view(np.uint16), p.dtype)
-        a = np.concatenate([_rows(a_all[i * sa: i * sa + (M - 1) * lda + K], M, K, lda) for i in range(p.batch)])
-        bs = [_rows(b_all[i * sb: i * sb + (N - 1) * ldb + K], N, K, ldb) for i in range(p.batch)]
+        def operand(flat: np.ndarray, start: int, rows: int, pitch: int, mn: bool) -> np.ndarray:
+            # rows x K, from K x rows where the operand is MN-major (its rows of K `pitch` apart)
+            if mn:
+                return _rows(flat[start: start + (K - 1) * pitch + rows], K, rows, pitch).T.copy()
+            return _rows(flat[start: start + (rows - 1) * pitch + K], rows, K, pitch)
+
+        a = np.concatenate([operand(a_all, i * sa, M, lda, p.a_major == "MN") for i in range(p.batch)])
+        bs = [operand(b_all, i * sb, N, ldb, p.b_major == "MN") for i in range(p.batch)]
         b = bs[0] if p.batch == 1 else np.concatenate(bs)
         ref = np.concatenate([a[i * M:(i + 1) * M].astype(np.float64) @ bs[i].astype(np.float64).T
                               for i in range(p.batch)])
@@ -395,15 +433,15 @@ class GemmFamily:
         and `out_dtype`."""
         sizes = [d for d in dims if not isinstance(d, str)]
         words = [d for d in dims if isinstance(d, str)]
+        majors: dict[str, str] = {}
         for w in [w for w in words if w.split("=", 1)[0] in ("a", "b")]:  # operand layouts
             key, _, val = w.partition("=")
             k_major = "mk" if key == "a" else "nk"
             mn_major = "km" if key == "a" else "kn"
-            if val == mn_major:
-                raise WarpyError(f"{w}: {key} with {'M' if key == 'a' else 'N'} contiguous (MN-major) is not written "
-                                 f"yet; the GEMM programs read {key}={k_major} (K contiguous)")
-            if val != k_major:
-                raise WarpyError(f"{w}: {key}'s layout is {k_major} (K contiguous) or {mn_major}")
+            if val not in (k_major, mn_major):
+                raise WarpyError(f"{w}: {key}'s layout is {k_major} (K contiguous) or {mn_major} "
+                                 f"({'M' if key == 'a' else 'N'} contiguous, MN-major)")
+            majors[f"{key}_major"] = "MN" if val == mn_major else "K"
             words.remove(w)
         if len(sizes) != 3 or dims[:3] != sizes:
             raise WarpyError(f"gemm takes three sizes M N K (then epilogue words), got {list(dims)}")
@@ -416,7 +454,7 @@ class GemmFamily:
             pitches[key] = int(val)
             words.remove(w)
         ep = parse_words(words)
-        return GemmProblem(sizes[0], sizes[1], sizes[2], arch=arch, epilogue=ep, **pitches,  # type: ignore[arg-type]
+        return GemmProblem(sizes[0], sizes[1], sizes[2], arch=arch, epilogue=ep, **pitches, **majors,  # type: ignore[arg-type]
                            **{k: v for k, v in options.items() if v is not None})
 
     def choose(self, problem: GemmProblem) -> Config:

@@ -48,9 +48,9 @@ from warpy.isa.pipes import ConsumerEnd, Pipe, ProducerEnd, init_barriers
 from warpy.isa.program import Program
 from warpy.isa.units.tma import tma_load, tma_store
 from warpy.isa.units.wgmma import hgmma
-from warpy.layout import Layout, Swizzle, SwizzledLayout
+from warpy.layout import Layout, LayoutError, Swizzle, SwizzledLayout
 from warpy.layout.desc import tma_box, tma_multicast_slices
-from warpy.layout.smem import smem_tile
+from warpy.layout.smem import SmemTile as SmemTileT, smem_tile
 from warpy.target import SM90A, dtype_bytes
 
 from .gemm_epilogue import Epilogue, emit_consts, emit_element, emit_load
@@ -61,6 +61,7 @@ if TYPE_CHECKING:
 
 ACC_FULL_REGS = 232  # consumer warpgroups' registers after USETMAXREG
 PRODUCER_REGS = 40
+MN_BOX_ROWS = 64  # rows (M or N) of an MN-major operand's TMA box: one 128-byte swizzle span of 16-bit elements
 
 
 @attrs.frozen
@@ -230,6 +231,7 @@ class Sm90Gemm:
         self.pitched = problem.pitched
         self.batch = problem.batch
         self.sa, self.sb, self.sc = problem.batch_strides
+        self.a_major, self.b_major = problem.a_major, problem.b_major
         if self.batch > 1 and (cfg.stream_k or cfg.cluster_m != 1):
             raise WarpyError("a batch of GEMMs runs whole tiles on single CTAs: no stream-K, split or clusters")
         self.oeb = dtype_bytes(out_dtype)
@@ -267,7 +269,8 @@ class Sm90Gemm:
                 f"_{c.bm}x{c.bn}x{c.bk}_s{c.stages}_g{c.group}" + ("_sk" if c.stream_k else "") + (f"{c.split}" if c.split else "")
                 + ("_c2" if c.cluster_m == 2 else "") + self.ep.tag()
                 + (f"_ld{self.lda}x{self.ldb}x{self.ldc}" if self.pitched else "")
-                + (f"_x{self.batch}s{self.sa}x{self.sb}x{self.sc}" if self.batch > 1 else ""))
+                + (f"_x{self.batch}s{self.sa}x{self.sb}x{self.sc}" if self.batch > 1 else "")
+                + ("_akm" if self.a_major == "MN" else "") + ("_bkn" if self.b_major == "MN" else ""))
 
     # -- the program ---------------------------------------------------------------------------
     def build(self) -> Program:
@@ -276,20 +279,26 @@ class Sm90Gemm:
         cl = cfg.cluster_m
         p = Program(self.name, SM90A.name, threads=threads, grid=(self.grid, 1, 1), cluster=(cl, 1, 1),
                     maxnreg=min((65536 // threads) // 8 * 8, ACC_FULL_REGS))
-        a_tile = smem_tile(cfg.bm, cfg.bk, self.dtype, "K", 128)
-        b_tile = smem_tile(cfg.bn, cfg.bk, self.dtype, "K", 128)
+        # an MN-major operand (stored K x M / K x N) lands M / N innermost, one box per 64 rows (a
+        # 128-byte swizzle span of M or N by BK), and is read transposed (`.tnspA` / `.tnspB`)
+        a_tile = smem_tile(cfg.bm, cfg.bk, self.dtype, self.a_major, 128)
+        b_tile = smem_tile(cfg.bn, cfg.bk, self.dtype, self.b_major, 128)
         l2 = cfg.l2_promotion
-        ta = p.tmap("a", tma_box(self.glob(self.m, self.k, self.lda, self.sa), a_tile, l2_promotion=l2))
-        b_glob = self.glob(self.n, self.k, self.ldb, self.sb)
-        if cl == 1:
-            tb = p.tmap("b", tma_box(b_glob, b_tile, l2_promotion=l2))
-        else:
-            # each CTA of the pair loads rows [r * BN/2, (r + 1) * BN/2) of B's tile, multicast to both
-            tb = p.tmap("b", tma_box(b_glob, b_tile, multicast=2, l2_promotion=l2))
-            for sl in tma_multicast_slices(b_glob, b_tile, 2):
-                want = int(b_tile.layout((sl.cta * cfg.bn // 2, 0)))
-                if sl.smem_offset != want or sl.coord_offset != (0, sl.cta * cfg.bn // 2):
-                    raise WarpyError(f"multicast slice {sl} is not rows {sl.cta * cfg.bn // 2}.. of B's tile")
+        try:
+            ta = p.tmap("a", tma_box(self.glob(self.m, self.k, self.lda, self.sa, self.a_major),
+                                     self.box_tile(a_tile), l2_promotion=l2))
+            b_glob = self.glob(self.n, self.k, self.ldb, self.sb, self.b_major)
+            if cl == 1 or self.b_major == "MN":  # (clusters: an MN-major B's boxes are multicast whole)
+                tb = p.tmap("b", tma_box(b_glob, self.box_tile(b_tile), l2_promotion=l2))
+            else:
+                # each CTA of the pair loads rows [r * BN/2, (r + 1) * BN/2) of B's tile, multicast to both
+                tb = p.tmap("b", tma_box(b_glob, b_tile, multicast=2, l2_promotion=l2))
+                for sl in tma_multicast_slices(b_glob, b_tile, 2):
+                    want = int(b_tile.layout((sl.cta * cfg.bn // 2, 0)))
+                    if sl.smem_offset != want or sl.coord_offset != (0, sl.cta * cfg.bn // 2):
+                        raise WarpyError(f"multicast slice {sl} is not rows {sl.cta * cfg.bn // 2}.. of B's tile")
+        except LayoutError as e:
+            raise WarpyError(f"{self.name}: {e}") from None
         tail = epi_tail(cfg.bn) if cfg.staged_epilogue else 0
         c: Optional[Param] = None
         tc: Optional[TensorMap] = None
@@ -350,11 +359,39 @@ class Sm90Gemm:
         p.emit(control.exit_())
         return p
 
-    def glob(self, rows: int, cols: int, pitch: int, stride: int) -> Layout:
-        """An operand in global memory, (row, col[, matrix of the batch]) -> element offset."""
+    def glob(self, rows: int, cols: int, pitch: int, stride: int, major: str = "K") -> Layout:
+        """An operand in global memory, (row, col[, matrix of the batch]) -> element offset; an
+        MN-major operand (major "MN") has its rows contiguous and its columns (K) `pitch` apart."""
+        st = (pitch, 1) if major == "K" else (1, pitch)
         if self.batch == 1:
-            return Layout((rows, cols), (pitch, 1))
-        return Layout((rows, cols, self.batch), (pitch, 1, stride))
+            return Layout((rows, cols), st)
+        return Layout((rows, cols, self.batch), st + (stride,))
+
+    def box_tile(self, tile: SmemTileT) -> SmemTileT:
+        """The shared-memory tile one TMA box of an operand lands: the whole tile (K-major), or 64 of
+        its rows (MN-major: M or N is the box's inner dimension, one 128-byte swizzle span)."""
+        if tile.major == "K":
+            return tile
+        if tile.rows % MN_BOX_ROWS:
+            raise WarpyError(f"an MN-major operand's tile is whole {MN_BOX_ROWS}-row boxes, not {tile.rows} rows")
+        return smem_tile(MN_BOX_ROWS, tile.cols, tile.dtype, "MN", tile.swizzle)
+
+    def row_boxes(self, p: Program, major: str, rows: int, row0: R, name: str) -> list[tuple[int, R]]:
+        """(first row in the tile, the register holding its global row) of each box of an operand's
+        tile whose first row is `row0`: one (K-major), or one per 64 rows (MN-major; set here, once)."""
+        if major == "K":
+            return [(0, row0)]
+        out = [(0, row0)]
+        for j in range(1, rows // MN_BOX_ROWS):
+            r = p.r(f"{name}_row{j}")
+            p.emit(alu.iadd3(r, row0, MN_BOX_ROWS * j, RZ))
+            out.append((MN_BOX_ROWS * j, r))
+        return out
+
+    def operand_coords(self, w: Work, major: str, kc: Union[Ix, R], row: R) -> list[Union[Ix, R, UR]]:
+        """A TMA load's coordinates (innermost first; the batch's matrix last where there is one) of
+        an operand box at K `kc` and global row `row`: (k, row) K-major, (row, k) MN-major."""
+        return self.coords(w, kc, row) if major == "K" else self.coords(w, row, kc)
 
     def coords(self, w: Work, *c: Union[Ix, R, UR]) -> list[Union[Ix, R, UR]]:
         """A TMA box's coordinates (innermost first), then the matrix of the batch where there is one."""
@@ -416,17 +453,23 @@ class Sm90Gemm:
                 m0, n0 = p.r("m0"), p.r("n0")
                 p.emit(alu.imad(m0, w.m_blk, cfg.bm, RZ))
                 p.emit(alu.imad(n0, w.n_blk, cfg.bn, RZ))
+                ra = self.row_boxes(p, self.a_major, cfg.bm, m0, "a")
+                rb = self.row_boxes(p, self.b_major, cfg.bn, n0, "b")
                 with p.loop("k", w.k_cnt, max_count=self.kt) as k:
                     with out.stage():
                         out.wait_empty()
-                        out.arrive_full(leader, tx_bytes=res.ta.box.box_bytes + res.tb.box.box_bytes)
+                        out.arrive_full(leader, tx_bytes=len(ra) * res.ta.box.box_bytes + len(rb) * res.tb.box.box_bytes)
                         kc: Union[Ix, R] = k * cfg.bk
                         if w.k_lo is not None:  # the segment's k blocks start at k_lo
                             kc = p.r("k_elem")
                             p.emit(alu.iadd3(kc, k.reg, w.k_lo))
                             p.emit(alu.imad(kc, kc, cfg.bk, RZ))
-                        tma_load(p, out.slot(res.sa), res.ta, self.coords(w, kc, m0), out.full, guard=leader)
-                        tma_load(p, out.slot(res.sb), res.tb, self.coords(w, kc, n0), out.full, guard=leader)
+                        for r0, row in ra:
+                            tma_load(p, out.slot(res.sa, r0, 0) if r0 else out.slot(res.sa), res.ta,
+                                     self.operand_coords(w, self.a_major, kc, row), out.full, guard=leader)
+                        for r0, row in rb:
+                            tma_load(p, out.slot(res.sb, r0, 0) if r0 else out.slot(res.sb), res.tb,
+                                     self.operand_coords(w, self.b_major, kc, row), out.full, guard=leader)
 
     def cluster_producer(self, p: Program, res: Sm90Resources, leader: P, out: ProducerEnd) -> None:
         """The producer of a CTA of a 2x1 cluster: its own A box, and its half of B's box (rows
@@ -444,18 +487,29 @@ class Sm90Gemm:
         half_row = p.r("b_half_row")
         p.emit(alu.mov(half_row, res.rank))
         p.emit(alu.imad(half_row, half_row, half, RZ))
-        tx = res.ta.box.box_bytes + 2 * res.tb.box.box_bytes
+        if self.b_major == "MN" and half % MN_BOX_ROWS:
+            raise WarpyError(f"BN {cfg.bn}: each CTA's half of an MN-major B ({half} rows) is not whole "
+                             f"{MN_BOX_ROWS}-row boxes")
+        # (an MN-major B: each CTA multicasts its half's 64-row boxes whole)
+        b_boxes = half // MN_BOX_ROWS if self.b_major == "MN" else 1
+        a_boxes = cfg.bm // MN_BOX_ROWS if self.a_major == "MN" else 1
+        tx = a_boxes * res.ta.box.box_bytes + 2 * b_boxes * res.tb.box.box_bytes
         with self.work_loop(p, res) as w:
             m0, n0 = p.r("m0"), p.r("n0")
             p.emit(alu.imad(m0, w.m_blk, cfg.bm, RZ))
             p.emit(alu.imad(n0, w.n_blk, cfg.bn, half_row))
+            ra = self.row_boxes(p, self.a_major, cfg.bm, m0, "a")
+            rb = self.row_boxes(p, self.b_major, half, n0, "b")
             with p.loop("k", self.kt) as k:
                 with out.stage():
                     out.wait_empty()
                     out.arrive_full(leader, tx_bytes=tx)
-                    tma_load(p, out.slot(res.sa), res.ta, [k * cfg.bk, m0], out.full, guard=leader)
-                    tma_load(p, out.slot(res.sb, b_half * half, 0), res.tb, [k * cfg.bk, n0], out.full,
-                               mask=mask, guard=leader)
+                    for r0, row in ra:
+                        tma_load(p, out.slot(res.sa, r0, 0) if r0 else out.slot(res.sa), res.ta,
+                                 self.operand_coords(w, self.a_major, k * cfg.bk, row), out.full, guard=leader)
+                    for r0, row in rb:
+                        tma_load(p, out.slot(res.sb, b_half * half + r0 if r0 else b_half * half, 0), res.tb,
+                                 self.operand_coords(w, self.b_major, k * cfg.bk, row), out.full, mask=mask, guard=leader)
         with p.loop("drain", cfg.stages):
             with out.stage():
                 out.wait_empty()

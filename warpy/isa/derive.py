@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Callable, Iterator, Optional, Sequence, Union
 
 from warpy.errors import WarpyError
 from warpy.isa.buffers import Buffer, Ref
-from warpy.isa.descriptors import low_word, start_field
+from warpy.isa.descriptors import buffer_low_word, start_field
 from warpy.isa.families import alu
 from warpy.isa.index import Counter, Index, Ix, Lane, Ring, Uniform
 from warpy.isa.instr import Instr, Note
@@ -202,7 +202,7 @@ class Derivation:
             # a descriptor's low word: the start field read off the address, the other fields added
             addr = self._buffer_base("addr", buf)
             reg = self.prog.ur(f"{buf.name}_{form.split('.')[0]}")
-            shift, rest = low_word(self.prog.sm)
+            shift, rest = buffer_low_word(buf, self.prog.sm)
             lines.append(alu.ushf_r(reg, addr, shift))
             lines.append(alu.uiadd3(reg, reg, rest).noted(origin.note(form)))
         for ln in lines:

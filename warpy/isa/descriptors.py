@@ -1,4 +1,8 @@
-"""The shared-memory descriptor words of a buffer's K-major tiles.
+"""The shared-memory descriptor words of a buffer's tiles, K-major or MN-major.
+
+A buffer's tiles are MN-major where one step along the row coordinate (M or N) is one element
+(`mn_fields`): their LBO and SBO take the MN-major roles of `warpy.layout.desc` (distance between
+swizzle-span columns along M/N, and between 8-row groups along K, for a swizzled tile).
 
 The fields come from the buffer's layout; the bit layout is `warpy.layout.desc`'s alone (its
 encoder packs every word here). Two users: the derivation computes a tile's low word (start
@@ -17,9 +21,16 @@ from warpy.isa.buffers import Buffer
 from warpy.isa.families import alu
 from warpy.isa.operands import URVec
 from warpy.layout import LayoutError
-from warpy.layout.desc import UNUSED_FIELD_BYTES, SmemDescFields, encode_smem_desc, smem_desc_low_word
+from warpy.layout.desc import (
+    MN_INTERLEAVE_LBO_IS_K_STRIDE,
+    MN_SWIZZLED_LBO_IS_MN_STRIDE,
+    UNUSED_FIELD_BYTES,
+    SmemDescFields,
+    encode_smem_desc,
+    smem_desc_low_word,
+)
 from warpy.layout.smem import CORE_ROWS
-from warpy.target import target as target_of
+from warpy.target import dtype_bytes, target as target_of
 
 if TYPE_CHECKING:
     from warpy.isa.program import Program
@@ -36,6 +47,45 @@ def low_word(arch: str) -> tuple[int, int]:
     return smem_desc_low_word(_fields(arch))
 
 
+def mn_fields(buf: Buffer) -> tuple[int, int] | None:
+    """(LBO, SBO) in bytes of `buf`'s tiles where they are MN-major (a step along the row coordinate,
+    the second-last, is one element and a step along K is not), else None (K-major)."""
+    lay = buf.linear()
+    r = lay.rank()
+    if r < 2 or not buf.elem:
+        return None
+    shape = buf.shape()
+    eb = dtype_bytes(buf.elem)
+
+    def at(row: int, k: int) -> int:
+        pre = [0] * (r - 2)
+        return int(lay(tuple(pre + [row, k]))) - int(lay(tuple(pre + [0, 0])))
+
+    if at(1, 0) != eb or shape[r - 1] < 2 or at(0, 1) == eb:
+        return None
+    span = buf.swizzle_span()
+    per = (span or 16) // eb
+    if shape[r - 1] <= CORE_ROWS:
+        raise WarpyError(f"{buf.name}: an MN-major tile needs more than {CORE_ROWS} rows of K, not {shape[r - 1]}")
+    mn = at(per, 0) if shape[r - 2] > per else UNUSED_FIELD_BYTES
+    ks = at(0, CORE_ROWS)
+    if span:
+        return (mn, ks) if MN_SWIZZLED_LBO_IS_MN_STRIDE else (ks, mn)
+    return (ks, mn) if MN_INTERLEAVE_LBO_IS_K_STRIDE else (mn, ks)
+
+
+def buffer_low_word(buf: Buffer, arch: str) -> tuple[int, int]:
+    """`low_word` for `buf`'s tiles: an MN-major buffer's LBO is its own."""
+    mn = mn_fields(buf)
+    if mn is None:
+        return low_word(arch)
+    try:
+        return smem_desc_low_word(SmemDescFields(target_of(arch).desc, start=0, lbo=mn[0], sbo=mn[1],
+                                                 swizzle=buf.swizzle_span()))
+    except LayoutError as e:
+        raise WarpyError(f"{buf.name}: {e}") from None
+
+
 def start_field(arch: str, offset: int, name: str) -> int:
     """What `offset` bytes (into buffer `name`) add to the low word's start field."""
     shift, _ = low_word(arch)
@@ -47,7 +97,15 @@ def start_field(arch: str, offset: int, name: str) -> int:
 def desc_hi(buf: Buffer, arch: str) -> int:
     """The high word of the smem descriptor of a K-major tile of `buf` (coordinates end in row, k).
 
-    SBO is the distance between rows 0 and 8 (one 8-row group) in the unswizzled layout."""
+    SBO is the distance between rows 0 and 8 (one 8-row group) in the unswizzled layout; an MN-major
+    buffer's fields are `mn_fields`'."""
+    mn = mn_fields(buf)
+    if mn is not None:
+        try:
+            return encode_smem_desc(SmemDescFields(target_of(arch).desc, start=0, lbo=mn[0], sbo=mn[1],
+                                                   swizzle=buf.swizzle_span())) >> 32
+        except LayoutError as e:
+            raise WarpyError(f"{buf.name}: {e}") from None
     lay = buf.linear()
     r = lay.rank()
     if r < 2:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Union
 
 from warpy.errors import WarpyError
 from warpy.isa.buffers import Tile
-from warpy.isa.descriptors import set_desc_hi
+from warpy.isa.descriptors import mn_fields, set_desc_hi
 from warpy.isa.families import alu, wgmma
 from warpy.isa.operands import UP, RVec
 from warpy.layout import Layout, LayoutError, atoms
@@ -19,19 +19,23 @@ if TYPE_CHECKING:
 
 def hgmma(p: Program, acc: RVec, a: Tile, b: Tile, n: int, accumulate: Union[UP, bool], end: bool = False) -> None:
     """acc (+)= A * B for one 64 x n x K step (K = 32 bytes of the operands' type: 16 for bf16/fp16),
-    both operands from shared memory; the type modifier comes from the buffers' elem."""
+    both operands from shared memory; the type modifier comes from the buffers' elem, and an
+    operand whose buffer is M/N-contiguous (`warpy.isa.descriptors.mn_fields`) is read MN-major
+    (`.tnspA`/`.tnspB`)."""
     if p.sm != "sm_90a":
         raise WarpyError("HGMMA is an sm_90a instruction")
     if a.buffer.elem != b.buffer.elem or a.buffer.elem not in wgmma.AB_TYPES:
         raise WarpyError(f"HGMMA operands {a.buffer.name} ({a.buffer.elem}) and {b.buffer.name} ({b.buffer.elem}) "
                          f"must share one of the types {', '.join(wgmma.AB_TYPES)}")
     ab, kstep = wgmma.AB_TYPES[a.buffer.elem or ""]
+    # an operand whose buffer is M- or N-contiguous is read transposed (MN-major descriptor fields)
+    ta, tb = mn_fields(a.buffer) is not None, mn_fields(b.buffer) is not None
     descs = p.urvec("gmma_desc", 4)
     set_desc_hi(p, descs, 1, a.buffer, "gdesc.hi")
     set_desc_hi(p, descs, 3, b.buffer, "gdesc.hi")
     p.derive.into(descs[0], "gdesc.lo", a)
     p.derive.into(descs[2], "gdesc.lo", b)
-    p.emit(wgmma.hgmma(n, acc, descs, accumulate, end, ab=ab, k=kstep))
+    p.emit(wgmma.hgmma(n, acc, descs, accumulate, end, ab=ab, k=kstep, tnsp_a=ta, tnsp_b=tb))
 
 
 def hgmma_rs(p: Program, acc: RVec, a: RVec, a_fragment: Layout, b: Tile, n: int, accumulate: Union[UP, bool],
@@ -60,4 +64,4 @@ def hgmma_rs(p: Program, acc: RVec, a: RVec, a_fragment: Layout, b: Tile, n: int
     p.derive.per_role(("rs_no_a_desc",), 0, [alu.umov(descs[0], 0), alu.umov(descs[1], 0)])
     set_desc_hi(p, descs, 3, b.buffer, "gdesc.hi")
     p.derive.into(descs[2], "gdesc.lo", b)
-    p.emit(wgmma.hgmma_rs(n, acc, a, descs, accumulate, end, ab=ab, k=kstep))
+    p.emit(wgmma.hgmma_rs(n, acc, a, descs, accumulate, end, ab=ab, k=kstep, tnsp_b=mn_fields(b.buffer) is not None))
