@@ -81,6 +81,8 @@ class GemmCall:
     aux: tuple[Matrix, ...] = ()  # its inputs, in the order of epilogue.params() (bias, c_in, residual)
     pitches: Optional[tuple[int, int, int]] = None  # rows of A, B, C this many elements apart (None: dense)
     batch: Optional[tuple[int, int, int, int]] = None  # bmm in one launch: (count, strides of A, B, C in elements)
+    # ("major", A's, B's) where an operand is MN-major (M / N contiguous: read in place, sm_90a), else None
+    majors: Optional[tuple[str, str, str]] = None
 
     @property
     def side(self) -> str:
@@ -96,6 +98,8 @@ class GemmCall:
             k += (self.pitches,)
         if self.batch is not None:
             k += (("batch",) + self.batch,)
+        if self.majors is not None:
+            k += (self.majors,)
         return k
 
     @property
@@ -155,23 +159,31 @@ def check_call(a: Any, b: Any, out: Any = None, out_dtype: Any = None, stream: O
         odt = O.dtype
     operands = (A, B) if O is None else (A, B, O)
     dev = None
+    mn = [False, False]  # A, B read MN-major (M / N contiguous, in place)
     if A.side == "device":
-        for m in operands:  # numpy operands are copied (made contiguous) on the way; empty ones hold nothing
+        for i, m in enumerate(operands):  # numpy operands are copied (made contiguous) on the way; empty ones hold nothing
             if m.shape[0] and m.shape[1]:
                 try:
                     check_rows(m)
                 except WarpyError:
+                    if m is not O and _mn_major(m):
+                        mn[i] = True
+                        continue
                     if b_kn and m is not O:  # mm says what the layout is (warpy.gemm keeps check_rows' words)
                         _refuse_layout(m, b_kn)
                     raise
         dev = _one_device(operands)
-        pitches = (A.strides[0] if M > 1 else K, B.strides[0] if N > 1 else K,
+        pitches = (A.strides[1 if mn[0] else 0] if (K if mn[0] else M) > 1 else (M if mn[0] else K),
+                   B.strides[1 if mn[1] else 0] if (K if mn[1] else N) > 1 else (N if mn[1] else K),
                    O.strides[0] if O is not None and M > 1 else N)
     if O is not None and not O.empty:
         _refuse_overlap(O, A, B)
     call = GemmCall(M, N, K, A.dtype, odt or A.dtype, A, B, O, dev)
-    if A.side == "device" and pitches != (K, K, N):
-        call.pitches = pitches  # (the one change of a call after it is made, before anyone holds it)
+    # (the changes of a call after it is made, before anyone holds it)
+    if A.side == "device" and pitches != (M if mn[0] else K, N if mn[1] else K, N):
+        call.pitches = pitches
+    if mn[0] or mn[1]:
+        call.majors = ("major", "MN" if mn[0] else "K", "MN" if mn[1] else "K")
     if epilogue:
         call = _with_epilogue(call, stream, **epilogue)
     if A.side == "host" and O is None and call.out_dtype == "bf16":
@@ -179,7 +191,9 @@ def check_call(a: Any, b: Any, out: Any = None, out_dtype: Any = None, stream: O
     if not call.empty and call.key not in _within_limits:
         # the kernel's own limits, before any GPU work (GemmProblem refuses them in one line)
         ld = call.pitches or (0, 0, 0)
-        gemm_family.GemmProblem(M, N, K, dtype=call.dtype, out_dtype=call.out_dtype, lda=ld[0], ldb=ld[1], ldc=ld[2])
+        mj = call.majors or ("major", "K", "K")
+        gemm_family.GemmProblem(M, N, K, dtype=call.dtype, out_dtype=call.out_dtype, lda=ld[0], ldb=ld[1], ldc=ld[2],
+                                a_major=mj[1], b_major=mj[2])
         _within_limits.add(call.key)
     return call
 
@@ -230,12 +244,32 @@ def _with_epilogue(call: GemmCall, stream: Optional[int], alpha: Any = 1.0, beta
 
 
 
+def _mn_major(m: Matrix) -> bool:
+    """Whether a device operand (A M×K, or B as the N×K matrix) is one the sm_90a program reads in
+    place MN-major: its M / N contiguous (first stride 1) and its rows of K a pitch apart that TMA
+    takes (at least M / N elements, a multiple of 16 bytes), 16-byte aligned. Refused in one line
+    where it is M/N-contiguous but TMA cannot take the pitch or the address."""
+    rows, cols = m.shape
+    s0, s1 = m.strides
+    if not (s0 == 1 and rows > 1 and cols > 1):
+        return False
+    if s1 < rows:
+        return False  # overlapping rows of K: check_rows' refusal
+    if (s1 * m.itemsize) % 16:
+        raise WarpyError(f"{m.name} is {'M' if m.name == 'a' else 'N'}-contiguous (MN-major) with its rows of K "
+                         f"{s1 * m.itemsize} bytes apart (strides {m.strides}, elements); TMA needs a multiple of 16 "
+                         "(pass a contiguous copy)")
+    if m.ptr % 16:
+        raise WarpyError(f"{m.name}: address 0x{m.ptr:x} is not 16-byte aligned (TMA needs 16)")
+    return True
+
+
 def _refuse_layout(m: Matrix, b_kn: bool) -> None:
     """One line for an input laid out in a way the kernel does not read: its K must be the contiguous
     dimension (K-major: A M×K row-major; B as N×K row-major, or K×N with K contiguous for `mm`) with
-    rows dense. An M- or N-contiguous (MN-major) operand is a layout the tensor cores can read
-    (transposed shared-memory descriptors) but warpy's GEMM programs do not yet; a matrix with no
-    contiguous dimension is one TMA cannot read at all."""
+    rows dense, or (`_mn_major`) M / N contiguous with rows of K a pitch apart. What is left: an
+    M/N-contiguous operand whose rows of K overlap, and a matrix with no contiguous dimension, which
+    TMA cannot read at all."""
     rows, cols = m.shape
     s0, s1 = m.strides
     if (cols <= 1 or s1 == 1) and (rows <= 1 or s0 == cols):
@@ -247,9 +281,9 @@ def _refuse_layout(m: Matrix, b_kn: bool) -> None:
                          "pass a contiguous copy")
     if s1 != 1 and rows > 1 and cols > 1:
         what = "N" if m.name == "b" else "M"
-        raise WarpyError(f"{m.name} is {given} (elements): {what} is its contiguous dimension (MN-major), and "
-                         f"warpy's GEMM reads operands with K contiguous only so far; pass "
-                         f"{m.name}{'.t().contiguous().t()' if m.name == 'b' and b_kn else '.contiguous()'}")
+        raise WarpyError(f"{m.name} is {given} (elements): {what} is its contiguous dimension (MN-major) but its "
+                         f"rows of K are {s1} elements apart, fewer than its {rows} {what}: they overlap; pass "
+                         f"{m.name}.contiguous()")
 
 
 def _one_device(operands: tuple[Matrix, ...]) -> Optional[int]:
@@ -341,11 +375,12 @@ class Launches:
                 if p is None:
                     M, N, K, dtype, out_dtype = key[:5]
                     ep = next((x for x in key[5:] if isinstance(x, Epilogue)), Epilogue())
-                    ld = next((x for x in key[5:] if isinstance(x, tuple) and x[0] != "batch"), (0, 0, 0))
+                    ld = next((x for x in key[5:] if isinstance(x, tuple) and x[0] not in ("batch", "major")), (0, 0, 0))
                     bt = next((x[1:] for x in key[5:] if isinstance(x, tuple) and x[0] == "batch"), (1, 0, 0, 0))
+                    mj = next((x[1:] for x in key[5:] if isinstance(x, tuple) and x[0] == "major"), ("K", "K"))
                     problem = gemm_family.GemmProblem(M, N, K, dtype=dtype, out_dtype=out_dtype, arch=arch, epilogue=ep,
                                                       lda=ld[0], ldb=ld[1], ldc=ld[2], batch=bt[0], stride_a=bt[1],
-                                                      stride_b=bt[2], stride_c=bt[3])
+                                                      stride_b=bt[2], stride_c=bt[3], a_major=mj[0], b_major=mj[1])
                     p = self._plans[full] = make_plan(gemm_family.FAMILY, problem)
         return p
 
@@ -737,8 +772,10 @@ def _bmm_eager(a: Any, b: Any, out: Any, out_dtype: Any, stream: Optional[int]) 
         batched = attrs.evolve(call, batch=(ba, sa0, sb0, so0))
         if batched.key not in _within_limits:
             lda, ldb, ldc = batched.pitches or (0, 0, 0)
+            mj = batched.majors or ("major", "K", "K")
             gemm_family.GemmProblem(call.M, call.N, call.K, dtype=call.dtype, out_dtype=call.out_dtype, lda=lda,
-                                    ldb=ldb, ldc=ldc, batch=ba, stride_a=sa0, stride_b=sb0, stride_c=so0)
+                                    ldb=ldb, ldc=ldc, batch=ba, stride_a=sa0, stride_b=sb0, stride_c=so0,
+                                    a_major=mj[1], b_major=mj[2])
             _within_limits.add(batched.key)
         assert batched.out is not None
         be.launch(batched, batched.out, lib_stream)

@@ -7,9 +7,13 @@ CASE`); `-s` shows each case's line.
   bf16/fp16 in, fp32/bf16/fp16 out,
   ragged shapes: B as K×N with K contiguous (`w.t()`, read in place), B as N×K row-major, every
   element against the float64 product rounded to C's type (exact on small integers); the layouts
-  the programs do not read are refused in one line: B or A with its M/N dimension contiguous
-  (MN-major), no contiguous dimension, rows a pitch TMA cannot take, a misaligned base; slices of
-  wider matrices (rows with a pitch: A, B and C; bf16 in) read and written in place, C's gaps untouched;
+  the programs do not read are refused in one line: an MN-major operand whose rows of K TMA cannot
+  take, no contiguous dimension, rows a pitch TMA cannot take, a misaligned base; slices of wider
+  matrices (rows with a pitch: A, B and C; bf16 in) read and written in place, C's gaps untouched;
+- `majors`: the four operand layouts (A M×K or K×M, B N×K or K×N: MN-major operands read in place
+  by HGMMA's transposed forms, sm_90a) × bf16/fp16 × the ragged shapes, with and without a fused
+  bias + relu, every element exact; where an MN-major operand's rows of K are not a multiple of 16
+  bytes apart (M or N not a multiple of 8), the one-line refusal;
 - `epilogues`: every fused epilogue (alpha, beta·C_in, bias along N and along M, relu / silu /
   gelu_tanh / gelu_erf, residual) × bf16/fp16 × fp32/bf16/fp16 out × ragged shapes, every element
   within the derived bound of the float64 reference (kernels/gemm_epilogue.py; exact where there is
@@ -94,9 +98,9 @@ def _layouts() -> dict[str, Any]:
     b_kn = _ints((64, 96), _t("bf16"), g)  # torch.mm(a, b) with b row-major K×N: N contiguous
     refusals = {}
     for what, call, start in (
-            ("b K×N row-major (MN-major)", lambda: warpy.mm(a, b_kn), "b is 64x96 with strides (96, 1)"),
-            ("a transposed (MN-major)", lambda: warpy.mm(a.t().contiguous().t(), b_kn.t().contiguous().t()),
-             "a is 128x64 with strides (1, 128)"),
+            ("b K×N row-major, rows of K 130 bytes apart (MN-major)",
+             lambda: warpy.mm(a, torch.empty((64, 65), device="cuda", dtype=torch.bfloat16)[:, :64]),
+             "b is N-contiguous (MN-major) with its rows of K 130 bytes apart"),
             ("no contiguous dimension", lambda: warpy.mm(a[:, ::2], b_kn[::2, :].t().contiguous().t()),
              "a is 128x32 with strides (64, 2)"),
             ("rows 136 bytes apart", lambda: warpy.gemm(torch.empty((128, 68), device="cuda", dtype=torch.bfloat16)[:, :64],
@@ -110,6 +114,40 @@ def _layouts() -> dict[str, Any]:
             refusals[what] = str(e)
         report["ok"] &= refusals[what].startswith(start) and "\n" not in refusals[what]
     report["refusals"] = refusals
+    torch.cuda.synchronize()
+    return report
+
+
+def _majors() -> dict[str, Any]:
+    import warpy
+    from warpy.errors import WarpyError
+
+    torch = _torch()
+    g = torch.Generator(device="cuda").manual_seed(7)
+    report: dict[str, Any] = {"ok": True}
+    majors = []  # [M, N, K, in, A's layout, B's layout, epilogue, elements wrong or the refusal]
+    for (M, N, K) in RAGGED:
+        for inp, out in (("bf16", "fp32"), ("fp16", "fp16")):
+            a, w = _ints((M, K), _t(inp), g), _ints((N, K), _t(inp), g)
+            bias = _ints((N,), _t(out), g)
+            want = (a.double() @ w.double().t()).to(_t(out))
+            want_ep = torch.relu(a.double() @ w.double().t() + bias.double()).to(_t(out))
+            a_km = a.t().contiguous().t()  # M×K, M contiguous: x.t() of a row-major K×M x
+            w_kn = w.t().contiguous()  # K×N row-major: torch.mm(x, w_kn)
+            for la, aa in (("mk", a), ("km", a_km)):
+                for lb, bb in (("nk", w.t()), ("kn", w_kn)):
+                    for ep in (False, True):
+                        try:
+                            got = (warpy.mm(aa, bb, out_dtype=out, bias=bias, activation="relu") if ep
+                                   else warpy.mm(aa, bb, out_dtype=out))
+                            res: Any = int((got != (want_ep if ep else want)).sum().item())
+                            report["ok"] &= res == 0
+                        except WarpyError as e:  # MN-major rows of K not 16-byte multiples apart
+                            res = str(e)
+                            tma_ok = (la == "mk" or M * 2 % 16 == 0) and (lb == "nk" or N * 2 % 16 == 0)
+                            report["ok"] &= not tma_ok and "(MN-major) with its rows of K" in res and "\n" not in res
+                        majors.append([M, N, K, inp, la, lb, ep, res])
+    report["majors"] = majors
     torch.cuda.synchronize()
     return report
 
@@ -290,7 +328,7 @@ def _host() -> dict[str, Any]:
     return report
 
 
-CASES = {"layouts": _layouts, "epilogues": _epilogues, "graph": _graph, "compile": _compile, "host": _host}
+CASES = {"layouts": _layouts, "majors": _majors, "epilogues": _epilogues, "graph": _graph, "compile": _compile, "host": _host}
 
 
 def _run_isolated(case: str, timeout: float = 600) -> dict[str, Any]:

@@ -210,9 +210,12 @@ def test_out_errors(fake: FakeBackend) -> None:
 
 def test_device_strides_alignment_and_outputs(fake: FakeBackend) -> None:
     a, b = CAI((64, 128)), CAI((32, 128), ptr=0x7F0000100000)
-    with pytest.raises(WarpyError, match=r"^b: strides \(1, 32\) \(elements\) are not row-major for "
+    # a transposed view is read in place, MN-major (issue 19), unless its rows of K overlap
+    mm.gemm(a, CAI((32, 128), strides=(2, 64)), out=CAI((64, 32), "<f4", ptr=0x7F0000200000))
+    assert fake.launches[-1][0].majors == ("major", "K", "MN")
+    with pytest.raises(WarpyError, match=r"^b: strides \(1, 16\) \(elements\) are not row-major for "
                                          r"shape 32x128 \(a transposed view\? pass it \.contiguous\(\)\)$"):
-        mm.gemm(a, CAI((32, 128), strides=(2, 64)))
+        mm.gemm(a, CAI((32, 128), strides=(2, 32)))
     with pytest.raises(WarpyError, match=r"^a: rows 260 bytes apart \(strides \(130, 1\), elements\); TMA needs a "
                                          r"multiple of 16 \(pass a contiguous copy\)$"):
         mm.gemm(CAI((64, 128), strides=(260, 2)), b)

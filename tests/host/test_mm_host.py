@@ -76,15 +76,34 @@ def test_mm_device_reads_a_k_contiguous_b_in_place(fake: FakeBackend) -> None:
     assert fake.launches[-1][0].key == call.key and fake.launches[-1][0].b.strides == call.b.strides
 
 
+@pytest.mark.parametrize("a_shape,a_strides,b_shape,b_strides,a_major,b_major,pitches", [
+    ((64, 128), None, (128, 32), None, "K", "MN", None),  # x·W with W row-major K×N: N contiguous
+    ((64, 128), (2, 128), (128, 32), (2, 256), "MN", "K", None),  # a = x.t() of a row-major K×M x
+    ((64, 128), (2, 160), (128, 32), (96, 2), "MN", "MN", (80, 48, 32)),  # both, rows of K with a pitch
+])
+def test_mm_reads_mn_major_operands_in_place(fake: FakeBackend, a_shape: tuple[int, int],
+                                             a_strides: Optional[tuple[int, int]], b_shape: tuple[int, int],
+                                             b_strides: Optional[tuple[int, int]], a_major: str, b_major: str,
+                                             pitches: Optional[tuple[int, int, int]]) -> None:
+    a = CAI(a_shape, strides=a_strides)
+    b = CAI(b_shape, strides=b_strides, ptr=0x7F0000100000)
+    out = CAI((64, 32), "<f4", ptr=0x7F0000200000)
+    mm.mm(a, b, out=out)
+    call = fake.launches[-1][0]
+    assert call.majors == ("major", a_major, b_major) and call.pitches == pitches
+    assert call.a.ptr == 0x7F0000000000 and call.b.ptr == 0x7F0000100000  # no copy
+    assert call.key[-1] == ("major", a_major, b_major)
+
+
 @pytest.mark.parametrize("a_shape,a_strides,b_shape,b_strides,message", [
-    # b row-major K×N: N contiguous (MN-major)
-    ((64, 128), None, (128, 32), None,
-     r"^b is 128x32 with strides \(32, 1\) \(elements\): N is its contiguous dimension \(MN-major\), and warpy's "
-     r"GEMM reads operands with K contiguous only so far; pass b\.t\(\)\.contiguous\(\)\.t\(\)$"),
-    # a = x.t() of a row-major K×M x: M contiguous
-    ((64, 128), (2, 128), (128, 32), (2, 256),
-     r"^a is 64x128 with strides \(1, 64\) \(elements\): M is its contiguous dimension \(MN-major\), and warpy's "
-     r"GEMM reads operands with K contiguous only so far; pass a\.contiguous\(\)$"),
+    # b K×N with N contiguous but rows of K closer than N: overlapping
+    ((64, 128), None, (128, 32), (32, 2),
+     r"^b is 128x32 with strides \(16, 1\) \(elements\): N is its contiguous dimension \(MN-major\) but its rows "
+     r"of K are 16 elements apart, fewer than its 32 N: they overlap; pass b\.contiguous\(\)$"),
+    # a M-contiguous with rows of K 132 bytes apart
+    ((64, 128), (2, 132), (128, 32), (2, 256),
+     r"^a is M-contiguous \(MN-major\) with its rows of K 132 bytes apart \(strides \(1, 66\), elements\); TMA needs "
+     r"a multiple of 16 \(pass a contiguous copy\)$"),
     # no contiguous dimension
     ((64, 128), (512, 4), (128, 32), (2, 256),
      r"^a is 64x128 with strides \(256, 2\) \(elements\): no dimension is contiguous, which TMA cannot read; "
@@ -179,9 +198,10 @@ def test_bmm_torch_launches_each_matrix_on_the_stream(fake: FakeBackend, monkeyp
     fake.launches.clear()
     with pytest.raises(WarpyError, match=r"^out \(bytes .*\) overlaps a .* over the batch: the result cannot be written"):
         mm.bmm(a, w, out=Torch3((B, M, N), (M * N, N, 1), "fp32", BASE + 3 * M * K * 2))
-    with pytest.raises(WarpyError, match=r"^b is 128x32 with strides \(32, 1\) .*MN-major"):
-        mm.bmm(a, Torch3((B, K, N), (N * K, N, 1), "bf16", BASE + 0x100_0000), out=out)
     assert fake.launches == []
+    # each w[i] row-major K×N: read MN-major in place, a launch a matrix
+    mm.bmm(a, Torch3((B, K, N), (N * K, N, 1), "bf16", BASE + 0x100_0000), out=out)
+    assert [x[0].majors for x in fake.launches] == [("major", "K", "MN")] * B
 
 
 # ---------------------------------------------------------------------------------------------
