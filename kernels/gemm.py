@@ -1,8 +1,9 @@
 """Which GEMM program runs a problem: the problem, the rule that picks a configuration from its
 shape, and the builder. `warpy gemm`, `warpy bench` and `warpy.gemm` all go through here.
 
-C = A · Bᵀ with A (M x K) and B (N x K), both K-major (row-major with K contiguous), fp16 or bf16
-in, fp32 accumulation, C (M x N) row-major in fp32 or the input type.
+C = A · Bᵀ with A (M x K) and B (N x K), each K-major (row-major with K contiguous) or, on sm_90a,
+MN-major (A stored K x M, B K x N: `a_major` / `b_major`), fp16 or bf16 in, fp32 accumulation, C
+(M x N) row-major in fp32 or the input type.
 """
 
 from __future__ import annotations

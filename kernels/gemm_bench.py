@@ -587,8 +587,8 @@ def bench_layouts(shapes: Sequence[tuple[int, int, int]], dtype: str = "bf16", o
                   iters: int = 50, echo: Callable[[str], None] = print) -> list[VariantRow]:
     """Each operand layout a torch user holds, timed against warpy.gemm's A·Bᵀ (A M×K, B N×K, both
     K-major) interleaved on the same shape: warpy.mm with B = w.t() (K×N, K contiguous: the same
-    program, read in place) and the MN-major layouts (B K×N row-major, A K×M), which warpy's
-    programs do not read yet: their refusal is the row's note, cuBLAS's time for them beside."""
+    program, read in place) and the MN-major layouts (B K×N row-major, A K×M; read in place by the
+    sm_90a program's transposed HGMMAs), cuBLAS's time for each beside; a refusal is the row's note."""
     import warpy
 
     why = gpu_reason("sm_90a")

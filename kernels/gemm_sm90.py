@@ -1,5 +1,6 @@
-"""The Hopper GEMM (sm_90a): C = A · Bᵀ, A (M x K) and B (N x K) both K-major, fp16/bf16 in, fp32
-accumulation, fp32/bf16/fp16 out. One program, configured per shape by the GEMM family's rule (`kernels/gemm.py`).
+"""The Hopper GEMM (sm_90a): C = A · Bᵀ, A (M x K) and B (N x K) each K-major or MN-major (A stored
+K x M, B K x N: read in place by HGMMA's `.tnspA` / `.tnspB`, landed by one TMA box per 64 rows of M
+or N), fp16/bf16 in, fp32 accumulation, fp32/bf16/fp16 out. One program, configured per shape by the GEMM family's rule (`kernels/gemm.py`).
 
 Warp-specialised and persistent:
 
