@@ -47,6 +47,22 @@ MORE = [
     ("ATOMG.E.ADD.STRONG.GPU PT, R1, desc[UR4][R6.64], R3", "sm_90a",
      ["mov.b64 %td0, {%r6, %r7};", "atom.relaxed.gpu.global.add.u32 %r1, [%td0], %r3;"]),
     ("S2R R1, SR_LANEID", "sm_90a", ["mov.u32 %r1, %laneid;"]),
+    # each uniform guard around a single-issue instruction gets its own label
+    ("@!UP0 UTMACMDFLUSH\n@!UP1 UTMACMDFLUSH", "sm_90a",
+     ["@%up0 bra $Wskip_1;", "@%pe cp.async.bulk.commit_group;", "$Wskip_1:",
+      "@%up1 bra $Wskip_2;", "@%pe cp.async.bulk.commit_group;", "$Wskip_2:"]),
+    # the uniform true predicate as a destination, a combining operand and a selector
+    ("UISETP.GE.U32.AND UP0, UPT, UR4, UR5, UPT", "sm_90a", ["setp.ge.u32 %up0, %ur4, %ur5;"]),
+    ("UISETP.GE.U32.AND UP0, UP1, UR4, UR5, !UPT", "sm_90a", ["setp.ge.and.u32 %up0|%up1, %ur4, %ur5, %pf;"]),
+    ("USEL UR1, UR2, UR3, !UPT", "sm_90a", ["mov.b32 %ur1, %ur3;"]),
+    ("USEL UR1, UR2, UR3, UPT", "sm_90a", ["mov.b32 %ur1, %ur2;"]),
+    ("ISETP.LT.AND PT, P1, R1, R2, PT", "sm_90a", ["setp.lt.s32 %tp0|%p1, %r1, %r2;"]),
+    # zero registers in a shared address drop out
+    ("LDS R1, [RZ+UR4]", "sm_90a", ["ld.shared.b32 %r1, [%ur4];"]),
+    ("LDS R1, [R2+URZ+0x4]", "sm_90a", ["ld.shared.b32 %r1, [%r2+4];"]),
+    # a global atomic's plain [pair+offset] address
+    ("ATOMG.E.ADD.STRONG.GPU PT, R1, [R6], R3", "sm_90a",
+     ["mov.b64 %td0, {%r6, %r7};", "atom.relaxed.gpu.global.add.u32 %r1, [%td0], %r3;"]),
     # an arrive that keeps its state token: the 64-bit state's low word lands in the register
     ("SYNCS.ARRIVE.TRANS64 R2, [UR4], R5", "sm_90a",
      ["mbarrier.arrive.expect_tx.shared::cta.b64 %td0, [%ur4], %r5;", "cvt.u32.u64 %r2, %td0;"]),
