@@ -100,3 +100,15 @@ def test_pitched_and_batched_mn_major_operands_exact() -> None:
         rep = check_kernel(G.build(prob).kernel(), None, values=True, expect=G.FAMILY.expectation(prob))
     assert rep.ok, rep.messages()
     assert rep.values_checked == 2 * 128 * 64 and rep.values_wrong == 0
+
+
+@pytest.mark.parametrize("words,flags", [(["a=km"], ".tnspA"), (["a=km", "b=kn"], ".tnspA.tnspB")])
+def test_ptxas_emits_the_transposed_hgmma(words: list[str], flags: str) -> None:
+    """The text reads back, and through the lifter and ptxas every HGMMA of the cubin carries the bits."""
+    from warpy.lift.disasm import disassemble
+    from warpy.lift.lifter import build as assemble_text
+
+    k = G.build(G.FAMILY.problem([200, 136, 72] + words, arch="sm_90a")).kernel()
+    assert str(parse(str(k))) == str(k)
+    hgmma = [i.operands for i in disassemble(assemble_text(k)).kernel().instructions if i.opcode.startswith("HGMMA")]
+    assert hgmma and all(re.search(r"gdesc\[UR\d+\]" + re.escape(flags) + r"(,|$)", s) for s in hgmma), hgmma[:2]
