@@ -159,31 +159,38 @@ def check_call(a: Any, b: Any, out: Any = None, out_dtype: Any = None, stream: O
         odt = O.dtype
     operands = (A, B) if O is None else (A, B, O)
     dev = None
-    mn = [False, False]  # A, B read MN-major (M / N contiguous, in place)
+    mn_a = mn_b = False  # A, B read MN-major (M / N contiguous, in place)
     if A.side == "device":
-        for i, m in enumerate(operands):  # numpy operands are copied (made contiguous) on the way; empty ones hold nothing
+        for m in operands:  # numpy operands are copied (made contiguous) on the way; empty ones hold nothing
             if m.shape[0] and m.shape[1]:
                 try:
                     check_rows(m)
                 except WarpyError:
                     if m is not O and _mn_major(m):
-                        mn[i] = True
+                        if m is A:
+                            mn_a = True
+                        else:
+                            mn_b = True
                         continue
                     if b_kn and m is not O:  # mm says what the layout is (warpy.gemm keeps check_rows' words)
                         _refuse_layout(m, b_kn)
                     raise
         dev = _one_device(operands)
-        pitches = (A.strides[1 if mn[0] else 0] if (K if mn[0] else M) > 1 else (M if mn[0] else K),
-                   B.strides[1 if mn[1] else 0] if (K if mn[1] else N) > 1 else (N if mn[1] else K),
+        pitches = (A.strides[0] if M > 1 else K, B.strides[0] if N > 1 else K,
                    O.strides[0] if O is not None and M > 1 else N)
+        dense = (K, K, N)
+        if mn_a or mn_b:  # an MN-major operand's pitch is between its rows of K
+            pitches = ((A.strides[1] if K > 1 else M) if mn_a else pitches[0],
+                       (B.strides[1] if K > 1 else N) if mn_b else pitches[1], pitches[2])
+            dense = (M if mn_a else K, N if mn_b else K, N)
     if O is not None and not O.empty:
         _refuse_overlap(O, A, B)
     call = GemmCall(M, N, K, A.dtype, odt or A.dtype, A, B, O, dev)
     # (the changes of a call after it is made, before anyone holds it)
-    if A.side == "device" and pitches != (M if mn[0] else K, N if mn[1] else K, N):
+    if A.side == "device" and pitches != dense:
         call.pitches = pitches
-    if mn[0] or mn[1]:
-        call.majors = ("major", "MN" if mn[0] else "K", "MN" if mn[1] else "K")
+    if mn_a or mn_b:
+        call.majors = ("major", "MN" if mn_a else "K", "MN" if mn_b else "K")
     if epilogue:
         call = _with_epilogue(call, stream, **epilogue)
     if A.side == "host" and O is None and call.out_dtype == "bf16":
