@@ -287,3 +287,28 @@ def test_tma_destination_alignment() -> None:
     check_tma_box(tma_box(g, sw), g, sw, addr=1024)
     with pytest.raises(LayoutError, match=r"^shared address 0x200 is not aligned to 1024 bytes"):
         check_tma_box(tma_box(g, sw), g, sw, addr=512)
+
+
+def test_the_tma_decider_says_why() -> None:
+    import attrs
+
+    from warpy.layout.desc import check_tma_box
+
+    g = Layout((256, 64), (64, 1))
+    t = smem_tile(128, 64, "bf16", "K", 128)
+    box = tma_box(g, t)
+    cases = [
+        (box, Layout((256, 64), (0, 1)), r"^the global layout \(256,64\):\(0,1\) aliases elements of the tile$"),
+        (attrs.evolve(box, dims=(64, 127)), g, r"^CTA 0's box runs past global extent 127 of dimension 1$"),
+        # the box walks rows 128 bytes apart; in a tensor of 144-byte rows byte 0x80 is no element
+        (box, Layout((256, 64), (72, 1)), r"^CTA 0's box reads global byte 0x80, which is not an element of the tile$"),
+    ]
+    for bad, layout, message in cases:
+        with pytest.raises(LayoutError, match=message):
+            check_tma_box(bad, layout, t)
+    check_tma_box(attrs.evolve(box, dims=(64, 128)), g, t)  # a box that ends exactly at the extent
+    plain = smem_tile(128, 64, "bf16", "K", 0)
+    with pytest.raises(LayoutError, match=r"^the box moves fp32 but the tile holds bf16$"):
+        check_tma_box(attrs.evolve(tma_box(g, plain), dtype="fp32"), g, plain)
+    with pytest.raises(LayoutError, match=r"^the box swizzles 0 bytes but the tile's swizzle atom is 128 bytes$"):
+        check_tma_box(attrs.evolve(box, swizzle=0), g, t)
