@@ -37,7 +37,7 @@ from warpy.numeric import from_bits, to_bits
 from warpy.target import target
 
 from .family import checked_overrides
-from .mega_sm90 import FAULTS, ROLE_CODES, STATUS_ROLE_WORDS, STATUS_WORDS, Launch
+from .mega_sm90 import SM90_FAULTS as FAULTS, ROLE_CODES, STATUS_ROLE_WORDS, STATUS_WORDS, Launch
 from .mega_sm90 import build as build_sm90
 
 #: the targets with an interpreter: sm_90a (`kernels/mega_sm90.py`) and sm_100a (`kernels/mega_sm100.py`)

@@ -103,6 +103,39 @@ def phys_addr(ip: Interp, page: int, name: str, offset: Optional[R] = None) -> U
     return u
 
 
+class _Loading:
+    """What the gemm's loader reads from the slot for an instruction: the A and B maps, the stage
+    geometry; and what `load_early` hands to `load` across the counter waits (`carry`: only these
+    stay live there, the rest is read again, so the producer warps' registers suffice): the K shift
+    of the next B box, how many stages it armed (`pre`) and the ring position it started at."""
+
+    shift: UR
+    pre: R
+    pos0: UR
+
+    def __init__(self, ip: Interp, r: Role, carry: Optional["_Loading"] = None) -> None:
+        p = ip.p
+        self.a = MapOp(ip, r, 1, "ga")
+        self.b = MapOp(ip, r, 2, "gb")
+        self.ks = r.field("k_boxes", p.r("g_boxes"))
+        self.ns = r.field("k_stages", p.r("g_stages"))
+        self.kstep = p.ur("g_kstep")
+        p.emit(alu.r2ur(self.kstep, r.field("k_step", p.r("g_kstep_r"))))
+        ks_u = p.ur("g_boxes_u")
+        p.emit(alu.r2ur(ks_u, self.ks))
+        self.tx_u, self.b_off = p.ur("g_tx_u"), p.ur("g_boff")  # a stage's bytes; B's boxes follow its A boxes
+        p.emit(alu.uiadd3(self.tx_u, self.a.bytes, self.b.bytes))
+        p.emit(alu.uimad(self.tx_u, self.tx_u, ks_u, URZ))
+        p.emit(alu.uimad(self.b_off, self.a.bytes, ks_u, URZ))
+        if carry is not None:
+            self.shift, self.pre, self.pos0 = carry.shift, carry.pre, carry.pos0
+            return
+        self.shift = p.ur("g_shift")
+        p.emit(alu.umov(self.shift, 0))
+        self.pre = p.r("g_pre")
+        self.pos0 = p.ur("g_pos0")
+
+
 class Gemm(Body):
     opcode: int = F.GEMM
     name: str = "gemm"
@@ -178,44 +211,108 @@ class Gemm(Body):
             r.state["gemm"] = (cs, g.stage.consumer("gemm_rel"))
 
     # -- loader --------------------------------------------------------------------------------------
+    def load_early(self, ip: Interp, r: Role) -> None:
+        """Before the instruction's load-stage counter waits (`Interp.loader_step`): when B (the
+        weight) is an early operand (the instruction's `early` bit 2: no instruction of the launch
+        writes it), arm the instruction's first min(RING - 1, k_stages) stages with their whole bytes
+        and copy their B boxes; `load` copies their A boxes after the waits. At most RING - 1: the
+        consumers free a stage when they issue the next one's MMAs, so the ring's RING-th stage ahead
+        is the previous gemm's last, freed only by this instruction's first MMAs, which need its A."""
+        p = ip.p
+        ring = r.state["gemm"]
+        assert isinstance(ring, ProducerEnd)
+        st = _Loading(ip, r)
+        r.state["gemm_load"] = st
+        early = r.field("early", p.r("g_early"))
+        p.emit(alu.lop3(st.pre, early, 1 << 2, RZ, 0xC0))
+        # seeded (`early-all`): every stage's A boxes copied before the waits as well, whatever wrote A
+        all_early = ip.fault == "early-all"
+        if all_early:
+            p.emit(alu.mov(st.pre, 1 << 2))
+        b_early = p.p("g_b_early")
+        p.emit(alu.isetp("NE", b_early, st.pre, 0))
+        p.emit(alu.imin(st.pre, st.ns, RING - 1, unsigned=True, arch=p.sm).guarded(b_early))
+        p.emit(alu.umov(st.pos0, ring.ring.stage))
+        with p.when(b_early):
+            with p.loop("gkw", st.pre, max_count=RING - 1):
+                with ring.stage():
+                    ring.wait_empty()
+                    r.wait_pid(ring.ring)  # a stage among an instruction's first RING: its page's first use
+                    tx = p.r("g_tx")
+                    p.emit(alu.mov(tx, st.tx_u))
+                    p.derive.emit_at(ring.full, lambda m: sync.arrive_expect_tx(m, tx), guard=r.leader)
+                    reg, off = p.derive.value_reg("addr", ip.pages.at(ring.ring, 0))
+                    db, da = p.ur("g_db"), p.ur("g_da")
+                    p.emit(alu.uiadd3(db, reg, off))
+                    p.emit(alu.umov(da, db))
+                    p.emit(alu.uiadd3(db, db, st.b_off))
+                    with p.loop("gkwb", st.ks, max_count=4):
+                        if all_early:
+                            st.a.copy(da, ring.full, st.shift, guard=r.leader)
+                            p.emit(alu.uiadd3(da, da, st.a.bytes))
+                        st.b.copy(db, ring.full, st.shift, guard=r.leader)
+                        p.emit(alu.uiadd3(db, db, st.b.bytes))
+                        p.emit(alu.uiadd3(st.shift, st.shift, st.kstep))
+
     def load(self, ip: Interp, r: Role) -> None:
         p = ip.p
         ring = r.state["gemm"]
         assert isinstance(ring, ProducerEnd)
-        a = MapOp(ip, r, 1, "ga")
-        b = MapOp(ip, r, 2, "gb")
-        ks = r.field("k_boxes", p.r("g_boxes"))
-        ns = r.field("k_stages", p.r("g_stages"))
-        kstep = p.ur("g_kstep")
-        p.emit(alu.r2ur(kstep, r.field("k_step", p.r("g_kstep_r"))))
-        ks_u = p.ur("g_boxes_u")
-        p.emit(alu.r2ur(ks_u, ks))
-        tx_u, b_off = p.ur("g_tx_u"), p.ur("g_boff")  # a stage's bytes; B's boxes follow its A boxes
-        p.emit(alu.uiadd3(tx_u, a.bytes, b.bytes))
-        p.emit(alu.uimad(tx_u, tx_u, ks_u, URZ))
-        p.emit(alu.uimad(b_off, a.bytes, ks_u, URZ))
-        shift = p.ur("g_shift")
-        p.emit(alu.umov(shift, 0))
-        with p.loop("gk", ns, max_count=MAX_STAGES) as k:
-            with ring.stage():
-                ring.wait_empty()
-                first = p.p("g_first_use")
-                p.emit(alu.isetp("LT", first, k.reg, RING))
-                with p.when(first):  # the page's first stage in this instruction
-                    r.wait_pid(ring.ring)
-                tx = p.r("g_tx")
-                p.emit(alu.mov(tx, tx_u))
-                p.derive.emit_at(ring.full, lambda m: sync.arrive_expect_tx(m, tx), guard=r.leader)
-                reg, off = p.derive.value_reg("addr", ip.pages.at(ring.ring, 0))
-                da, db = p.ur("g_da"), p.ur("g_db")
+        carry = r.state["gemm_load"]
+        assert isinstance(carry, _Loading)
+        st = _Loading(ip, r, carry)
+        a, b = st.a, st.b
+        g = _shared(ip)
+        # the A boxes of the stages `load_early` armed (their B boxes are on the way), in ring order
+        # from the position it started at
+        has_pre = p.p("g_has_pre")
+        p.emit(alu.isetp("NE", has_pre, RZ if ip.fault == "early-all" else st.pre, 0))
+        with p.when(has_pre):
+            pos, ashift = p.ur("g_pos"), p.ur("g_ashift")
+            p.emit(alu.umov(pos, st.pos0))
+            p.emit(alu.umov(ashift, 0))
+            upos = Uniform("g_pos", pos, RING)
+            with p.loop("gka", st.pre, max_count=RING - 1):
+                reg, off = p.derive.value_reg("addr", ip.pages.at(upos, 0))
+                da = p.ur("g_da")
                 p.emit(alu.uiadd3(da, reg, off))
-                p.emit(alu.uiadd3(db, da, b_off))
-                with p.loop("gkb", ks, max_count=4):
-                    a.copy(da, ring.full, shift, guard=r.leader)
-                    b.copy(db, ring.full, shift, guard=r.leader)
+                full = g.stage.bars.at(0, upos)
+                with p.loop("gkab", st.ks, max_count=4):
+                    a.copy(da, full, ashift, guard=r.leader)
                     p.emit(alu.uiadd3(da, da, a.bytes))
-                    p.emit(alu.uiadd3(db, db, b.bytes))
-                    p.emit(alu.uiadd3(shift, shift, kstep))
+                    p.emit(alu.uiadd3(ashift, ashift, st.kstep))
+                wrap = p.up("g_pos_wrap")
+                p.emit(alu.uiadd3(pos, pos, 1))
+                p.emit(alu.uisetp("EQ", wrap, pos, RING))
+                p.emit(alu.usel(pos, URZ, pos, wrap))
+        # the other stages: A and B together
+        rest = p.r("g_rest")
+        p.emit(alu.iadd3(rest, st.ns, -st.pre))
+        more = p.p("g_more")
+        p.emit(alu.isetp("GT", more, rest, 0))
+        with p.when(more):
+            with p.loop("gk", rest, max_count=MAX_STAGES) as k:
+                with ring.stage():
+                    ring.wait_empty()
+                    first = p.p("g_first_use")
+                    kk = p.r("g_k")
+                    p.emit(alu.iadd3(kk, k.reg, st.pre))
+                    p.emit(alu.isetp("LT", first, kk, RING))
+                    with p.when(first):  # the page's first stage in this instruction
+                        r.wait_pid(ring.ring)
+                    tx = p.r("g_tx")
+                    p.emit(alu.mov(tx, st.tx_u))
+                    p.derive.emit_at(ring.full, lambda m: sync.arrive_expect_tx(m, tx), guard=r.leader)
+                    reg, off = p.derive.value_reg("addr", ip.pages.at(ring.ring, 0))
+                    da, db = p.ur("g_da"), p.ur("g_db")
+                    p.emit(alu.uiadd3(da, reg, off))
+                    p.emit(alu.uiadd3(db, da, st.b_off))
+                    with p.loop("gkb", st.ks, max_count=4):
+                        a.copy(da, ring.full, st.shift, guard=r.leader)
+                        b.copy(db, ring.full, st.shift, guard=r.leader)
+                        p.emit(alu.uiadd3(da, da, a.bytes))
+                        p.emit(alu.uiadd3(db, db, b.bytes))
+                        p.emit(alu.uiadd3(st.shift, st.shift, st.kstep))
         # the epilogue's operands, into their page, completing on loaded[slot]
         bias_p, res_p = p.p("g_bias"), p.p("g_res")
         p.emit(alu.isetp("NE", bias_p, r.field("bias", p.r("g_has_bias")), 0))

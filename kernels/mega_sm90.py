@@ -40,6 +40,10 @@ from .mega_common import (CONSUMER_WARPS, DONE, FAULTS, IDENTITY_ORDER, PAGE_BYT
 if TYPE_CHECKING:
     from .mega_ops import OpBody
 
+#: the seeded faults: the common ones and `early-all` (the gemm's loader copies A, not only the
+#: weight B, before the load-stage counter waits)
+SM90_FAULTS = FAULTS + ("early-all",)
+
 #: the register split (sm_90a's own: the loader's copies and the storer's stores keep more live than
 #: the sm_100a roles do)
 PRODUCER_REGS = 56
@@ -51,6 +55,7 @@ class Interp(InterpBase):
     what the bodies declare; its roles and controller."""
 
     target = SM90A
+    FAULTS = SM90_FAULTS
 
     def __init__(self, launch: Launch, bodies: dict[int, "OpBody"]) -> None:
         super().__init__(launch, bodies, maxnreg=(65536 // THREADS) // 8 * 8)
@@ -146,6 +151,22 @@ class Interp(InterpBase):
                     r.cons.free(r.leader)
                 r.update_order()
 
+    # -- loader ------------------------------------------------------------------------------------
+    def loader_step(self, r: "Role") -> None:
+        """The copies of the instruction's early operands first (`early` bits: what no instruction of
+        the launch writes, the weights; a body that has such copies declares `load_early`), then the
+        load-stage counter waits (acquire), the proxy fence, and the body's other copies: the next
+        instruction's weights stream while the current one computes (docs/megakernel.md)."""
+        p = self.p
+        for code, body in sorted(self.bodies.items()):
+            early = getattr(body, "load_early", None)
+            if early is not None:
+                hit = p.p("early_op")
+                p.emit(alu.isetp("EQ", hit, r.opcode, code))
+                with p.when(hit):
+                    early(self, r)
+        super().loader_step(r)
+
     # -- recycler -------------------------------------------------------------------------------
     def recycler_step(self, r: "Role") -> None:
         self.recycle_unused(r)
@@ -159,5 +180,5 @@ def build(launch: Launch) -> Program:
 
 
 __all__ = ["Interp", "Role", "Launch", "build", "PAGES", "PAGE_BYTES", "SLOTS", "THREADS", "STATUS_WORDS",
-           "STATUS_ROLE_WORDS", "ROLE_CODES", "FAULTS", "DONE", "STAGE_LOAD", "STAGE_STORE", "CONSUMER_WARPS",
+           "STATUS_ROLE_WORDS", "ROLE_CODES", "FAULTS", "SM90_FAULTS", "DONE", "STAGE_LOAD", "STAGE_STORE", "CONSUMER_WARPS",
            "PRODUCER_REGS", "CONSUMER_REGS", "release_word", "full_release", "rename", "IDENTITY_ORDER"]

@@ -132,6 +132,20 @@ def test_seeded_faults_are_caught_naming_the_sm_and_instruction(fault: str, slow
     assert any(what in m and re.search(FOUND, m) for m in msgs), rep.text()
 
 
+def test_early_copies_of_a_written_operand_are_caught() -> None:
+    """The loader copies a gemm's weight (B: the instruction's early bit) before its load-stage
+    waits; the seeded `early-all` copies the activation (A, written by the previous gemm) there too,
+    and the checker finds the second gemm's load of it unordered with the first gemm's store."""
+    import re
+
+    mlp = mega.MegaProblem("mlp-small")
+    rep = mega.check_launch(mlp, mega.MegaConfig(fault="early-all"), coloured=False)
+    msgs = list(rep.problems.msgs["order"])
+    assert any("UTMASTG.2D, warp 2 writes it and UTMALDG.2D, warp 1 reads it, and nothing orders" in m
+               and re.search(r"\[found by SM [01], the loader, at instruction \d+ \(wave \d+: node \d+ gemm ", m)
+               for m in msgs), rep.text()
+
+
 def test_a_dropped_arrive_is_a_hang_naming_the_waiter(hung: Any) -> None:
     msgs = list(hung.problems.msgs["protocol"])
     assert "hang: SM 0, the loader, at instruction 18 (wave 9: node 3 add) waits on counter 12 for 1 arrivals and " \
