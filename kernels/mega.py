@@ -196,9 +196,9 @@ def plan(problem: MegaProblem, config: MegaConfig) -> Plan:
 
     table: dict[int, Any] = dict(bodies())
     if problem.arch == "sm_100a":
-        from .mega_sm100_ops import BODIES
+        from .mega_sm100_ops import bodies as sm100_bodies
 
-        table = BODIES
+        table = sm100_bodies()
     units = problem.n_units
     s = schedule(problem.load(), problem.arch, config.mode, units=units)
     enc = encode(s)

@@ -459,9 +459,9 @@ def where(pl: Any, cta: int, warp: int, regs: Any) -> str:
 
 def build(launch: Launch) -> Program:
     """The sm_100a interpreter program for one launch."""
-    from .mega_sm100_ops import BODIES
+    from .mega_sm100_ops import bodies
 
-    return Interp(launch, BODIES).build()
+    return Interp(launch, bodies()).build()
 
 
 _ = (UP, RZ)

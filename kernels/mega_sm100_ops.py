@@ -1,5 +1,5 @@
 """The sm_100a interpreter's op bodies (`kernels/mega_sm100.py`): the interface, the pair's copies,
-the elementwise bodies, and the registry `BODIES`.
+the elementwise bodies, and the registry `bodies()`.
 
 A body keeps the sm_90a contract (`kernels/mega_ops.py`: pages and their release order, one arrival
 on `loaded` with the bytes of its copies, the consumers' `out_ready`, the storer's stores and the
@@ -18,6 +18,7 @@ row: CTA 1) waits for its pages and releases them as always, but copies nothing 
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Optional
 
 from warpy.isa.buffers import Barrier, Tile
@@ -235,15 +236,14 @@ class RmsNorm(rmsnorm.RmsNorm):
         r.release_page(0)
 
 
-def _bodies() -> dict[int, Any]:
+@functools.cache
+def bodies() -> dict[int, Any]:
+    """The bodies the sm_100a interpreter has, by opcode (made on first use: the gemm body's module
+    imports this one)."""
     from .mega_sm100_gemm import Gemm
 
-    bodies = (Noop(), Gemm(), Unary(), Binary(), SiluMul(), RmsNorm())
-    return {b.opcode: b for b in bodies}
+    made = (Noop(), Gemm(), Unary(), Binary(), SiluMul(), RmsNorm())
+    return {b.opcode: b for b in made}
 
-
-#: the bodies the sm_100a interpreter has, by opcode
-BODIES: dict[int, Any] = _bodies()
-
-__all__ = ["BODIES", "Noop", "Unary", "Binary", "SiluMul", "RmsNorm", "boxes", "refuse_pair", "copier", "cta_bytes", "copy", "load_operand",
+__all__ = ["bodies", "Noop", "Unary", "Binary", "SiluMul", "RmsNorm", "boxes", "refuse_pair", "copier", "cta_bytes", "copy", "load_operand",
            "store_output", "descriptor"]

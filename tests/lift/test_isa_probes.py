@@ -7,9 +7,7 @@ the GPU's and then a perturbed copy that it must refuse."""
 
 from __future__ import annotations
 
-import importlib.util
 import re
-from pathlib import Path
 from types import ModuleType
 
 import numpy as np
@@ -19,8 +17,7 @@ from warpy.check.report import check_kernel
 from warpy.kernels.probes import PROBES, ProbeExpectation
 from warpy.lift.lifter import build
 
-REPO = Path(__file__).resolve().parents[2]
-
+from gpu_scripts import gpu_script
 
 def _sass(name: str, arch: str) -> list[str]:
     from warpy.lift.disasm import disassemble
@@ -70,11 +67,7 @@ def test_a_wrong_register_fragment_is_seen_in_the_values() -> None:
 
 
 def _gpu_test_module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("isa_gpu", REPO / "tests" / "gpu" / "test_isa_gpu.py")
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return gpu_script("test_isa_gpu.py", "isa_gpu")
 
 
 def test_the_gpu_tests_host_side_runs_and_compares() -> None:

@@ -5,8 +5,6 @@ downloads) works against a fake runtime that plays the kernel's part by writing 
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -20,8 +18,7 @@ from warpy.kernels.probes import PROBES, swizzle_bytes, wgmma_fragment
 from warpy.layout import Swizzle
 from warpy.layout.atoms import wgmma_acc_layout
 
-REPO = Path(__file__).resolve().parents[2]
-
+from gpu_scripts import gpu_script
 
 @settings(deadline=None, max_examples=30)
 @given(bits=st.integers(0, 3), n=st.sampled_from([1024, 2048, 4096]), seed=st.integers(0, 2**32 - 1))
@@ -68,11 +65,7 @@ def test_ragged_dump_holds_the_zero_fill() -> None:
 
 
 def _runner() -> Any:
-    spec = importlib.util.spec_from_file_location("probe_runner", REPO / "tests" / "gpu" / "test_probes.py")
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return gpu_script("test_probes.py", "probe_runner")
 
 
 class FakeRuntime:
@@ -162,11 +155,7 @@ def test_probe_registry_is_complete() -> None:
 
 
 def _isa_gpu_runner() -> Any:
-    spec = importlib.util.spec_from_file_location("isa_gpu_runner", REPO / "tests" / "gpu" / "test_isa_gpu.py")
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return gpu_script("test_isa_gpu.py", "isa_gpu_runner")
 
 
 @pytest.mark.parametrize("flip", [False, True])
