@@ -25,12 +25,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Callable, Optional
 
 from warpy.isa.buffers import SmemBuffer
-from warpy.isa.families import alu, control, memory, sync, tma
-from warpy.isa.families._util import ins
-from warpy.isa.operands import RZ, Mem
+from warpy.isa.families import alu, control, memory, sync
+from warpy.isa.operands import RZ
 from warpy.isa.pipes import init_barriers
 from warpy.isa.program import Program
-from warpy.mega import fields as F
 from warpy.target import SM90A
 
 from .mega_common import (CONSUMER_WARPS, DONE, FAULTS, IDENTITY_ORDER, PAGE_BYTES, PAGES, ROLE_CODES, SLOTS,
@@ -106,22 +104,14 @@ class Interp(InterpBase):
         cta = p.ur("cta_u")
         p.emit(alu.s2ur(cta, "SR_CTAID.X"))
         out = self.slot.producer("fetch")
-        size = p.ur("fetch_bytes")
-        p.emit(alu.umov(size, F.BYTES))
         with p.loop("it", self.launch.waves) as it:
             with out.stage():
                 out.wait_empty()
-                out.arrive_full(leader, tx_bytes=F.BYTES)
                 # instruction `it` of this unit: queue[it, cta] of (waves, units, 64) words
                 k = p.ur("fetch_k")
                 p.emit(alu.r2ur(k, it.reg))
                 p.emit(alu.uimad(k, k, self.launch.units, cta))
-                src = p.urvec("fetch_src", 2)
-                p.emit(ins(alu.UIMAD, "WIDE.U32", src, k, F.BYTES, qbase))
-                args = p.urvec("fetch_args", 2)
-                p.derive.into(args[0], "addr", self.slots.at(out.ring, 0))
-                p.derive.into(args[1], "addr", out.full)
-                p.emit(tma.bulk_copy_s_g(Mem(args), Mem(src), size).guarded(leader))
+                self.fetch(out, k, leader, qbase)
 
     # -- what every worker role does per instruction --------------------------------------------
     def worker(self, role: str, step: Callable[["Role"], None]) -> None:
