@@ -463,12 +463,11 @@ class Unary(Body):
         store_output(ip, r, 0)
 
 
-class Binary(Body):
-    """out = a op b (add, mul) with numpy broadcasting: a in lid 0, b in lid 1, out in lid 2; the
-    consumers release a and b once computed, the storer out once stored."""
+class TwoInputs(Body):
+    """An elementwise body of two inputs with numpy broadcasting: a in lid 0, b in lid 1, out in
+    lid 2; the consumers release a and b once computed, the storer out once stored. A subclass
+    gives the computation between `inputs_landed` and `computed`."""
 
-    opcode: int = F.BINARY
-    name: str = "binary"
     pages: int = 3
     release: tuple[int, ...] = (0, 1, 2)
 
@@ -480,10 +479,31 @@ class Binary(Body):
         load_operand(ip, r, 1, 0)
         load_operand(ip, r, 2, 1)
 
+    def inputs_landed(self, ip: Interp, r: Role) -> None:
+        """Until both inputs landed and the output's page is free."""
+        wait(ip.p, ip.loaded.at(r.cons.ring), r.cons.ring.parity)
+        r.wait_page(2)
+
+    def computed(self, ip: Interp, r: Role) -> None:
+        """The inputs' pages released, the output handed to the storer."""
+        consumers_done(ip)
+        r.release_page(0, r.cleader)
+        r.release_page(1, r.cleader)
+        out_ready(ip, r)
+
+    def store(self, ip: Interp, r: Role) -> None:
+        store_output(ip, r, 2)
+
+
+class Binary(TwoInputs):
+    """out = a op b (add, mul)."""
+
+    opcode: int = F.BINARY
+    name: str = "binary"
+
     def compute(self, ip: Interp, r: Role) -> None:
         p = ip.p
-        wait(p, ip.loaded.at(r.cons.ring), r.cons.ring.parity)
-        r.wait_page(2)
+        self.inputs_landed(ip, r)
         op = r.field("binop", p.r("binop"))
         is_mul = p.p("is_mul")
         p.emit(alu.isetp("EQ", is_mul, op, F.BIN_MUL))
@@ -501,13 +521,7 @@ class Binary(Body):
         p.label(mul_path)
         combine_tile(ip, r, 0, 1, 2, mul)
         p.label(joined)
-        consumers_done(ip)
-        r.release_page(0, r.cleader)
-        r.release_page(1, r.cleader)
-        out_ready(ip, r)
-
-    def store(self, ip: Interp, r: Role) -> None:
-        store_output(ip, r, 2)
+        self.computed(ip, r)
 
 
 _BODIES: dict[int, OpBody] = {}
@@ -526,6 +540,6 @@ def bodies() -> dict[int, OpBody]:
     return _BODIES
 
 
-__all__ = ["OpBody", "Body", "bodies", "Noop", "Unary", "Binary", "Operand", "Tile2", "MapOp", "load_operand",
+__all__ = ["OpBody", "Body", "bodies", "Noop", "Unary", "TwoInputs", "Binary", "Operand", "Tile2", "MapOp", "load_operand",
            "load_boxes", "store_output", "expect", "box_bytes", "descriptor", "consumers_done", "out_ready",
            "page_addr", "combine_tile", "refuse_elementwise"]

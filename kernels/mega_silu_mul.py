@@ -9,39 +9,26 @@ computed, the storer the output once stored.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
 from warpy.isa.families import alu
 from warpy.isa.families.typed import F32
-from warpy.isa.pipes import wait
 from warpy.mega import fields as F
 
 from .mega_math import SIGMOID_FORM, const
-from .mega_ops import Body, box_bytes, combine_tile, consumers_done, expect, load_operand, out_ready, \
-    refuse_elementwise, store_output
+from .mega_ops import TwoInputs, combine_tile
 
 if TYPE_CHECKING:
     from .mega_sm90 import Interp, Role
 
 
-class SiluMul(Body):
+class SiluMul(TwoInputs):
     opcode: int = F.SILU_MUL
     name: str = "silu_mul"
-    pages: int = 3
-    release: tuple[int, ...] = (0, 1, 2)
-
-    def refuse(self, fields: dict[str, int]) -> Optional[str]:
-        return refuse_elementwise(fields)
-
-    def load(self, ip: Interp, r: Role) -> None:
-        expect(ip, r, box_bytes(ip, r, (1, 2)))
-        load_operand(ip, r, 1, 0)
-        load_operand(ip, r, 2, 1)
 
     def compute(self, ip: Interp, r: Role) -> None:
         p = ip.p
-        wait(p, ip.loaded.at(r.cons.ring), r.cons.ring.parity)
-        r.wait_page(2)
+        self.inputs_landed(ip, r)
         a = const(p, "silu_a", SIGMOID_FORM[F.ACT_SILU][0])
         one = const(p, "silu_one", 1.0)
         t = F32.of(p.r("silu_t"))
@@ -55,13 +42,7 @@ class SiluMul(Body):
             p.emit(alu.fmul(x, x, y))
 
         combine_tile(ip, r, 0, 1, 2, silu_mul)
-        consumers_done(ip)
-        r.release_page(0, r.cleader)
-        r.release_page(1, r.cleader)
-        out_ready(ip, r)
-
-    def store(self, ip: Interp, r: Role) -> None:
-        store_output(ip, r, 2)
+        self.computed(ip, r)
 
 
 __all__ = ["SiluMul"]
