@@ -69,14 +69,21 @@ class OpBody(Protocol):
 
     def store(self, ip: Interp, r: Role) -> None: ...
 
+    def finish(self, ip: Interp, r: Role) -> None:
+        """What the body does once role `r` has run every instruction (a drain), on the targets
+        whose interpreter calls it (sm_100a)."""
+
 
 class Body:
-    """What most bodies share: nothing declared, no state across instructions."""
+    """What most bodies share: nothing declared, no state across instructions, nothing to drain."""
 
     def declare(self, ip: Interp) -> None:
         return None
 
     def start(self, ip: Interp, r: Role) -> None:
+        return None
+
+    def finish(self, ip: Interp, r: Role) -> None:
         return None
 
 

@@ -276,9 +276,7 @@ class Interp(InterpBase):
         p.emit(control.bra(top))
         p.label(end)
         for body in sorted(self.bodies.values(), key=lambda b: b.opcode):
-            finish = getattr(body, "finish", None)
-            if finish is not None:
-                finish(self, r)  # what a body does once its role has run every instruction (a drain)
+            body.finish(self, r)  # what a body does once its role has run every instruction (a drain)
         if after is not None:
             after(r)
 
