@@ -167,16 +167,12 @@ def test_lifted_to_the_descriptors_generic_address() -> None:
 def test_ptxas_assembles_copies_through_a_global_descriptor() -> None:
     """ptxas + nvdisasm (the wheel's): UTMALDG/UTMASTG take the descriptor's address from a uniform
     pair loaded from the table parameter; the acquire fence is UTMACCTL.IV; the wait for writes is
-    DEPBAR.LE SB0 followed by CCTL.IVALL."""
-    from warpy.errors import WarpyError as E
+    DEPBAR.LE SB0 followed by CCTL.IVALL. ptxas and nvdisasm are dependencies of warpy (installed with
+    it): without them this test fails with the one-line error that names the missing tool."""
+    from warpy.lift.disasm import disassemble
     from warpy.lift.lifter import build
 
-    try:
-        from warpy.lift.disasm import disassemble
-        cubin = build(relay().kernel())
-        sass = disassemble(cubin)
-    except E as e:  # no ptxas or nvdisasm on this machine
-        pytest.skip(str(e))
+    sass = disassemble(build(relay().kernel()))
     texts = [i.text() for i in sass.kernel().instructions]
     assert any(t.startswith("UTMALDG.2D [UR") and ", [UR" in t for t in texts), texts
     assert any(t.startswith("UTMASTG.2D [UR") for t in texts)
