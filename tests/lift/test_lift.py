@@ -195,6 +195,17 @@ def test_hgmma_scale_d_and_descriptors() -> None:
     assert got[5] == f"wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {regs}, %td2, %td3, 1, 1, 1, 0, 0;"
 
 
+def test_qgmma_types_scale_d_and_no_transpose() -> None:
+    got = ptx_lines("QGMMA.64x8x32.F32.E4M3.E5M2 R24, gdesc[UR4], RZ, !UPT\n"
+                    "QGMMA.64x8x32.F32.E5M2.E4M3 R24, gdesc[UR4], R24, gsb0")
+    regs = "{%r24, %r25, %r26, %r27}"
+    assert got[:3] == ["mov.b64 %td0, {%ur4, %ur5};", "mov.b64 %td1, {%ur6, %ur7};",
+                       f"wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e5m2 {regs}, %td0, %td1, 0, 1, 1;"]
+    assert got[5] == f"wgmma.mma_async.sync.aligned.m64n8k32.f32.e5m2.e4m3 {regs}, %td2, %td3, 1, 1, 1;"
+    with pytest.raises(WarpyError, match="QGMMA reads 8-bit operands K-major only: no tnspB"):
+        lift(text("QGMMA.64x8x32.F32.E4M3.E4M3 R24, gdesc[UR4].tnspB, RZ, !UPT"))
+
+
 def test_header_becomes_the_entry() -> None:
     src = text("UTMASTG.2D [UR8], tmap[a]", cluster="2 1 1").replace(".threads 128\n", ".threads 384\n.maxnreg 168\n")
     ptx = lift(src)

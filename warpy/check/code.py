@@ -13,6 +13,7 @@ import numpy as np
 from warpy.errors import WarpyError
 from warpy.isa import values as L
 from warpy.isa.families import defs_uses, lookup, record
+from warpy.isa.families.wgmma import WGMMA_KEYS
 from warpy.isa.families.base import Opcode
 from warpy.isa.instr import Instr, Label, Note
 from warpy.isa.operands import GMem, Desc, LabelRef, Mem, Operand, P, R, RVec, SReg, TmapRef, UP, UR, URVec, elem_name
@@ -107,7 +108,7 @@ class Code:
             c.regids = ids
             c.defs = tuple(n for op in d for n in _names(op))
             uses = {n for op in u for n in _names(op)}
-            if rec.key == "HGMMA":  # its accumulator input is read only when it accumulates (its handler asks)
+            if rec.key in WGMMA_KEYS:  # its accumulator input is read only when it accumulates (its handler asks)
                 uses -= set(_names(i.ops[0]))
             c.uses = frozenset(uses)
             for op in i.ops:
@@ -121,7 +122,7 @@ class Code:
         code = self.instrs
         mma_regs: set[str] = set()
         for c in code:
-            if c.rec.key == "HGMMA":
+            if c.rec.key in WGMMA_KEYS:
                 mma_regs.update(_names(c.instr.ops[0]))
                 if not isinstance(c.instr.ops[1], Desc):  # the RS form: A's registers
                     mma_regs.update(_names(c.instr.ops[1]))
@@ -129,7 +130,7 @@ class Code:
             c.collective = 2 if key in WARPGROUP_KEYS else 1 if (key in ALIGNED_KEYS or key.startswith(
                 ("BAR.", "UCGABAR"))) else 0
         for c in code:
-            if c.rec.key != "HGMMA" and mma_regs:
+            if c.rec.key not in WGMMA_KEYS and mma_regs:
                 c.mma_touch = tuple(sorted((c.uses | set(c.defs)) & mma_regs))
         self.uses_pdl = any(c.sem == "dependent-wait" for c in code)
         self.uses_clc = any(c.sem == "clc-try-cancel" for c in code)

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from warpy.check.code import Compiled
 
 #: warpgroup-collective records' keys (`.sync.aligned` over the warpgroup)
-WARPGROUP_KEYS = frozenset({"HGMMA", "WARPGROUP.ARRIVE", "WGMMA.COMMIT", "WARPGROUP.DEPBAR", "USETMAXREG"})
+WARPGROUP_KEYS = frozenset({"HGMMA", "QGMMA", "WARPGROUP.ARRIVE", "WGMMA.COMMIT", "WARPGROUP.DEPBAR", "USETMAXREG"})
 #: warp-aligned records' keys (`.sync.aligned` over the warp)
 ALIGNED_KEYS = frozenset({"LDSM", "STSM", "LDTM", "STTM", "TCGEN05.WAIT", "UTCATOMSWS.FIND_AND_SET", "UTCATOMSWS.AND",
                           "UVIRTCOUNT.DEALLOC"})

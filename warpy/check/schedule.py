@@ -205,7 +205,7 @@ class Scheduler:
                     return n
             if c.defs:
                 w.defined.update(c.defs)
-                if w.tags and c.rec.key not in ("HGMMA", "LDTM"):
+                if w.tags and c.rec.key not in ("HGMMA", "QGMMA", "LDTM"):
                     _propagate(w, c)
             g.pc = pc + 1
             if len(w.groups) > 1:

@@ -9,7 +9,8 @@ sm_100a `out[row][column]`, each thread storing its TMEM lane (the accumulator's
 - `pipe_sm90`: 256 threads. Warpgroup 0 (warps 0-3) is the consumer: HGMMA 64x128x16 from both
   rings into 64 accumulator registers; each warp's elected lane frees a stage (4 arrivals).
   Warpgroup 1 gives registers back (USETMAXREG) and its warp 4 is the producer: waits for an empty
-  stage, arms the full barrier with the stage's bytes, and issues two TMA loads.
+  stage, arms the full barrier with the stage's bytes, and issues two TMA loads. With 8-bit float
+  types (`example-fp8`: A e4m3, B e5m2) the MMAs are QGMMA 64x128x32, 128 of K a stage.
 - `pipe_sm100`: 192 threads. Warp 0 is the producer as above; warp 1 allocates 128 TMEM columns
   and issues UTCHMMA (M=128, N=128, K=16 steps), freeing each stage with UTCBAR and signalling
   the accumulator with a last UTCBAR; warps 2-5 read their 32 TMEM lanes with LDTM and store them,
@@ -55,16 +56,21 @@ def umma_idesc_bf16(m: int, n: int) -> int:
     return umma_idesc("bf16", "bf16", "f32", m, n, cta_group=2 if m == 256 else 1)
 
 
-def pipe_sm90(k_tiles: int = 8, depth: int = 4) -> Program:
-    m, n, tk = 64, 128, 64
+def pipe_sm90(k_tiles: int = 8, depth: int = 4, a_dtype: str = "bf16", b_dtype: str = "") -> Program:
+    """The sm_90a pipe; with 8-bit float types (`a_dtype`, `b_dtype`: e4m3 / e5m2) its MMAs are QGMMA,
+    K = 32 a step, 128 of K a stage (one 128-byte swizzle row either way)."""
+    b_dtype = b_dtype or a_dtype
+    eb = 1 if a_dtype in ("e4m3", "e5m2") else 2
+    m, n, tk, ks = 64, 128, 128 // eb, 32 // eb
     k_total = k_tiles * tk
-    p = Program("example_pipe_sm90", "sm_90a", threads=256, maxnreg=168)
-    ta = p.tmap("a", TmaBox("bf16", (k_total, m), (k_total * 2,), (tk, m), swizzle=128))
-    tb = p.tmap("b", TmaBox("bf16", (k_total, n), (k_total * 2,), (tk, n), swizzle=128))
+    name = "example_pipe_sm90" if a_dtype == "bf16" else f"example_pipe_sm90_{a_dtype}_{b_dtype}"
+    p = Program(name, "sm_90a", threads=256, maxnreg=168)
+    ta = p.tmap("a", TmaBox(a_dtype, (k_total, m), (k_total * eb,), (tk, m), swizzle=128))
+    tb = p.tmap("b", TmaBox(b_dtype, (k_total, n), (k_total * eb,), (tk, n), swizzle=128))
     c = p.param("out", "u64")
     p.global_buffer("out", Layout((n // 2, 128), (4, 2 * n)), "fp32", source="out")  # out[value, thread]
-    sa = p.smem_ring("sa", depth, k_major_tile(m), "bf16")
-    sb = p.smem_ring("sb", depth, k_major_tile(n), "bf16")
+    sa = p.smem_ring("sa", depth, k_major_tile(m, tk, eb), a_dtype)
+    sb = p.smem_ring("sb", depth, k_major_tile(n, tk, eb), b_dtype)
     stage = p.pipe("stage", depth, fills=1, frees=4)
     init_barriers(p)
 
@@ -79,7 +85,7 @@ def pipe_sm90(k_tiles: int = 8, depth: int = 4) -> Program:
             with p.loop("k", k_tiles) as k:
                 with out.stage():
                     out.wait_empty()
-                    out.arrive_full(leader, tx_bytes=(m + n) * tk * 2)
+                    out.arrive_full(leader, tx_bytes=(m + n) * tk * eb)
                     tma_load(p, out.slot(sa), ta, [k * tk, 0], out.full)
                     tma_load(p, out.slot(sb), tb, [k * tk, 0], out.full)
 
@@ -100,9 +106,9 @@ def pipe_sm90(k_tiles: int = 8, depth: int = 4) -> Program:
                 p.emit(alu.uisetp("NE", accumulate, first, URZ))
                 inp.wait_full()
                 p.emit(wgmma.warpgroup_arrive())
-                for j in range(tk // 16):
-                    hgmma(p, acc, inp.slot(sa, 0, 16 * j), inp.slot(sb, 0, 16 * j), n,
-                            accumulate if j == 0 else True, end=j == tk // 16 - 1)
+                for j in range(tk // ks):
+                    hgmma(p, acc, inp.slot(sa, 0, ks * j), inp.slot(sb, 0, ks * j), n,
+                            accumulate if j == 0 else True, end=j == tk // ks - 1)
                 p.emit(wgmma.wgmma_commit())
                 p.emit(wgmma.warpgroup_wait(0))
                 p.emit(alu.umov(first, 1))
@@ -230,6 +236,8 @@ def _zero(p: Program):  # type: ignore[no-untyped-def]
 
 EXAMPLES: dict[str, Callable[[str], Program]] = {
     "example-pipe": lambda arch: pipe_sm90() if arch == "sm_90a" else pipe_sm100(),
+    # 8-bit floats, A e4m3 and B e5m2 (sm_90a: QGMMA)
+    "example-fp8": lambda arch: pipe_sm90(a_dtype="e4m3", b_dtype="e5m2") if arch == "sm_90a" else pipe_sm100(),
 }
 
 

@@ -6,7 +6,9 @@ Each warp's HGMMAs form groups (closed by `WGMMA.COMMIT`, retired in order by
 groups retired, so a stage's reads are ordered before whatever comes after the wait that retired
 their group. Accumulator registers an HGMMA writes stay pending until its group is retired: an
 instruction that touches one before that is reported. With values, each warp computes its 16 rows
-of the 64 x N product from the shared-memory bytes its descriptors point at."""
+of the 64 x N product from the shared-memory bytes its descriptors point at. QGMMA (8-bit floats,
+K-major) is HGMMA with each operand's bytes decoded as its own type (e4m3 / e5m2, exactly: every
+value and every product of two is exact in fp32) and the products summed in fp32."""
 
 from __future__ import annotations
 
@@ -117,25 +119,32 @@ def _desc(op: Operand) -> str:
     return op.reg.name
 
 
-def _elem(mods: tuple[str, ...]) -> tuple[str, int]:
-    t = mods[2]
-    return ("tf32", 4) if t == "TF32" else (("fp16", 2) if t == "F16" else ("bf16", 2))
+_TYPES = {"TF32": ("tf32", 4), "F16": ("fp16", 2), "BF16": ("bf16", 2), "E4M3": ("e4m3", 1), "E5M2": ("e5m2", 1)}
+
+
+def _elem(mods: tuple[str, ...]) -> tuple[str, str, int]:
+    """(A's type, B's type, bytes an element) of an HGMMA (one type) or a QGMMA (A's, then B's)."""
+    a_t, eb = _TYPES[mods[2]]
+    b_t = _TYPES[mods[3]][0] if len(mods) > 3 else a_t
+    return a_t, b_t, eb
 
 
 def read_matrix(smem: np.ndarray, addrs: np.ndarray, dtype: str, eb: int) -> np.ndarray:
     raw = smem[addrs]  # [rows, kbytes]
+    if eb == 1:  # 8-bit floats, decoded exactly
+        return from_bits(raw.reshape(raw.shape[0], -1).copy(), dtype)
     if eb == 2:
         bits = raw.reshape(raw.shape[0], -1).copy().view(np.uint16)
         return from_bits(bits, dtype)
     return np.asarray(raw.copy().view(np.float32))
 
 
-@semantics(isa.HGMMA)
+@semantics(isa.HGMMA, isa.QGMMA)
 def _hgmma(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     i = c.instr
     shape = i.mods[0].split("x")
     n, k = int(shape[1]), int(shape[2])
-    dtype, eb = _elem(i.mods)
+    dtype, b_dtype, eb = _elem(i.mods)
     kb = k * eb
     rs = not isinstance(i.ops[1], Desc)  # the RS form: A from registers, the descriptors' B half only
     di = 2 if rs else 1
@@ -188,7 +197,7 @@ def _hgmma(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     smem = w.cta.smem
     if not (m.values and smem is not None):
         return
-    b = read_matrix(smem, fb[0], dtype, eb)
+    b = read_matrix(smem, fb[0], b_dtype, eb)
     wq = w.wid % 4
     a_rows = register_a(w, i.ops[1], wq, k, dtype) if rs else read_matrix(smem, fa[0], dtype, eb)[16 * wq:16 * wq + 16]
     prod = a_rows @ b.T  # [16, n]

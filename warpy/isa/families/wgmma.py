@@ -8,7 +8,9 @@ uniform predicate `scale-d` (`!UPT`: d = A*B); `gsb0` marks the last HGMMA of a 
 shared memory (wgmma's imm-trans-a / imm-trans-b = 1; 16-bit types only; the RS form takes `.tnspB`).
 `wgmma.commit_group` emits no SASS instruction of its own: the text carries it as `WGMMA.COMMIT`.
 nvdisasm omits the operand type of fp16 (`HGMMA.64x16x16.F32`); warpy always writes it (`.F16`).
-8-bit types are a different opcode (`QGMMA.64xNx32.F32.E4M3.E4M3`), not modelled yet.
+8-bit float operands are a different opcode, `QGMMA.64xNx32.F32.A.B d, gdesc[descs], c[, scale][, gsb0]`
+(A and B each `E4M3` or `E5M2`, K = 32 a step, both from shared memory and K-major only: fp8 wgmma has
+no imm-trans operands; the RS form is not modelled).
 """
 
 from __future__ import annotations
@@ -55,6 +57,14 @@ HGMMA = Opcode("HGMMA", F, "mma", (
     doc="warpgroup MMA into the register accumulator: both operands from shared memory by descriptor (SS), or "
         "A from registers, 4 a thread in the wgmma A fragment, and B by descriptor (RS: descs.2, descs.3)",
     spelling=lambda w: w[:3] if w[3:4] == ("F16",) else w)
+QSHAPE = SHAPE.replace("x(8|16|32)", "x32")
+QGMMA = Opcode("QGMMA", F, "mma", (
+    (_D, _A, _C), (_D, _A, _C, a("scale", "UP")), (_D, _A, _C, a("end", "kw:gsb0")),
+    (_D, _A, _C, a("scale", "UP"), a("end", "kw:gsb0")),
+), mods=(QSHAPE, r"!F32|F16", r"!E4M3|E5M2", r"!E4M3|E5M2"), single_issue=False, archs=H90,
+    ptx="wgmma.mma_async.sync.aligned.m64nNk32.f32.e4m3.e5m2 d, adesc, bdesc, scale-d, 1, 1 (A's type, then B's)",
+    doc="warpgroup MMA of 8-bit floats (e4m3 / e5m2, A's type then B's) into the register accumulator, both "
+        "operands K-major from shared memory by descriptor")
 WARPGROUP_ARRIVE = Opcode("WARPGROUP.ARRIVE", F, "mma-fence", ((),), archs=H90, ptx="wgmma.fence.sync.aligned",
     doc="order earlier register/shared accesses before the following HGMMAs")
 WGMMA_COMMIT = Opcode("WGMMA.COMMIT", F, "mma-commit", ((),), archs=H90, ptxas_emits=False, ptx="wgmma.commit_group.sync.aligned",
@@ -63,13 +73,16 @@ WARPGROUP_DEPBAR = Opcode("WARPGROUP.DEPBAR", F, "mma-wait", ((a("sb", "kw:gsb0"
     ptx="wgmma.wait_group.sync.aligned n", doc="wait until at most n HGMMA groups are pending")
 
 OPCODES: list[Opcode] = [
-    HGMMA, WARPGROUP_ARRIVE, WGMMA_COMMIT, WARPGROUP_DEPBAR,
+    HGMMA, QGMMA, WARPGROUP_ARRIVE, WGMMA_COMMIT, WARPGROUP_DEPBAR,
 ]
+#: the keys of the warpgroup MMA records (the checker treats them alike)
+WGMMA_KEYS = frozenset({HGMMA.key, QGMMA.key})
 
 
 #: HGMMA's operand type modifier and K of one step, by element type.
-#: (8-bit types are QGMMA in SASS, not modelled yet.)
 AB_TYPES = {"bf16": ("BF16", 16), "fp16": ("F16", 16), "f16": ("F16", 16), "tf32": ("TF32", 8)}
+#: QGMMA's (8-bit floats): the type modifier of each operand and K of one step
+Q_TYPES = {"e4m3": ("E4M3", 32), "e5m2": ("E5M2", 32)}
 #: operand types HGMMA can read MN-major (transposed) from shared memory
 TNSP_TYPES = ("BF16", "F16")
 
@@ -117,6 +130,24 @@ def hgmma_rs(shape_n: int, d: RVec, a_regs: RVec, descs: URVec, accumulate: Unio
     if end:
         ops.append(Kw("gsb0"))
     return ins(HGMMA, f"64x{shape_n}x{k}.F32.{ab}", *ops)  # type: ignore[arg-type]
+
+
+def qgmma(shape_n: int, d: RVec, descs: URVec, accumulate: Union[UP, bool], end: bool = False, a_type: str = "E4M3",
+          b_type: str = "E4M3") -> Instr:
+    """d (+)= A * B for a 64 x shape_n x 32 step of 8-bit floats (A's type `a_type`, B's `b_type`: E4M3 or
+    E5M2), both K-major from shared memory by descriptor; accumulate as `hgmma`."""
+    from warpy.isa.operands import UPT
+
+    ops: list[object] = [d, Desc("gdesc", descs)]
+    if accumulate is False:
+        ops += [RZ, ~UPT]
+    elif accumulate is True:
+        ops += [d]
+    else:
+        ops += [d, accumulate]
+    if end:
+        ops.append(Kw("gsb0"))
+    return ins(QGMMA, f"64x{shape_n}x32.F32.{a_type}.{b_type}", *ops)  # type: ignore[arg-type]
 
 
 def warpgroup_arrive() -> Instr:

@@ -1,5 +1,6 @@
-"""The sm_90a warpgroup MMA: `hgmma`, one step of acc (+)= A * B from two shared-memory tiles, and
-`hgmma_rs`, the same with A from registers (its fragment checked against the layout atom)."""
+"""The sm_90a warpgroup MMA: `hgmma`, one step of acc (+)= A * B from two shared-memory tiles (8-bit
+float tiles go to `qgmma`, QGMMA), and `hgmma_rs`, the same with A from registers (its fragment
+checked against the layout atom)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,9 @@ def hgmma(p: Program, acc: RVec, a: Tile, b: Tile, n: int, accumulate: Union[UP,
     (`.tnspA`/`.tnspB`)."""
     if p.sm != "sm_90a":
         raise WarpyError("HGMMA is an sm_90a instruction")
+    if a.buffer.elem in wgmma.Q_TYPES or b.buffer.elem in wgmma.Q_TYPES:
+        qgmma(p, acc, a, b, n, accumulate, end)
+        return
     if a.buffer.elem != b.buffer.elem or a.buffer.elem not in wgmma.AB_TYPES:
         raise WarpyError(f"HGMMA operands {a.buffer.name} ({a.buffer.elem}) and {b.buffer.name} ({b.buffer.elem}) "
                          f"must share one of the types {', '.join(wgmma.AB_TYPES)}")
@@ -36,6 +40,26 @@ def hgmma(p: Program, acc: RVec, a: Tile, b: Tile, n: int, accumulate: Union[UP,
     p.derive.into(descs[0], "gdesc.lo", a)
     p.derive.into(descs[2], "gdesc.lo", b)
     p.emit(wgmma.hgmma(n, acc, descs, accumulate, end, ab=ab, k=kstep, tnsp_a=ta, tnsp_b=tb))
+
+
+def qgmma(p: Program, acc: RVec, a: Tile, b: Tile, n: int, accumulate: Union[UP, bool], end: bool = False) -> None:
+    """acc (+)= A * B for one 64 x n x 32 step of 8-bit floats (QGMMA): A's and B's types (e4m3 or e5m2,
+    each its own) come from their buffers; both must be K-major (fp8 wgmma has no transpose)."""
+    if p.sm != "sm_90a":
+        raise WarpyError("QGMMA is an sm_90a instruction")
+    for t in (a, b):
+        if t.buffer.elem not in wgmma.Q_TYPES:
+            raise WarpyError(f"QGMMA operands are 8-bit floats ({', '.join(wgmma.Q_TYPES)}); {t.buffer.name} holds "
+                             f"{t.buffer.elem or 'no type'}")
+        if mn_fields(t.buffer) is not None:
+            raise WarpyError(f"QGMMA reads 8-bit operands K-major only; {t.buffer.name} is M/N-contiguous")
+    descs = p.urvec("gmma_desc", 4)
+    set_desc_hi(p, descs, 1, a.buffer, "gdesc.hi")
+    set_desc_hi(p, descs, 3, b.buffer, "gdesc.hi")
+    p.derive.into(descs[0], "gdesc.lo", a)
+    p.derive.into(descs[2], "gdesc.lo", b)
+    p.emit(wgmma.qgmma(n, acc, descs, accumulate, end, a_type=wgmma.Q_TYPES[a.buffer.elem or ""][0],
+                       b_type=wgmma.Q_TYPES[b.buffer.elem or ""][0]))
 
 
 def hgmma_rs(p: Program, acc: RVec, a: RVec, a_fragment: Layout, b: Tile, n: int, accumulate: Union[UP, bool],

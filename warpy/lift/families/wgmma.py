@@ -5,7 +5,11 @@
 descs.3}`; scale-d is 0 when c is `RZ` (d = A·B), else the `scale` predicate (default true).
 imm-trans-a / imm-trans-b (16-bit types only) are 1 where the descriptor operand carries nvdisasm's
 `.tnspA` / `.tnspB` (that operand is MN-major), else 0. `gsb0` has no PTX of its own (ptxas marks
-the last HGMMA before a commit)."""
+the last HGMMA before a commit).
+
+`QGMMA.64xNx32.D.A.B d, gdesc[descs], c[, scale][, gsb0]` (8-bit floats, A's type then B's) →
+`wgmma.mma_async.sync.aligned.m64nNk32.d.a.b {d}, adesc, bdesc, scale-d, 1, 1` (no imm-trans: fp8
+operands are K-major only)."""
 
 from __future__ import annotations
 
@@ -60,6 +64,34 @@ def _hgmma(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
         return
     trans = f", {ta}, {tb}" if ab in isa.TNSP_TYPES else ""
     c.emit(f"wgmma.mma_async.sync.aligned.m64n{n}k{k}.{DT[dt]}.{DT[ab]}.{DT[ab]} {{{regs}}}, {ad}, {bd}, {sd}, 1, 1{trans}")
+
+
+@rule(isa.QGMMA)
+def _qgmma(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
+    shape, dt, at, bt = rest[0], rest[1], rest[2], rest[3]
+    _, n, k = shape.split("x")
+    width = int(n) // 2 if dt == "F32" else int(n) // 4
+    ops = [o for o in i.ops if not isinstance(o, Kw)]
+    d, descs, cc = ops[0], ops[1], ops[2]
+    scale = ops[3] if len(ops) > 3 else None
+    assert isinstance(descs, Desc)
+    if descs.flags:
+        raise c.error(f"QGMMA reads 8-bit operands K-major only: no {'.'.join(descs.flags)}")
+    v = c.elems(descs.reg, 4)
+    ad, bd = c.tmp("td"), c.tmp("td")
+    c.emit(f"mov.b64 {ad}, {{{v[0]}, {v[1]}}}")
+    c.emit(f"mov.b64 {bd}, {{{v[2]}, {v[3]}}}")
+    if c.is_zero(cc):
+        sd = "0"
+    elif scale is None:
+        sd = "1"
+    else:
+        assert isinstance(scale, UP)
+        sd = "1" if c.is_true(scale) else "0" if c.is_false(scale) else c.pred(scale)
+    if not c.is_zero(cc) and c.elems(cc, width) != c.elems(d, width):
+        raise c.error("QGMMA accumulates into its destination: c must be d (or RZ)")
+    regs = ", ".join(c.elems(d, width))
+    c.emit(f"wgmma.mma_async.sync.aligned.m64n{n}k{k}.{DT[dt]}.{DT[at]}.{DT[bt]} {{{regs}}}, {ad}, {bd}, {sd}, 1, 1")
 
 
 @rule(isa.WARPGROUP_ARRIVE)
