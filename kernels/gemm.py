@@ -3,7 +3,8 @@ shape, and the builder. `warpy gemm`, `warpy bench` and `warpy.gemm` all go thro
 
 C = A · Bᵀ with A (M x K) and B (N x K), each K-major (row-major with K contiguous) or, on sm_90a,
 MN-major (A stored K x M, B K x N: `a_major` / `b_major`), fp16 or bf16 in, fp32 accumulation, C
-(M x N) row-major in fp32 or the input type.
+(M x N) row-major in fp32 or the input type. On sm_90a A and B may be 8-bit floats (e4m3 / e5m2, each
+its own: `b_dtype`), K-major, with per-tensor or per-row / per-column scales (kernels/gemm_fp8.py).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import attrs
 import numpy as np
 
 from .gemm_epilogue import AUX_PARAMS, Epilogue, parse_words, reference
+from . import gemm_fp8
 from .gemm_sm90 import Sm90Config, Sm90Gemm, smem_bytes
 from .gemm_sm100 import Sm100Config, Sm100Gemm, choose_sm100
 from .family import checked_overrides
@@ -26,7 +28,7 @@ from warpy.numeric import bits16, from_bits, output_spacing, round_to, small_int
 from warpy.target import SM90A, dtype, dtype_bytes, target
 
 #: the element types warpy's GEMM programs take (A and B) and give (C), canonical names
-IN_DTYPES = ("bf16", "fp16")
+IN_DTYPES = ("bf16", "fp16") + gemm_fp8.FP8_DTYPES
 OUT_DTYPES = ("fp32", "bf16", "fp16")
 
 Config = Union[Sm90Config, Sm100Config]
@@ -49,6 +51,10 @@ def input_type(value: str) -> str:
 def output_type(value: str) -> str:
     """The canonical name of a GEMM output type (C), refusing others in one line naming the spelling given."""
     return _type_in(value, OUT_DTYPES, "output")
+
+
+def _b_type(value: str) -> str:
+    return "" if value == "" else input_type(value)
 
 
 def _target_name(value: str) -> str:
@@ -81,8 +87,19 @@ class GemmProblem:
     # contiguous: read in place, transposed by the MMA; sm_90a only). A pitch is then between rows of K.
     a_major: str = "K"
     b_major: str = "K"
+    # B's type where it is not A's (8-bit floats: e4m3 x e5m2); "" = A's. The scales of an 8-bit float
+    # problem: scale_a "" / "tensor" / "row", scale_b "" / "tensor" / "col" (kernels/gemm_fp8.py)
+    b_dtype: str = attrs.field(default="", converter=_b_type)
+    scale_a: str = attrs.field(default="", converter=gemm_fp8.scale_a_kind)
+    scale_b: str = attrs.field(default="", converter=gemm_fp8.scale_b_kind)
+
+    @property
+    def b_type(self) -> str:
+        """B's element type (A's unless `b_dtype` says otherwise)."""
+        return self.b_dtype or self.dtype
 
     def __attrs_post_init__(self) -> None:
+        gemm_fp8.check(self)
         if not isinstance(self.epilogue, Epilogue):
             raise WarpyError(f"epilogue must be a gemm_epilogue.Epilogue, not {self.epilogue!r}")
         for name, major in (("a_major", self.a_major), ("b_major", self.b_major)):
@@ -170,7 +187,9 @@ class GemmProblem:
         if self.batch > 1:
             ld += " batch={} (strides {}, {}, {})".format(self.batch, *self.batch_strides)
         mj = f" {self.layouts}" if self.layouts else ""
-        return f"{self.M}x{self.N}x{self.K} {self.dtype}->{self.out_dtype} {self.arch}{mj}{ld}{ep}"
+        ab = self.dtype if self.b_type == self.dtype else f"{self.dtype}x{self.b_type}"
+        sc = "".join(f" {n}={k}" for n, k in (("scale_a", self.scale_a), ("scale_b", self.scale_b)) if k)
+        return f"{self.M}x{self.N}x{self.K} {ab}->{self.out_dtype} {self.arch}{mj}{ld}{ep}{sc}"
 
 
 # Relative tensor-core efficiency of a BM x BN tile per unit of work (smaller tiles re-read more
@@ -215,8 +234,14 @@ def choose(problem: GemmProblem) -> Config:
     # request rather than 256 took 108-110 us there and the same time where rows are aligned.
     l2 = 256 if (problem.K * dtype_bytes(problem.dtype)) % 32 == 0 else 128
 
-    return deepest_ring(Sm90Config(bn=bn, consumers=bm // 64, stages=3, group=8, staged_epilogue=staged,
+    # a stage's K is one 128-byte swizzle row: 64 16-bit elements, 128 8-bit ones
+    return deepest_ring(Sm90Config(bn=bn, consumers=bm // 64, stages=3, group=8, staged_epilogue=staged, bk=_bk(problem),
                                    stream_k=stream_k, split=split, l2_promotion=l2))
+
+
+def _bk(problem: GemmProblem) -> int:
+    """K of one stage (a k block): one 128-byte swizzle row of the inputs' type."""
+    return 128 // dtype_bytes(problem.dtype)
 
 
 def deepest_ring(cfg: Sm90Config) -> Sm90Config:
@@ -267,7 +292,7 @@ def sm90_split(problem: GemmProblem, bm: int, bn: int) -> int:
     operands stream from DRAM once a CTA (1.6 GB), and it ran 1.7x slower than whole tiles' rate.
     0: an even share over all SMs."""
     tiles = _tiles(problem, bm, bn)
-    return min(SM90A.sms // tiles, cdiv(problem.K, 64)) if 2 * tiles <= SM90A.sms else 0
+    return min(SM90A.sms // tiles, cdiv(problem.K, _bk(problem))) if 2 * tiles <= SM90A.sms else 0
 
 
 def sm90_cost(problem: GemmProblem, bm: int, bn: int, stream_k: bool) -> float:
@@ -275,7 +300,7 @@ def sm90_cost(problem: GemmProblem, bm: int, bn: int, stream_k: bool) -> float:
     ceil(tiles / 132) waves of kt k blocks; stream-K shares the tiles' k blocks out (`sm90_split`)
     and pays STREAM_K_OVERHEAD more, and must beat whole tiles by STREAM_K_MARGIN."""
     tiles = _tiles(problem, bm, bn)
-    kt = cdiv(problem.K, 64)
+    kt = cdiv(problem.K, _bk(problem))
     per = bm * bn / (128 * 256) / TILE_EFFICIENCY[bm, bn]
     if not stream_k:
         return cdiv(tiles, SM90A.sms) * kt * per
@@ -305,6 +330,8 @@ class GemmExpectation:
         self.problem = problem
 
     def initial(self, source: str, box: Optional[TmaBox], nbytes: int, rng: np.random.Generator) -> Optional[np.ndarray]:
+        if box is None and source in gemm_fp8.SCALE_PARAMS:  # an 8-bit float problem's scales
+            return gemm_fp8.scale_values(rng, nbytes // 4)
         if box is None and source in AUX_PARAMS:  # the epilogue's inputs: small integers of C's type
             od = self.problem.out_dtype
             n = nbytes // dtype_bytes(od)
@@ -320,8 +347,8 @@ class GemmExpectation:
         lda, ldb, ldc = p.pitches
         sa, sb, sc = p.batch_strides
         bname = "b" if "b" in run.gmem else ("bt" if "bt" in run.gmem else "b")
-        a_all = from_bits(run.gmem["a"].view(np.uint16), p.dtype)
-        b_all = from_bits(run.gmem[bname].view(np.uint16), p.dtype)
+        a_all = from_bits(_elements(run.gmem["a"], p.dtype), p.dtype)
+        b_all = from_bits(_elements(run.gmem[bname], p.b_type), p.b_type)
         def operand(flat: np.ndarray, start: int, rows: int, pitch: int, mn: bool) -> np.ndarray:
             # rows x K, from K x rows where the operand is MN-major (its rows of K `pitch` apart)
             if mn:
@@ -333,6 +360,7 @@ class GemmExpectation:
         b = bs[0] if p.batch == 1 else np.concatenate(bs)
         ref = np.concatenate([a[i * M:(i + 1) * M].astype(np.float64) @ bs[i].astype(np.float64).T
                               for i in range(p.batch)])
+        ref = gemm_fp8.apply_reference(ref, p, run.gmem)  # (the scales of an 8-bit float problem)
         M = M * p.batch  # the batch's C, matrix under matrix
         src = _output_source(run.h)
         eb = dtype_bytes(p.out_dtype)
@@ -382,6 +410,11 @@ class GemmExpectation:
         return Verdict(n, int(bad.sum()), partial, msgs, data)
 
 
+def _elements(raw: np.ndarray, dtype: str) -> np.ndarray:
+    """An input's raw bytes as the bit patterns `from_bits` reads (uint16 for 16-bit types, uint8 for 8-bit)."""
+    return raw.view(np.uint16) if dtype_bytes(dtype) == 2 else raw.view(np.uint8)
+
+
 def _rows(flat: np.ndarray, rows: int, cols: int, pitch: int) -> np.ndarray:
     """The rows×cols matrix whose rows start `pitch` elements apart in `flat` (a copy)."""
     full = np.zeros(rows * pitch, dtype=flat.dtype)
@@ -409,7 +442,8 @@ def bind(header: Any, a: Any, b: Any, c: Any, M: int, N: int, K: int, *,
     - maps declared `over` one of these (`c_add`, through which split-K / stream-K programs add
       partial sums into C; `c_tail`, a staged epilogue's last, narrower chunk) view its memory;
     - the scalars `M N K` (also `m n k`), where declared;
-    - the fused epilogue's inputs `bias`, `c_in`, `residual` (pointers; `aux`), where declared;
+    - the fused epilogue's inputs `bias`, `c_in`, `residual` and an 8-bit float problem's scales
+      `scale_a`, `scale_b` (pointers; `aux`), where declared;
     - scratch memory (flags, workspaces: `.param NAME u64 scratch`) from `scratch`, the set of the
       stream the launch goes on (`ScratchPool.get(stream)`, `alloc_scratch`).
 
@@ -429,9 +463,10 @@ class GemmFamily:
 
     def problem(self, dims: Sequence[Any], *, arch: str, **options: Any) -> GemmProblem:
         """`gemm M N K [alpha=X] [beta=X] [bias=m|n] [act=...] [residual=1] [lda=N] [ldb=N] [ldc=N]
-        [batch=B] [stride_a=N] [stride_b=N] [stride_c=N]` from the command line (the words after the
-        sizes: the fused epilogue, kernels/gemm_epilogue.py, row pitches, a batch); options `dtype`
-        and `out_dtype`."""
+        [batch=B] [stride_a=N] [stride_b=N] [stride_c=N] [b_dtype=T] [scale_a=tensor|row]
+        [scale_b=tensor|col]` from the command line (the words after the sizes: the fused epilogue,
+        kernels/gemm_epilogue.py, row pitches, a batch, B's type and an 8-bit float problem's scales);
+        options `dtype` and `out_dtype`."""
         sizes = [d for d in dims if not isinstance(d, str)]
         words = [d for d in dims if isinstance(d, str)]
         majors: dict[str, str] = {}
@@ -454,8 +489,13 @@ class GemmFamily:
                 raise WarpyError(f"{w}: {key} is a whole number" + (" of elements" if key != "batch" else ""))
             pitches[key] = int(val)
             words.remove(w)
+        fp8: dict[str, str] = {}
+        for w in [w for w in words if w.split("=", 1)[0] in ("b_dtype", "scale_a", "scale_b")]:
+            key, _, val = w.partition("=")
+            fp8[key] = val
+            words.remove(w)
         ep = parse_words(words)
-        return GemmProblem(sizes[0], sizes[1], sizes[2], arch=arch, epilogue=ep, **pitches, **majors,  # type: ignore[arg-type]
+        return GemmProblem(sizes[0], sizes[1], sizes[2], arch=arch, epilogue=ep, **pitches, **majors, **fp8,  # type: ignore[arg-type]
                            **{k: v for k, v in options.items() if v is not None})
 
     def choose(self, problem: GemmProblem) -> Config:
@@ -470,7 +510,8 @@ class GemmFamily:
     def bind(self, header: Any, problem: GemmProblem, memory: Mapping[str, Any], *, scratch: Any = None,
              encode: Optional[Callable[..., Any]] = None) -> list[Any]:
         return bind(header, memory["a"], memory["b"], memory["c"], problem.M, problem.N, problem.K,
-                    scratch=scratch, encode=encode, **{k: memory[k] for k in AUX_PARAMS if k in memory})
+                    scratch=scratch, encode=encode,
+                    **{k: memory[k] for k in AUX_PARAMS + gemm_fp8.SCALE_PARAMS if k in memory})
 
     def expectation(self, problem: GemmProblem) -> GemmExpectation:
         return GemmExpectation(problem)

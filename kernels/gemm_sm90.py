@@ -1,6 +1,7 @@
 """The Hopper GEMM (sm_90a): C = A · Bᵀ, A (M x K) and B (N x K) each K-major or MN-major (A stored
 K x M, B K x N: read in place by HGMMA's `.tnspA` / `.tnspB`, landed by one TMA box per 64 rows of M
-or N), fp16/bf16 in, fp32 accumulation, fp32/bf16/fp16 out. One program, configured per shape by the GEMM family's rule (`kernels/gemm.py`).
+or N), fp16/bf16 in (or 8-bit floats, K-major, through QGMMA, scaled per tensor or per row / column:
+kernels/gemm_fp8.py), fp32 accumulation, fp32/bf16/fp16 out. One program, configured per shape by the GEMM family's rule (`kernels/gemm.py`).
 
 Warp-specialised and persistent:
 
@@ -55,6 +56,7 @@ from warpy.layout.smem import SmemTile as SmemTileT, smem_tile
 from warpy.target import SM90A, dtype_bytes
 
 from .gemm_epilogue import Epilogue, emit_consts, emit_element, emit_load
+from . import gemm_fp8
 from .schedule import StreamK, TileOrder, cdiv, divide, strided_tiles
 
 if TYPE_CHECKING:
@@ -95,8 +97,9 @@ class Sm90Config:
             over = f"K split {self.split} ways a tile" if self.split else f"stream-K over {self.sms} SMs"
             walk = f"{over} (partial sums through an fp32 workspace)"
         cl = ", 2x1 clusters (B multicast)" if self.cluster_m == 2 else ""
+        mma = f"HGMMA 64x{self.bn}x16" if self.bk == 64 else f"QGMMA 64x{self.bn}x32"  # (BK: 128 bytes of K)
         return (f"sm_90a warp-specialised: {self.bm}x{self.bn}x{self.bk} tiles, {self.consumers} consumer "
-                f"warpgroups (HGMMA 64x{self.bn}x16), {self.stages}-stage TMA ring, {walk}, "
+                f"warpgroups ({mma}), {self.stages}-stage TMA ring, {walk}, "
                 f"tiles grouped by {self.group}{cl}, {epi}")
 
 
@@ -148,6 +151,7 @@ class Sm90Resources:
     stage: Pipe
     rank: Optional[UR]
     aux: dict[str, Param] = attrs.field(factory=dict)  # the fused epilogue's inputs (bias, c_in, residual)
+    scales: dict[str, Param] = attrs.field(factory=dict)  # an 8-bit float problem's scales (scale_a, scale_b)
 
 
 @attrs.frozen
@@ -192,9 +196,11 @@ def epi_tail(bn: int) -> int:
     return bn % EPI_COLS
 
 
-def smem_bytes(cfg: Sm90Config, elem: int = 2) -> int:
+def smem_bytes(cfg: Sm90Config, elem: int = 0) -> int:
     """Dynamic shared memory the configuration needs: the ring, the epilogue's staging (two
-    64 x 64 buffers per consumer warpgroup) and the barriers."""
+    64 x 64 buffers per consumer warpgroup) and the barriers. `elem`: bytes an input element (0: a
+    stage's K is one 128-byte swizzle row of either type, as the program requires)."""
+    elem = elem or max(1, 128 // cfg.bk)
     staging = 2 * cfg.consumers * 64 * EPI_COLS * 2 if cfg.staged_epilogue else 0
     if cfg.staged_epilogue and epi_tail(cfg.bn):  # one more buffer a warpgroup, 1024-byte aligned
         staging += -(-cfg.consumers * 64 * epi_tail(cfg.bn) * 2 // 1024) * 1024
@@ -227,6 +233,8 @@ class Sm90Gemm:
                 raise WarpyError("2x1 clusters walk whole tiles; stream-K / split is not combined with them")
         self.m, self.n, self.k = m, n, k
         self.dtype, self.out_dtype, self.cfg = dtype, out_dtype, cfg
+        self.problem = problem
+        self.b_dtype = problem.b_type  # B's type: A's, except for 8-bit floats (e4m3 x e5m2)
         self.ep: Epilogue = problem.epilogue
         self.lda, self.ldb, self.ldc = problem.pitches
         self.pitched = problem.pitched
@@ -271,7 +279,8 @@ class Sm90Gemm:
                 + ("_c2" if c.cluster_m == 2 else "") + self.ep.tag()
                 + (f"_ld{self.lda}x{self.ldb}x{self.ldc}" if self.pitched else "")
                 + (f"_x{self.batch}s{self.sa}x{self.sb}x{self.sc}" if self.batch > 1 else "")
-                + ("_akm" if self.a_major == "MN" else "") + ("_bkn" if self.b_major == "MN" else ""))
+                + ("_akm" if self.a_major == "MN" else "") + ("_bkn" if self.b_major == "MN" else "")
+                + gemm_fp8.tag(self.problem))
 
     # -- the program ---------------------------------------------------------------------------
     def build(self) -> Program:
@@ -283,7 +292,7 @@ class Sm90Gemm:
         # an MN-major operand (stored K x M / K x N) lands M / N innermost, one box per 64 rows (a
         # 128-byte swizzle span of M or N by BK), and is read transposed (`.tnspA` / `.tnspB`)
         a_tile = smem_tile(cfg.bm, cfg.bk, self.dtype, self.a_major, 128)
-        b_tile = smem_tile(cfg.bn, cfg.bk, self.dtype, self.b_major, 128)
+        b_tile = smem_tile(cfg.bn, cfg.bk, self.b_dtype, self.b_major, 128)
         l2 = cfg.l2_promotion
         try:
             ta = p.tmap("a", tma_box(self.glob(self.m, self.k, self.lda, self.sa, self.a_major),
@@ -321,6 +330,7 @@ class Sm90Gemm:
             n_el = (self.n if self.ep.bias == "n" else self.m) if name == "bias" else None
             lay = Layout(n_el, self.oeb) if n_el is not None else Layout((self.m, self.n), (self.n * self.oeb, self.oeb))
             p.global_buffer(f"{name}_in", lay, self.out_dtype, name)
+        scales = gemm_fp8.declare(p, self.problem)
         workspace: Optional[Workspace] = None
         if self.sk is not None:
             # scratch the host owns (zeroed once): a flag per tile and consumer warp, which the tile's
@@ -329,7 +339,7 @@ class Sm90Gemm:
             partials, _ = p.scratch("partials", "partial_sums", Layout(self.grid * cfg.bm * cfg.bn, 4), "fp32")
             workspace = Workspace(flags, partials)
         sa = p.smem_ring("sa", cfg.stages, a_tile.layout, self.dtype)
-        sb = p.smem_ring("sb", cfg.stages, b_tile.layout, self.dtype)
+        sb = p.smem_ring("sb", cfg.stages, b_tile.layout, self.b_dtype)
         staged: Optional[StagedChunks] = None
         staged_tail: Optional[StagedChunks] = None
         if tc is not None:  # per consumer warpgroup, two 64 x 64 tiles of C (128-byte swizzle)
@@ -351,7 +361,7 @@ class Sm90Gemm:
             rank = p.ur("cta_rank")
             p.emit(alu.s2ur(rank, "SR_CgaCtaId"))
         res = Sm90Resources(ta=ta, tb=tb, c=c, staged=staged, staged_tail=staged_tail, workspace=workspace,
-                            sa=sa, sb=sb, stage=stage, rank=rank, aux=aux)
+                            sa=sa, sb=sb, stage=stage, rank=rank, aux=aux, scales=scales)
         with p.role("producer", range(0, 4)):
             self.producer(p, res)
         for wg in range(cfg.consumers):
@@ -544,9 +554,10 @@ class Sm90Gemm:
                     p.emit(alu.uisetp("NE", accumulate, first, URZ))
                     cons.wait_full()
                     p.emit(wgmma.warpgroup_arrive())
-                    steps = cfg.bk // 16
+                    ks = 32 // dtype_bytes(self.dtype)  # K of one MMA: 32 bytes (HGMMA k16, QGMMA k32)
+                    steps = cfg.bk // ks
                     for j in range(steps):
-                        hgmma(p, acc, cons.slot(res.sa, 64 * c, 16 * j), cons.slot(res.sb, 0, 16 * j), cfg.bn,
+                        hgmma(p, acc, cons.slot(res.sa, 64 * c, ks * j), cons.slot(res.sb, 0, ks * j), cfg.bn,
                               accumulate if j == 0 else True, end=j == steps - 1)
                     p.emit(wgmma.wgmma_commit())
                     p.emit(wgmma.warpgroup_wait(1))
@@ -566,6 +577,8 @@ class Sm90Gemm:
                 done = p.fresh_label("SEGMENT_DONE")
                 self.fixup(p, res.workspace, fix, w, acc, done)
             with self.real_tile(p, m_blk):
+                if res.scales:
+                    gemm_fp8.emit_scales(p, self.problem, res.scales, c, cfg.bm, cfg.bn, acc, m_blk, n_blk)
                 if not self.ep.identity:
                     self.fused_epilogue(p, res, c, acc, m_blk, n_blk)
                 if staged is not None:
