@@ -145,7 +145,8 @@ def gemm_cmd(
     n: int = typer.Argument(..., metavar="N", help="Rows of B, columns of C."),
     k: int = typer.Argument(..., metavar="K", help="The shared (contiguous) dimension: at least 8, a multiple of 8."),
     arch: str = typer.Option("sm_90a", "--arch", metavar="ARCH", help=ARCH_HELP),
-    dtype: str = typer.Option("bf16", "--dtype", metavar="TYPE", help="Input type: bf16 or fp16."),
+    dtype: str = typer.Option("bf16", "--dtype", metavar="TYPE", help="Input type: bf16, fp16, or the 8-bit floats e4m3 / "
+                             "e5m2 (sm_90a)."),
     out_dtype: str = typer.Option("fp32", "--out-dtype", metavar="TYPE", help=OUT_DTYPE_HELP),
     emit: Optional[str] = typer.Option(None, "--emit", metavar="WHAT",
                                        help="Write an artifact: sass (coloured), ptx or cubin."),
@@ -218,7 +219,8 @@ def bench_cmd(
                                "BxHxSxD[:causal][:kv=N])."),
     shapes: Optional[list[str]] = typer.Argument(None, metavar="[SHAPE]...",
                                                  help="Shapes MxNxK or N (a cube); default: the standard 11."),
-    dtype: str = typer.Option("bf16", "--dtype", metavar="TYPE", help="Input type: bf16 or fp16."),
+    dtype: str = typer.Option("bf16", "--dtype", metavar="TYPE", help="Input type: bf16, fp16, or the 8-bit floats e4m3 / "
+                             "e5m2 (sm_90a)."),
     out_dtype: str = typer.Option("fp32", "--out-dtype", metavar="TYPE", help=OUT_DTYPE_HELP),
     iters: int = typer.Option(50, "--iters", metavar="N", help="Timed calls per round (4 interleaved rounds a side)."),
     png: Optional[str] = typer.Option(None, "--png", metavar="PATH",
@@ -346,6 +348,9 @@ def check_cmd(
                                             "multicast)."),
     config: Optional[str] = typer.Option(None, "--config", metavar="KEY=VALUE,...", help=CONFIG_HELP),
     json: bool = typer.Option(False, "--json", help=JSON_HELP),
+    dtype: Optional[str] = typer.Option(None, "--dtype", metavar="TYPE", help="gemm: the input type (bf16, fp16, or "
+                                        "the 8-bit floats e4m3 / e5m2; B's own with the word b_dtype=T, scales with "
+                                        "scale_a=tensor|row, scale_b=tensor|col)."),
     all_ctas: bool = typer.Option(False, "--all-ctas", help="Run every CTA of the launch (not only the first and "
                                   "last clusters) and check that every output element is written once."),
     seeds: int = typer.Option(0, "--seeds", metavar="N", help="Also run N random warp schedules and report any "
@@ -360,12 +365,13 @@ def check_cmd(
         raise WarpyError(f"--seeds takes a count of schedules, not {seeds}")
     with options(CheckOptions(all_ctas=all_ctas, seeds=seeds)):
         code = _check(target, list(dims or []), arch, values, fault, not no_colour, dump, out_dtype, cluster_m, config,
-                      json)
+                      json, dtype)
     raise typer.Exit(code)
 
 
 def _family_work(verb: str, target: str, dims: list[str], arch: str, out_dtype: Optional[str] = None,
-                 cluster_m: Optional[int] = None, config: Optional[str] = None, **kw: Any) -> Callable[[], Any]:
+                 cluster_m: Optional[int] = None, config: Optional[str] = None, dtype: Optional[str] = None,
+                 **kw: Any) -> Callable[[], Any]:
     """What checking `target` (a kernel family) at `dims` runs: the family's program for the problem,
     with `--config` / `--cluster-m` (the GEMM's 2-CTA clusters) applied, through warpy.plan."""
     from warpy.check.cli import _progress
@@ -378,7 +384,9 @@ def _family_work(verb: str, target: str, dims: list[str], arch: str, out_dtype: 
     fam = family(target)
     # sizes are integers; a family may take a name too (mega: the graph), which it refuses or reads
     words: list[Any] = [int(d) if re.fullmatch(r"[+-]?\d+", d) else d for d in dims]
-    prob = fam.problem(words, arch=arch, out_dtype=out_dtype)
+    if dtype is not None and target != "gemm":
+        raise WarpyError(f"--dtype is a gemm option; {target} takes its types from its own words")
+    prob = fam.problem(words, arch=arch, out_dtype=out_dtype, **({"dtype": dtype} if dtype is not None else {}))
     if target == "gemm":
         from warpy.kernels.gemm_bench import refuse_unless_it_fits
 
@@ -403,7 +411,8 @@ def _is_file_target(target: str) -> bool:
 
 
 def _check(target: str, dims: list[str], arch: str, values: bool, fault: Optional[str], colour: bool,
-           dump: Optional[str], out_dtype: str, cluster_m: Optional[int], config: Optional[str], json: bool) -> int:
+           dump: Optional[str], out_dtype: str, cluster_m: Optional[int], config: Optional[str], json: bool,
+           dtype: Optional[str] = None) -> int:
     from warpy.check.cli import check_file, run_check
 
     _output_folder(dump, "--dump")
@@ -417,7 +426,7 @@ def _check(target: str, dims: list[str], arch: str, values: bool, fault: Optiona
             raise WarpyError("--cluster-m and --config configure a kernel family's program: "
                              "warpy check gemm M N K --config bn=128")
         return run_check(lambda: check_file(target, fault, colour), fault, json=json)
-    work = _family_work("check", target, dims, arch, out_dtype, cluster_m, config,
+    work = _family_work("check", target, dims, arch, out_dtype, cluster_m, config, dtype,
                         values=values or dump is not None, fault=fault, coloured=colour)
     return run_check(work, fault, dump, json=json)
 

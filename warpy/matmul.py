@@ -31,6 +31,12 @@ In a real program (docs/gemm-python.md):
 - empty problems follow torch and numpy: M = 0 or N = 0 gives an empty C, K = 0 gives zeros,
   without a kernel;
 - a process that forks after a call: the child's calls are refused in one line (`driver`).
+
+8-bit float inputs (torch.float8_e4m3fn / float8_e5m2, A and B each either; GPU tensors, sm_90a):
+`warpy.gemm(a8, b8, scale_a=, scale_b=)` computes C = scale_a[row] · scale_b[col] · A·Bᵀ with fp32
+accumulation, C bf16 by default (or fp32 / fp16); a scale is an fp32 GPU tensor of one value (per
+tensor) or of M (scale_a, a row of A each) / N (scale_b, a row of B each) values, contiguous and
+16-byte aligned, or None (1). kernels/gemm_fp8.py has the program's side.
 """
 
 from __future__ import annotations
@@ -46,6 +52,7 @@ from warpy.errors import WarpyError
 from warpy.interop import (Matrix, as_matrix, as_transposed, as_vector, byte_span, check_row_major, check_rows, current_stream, dtype_name, host_dtype,
                            overlap, overlap_error)
 from warpy.kernels import gemm as gemm_family
+from warpy.kernels import gemm_fp8
 from warpy.kernels.gemm_epilogue import Epilogue
 from warpy.plan import Plan, make_plan
 from warpy.runtime import driver as _driver
@@ -83,6 +90,8 @@ class GemmCall:
     batch: Optional[tuple[int, int, int, int]] = None  # bmm in one launch: (count, strides of A, B, C in elements)
     # ("major", A's, B's) where an operand is MN-major (M / N contiguous: read in place, sm_90a), else None
     majors: Optional[tuple[str, str, str]] = None
+    # ("fp8", B's type, scale_a's kind, scale_b's kind) for 8-bit float inputs (their scales end `aux`), else None
+    fp8: Optional[tuple[str, str, str, str]] = None
 
     @property
     def side(self) -> str:
@@ -100,6 +109,8 @@ class GemmCall:
             k += (("batch",) + self.batch,)
         if self.majors is not None:
             k += (self.majors,)
+        if self.fp8 is not None:
+            k += (self.fp8,)
         return k
 
     @property
@@ -123,12 +134,13 @@ def _epilogue(alpha: Any, beta: Any, bias: str, activation: Any, residual: bool)
 
 
 def check_call(a: Any, b: Any, out: Any = None, out_dtype: Any = None, stream: Optional[int] = None, *,
-               b_kn: bool = False, **epilogue: Any) -> GemmCall:
+               b_kn: bool = False, scales: Optional[tuple[Any, Any]] = None, **epilogue: Any) -> GemmCall:
     """Describe and check the operands of `gemm` (one-line WarpyError naming the bad input). With
     `b_kn` (`mm`: C = A·B), `b` is K×N and is read as the N×K matrix Bᵀ, a view: its element (k, n)
     is Bᵀ's (n, k), so a K×N tensor whose K is contiguous (`w.t()` of a row-major N×K `w`) is the
     K-major B the kernel reads, without a copy. `epilogue`: the fused epilogue's arguments (`gemm`'s
-    alpha, beta, c_in, bias, row_bias, activation, residual), given only where they are not the defaults."""
+    alpha, beta, c_in, bias, row_bias, activation, residual), given only where they are not the defaults.
+    `scales`: (scale_a, scale_b) of 8-bit float inputs (`_with_scales`)."""
     A = as_matrix(a, "a", stream)
     B = as_transposed(b, "b", stream) if b_kn else as_matrix(b, "b", stream)
     if A.side != B.side:
@@ -136,7 +148,7 @@ def check_call(a: Any, b: Any, out: Any = None, out_dtype: Any = None, stream: O
     for m in (A, B):
         if m.dtype not in gemm_family.IN_DTYPES:
             raise WarpyError(f"{m.name} is {m.dtype}; inputs must be bf16 or fp16")
-    if B.dtype != A.dtype:
+    if B.dtype != A.dtype and not (gemm_fp8.is_fp8(A.dtype) and gemm_fp8.is_fp8(B.dtype)):
         raise WarpyError(f"a is {A.dtype} but b is {B.dtype}: both inputs must have the same type")
     M, K = A.shape
     N, Kb = B.shape
@@ -185,7 +197,7 @@ def check_call(a: Any, b: Any, out: Any = None, out_dtype: Any = None, stream: O
             dense = (M if mn_a else K, N if mn_b else K, N)
     if O is not None and not O.empty:
         _refuse_overlap(O, A, B)
-    call = GemmCall(M, N, K, A.dtype, odt or A.dtype, A, B, O, dev)
+    call = GemmCall(M, N, K, A.dtype, odt or (A.dtype if not gemm_fp8.is_fp8(A.dtype) else "bf16"), A, B, O, dev)
     # (the changes of a call after it is made, before anyone holds it)
     if A.side == "device" and pitches != dense:
         call.pitches = pitches
@@ -193,6 +205,8 @@ def check_call(a: Any, b: Any, out: Any = None, out_dtype: Any = None, stream: O
         call.majors = ("major", "MN" if mn_a else "K", "MN" if mn_b else "K")
     if epilogue:
         call = _with_epilogue(call, stream, **epilogue)
+    if gemm_fp8.is_fp8(A.dtype) or scales is not None:
+        call = _with_scales(call, stream, *(scales or (None, None)))
     if A.side == "host" and O is None and call.out_dtype == "bf16":
         host_dtype("bf16")  # a bf16 numpy result needs ml_dtypes: said now, not after the GPU work
     if not call.empty and call.key not in _within_limits:
@@ -200,7 +214,8 @@ def check_call(a: Any, b: Any, out: Any = None, out_dtype: Any = None, stream: O
         ld = call.pitches or (0, 0, 0)
         mj = call.majors or ("major", "K", "K")
         gemm_family.GemmProblem(M, N, K, dtype=call.dtype, out_dtype=call.out_dtype, lda=ld[0], ldb=ld[1], ldc=ld[2],
-                                a_major=mj[1], b_major=mj[2])
+                                a_major=mj[1], b_major=mj[2], b_dtype=_fp8_of(call.key)[0],
+                                scale_a=_fp8_of(call.key)[1], scale_b=_fp8_of(call.key)[2])
         _within_limits.add(call.key)
     return call
 
@@ -249,6 +264,45 @@ def _with_epilogue(call: GemmCall, stream: Optional[int], alpha: Any = 1.0, beta
         aux.append(v)
     return attrs.evolve(call, epilogue=ep, aux=tuple(aux))
 
+
+
+def _with_scales(call: GemmCall, stream: Optional[int], scale_a: Any = None, scale_b: Any = None) -> GemmCall:
+    """The call of 8-bit float inputs with its scales checked (kernels/gemm_fp8.py): each None (1) or an
+    fp32 tensor of 1 value (per tensor) or M (scale_a) / N (scale_b) values, any shape holding them
+    contiguously, on the inputs' GPU, 16-byte aligned. Its plan key gains ("fp8", B's type, the kinds)."""
+    if not gemm_fp8.is_fp8(call.dtype):
+        raise WarpyError(f"scale_a / scale_b multiply 8-bit float products; a and b are {call.dtype}")
+    if call.side != "device":
+        raise WarpyError("8-bit float inputs are GPU tensors (torch.float8_e4m3fn / float8_e5m2), not numpy arrays")
+    kinds: list[str] = []
+    mats: list[Matrix] = []
+    for name, x, n, per in (("scale_a", scale_a, call.M, "row"), ("scale_b", scale_b, call.N, "col")):
+        if x is None:
+            kinds.append("")
+            continue
+        flat = x.reshape(-1) if hasattr(x, "reshape") else x
+        v = as_vector(flat, name, stream)
+        if v.dtype != "fp32":
+            raise WarpyError(f"{name} is {v.dtype}; a scale is fp32")
+        if v.side != "device":
+            raise WarpyError(f"{name} is {_where(v)}; the scales of GPU inputs are on the GPU too")
+        if v.shape[0] not in (1, n):
+            raise WarpyError(f"{name} holds {v.shape[0]} values; it holds 1 (per tensor) or {n} (one a {per} of C)")
+        if v.shape[0] > 1:
+            check_row_major(v)
+        if v.ptr % 16:
+            raise WarpyError(f"{name}: address 0x{v.ptr:x} is not 16-byte aligned (pass a contiguous copy)")
+        if v.device is not None and call.device is not None and v.device != call.device:
+            raise WarpyError(f"{name} is on GPU {v.device} but a is on GPU {call.device}: give every operand on one GPU")
+        kinds.append("tensor" if v.shape[0] == 1 else per)  # (M or N = 1: one value either way)
+        mats.append(v)
+    return attrs.evolve(call, fp8=("fp8", call.b.dtype, kinds[0], kinds[1]), aux=call.aux + tuple(mats))
+
+
+def _fp8_of(key: tuple[Any, ...]) -> tuple[str, str, str]:
+    """GemmProblem's b_dtype, scale_a and scale_b from a plan key's ("fp8", ...) entry (all "" where none)."""
+    f = next((x for x in key[5:] if isinstance(x, tuple) and x and x[0] == "fp8"), None)
+    return ("", "", "") if f is None else (f[1], f[2], f[3])
 
 
 def _mn_major(m: Matrix) -> bool:
@@ -340,7 +394,7 @@ class _Loaded:
         params()) with `scratch`, the set of the stream launched on."""
         p = self.plan.problem
         ep = getattr(p, "epilogue", None)
-        names = ep.params() if ep is not None else ()
+        names = (ep.params() if ep is not None else ()) + gemm_fp8.params(p)  # (aux: the epilogue's, then the scales)
         return gemm_family.bind(self.plan.header, a, b, c, p.M, p.N, p.K, scratch=scratch, **dict(zip(names, aux)))
 
 
@@ -382,12 +436,13 @@ class Launches:
                 if p is None:
                     M, N, K, dtype, out_dtype = key[:5]
                     ep = next((x for x in key[5:] if isinstance(x, Epilogue)), Epilogue())
-                    ld = next((x for x in key[5:] if isinstance(x, tuple) and x[0] not in ("batch", "major")), (0, 0, 0))
+                    ld = next((x for x in key[5:] if isinstance(x, tuple) and x[0] not in ("batch", "major", "fp8")), (0, 0, 0))
                     bt = next((x[1:] for x in key[5:] if isinstance(x, tuple) and x[0] == "batch"), (1, 0, 0, 0))
                     mj = next((x[1:] for x in key[5:] if isinstance(x, tuple) and x[0] == "major"), ("K", "K"))
                     problem = gemm_family.GemmProblem(M, N, K, dtype=dtype, out_dtype=out_dtype, arch=arch, epilogue=ep,
                                                       lda=ld[0], ldb=ld[1], ldc=ld[2], batch=bt[0], stride_a=bt[1],
-                                                      stride_b=bt[2], stride_c=bt[3], a_major=mj[0], b_major=mj[1])
+                                                      stride_b=bt[2], stride_c=bt[3], a_major=mj[0], b_major=mj[1], b_dtype=_fp8_of(key)[0],
+                                   scale_a=_fp8_of(key)[1], scale_b=_fp8_of(key)[2])
                     p = self._plans[full] = make_plan(gemm_family.FAMILY, problem)
         return p
 
@@ -563,7 +618,7 @@ def _host_empty(call: GemmCall, out: Any) -> Any:
 
 def gemm(a: Any, b: Any, out: Any = None, out_dtype: Any = None, *, stream: Optional[int] = None,
          alpha: float = 1.0, beta: float = 0.0, c_in: Any = None, bias: Any = None, row_bias: Any = None,
-         activation: Optional[str] = None, residual: Any = None) -> Any:
+         activation: Optional[str] = None, residual: Any = None, scale_a: Any = None, scale_b: Any = None) -> Any:
     """C = A·Bᵀ on the GPU with warpy's GEMM kernel.
 
     a: M×K and b: N×K, row-major (K contiguous), both bf16 or both fp16. out: an M×N row-major
@@ -593,6 +648,11 @@ def gemm(a: Any, b: Any, out: Any = None, out_dtype: Any = None, *, stream: Opti
     row-major; all of C's type. alpha and beta are the program's constants (each value its own
     plan); c_in (or residual) may be `out` itself.
 
+    8-bit float inputs (torch.float8_e4m3fn / float8_e5m2 GPU tensors, A and B each either; sm_90a):
+    C = scale_a[row] · scale_b[col] · A·Bᵀ, fp32 accumulation, C bf16 unless out / out_dtype say fp32 or
+    fp16; `scale_a` / `scale_b`: None (1), or fp32 GPU tensors of 1 value (per tensor) or M / N values
+    (one a row of A / of B), as torch._scaled_mm's. K a multiple of 16.
+
     Returns `out`, or the new C (the inputs' library's array; numpy for numpy inputs).
 
     Raises WarpyError (one line naming the problem) for a bad operand: a shape, type, layout or
@@ -603,14 +663,18 @@ def gemm(a: Any, b: Any, out: Any = None, out_dtype: Any = None, *, stream: Opti
     # With no stream named, device operands are used on their library's current stream, so the
     # producer is asked for no synchronisation (-1); with one, the producer orders its pending work
     # before that stream (the DLPack stream argument).
+    scales = None if scale_a is None and scale_b is None else (scale_a, scale_b)
     if _compiling is not None and _compiling():  # torch.compile: warpy::mm of bᵀ (a view), no graph break
+        if scales is not None:
+            raise WarpyError("scaled 8-bit float GEMMs are not registered with torch.compile yet: call warpy.gemm "
+                             "outside the compiled region")
         return mm(a, b.t(), out, out_dtype, stream=stream, alpha=alpha, beta=beta, c_in=c_in, bias=bias,
                   row_bias=row_bias, activation=activation, residual=residual)
     if alpha == 1.0 and beta == 0.0 and c_in is bias is row_bias is activation is residual is None:
-        call = check_call(a, b, out, out_dtype, stream=stream)
+        call = check_call(a, b, out, out_dtype, stream=stream, scales=scales)
     else:
-        call = check_call(a, b, out, out_dtype, stream=stream, alpha=alpha, beta=beta, c_in=c_in, bias=bias,
-                          row_bias=row_bias, activation=activation, residual=residual)
+        call = check_call(a, b, out, out_dtype, stream=stream, scales=scales, alpha=alpha, beta=beta, c_in=c_in,
+                          bias=bias, row_bias=row_bias, activation=activation, residual=residual)
     return _run(call, out, stream)
 
 
