@@ -220,12 +220,19 @@ def _torch() -> Any:
 
 def bench_gemm(shapes: Sequence[tuple[int, int, int]], dtype: str = "bf16", out_dtype: Optional[str] = None,
                iters: int = 50, echo: Callable[[str], None] = print, config: Optional[str] = None) -> list[BenchRow]:
-    """warpy.gemm against torch.mm (cuBLAS), interleaved, per shape; prints each row as it lands.
+    """warpy.gemm against torch.mm (cuBLAS), interleaved, per shape; prints each row as it lands. 8-bit
+    float inputs (e4m3, e5m2) go against torch._scaled_mm (kernels/gemm_fp8_bench.py).
     With `config` (fields of the rule's configuration set by hand), warpy's side launches that
     plan on the same tensors instead of warpy.gemm's."""
     import warpy
     from warpy import runtime as rt
 
+    if dtype in ("e4m3", "e5m2"):  # 8-bit floats: against torch._scaled_mm (kernels/gemm_fp8_bench.py)
+        if config:
+            raise WarpyError("--config with 8-bit float inputs is not wired into the fp8 bench yet: drop --config")
+        from .gemm_fp8_bench import bench_fp8
+
+        return bench_fp8(shapes, dtype, out_dtype, iters, echo=echo)
     why = gpu_reason("sm_90a")
     if why is not None:
         raise NoGPU(f"warpy bench needs an sm_90 GPU: {why.rstrip('.')}; without one, `warpy bench gemm --static` builds, "

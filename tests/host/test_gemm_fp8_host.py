@@ -108,3 +108,32 @@ def test_type_refusals() -> None:
         mm.check_call(a16, b16, scales=(FakeTorchCuda((1,), F32, BASE + 0x200000), None))
     with pytest.raises(WarpyError, match=r"K=40 rows of e4m3 are 40 bytes; TMA needs a multiple of 16"):
         mm.check_call(FakeTorchCuda((64, 40), E4M3, BASE), FakeTorchCuda((96, 40), E4M3, BASE + 0x100000))
+
+
+def test_the_bench_check_is_no_worse_than_cublaslt() -> None:
+    """kernels/gemm_fp8_bench.fp8_check (torch on the CPU): C within its rounding plus twice cuBLASLt's
+    largest error passes; an element off by more fails, and is counted."""
+    torch = pytest.importorskip("torch")
+    from warpy.kernels.gemm_fp8_bench import fp8_check
+
+    g = torch.Generator().manual_seed(3)
+    a = torch.randn((32, 64), generator=g).to(torch.float8_e4m3fn)
+    b = torch.randn((48, 64), generator=g).to(torch.float8_e5m2)
+    sa, sb = torch.tensor([0.5]), torch.tensor([2.0])
+    exact = (a.float() @ b.float().t()) * 0.5 * 2.0
+    c = exact.to(torch.bfloat16)
+    assert fp8_check(torch, a, b, sa, sb, c, c) == "ok"
+    off = c.clone()
+    off[3, 5] += 4.0
+    assert fp8_check(torch, a, b, sa, sb, off, c).startswith("FAIL (1 elements; max |Δ| ")
+    assert fp8_check(torch, a, b, sa, sb, off, off) == "ok"  # cuBLASLt as far off: the allowance covers it
+
+
+def test_the_bench_needs_scaled_mm() -> None:
+    from warpy.kernels.gemm_fp8_bench import scaled_mm
+
+    class OldTorch:
+        __version__ = "2.0.0"
+
+    with pytest.raises(WarpyError, match=r"^torch 2\.0\.0 has no torch\._scaled_mm \(cuBLASLt FP8\)"):
+        scaled_mm(OldTorch(), None, False)
