@@ -29,7 +29,8 @@ def test_layout_golden() -> None:
     assert F.WORDS == 64 and F.BYTES == 256
     assert F.BY_NAME["opcode"].word == 0 and F.BY_NAME["opcode"].lo == 0
     assert (F.OPERAND_BASE, F.WAIT_BASE, F.ARRIVE_BASE) == (9, 34, 50)
-    assert F.BOX_BASE == 58 and F.RESERVED_WORDS == (63,)
+    assert F.BOX_BASE == 58 and F.SCALE_WORD == 63 and F.RESERVED_WORDS == ()
+    assert (F.BY_NAME["causal"].word, F.BY_NAME["causal"].lo, F.BY_NAME["group"].lo, F.BY_NAME["group"].bits) == (3, 14, 15, 8)
     assert (F.BY_NAME["op4.box_16"].word, F.BY_NAME["op0.col_stride"].lo, F.BY_NAME["op0.col_stride"].bits) == (62, 23, 9)
     assert (F.BY_NAME["wait7.target"].word, F.BY_NAME["wait7.before_store"].lo) == (49, 31)
     assert (F.BY_NAME["op4.coord3"].word, F.BY_NAME["arrive7"].word) == (33, 57)

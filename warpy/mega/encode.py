@@ -12,6 +12,10 @@ Box rules (one place, for the device interpreter to change with its bodies):
   64-element swizzle span (x·W, N contiguous); A's M box is the tile's rows over the CTAs of a unit;
   the output's box on sm_90a is one consumer warpgroup's block of the tile (64 rows; every column of
   a 128-row tile, half of a 64-row one's), stored twice a tile;
+- attention (partials): q's box is the head group's T x G rows of D, K's and V's `k_step` cache rows
+  of one KV head, the partial's box the tile's T·G rows of D + 4 fp32 (as many rows as fit a page);
+  the combine: the partials' box is `k_step` chunks of one head's G rows of one token, the output's
+  one token's G heads of D;
 - everything else: no swizzle, the tile's extents (rows over the CTAs of a unit), at most 256, the
   innermost rounded up to 16 bytes.
 """
@@ -30,13 +34,16 @@ from warpy.mega import fields as F
 from warpy.mega.graph import MapDim, View, map_dims
 from warpy.mega.lower import Node, Operand
 from warpy.mega.schedule import Instr, Schedule
-from warpy.mega.tiling import BOX_MAX, NodeTiling, cdiv, gemm_k_boxes, operand_boxes
+from warpy.mega.semantics import LOG2E
+from warpy.mega.tiling import BOX_MAX, PAGE_BYTES, NodeTiling, cdiv, gemm_k_boxes, operand_boxes
 from warpy.target import element_type
 
 SWIZZLE = 128
 #: the base dimension of the extent-1 dimension added to what would be a rank-1 map
 PAD_DIM = -1
-KIND_OPCODE = {"gemm": F.GEMM, "unary": F.UNARY, "binary": F.BINARY, "silu_mul": F.SILU_MUL, "rmsnorm": F.RMSNORM}
+KIND_OPCODE = {"gemm": F.GEMM, "unary": F.UNARY, "binary": F.BINARY, "silu_mul": F.SILU_MUL, "rmsnorm": F.RMSNORM,
+               "attention": F.ATTENTION, "attention_combine": F.ATTENTION_COMBINE}
+ATTENTION_KINDS = ("attention", "attention_combine")
 
 
 @dataclass(frozen=True)
@@ -87,6 +94,31 @@ def _axes(node: Node, role: int, view: View, out_rank: int) -> list[int]:
     return [out_rank - 1 - (j + off) for j in range(r)]
 
 
+def _attention_axes(node: Node, role: int, view: View) -> list[int]:
+    """The tile axis of each view dimension of an attention operand: 0 the innermost (D, or the
+    partial's row), 1 the query rows (G heads; the partial's T·G rows), 2 the tokens (q), AXIS_K the
+    dimension the body steps along (cache rows; the combine's chunks), AXIS_FIXED a head or chunk
+    index the tile's coordinate fixes."""
+    if node.kind == "attention":
+        return [[F.AXIS_FIXED, F.AXIS_FIXED, 1, 0], [2, 1, 0], [F.AXIS_K, F.AXIS_FIXED, 0],
+                [F.AXIS_K, F.AXIS_FIXED, 0]][role]
+    return [[2, 1, 0], [F.AXIS_FIXED, F.AXIS_K, 1, 0]][role]
+
+
+def _attention_box(node: Node, role: int, axis: int, view: View, tiling: NodeTiling, esz: int) -> int:
+    if axis == F.AXIS_FIXED:
+        return 1
+    if axis == F.AXIS_K:
+        return tiling.k_step
+    if axis == 0:
+        return view.shape[-1]
+    if axis == 1:
+        if node.kind == "attention" and role == 0:
+            return max(1, min(view.shape[2], BOX_MAX, PAGE_BYTES // (view.shape[3] * esz)))
+        return node.group
+    return node.tokens if node.kind == "attention" else 1
+
+
 def _box(node: Node, role: int, axis: int, innermost: bool, tiling: NodeTiling, cluster: int, esz: int,
          unit: str = "wgmma") -> int:
     ext = tiling.extents
@@ -123,7 +155,8 @@ class _Maps:
         t = prog.tensors[tensor]
         esz = element_type(t.dtype).bytes
         out_rank = len(prog.tensors[node.out].shape)
-        view_axes = _axes(node, role, view, out_rank)
+        attn = node.kind in ATTENTION_KINDS
+        view_axes = _attention_axes(node, role, view) if attn else _axes(node, role, view, out_rank)
         keep = node.kind == "gemm" and role in (0, 1, 2)  # the output, A and B: boxes of the tile's rows
         mdims, offset = map_dims(view, keep=keep)
         if len(mdims) == 1:
@@ -137,8 +170,11 @@ class _Maps:
         axes = tuple(F.AXIS_FIXED if m.view is None or (m.extent == 1 and not keep) else view_axes[m.view]
                      for m in mdims)
         swz = SWIZZLE if node.kind == "gemm" and role in (1, 2) else 0
-        box = tuple(_box(node, role, a, c == 0, tiling, self.s.cluster, esz, self.s.target.unit)
-                    for c, a in enumerate(axes))
+        if attn:
+            box = tuple(_attention_box(node, role, a, view, tiling, esz) for a in axes)
+        else:
+            box = tuple(_box(node, role, a, c == 0, tiling, self.s.cluster, esz, self.s.target.unit)
+                        for c, a in enumerate(axes))
         key = (tensor, mdims, offset, box, swz)
         if key not in self.index:
             try:
@@ -156,7 +192,7 @@ def _slots(s: Schedule) -> tuple[list[list[_Slot]], list[TensorMap]]:
     maps = _Maps(s)
     out = []
     for node, tiling in zip(s.program.nodes, s.tilings):
-        out_view = View.whole(s.program.tensors[node.out].shape, s.program.tensors[node.out].dtype)
+        out_view = node.out_view or View.whole(s.program.tensors[node.out].shape, s.program.tensors[node.out].dtype)
         slots = [maps.slot(node, 0, node.out, out_view, tiling)]
         slots += [maps.slot(node, r + 1, op.tensor, op.view, tiling) for r, op in enumerate(node.operands)]
         out.append(slots)
@@ -204,6 +240,15 @@ def instruction_fields(s: Schedule, ins: Instr, slots: Sequence[_Slot], maps: Se
         cols = s.program.tensors[node.out].shape[-1]
         box_cols = maps[slots[1].tmap].tma.box[0]
         v.update(k_end=cols, k_step=box_cols, k_stages=cdiv(cols, box_cols))
+    elif node.kind == "attention":
+        (c0, c1) = operand_boxes(s.program, node, ins.box)[1][0]
+        v.update(tile_m=node.tokens * node.group, tile_n=node.head_dim, k_begin=c0, k_end=node.length,
+                 k_step=tiling.k_step, k_stages=cdiv(c1 - c0, tiling.k_step), group=node.group,
+                 causal=int(node.causal), scale=F.fp32_bits(node.scale * LOG2E))
+    elif node.kind == "attention_combine":
+        v.update(tile_m=node.group, tile_n=node.head_dim, k_end=node.splits, k_step=tiling.k_step,
+                 k_stages=cdiv(node.splits, tiling.k_step), group=node.group)
+
     boxes = [ins.box] + operand_boxes(s.program, node, ins.box)
     for i, (slot, box) in zip(operand_slots(node, len(slots)), zip(slots, boxes)):
         if len(slot.axes) > F.COORDS:

@@ -13,7 +13,11 @@
   weight's rows, wide and ragged rows, rank 3);
 - `gemm-small`, `gemm-epi`, `acts`: small graphs for the sm_90a interpreter's gemm body (a bias row,
   a residual, ragged M, N and K, gelu and silu in the epilogue, a column bias) and its unary
-  silu/gelu, silu_mul and rmsnorm bodies, sized for the host checker.
+  silu/gelu, silu_mul and rmsnorm bodies, sized for the host checker;
+- `attn-small`: decode attention with the cache append (T = 3 queries, 4 query heads on 2 KV heads,
+  head_dim 64, 72 of a 96-row cache, causal), sized for the host checker; `llama-attn-1k`,
+  `llama-attn-8k`: the same at Llama-3.2-1B's shape (32 query heads, 8 KV heads, head_dim 64) at
+  context 1024 and 8192 of an 8192-row cache (T = 1 unless given).
 """
 
 from __future__ import annotations
@@ -157,6 +161,22 @@ def acts(tokens: int = 5, name: str = "acts") -> Graph:
     return g
 
 
+def decode_attention(tokens: int = 3, heads: int = 4, kv_heads: int = 2, head_dim: int = 64, length: int = 72,
+                     cache_rows: int = 96, causal: bool = True, name: str = "attn-small") -> Graph:
+    """One decode step's attention: the T new K and V rows appended to the caches at rows length-T..,
+    then the T queries against the first `length` rows (causal among the new ones)."""
+    g = Graph(name)
+    q = g.input("q", (tokens, heads, head_dim))
+    k_new = g.input("k_new", (tokens, kv_heads, head_dim))
+    v_new = g.input("v_new", (tokens, kv_heads, head_dim))
+    k_cache = g.input("k_cache", (cache_rows, kv_heads, head_dim))
+    v_cache = g.input("v_cache", (cache_rows, kv_heads, head_dim))
+    k = g.cache_append(k_cache, k_new, at=length - tokens, name="k")
+    v = g.cache_append(v_cache, v_new, at=length - tokens, name="v")
+    g.output(g.attention(q, k, v, length=length, causal=causal, name="o"))
+    return g
+
+
 EXAMPLES: dict[str, Callable[[Optional[int]], Graph]] = {
     "mlp3": lambda t: mlp(t or 1024),
     "llama-mlp": lambda t: llama_mlp(t or 16),
@@ -171,6 +191,9 @@ EXAMPLES: dict[str, Callable[[Optional[int]], Graph]] = {
     "gemm-small": lambda t: gemm_small(t or 40),
     "gemm-epi": lambda t: gemm_epi(t or 3),
     "acts": lambda t: acts(t or 5),
+    "attn-small": lambda t: decode_attention(t or 3),
+    "llama-attn-1k": lambda t: decode_attention(t or 1, 32, 8, 64, 1024, 8192, name="llama-attn-1k"),
+    "llama-attn-8k": lambda t: decode_attention(t or 1, 32, 8, 64, 8192, 8192, name="llama-attn-8k"),
 }
 
 
@@ -194,4 +217,5 @@ def load(spec: str, tokens: Optional[int] = None) -> Graph:
 
 
 __all__ = ["mlp", "llama_mlp", "elementwise", "elementwise_chain", "elementwise_wide", "gemm_small", "gemm_epi", "acts",
+           "decode_attention",
            "EXAMPLES", "load"]

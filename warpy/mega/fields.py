@@ -35,9 +35,9 @@ WORD_BITS = 32
 BYTES = WORDS * WORD_BITS // 8
 
 #: opcodes (word 0): one interpreter body each
-NOOP, GEMM, UNARY, BINARY, SILU_MUL, RMSNORM = range(6)
+NOOP, GEMM, UNARY, BINARY, SILU_MUL, RMSNORM, ATTENTION, ATTENTION_COMBINE = range(8)
 OPCODES: dict[str, int] = {"noop": NOOP, "gemm": GEMM, "unary": UNARY, "binary": BINARY, "silu_mul": SILU_MUL,
-                           "rmsnorm": RMSNORM}
+                           "rmsnorm": RMSNORM, "attention": ATTENTION, "attention_combine": ATTENTION_COMBINE}
 #: activation codes (GEMM epilogue and UNARY); none is a copy
 ACT_NONE, ACT_RELU, ACT_SILU, ACT_GELU_TANH = range(4)
 ACTIVATIONS: dict[str, int] = {"none": ACT_NONE, "relu": ACT_RELU, "silu": ACT_SILU, "gelu": ACT_GELU_TANH}
@@ -63,6 +63,8 @@ OPERAND_ROLES: dict[int, tuple[str, ...]] = {
     BINARY: ("out", "a", "b"),
     SILU_MUL: ("out", "gate", "up"),
     RMSNORM: ("out", "x", "weight"),
+    ATTENTION: ("out", "q", "k", "v"),
+    ATTENTION_COMBINE: ("out", "partial"),
 }
 
 
@@ -88,7 +90,8 @@ class Field:
 
 def _header() -> list[Field]:
     return [
-        Field("opcode", 0, 0, 8, "the body to run: noop 0, gemm 1, unary 2, binary 3, silu_mul 4, rmsnorm 5"),
+        Field("opcode", 0, 0, 8, "the body to run: noop 0, gemm 1, unary 2, binary 3, silu_mul 4, rmsnorm 5, "
+              "attention 6, attention_combine 7"),
         Field("index", 1, 0, 32, "the instruction's place in the global order (status words and hang dumps name it)"),
         Field("node", 2, 0, 16, "the lowered graph node the instruction is a tile of"),
         Field("n_operands", 2, 16, 4, "operand slots in use (slot 0 is the output)"),
@@ -101,14 +104,21 @@ def _header() -> list[Field]:
         Field("b_kmajor", 3, 8, 1, "gemm: B is (N, K), K contiguous (x·Wᵀ); 0: B is (K, N) (x·W)"),
         Field("early", 3, 9, OPERANDS, "bit i: operand i reads what no instruction of the launch writes (a graph "
               "input, a weight): its copies need no counter wait and may be issued before the load-stage waits"),
+        Field("causal", 3, 14, 1, "attention: query t sees cache rows below k_end - T + 1 + t (else below k_end)"),
+        Field("group", 3, 15, 8, "attention, attention_combine: query heads a KV head (G; a tile's rows are T x G)"),
         Field("eps", 4, 0, 32, "rmsnorm: eps as fp32 bits, taken from the graph"),
-        Field("tile_m", 5, 0, 16, "rows of the tile (gemm: M extent; elementwise, rmsnorm: rows)"),
-        Field("tile_n", 5, 16, 16, "columns of the tile (gemm: N extent; elementwise: columns)"),
-        Field("k_begin", 6, 0, 32, "gemm: first K of the tile's reduction"),
-        Field("k_end", 7, 0, 32, "gemm: one past the last K; rmsnorm: the row width"),
-        Field("k_step", 8, 0, 16, "gemm: K of one operand box (the loader's step); rmsnorm: columns of one box"),
+        Field("tile_m", 5, 0, 16, "rows of the tile (gemm: M extent; elementwise, rmsnorm: rows; attention: T x G "
+              "query rows; attention_combine: G)"),
+        Field("tile_n", 5, 16, 16, "columns of the tile (gemm: N extent; elementwise: columns; attention, "
+              "attention_combine: head_dim D)"),
+        Field("k_begin", 6, 0, 32, "gemm: first K of the tile's reduction; attention: the chunk's first cache row"),
+        Field("k_end", 7, 0, 32, "gemm: one past the last K; rmsnorm: the row width; attention: the cache length "
+              "(rows attended); attention_combine: the chunks S"),
+        Field("k_step", 8, 0, 16, "gemm: K of one operand box (the loader's step); rmsnorm: columns of one box; "
+              "attention: cache rows of one K or V box; attention_combine: chunks of one partials box"),
         Field("k_boxes", 8, 16, 4, "gemm: K boxes a stage holds (a page: the A boxes, then the B boxes)"),
-        Field("k_stages", 8, 20, 12, "gemm: stages of the tile's K range; rmsnorm: boxes along a row"),
+        Field("k_stages", 8, 20, 12, "gemm: stages of the tile's K range; rmsnorm: boxes along a row; attention: "
+              "K (and V) boxes of the chunk; attention_combine: partials boxes"),
     ]
 
 
@@ -170,9 +180,18 @@ def _boxes() -> list[Field]:
     return out
 
 
-FIELDS: tuple[Field, ...] = tuple(_header() + _operands() + _waits() + _arrives() + _boxes())
+SCALE_WORD = BOX_BASE + OPERANDS
+
+
+def _tail() -> list[Field]:
+    return [Field("scale", SCALE_WORD, 0, 32, "attention: the softmax scale x log2(e) as fp32 bits (scores in "
+                  "base 2, for MUFU.EX2)")]
+
+
+FIELDS: tuple[Field, ...] = tuple(_header() + _operands() + _waits() + _arrives() + _boxes() + _tail())
 BY_NAME: dict[str, Field] = {f.name: f for f in FIELDS}
-RESERVED_WORDS: tuple[int, ...] = tuple(range(BOX_BASE + OPERANDS, WORDS))
+#: words no field uses (zero)
+RESERVED_WORDS: tuple[int, ...] = tuple(w for w in range(WORDS) if all(f.word != w for f in FIELDS))
 
 
 def _check_layout() -> None:
@@ -246,14 +265,15 @@ def field_table(fields: Iterable[Field] = FIELDS) -> str:
             word = f"{f.word} + i"
         bits = f"{f.hi}:{f.lo}" if f.bits > 1 else str(f.lo)
         rows.append(f"| `{name}` | {word} | {bits} | {f.doc} |")
-    span = f"{RESERVED_WORDS[0]}-{RESERVED_WORDS[-1]}" if len(RESERVED_WORDS) > 1 else str(RESERVED_WORDS[0])
-    rows.append(f"| reserved | {span} | | zero |")
+    if RESERVED_WORDS:
+        span = f"{RESERVED_WORDS[0]}-{RESERVED_WORDS[-1]}" if len(RESERVED_WORDS) > 1 else str(RESERVED_WORDS[0])
+        rows.append(f"| reserved | {span} | | zero |")
     return "\n".join(rows) + "\n"
 
 
 __all__ = [
     "WORDS", "BYTES", "Field", "FIELDS", "BY_NAME", "pack", "unpack", "field_table", "fp32_bits", "fp32_value",
     "OPCODES", "ACTIVATIONS", "BINOPS", "OPERAND_ROLES", "OPERANDS", "COORDS", "WAITS", "ARRIVES",
-    "NOOP", "GEMM", "UNARY", "BINARY", "SILU_MUL", "RMSNORM", "ACT_NONE", "ACT_RELU", "ACT_SILU", "ACT_GELU_TANH",
-    "BIN_ADD", "BIN_MUL", "RESERVED_WORDS", "AXIS_K", "AXIS_FIXED", "BOX_BASE",
+    "NOOP", "GEMM", "UNARY", "BINARY", "SILU_MUL", "RMSNORM", "ATTENTION", "ATTENTION_COMBINE", "ACT_NONE", "ACT_RELU", "ACT_SILU", "ACT_GELU_TANH",
+    "BIN_ADD", "BIN_MUL", "RESERVED_WORDS", "AXIS_K", "AXIS_FIXED", "BOX_BASE", "SCALE_WORD",
 ]

@@ -12,6 +12,10 @@ Values are tensors with a shape and an element type. Ops: `matmul` (x·W, W (K, 
 (x·Wᵀ, W (N, K)); `add`, `mul` with numpy broadcasting (`+`, `*`); `relu`, `silu`, `gelu` (tanh);
 `silu_mul` (silu(a)·b); `rmsnorm(x, weight, eps)` over the last dimension, eps kept as the graph gives
 it; views: `select` and `slice` on any dimension with step 1 (`x[i]`, `x[:, a:b]`); `output`.
+Decode attention: `cache_append(cache, rows, at)` writes new K or V rows into a cache (a graph input,
+or a view of one, updated in place: the input becomes launch state) and is the cache after the write;
+`attention(q, k, v, length, scale, causal)` attends T new queries to the first `length` rows of the
+caches (grouped-query: KV heads divide query heads).
 Every refusal is a one-line `WarpyError` naming the value and the line that made it.
 
 `Graph.node(name, op, args)` is the by-name form (arguments may name values defined later); `check`
@@ -38,7 +42,8 @@ MAX_RANK = 4
 ACTIVATION_OPS = ("relu", "silu", "gelu")
 BINARY_OPS = ("add", "mul")
 VIEW_OPS = ("select", "slice")
-OPS = ("input", "matmul", "linear", "silu_mul", "rmsnorm") + ACTIVATION_OPS + BINARY_OPS + VIEW_OPS
+ATTENTION_OPS = ("cache_append", "attention")
+OPS = ("input", "matmul", "linear", "silu_mul", "rmsnorm") + ACTIVATION_OPS + BINARY_OPS + VIEW_OPS + ATTENTION_OPS
 
 #: TMA's limits on a global tensor: strides are multiples of 16 bytes below 2^40, extents at most 2^32
 TMA_STRIDE_ALIGN = 16
@@ -154,7 +159,10 @@ class View:
 
 
 def view_of(v: Value) -> tuple[Value, View]:
-    """The value that owns `v`'s memory, and where `v` lies in it (the whole of it for a non-view)."""
+    """The value that owns `v`'s memory, and where `v` lies in it (the whole of it for a non-view; a
+    cache_append's result is the memory of the cache it wrote into)."""
+    if v.op == "cache_append":
+        return view_of(v.args[0])
     if not v.is_view:
         return v, View.whole(v.shape, v.dtype)
     base, inner = view_of(v.args[0])
@@ -382,6 +390,67 @@ class Graph:
             self._read(v, "rmsnorm", where)
         return self._new("rmsnorm", (x, weight), {"eps": float(eps)}, x.shape, dt, name, where)
 
+    def cache_append(self, cache: Value, rows: Value, at: int, name: Optional[str] = None,
+                     where: Optional[str] = None) -> Value:
+        """`cache` (Lmax, ...) with rows at..at+T-1 replaced by `rows` (T, ...), written in place: the
+        result is the cache after the write (read the new rows through it). The cache is a graph input
+        or a view of one, and has no other use (its old value is gone once the launch writes)."""
+        where = where or self._at()
+        cache, rows = self._operand(cache, "cache_append", where), self._operand(rows, "cache_append", where)
+        base = cache
+        while base.is_view:
+            base = base.args[0]
+        if base.op != "input":
+            raise WarpyError(f"{where}: cache_append writes into a graph input (or a view of one), not into "
+                             f"{cache.name}, a {cache.op} result")
+        if rows.rank != cache.rank or rows.shape[1:] != cache.shape[1:]:
+            raise WarpyError(f"{where}: cache_append of rows {list(rows.shape)} into a cache {list(cache.shape)}: "
+                             f"the rows' shape past the first dimension must be the cache's")
+        if isinstance(at, bool) or not isinstance(at, int) or at < 0 or at + rows.shape[0] > cache.shape[0]:
+            raise WarpyError(f"{where}: cache_append at row {at!r} of {rows.shape[0]} rows does not fit a cache of "
+                             f"{cache.shape[0]} rows")
+        dt = self._same_dtype("cache_append", where, cache, rows)
+        for v in (cache, rows):
+            self._read(v, "cache_append", where)
+        # the rows are written through the cache's view sliced to them: that must be addressable too
+        _, vw = view_of(cache)
+        addressable(View(vw.base_shape, vw.dtype, vw.dims, vw.start[:vw.dims[0]] + (vw.start[vw.dims[0]] + at,) +
+                         vw.start[vw.dims[0] + 1:], rows.shape), f"{where}: cache_append's rows in {cache.name}")
+        return self._new("cache_append", (cache, rows), {"at": at}, cache.shape, dt, name, where)
+
+    def attention(self, q: Value, k: Value, v: Value, length: int, scale: Optional[float] = None,
+                  causal: bool = True, name: Optional[str] = None, where: Optional[str] = None) -> Value:
+        """Decode attention: q (T, Hq, D) against the first `length` rows of the caches k, v (Lmax, Hkv, D),
+        Hkv dividing Hq (query head i reads KV head i // (Hq / Hkv)); softmax(scale · q·kᵀ)·v per head,
+        (T, Hq, D). The T queries are the last T of the `length` positions: with `causal` query t sees
+        rows 0..length-T+t, without it every row below `length`. scale defaults to 1/sqrt(D). `length`
+        is static (a graph is built per cache length)."""
+        where = where or self._at()
+        q, k, v = (self._operand(a, "attention", where) for a in (q, k, v))
+        if q.rank != 3 or k.rank != 3 or v.rank != 3:
+            raise WarpyError(f"{where}: attention takes q (T, Hq, D) and caches (Lmax, Hkv, D), not {list(q.shape)}, "
+                             f"{list(k.shape)}, {list(v.shape)}")
+        if k.shape != v.shape:
+            raise WarpyError(f"{where}: attention's k and v caches differ in shape: {list(k.shape)} and {list(v.shape)}")
+        t, hq, d = q.shape
+        lmax, hkv, dk = k.shape
+        if dk != d:
+            raise WarpyError(f"{where}: attention's q has head_dim {d}, the caches {dk}")
+        if hq % hkv:
+            raise WarpyError(f"{where}: attention's {hkv} KV heads do not divide its {hq} query heads")
+        if isinstance(length, bool) or not isinstance(length, int) or not t <= length <= lmax:
+            raise WarpyError(f"{where}: attention's length {length!r} is not between the {t} queries and the "
+                             f"caches' {lmax} rows")
+        if scale is None:
+            scale = 1.0 / math.sqrt(d)
+        if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale) or scale <= 0:
+            raise WarpyError(f"{where}: attention's scale is a finite number > 0, not {scale!r}")
+        dt = self._same_dtype("attention", where, q, k, v)
+        for a in (q, k, v):
+            self._read(a, "attention", where)
+        return self._new("attention", (q, k, v), {"length": length, "scale": float(scale), "causal": bool(causal)},
+                         q.shape, dt, name, where)
+
     def select(self, x: Value, dim: int, index: int, name: Optional[str] = None, where: Optional[str] = None) -> Value:
         """x[..., index, ...] along `dim`: a view, one dimension fewer."""
         where = where or self._at()
@@ -530,4 +599,4 @@ def topological(values: Iterable[Value]) -> list[Value]:
 
 
 __all__ = ["Graph", "Value", "View", "MapDim", "view_of", "map_dims", "addressable", "ELEMENT_TYPES", "MAX_RANK",
-           "ACTIVATION_OPS", "BINARY_OPS", "VIEW_OPS", "OPS", "caller"]
+           "ACTIVATION_OPS", "BINARY_OPS", "VIEW_OPS", "ATTENTION_OPS", "OPS", "caller"]

@@ -8,6 +8,14 @@ Fusion (each fused value has exactly one use and is not an output, so nothing el
 Views are no nodes: an operand is a view of a tensor (`Operand`). An output that is a view or an
 input is copied out by a `unary` node with no activation.
 
+Decode attention: `cache_append` is a `unary` copy whose output is a view of the cache (`Node.out_view`:
+the rows it writes); the cache's input tensor becomes `state` (the caller's memory, written in place).
+A read of the cache through anything but the append's result may not touch the appended rows (its
+value would depend on whether it ran before the write). `attention` becomes two nodes: `attention`
+(one tile per KV head and chunk of the cache, writing the fp32 partial of `semantics.attention_partial`
+into a temp of (Hkv, S, T·G, D + 4)) and `attention_combine` (the partials of each head reduced to the
+bf16 output); the split S and the chunk rows come from `tiling.attention_split` (the target's SMs).
+
 `Program.reference` runs the nodes on whole tensors with `warpy.mega.semantics`; the reference VM
 must give exactly the same values tile by tile.
 """
@@ -15,7 +23,7 @@ must give exactly the same values tile by tile.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping, Optional
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional
 
 import numpy as np
 
@@ -23,11 +31,15 @@ from warpy.errors import WarpyError
 from warpy.mega import semantics as S
 from warpy.mega.graph import ACTIVATION_OPS, Graph, Value, View, view_of
 
+if TYPE_CHECKING:
+    from warpy.target import Target
+
 
 @dataclass(eq=False)
 class Tensor:
-    """Memory a launch owns or is given. kind: input (the caller's), temp (an intermediate the
-    schedule may put in a reused buffer) or output (returned, never reused)."""
+    """Memory a launch owns or is given. kind: input (the caller's), state (the caller's, written in
+    place by the launch: a KV cache), temp (an intermediate the schedule may put in a reused buffer) or
+    output (returned, never reused)."""
 
     id: int
     name: str
@@ -62,11 +74,22 @@ class Operand:
             idx[d] = slice(self.view.start[d], self.view.start[d] + self.view.shape[j])
         return a[tuple(idx)].reshape(self.view.shape)
 
+    def assign(self, arrays: dict[int, np.ndarray], value: np.ndarray) -> None:
+        """Write `value` (the view's shape) into the view's elements of its tensor's array."""
+        a = arrays[self.tensor]
+        idx = [slice(s, s + 1) for s in self.view.start]
+        for j, d in enumerate(self.view.dims):
+            idx[d] = slice(self.view.start[d], self.view.start[d] + self.view.shape[j])
+        a[tuple(idx)] = np.asarray(value).reshape(a[tuple(idx)].shape)
+
 
 @dataclass(eq=False)
 class Node:
-    """One body: kind gemm / unary / binary / silu_mul / rmsnorm writing tensor `out` from `operands`
-    (in the roles of `warpy.mega.fields.OPERAND_ROLES`, the output left out)."""
+    """One body: kind gemm / unary / binary / silu_mul / rmsnorm / attention / attention_combine writing
+    tensor `out` (or its view `out_view`) from `operands` (in the roles of
+    `warpy.mega.fields.OPERAND_ROLES`, the output left out). Attention: `length` cache rows, `scale`,
+    `causal`, `group` query heads a KV head, `tokens` queries, `chunk` cache rows a tile, `splits`
+    chunks a head."""
 
     id: int
     kind: str
@@ -80,6 +103,20 @@ class Node:
     eps: float = 0.0
     values: tuple[str, ...] = ()
     where: str = ""
+    out_view: Optional[View] = None
+    length: int = 0
+    scale: float = 0.0
+    causal: bool = False
+    group: int = 1
+    tokens: int = 1
+    chunk: int = 0
+    splits: int = 0
+
+    @property
+    def head_dim(self) -> int:
+        """Attention: D (the combine's operand is the partial, D + PARTIAL_EXTRA wide)."""
+        op = self.operands[0].view.shape[-1]
+        return op - S.PARTIAL_EXTRA if self.kind == "attention_combine" else op
 
     def describe(self) -> str:
         if self.kind == "gemm":
@@ -93,6 +130,12 @@ class Node:
             return self.binop
         if self.kind == "rmsnorm":
             return f"rmsnorm eps={self.eps:g}"
+        if self.kind == "unary" and self.out_view is not None:
+            return "cache append"
+        if self.kind == "attention":
+            return f"attention partials L={self.length} x{self.splits} of {self.chunk}"
+        if self.kind == "attention_combine":
+            return f"attention combine of {self.splits}"
         return self.kind
 
 
@@ -105,16 +148,22 @@ class Program:
 
     def reference(self, inputs: Mapping[str, np.ndarray]) -> list[np.ndarray]:
         """Numpy on the whole program: each node on whole tensors, in order; the outputs."""
+        arrays = self.run(inputs)
+        return [arrays[i] for i in self.outputs]
+
+    def run(self, inputs: Mapping[str, np.ndarray]) -> dict[int, np.ndarray]:
+        """Every tensor's value after the program (state tensors as the launch leaves them; the
+        caller's arrays are not written)."""
         arrays: dict[int, np.ndarray] = {}
         for t in self.tensors:
-            if t.kind == "input":
-                x = np.asarray(inputs[t.name]).astype(np.float32, copy=False)
+            if t.kind in ("input", "state"):
+                x = np.asarray(inputs[t.name]).astype(np.float32, copy=t.kind == "state")
                 if x.shape != t.shape:
                     raise WarpyError(f"input {t.name} has shape {list(x.shape)}, the graph says {list(t.shape)}")
                 arrays[t.id] = x
         for n in self.nodes:
-            arrays[n.out] = compute(n, [o.array(arrays) for o in n.operands], self.tensors[n.out].dtype)
-        return [arrays[i] for i in self.outputs]
+            apply(n, arrays, self.tensors[n.out].dtype)
+        return arrays
 
     def consumers(self) -> dict[int, list[int]]:
         """tensor id -> the nodes reading it."""
@@ -126,8 +175,23 @@ class Program:
         return out
 
 
-def compute(n: Node, args: list[np.ndarray], dtype: str) -> np.ndarray:
-    """Node `n` on its operands' elements (whole tensors or a tile's boxes)."""
+def apply(n: Node, arrays: dict[int, np.ndarray], dtype: str) -> None:
+    """Node `n` on whole tensors: its output's value in `arrays` (a view output written in place)."""
+    res = compute(n, [o.array(arrays) for o in n.operands], dtype)
+    if n.out_view is None:
+        arrays[n.out] = res
+    else:
+        Operand(n.out, n.out_view).assign(arrays, res)
+
+
+def compute(n: Node, args: list[np.ndarray], dtype: str, box: Optional[tuple[tuple[int, int], ...]] = None) \
+        -> np.ndarray:
+    """Node `n` on its operands' elements: whole tensors (`box` None), or the boxes a tile writing
+    `box` of its output reads (the boxes of `tiling.operand_boxes`, in the operands' view shapes)."""
+    if n.kind == "attention":
+        return _attention(n, args, box)
+    if n.kind == "attention_combine":
+        return _combine(n, args[0], dtype, box)
     if n.kind == "gemm":
         it = iter(args[2:])
         bias = next(it) if n.bias else None
@@ -144,8 +208,51 @@ def compute(n: Node, args: list[np.ndarray], dtype: str) -> np.ndarray:
     raise WarpyError(f"no meaning for node kind {n.kind!r}")
 
 
-def lower(graph: Graph) -> Program:
-    """The nodes that compute `graph`'s outputs, epilogues and SwiGLU fused."""
+def _attention(n: Node, args: list[np.ndarray], box: Optional[tuple[tuple[int, int], ...]]) -> np.ndarray:
+    """Partials: a tile is one (KV head, chunk) (its boxes: q (T, G, D), k and v (rows, 1, D));
+    whole tensors loop over the tiles the same way, so each tile's numbers are the VM's."""
+    q, k, v = args
+    g, d = n.group, n.head_dim
+    if box is not None:
+        (h0, h1), (c0, c1) = box[0], box[1]
+        if h1 - h0 != 1 or c1 - c0 != 1:
+            raise WarpyError(f"internal: an attention tile of {box}; a tile is one KV head and one chunk")
+        part = S.attention_partial(q, k[:, 0, :], v[:, 0, :], c0 * n.chunk, n.length, n.scale, n.causal)
+        return part.reshape(1, 1, *part.shape)
+    hkv = k.shape[1]
+    out = np.zeros((hkv, n.splits, n.tokens * g, d + S.PARTIAL_EXTRA), dtype=np.float32)
+    for h in range(hkv):
+        for c in range(n.splits):
+            r0, r1 = c * n.chunk, min((c + 1) * n.chunk, n.length)
+            out[h, c] = S.attention_partial(q[:, h * g:(h + 1) * g, :], k[r0:r1, h, :], v[r0:r1, h, :], r0, n.length,
+                                            n.scale, n.causal)
+    return out
+
+
+def _combine(n: Node, part: np.ndarray, dtype: str, box: Optional[tuple[tuple[int, int], ...]]) -> np.ndarray:
+    """A tile is rows of the output of one KV head (its box: the partials (1, S, rows, W)); whole
+    tensors: every head."""
+    d, g = n.head_dim, n.group
+    if box is not None:
+        shape = tuple(hi - lo for lo, hi in box)
+        return S.attention_combine(part[0], d, dtype).reshape(shape)
+    hkv = part.shape[0]
+    out = np.zeros((n.tokens, hkv * g, d), dtype=np.float32)
+    for h in range(hkv):
+        out[:, h * g:(h + 1) * g, :] = S.attention_combine(part[h], d, dtype).reshape(n.tokens, g, d)
+    return out
+
+
+def _rows(view: View, lo: int, hi: int) -> View:
+    """Rows lo..hi of a view's first dimension."""
+    d0 = view.dims[0]
+    start = view.start[:d0] + (view.start[d0] + lo,) + view.start[d0 + 1:]
+    return View(view.base_shape, view.dtype, view.dims, start, (hi - lo,) + view.shape[1:])
+
+
+def lower(graph: Graph, target: Optional["Target | str"] = None) -> Program:
+    """The nodes that compute `graph`'s outputs, epilogues and SwiGLU fused; `target` (sm_90a by
+    default) sizes the split of decode attention over its SMs."""
     graph.check()
     live = graph.live()
     uses: dict[int, int] = {v.id: 0 for v in live}
@@ -184,6 +291,10 @@ def lower(graph: Graph) -> Program:
         if v.op == "input":
             tensor_of[v.id] = new_tensor(v.name, v.shape, v.dtype, "input").id
     absorbed: set[int] = set()
+    appended: list[tuple[Value, Node]] = []
+    from warpy.target import target as get_target
+
+    tgt = get_target(target or "sm_90a")
     for v in live:
         if v.op == "input" or v.is_view or v.id in absorbed:
             continue
@@ -235,6 +346,27 @@ def lower(graph: Graph) -> Program:
         elif v.op == "rmsnorm":
             kw["eps"] = v.attrs["eps"]
             operands = list(v.args)
+        elif v.op == "cache_append":
+            cache = v.args[0]
+            if uses[cache.id] != 1 or cache.id in out_ids:
+                raise WarpyError(f"{v.where}: the cache {cache.name} is read after cache_append writes into it; "
+                                 f"read the append's result ({v.name}) instead")
+            base, cview = view_of(cache)
+            t = prog.tensors[tensor_of[base.id]]
+            t.kind = "state"
+            rows = v.args[1]
+            node = Node(len(prog.nodes), "unary", t.id, (operand(rows),), values=(v.name,), where=v.where,
+                        out_view=_rows(cview, v.attrs["at"], v.attrs["at"] + rows.shape[0]))
+            prog.nodes.append(node)
+            appended.append((v, node))
+            absorbed.add(v.id)
+            tensor_of[v.id] = t.id
+            continue
+        elif v.op == "attention":
+            _lower_attention(prog, v, operand, tgt, "output" if v.id in out_ids else "temp")
+            absorbed.add(v.id)
+            tensor_of[v.id] = prog.nodes[-1].out
+            continue
         else:
             raise WarpyError(f"{v.where}: internal: no lowering for {v.op}")
         last = chain[-1]
@@ -246,6 +378,7 @@ def lower(graph: Graph) -> Program:
         prog.nodes.append(node)
         for c in chain:
             tensor_of[c.id] = t.id
+    _check_state_reads(prog, live, appended, tensor_of)
     for v in graph.outputs:
         base, view = view_of(v)
         t = prog.tensors[tensor_of[base.id]]
@@ -261,4 +394,60 @@ def lower(graph: Graph) -> Program:
     return prog
 
 
-__all__ = ["Tensor", "Operand", "Node", "Program", "lower", "compute"]
+def _lower_attention(prog: Program, v: Value, operand: Callable[[Value], Operand], tgt: "Target", kind: str) -> None:
+    from warpy.mega.tiling import attention_split
+
+    q, k, vv = v.args
+    t, hq, d = q.shape
+    hkv = k.shape[1]
+    length = v.attrs["length"]
+    split = attention_split(t, hq, hkv, d, length, tgt)
+    ko, vo = operand(k), operand(vv)
+    # only the first `length` rows: a box past them is zero-filled by TMA, never another call's rows
+    ko, vo = Operand(ko.tensor, _rows(ko.view, 0, length)), Operand(vo.tensor, _rows(vo.view, 0, length))
+    attrs: dict[str, Any] = dict(length=length, scale=v.attrs["scale"], causal=v.attrs["causal"], group=hq // hkv,
+                                 tokens=t, chunk=split.chunk, splits=split.splits, where=v.where)
+    part = Tensor(len(prog.tensors), f"{v.name}_part", (hkv, split.splits, t * (hq // hkv), d + S.PARTIAL_EXTRA),
+                  "fp32", "temp")
+    prog.tensors.append(part)
+    n1 = Node(len(prog.nodes), "attention", part.id, (operand(q), ko, vo), values=(v.name,), **attrs)
+    part.producer = n1.id
+    prog.nodes.append(n1)
+    out = Tensor(len(prog.tensors), v.name, v.shape, v.dtype, kind)
+    prog.tensors.append(out)
+    n2 = Node(len(prog.nodes), "attention_combine", out.id, (Operand(part.id, View.whole(part.shape, "fp32")),),
+              values=(v.name,), **attrs)
+    out.producer = n2.id
+    prog.nodes.append(n2)
+
+
+def _check_state_reads(prog: Program, live: list[Value], appended: list[tuple[Value, Node]],
+                       tensor_of: dict[int, int]) -> None:
+    """A read of a cache other than through its append's result may not touch the rows an append
+    writes: the functional meaning (the old value) and the memory (written in place) would differ."""
+    if not appended:
+        return
+    boxes: dict[int, list[tuple[tuple[int, int], ...]]] = {}
+    for _, node in appended:
+        assert node.out_view is not None
+        boxes.setdefault(node.out, []).append(node.out_view.full_box())
+
+    def through_append(a: Value) -> bool:
+        while a.is_view:
+            a = a.args[0]
+        return a.op == "cache_append"
+
+    for v in live:
+        if v.op == "cache_append" or v.is_view:  # a view reads nothing; what reads through it is checked
+            continue
+        for a in v.args:
+            base, view = view_of(a)
+            if base.op != "input" or through_append(a):
+                continue
+            for b in boxes.get(tensor_of[base.id], []):
+                if all(lo < bhi and blo < hi for (lo, hi), (blo, bhi) in zip(view.full_box(), b)):
+                    raise WarpyError(f"{v.where}: {v.name} reads rows of {base.name} that cache_append writes, not "
+                                     f"through the append's result")
+
+
+__all__ = ["Tensor", "Operand", "Node", "Program", "lower", "compute", "apply"]

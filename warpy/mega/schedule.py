@@ -140,7 +140,8 @@ class Schedule:
 
 def _dependency_sets(prog: Program, instrs: list[Instr]) -> dict[tuple[int, int], tuple[int, ...]]:
     """(instruction, read position) -> the instructions that write the cells the read covers (tensors
-    a node writes; reads of inputs have none)."""
+    a node writes; reads of inputs have none; a read of state, a cache the launch appends to, has the
+    writers of the appended cells it covers, and none where it reads only the caller's rows)."""
     writes: dict[int, list[Instr]] = {}
     reads: dict[int, list[tuple[Instr, int]]] = {}
     for ins in instrs:
@@ -174,10 +175,11 @@ def _dependency_sets(prog: Program, instrs: list[Instr]) -> dict[tuple[int, int]
             box = ins.reads[k].box
             if box not in memo:
                 ids = np.unique(owner[cells(box)])
-                if ids[0] < 0:
+                if ids[0] < 0 and prog.tensors[t].kind != "state":
                     raise WarpyError(f"internal: instruction {ins.index} reads cells of {prog.tensors[t]} nothing writes")
-                memo[box] = tuple(int(i) for i in ids)
-            out[(ins.index, k)] = memo[box]
+                memo[box] = tuple(int(i) for i in ids if i >= 0)
+            if memo[box]:
+                out[(ins.index, k)] = memo[box]
     return out
 
 
@@ -188,7 +190,7 @@ def build(graph: Graph, arch: str | Target = "sm_90a", mode: str = "static", uni
     tgt = get_target(arch)
     if mode not in MODES:
         raise WarpyError(f"schedule mode {mode!r} is not one of {', '.join(MODES)}")
-    prog = lower(graph)
+    prog = lower(graph, tgt)
     cl = CLUSTER[tgt.unit]
     n_units = units_of(tgt) if units is None else units
     if n_units < 1:
@@ -199,7 +201,8 @@ def build(graph: Graph, arch: str | Target = "sm_90a", mode: str = "static", uni
         for tile in tiling.tiles:
             vboxes = operand_boxes(prog, n, tile.box)
             reads = tuple(Access(op.tensor, op.view.base_box(b)) for op, b in zip(n.operands, vboxes))
-            instrs.append(Instr(len(instrs), n.id, tile.box, reads, Access(n.out, tile.box), tile.cost))
+            wbox = tile.box if n.out_view is None else n.out_view.base_box(tile.box)
+            instrs.append(Instr(len(instrs), n.id, tile.box, reads, Access(n.out, wbox), tile.cost))
     counters: list[Counter] = []
 
     # --- counters from access regions -----------------------------------------------------------

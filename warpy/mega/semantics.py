@@ -84,6 +84,79 @@ def rmsnorm(x: np.ndarray, w: np.ndarray, eps: float, dtype: str) -> np.ndarray:
     return store(xf / np.sqrt(ms + eps) * f64(w), dtype)
 
 
+LOG2E = 1.0 / math.log(2.0)
+#: a partial's row: the unnormalised O (D values), then the running max m and sum l, then zeros to a
+#: 16-byte multiple (fp32), so that each row is one record and a tile's partial is one box
+PARTIAL_EXTRA = 4
+
+
+def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, length: int, scale: float, causal: bool,
+              dtype: str) -> np.ndarray:
+    """The whole op in float64, rounded once: q (T, Hq, D), k and v (Lmax, Hkv, D) -> (T, Hq, D)."""
+    t, hq, d = q.shape
+    hkv = k.shape[1]
+    g = hq // hkv
+    kk, vv = f64(k[:length]), f64(v[:length])
+    out = np.zeros((t, hq, d))
+    pos = np.arange(length)
+    for h in range(hq):
+        s = f64(q[:, h, :]) @ kk[:, h // g, :].T * scale  # (T, length)
+        if causal:
+            s = np.where(pos[None, :] <= (length - t + np.arange(t))[:, None], s, -np.inf)
+        s = s - s.max(axis=1, keepdims=True)
+        p = np.exp(s)
+        out[:, h, :] = (p @ vv[:, h // g, :]) / p.sum(axis=1, keepdims=True)
+    return store(out, dtype)
+
+
+def attention_partial(q: np.ndarray, k: np.ndarray, v: np.ndarray, row0: int, length: int, scale: float,
+                      causal: bool) -> np.ndarray:
+    """One tile of the split: the T·G query rows of one KV head (q (T, G, D), rows r = t·G + g) against
+    cache rows row0.. (k, v (C, D), all below `length`), in base 2. The partial
+    (T·G, D + PARTIAL_EXTRA) fp32: m = max of the visible scores·scale·log2 e, rounded to fp32 first,
+    then l = sum of 2^(s - m) and O = sum of 2^(s - m)·v, each rounded once; a row that sees none of
+    the chunk's rows holds m = -inf, l = 0, O = 0 (it weighs nothing in the combine)."""
+    tt, g, d = q.shape
+    rows = tt * g
+    kk, vv = f64(k), f64(v)
+    s = f64(q.reshape(rows, d)) @ kk.T * (scale * LOG2E)  # (rows, C)
+    pos = row0 + np.arange(k.shape[0])
+    limit = np.full(rows, length)
+    if causal:
+        limit = np.minimum(limit, np.repeat(length - tt + 1 + np.arange(tt), g))
+    vis = pos[None, :] < limit[:, None]
+    out = np.zeros((rows, d + PARTIAL_EXTRA))
+    any_vis = vis.any(axis=1)
+    m = np.where(any_vis, np.max(np.where(vis, s, -np.inf), axis=1), -np.inf)
+    m = f64(store(m, "fp32"))
+    safe = np.where(any_vis, m, 0.0)
+    p = np.where(vis, np.exp2(s - safe[:, None]), 0.0)
+    out[:, :d] = p @ vv
+    out[:, d] = m
+    out[:, d + 1] = p.sum(axis=1)
+    return store(out, "fp32")
+
+
+def attention_combine(part: np.ndarray, d: int, dtype: str) -> np.ndarray:
+    """Partials of one head's rows (S, R, D + PARTIAL_EXTRA) -> (R, D): with M the largest m,
+    Σ 2^(m_c - M)·O_c / Σ 2^(m_c - M)·l_c in float64 (chunks in order), rounded once."""
+    pf = f64(part)
+    big = pf[:, :, d].max(axis=0)
+    num = np.zeros((pf.shape[1], d))
+    den = np.zeros(pf.shape[1])
+    for c in range(pf.shape[0]):
+        w = np.exp2(pf[c, :, d] - big)
+        num = num + w[:, None] * pf[c, :, :d]
+        den = den + w * pf[c, :, d + 1]
+    return store(num / den[:, None], dtype)
+
+
+def cache_append(cache: np.ndarray, rows: np.ndarray, at: int) -> np.ndarray:
+    out = np.array(cache, dtype=np.float32, copy=True)
+    out[at:at + rows.shape[0]] = rows
+    return out
+
+
 def view_array(v: "Value", base: np.ndarray) -> np.ndarray:
     """The elements of view `v` of the array `base` holds (numpy views of it)."""
     from warpy.mega.graph import view_of
@@ -124,6 +197,10 @@ def evaluate_value(v: "Value", args: Sequence[np.ndarray], inputs: Mapping[str, 
         return silu_mul(args[0], args[1], v.dtype)
     if v.op == "rmsnorm":
         return rmsnorm(args[0], args[1], v.attrs["eps"], v.dtype)
+    if v.op == "cache_append":
+        return cache_append(args[0], args[1], v.attrs["at"])
+    if v.op == "attention":
+        return attention(args[0], args[1], args[2], v.attrs["length"], v.attrs["scale"], v.attrs["causal"], v.dtype)
     raise WarpyError(f"no meaning for op {v.op!r}")
 
 
@@ -132,5 +209,6 @@ def random_values(rng: np.random.Generator, shape: tuple[int, ...], dtype: str, 
     return store(rng.standard_normal(shape, dtype=np.float32) * scale, dtype)
 
 
-__all__ = ["store", "activation", "gemm", "unary", "binary", "silu_mul", "rmsnorm", "evaluate_value",
+__all__ = ["store", "activation", "gemm", "unary", "binary", "silu_mul", "rmsnorm", "evaluate_value", "attention",
+           "attention_partial", "attention_combine", "cache_append", "PARTIAL_EXTRA", "LOG2E",
            "random_values", "view_array"]

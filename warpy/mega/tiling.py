@@ -20,6 +20,10 @@ that TMA can address tile.
   (32 KiB: rows of boxes at most 256 columns wide, so a row of H takes ceil(H / 256) boxes); a row
   that alone is wider than a page is refused.
 
+- attention (decode, the partials): one tile per (KV head, chunk of the cache), every query row of
+  the head's group; the split (`attention_split`) minimises the estimated makespan of both nodes.
+- attention_combine: one tile per (query token, KV head): the head group's rows of one token.
+
 Boxes are (lo, hi) per dimension, clipped to the tensor; `extents` are the rule's (unclipped) tile.
 """
 
@@ -31,6 +35,7 @@ from typing import Optional, Sequence
 
 from warpy.errors import WarpyError
 from warpy.mega.lower import Node, Program
+from warpy.mega.semantics import PARTIAL_EXTRA
 from warpy.target import Target, element_type
 
 Box = tuple[tuple[int, int], ...]
@@ -77,6 +82,90 @@ def gemm_tile_ok(tile_m: int, tile_n: int, esz: int = 2) -> Optional[str]:
     if (tile_m + tile_n) * GEMM_K_STEP * esz > PAGE_BYTES or tile_m * tile_n * esz > PAGE_BYTES:
         return f"a gemm tile of {tile_m}x{tile_n}, whose stage or output does not fit a page"
     return None
+
+
+#: attention chunks are whole multiples of this many cache rows
+ATTENTION_ROW_ALIGN = 16
+PARTIAL_BYTES = 4  # fp32
+
+
+@dataclass(frozen=True)
+class AttentionSplit:
+    """How decode attention is cut along the cache: `splits` chunks of `chunk` rows per KV head
+    (the last one what remains of `length`), a chunk loaded as `boxes` K (and V) boxes of `box_rows`
+    rows, each at most a page; `combine_box` chunks of partials per box of the combine; the
+    estimated makespan of both nodes."""
+
+    splits: int
+    chunk: int
+    box_rows: int
+    boxes: int
+    combine_box: int
+    cost: float
+
+
+def attention_split(tokens: int, hq: int, hkv: int, d: int, length: int, target: Target, esz: int = 2) -> AttentionSplit:
+    """The split rule. A K or V box is at most a page (`PAGE_BYTES // (d·esz)` rows, at most 256: 256
+    rows at head_dim 64, 128 at 128); a chunk is `boxes` such boxes of equal rows, a multiple of
+    ATTENTION_ROW_ALIGN. Among every chunk count S (1 .. 256, and no chunk below ATTENTION_ROW_ALIGN
+    rows) the rule takes the one minimising the cost model's makespan: waves of the Hkv·S partial tiles
+    over the units x one tile's time (the overhead plus its bytes: K and V chunks, the group's queries,
+    its partial, at the per-SM bandwidth) plus the combine's waves x its tile's time (S partials of a
+    group's rows); the fewer chunks on a tie. So a short cache is cut until Hkv·S fills the SMs (a
+    tile's overhead then dominates its bytes), a long one into one wave of chunks of many pages."""
+    cm = COSTS[target.unit]
+    n_units = units(target)
+    g = hq // hkv
+    rows = tokens * g
+    width = d + PARTIAL_EXTRA
+    box_max = max(ATTENTION_ROW_ALIGN, min(BOX_MAX, PAGE_BYTES // (d * esz)) // ATTENTION_ROW_ALIGN * ATTENTION_ROW_ALIGN)
+    best: Optional[tuple[float, int, AttentionSplit]] = None
+    seen: set[int] = set()
+    for want in range(1, min(BOX_MAX, cdiv(length, ATTENTION_ROW_ALIGN)) + 1):
+        chunk = cdiv(cdiv(length, want), ATTENTION_ROW_ALIGN) * ATTENTION_ROW_ALIGN
+        boxes = cdiv(chunk, box_max)
+        box_rows = cdiv(cdiv(chunk, boxes), ATTENTION_ROW_ALIGN) * ATTENTION_ROW_ALIGN
+        chunk = boxes * box_rows
+        splits = cdiv(length, chunk)
+        if chunk in seen or splits > BOX_MAX:
+            continue
+        seen.add(chunk)
+        tile = cm.overhead + (2 * chunk * d * esz + rows * d * esz + rows * width * PARTIAL_BYTES) / cm.bytes
+        combine_box = max(1, min(splits, BOX_MAX, PAGE_BYTES // (g * width * PARTIAL_BYTES)))
+        comb = cm.overhead + (splits * g * width * PARTIAL_BYTES + g * d * esz) / cm.bytes
+        span = cdiv(hkv * splits, n_units) * tile + cdiv(hkv * tokens, n_units) * comb
+        cand = AttentionSplit(splits, chunk, box_rows, boxes, combine_box, span)
+        if best is None or (span, splits) < best[:2]:
+            best = (span, splits, cand)
+    assert best is not None
+    return best[2]
+
+
+def _attention(prog: Program, node: Node, target: Target) -> NodeTiling:
+    hkv, splits, rows, width = prog.tensors[node.out].shape
+    d = node.head_dim
+    esz = element_type(prog.tensors[node.operands[1].tensor].dtype).bytes
+    split = attention_split(node.tokens, hkv * node.group, hkv, d, node.length, target, esz)
+    cm = COSTS[target.unit]
+    tiles = []
+    for s in range(splits):
+        n = min(node.length, (s + 1) * node.chunk) - s * node.chunk
+        cost = cm.overhead + (2 * n * d * esz + rows * d * esz + rows * width * PARTIAL_BYTES) / cm.bytes
+        for h in range(hkv):
+            tiles.append(Tile(node.id, ((h, h + 1), (s, s + 1), (0, rows), (0, width)), cost))
+    tiles.sort(key=lambda t: -t.cost)
+    return NodeTiling(node.id, (1, 1, rows, width), split.box_rows, tuple(tiles))
+
+
+def _combine(prog: Program, node: Node, target: Target) -> NodeTiling:
+    tokens, hq, d = prog.tensors[node.out].shape
+    g = node.group
+    hkv, splits, _, width = prog.tensors[node.operands[0].tensor].shape
+    cm = COSTS[target.unit]
+    cost = cm.overhead + (splits * g * width * PARTIAL_BYTES + g * d * 2) / cm.bytes
+    tiles = [Tile(node.id, ((t, t + 1), (h * g, (h + 1) * g), (0, d)), cost) for h in range(hkv) for t in range(tokens)]
+    per_box = max(1, min(splits, BOX_MAX, PAGE_BYTES // (g * width * PARTIAL_BYTES)))
+    return NodeTiling(node.id, (1, g, d), per_box, tuple(tiles))
 
 
 def units(target: Target) -> int:
@@ -139,6 +228,17 @@ def operand_boxes(prog: Program, node: Node, out_box: Box) -> list[Box]:
                 out.append(((0, shape[0]), (n0, n1)))
         elif node.kind == "rmsnorm" and role == 1:
             out.append(((0, shape[0]),))
+        elif node.kind == "attention":
+            (h0, h1), (c0, c1) = out_box[0], out_box[1]
+            g = node.group
+            if role == 0:
+                out.append(((0, shape[0]), (h0 * g, h1 * g), (0, shape[2])))
+            else:
+                out.append(((c0 * node.chunk, min(c1 * node.chunk, node.length)), (h0, h1), (0, shape[2])))
+        elif node.kind == "attention_combine":
+            (t0, t1), (q0, q1) = out_box[0], out_box[1]
+            g = node.group
+            out.append(((q0 // g, q1 // g), (0, shape[1]), (t0 * g, t1 * g), (0, shape[3])))
         else:
             out.append(project(shape, out_box))
     return out
@@ -213,14 +313,15 @@ def _moved(prog: Program, node: Node, box: Box) -> int:
 def _cut(prog: Program, node: Node, target: Target, ext: tuple[int, ...]) -> NodeTiling:
     cm = COSTS[target.unit]
     cl = CLUSTER[target.unit]
-    shape = prog.tensors[node.out].shape
+    shape = node.out_view.shape if node.out_view is not None else prog.tensors[node.out].shape
     tiles = [Tile(node.id, b, _moved(prog, node, b) / (cm.bytes * cl) + cm.overhead) for b in _grid(shape, ext)]
     tiles.sort(key=lambda t: -t.cost)
     return NodeTiling(node.id, ext, 0, tuple(tiles))
 
 
-def _elementwise(prog: Program, node: Node, target: Target) -> NodeTiling:
-    shape = prog.tensors[node.out].shape
+def _elementwise(prog: Program, node: Node, target: Target, view: Optional[tuple[int, ...]] = None) -> NodeTiling:
+    """`view`: the shape of the output's view a node writes (a cache append), the tensor's otherwise."""
+    shape = view or prog.tensors[node.out].shape
     esz = element_type(prog.tensors[node.out].dtype).bytes
     outer, rows, cols = _rows_cols(shape)
     align = 16 // esz
@@ -253,8 +354,15 @@ def tile_node(prog: Program, node: Node, target: Target) -> NodeTiling:
         return _gemm(prog, node, target)
     if node.kind == "rmsnorm":
         return _rmsnorm(prog, node, target)
+    if node.kind == "attention":
+        return _attention(prog, node, target)
+    if node.kind == "attention_combine":
+        return _combine(prog, node, target)
+    if node.out_view is not None:
+        return _elementwise(prog, node, target, node.out_view.shape)
     return _elementwise(prog, node, target)
 
 
 __all__ = ["Box", "Tile", "NodeTiling", "tile_node", "operand_boxes", "project", "units", "CLUSTER", "COSTS",
-           "GEMM_K_STEP", "BOX_MAX", "cdiv", "CostModel", "PAGE_BYTES", "gemm_k_boxes", "gemm_tile_ok"]
+           "GEMM_K_STEP", "BOX_MAX", "cdiv", "CostModel", "PAGE_BYTES", "gemm_k_boxes", "gemm_tile_ok",
+           "AttentionSplit", "attention_split", "ATTENTION_ROW_ALIGN"]

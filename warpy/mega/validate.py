@@ -20,7 +20,10 @@ writes, its waits and arrives), the queues and the buffer each tensor lies in, a
   instructions write the same elements of a tensor; where two tensors share a buffer, every
   instruction that touches the elements they share is ordered (the earlier tensor's readers before
   the later one's writers, and a read never sees the other tensor's value); the caller's inputs
-  are never written, and an output's elements are written last by the output's own writers.
+  are never written, and an output's elements are written last by the output's own writers;
+  state (a cache the launch appends to) is written only by its appends: a read of appended rows is
+  ordered after the append, the rest of a state read is the caller's and needs no writer, and an
+  early read touches no appended row.
 """
 
 from __future__ import annotations
@@ -357,7 +360,7 @@ def _races(s: Schedule, hb: _Order, p: Problems, name: dict[int, str]) -> None:
                     a, b = (int(x) for x in np.argwhere(inter)[0])
                     race(f"{name[ws[a].index]} and {name[ws[b].index]} write the same elements of {t.name}")
         for r, box in readers.get(t.id, []):
-            if t.kind == "input":
+            if t.kind == "input" or (t.kind == "state" and not ws):
                 continue
             if not ws:
                 race(f"{name[r.index]} reads {t.name}, which nothing writes")
@@ -368,7 +371,7 @@ def _races(s: Schedule, hb: _Order, p: Problems, name: dict[int, str]) -> None:
             ihi = np.minimum(hi, rhi)
             ext = np.clip(ihi - ilo, 0, None)
             vols = np.prod(ext, axis=1)
-            if int(vols.sum()) != _vol(box):
+            if int(vols.sum()) != _vol(box) and t.kind != "state":  # state: the rest is the caller's
                 race(f"{name[r.index]} reads elements of {t.name} that no instruction writes")
             for k in np.nonzero(vols)[0]:
                 w = ws[int(k)]
@@ -379,9 +382,11 @@ def _races(s: Schedule, hb: _Order, p: Problems, name: dict[int, str]) -> None:
     for ins in s.instrs:
         for e in ins.early:
             t = prog.tensors[ins.reads[e].tensor]
-            if writers.get(t.id):
+            # state: only the rows an append writes are off limits (the caller's rows are read early)
+            hit = [w for w in writers.get(t.id, []) if t.kind != "state" or _intersect(w.write.box, ins.reads[e].box)]
+            if hit:
                 race(f"{name[ins.index]} loads {t.name} before its waits (early), but "
-                     f"{name[writers[t.id][0].index]} writes it")
+                     f"{name[hit[0].index]} writes it")
     _shared_buffers(s, hb, race, writers, readers, name)
 
 
@@ -408,7 +413,7 @@ def _before_all(s: Schedule, hb: _Order, first: int, second: int, writers: dict[
                 readers: dict[int, list[tuple[Instr, Box]]]) -> bool:
     """Every access of `first` completes before every write of `second` (and `first`, whose value
     is then gone, is neither the caller's input nor an output)."""
-    if s.program.tensors[first].kind in ("input", "output"):
+    if s.program.tensors[first].kind in ("input", "state", "output"):
         return False
     fa = [i.index for i in _touching(s, first, writers, readers)]
     return all(hb.all_before(fa, w.index, stage_load=False) for w in writers.get(second, []))
@@ -420,11 +425,12 @@ def _pair(s: Schedule, hb: _Order, race: Callable[[str], None], a: int, b: int,
     its own tensor's value."""
     prog = s.program
     ta, tb = prog.tensors[a], prog.tensors[b]
-    if ta.kind == "input" and tb.kind == "input":
+    caller = ("input", "state")
+    if ta.kind in caller and tb.kind in caller:
         race(f"the caller's inputs {ta.name} and {tb.name} are given one buffer")
         return
     for t, other in ((ta, tb), (tb, ta)):
-        if t.kind == "input" and writers.get(other.id):
+        if t.kind in caller and writers.get(other.id):
             race(f"{name[writers[other.id][0].index]} writes {other.name} over the caller's input {t.name}")
             return
     shared = min(ta.size, tb.size)  # both start at the buffer's start

@@ -44,6 +44,8 @@ class Outcome:
     hang: list[str] = field(default_factory=list)
     races: list[str] = field(default_factory=list)
     steps: int = 0
+    #: the state tensors (caches the launch appends to) as the call leaves them, by name
+    state: dict[str, np.ndarray] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -80,7 +82,7 @@ class VM:
             self.tag = {b: np.full(n, -1, dtype=np.int64) for b, n in sizes.items()}
             self.writer = {b: np.full(n, -1, dtype=np.int64) for b, n in sizes.items()}
             for t in prog.tensors:
-                if t.kind == "input":
+                if t.kind in ("input", "state"):
                     self.tag[s.buffer_of[t.id]][:t.size] = t.id
 
     def array(self, store: dict[int, np.ndarray], t: int) -> np.ndarray:
@@ -94,7 +96,7 @@ class VM:
         out = Outcome()
         if self.values:
             for t in prog.tensors:
-                if t.kind == "input":
+                if t.kind in ("input", "state"):  # state: the caller's cache as it stands before the call
                     if inputs is None or t.name not in inputs:
                         raise WarpyError(f"no value given for input {t.name!r}")
                     x = np.asarray(inputs[t.name], dtype=np.float32)
@@ -200,9 +202,10 @@ class VM:
                     args = snap.pop(i)
                     shaped = [a.reshape(self._view_shape(node.operands[k], acc.box)) for k, (a, acc) in
                               enumerate(zip(args, ins.reads))]
-                    res = compute(node, shaped, prog.tensors[ins.write.tensor].dtype)
-                    sl = tuple(slice(lo, hi) for lo, hi in ins.box)
-                    self.array(self.buf, ins.write.tensor)[sl] = res
+                    res = compute(node, shaped, prog.tensors[ins.write.tensor].dtype, ins.box)
+                    sl = tuple(slice(lo, hi) for lo, hi in ins.write.box)
+                    dest = self.array(self.buf, ins.write.tensor)
+                    dest[sl] = res.reshape(dest[sl].shape)  # a view output: the box in its tensor's dimensions
                 for c in ins.arrives:
                     self.counter[c] = (self.counter[c] + s.cluster) & MASK32
                     if self.track:
@@ -216,12 +219,13 @@ class VM:
             refresh(u)
         if self.track and not out.hang:
             for t in prog.tensors:
-                if t.kind in ("input", "output"):
+                if t.kind in ("input", "state", "output"):
                     tags = self.tag[s.buffer_of[t.id]][:t.size]
                     if (tags != t.id).any():
                         out.races.append(f"after the call, {t.name} ({t.kind}) holds another tensor's elements")
         if self.values and not out.hang:
             out.outputs = [self.array(self.buf, t).copy() for t in prog.outputs]
+            out.state = {t.name: self.array(self.buf, t.id).copy() for t in prog.tensors if t.kind == "state"}
         self.epoch += 1
         return out
 
