@@ -1,8 +1,8 @@
 """Which GEMM program runs a problem: the problem, the rule that picks a configuration from its
 shape, and the builder. `warpy gemm`, `warpy bench` and `warpy.gemm` all go through here.
 
-C = A · Bᵀ with A (M x K) and B (N x K), each K-major (row-major with K contiguous) or, on sm_90a,
-MN-major (A stored K x M, B K x N: `a_major` / `b_major`), fp16 or bf16 in, fp32 accumulation, C
+C = A · Bᵀ with A (M x K) and B (N x K), each K-major (row-major with K contiguous) or MN-major (A
+stored K x M, B K x N: `a_major` / `b_major`), fp16 or bf16 in, fp32 accumulation, C
 (M x N) row-major in fp32 or the input type. On sm_90a A and B may be 8-bit floats (e4m3 / e5m2, each
 its own: `b_dtype`), K-major, with per-tensor or per-row / per-column scales (kernels/gemm_fp8.py).
 """
@@ -17,13 +17,13 @@ import numpy as np
 from .gemm_epilogue import AUX_PARAMS, Epilogue, parse_words, reference
 from . import gemm_fp8
 from .gemm_sm90 import Sm90Config, Sm90Gemm, smem_bytes
-from .gemm_sm100 import Sm100Config, Sm100Gemm, choose_sm100
+from .gemm_sm100 import Sm100Config, Sm100Gemm, choose_sm100, for_majors
 from .family import checked_overrides
 from .schedule import cdiv
 from warpy.check.expect import Verdict
 from warpy.errors import WarpyError
 from warpy.isa.program import Program
-from warpy.layout.tma import TmaBox
+from warpy.layout.tma import TmaBox, store_clips_exactly
 from warpy.numeric import bits16, from_bits, output_spacing, round_to, small_ints
 from warpy.target import SM90A, dtype, dtype_bytes, target
 
@@ -84,7 +84,7 @@ class GemmProblem:
     stride_b: int = 0
     stride_c: int = 0
     # the operands' majors: "K" (A M x K, B N x K, K contiguous) or "MN" (A stored K x M, B K x N, M / N
-    # contiguous: read in place, transposed by the MMA; sm_90a only). A pitch is then between rows of K.
+    # contiguous: read in place, transposed by the MMA). A pitch is then between rows of K.
     a_major: str = "K"
     b_major: str = "K"
     # B's type where it is not A's (8-bit floats: e4m3 x e5m2); "" = A's. The scales of an 8-bit float
@@ -105,10 +105,6 @@ class GemmProblem:
         for name, major in (("a_major", self.a_major), ("b_major", self.b_major)):
             if major not in ("K", "MN"):
                 raise WarpyError(f"{name}={major!r}: an operand is K-major (K contiguous) or MN-major")
-            if major == "MN" and self.arch != "sm_90a":
-                raise WarpyError(f"{name}=MN: MN-major operands are read in place by the sm_90a program only; on "
-                                 f"{self.arch} (tcgen05: the instruction descriptor's A/B major bits and MN-major UMMA "
-                                 "descriptors) they are not written yet")
         a_ext = self.M if self.a_major == "MN" else self.K
         b_ext = self.N if self.b_major == "MN" else self.K
         for name, extent, eb in (("lda", a_ext, dtype_bytes(self.dtype)), ("ldb", b_ext, dtype_bytes(self.dtype)),
@@ -212,10 +208,12 @@ def choose(problem: GemmProblem) -> Config:
     the busiest SM's predicted work (`sm90_cost`): wide tiles on large shapes, narrower ones when
     wide tiles would leave SMs idle or add a nearly empty wave, 64-row tiles for short M. Where
     whole tiles cannot keep the SMs busy (few tiles, long K), stream-K shares the k blocks out. The
-    ring is as deep as shared memory allows; 16-bit C with TMA-addressable rows goes out through
-    shared memory and TMA stores, overlapping the next tile's loads."""
+    ring is as deep as shared memory allows; 16-bit C with rows TMA stores write exactly (whole 16
+    bytes: `warpy.layout.tma.store_clips_exactly`) goes out through shared memory and TMA stores,
+    overlapping the next tile's loads."""
     if problem.arch == "sm_100a":
-        cfg100 = choose_sm100(problem.M, problem.N, problem.K, out_dtype=problem.out_dtype)
+        cfg100 = for_majors(choose_sm100(problem.M, problem.N, problem.K, out_dtype=problem.out_dtype),
+                            problem.a_major, problem.b_major)
         if not problem.epilogue.identity:  # the fused epilogue: whole tiles stored from the registers
             cfg100 = attrs.evolve(cfg100, split=1, stream_k=False, tma_store=False)
         return cfg100
@@ -226,7 +224,10 @@ def choose(problem: GemmProblem) -> Config:
     (bm, bn), stream_k = min(((tile, sk) for tile in tiles for sk in (False, True)[:2 if problem.batch == 1 else 1]),
                              key=lambda c: sm90_cost(problem, c[0][0], c[0][1], c[1]))
     split = sm90_split(problem, bm, bn) if stream_k else 0
-    staged = problem.out_dtype in ("bf16", "fp16") and (problem.pitches[2] * 2) % 16 == 0
+    # 16-bit C through TMA stores where its rows are whole 16 bytes (a store clips a row only to 16
+    # bytes: a ragged row's slice of a wider C would have the bytes after its end overwritten)
+    staged = (problem.out_dtype in ("bf16", "fp16") and (problem.pitches[2] * 2) % 16 == 0
+              and store_clips_exactly(problem.N * 2))
 
     # Rows of A and B that are 16-byte but not 32-byte aligned (K * 2 bytes an odd multiple of 16)
     # are read slowly by TMA: 3072 x 3072 x K with BN 192 took 128 us at K = 3016 and 3064 against
@@ -406,8 +407,28 @@ class GemmExpectation:
             r, c = np.argwhere(bad)[0]
             msgs.append(f"values: {int(bad.sum())} of {n} elements of C differ from numpy, first C[{r}, {c}] = {got[r, c]} "
                         f"where numpy has {ref[r, c]}")
+        stray = _stray_writes(run.gwritten[src], p)
+        if stray:
+            msgs.append(f"values: {stray} bytes of C's memory that hold no element of C were written (C's rows are "
+                        f"{N} {p.out_dtype} elements, {ldc} apart: the bytes between them belong to someone else)")
         data = {"a": a, "b": b, "c": got.astype(np.float32), "written": wr}
         return Verdict(n, int(bad.sum()), partial, msgs, data)
+
+
+def _stray_writes(written: np.ndarray, p: GemmProblem) -> int:
+    """Bytes of C's memory written (`written`: a flag a byte) that are no element of C: the gaps
+    between rows of a pitched C (a slice of a wider matrix), between the matrices of a batch, and
+    past the end."""
+    eb = dtype_bytes(p.out_dtype)
+    row, n = p.pitches[2] * eb, p.N * eb
+    stray = written.copy()
+    for i in range(p.batch):
+        seg = stray[i * p.batch_strides[2] * eb: i * p.batch_strides[2] * eb + p.M * row]  # a view
+        k = seg.size // row
+        seg[: k * row].reshape(k, row)[:, :n] = False
+        if k < p.M:  # the last row, its gap past the memory's end
+            seg[k * row: k * row + n] = False
+    return int(stray.sum())
 
 
 def _elements(raw: np.ndarray, dtype: str) -> np.ndarray:

@@ -1,6 +1,8 @@
-"""The Blackwell GEMM (sm_100a): C = A · Bᵀ, A (M x K) and B (N x K) both K-major, fp16/bf16 in,
-fp32 accumulation in tensor memory, fp32/bf16/fp16 out. One program, configured per shape by
-the GEMM family's rule (`kernels/gemm.py`, `choose_sm100` below).
+"""The Blackwell GEMM (sm_100a): C = A · Bᵀ, A (M x K) and B (N x K) each K-major or MN-major
+(stored K x M / K x N: 64-row TMA boxes, MN-major UMMA descriptors, the instruction descriptor's
+major bits), fp16/bf16 in, fp32 accumulation in tensor memory, fp32/bf16/fp16 out. One program,
+configured per shape by the GEMM family's rule (`kernels/gemm.py`, `choose_sm100` below,
+`for_majors`).
 
 CTA pairs and SwapAB. Every MMA is `tcgen05.mma.cta_group::2` (`UTCHMMA.2CTA`), issued by the
 pair's leader (even cluster rank) for both CTAs. The tile of Bᵀ (rows of B: columns of C) is the
@@ -54,8 +56,8 @@ from warpy.isa.units.tcgen05 import utchmma
 from warpy.isa.units.tma import tma_load, tma_store
 from warpy.layout import Layout
 from warpy.layout.desc import tma_box, tma_multicast_slices, umma_idesc
-from warpy.layout.smem import smem_tile
-from warpy.layout.tma import TmaBox
+from warpy.layout.smem import SmemTile, smem_tile
+from warpy.layout.tma import TmaBox, store_clips_exactly
 from warpy.target import SM100A, dtype_bytes
 
 from .gemm_epilogue import Epilogue, emit_consts, emit_element, emit_load
@@ -323,6 +325,45 @@ def tma_box_plain(m: int, n: int, dtype: str = "fp32", pitch: int = 0) -> TmaBox
     return TmaBox(dtype, dims=(n, m), strides=((pitch or n) * dtype_bytes(dtype),), box=(32, 32), swizzle=0)
 
 
+#: rows (M or N) of an MN-major operand's TMA box: one 128-byte swizzle span of 16-bit elements
+MN_BOX_ROWS = 64
+
+
+def box_tile(tile: SmemTile) -> SmemTile:
+    """The shared-memory tile one TMA box of an operand lands: the whole tile (K-major), or 64 of its
+    rows (MN-major: M or N is the box's inner dimension, one 128-byte swizzle span)."""
+    if tile.major == "K":
+        return tile
+    if tile.rows % MN_BOX_ROWS:
+        raise WarpyError(f"an MN-major operand's tile is whole {MN_BOX_ROWS}-row boxes, not {tile.rows} rows")
+    return smem_tile(MN_BOX_ROWS, tile.cols, tile.dtype, "MN", tile.swizzle)
+
+
+def mn_rows(p: Program, row0: UR, rows: int, name: str) -> list[tuple[int, UR]]:
+    """(first row in the tile, the register holding its global row) of each 64-row box of an
+    MN-major operand's tile of `rows` rows starting at global row `row0`."""
+    out = [(0, row0)]
+    for j in range(1, rows // MN_BOX_ROWS):
+        r = p.ur(f"{name}{j}")
+        p.emit(alu.uiadd3(r, row0, MN_BOX_ROWS * j))
+        out.append((MN_BOX_ROWS * j, r))
+    return out
+
+
+def for_majors(cfg: Sm100Config, a_major: str, b_major: str) -> Sm100Config:
+    """`cfg` made able to read MN-major operands: A's rows a CTA (bm/2) whole 64-row boxes (bm 128
+    or 256), one pair a cluster where B is MN-major (no multicast slices), and a ring that fits."""
+    if a_major == "MN" and (cfg.bm // 2) % MN_BOX_ROWS:
+        cfg = attrs.evolve(cfg, bm=128 if cfg.bm < 128 else 256)
+    if b_major == "MN" and cfg.pairs != 1:
+        cfg = attrs.evolve(cfg, pairs=1)
+    while cfg.accs * cfg.acc_cols > SM100A.tmem_columns and cfg.accs > 1:
+        cfg = attrs.evolve(cfg, accs=cfg.accs - 1)
+    while smem_bytes(cfg) > SM100A.max_dynamic_smem and cfg.stages > 2:
+        cfg = attrs.evolve(cfg, stages=cfg.stages - 1)
+    return cfg
+
+
 class Sm100Gemm:
     """The program builder for one problem and configuration."""
 
@@ -334,6 +375,13 @@ class Sm100Gemm:
         self.ep: Epilogue = problem.epilogue
         self.lda, self.ldb, self.ldc = problem.pitches
         self.pitched = problem.pitched
+        self.a_major, self.b_major = problem.a_major, problem.b_major
+        # an MN-major operand lands in boxes of 64 rows (one 128-byte swizzle span of M / N)
+        if self.a_major == "MN" and (cfg.bm // 2) % MN_BOX_ROWS:
+            raise WarpyError(f"A is MN-major: each CTA's {cfg.bm // 2} rows of A (bm/2) must be whole "
+                             f"{MN_BOX_ROWS}-row boxes (bm 128 or 256)")
+        if self.b_major == "MN" and cfg.pairs != 1:
+            raise WarpyError("B is MN-major: its tile is not multicast in slices (pairs=1)")
         self.fused_at: dict[str, RVec] = {}  # the fused epilogue's inputs at the tile being stored
         if not self.ep.identity and (cfg.split > 1 or cfg.stream_k or cfg.tma_store):
             raise WarpyError("a fused epilogue runs on whole tiles stored from the registers on sm_100a: set "
@@ -355,11 +403,13 @@ class Sm100Gemm:
         self.adds = cfg.split > 1 or cfg.stream_k  # partial sums meet in C, added in the L2
         if self.adds and out_dtype != "fp32":
             raise WarpyError(f"split-K / stream-K add fp32 partial sums in C; {out_dtype} output is not added in the L2")
-        if (self.ldc * self.oeb) % 16:
+        if (self.ldc * self.oeb) % 16 or not store_clips_exactly(n * self.oeb):
             if self.adds:
                 raise WarpyError(f"C's rows are {n * self.oeb} bytes, not whole 16 bytes: no tensor map can add "
                                  f"into them (no split-K / stream-K)")
-            # no tensor map can store rows that are not whole 16 bytes: C leaves from the registers
+            # no tensor map can store rows that are not whole 16 bytes (a pitch TMA cannot take, or a
+            # ragged row whose last 16 bytes a store would write whole, past its end): C leaves from
+            # the registers
             self.cfg = cfg = attrs.evolve(cfg, tma_store=False)
         self.work = self.tiles * self.kt  # k blocks of all tiles (stream-K shares them out evenly over the clusters)
         if cfg.stream_k:
@@ -377,6 +427,7 @@ class Sm100Gemm:
             ("_pdll" if c.pdl == "last_load" else "") + ("_sp" if c.serpentine else "")
         return (f"gemm_sm100_{self.m}x{self.n}x{self.k}_{self.dtype}_{self.out_dtype}"
                 f"_{c.bm}x{c.cta_rows}_s{c.stages}_a{c.accs}{tag}" + self.ep.tag()
+                + ("_akm" if self.a_major == "MN" else "") + ("_bkn" if self.b_major == "MN" else "")
                 + (f"_ld{self.lda}x{self.ldb}x{self.ldc}" if self.pitched else ""))
 
     # -- the program ---------------------------------------------------------------------------
@@ -385,12 +436,13 @@ class Sm100Gemm:
         # one CTA an SM (the ring fills shared memory): without a cap ptxas aims at 4 and spills at 64
         p = Program(self.name, SM100A.name, threads=256, grid=(self.clusters * cfg.cluster, 1, 1),
                     cluster=(cfg.cluster, 1, 1), maxnreg=MAXNREG)
-        a_tile = smem_tile(cfg.bm // 2, BK, self.dtype, "K", 128)
-        bt_tile = smem_tile(cfg.cta_rows, BK, self.dtype, "K", 128)
-        a_glob = Layout((self.m, self.k), (self.lda, 1))
-        b_glob = Layout((self.n, self.k), (self.ldb, 1))
-        ta = p.tmap("a", tma_box(a_glob, a_tile))
-        tb = p.tmap("b", tma_box(b_glob, bt_tile, multicast=cfg.pairs))  # the host binds a, b, c by name
+        a_tile = smem_tile(cfg.bm // 2, BK, self.dtype, self.a_major, 128)
+        bt_tile = smem_tile(cfg.cta_rows, BK, self.dtype, self.b_major, 128)
+        # an operand in global memory: (row, k) -> element; MN-major: rows contiguous, K `pitch` apart
+        a_glob = Layout((self.m, self.k), (self.lda, 1) if self.a_major == "K" else (1, self.lda))
+        b_glob = Layout((self.n, self.k), (self.ldb, 1) if self.b_major == "K" else (1, self.ldb))
+        ta = p.tmap("a", tma_box(a_glob, box_tile(a_tile)))
+        tb = p.tmap("b", tma_box(b_glob, box_tile(bt_tile), multicast=cfg.pairs))  # the host binds a, b, c by name
         if cfg.pairs > 1:
             # each CTA's slice of the Bᵀ box: rows [p * slice_rows, ...) of the tile, at that row's bytes
             for s in tma_multicast_slices(b_glob, bt_tile, cfg.pairs):
@@ -639,11 +691,22 @@ class Sm100Gemm:
                         kc = p.r("k_elem")
                         p.emit(alu.iadd3(kc, k.reg, w.k_lo))
                         p.emit(alu.imad(kc, kc, BK, RZ))
-                    tma_load(p, out.slot(res.sa), res.ta, [kc, a_row], out.full, two_cta=True,
-                             bar_rank=ranks.leader_rank)
-                    dst = out.slot(res.sbt, slice_ix * self.slice_rows, 0) if slice_ix is not None else out.slot(res.sbt)
-                    tma_load(p, dst, res.tb, [kc, bt_row], out.full, mask=mask, two_cta=True,
-                             bar_rank=ranks.leader_rank)
+                    if self.a_major == "K":
+                        tma_load(p, out.slot(res.sa), res.ta, [kc, a_row], out.full, two_cta=True,
+                                 bar_rank=ranks.leader_rank)
+                    else:  # 64-row boxes, M innermost
+                        for j, row in mn_rows(p, a_row, cfg.bm // 2, "a_row"):
+                            tma_load(p, out.slot(res.sa, j, 0), res.ta, [row, kc], out.full, two_cta=True,
+                                     bar_rank=ranks.leader_rank)
+                    if self.b_major == "K":
+                        dst = (out.slot(res.sbt, slice_ix * self.slice_rows, 0) if slice_ix is not None
+                               else out.slot(res.sbt))
+                        tma_load(p, dst, res.tb, [kc, bt_row], out.full, mask=mask, two_cta=True,
+                                 bar_rank=ranks.leader_rank)
+                    else:  # 64-row boxes, N innermost (one pair a cluster: no slices)
+                        for j, row in mn_rows(p, bt_row, cfg.cta_rows, "bt_row"):
+                            tma_load(p, out.slot(res.sbt, j, 0), res.tb, [row, kc], out.full, two_cta=True,
+                                     bar_rank=ranks.leader_rank)
         if cfg.pdl == "last_load":
             p.emit(sync.preexit())
         # drain: every stage freed by every pair's MMAs (their commits land in this CTA's barriers)
@@ -662,7 +725,8 @@ class Sm100Gemm:
         cfg = self.cfg
         ranks = res.ranks
         self.read_tmem_base(p, res)
-        idesc = umma_idesc(self.dtype, self.dtype, "f32", cfg.mma_m, cfg.bm, "K", "K", cta_group=2)
+        # SwapAB: the MMA's A is the Bᵀ tile, its B the A tile (their majors likewise)
+        idesc = umma_idesc(self.dtype, self.dtype, "f32", cfg.mma_m, cfg.bm, self.b_major, self.a_major, cta_group=2)
         done = p.fresh_label("MMA_DONE")
         p.emit(control.bra_u(~ranks.is_leader, done))
         mask_all, mask_pair = p.ur("mask_all"), p.ur("mask_pair")
@@ -1055,7 +1119,7 @@ def choose_sm100(m: int, n: int, k: int, sms: int = SM100A.sms, out_dtype: str =
     - larger: 256 x 256 (two stacked pair MMAs), ring 4, cluster launch control in serpentine order,
       asking a stage ahead."""
     cfg = _choose_sm100(m, n, k, sms, out_dtype)
-    if (n * dtype_bytes(out_dtype)) % 16:
+    if not store_clips_exactly(n * dtype_bytes(out_dtype)):
         # a tensor map's rows are whole 16 bytes: C leaves from the registers, K is not split
         if cfg.split > 1 or cfg.stream_k:
             cfg = _choose_sm100(m, n, k, sms, "bf16")

@@ -52,6 +52,7 @@ from warpy.isa.units.tma import tma_load, tma_store
 from warpy.isa.units.wgmma import hgmma
 from warpy.layout import Layout, LayoutError, Swizzle, SwizzledLayout
 from warpy.layout.desc import tma_box, tma_multicast_slices
+from warpy.layout.tma import store_clips_exactly
 from warpy.layout.smem import SmemTile as SmemTileT, smem_tile
 from warpy.target import SM90A, dtype_bytes
 
@@ -214,8 +215,11 @@ class Sm90Gemm:
         m, n, k, dtype, out_dtype = problem.M, problem.N, problem.K, problem.dtype, problem.out_dtype
         if cfg.bk * dtype_bytes(dtype) != 128:
             raise WarpyError(f"BK {cfg.bk} of {dtype} is not one 128-byte swizzle row")
-        if cfg.staged_epilogue and (dtype_bytes(out_dtype) != 2 or (problem.pitches[2] * 2) % 16):
-            raise WarpyError(f"the staged epilogue needs 16-bit C with rows a multiple of 16 bytes (N={n}, {out_dtype})")
+        if cfg.staged_epilogue and (dtype_bytes(out_dtype) != 2 or (problem.pitches[2] * 2) % 16
+                                    or not store_clips_exactly(n * 2)):
+            raise WarpyError(f"the staged epilogue needs 16-bit C with rows a multiple of 16 bytes (N={n}, {out_dtype}"
+                             f"{f', ldc={problem.ldc}' if problem.ldc else ''}): a TMA store writes a ragged row's "
+                             "last 16 bytes whole, past its end")
         if cfg.staged_epilogue and epi_tail(cfg.bn) not in (0,) + EPI_TAILS:
             raise WarpyError(f"the staged epilogue stores 64 columns at a time and then {' or '.join(map(str, EPI_TAILS))}"
                              f"; BN {cfg.bn} leaves {epi_tail(cfg.bn)}")

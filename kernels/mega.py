@@ -61,6 +61,7 @@ def check_units(problem: "MegaProblem") -> int:
     """The units `warpy check mega` uses when none are given: CHECK_UNITS (every CTA simulated) for
     graphs of at most CHECK_STEPS tile steps, else 0 (every SM; the first and last CTA simulated)."""
     from warpy.mega.schedule import build as schedule
+    from warpy.mega.tiling import gemm_a_rows
 
     if problem.arch != "sm_90a":
         return CHECK_UNITS
@@ -124,11 +125,14 @@ class MegaConfig:
     mode: str = "static"
     fence: str = "each"
     fault: str = ""
+    #: the roles stamp each instruction's steps with %globaltimer (`warpy mega run --timeline`)
+    timeline: bool = False
 
     def describe(self) -> str:
         f = f", seeded fault {self.fault}" if self.fault else ""
+        t = ", a timeline of each instruction's steps" if self.timeline else ""
         return (f"sm_90a megakernel interpreter: {self.mode} queues, 7 pages of 32 KiB, two instruction slots, "
-                f"descriptors fenced {'once a CTA' if self.fence == 'once' else 'each instruction'}{f}")
+                f"descriptors fenced {'once a CTA' if self.fence == 'once' else 'each instruction'}{f}{t}")
 
 
 def choose(problem: MegaProblem) -> MegaConfig:
@@ -146,6 +150,8 @@ def configure(problem: MegaProblem, overrides: Union[str, Mapping[str, object], 
             raise WarpyError(f"mode {out.mode!r} is not static or dynamic (cluster launch control)")
         if out.fault and out.fault not in FAULTS_100:
             raise WarpyError(f"fault {out.fault!r} is not one of {', '.join(FAULTS_100)}")
+        if out.timeline:
+            raise WarpyError("the timeline is the sm_90a interpreter's (sm_100a runs on no GPU here to time)")
         return out
     if out.mode != "static":
         raise WarpyError(f"mode {out.mode!r}: the sm_90a interpreter runs static queues (dynamic mode is not written yet)")
@@ -191,6 +197,7 @@ def plan(problem: MegaProblem, config: MegaConfig) -> Plan:
     """Schedule, encode and check that every instruction has a body (one-line refusals)."""
     from warpy.mega.encode import decode, encode
     from warpy.mega.schedule import build as schedule
+    from warpy.mega.tiling import gemm_a_rows
 
     from .mega_ops import bodies
 
@@ -214,16 +221,21 @@ def plan(problem: MegaProblem, config: MegaConfig) -> Plan:
             raise WarpyError(f"{problem.graph}: instruction {ins.index} ({node.describe()}): {why}")
     name = re.sub(r"\W", "_", f"mega_{target(problem.arch).short}_{problem.graph.rsplit('/', 1)[-1].removesuffix('.py')}"
                   f"_t{problem.tokens or 0}_u{units}" + (f"_{config.fault}" if config.fault else "")
-                  + ("_fence1" if config.fence == "once" else ""))
+                  + ("_fence1" if config.fence == "once" else "") + ("_tl" if config.timeline else ""))
     maps = tuple((m.index, m.buffer, m.offset, m.tma) for m in enc.maps)
     bufs = tuple(sorted({(m.buffer, s.buffers[m.buffer].nbytes) for m in enc.maps}))
-    gemm_tiles = tuple(sorted({tuple(t.extents) for n, t in zip(s.program.nodes, s.tilings) if n.kind == "gemm"}))
+    gemms = [(n, t) for n, t in zip(s.program.nodes, s.tilings) if n.kind == "gemm"]
     if problem.arch == "sm_100a":
+        tiles100 = tuple(sorted({(t.extents[-2], t.extents[-1]) for _, t in gemms}))
         launch100 = Launch(name, units, max(s.waves, 1), len(s.counters), maps, bufs, config.fault or None, ctas=2,
-                           mode=config.mode, instructions=len(s.instrs), gemm_tiles=gemm_tiles)  # type: ignore[arg-type]
+                           mode=config.mode, instructions=len(s.instrs), gemm_tiles=tiles100)
         return Plan(problem, config, s, enc, launch100)
+    # sm_90a: a code path per (tile_m, tile_n, rows of A's box)
+    tiles = tuple(sorted({(t.extents[-2], t.extents[-1],
+                           gemm_a_rows(t.extents[-2], t.extents[-1], n.operands[0].view.shape[0])) for n, t in gemms}))
     launch = Launch(name, units, max(s.waves, 1), len(s.counters), maps, bufs, config.fault or None,
-                    gemm_tiles=gemm_tiles, fence_once=config.fence == "once")  # type: ignore[arg-type]
+                    gemm_tiles=tiles, fence_once=config.fence == "once",
+                    instructions=len(s.instrs), timeline=config.timeline)
     return Plan(problem, config, s, enc, launch)
 
 

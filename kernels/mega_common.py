@@ -68,6 +68,15 @@ BACKOFF_FIRST_NS, BACKOFF_MAX_NS = 32, 1024
 IDENTITY_ORDER = sum(q << (3 * q) for q in range(PAGES))
 #: the seeded faults of the protocol every target keeps (each target may add its own)
 FAULTS = ("no-release", "early-page-free", "wrong-epoch", "drop-arrive")
+#: the timeline (`Launch.timeline`): words an instruction has in the `times` buffer, and which word
+#: each role's stamp writes (%globaltimer's low 32 bits, ns): the loader when it has the slot, when
+#: its counter waits passed, when its copies are issued; the consumers when they have the slot and
+#: when they computed; the storer when it has the slot, when its stores' writes are done, when it
+#: arrived on the counters
+TIME_WORDS = 8
+STAMPS = {("loader", "start"): 0, ("loader", "waits"): 1, ("loader", "end"): 2,
+          ("consumers", "start"): 3, ("consumers", "end"): 4,
+          ("storer", "start"): 5, ("storer", "written"): 6, ("storer", "end"): 7}
 
 
 def release_word(release: Sequence[int]) -> int:
@@ -97,7 +106,8 @@ class Launch:
     maps (index, buffer, byte offset, box), the buffers' bytes, a seeded fault; `ctas`: CTAs a unit
     (1 on sm_90a, the 2-CTA cluster on sm_100a); `mode`: static queues, or dynamic (the units take
     instructions in global order); `instructions`: how many the schedule has (the dynamic queue's
-    length); `gemm_tiles`: the gemm tile shapes (tile_m, tile_n) the queue holds (a code path each)."""
+    length); `gemm_tiles`: the gemm tile shapes the queue holds, a code path each ((tile_m, tile_n) on
+    sm_100a; (tile_m, tile_n, rows of A's box) on sm_90a)."""
 
     name: str
     units: int
@@ -109,10 +119,13 @@ class Launch:
     ctas: int = 1
     mode: str = "static"
     instructions: int = 0
-    gemm_tiles: tuple[tuple[int, int], ...] = ()
+    gemm_tiles: tuple[tuple[int, ...], ...] = ()
     #: sm_90a: fence each tensor map's descriptor once per CTA and role (a bitmap of the maps fenced
     #: so far) rather than before each instruction's copies
     fence_once: bool = False
+    #: the roles stamp each instruction's steps into a `times` buffer (`STAMPS`, TIME_WORDS words an
+    #: instruction, by its index): `warpy mega run --timeline` reads them
+    timeline: bool = False
 
     @property
     def grid_ctas(self) -> int:
@@ -161,6 +174,10 @@ class InterpBase:
         self.status = p.param("status", "u64")
         p.global_buffer("status_words", Layout(ctas * STATUS_WORDS, 4), "u32", "status")
         self.call = p.param("call", "u32")
+        self.times: Optional[Param] = None
+        if launch.timeline:
+            self.times = p.param("times", "u64")
+            p.global_buffer("time_words", Layout(max(launch.instructions, 1) * TIME_WORDS, 4), "u32", "times")
         self.table: MapTable = p.map_table("maps")
         for index, buf, offset, box in launch.maps:
             t = self.table.add(f"m{index}", box, over=f"buf{buf}", offset=offset)  # type: ignore[arg-type]
@@ -209,6 +226,7 @@ class InterpBase:
     # -- loader ------------------------------------------------------------------------------------
     def loader_step(self, r: "Role") -> None:
         r.counter_waits(STAGE_LOAD)
+        r.stamp("waits")
         # the acquire above is a generic-proxy operation; the copies below read global memory
         # through the async proxy
         self.p.emit(sync.fence_proxy_async_global())
@@ -219,6 +237,7 @@ class InterpBase:
         p = self.p
         r.counter_waits(STAGE_STORE)
         r.dispatch(lambda body: body.store(self, r))
+        r.stamp("written")
         self.arrive_counters(r)
 
     def arrive_counters(self, r: "Role") -> None:
@@ -268,6 +287,7 @@ class InterpBase:
         # the body ended with every consumer thread at the consumers' named barrier: all are done
         # with the slot, one thread frees it
         r.dispatch(lambda body: body.compute(self, r))
+        r.stamp("end")
         r.cons.free(r.cleader)
 
 
@@ -287,6 +307,7 @@ class Role:
         self.fence_row = 1 if name == "storer" else 0  # this role's row of a fenced-maps bitmap (sm_90a)
         self.cons: ConsumerEnd = ip.slot.consumer(self.SHORT[name])
         self.it: R = RZ
+        self.stamp_addr: Optional[RVec] = None
         self.state: dict[str, object] = {}
         self.leader = p.elect()
         self.order = p.r("page_order")
@@ -526,6 +547,30 @@ class Role:
         p.label(done)
         p.emit(sync.cctl_ivall())  # the acquire: what the counter's arrivals released
 
+    # -- the timeline ------------------------------------------------------------------------------
+    def stamp(self, what: str) -> None:
+        """With `Launch.timeline`: one thread writes %globaltimer into this instruction's word for
+        (role, what) of the `times` buffer (`STAMPS`; its lowest bit set, so that no stamp is 0);
+        nothing otherwise. The "start" stamp reads the
+        instruction's index from the slot and keeps the address of its words for the later stamps
+        (the consumers free the slot before their "end")."""
+        times = self.ip.times
+        word = STAMPS.get((self.name, what))
+        if times is None or word is None:
+            return
+        p = self.p
+        if what == "start":
+            idx = p.r("stamp_index")
+            self.field("index", idx)
+            self.stamp_addr = p.rvec("stamp_addr", 2)
+            p.emit(alu.ldc(self.stamp_addr, times.cbank()))
+            p.emit(alu.imad_wide(self.stamp_addr, idx, 4 * TIME_WORDS, self.stamp_addr))
+        assert self.stamp_addr is not None, "a role's first stamp is its start"
+        t = p.r("stamp_time")
+        p.emit(alu.s2r(t, "SR_GLOBALTIMERLO"))
+        p.emit(alu.lop3(t, t, 1, RZ, 0xFC))  # odd: 0 is left for "never stamped"
+        p.emit(memory.stg(GMem(self.memdesc, self.stamp_addr, 4 * word), t).guarded(self.cleader))
+
     # -- status words --------------------------------------------------------------------------
     def status_addr(self) -> RVec:
         p = self.p
@@ -690,6 +735,6 @@ def compare_close(prog: Any, outputs: Sequence[int], got: Sequence[Any], want: S
 _ = (Param, RVec, UR)
 
 __all__ = ["InterpBase", "Role", "Launch", "THREADS", "PAGES", "PAGE_BYTES", "SLOTS", "CONSUMER_WARPS",
-           "PRODUCER_REGS", "CONSUMER_REGS", "ROLE_CODES", "STATUS_ROLE_WORDS", "STATUS_WORDS", "STAGE_LOAD",
+           "PRODUCER_REGS", "CONSUMER_REGS", "ROLE_CODES", "TIME_WORDS", "STAMPS", "STATUS_ROLE_WORDS", "STATUS_WORDS", "STAGE_LOAD",
            "STAGE_STORE", "DONE", "IDENTITY_ORDER", "FAULTS", "release_word", "full_release", "rename", "smem_bytes",
            "CLOSE_STEPS", "COND_SCALE", "LIPSCHITZ", "inexact_output", "conditions", "bf16_steps", "compare_close"]

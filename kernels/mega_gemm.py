@@ -53,7 +53,7 @@ from warpy.isa.units.dispatch import dispatch
 from warpy.isa.units.wgmma import hgmma
 from warpy.layout import Layout, Swizzle, SwizzledLayout
 from warpy.mega import fields as F
-from warpy.mega.tiling import GEMM_K_STEP, PAGE_BYTES, gemm_k_boxes, gemm_tile_ok
+from warpy.mega.tiling import GEMM_K_STEP, GEMM_MAX_K_BOXES, PAGE_BYTES, gemm_k_boxes, gemm_tile_ok
 
 from .mega_math import Activation
 from .mega_ops import Body, MapOp, consumers_done, descriptor, expect, out_ready, page_addr, store_output
@@ -153,12 +153,16 @@ class Gemm(Body):
         why = gemm_tile_ok(tm, tn)
         if why:
             return why
-        if fields["k_step"] != GEMM_K_STEP or fields["k_boxes"] != gemm_k_boxes(tm, tn):
+        ar = fields["op1.box_16"] * 16 // ROW_BYTES  # A's box rows (`gemm_a_rows`)
+        kb = gemm_k_boxes(tm, tn, a_rows=ar)
+        if ar != tm and not (tm == 64 and ar % 8 == 0 and 8 <= ar < 64 and ar + kb * tn >= 64):
+            return f"a gemm A box of {ar} rows for a {tm}x{tn} tile (the body takes {tm}, or 8k < 64 for 64-row tiles)"
+        if fields["k_step"] != GEMM_K_STEP or fields["k_boxes"] != kb:
             return (f"a gemm stage of {fields['k_boxes']} boxes of K {fields['k_step']} (the body takes "
-                    f"{gemm_k_boxes(tm, tn)} of {GEMM_K_STEP} for a {tm}x{tn} tile)")
+                    f"{kb} of {GEMM_K_STEP} for a {tm}x{tn} tile with {ar}-row A boxes)")
         if not 1 <= fields["k_stages"] <= MAX_STAGES:
             return f"a gemm of {fields['k_stages']} K stages"
-        for k, rows in ((1, tm), (2, tn)):
+        for k, rows in ((1, ar), (2, tn)):
             if (fields[f"op{k}.axes"] & 7) != F.AXIS_K:
                 return f"gemm operand {k} whose innermost map dimension is not K"
             if fields[f"op{k}.box_16"] * 16 != rows * ROW_BYTES:
@@ -246,7 +250,7 @@ class Gemm(Body):
                     p.emit(alu.uiadd3(db, reg, off))
                     p.emit(alu.umov(da, db))
                     p.emit(alu.uiadd3(db, db, st.b_off))
-                    with p.loop("gkwb", st.ks, max_count=4):
+                    with p.loop("gkwb", st.ks, max_count=GEMM_MAX_K_BOXES):
                         if all_early:
                             st.a.copy(da, ring.full, st.shift, guard=r.leader)
                             p.emit(alu.uiadd3(da, da, st.a.bytes))
@@ -277,7 +281,7 @@ class Gemm(Body):
                 da = p.ur("g_da")
                 p.emit(alu.uiadd3(da, reg, off))
                 full = g.stage.bars.at(0, upos)
-                with p.loop("gkab", st.ks, max_count=4):
+                with p.loop("gkab", st.ks, max_count=GEMM_MAX_K_BOXES):
                     a.copy(da, full, ashift, guard=r.leader)
                     p.emit(alu.uiadd3(da, da, a.bytes))
                     p.emit(alu.uiadd3(ashift, ashift, st.kstep))
@@ -307,7 +311,7 @@ class Gemm(Body):
                     da, db = p.ur("g_da"), p.ur("g_db")
                     p.emit(alu.uiadd3(da, reg, off))
                     p.emit(alu.uiadd3(db, da, st.b_off))
-                    with p.loop("gkb", st.ks, max_count=4):
+                    with p.loop("gkb", st.ks, max_count=GEMM_MAX_K_BOXES):
                         a.copy(da, ring.full, st.shift, guard=r.leader)
                         b.copy(db, ring.full, st.shift, guard=r.leader)
                         p.emit(alu.uiadd3(da, da, a.bytes))
@@ -346,23 +350,30 @@ class Gemm(Body):
             out_ready(ip, r)
             return
         tm_r, tn_r = r.field("tile_m", p.r("g_tm")), r.field("tile_n", p.r("g_tn"))
-        labels = [p.fresh_label(f"GEMM_{tm}x{tn}") for tm, tn in shapes]
+        # A's box (ar rows of 128 bytes) tells apart two paths of one tile shape
+        split = any(a[:2] == b[:2] and a[2] != b[2] for a in shapes for b in shapes)
+        a16 = r.field("op1.box_16", p.r("g_a16")) if split else RZ
+        labels = [p.fresh_label(f"GEMM_{tm}x{tn}" + (f"_A{ar}" if ar != tm else "")) for tm, tn, ar in shapes]
         done = p.fresh_label("GEMM_DONE")
         if len(shapes) > 1:
             hit = p.p("g_shape")
-            for (tm, tn), label in zip(shapes[:-1], labels[:-1]):
+            for (tm, tn, ar), label in zip(shapes[:-1], labels[:-1]):
                 p.emit(alu.isetp("EQ", hit, tm_r, tm))
                 p.emit(alu.isetp("EQ", hit, tn_r, tn, c=hit))
+                if split:
+                    p.emit(alu.isetp("EQ", hit, a16, ar * ROW_BYTES // 16, c=hit))
                 p.emit(control.bra(label).guarded(hit))
             p.emit(control.bra(labels[-1]))
-        for (tm, tn), label in zip(shapes, labels):
+        for (tm, tn, ar), label in zip(shapes, labels):
             p.label(label)
-            self.tile(ip, r, tm, tn)
+            self.tile(ip, r, tm, tn, ar)
             p.emit(control.bra(done))
         p.label(done)
 
-    def tile(self, ip: Interp, r: Role, tm: int, tn: int) -> None:
-        """The consumers' code for tiles of tm x tn: the mainloop, the ring pages released, the epilogue."""
+    def tile(self, ip: Interp, r: Role, tm: int, tn: int, ar: int) -> None:
+        """The consumers' code for tiles of tm x tn whose A boxes have `ar` rows (`gemm_a_rows`: wgmma
+        reads 64 from a box's start, what follows a shorter box is the stage's next boxes): the
+        mainloop, the ring pages released, the epilogue."""
         p = ip.p
         g = _shared(ip)
         ends = r.state["gemm"]
@@ -370,7 +381,7 @@ class Gemm(Body):
         cons, rel = ends
         assert isinstance(cons, ConsumerEnd) and isinstance(rel, ConsumerEnd)
         wn = tn if tm == 128 else tn // 2  # each warpgroup: 64 rows x wn columns
-        ks = gemm_k_boxes(tm, tn)
+        ks = gemm_k_boxes(tm, tn, a_rows=ar)
         acc = p.rvec(f"acc{wn}", wn // 2)
         wg_r = p.r("g_wg")
         p.emit(alu.shf_r(wg_r, r.ctid, 7))
@@ -389,8 +400,8 @@ class Gemm(Body):
                 p.emit(wgmma.warpgroup_arrive())
                 steps = [(j, q) for j in range(ks) for q in range(4)]
                 for n, (j, q) in enumerate(steps):
-                    at = g.view.at(cons.ring, a_row + j * tm, 16 * q)
-                    bt = g.view.at(cons.ring, b_row + ks * tm + j * tn, 16 * q)
+                    at = g.view.at(cons.ring, a_row + j * ar, 16 * q)
+                    bt = g.view.at(cons.ring, b_row + ks * ar + j * tn, 16 * q)
                     hgmma(p, acc, at, bt, wn, accumulate if n == 0 else True, end=n == len(steps) - 1)
                 p.emit(wgmma.wgmma_commit())
                 p.emit(wgmma.warpgroup_wait(1))

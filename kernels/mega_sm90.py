@@ -118,8 +118,8 @@ class Interp(InterpBase):
         """The role's loop over its queue: wait for the instruction's slot, run `step`, free the slot,
         rename the pages for the next instruction."""
         p = self.p
-        if role in ("loader", "storer"):
-            p.emit(sync.acqbulk())
+        if role in ("loader", "storer") or (role == "consumers" and self.times is not None):
+            p.emit(sync.acqbulk())  # (the consumers touch global memory only with the timeline's stamps)
         r = Role(self, role)
         if self.fenced is not None and role in ("loader", "storer"):  # no map fenced yet
             for w in range(self.fence_words):
@@ -132,7 +132,10 @@ class Interp(InterpBase):
             with r.cons.stage():
                 r.cons.wait_full()
                 r.begin()
+                r.stamp("start")
                 step(r)
+                if role != "consumers":
+                    r.stamp("end")
                 if role != "consumers":
                     # every lane has read the slot's words before the leader frees the slot (the
                     # consumers end at their named barrier); without it compute-sanitizer's

@@ -88,7 +88,7 @@ class GemmCall:
     aux: tuple[Matrix, ...] = ()  # its inputs, in the order of epilogue.params() (bias, c_in, residual)
     pitches: Optional[tuple[int, int, int]] = None  # rows of A, B, C this many elements apart (None: dense)
     batch: Optional[tuple[int, int, int, int]] = None  # bmm in one launch: (count, strides of A, B, C in elements)
-    # ("major", A's, B's) where an operand is MN-major (M / N contiguous: read in place, sm_90a), else None
+    # ("major", A's, B's) where an operand is MN-major (M / N contiguous: read in place), else None
     majors: Optional[tuple[str, str, str]] = None
     # ("fp8", B's type, scale_a's kind, scale_b's kind) for 8-bit float inputs (their scales end `aux`), else None
     fp8: Optional[tuple[str, str, str, str]] = None
@@ -306,8 +306,8 @@ def _fp8_of(key: tuple[Any, ...]) -> tuple[str, str, str]:
 
 
 def _mn_major(m: Matrix) -> bool:
-    """Whether a device operand (A M×K, or B as the N×K matrix) is one the sm_90a program reads in
-    place MN-major: its M / N contiguous (first stride 1) and its rows of K a pitch apart that TMA
+    """Whether a device operand (A M×K, or B as the N×K matrix) is one the programs read in place
+    MN-major: its M / N contiguous (first stride 1) and its rows of K a pitch apart that TMA
     takes (at least M / N elements, a multiple of 16 bytes), 16-byte aligned. Refused in one line
     where it is M/N-contiguous but TMA cannot take the pitch or the address."""
     rows, cols = m.shape
@@ -401,6 +401,20 @@ class _Loaded:
 PlanKey = tuple[Any, ...]
 
 
+def problem_of(key: PlanKey, arch: str) -> gemm_family.GemmProblem:
+    """The GEMM problem a call's plan key (`GemmCall.key`) stands for on `arch`: the problem whose
+    program `warpy.gemm` / `mm` / `bmm` runs (`warpy check` can run it on the CPU first)."""
+    M, N, K, dtype, out_dtype = key[:5]
+    ep = next((x for x in key[5:] if isinstance(x, Epilogue)), Epilogue())
+    ld = next((x for x in key[5:] if isinstance(x, tuple) and x[0] not in ("batch", "major", "fp8")), (0, 0, 0))
+    bt = next((x[1:] for x in key[5:] if isinstance(x, tuple) and x[0] == "batch"), (1, 0, 0, 0))
+    mj = next((x[1:] for x in key[5:] if isinstance(x, tuple) and x[0] == "major"), ("K", "K"))
+    return gemm_family.GemmProblem(M, N, K, dtype=dtype, out_dtype=out_dtype, arch=arch, epilogue=ep, lda=ld[0],
+                                   ldb=ld[1], ldc=ld[2], batch=bt[0], stride_a=bt[1], stride_b=bt[2], stride_c=bt[3],
+                                   a_major=mj[0], b_major=mj[1], b_dtype=_fp8_of(key)[0],
+                                   scale_a=_fp8_of(key)[1], scale_b=_fp8_of(key)[2])
+
+
 class Launches:
     """What `warpy.gemm` keeps between calls: plans per problem and target (memory, then disk), each
     cubin loaded once per GPU with its launcher; it launches. Safe from any number of threads:
@@ -434,16 +448,7 @@ class Launches:
             with self._lock:
                 p = self._plans.get(full)
                 if p is None:
-                    M, N, K, dtype, out_dtype = key[:5]
-                    ep = next((x for x in key[5:] if isinstance(x, Epilogue)), Epilogue())
-                    ld = next((x for x in key[5:] if isinstance(x, tuple) and x[0] not in ("batch", "major", "fp8")), (0, 0, 0))
-                    bt = next((x[1:] for x in key[5:] if isinstance(x, tuple) and x[0] == "batch"), (1, 0, 0, 0))
-                    mj = next((x[1:] for x in key[5:] if isinstance(x, tuple) and x[0] == "major"), ("K", "K"))
-                    problem = gemm_family.GemmProblem(M, N, K, dtype=dtype, out_dtype=out_dtype, arch=arch, epilogue=ep,
-                                                      lda=ld[0], ldb=ld[1], ldc=ld[2], batch=bt[0], stride_a=bt[1],
-                                                      stride_b=bt[2], stride_c=bt[3], a_major=mj[0], b_major=mj[1], b_dtype=_fp8_of(key)[0],
-                                   scale_a=_fp8_of(key)[1], scale_b=_fp8_of(key)[2])
-                    p = self._plans[full] = make_plan(gemm_family.FAMILY, problem)
+                    p = self._plans[full] = make_plan(gemm_family.FAMILY, problem_of(key, arch))
         return p
 
     def loaded(self, key: tuple[Any, ...], ordinal: int = 0) -> _Loaded:
@@ -901,4 +906,4 @@ def _refuse_batch_overlap(call: GemmCall, strides: tuple[int, int, int, int]) ->
                              f"the result cannot be written over an input it reads; give out memory of its own")
 
 
-__all__ = ["gemm", "mm", "bmm", "check_call", "GemmCall", "launches", "hook_torch"]
+__all__ = ["gemm", "mm", "bmm", "check_call", "GemmCall", "launches", "hook_torch", "problem_of"]

@@ -62,6 +62,7 @@ CLAIMS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "dependent-launch": (("pdl-load-before-wait",), ("bulk-copy-larger",)),
     "shared-bounds": (("sts-past-buffer",), ("sts-u16-halves",)),
     "global-bounds": (("c-rows-past-end",), ("every-tile-once",)),
+    "tma-store-row-end": (("tma-store-ragged-row",), ("tma-store-slice-whole-16",)),
     "alignment": (("stg-64-misaligned", "tma-dst-misaligned", "bulk-copy-size", "mbarrier-misaligned"), ("bulk-copy-larger",)),
     "header": (("dynsmem-too-small", "dynsmem-past-target", "tmem-buffer-past-target", "tmap-pitch-wrong",
                 "tmap-dtype-wrong", "tmap-dims-too-big"), ("dynsmem-generous",)),

@@ -9,7 +9,9 @@ CASE`); `-s` shows each case's line.
   element against the float64 product rounded to C's type (exact on small integers); the layouts
   the programs do not read are refused in one line: an MN-major operand whose rows of K TMA cannot
   take, no contiguous dimension, rows a pitch TMA cannot take, a misaligned base; slices of wider
-  matrices (rows with a pitch: A, B and C; bf16 in) read and written in place, C's gaps untouched;
+  matrices (rows with a pitch: A, B and C, and a batch's C) read and written in place, C's gaps
+  untouched (where C's rows are not whole 16 bytes, N = 33, no TMA store may write them: once, the
+  staged epilogue's did, columns 33..39);
 - `majors`: the four operand layouts (A M×K or K×M, B N×K or K×N: MN-major operands read in place
   by HGMMA's transposed forms, sm_90a) × bf16/fp16 × the ragged shapes, with and without a fused
   bias + relu, every element exact; where an MN-major operand's rows of K are not a multiple of 16
@@ -71,13 +73,15 @@ def _layouts() -> dict[str, Any]:
                 got_mm = warpy.mm(a, w.t(), out_dtype=out)  # B = w.t(): K×N, K contiguous, read in place
                 got_gemm = warpy.gemm(a, w, out_dtype=out)
                 bad = int((got_mm != want).sum().item()) + int((got_gemm != want).sum().item())
-                if inp == "bf16":  # slices of wider matrices (rows with a pitch), read and written in place
-                    step = 16 // _t(out).itemsize
-                    a_wide, w_wide = _ints((M, K + 8), _t(inp), g), _ints((N, K + 16), _t(inp), g)
-                    c_wide = torch.full((M, (N + step) // step * step), float("nan"), device="cuda", dtype=_t(out))
-                    warpy.mm(a_wide[:, :K], w_wide[:, :K].t(), out=c_wide[:, :N])
-                    want_p = (a_wide[:, :K].double() @ w_wide[:, :K].double().t()).to(_t(out))
-                    bad += int((c_wide[:, :N] != want_p).sum().item()) + int((~c_wide[:, N:].isnan()).sum().item())
+                # slices of wider matrices (rows with a pitch), read and written in place; where N is
+                # ragged, C's rows end before the next 16 bytes (129 x 33: a TMA store of C would write
+                # the gap columns 33..39, tests/kernels/test_gemm_store_rows.py)
+                step = 16 // _t(out).itemsize
+                a_wide, w_wide = _ints((M, K + 8), _t(inp), g), _ints((N, K + 16), _t(inp), g)
+                c_wide = torch.full((M, (N + step) // step * step), float("nan"), device="cuda", dtype=_t(out))
+                warpy.mm(a_wide[:, :K], w_wide[:, :K].t(), out=c_wide[:, :N])
+                want_p = (a_wide[:, :K].double() @ w_wide[:, :K].double().t()).to(_t(out))
+                bad += int((c_wide[:, :N] != want_p).sum().item()) + int((~c_wide[:, N:].isnan()).sum().item())
                 rows.append([M, N, K, inp, out, bad])
                 report["ok"] &= bad == 0
     report["cases"] = rows  # [M, N, K, in, out, elements wrong (dense, and pitched slices; gaps untouched)]
@@ -87,10 +91,12 @@ def _layouts() -> dict[str, Any]:
         want = torch.bmm(a.double(), w.double().transpose(1, 2)).to(_t(out))
         got = warpy.bmm(a, w.transpose(1, 2), out_dtype=out)  # one launch (matrices 16-byte multiples apart)
         bad = int((got != want).sum().item())
-        if N * _t(out).itemsize % 16 == 0:  # C's matrices a slice of a wider batch (pitched rows), in place
-            wide = torch.full((B, M, N + 16 // _t(out).itemsize), float("nan"), device="cuda", dtype=_t(out))
-            warpy.bmm(a, w.transpose(1, 2), out=wide[:, :, :N])
-            bad += int((wide[:, :, :N] != want).sum().item()) + int((~wide[:, :, N:].isnan()).sum().item())
+        # C's matrices a slice of a wider batch (pitched rows, one launch), in place, the gaps untouched
+        # (a ragged N too: rows of 33 elements 40 apart)
+        step = 16 // _t(out).itemsize
+        wide = torch.full((B, M, (N + step) // step * step), float("nan"), device="cuda", dtype=_t(out))
+        warpy.bmm(a, w.transpose(1, 2), out=wide[:, :, :N])
+        bad += int((wide[:, :, :N] != want).sum().item()) + int((~wide[:, :, N:].isnan()).sum().item())
         batches.append([B, M, N, K, out, bad])
         report["ok"] &= bad == 0
     report["bmm"] = batches

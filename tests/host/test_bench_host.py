@@ -308,6 +308,5 @@ def test_cli_check_gemm_with_an_epilogue_proves_its_values() -> None:
     r = _warpy("check", "gemm", "100", "72", "64", "bias=n", "act=gelu_erf", "alpha=0.5", "--values", "--out", "bf16")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "7200 output values computed, 0 differ from numpy" in r.stdout
-    r = _warpy("check", "gemm", "64", "64", "16", "b=kn", "--arch", "sm_100a")
-    assert r.returncode == 2 and r.stderr.startswith("error: b_major=MN: MN-major operands are read in place by the "
-                                                     "sm_90a program only; on sm_100a")
+    r = _warpy("check", "gemm", "64", "64", "16", "b=kn", "--arch", "sm_100a", "--config", "pairs=2")
+    assert r.returncode == 2 and r.stderr == "error: B is MN-major: its tile is not multicast in slices (pairs=1)\n"

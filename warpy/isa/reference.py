@@ -99,7 +99,9 @@ def reference(header: Header, note: Note, coords: Sequence[int], *, dsmem: int =
         sbo = mn[1]
         if note.form == "gdesc.hi":
             return (sbo >> 4) | (_GMMA_MODE[span] << 30)
-        raise WarpyError(f"{note}: MN-major tiles are described for wgmma (gdesc) only")
+        if note.form == "udesc.hi":
+            return (sbo >> 4) | (1 << 14) | (_UMMA_MODE[span] << 29)
+        raise WarpyError(f"unknown note form {note.form!r}")
     # high word: SBO from rows 0 and 8 of the unswizzled layout (the coordinates end in row, k)
     eight = [0] * (n - 2) + [8, 0]
     sbo = _offset(decl, eight, swizzled=False) - _offset(decl, zero, swizzled=False)

@@ -160,6 +160,11 @@ def run_cmd(
     hang: bool = typer.Option(False, "--hang", help="Build the interpreter with a dropped arrive (a hang on "
                               "purpose): the run ends at the deadline with where each SM stands."),
     seed: int = typer.Option(0, "--seed", help="The inputs."),
+    timeline: bool = typer.Option(False, "--timeline", help="Build the interpreter with each role stamping its "
+                                  "steps (%globaltimer) and report the last call: each node's span, the steps "
+                                  "per op kind, the latency of each dependency between SMs."),
+    trace: Optional[str] = typer.Option(None, "--trace", help="With the timeline, also write it as a Chrome trace "
+                                        "(JSON: chrome://tracing or ui.perfetto.dev)."),
 ) -> None:
     """Run the graph on the GPU through the sm_90a megakernel interpreter: every output element of
     every call compared with the reference (numpy on the lowered graph). Exit status 1 on a
@@ -171,7 +176,7 @@ def run_cmd(
         raise WarpyError("--calls must be at least 1 and --deadline positive")
     try:
         ok = run_job(graph, tokens, units, calls, deadline, fault="drop-arrive" if hang else "", seed=seed,
-                     echo=typer.echo)
+                     echo=typer.echo, timeline=timeline, trace=trace)
     except HangError as e:
         typer.echo(str(e))
         raise typer.Exit(1)

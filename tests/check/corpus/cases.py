@@ -485,6 +485,19 @@ CASES: list[Case] = [
              r"accumulate$", "UPT"),
          expect="protocol", match=r"adds to tensor-memory columns 0..127 that no MMA wrote",
          why="the first k-step's MMA accumulates (UPT) into tensor memory nothing zeroed"),
+    case("tma-store-ragged-row", "header", G90S,
+         header(".tmap c ", ".tmap c dtype=bf16 dims=509,256 strides=1024 box=64,64 swizzle=128 elem_strides=1,1"),
+         header(".buffer c_out ", ".buffer c_out global base=0x0 size=0x3fffa elem=bf16 source=c layout=(256,509):(1024,2)"),
+         expect="memory", match=r"UTMASTG.2D stores a box of c at \(448, \d+\) across the end of its rows of 509 bf16 "
+                                r"\(1018 bytes, not a whole number of 16\): .* 6 bytes past its end",
+         why="C is a slice of 509 columns of a wider matrix (rows 1024 bytes apart) stored by TMA: the engine writes "
+             "each row's last 16 bytes whole, over the 3 elements after it (the sm_90a GEMM's bug found on the H200 "
+             "with a bf16 C of 33 columns, rows 80 bytes apart)"),
+    case("tma-store-slice-whole-16", "header", G90S,
+         header(".tmap c ", ".tmap c dtype=bf16 dims=504,256 strides=1024 box=64,64 swizzle=128 elem_strides=1,1"),
+         header(".buffer c_out ", ".buffer c_out global base=0x0 size=0x3fff0 elem=bf16 source=c layout=(256,504):(1024,2)"),
+         expect="clean", why="C a slice of 504 columns (1008 bytes, whole 16s) of rows 1024 bytes apart: the stores "
+                             "clip exactly at the rows' end"),
     case("expect-tx-short-ring", "protocol", G90W, sub_all(r"MOV tx_bytes, 0x6000", "0x6000", "0x4000"),
          expect="protocol", match=r"hang: CTA \d+ warp \d+ waits on stage_full\[0\] for the phase of parity 1: it is in phase 1, "
                                   r"0 of 1 arrivals to come, -16384 bytes",

@@ -31,7 +31,7 @@ from warpy.numeric import from_bits
 from warpy.isa.values import first, writer
 from warpy.isa.operands import Desc, Operand, R, elem_name
 from warpy.check.families.tma import operand_layout, operands_meet
-from warpy.check.families.wgmma import desc_rows, operand_footprint, read_matrix, span_of
+from warpy.check.families.wgmma import desc_mn_rows, desc_rows, operand_footprint, read_matrix, span_of
 from warpy.check.happens_before import Footprint
 from warpy.check.registers import lanes_u64, pair64, reg_name
 from warpy.isa.families import tcgen05 as isa
@@ -52,6 +52,19 @@ def umma_rows(desc: int, rows: int, kbytes: int) -> np.ndarray:
     sbo = (hi & 0x3FFF) << 4
     bits = _UMMA_SW.get((hi >> 29) & 7, 0)
     return desc_rows(start, lbo, sbo, bits, rows, kbytes)
+
+
+def umma_tile(desc: int, rows: int, kbytes: int, mn: bool, eb: int = 2) -> np.ndarray:
+    """The operand tile's byte addresses [rows, kbytes] a UMMA descriptor describes: K-major, or (mn:
+    the instruction descriptor's A/B major bit) MN-major, in `warpy.layout.desc`'s canonical layouts
+    (the same LBO/SBO roles as wgmma's)."""
+    if not mn:
+        return umma_rows(desc, rows, kbytes)
+    lo, hi = desc & 0xFFFFFFFF, desc >> 32
+    start = (lo & 0x3FFF) << 4
+    lbo = ((lo >> 16) & 0x3FFF) << 4
+    sbo = (hi & 0x3FFF) << 4
+    return desc_mn_rows(start, lbo, sbo, _UMMA_SW.get((hi >> 29) & 7, 0), rows, kbytes, eb)
 
 
 def _umma_swizzle(desc: int) -> int:
@@ -110,13 +123,15 @@ def _utchmma(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     rows_a = mm // len(ctas)  # rows of D (and of A) in each CTA
     rows_b = n // len(ctas)  # rows of B each CTA holds
     kb = 32
+    a_mn, b_mn = bool(idesc >> 15 & 1), bool(idesc >> 16 & 1)  # A / B MN-major (transposed)
     w.cta.tc_clock += 1
     agent, clock = w.cta.tc_agent, w.cta.tc_clock
     vc = dict(w.vc)
     vc[agent] = clock - 1
     tvc = _view(w)  # tensor memory: what the issuing warp's tcgen05 view orders it after
     tvc[agent] = clock - 1
-    fb = operand_footprint(m, ("umma", bdesc, rows_b, kb), lambda: umma_rows(bdesc, rows_b, kb))
+    kb_key = ("umma", bdesc, rows_b, kb, b_mn)
+    fb = operand_footprint(m, kb_key, lambda: umma_tile(bdesc, rows_b, kb, b_mn))
     ta: Optional[tuple[int, int]] = None
     if a_in_tmem:
         ta = _ts_operand(m, w, c, int(first(m.code.read(_desc(i.ops[0]).reg)(w))), mm, len(ctas), tvc, agent, clock)
@@ -124,8 +139,8 @@ def _utchmma(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
             return
         smem_ops = [fb]
     else:
-        fa = operand_footprint(m, ("umma", adesc, rows_a, kb), lambda: umma_rows(adesc, rows_a, kb))
-        operands_meet(m, w, c, w.cta, (adesc & 0x3FFF) << 4, (bdesc & 0x3FFF) << 4)
+        fa = operand_footprint(m, ("umma", adesc, rows_a, kb, a_mn), lambda: umma_tile(adesc, rows_a, kb, a_mn))
+        operands_meet(m, w, c, w.cta, (adesc & 0x3FFF) << 4, (bdesc & 0x3FFF) << 4, a_mn, b_mn)
         smem_ops = [fa, fb]
     col0 = dval & 0xFFFF
     lane0 = (dval >> 16) & 0xFFFF
@@ -136,9 +151,9 @@ def _utchmma(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     ncols = n // 2 if folded else n
     # where the operands came from: each CTA's A rows, and B's rows over the CTAs
     sw_b = _umma_swizzle(bdesc)
-    la0 = None if a_in_tmem else operand_layout(m, w, c, w.cta, ("umma", adesc, rows_a, kb), fa[0], _umma_swizzle(adesc),
-                                                "A")
-    lbs = [operand_layout(m, w, c, x, ("umma", bdesc, rows_b, kb), fb[0], sw_b, "B") for x in ctas]
+    la0 = None if a_in_tmem else operand_layout(m, w, c, w.cta, ("umma", adesc, rows_a, kb, a_mn), fa[0],
+                                                _umma_swizzle(adesc), "A", a_mn, 2)
+    lbs = [operand_layout(m, w, c, x, kb_key, fb[0], sw_b, "B", b_mn, 2) for x in ctas]
     lb = None
     known = [x for x in lbs if x is not None]
     if len(known) == len(lbs) and len({x[0] for x in known}) == 1:
@@ -150,8 +165,8 @@ def _utchmma(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
                                        f"the pair's CTAs: not one run of {n} rows")
             lb = None
     for cta in ctas:
-        la = None if a_in_tmem else operand_layout(m, w, c, cta, ("umma", adesc, rows_a, kb), fa[0], _umma_swizzle(adesc),
-                                                   "A")
+        la = None if a_in_tmem else operand_layout(m, w, c, cta, ("umma", adesc, rows_a, kb, a_mn), fa[0],
+                                                   _umma_swizzle(adesc), "A", a_mn, 2)
         tag: Optional[Tag] = m.prov.tag(la, rows_a, lb, n, kb)
         for addrs, fp in smem_ops:
             lo, hi = int(addrs.min()), int(addrs.max()) + 1

@@ -232,6 +232,22 @@ def _bulk_agent(w: Warp) -> Agent:
     return ("bulk", w.cta.index, w.wid)
 
 
+def ragged_row_end(m: Machine, w: Warp, c: Compiled, name: str, box: TmaBox, coords: list[int]) -> None:
+    """A store (or reduce-add) clips its box at the tensor's edges, but along the innermost dimension
+    only to 16 bytes (`warpy.layout.tma.store_clips_exactly`): where a row's extent is not a whole
+    number of 16 bytes, a box reaching its end writes the row's last 16 bytes whole, past the end
+    into memory the map does not hold (the gap of a slice of a wider matrix, the next tensor).
+    Reported, not simulated."""
+    row = box.dims[0] * box.elem_bytes
+    if box.stores_exactly or coords[0] + box.box[0] <= box.dims[0]:
+        return
+    past = 16 - row % 16
+    m.problems.add("memory", f"{w.cta.name} warp {w.wid}: {c.mnem} stores a box of {name} at "
+                             f"({', '.join(map(str, coords))}) across the end of its rows of {box.dims[0]} {box.dtype} "
+                             f"({row} bytes, not a whole number of 16): the engine writes a row's last 16 bytes "
+                             f"whole, {past} bytes past its end, memory the tensor map does not hold")
+
+
 @semantics(isa.UTMASTG, isa.UTMAREDG)
 def _tma_store(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     n = _rank(c)
@@ -254,6 +270,7 @@ def _tma_store(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     m.prov.cover.tma(name, box, coords, c.sem == "tma-reduce")
     if outside(box, coords):
         return  # the engine clips the box: nothing is written
+    ragged_row_end(m, w, c, name, box, coords)
     off, pidx = box_offsets(box, coords)
     base = gm.base[name]
     words = np.unique((base + off) >> 2)

@@ -44,8 +44,14 @@ def tma_load(p: Program, dst: Tile, tmap: TensorMap, coords: Sequence[TmaCoord],
 
 
 def tma_store(p: Program, src: Tile, tmap: TensorMap, coords: Sequence[TmaCoord], reduce_add: bool = False) -> None:
-    """Copy the tile `src` to the box of `tmap` at `coords` (or add it there: reduce_add)."""
+    """Copy the tile `src` to the box of `tmap` at `coords` (or add it there: reduce_add). Refused
+    for a map whose rows are not whole 16 bytes: the engine would write past their ends
+    (`warpy.layout.tma.store_clips_exactly`)."""
     _check_box(src, tmap)
+    if not tmap.box.stores_exactly:
+        raise WarpyError(f"tensor map {tmap.name}: rows of {tmap.box.dims[0]} {tmap.box.dtype} are "
+                         f"{tmap.box.dims[0] * tmap.box.elem_bytes} bytes, not a whole number of 16; a TMA store "
+                         "writes a row's last 16 bytes whole, past its end (store such rows from the registers)")
     rank = tmap.box.rank
     args = p.urvec(f"tmas_{tmap.name}", 1 + rank)
     p.derive.into(args[0], "addr", src)

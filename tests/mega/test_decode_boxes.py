@@ -1,0 +1,54 @@
+"""The sm_90a gemm's short A boxes for decode tiles (`warpy.mega.tiling.gemm_a_rows`): every stage
+still holds the 64 rows wgmma reads from its last A box's start, pages are never overfilled, and the
+encoded instructions carry what the body derives its addresses from."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from warpy.mega.tiling import (GEMM_K_STEP, GEMM_MAX_K_BOXES, GEMM_N_CHOICES, PAGE_BYTES, gemm_a_rows,
+                               gemm_k_boxes)
+
+ROW = GEMM_K_STEP * 2  # a swizzled row of bf16 K
+
+
+@settings(max_examples=300)
+@given(tm=st.sampled_from((64, 128)), tn=st.sampled_from(GEMM_N_CHOICES["wgmma"]), rows=st.integers(1, 4096))
+def test_a_rows_keep_the_stage_invariants(tm: int, tn: int, rows: int) -> None:
+    ar = gemm_a_rows(tm, tn, rows)
+    kb = gemm_k_boxes(tm, tn, a_rows=ar)
+    assert ar % 8 == 0 and 8 <= ar <= tm
+    assert ar >= min(rows, tm)  # every real row of A is in the box
+    assert ar == tm or tm == 64  # only 64-row tiles (both warpgroups read the same 64 rows) shrink
+    assert 1 <= kb <= GEMM_MAX_K_BOXES
+    assert kb * (ar + tn) * ROW <= PAGE_BYTES  # a stage is one page
+    # wgmma reads 64 rows from the last A box's start: inside what the stage's copies wrote
+    last = (kb - 1) * ar * ROW
+    assert last + 64 * ROW <= kb * (ar + tn) * ROW
+    if ar == tm:
+        assert kb == gemm_k_boxes(tm, tn)
+
+
+def test_golden_decode_boxes() -> None:
+    # (tile_m, tile_n, rows of A) -> (A box rows, K boxes a stage)
+    cases = {(64, 16, 1): (8, 10), (64, 16, 16): (16, 8), (64, 64, 1): (8, 3), (64, 64, 16): (16, 3),
+             (64, 128, 1): (8, 1), (64, 32, 9): (16, 5), (64, 16, 64): (64, 3), (64, 16, 100): (64, 3),
+             (128, 16, 1): (128, 1), (128, 128, 5000): (128, 1)}
+    for (tm, tn, rows), want in cases.items():
+        ar = gemm_a_rows(tm, tn, rows)
+        assert (ar, gemm_k_boxes(tm, tn, a_rows=ar)) == want, (tm, tn, rows)
+
+
+def test_encoded_decode_instructions_carry_the_short_box() -> None:
+    from warpy.kernels import mega
+    from warpy.mega.fields import unpack
+
+    pl = mega.plan(mega.MegaProblem("mlp3", 1, units=0), mega.MegaConfig())
+    assert pl.launch.gemm_tiles == ((64, 16, 8),)
+    f = unpack([int(x) for x in pl.per_unit[0, 0]])
+    assert f["op1.box_16"] * 16 == 8 * ROW and f["k_boxes"] == 10
+    assert f["k_stages"] == -(-1024 // (GEMM_K_STEP * 10))
+    # 1024 rows: the tile's own boxes
+    pl = mega.plan(mega.MegaProblem("mlp3", 1024, units=0), mega.MegaConfig())
+    assert all(t[2] == t[0] for t in pl.launch.gemm_tiles)
