@@ -9,7 +9,8 @@ several boxes); the instruction carries the tile's origin, the device steps by t
 
 Box rules (one place, for the device interpreter to change with its bodies):
 - gemm A and B: 128-byte swizzle, K boxes of `k_step`; B's N box is the tile's (x·Wᵀ) or the
-  64-element swizzle span (x·W, N contiguous); A's M box is the tile's rows over the CTAs of a unit;
+  64-element swizzle span (x·W, N contiguous); A's M box is the tile's rows over the CTAs of a unit
+  (sm_90a's decode tiles: A's rows rounded up to 8, `gemm_a_rows`);
   the output's box on sm_90a is one consumer warpgroup's block of the tile (64 rows; every column of
   a 128-row tile, half of a 64-row one's), stored twice a tile;
 - attention (partials): q's box is the head group's T x G rows of D, K's and V's `k_step` cache rows
@@ -35,7 +36,7 @@ from warpy.mega.graph import MapDim, View, map_dims
 from warpy.mega.lower import Node, Operand
 from warpy.mega.schedule import Instr, Schedule
 from warpy.mega.semantics import LOG2E
-from warpy.mega.tiling import BOX_MAX, PAGE_BYTES, NodeTiling, cdiv, gemm_k_boxes, operand_boxes
+from warpy.mega.tiling import BOX_MAX, PAGE_BYTES, NodeTiling, cdiv, gemm_a_rows, gemm_k_boxes, operand_boxes
 from warpy.target import element_type
 
 SWIZZLE = 128
@@ -126,6 +127,8 @@ def _box(node: Node, role: int, axis: int, innermost: bool, tiling: NodeTiling, 
         b = 1
     elif axis == F.AXIS_K:
         b = tiling.k_step
+    elif node.kind == "gemm" and role == 1 and axis == 1 and unit == "wgmma":
+        b = _a_rows(node, tiling)
     elif node.kind == "gemm" and role == 2 and not node.b_kmajor:
         b = min(ext[-1], SWIZZLE // esz)
     elif node.kind == "gemm" and role == 0 and unit == "wgmma":
@@ -142,6 +145,11 @@ def _box(node: Node, role: int, axis: int, innermost: bool, tiling: NodeTiling, 
         align = 16 // esz
         b = min(cdiv(b, align) * align, BOX_MAX)
     return b
+
+
+def _a_rows(node: Node, tiling: NodeTiling) -> int:
+    """The sm_90a gemm's A box rows (`gemm_a_rows`: fewer than the tile's for a decode tile)."""
+    return gemm_a_rows(tiling.extents[-2], tiling.extents[-1], node.operands[0].view.shape[0])
 
 
 class _Maps:
@@ -234,7 +242,7 @@ def instruction_fields(s: Schedule, ins: Instr, slots: Sequence[_Slot], maps: Se
     }
     if node.kind == "gemm":
         k = node.operands[0].view.shape[1]
-        kb = gemm_k_boxes(ext[-2] // s.cluster, ext[-1]) if s.target.unit == "wgmma" else 1
+        kb = gemm_k_boxes(ext[-2], ext[-1], a_rows=_a_rows(node, tiling)) if s.target.unit == "wgmma" else 1
         v.update(k_begin=0, k_end=k, k_step=tiling.k_step, k_boxes=kb, k_stages=cdiv(k, tiling.k_step * kb))
     elif node.kind == "rmsnorm":
         cols = s.program.tensors[node.out].shape[-1]
@@ -248,7 +256,6 @@ def instruction_fields(s: Schedule, ins: Instr, slots: Sequence[_Slot], maps: Se
     elif node.kind == "attention_combine":
         v.update(tile_m=node.group, tile_n=node.head_dim, k_end=node.splits, k_step=tiling.k_step,
                  k_stages=cdiv(node.splits, tiling.k_step), group=node.group)
-
     boxes = [ins.box] + operand_boxes(s.program, node, ins.box)
     for i, (slot, box) in zip(operand_slots(node, len(slots)), zip(slots, boxes)):
         if len(slot.axes) > F.COORDS:

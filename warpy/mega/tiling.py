@@ -67,10 +67,30 @@ class CostModel:
 COSTS = {"wgmma": CostModel(7.5e12, 36e9, 1.0e-6), "tcgen05": CostModel(15e12, 54e9, 1.0e-6)}
 
 
-def gemm_k_boxes(tile_m: int, tile_n: int, esz: int = 2) -> int:
+#: the most K boxes a stage of the sm_90a gemm holds (what its consumers unroll; the field has 4 bits)
+GEMM_MAX_K_BOXES = 12
+
+
+def gemm_k_boxes(tile_m: int, tile_n: int, esz: int = 2, a_rows: Optional[int] = None) -> int:
     """K boxes (of GEMM_K_STEP) a stage of the sm_90a gemm holds: as many A and B box pairs as fit a
-    page (a decode tile's stage carries 3 x 64 K of its 16 weight rows), at most 4."""
-    return max(1, min(4, PAGE_BYTES // ((tile_m + tile_n) * GEMM_K_STEP * esz)))
+    page, A's box `a_rows` rows (default the tile's: `gemm_a_rows`)."""
+    ar = tile_m if a_rows is None else a_rows
+    return max(1, min(GEMM_MAX_K_BOXES, PAGE_BYTES // ((ar + tile_n) * GEMM_K_STEP * esz)))
+
+
+def gemm_a_rows(tile_m: int, tile_n: int, rows: int) -> int:
+    """Rows of the sm_90a gemm's A box for a tile over an A of `rows` rows: the tile's, except a
+    64-row tile over fewer rows (decode, T < 64): those rows rounded up to 8 (one 128-byte swizzle
+    atom of 1 KiB), so that a stage's page carries mostly weight (a 64x16 tile's stage: 10 K boxes,
+    20 KiB of weight, where 64-row A boxes left room for 3, 6 KiB). wgmma still reads 64 rows from an
+    A box's start: the 8-row groups past the box are the stage's next A boxes, then its B boxes, all
+    written by the stage's own copies, so the stage must reach 64 rows past its last A box's start
+    (else the tile's rows are kept); their products land in accumulator rows past the tensor's
+    edge, which the output's TMA store clips."""
+    if tile_m != 64 or rows >= tile_m:
+        return tile_m
+    ar = max(8, cdiv(rows, 8) * 8)
+    return ar if ar + gemm_k_boxes(tile_m, tile_n, a_rows=ar) * tile_n >= 64 else tile_m
 
 
 def gemm_tile_ok(tile_m: int, tile_n: int, esz: int = 2) -> Optional[str]:
@@ -364,5 +384,6 @@ def tile_node(prog: Program, node: Node, target: Target) -> NodeTiling:
 
 
 __all__ = ["Box", "Tile", "NodeTiling", "tile_node", "operand_boxes", "project", "units", "CLUSTER", "COSTS",
-           "GEMM_K_STEP", "BOX_MAX", "cdiv", "CostModel", "PAGE_BYTES", "gemm_k_boxes", "gemm_tile_ok",
+           "GEMM_K_STEP", "BOX_MAX", "cdiv", "CostModel", "PAGE_BYTES", "gemm_k_boxes", "gemm_a_rows",
+           "GEMM_MAX_K_BOXES", "gemm_tile_ok",
            "AttentionSplit", "attention_split", "ATTENTION_ROW_ALIGN"]
