@@ -5,6 +5,9 @@
     python3 .ci/mutation.py --list          # the groups, their files and test selections
     python3 .ci/mutation.py desc --show     # the surviving mutants' diffs of the last run
     python3 .ci/mutation.py desc --survivors  # after adding tests: re-run only the last run's survivors
+    python3 .ci/mutation.py tile --only 'kernels.gemm.x_choose*' --only 'kernels.schedule.*'
+                                            # a sample: only the mutants of the functions matching these
+                                            # (mutmut's names: module.x_function, module.xǁClassǁmethod)
 
 Needs mutmut (`pip install mutmut`, part of the `test` extra). Each group runs in its own copy
 ($WARPY_MUTATION_DIR, default /tmp/warpy-mutation/<group>, made from the working tree's tracked and
@@ -19,6 +22,7 @@ survivors judged equivalent.
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import json
 import os
 import shutil
@@ -119,7 +123,7 @@ def _results(dest: Path) -> dict[str, list[str]]:
     return by
 
 
-def run_group(group: str, show: bool, survivors: bool = False) -> None:
+def run_group(group: str, show: bool, survivors: bool = False, only: list[str] | None = None) -> None:
     dest = Path(os.environ.get("WARPY_MUTATION_DIR", "/tmp/warpy-mutation")) / group
     dest.mkdir(parents=True, exist_ok=True)
     if not show:
@@ -139,10 +143,16 @@ def run_group(group: str, show: bool, survivors: bool = False) -> None:
         _copy_tree(dest)
         _configure(dest, group)
         t0 = time.monotonic()
-        subprocess.run(["nice", "-n", "10", sys.executable, "-m", "mutmut", "run", "--max-children", "2"],
+        # --only: mutmut runs just the mutants matching the patterns (fnmatch on their names); one
+        # already judged is judged again
+        subprocess.run(["nice", "-n", "10", sys.executable, "-m", "mutmut", "run", "--max-children", "2",
+                        *[pat if pat.endswith("*") else pat + "*" for pat in only or []]],
                        cwd=dest, env=dict(os.environ, HYPOTHESIS_PROFILE="mutation"))
         took = time.monotonic() - t0
     by = _results(dest)
+    if only:  # the score of the sample only
+        by = {k: [n for n in v if any(fnmatch.fnmatch(n, pat if pat.endswith("*") else pat + "*") for pat in only)]
+              for k, v in by.items()}
     killed = len(by.get("killed", []))
     survived = by.get("survived", []) + by.get("no tests", [])
     timeouts = by.get("timeout", [])
@@ -167,6 +177,9 @@ def main() -> None:
     ap.add_argument("--show", action="store_true", help="print the last run's survivors as diffs")
     ap.add_argument("--survivors", action="store_true",
                     help="re-run only the last run's survivors, timeouts and unchecked mutants against the current tests")
+    ap.add_argument("--only", action="append", metavar="PATTERN",
+                    help="run (and score) only the mutants whose names match PATTERN (repeatable), e.g. "
+                         "'warpy.layout.algebra.x_composition*'")
     a = ap.parse_args()
     if a.list or not a.groups:
         for g, (m, t, x) in GROUPS.items():
@@ -176,7 +189,7 @@ def main() -> None:
         if g not in GROUPS:
             sys.exit(f"mutation: no group {g!r}; groups: {', '.join(GROUPS)}")
     for g in a.groups:
-        run_group(g, a.show, a.survivors)
+        run_group(g, a.show, a.survivors, a.only)
 
 
 if __name__ == "__main__":

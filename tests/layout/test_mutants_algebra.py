@@ -1,0 +1,155 @@
+"""Tests written to kill the layout algebra's surviving mutants (.ci/mutation.py algebra; see
+docs/testing.md): the flat fast path of crd2idx against the general one, idx2crd's ranges and
+stride-0 leaves, the argmax that decides carries in composition, coalesce and logical_product by
+mode, the inverses' edge cases, rank-1 blocked and raked products, and the refusals word for word.
+Literal values are CuTe's (worked by hand from its definitions)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from warpy.layout import Layout, LayoutError
+from warpy.layout.algebra import (
+    _argmax_mod,
+    blocked_product,
+    coalesce,
+    composition,
+    cosize,
+    crd2idx,
+    idx2crd,
+    left_inverse,
+    logical_product,
+    make_layout,
+    raked_product,
+    right_inverse,
+)
+
+
+@st.composite
+def flat_layouts(draw: st.DrawFn) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    n = draw(st.integers(1, 4))
+    shape = tuple(draw(st.lists(st.integers(1, 7), min_size=n, max_size=n)))
+    stride = tuple(draw(st.lists(st.integers(-9, 30), min_size=n, max_size=n)))
+    return shape, stride
+
+
+@settings(max_examples=300, deadline=None)
+@given(flat_layouts(), st.data())
+def test_crd2idx_of_a_flat_index_is_the_layouts_value(fl: tuple[tuple[int, ...], tuple[int, ...]], data: st.DataObject) -> None:
+    """crd2idx(i, shape, stride) takes a path of its own for a flat int index into a flat layout:
+    it gives what the layout gives, index by index, and refuses what the layout refuses."""
+    shape, stride = fl
+    lay = Layout(shape, stride)
+    size = lay.size()
+    for i in range(size):
+        assert crd2idx(i, shape, stride) == lay(i) == sum((i // m) % s * d for s, d, m in zip(shape, stride, _lows(shape)))
+    bad = data.draw(st.sampled_from([-1, size, size + 3]))
+    with pytest.raises(LayoutError, match=f"index {bad} is out of range"):
+        crd2idx(bad, shape, stride)
+
+
+def _lows(shape: tuple[int, ...]) -> list[int]:
+    out, m = [], 1
+    for s in shape:
+        out.append(m)
+        m *= s
+    return out
+
+
+def test_crd2idx_goldens() -> None:
+    assert crd2idx(5, (4, 3), (3, 1)) == 4  # (1, 1) -> 3 + 1
+    assert crd2idx(11, (4, 3), (3, 1)) == 11
+    assert crd2idx(7, (2, 2, 2), (4, -2, 1)) == 3  # (1,1,1) -> 4 - 2 + 1
+    assert crd2idx(5, (4, (3, 1)), (3, (1, 7))) == 4  # nested: the general path
+    assert crd2idx(3, (1, 4), (5, 2)) == 6  # an extent-1 mode first
+    with pytest.raises(LayoutError, match=r"^crd2idx\(crd, layout\) takes no stride$"):
+        crd2idx(1, Layout(4), (1,))
+
+
+def test_idx2crd_goldens_and_ranges() -> None:
+    assert idx2crd(0, (4, 3)) == (0, 0)
+    assert idx2crd(11, (4, 3)) == (3, 2)
+    assert idx2crd(5, Layout((4, 3), (3, 1))) == (1, 2)  # with a layout: (5 // 3) % 4, (5 // 1) % 3
+    assert idx2crd(7, (4, 3), (0, 4)) == (0, 1)  # a stride-0 leaf is 0
+    assert idx2crd(9, (4, 3), (1, 4)) == (1, 2)
+    for bad in (12, 13, -1):
+        with pytest.raises(LayoutError, match=rf"^index {bad} is out of range for shape \(4,3\) \(size 12\)$"):
+            idx2crd(bad, (4, 3))
+    with pytest.raises(LayoutError, match=r"^idx2crd\(idx, layout\) takes no stride$"):
+        idx2crd(1, Layout((4, 3)), (1, 4))
+
+
+def test_cosize_of_a_shape_is_its_size() -> None:
+    assert cosize((4, (2, 3))) == 24 and cosize(5) == 5
+    assert cosize(Layout((4, 2), (2, 1))) == 8
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(-40, 80), st.integers(1, 40), st.integers(1, 64))
+def test_argmax_mod_reaches_the_largest_residue(d: int, s: int, m: int) -> None:
+    """The carry test of composition asks, per level M, for the c < s with the largest (d c) mod M."""
+    c = _argmax_mod(d, s, m)
+    assert isinstance(c, int) and 0 <= c < s
+    assert (d * c) % m == max((d * k) % m for k in range(s))
+
+
+def test_argmax_mod_goldens() -> None:
+    assert _argmax_mod(0, 5, 7) == 0 and _argmax_mod(14, 5, 7) == 0  # d = 0 mod m: 0
+    assert _argmax_mod(3, 3, 7) == 2  # 3 * 2 = 6 < 7: the last
+    assert _argmax_mod(3, 4, 9) == 2  # 0, 3, 6, 0: 6 at c = 2 (d (s - 1) = 9 = m, not below it)
+    assert _argmax_mod(5, 12, 12) == 7  # every residue: 11 = 5 * 7 mod 12
+    assert _argmax_mod(4, 6, 6) == 1  # gcd 2, period 3: 4 at c = 1 (and 4)
+    assert _argmax_mod(7, 3, 10) == 1  # 0, 7, 4
+
+
+def test_coalesce_by_profile() -> None:
+    a = Layout(((2, 3), (2, 2)), ((1, 2), (6, 12)))
+    assert coalesce(a, (1, (1, 1))) == Layout((6, (2, 2)), (1, (6, 12)))
+    assert coalesce(a, (1, 1)) == Layout((6, 4), (1, 6))
+    assert coalesce(a, (1,)) == Layout((6, (2, 2)), (1, (6, 12)))  # modes past the profile kept
+    with pytest.raises(LayoutError, match=r"^coalesce: profile \(1,1,1\) has more modes than \(2,3\):\(1,2\)$"):
+        coalesce(Layout((2, 3), (1, 2)), (1, 1, 1))
+
+
+def test_logical_product_by_mode() -> None:
+    a = Layout((2, 3), (1, 2))
+    # each mode its own product: 2:1 x 2:1 = (2,2):(1,2); 3:2 x 2:1 = (3:2, complement(3:2, 6) o 2:1 = 2:1)
+    assert logical_product(a, (Layout(2), Layout(2))) == Layout(((2, 2), (3, 2)), ((1, 2), (2, 1)))
+    assert logical_product(a, (Layout(2),)) == Layout(((2, 2), 3), ((1, 2), 2))
+    with pytest.raises(LayoutError, match=r"^logical_product: tiler has 3 modes, more than the 2 of \(2,3\):\(1,2\)$"):
+        logical_product(a, (Layout(2), Layout(2), Layout(2)))
+
+
+def test_rank_one_blocked_and_raked_products_are_one_mode() -> None:
+    """Rank 1: one mode (block, tiles) / (tiles, block), nested arrangement or not."""
+    assert blocked_product(Layout(2), Layout(3)) == Layout(((2, 3),), ((1, 2),))
+    assert raked_product(Layout(2), Layout(3)) == Layout(((3, 2),), ((2, 1),))
+    assert blocked_product(Layout(2), Layout((3,), (1,))) == Layout(((2, (3,)),), ((1, (2,)),))
+    # rank 2: mode i is (a's mode i, tiles' mode i); tiles = complement((2,2):(1,2), 24) o (3,2):(1,3) = (3,2):(4,12)
+    assert blocked_product(Layout((2, 2), (1, 2)), Layout((3, 2), (1, 3))) == Layout(((2, 3), (2, 2)), ((1, 4), (2, 12)))
+    assert raked_product(Layout((2, 2), (1, 2)), Layout((3, 2), (1, 3))) == Layout(((3, 2), (2, 2)), ((4, 1), (12, 2)))
+    with pytest.raises(LayoutError, match="a blocked/raked product's tiler"):
+        blocked_product(Layout(2), "x")  # type: ignore[arg-type]
+
+
+def test_inverses_edge_cases() -> None:
+    assert left_inverse(Layout(4, 0)) == Layout(1, 0)  # no stride but 0: 1:0
+    assert left_inverse(Layout((4, 1), (0, 3))) == Layout(1, 0)
+    assert left_inverse(Layout((4, 2), (1, 4))) == Layout(8, 1)  # coalesced: 8:1 is its own inverse
+    assert left_inverse(Layout((4, 2), (1, 8))) == Layout((8, 2), (1, 4))  # x % 8 + 4 (x // 8): 9 -> 5
+    assert left_inverse(Layout((2, 4), (4, 1))) == Layout((4, 2), (2, 1))
+    with pytest.raises(LayoutError, match=r"mode 2:4 starts inside the span 8 .* not injective"):
+        left_inverse(Layout((4, 2), (2, 4)))
+    with pytest.raises(LayoutError, match=r"^left_inverse\(\(4,2\):\(-1,4\)\) is not defined: stride -1 is negative$"):
+        left_inverse(Layout((4, 2), (-1, 4)))
+    for f in (left_inverse, right_inverse):
+        with pytest.raises(LayoutError, match=rf"^{f.__name__} takes a layout or a swizzle, not 3$"):
+            f(3)  # type: ignore[call-overload]
+    assert right_inverse(Layout((4, 2), (2, 8))) == Layout(1, 0)  # no stride 1
+
+
+def test_make_layout_and_composition_goldens() -> None:
+    assert make_layout(Layout(2), Layout(3, 2)) == Layout((2, 3), (1, 2))
+    assert composition(Layout((4, 2), (2, 8)), Layout(8, 1)) == Layout(8, 2)  # (4,2):(2,8) is 8:2
