@@ -104,7 +104,7 @@ def test_the_old_program_is_refused_and_was_caught() -> None:
                for m in rep.problems.msgs["memory"]), rep.messages()
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=30, deadline=None)
 @given(st.integers(1, 600), st.integers(0, 3), st.sampled_from(["bf16", "fp16", "fp32"]),
        st.sampled_from(["sm_90a", "sm_100a"]))
 def test_the_rule_stores_by_tma_only_rows_of_whole_16_bytes(N: int, extra: int, out: str, arch: str) -> None:
