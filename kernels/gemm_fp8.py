@@ -76,9 +76,11 @@ def check(problem: GemmProblem) -> None:
                          f"(e4m3 and e5m2)")
     if not a8:
         return
-    if problem.arch != "sm_90a":
-        raise WarpyError(f"8-bit float inputs run on sm_90a (QGMMA) so far; the {problem.arch} program "
-                         "(tcgen05.mma kind::f8f6f4) is not written yet")
+    if problem.arch == "sm_100a" and (problem.scale_a or problem.scale_b):
+        raise WarpyError("scales of 8-bit float inputs are applied by the sm_90a program; the sm_100a one "
+                         "(UTCQMMA, kind::f8f6f4) multiplies unscaled so far")
+    if problem.arch not in ("sm_90a", "sm_100a"):
+        raise WarpyError(f"8-bit float inputs run on sm_90a (QGMMA) and sm_100a (UTCQMMA), not {problem.arch}")
     if "MN" in (problem.a_major, problem.b_major):
         raise WarpyError("8-bit float operands are read K-major only (fp8 wgmma has no transpose): "
                          "pass A as M x K and B as N x K, K contiguous")

@@ -61,13 +61,14 @@ from warpy.layout.tma import TmaBox, store_clips_exactly
 from warpy.target import SM100A, dtype_bytes
 
 from .gemm_epilogue import Epilogue, emit_consts, emit_element, emit_load
+from . import gemm_fp8
 from .schedule import StreamK, TileOrder, cdiv, divide, strided_tiles
 
 if TYPE_CHECKING:
     from .gemm import GemmProblem
 
 MEMDESC = CBank(0, SM100A.memdesc)  # the global memory descriptor word
-BK = 64  # one 128-byte swizzle row of fp16/bf16
+BK = 64  # one 128-byte swizzle row of fp16/bf16 (8-bit floats: 128, `Sm100Gemm.bk`)
 CLC_DEPTH = 2
 MAXNREG = 168  # answers of cluster launch control in flight
 
@@ -393,13 +394,17 @@ class Sm100Gemm:
         self.tile_n = 2 * cfg.cta_rows
         self.mt, self.nt = cdiv(m, self.tile_m), cdiv(n, self.tile_n)
         self.tiles = self.mt * self.nt
-        self.kt = cdiv(k, BK)
+        # K of a stage: one 128-byte swizzle row (BK 16-bit elements, 128 8-bit ones: UTCQMMA, kind::f8f6f4)
+        self.bk = 128 // dtype_bytes(dtype)
+        self.problem = problem
+        self.b_dtype = problem.b_type  # B's type: A's, except for 8-bit floats (e4m3 x e5m2)
+        self.kt = cdiv(k, self.bk)
         max_clusters = max(1, cfg.sms // cfg.cluster)
         self.clusters = min(max_clusters, self.tiles) if (cfg.persistent and not cfg.clc) else self.tiles
         if cfg.split > 1 or cfg.stream_k:
             self.clusters = max_clusters if cfg.stream_k else min(max_clusters, self.tiles * cfg.split)
         if cfg.split > self.kt:
-            raise WarpyError(f"K split {cfg.split} ways is more than its {self.kt} blocks of {BK}")
+            raise WarpyError(f"K split {cfg.split} ways is more than its {self.kt} blocks of {self.bk}")
         self.adds = cfg.split > 1 or cfg.stream_k  # partial sums meet in C, added in the L2
         if self.adds and out_dtype != "fp32":
             raise WarpyError(f"split-K / stream-K add fp32 partial sums in C; {out_dtype} output is not added in the L2")
@@ -428,7 +433,7 @@ class Sm100Gemm:
         return (f"gemm_sm100_{self.m}x{self.n}x{self.k}_{self.dtype}_{self.out_dtype}"
                 f"_{c.bm}x{c.cta_rows}_s{c.stages}_a{c.accs}{tag}" + self.ep.tag()
                 + ("_akm" if self.a_major == "MN" else "") + ("_bkn" if self.b_major == "MN" else "")
-                + (f"_ld{self.lda}x{self.ldb}x{self.ldc}" if self.pitched else ""))
+                + (f"_ld{self.lda}x{self.ldb}x{self.ldc}" if self.pitched else "") + gemm_fp8.tag(self.problem))
 
     # -- the program ---------------------------------------------------------------------------
     def build(self) -> Program:
@@ -436,8 +441,8 @@ class Sm100Gemm:
         # one CTA an SM (the ring fills shared memory): without a cap ptxas aims at 4 and spills at 64
         p = Program(self.name, SM100A.name, threads=256, grid=(self.clusters * cfg.cluster, 1, 1),
                     cluster=(cfg.cluster, 1, 1), maxnreg=MAXNREG)
-        a_tile = smem_tile(cfg.bm // 2, BK, self.dtype, self.a_major, 128)
-        bt_tile = smem_tile(cfg.cta_rows, BK, self.dtype, self.b_major, 128)
+        a_tile = smem_tile(cfg.bm // 2, self.bk, self.dtype, self.a_major, 128)
+        bt_tile = smem_tile(cfg.cta_rows, self.bk, self.b_dtype, self.b_major, 128)
         # an operand in global memory: (row, k) -> element; MN-major: rows contiguous, K `pitch` apart
         a_glob = Layout((self.m, self.k), (self.lda, 1) if self.a_major == "K" else (1, self.lda))
         b_glob = Layout((self.n, self.k), (self.ldb, 1) if self.b_major == "K" else (1, self.ldb))
@@ -475,7 +480,7 @@ class Sm100Gemm:
             # never cleared again): one flag a tile, then one epoch word a CTA (zero once, never reset)
             flags, _ = p.scratch("flags", "flag_words", Layout(self.tiles + self.nctas, 4), "u32")
         sa = p.smem_ring("sa", cfg.stages, a_tile.layout, self.dtype)
-        sbt = p.smem_ring("sbt", cfg.stages, bt_tile.layout, self.dtype)
+        sbt = p.smem_ring("sbt", cfg.stages, bt_tile.layout, self.b_dtype)
         stage = p.pipe("stage", cfg.stages, fills=1, frees=cfg.pairs)
         accp = p.pipe("acc", cfg.accs, fills=1, frees=8)  # 4 epilogue warps in each CTA of the pair
         clc_: Optional[Scheduler] = None
@@ -667,7 +672,7 @@ class Sm100Gemm:
             p.emit(alu.ushf_l(mask, mask, ranks.in_pair))
             slice_ix = Uniform("bt_slice", ranks.pair, cfg.pairs)
         out = res.stage.producer("ps")
-        tx = (cfg.bm + 2 * cfg.cta_rows) * BK * self.eb  # both CTAs' A halves and Bᵀ tiles
+        tx = (cfg.bm + 2 * cfg.cta_rows) * self.bk * self.eb  # both CTAs' A halves and Bᵀ tiles
         a_row, bt_row = p.ur("a_row"), p.ur("bt_row")
         with self.work_loop(p, res) as w:
             m_blk, n_blk = self.tile_origin(p, w.t)
@@ -686,11 +691,11 @@ class Sm100Gemm:
                 with out.stage():
                     out.wait_empty()
                     out.arrive_full(arms, tx_bytes=tx)
-                    kc: Union[Ix, R] = k * BK
+                    kc: Union[Ix, R] = k * self.bk
                     if w.k_lo is not None:  # this piece's k blocks start at k_lo
                         kc = p.r("k_elem")
                         p.emit(alu.iadd3(kc, k.reg, w.k_lo))
-                        p.emit(alu.imad(kc, kc, BK, RZ))
+                        p.emit(alu.imad(kc, kc, self.bk, RZ))
                     if self.a_major == "K":
                         tma_load(p, out.slot(res.sa), res.ta, [kc, a_row], out.full, two_cta=True,
                                  bar_rank=ranks.leader_rank)
@@ -726,7 +731,7 @@ class Sm100Gemm:
         ranks = res.ranks
         self.read_tmem_base(p, res)
         # SwapAB: the MMA's A is the Bᵀ tile, its B the A tile (their majors likewise)
-        idesc = umma_idesc(self.dtype, self.dtype, "f32", cfg.mma_m, cfg.bm, self.b_major, self.a_major, cta_group=2)
+        idesc = umma_idesc(self.b_dtype, self.dtype, "f32", cfg.mma_m, cfg.bm, self.b_major, self.a_major, cta_group=2)
         done = p.fresh_label("MMA_DONE")
         p.emit(control.bra_u(~ranks.is_leader, done))
         mask_all, mask_pair = p.ur("mask_all"), p.ur("mask_pair")
@@ -753,8 +758,9 @@ class Sm100Gemm:
                         inp.wait_full()
                         p.emit(tcgen05.tc_fence_after())
                         for rep in range(cfg.reps):
-                            for j in range(BK // 16):
-                                utchmma(p, inp.slot(res.sbt, 128 * rep, 16 * j), inp.slot(res.sa, 0, 16 * j),
+                            ks = 32 // self.eb  # K of one MMA: 32 bytes (16 16-bit elements, 32 8-bit)
+                            for j in range(self.bk // ks):
+                                utchmma(p, inp.slot(res.sbt, 128 * rep, ks * j), inp.slot(res.sa, 0, ks * j),
                                         res.acc.at(acc_out.ring, 0, rep * cfg.bm), idesc,
                                         accumulate if j == 0 else True, two_cta=True)
                         p.emit(alu.umov(first, 1))

@@ -110,7 +110,7 @@ def test_assembles_to_qgmma() -> None:
     (dict(dtype="bf16", b_dtype="fp16"), "A is bf16 and B is fp16: only 8-bit float inputs may differ"),
     (dict(dtype="e4m3", b_dtype="bf16"), "A is e4m3 and B is bf16: only 8-bit float inputs may differ"),
     (dict(dtype="e4m3", a_major="MN"), "8-bit float operands are read K-major only"),
-    (dict(dtype="e4m3", arch="sm_100a"), "8-bit float inputs run on sm_90a (QGMMA) so far"),
+    (dict(dtype="e4m3", arch="sm_100a", scale_b="col"), "scales of 8-bit float inputs are applied by the sm_90a"),
     (dict(dtype="e4m3", batch=2), "a batch of 8-bit float GEMMs in one launch is not written yet"),
     (dict(dtype="e4m3", scale_a="col"), "scale_a='col': a scale is none, 'tensor' (one value) or 'row'"),
     (dict(dtype="e4m3", scale_b="row"), "scale_b='row': a scale is none, 'tensor' (one value) or 'col'"),
@@ -136,3 +136,47 @@ def test_names_and_words() -> None:
     assert F.params(p) == ("scale_a", "scale_b")
     q = G.GemmProblem(64, 64, 64, dtype="e4m3")
     assert q.b_type == "e4m3" and F.params(q) == () and F.tag(q) == ""
+
+
+# -- sm_100a: UTCQMMA (tcgen05.mma kind::f8f6f4), no scales yet ------------------------------------
+
+
+@pytest.mark.parametrize("M,N,K,words,out", [
+    (256, 256, 256, [], "bf16"),
+    (300, 520, 272, ["b_dtype=e5m2"], "fp32"),  # ragged; B's format its own in the instruction descriptor
+])
+def test_sm100_fp8_exact(M: int, N: int, K: int, words: list[str], out: str) -> None:
+    prob = G.FAMILY.problem([M, N, K] + words, arch="sm_100a", dtype="e4m3", out_dtype=out)
+    prog = G.build(prob)
+    text = str(prog.kernel())
+    assert "UTCQMMA.2CTA" in text and "UTCHMMA" not in text
+    rep = check_kernel(prog.kernel(), None, values=True, expect=G.FAMILY.expectation(prob))
+    assert rep.ok, rep.messages()
+    assert rep.values_checked > 0 and rep.values_wrong == 0
+
+
+def test_sm100_a_wrong_format_field_is_caught() -> None:
+    """The instruction descriptor saying e5m2 for an e4m3 operand (bits 7-9: the MMA's A, warpy's Bᵀ
+    tile): the products differ."""
+    prob = G.GemmProblem(256, 256, 256, dtype="e4m3", out_dtype="fp32", arch="sm_100a")
+    text = str(G.build(prob).kernel())
+    m = re.search(r"UMOV zero_idesc\.1, (0x[0-9a-f]+)", text)
+    assert m and (int(m.group(1), 16) >> 7) & 0x3F == 0  # A and B e4m3
+    bad = text.replace(m.group(0), f"UMOV zero_idesc.1, {hex(int(m.group(1), 16) | 1 << 7)}")
+    rep = check_kernel(parse(bad), None, values=True, expect=G.FAMILY.expectation(prob))
+    assert not rep.ok and rep.values_wrong > 0
+
+
+def test_sm100_assembles_to_utcqmma() -> None:
+    from warpy.lift.disasm import disassemble
+    from warpy.lift.lifter import build as assemble_text
+
+    prob = G.GemmProblem(256, 256, 256, dtype="e4m3", b_dtype="e5m2", out_dtype="bf16", arch="sm_100a")
+    ops = [i.opcode for i in disassemble(assemble_text(G.build(prob).kernel())).kernel().instructions]
+    assert any(o.startswith("UTCQMMA.2CTA") for o in ops), sorted(set(ops))
+    assert not any(o.startswith("UTCHMMA") for o in ops)
+
+
+def test_sm100_refuses_scales() -> None:
+    with pytest.raises(WarpyError, match=r"^scales of 8-bit float inputs are applied by the sm_90a program"):
+        G.GemmProblem(256, 256, 256, dtype="e4m3", arch="sm_100a", scale_a="row")

@@ -187,6 +187,12 @@ def test_tcgen05_lifts_with_the_kernels_cta_group() -> None:
     assert "tcgen05.wait::ld.sync.aligned;" in got
 
 
+def test_utcqmma_lifts_to_kind_f8f6f4() -> None:
+    got = ptx_lines("UTCQMMA.2CTA gdesc[UR8], gdesc[UR10], tmem[UR4], tmem[UR6], idesc[UR7], UPT",
+                    sm="sm_100a", cluster="2 1 1")
+    assert "@%pe tcgen05.mma.cta_group::2.kind::f8f6f4 [%ur4], %td0, %td1, %ur7, %pt;" in got
+
+
 def test_hgmma_scale_d_and_descriptors() -> None:
     got = ptx_lines("HGMMA.64x8x16.F32.BF16 R24, gdesc[UR4], RZ, !UPT\nHGMMA.64x8x16.F32.BF16 R24, gdesc[UR4], R24, gsb0")
     regs = "{%r24, %r25, %r26, %r27}"

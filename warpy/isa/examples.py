@@ -10,7 +10,8 @@ sm_100a `out[row][column]`, each thread storing its TMEM lane (the accumulator's
   rings into 64 accumulator registers; each warp's elected lane frees a stage (4 arrivals).
   Warpgroup 1 gives registers back (USETMAXREG) and its warp 4 is the producer: waits for an empty
   stage, arms the full barrier with the stage's bytes, and issues two TMA loads. With 8-bit float
-  types (`example-fp8`: A e4m3, B e5m2) the MMAs are QGMMA 64x128x32, 128 of K a stage.
+  types (`example-fp8`: A e4m3, B e5m2) the MMAs are QGMMA 64x128x32, 128 of K a stage (on sm_100a
+  UTCQMMA, kind::f8f6f4).
 - `pipe_sm100`: 192 threads. Warp 0 is the producer as above; warp 1 allocates 128 TMEM columns
   and issues UTCHMMA (M=128, N=128, K=16 steps), freeing each stage with UTCBAR and signalling
   the accumulator with a last UTCBAR; warps 2-5 read their 32 TMEM lanes with LDTM and store them,
@@ -127,16 +128,22 @@ def pipe_sm90(k_tiles: int = 8, depth: int = 4, a_dtype: str = "bf16", b_dtype: 
     return p
 
 
-def pipe_sm100(k_tiles: int = 8, depth: int = 4) -> Program:
-    m, n, tk = 128, 128, 64
+def pipe_sm100(k_tiles: int = 8, depth: int = 4, a_dtype: str = "bf16", b_dtype: str = "") -> Program:
+    """The sm_100a pipe; with 8-bit float types (`a_dtype`, `b_dtype`: e4m3 / e5m2) its MMAs are
+    UTCQMMA (kind::f8f6f4, the instruction descriptor's formats), K = 32 a step, 128 of K a stage."""
+    b_dtype = b_dtype or a_dtype
+    eb = 1 if a_dtype in ("e4m3", "e5m2") else 2
+    m, n, tk, ks = 128, 128, 128 // eb, 32 // eb
     k_total = k_tiles * tk
-    p = Program("example_pipe_sm100", "sm_100a", threads=192)
-    ta = p.tmap("a", TmaBox("bf16", (k_total, m), (k_total * 2,), (tk, m), swizzle=128))
-    tb = p.tmap("b", TmaBox("bf16", (k_total, n), (k_total * 2,), (tk, n), swizzle=128))
+    name = "example_pipe_sm100" if a_dtype == "bf16" else f"example_pipe_sm100_{a_dtype}_{b_dtype}"
+    p = Program(name, "sm_100a", threads=192)
+    ta = p.tmap("a", TmaBox(a_dtype, (k_total, m), (k_total * eb,), (tk, m), swizzle=128))
+    tb = p.tmap("b", TmaBox(b_dtype, (k_total, n), (k_total * eb,), (tk, n), swizzle=128))
     c = p.param("out", "u64")
     p.global_buffer("out", Layout((n, m), (4, 4 * n)), "fp32", source="out")  # out[column, row]
-    sa = p.smem_ring("sa", depth, k_major_tile(m), "bf16")
-    sb = p.smem_ring("sb", depth, k_major_tile(n), "bf16")
+    sa = p.smem_ring("sa", depth, k_major_tile(m, tk, eb), a_dtype)
+    sb = p.smem_ring("sb", depth, k_major_tile(n, tk, eb), b_dtype)
+    idesc = umma_idesc_bf16(m, n) if a_dtype == "bf16" else umma_idesc(a_dtype, b_dtype, "f32", m, n)
     stage = p.pipe("stage", depth, fills=1, frees=1)
     acc_full = p.barriers("acc_full", 1, count=1)
     acc_empty = p.barriers("acc_empty", 1, count=4)
@@ -163,7 +170,7 @@ def pipe_sm100(k_tiles: int = 8, depth: int = 4) -> Program:
         with p.loop("k", k_tiles) as k:
             with out.stage():
                 out.wait_empty()
-                out.arrive_full(leader, tx_bytes=(m + n) * tk * 2)
+                out.arrive_full(leader, tx_bytes=(m + n) * tk * eb)
                 tma_load(p, out.slot(sa), ta, [k * tk, 0], out.full)
                 tma_load(p, out.slot(sb), tb, [k * tk, 0], out.full)
 
@@ -180,9 +187,9 @@ def pipe_sm100(k_tiles: int = 8, depth: int = 4) -> Program:
                 p.emit(alu.uisetp("NE", accumulate, first, URZ))
                 p.emit(alu.isetp("LT", more, k.reg, k_tiles - 1))
                 inp.wait_full()
-                for j in range(tk // 16):
-                    utchmma(p, inp.slot(sa, 0, 16 * j), inp.slot(sb, 0, 16 * j), acc.at(0, 0),
-                              umma_idesc_bf16(m, n), accumulate if j == 0 else True)
+                for j in range(tk // ks):
+                    utchmma(p, inp.slot(sa, 0, ks * j), inp.slot(sb, 0, ks * j), acc.at(0, 0),
+                              idesc, accumulate if j == 0 else True)
                 p.emit(alu.umov(first, 1))
                 inp.free_commit()
         p.derive.emit_at(acc_full.at(0), lambda b: tcgen05.utcbar(b))
@@ -237,7 +244,8 @@ def _zero(p: Program):  # type: ignore[no-untyped-def]
 EXAMPLES: dict[str, Callable[[str], Program]] = {
     "example-pipe": lambda arch: pipe_sm90() if arch == "sm_90a" else pipe_sm100(),
     # 8-bit floats, A e4m3 and B e5m2 (sm_90a: QGMMA)
-    "example-fp8": lambda arch: pipe_sm90(a_dtype="e4m3", b_dtype="e5m2") if arch == "sm_90a" else pipe_sm100(),
+    "example-fp8": lambda arch: (pipe_sm90(a_dtype="e4m3", b_dtype="e5m2") if arch == "sm_90a"
+                                 else pipe_sm100(a_dtype="e4m3", b_dtype="e5m2")),
 }
 
 

@@ -98,7 +98,11 @@ def _tmem_check(m: Machine, w: Warp, c: Compiled, cta: Cta, col0: int, ncols: in
     return False
 
 
-@semantics(isa.UTCHMMA)
+#: kind::f8f6f4's A / B format codes of the instruction descriptor warpy models (bits 7-9 / 10-12)
+F8_FORMATS = {0: "e4m3", 1: "e5m2"}
+
+
+@semantics(isa.UTCHMMA, isa.UTCQMMA)
 def _utchmma(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     i = c.instr
     two = "2CTA" in i.mods
@@ -184,9 +188,18 @@ def _utchmma(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
         st[:] = True
     if m.values:
         dt = "bf16" if (idesc >> 7) & 7 == 1 else "fp16"
-        b_full = np.concatenate([read_matrix(_smem(x), fb[0], dt, 2) for x in ctas], axis=0)
+        dtb, eb = dt, 2
+        if i.name == "UTCQMMA":  # kind::f8f6f4: A's and B's own formats, one byte an element
+            fa_, fb_ = F8_FORMATS.get((idesc >> 7) & 7), F8_FORMATS.get((idesc >> 10) & 7)
+            if fa_ is None or fb_ is None:
+                m.problems.add("protocol", f"{w.cta.name} warp {w.wid}: {c.mnem} has instruction descriptor "
+                                           f"0x{idesc:x}, whose A / B formats ({(idesc >> 7) & 7}, "
+                                           f"{(idesc >> 10) & 7}) are not e4m3 (0) or e5m2 (1)")
+                return
+            dt, dtb, eb = fa_, fb_, 1
+        b_full = np.concatenate([read_matrix(_smem(x), fb[0], dtb, eb) for x in ctas], axis=0)
         for x in ctas:
-            a = _ts_matrix(x, ta, mm, dt) if ta is not None else read_matrix(_smem(x), fa[0], dt, 2)
+            a = _ts_matrix(x, ta, mm, dt) if ta is not None else read_matrix(_smem(x), fa[0], dt, eb)
             prod = a @ b_full.T  # [rows_a, n]
             if folded:
                 prod = np.concatenate([prod[:, : n // 2], prod[:, n // 2:]], axis=0)  # [128, n/2]

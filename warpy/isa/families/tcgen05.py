@@ -5,7 +5,9 @@ tensor-memory loads/stores (`LDTM`/`STTM`), and tensor-memory allocation.
 uniform registers holding the 64-bit UMMA shared-memory descriptors; d the accumulator's tensor
 memory address; z and z+1 consecutive registers (`zero_idesc.0`, `zero_idesc.1` as Program names them):
 z is 0 for the SS form, z+1 the 32-bit instruction descriptor; acc the uniform predicate
-enable-input-d (`UPT`: always add).
+enable-input-d (`UPT`: always add). `UTCQMMA` is the same with 8-bit float operands
+(`tcgen05.mma ... kind::f8f6f4`: the instruction descriptor's A / B format fields say e4m3 or e5m2;
+both operands from shared memory, K = 32 elements a step).
 
 Allocation: ptxas turns `tcgen05.alloc` into a retry loop around `UTCATOMSWS.FIND_AND_SET.ALIGN`
 and a store of the address; warpy writes that as one instruction in the form
@@ -41,6 +43,12 @@ UTCHMMA = Opcode("UTCHMMA", F, "mma", ((a("a", "gdesc|tmem"), a("b", "gdesc"), a
     ptx="tcgen05.mma.cta_group::1/2.kind::f16 [d], adesc or [a], bdesc, idesc, acc",
     doc="D (+)= A * B, D in tensor memory, B from shared memory by descriptor; A by descriptor (SS) or from "
         "tensor memory at a (TS: lane = row, each 32-bit column two 16-bit elements of K)", cta_group=True)
+UTCQMMA = Opcode("UTCQMMA", F, "mma", ((a("a", "gdesc"), a("b", "gdesc"), a("d", "tmem"), a("z", "tmem"), a("idesc", "idesc"),
+                             a("acc", "UP")),),
+    mods=(r"2CTA",), single_issue=True, archs=B100,
+    ptx="tcgen05.mma.cta_group::1/2.kind::f8f6f4 [d], adesc, bdesc, idesc, acc",
+    doc="D (+)= A * B of 8-bit floats (the instruction descriptor's formats: e4m3 / e5m2), D in tensor memory, "
+        "A and B from shared memory by descriptor", cta_group=True)
 UTCBAR = Opcode("UTCBAR", F, "commit", ((a("bar", "mem"), a("z", "UR")), (a("bar", "mem"), a("z", "UR"), a("mask", "UR"))),
     mods=(r"2CTA", r"MULTICAST"), single_issue=True, archs=B100,
     ptx="tcgen05.commit.cta_group::1/2.mbarrier::arrive::one.shared::cluster[.multicast::cluster].b64 [bar][, mask]",
@@ -66,13 +74,19 @@ UVIRTCOUNT_DEALLOC = Opcode("UVIRTCOUNT.DEALLOC", F, "tmem-relinquish", ((a("n",
     doc="this CTA will allocate no more tensor memory", warp_collective=True)
 
 OPCODES: list[Opcode] = [
-    UTCHMMA, UTCBAR, LDTM, STTM, TCGEN05_WAIT, TCGEN05_FENCE, UTCATOMSWS_FIND_AND_SET,
+    UTCHMMA, UTCQMMA, UTCBAR, LDTM, STTM, TCGEN05_WAIT, TCGEN05_FENCE, UTCATOMSWS_FIND_AND_SET,
     UTCATOMSWS_AND, UVIRTCOUNT_DEALLOC,
 ]
 
 
 def utchmma(a_: URVec, b: URVec, d: UR, zero_idesc: URVec, acc: UP, two_cta: bool = False) -> Instr:
     return ins(UTCHMMA, "2CTA" if two_cta else "", Desc("gdesc", a_), Desc("gdesc", b), Desc("tmem", d),
+               Desc("tmem", zero_idesc[0]), Desc("idesc", zero_idesc[1]), acc)
+
+
+def utcqmma(a_: URVec, b: URVec, d: UR, zero_idesc: URVec, acc: UP, two_cta: bool = False) -> Instr:
+    """UTCHMMA's SS form for 8-bit floats (kind::f8f6f4)."""
+    return ins(UTCQMMA, "2CTA" if two_cta else "", Desc("gdesc", a_), Desc("gdesc", b), Desc("tmem", d),
                Desc("tmem", zero_idesc[0]), Desc("idesc", zero_idesc[1]), acc)
 
 

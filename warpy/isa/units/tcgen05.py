@@ -38,9 +38,13 @@ def idesc_pair(p: Program, idesc: int) -> URVec:
     return zi
 
 
+FP8 = ("e4m3", "e5m2")
+
+
 def utchmma(p: Program, a: Tile, b: Tile, acc: TmemRef, idesc: int, accumulate: Union[UP, bool],
             two_cta: bool = False, guard: Union[P, UP, None] = None) -> None:
-    """D (+)= A * B for one K step of the tensor core (sm_100a)."""
+    """D (+)= A * B for one K step of the tensor core (sm_100a); 8-bit float tiles (their idesc
+    kind::f8f6f4) go out as UTCQMMA."""
     if p.sm != "sm_100a":
         raise WarpyError("UTCHMMA is an sm_100a instruction")
     if not isinstance(acc, TmemRef):
@@ -58,6 +62,12 @@ def utchmma(p: Program, a: Tile, b: Tile, acc: TmemRef, idesc: int, accumulate: 
         p.emit(alu.uiadd3(t, treg, toff).noted(acc.note()), mark="+")
         treg = t
     acc_p = accumulate if isinstance(accumulate, UP) else (UPT if accumulate else ~UPT)
+    if a.buffer.elem in FP8 or b.buffer.elem in FP8:  # 8-bit floats: kind::f8f6f4, UTCQMMA
+        if a.buffer.elem not in FP8 or b.buffer.elem not in FP8:
+            raise WarpyError(f"UTCQMMA multiplies 8-bit floats; {a.buffer.name} holds {a.buffer.elem}, "
+                             f"{b.buffer.name} {b.buffer.elem}")
+        p.emit(tcgen05.utcqmma(ad, bd, treg, zi, acc_p, two_cta).guarded(guard))
+        return
     p.emit(tcgen05.utchmma(ad, bd, treg, zi, acc_p, two_cta).guarded(guard))
 
 

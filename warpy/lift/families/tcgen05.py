@@ -20,7 +20,7 @@ def _g(c: LiftContext) -> str:
     return f"cta_group::{c.cta_group}"
 
 
-@rule(isa.UTCHMMA)
+@rule(isa.UTCHMMA, isa.UTCQMMA)
 def _mma(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     a, b, d, _z, idesc, acc = i.ops
     assert isinstance(a, Desc) and isinstance(b, Desc) and isinstance(d, Desc) and isinstance(idesc, Desc)
@@ -30,7 +30,8 @@ def _mma(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     idv = c.src(idesc.reg)
     assert isinstance(acc, UP)
     en = c.pred(acc)
-    c.issue(f"tcgen05.mma.{_g(c)}.kind::f16 [{dt}], {ad}, {bd}, {idv}, {en}")
+    kind = "f8f6f4" if i.name == "UTCQMMA" else "f16"  # (the descriptor's formats say which 8-bit floats)
+    c.issue(f"tcgen05.mma.{_g(c)}.kind::{kind} [{dt}], {ad}, {bd}, {idv}, {en}")
 
 
 @rule(isa.UTCBAR)
