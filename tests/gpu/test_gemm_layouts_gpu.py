@@ -26,7 +26,10 @@ CASE`); `-s` shows each case's line.
 - `compile`: torch.compile of a small MLP whose linears call warpy.mm (one with bias and GELU fused):
   torch._dynamo.explain says no graph break, the compiled model equals eager bit for bit and both
   are within bf16 rounding of an fp32 reference;
-- `host`: host µs per call of warpy.mm and torch.mm, plain and with a bias + GELU (reported).
+- `host`: host µs per call of warpy.mm and torch.mm, plain and with a bias + GELU (reported);
+- `tma_row_end`: the hardware behaviour the `layouts` bug came from, measured: a TMA store of a box
+  across the end of a row of 66 bytes (rows 80 apart) writes the row's last 16 bytes whole (the
+  edited staged-epilogue program; every element of the row right, the 7 after it counted).
 """
 
 from __future__ import annotations
@@ -334,7 +337,55 @@ def _host() -> dict[str, Any]:
     return report
 
 
-CASES = {"layouts": _layouts, "majors": _majors, "epilogues": _epilogues, "graph": _graph, "compile": _compile, "host": _host}
+def _tma_row_end() -> dict[str, Any]:
+    """The hardware fact behind `warpy.layout.tma.store_clips_exactly` (and the checker's
+    tma-store-row-end), measured: the sm_90a GEMM's staged epilogue for a 129 x 40 bf16 C, its map of C
+    edited to rows of 33 (66 bytes, 80 apart), run over a C of NaN. Columns 0..32 must be A·Bᵀ; the
+    columns 33..39 the engine writes anyway are counted (the model says all 129 x 7 of them, with the
+    product's values there: the staging tile's)."""
+    import numpy as np
+
+    from warpy import runtime as rt
+    from warpy.isa.text import parse
+    from warpy.kernels import gemm as G
+    from warpy.lift.lifter import lift
+    from warpy.lift.ptxas import FAILING_KINDS, assemble
+    from warpy.numeric import bits16, from_bits
+    from warpy.runtime.bind import alloc_scratch, run_header
+    from warpy.runtime.driver import enter, leave
+
+    M, N, K = 129, 40, 16
+    prob = G.GemmProblem(M, N, K, out_dtype="bf16")
+    cfg = G.choose(prob)
+    assert cfg.staged_epilogue  # type: ignore[union-attr]
+    text = str(G.build(prob, cfg).kernel())
+    was = f".tmap c dtype=bf16 dims={N},{M} "
+    assert was in text
+    kernel = parse(text.replace(was, f".tmap c dtype=bf16 dims=33,{M} "))
+    cubin = assemble(lift(kernel, "sm_90a"), "sm_90a", allow=FAILING_KINDS)
+    rng = np.random.default_rng(3)
+    a = rng.integers(-3, 4, (M, K)).astype(np.float64)
+    b = rng.integers(-3, 4, (N, K)).astype(np.float64)
+    want = from_bits(bits16(a @ b.T, "bf16"), "bf16").astype(np.float64)
+    entered = enter(0)
+    try:
+        k = rt.load(cubin).kernel(kernel.header.kernel)
+        da, db = rt.to_device(bits16(a, "bf16")), rt.to_device(bits16(b, "bf16"))
+        dc = rt.to_device(np.full((M, N), 0x7FC0, dtype=np.uint16))  # NaN
+        scratch = alloc_scratch(kernel.header)
+        run_header(k, kernel.header, G.bind(kernel.header, da, db, dc, M, N, K, scratch=scratch))
+        got = from_bits(dc.download(np.uint16, (M, N)), "bf16").astype(np.float64)
+    finally:
+        leave(entered)
+    inside = int((got[:, :33] != want[:, :33]).sum())
+    gap_written = int((~np.isnan(got[:, 33:])).sum())
+    gap_product = int((got[:, 33:] == want[:, 33:]).sum())
+    return {"ok": inside == 0 and gap_written == M * 7, "wrong_in_columns_0_32": inside,
+            "gap_elements_written": gap_written, "gap_elements_equal_to_the_product": gap_product,
+            "gap_elements": M * 7}
+
+
+CASES = {"tma_row_end": _tma_row_end, "layouts": _layouts, "majors": _majors, "epilogues": _epilogues, "graph": _graph, "compile": _compile, "host": _host}
 
 
 def _run_isolated(case: str, timeout: float = 600) -> dict[str, Any]:
