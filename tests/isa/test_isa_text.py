@@ -271,9 +271,13 @@ def test_hgmma_takes_its_type_from_the_buffers():
     t32 = p.smem_ring("t32", 2, SwizzledLayout(Swizzle(3, 4, 3), Layout((64, 32), (128, 4))), "tf32")
     hgmma(p, acc, t32.at(0, 0, 0), t32.at(0, 0, 0), 64, True)
     assert str(p.lines[-1]) == "  HGMMA.64x64x8.F32.TF32 acc, gdesc[gmma_desc], acc"
+    # 8-bit floats are QGMMA (k32), each operand its own type; an 8-bit tile with a 16-bit one is refused
     f8 = p.smem_ring("f8", 2, SwizzledLayout(Swizzle(3, 4, 3), Layout((64, 128), (128, 1))), "e4m3")
-    with pytest.raises(WarpyError, match="must share one of the types"):
-        hgmma(p, acc, f8.at(0, 0, 0), f8.at(0, 0, 0), 64, True)
+    g8 = p.smem_ring("g8", 2, SwizzledLayout(Swizzle(3, 4, 3), Layout((64, 128), (128, 1))), "e5m2")
+    hgmma(p, acc, f8.at(0, 0, 0), g8.at(0, 0, 0), 64, True)
+    assert str(p.lines[-1]) == "  QGMMA.64x64x32.F32.E4M3.E5M2 acc, gdesc[gmma_desc], acc"
+    with pytest.raises(WarpyError, match=r"QGMMA operands are 8-bit floats \(e4m3, e5m2\); sa holds fp16"):
+        hgmma(p, acc, f8.at(0, 0, 0), sa.at(0, 0, 0), 64, True)
 
 
 def test_note_coordinates_name_registers():
