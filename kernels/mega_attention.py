@@ -19,14 +19,15 @@ formed), the running sum l and the accumulators rescaled by 2^(m_old - m); then 
 broadcast from its lane, lane l accumulating the columns 2l, 2l + 1 (and 64 + 2l, 65 + 2l at D 128).
 The row's record: O (unnormalised), m, l, 0, 0.
 
-Combine (opcode 7). Pages: lid 0 the partials of one head's G rows of one token, every chunk (one box:
-chunk c, row g at (c·G + g)·(D + 4)), lid 1 the output (G rows of D bf16). Warp w takes rows w, w + 8,
+Combine (opcode 7). Pages: lids 0-5 the partials of one head's G rows of one token, `k_step` chunks a
+box (chunk c of a box, row g at (c·G + g)·(D + 4) fp32), `k_stages` boxes of the six; lid 6 the output
+(G rows of D bf16). Warp w takes rows w, w + 8,
 ...: M = the chunks' largest m, then Σ 2^(m_c - M)·O_c / Σ 2^(m_c - M)·l_c, rounded once to bf16.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 from warpy.isa.families import alu, control, memory
 from warpy.isa.families.typed import F32, S32, U32
@@ -35,7 +36,7 @@ from warpy.isa.pipes import wait
 from warpy.isa.units.warp import warp_max, warp_sum
 from warpy.mega import fields as F
 from warpy.mega.semantics import PARTIAL_EXTRA
-from warpy.mega.tiling import PAGE_BYTES
+from warpy.mega.tiling import ATTENTION_MAX_BOXES, COMBINE_MAX_BOXES, PAGE_BYTES
 
 from .mega_math import pack_bf16, unpack_bf16
 from .mega_ops import Body, MapOp, consumers_done, expect, out_ready, page_addr, store_output
@@ -44,8 +45,8 @@ if TYPE_CHECKING:
     from .mega_sm90 import Interp, Role
 
 NEG_INF = 0xFF800000
-#: K (and V) boxes a chunk may have: one page each
-MAX_KV_BOXES = 2
+#: K (and V) boxes a chunk may have: one page each (the split rule's preference)
+MAX_KV_BOXES = ATTENTION_MAX_BOXES
 HEAD_DIMS = (64, 128)
 
 
@@ -331,41 +332,58 @@ class Attention(Body):
 class AttentionCombine(Body):
     opcode: int = F.ATTENTION_COMBINE
     name: str = "attention_combine"
-    pages: int = 2
-    release: tuple[int, ...] = (0, 1)
+    pages: int = COMBINE_MAX_BOXES + 1
+    release: tuple[int, ...] = tuple(range(COMBINE_MAX_BOXES + 1))
 
     def refuse(self, f: dict[str, int]) -> Optional[str]:
-        d, g, chunks = f["tile_n"], f["group"], f["k_end"]
+        d, g, chunks, per, boxes = f["tile_n"], f["group"], f["k_end"], f["k_step"], f["k_stages"]
         if d not in HEAD_DIMS:
             return f"an attention combine of head_dim {d} (the sm_90a body takes {' or '.join(map(str, HEAD_DIMS))})"
-        if f["k_stages"] != 1 or f["k_step"] != chunks:
-            return f"an attention combine of {chunks} chunks in {f['k_stages']} boxes (the sm_90a body takes one)"
-        if f["op1.box_16"] * 16 != chunks * g * (d + PARTIAL_EXTRA) * 4:
-            return "an attention combine whose partials box is not every chunk of the tile's rows"
+        if not 1 <= boxes <= COMBINE_MAX_BOXES or not 1 <= per <= chunks or (boxes - 1) * per >= chunks or \
+                boxes * per < chunks:
+            return (f"an attention combine of {chunks} chunks in {boxes} boxes of {per} (the sm_90a body takes at most "
+                    f"{COMBINE_MAX_BOXES} boxes)")
+        if f["op1.box_16"] * 16 != per * g * (d + PARTIAL_EXTRA) * 4 or f["op1.box_16"] * 16 > PAGE_BYTES:
+            return "an attention combine whose partials box is not k_step chunks of the tile's rows within a page"
         if f["op0.box_16"] * 16 != g * d * 2 or f["tile_m"] != g:
             return "an attention combine whose output box is not the tile's rows"
         return None
 
     def load(self, ip: Interp, r: Role) -> None:
         p = ip.p
+        nbox = r.field("k_stages", p.r("acp_nbox"))
+        step = p.ur("acp_step")
+        p.emit(alu.r2ur(step, r.field("k_step", p.r("acp_per"))))
         part = MapOp(ip, r, 1, "acp")
         t = p.r("acp_tx")
         p.emit(alu.mov(t, part.bytes))
-        r.wait_page(0)
+        p.emit(alu.imad(t, t, nbox, RZ))
+        for lid in range(COMBINE_MAX_BOXES):
+            r.wait_page(lid)
         expect(ip, r, t)
-        part.copy(page_addr(ip, r, 0, "acp_page"), ip.loaded.at(r.cons.ring), guard=r.leader)
+        bar = ip.loaded.at(r.cons.ring)
+        part.copy(page_addr(ip, r, 0, "acp_page0"), bar, guard=r.leader)
+        for b in range(1, COMBINE_MAX_BOXES):
+            more = p.p("acp_more")
+            p.emit(alu.isetp("GT", more, nbox, b))
+            with p.when(more):  # (box b is loaded only when every box before it was)
+                _shift_rows(ip, r, 1, part, step)
+                part.copy(page_addr(ip, r, b, f"acp_page{b}"), bar, guard=r.leader)
 
     def compute(self, ip: Interp, r: Role) -> None:
         p = ip.p
+        out_lid = COMBINE_MAX_BOXES
         wait(p, ip.loaded.at(r.cons.ring), r.cons.ring.parity)
-        r.wait_page(1)
+        r.wait_page(out_lid)
         rows = r.field("tile_m", p.r("acp_tm"))
         d = r.field("tile_n", p.r("acp_d"))
         chunks = r.field("k_end", p.r("acp_s"))
+        per = r.field("k_step", p.r("acp_per_c"))
+        nbox = r.field("k_stages", p.r("acp_nbox_c"))
         wide = p.p("acp_wide")
         p.emit(alu.isetp("GT", wide, d, 64))
-        pbase = _page_base(ip, r, 0, "acp_pbase")
-        obase = _page_base(ip, r, 1, "acp_obase")
+        pbase = [_page_base(ip, r, b, f"acp_pbase{b}") for b in range(COMBINE_MAX_BOXES)]
+        obase = _page_base(ip, r, out_lid, "acp_obase")
         cw, lane = p.r("acp_warp"), p.r("acp_lane")
         p.emit(alu.shf_r(cw, r.ctid, 5))
         p.emit(alu.lop3(lane, r.ctid, 31, RZ, 0xC0))
@@ -376,9 +394,29 @@ class AttentionCombine(Body):
         p.emit(alu.imad(cb, wb, rows, RZ))
         big, mc, w, den = (F32.of(p.r(f"acp_{n}")) for n in ("big", "mc", "w", "den"))
         num = [F32.of(p.r(f"acp_num{i}")) for i in range(4)]
+        nbig = F32.of(p.r("acp_nbig"))
         steps = p.r("acp_steps")
         p.emit(alu.iadd3(steps, rows, 7))
         p.emit(alu.shf_r(steps, steps, 3))
+        left = p.r("acp_left")  # chunks in the boxes from this one on
+        count = p.r("acp_count")
+        roff = p.r("acp_roff")
+
+        def each_chunk(tag: str, body: Callable[[R], None]) -> None:
+            """body(the row's record in chunk c), for every chunk in order, box by box."""
+            p.emit(alu.mov(left, chunks))
+            for b in range(COMBINE_MAX_BOXES):
+                has = p.p("acp_has")
+                p.emit(alu.isetp("GT", has, nbox, b))
+                with p.when(has):
+                    p.emit(alu.imin(count, left, per, unsigned=True, arch=p.sm))
+                    with p.loop(f"acp_{tag}{b}", count, max_count=256) as c:
+                        rec = p.r("acp_rec")
+                        p.emit(alu.imad(rec, c.reg, cb, roff))
+                        p.emit(alu.iadd3(rec, rec, pbase[b]))
+                        body(rec)
+                    p.emit(alu.imad(left, per, -1, left))
+
         with p.loop("acp_row", steps, max_count=32) as j:
             row = p.r("acp_r")
             p.emit(alu.imad(row, j.reg, 8, cw))
@@ -386,31 +424,31 @@ class AttentionCombine(Body):
             p.emit(alu.isetp("LT", inside, row, rows))
             skip = p.fresh_label("ACP_ROW_OUT")
             p.emit(control.bra(skip).guarded(~inside))
-            rbase = p.r("acp_rbase")
-            p.emit(alu.imad(rbase, row, wb, pbase))
-            ma = p.r("acp_ma")
+            p.emit(alu.imad(roff, row, wb, RZ))
             p.emit(alu.mov(big, NEG_INF))
-            with p.loop("acp_max", chunks, max_count=256) as c:
-                p.emit(alu.imad(ma, c.reg, cb, rbase))
-                p.emit(alu.imad(ma, d, 4, ma))
+
+            def biggest(rec: R) -> None:
+                ma = p.r("acp_ma")
+                p.emit(alu.imad(ma, d, 4, rec))
                 p.emit(memory.lds(mc, Mem(ma)))
                 p.emit(alu.fmax(big, big, mc))
-            nbig = F32.of(p.r("acp_nbig"))
-            p.emit(alu.lop3(nbig, big, 0x80000000, RZ, 0x3C))
+
+            each_chunk("max", biggest)
+            p.emit(alu.lop3(nbig, big, 0x80000000, RZ, 0x3C))  # -M
             p.emit(alu.mov(den, 0))
             for a in num:
                 p.emit(alu.mov(a, 0))
-            with p.loop("acp_sum", chunks, max_count=256) as c:
-                crow = p.r("acp_crow")
-                p.emit(alu.imad(crow, c.reg, cb, rbase))
-                p.emit(alu.imad(ma, d, 4, crow))
+
+            def weigh(rec: R) -> None:
+                ma = p.r("acp_ma")
+                p.emit(alu.imad(ma, d, 4, rec))
                 stats = p.rvec("acp_stats", 2)
                 p.emit(memory.lds(stats, Mem(ma)))
                 p.emit(alu.fadd(w, F32.of(stats[0]), nbig))
                 p.emit(alu.ex2(w, w))
                 p.emit(alu.ffma(den, w, F32.of(stats[1]), den))
                 oa = p.r("acp_oa")
-                p.emit(alu.imad(oa, lane, 8, crow))
+                p.emit(alu.imad(oa, lane, 8, rec))
                 o = p.rvec("acp_o", 2)
                 p.emit(memory.lds(o, Mem(oa)))
                 p.emit(alu.ffma(num[0], w, F32.of(o[0]), num[0]))
@@ -420,6 +458,8 @@ class AttentionCombine(Body):
                 p.emit(memory.lds(o, Mem(oa, offset=256)).guarded(wide))
                 p.emit(alu.ffma(num[2], w, F32.of(o[0]), num[2]))
                 p.emit(alu.ffma(num[3], w, F32.of(o[1]), num[3]))
+
+            each_chunk("sum", weigh)
             inv = F32.of(p.r("acp_inv"))
             p.emit(alu.rcp(inv, den))
             for a in num:
@@ -436,11 +476,12 @@ class AttentionCombine(Body):
             p.emit(memory.sts(Mem(oa2, offset=128), out).guarded(wide))
             p.label(skip)
         consumers_done(ip)
-        r.release_page(0, r.cleader)
+        for lid in range(COMBINE_MAX_BOXES):
+            r.release_page(lid, r.cleader)
         out_ready(ip, r)
 
     def store(self, ip: Interp, r: Role) -> None:
-        store_output(ip, r, 1)
+        store_output(ip, r, COMBINE_MAX_BOXES)
 
 
 __all__ = ["Attention", "AttentionCombine", "refuse_attention"]

@@ -3,7 +3,9 @@ refusals, and the interpreter with them run by the checker on attn-small (every 
 ordering or coverage problem. Not yet in `bodies()`: the launch's buffers are declared bf16 and
 the expectation knows no state tensors (kernels/mega.py, kernels/mega_common.py), so
 `warpy check mega attn-small` still refuses the graph; these tests add the bodies to the table
-for their own run. With WARPY_SLOW=1: the interpreter's seeded faults are still caught on it."""
+for their own run. With WARPY_SLOW=1: head_dim 128 (graphs/attn_d128.py) and a combine of three
+boxes (graphs/attn_combine3.py) likewise, and the interpreter's seeded faults still caught on
+attn-small."""
 
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from warpy.mega.encode import decode
 from warpy.mega.examples import decode_attention
 
 SLOW = bool(os.environ.get("WARPY_SLOW"))
+GRAPHS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "graphs")
 #: what the launch still declares wrongly (kernels/mega_common.py declares every buffer bf16; the
 #: partials' buffer holds fp32): the only problems the checker reports, until the lead's fix
 DTYPE = "declares bf16"
@@ -52,8 +55,8 @@ def test_the_example_graphs_are_accepted() -> None:
 
 @pytest.mark.parametrize("kw,msg", [
     (dict(head_dim=96), "decode attention of head_dim 96 (the sm_90a body takes 64 or 128)"),
-    (dict(tokens=1, heads=8, kv_heads=8, length=32768, cache_rows=32768), "a decode-attention chunk of 8 K boxes (the "
-     "sm_90a body takes at most 2)"),
+    (dict(tokens=16, heads=32, kv_heads=8, head_dim=128, length=32768, cache_rows=32768), "a decode-attention chunk "
+     "of 16 K boxes (the sm_90a body takes at most 2)"),
     (dict(tokens=16, heads=32, kv_heads=2, head_dim=128), "decode attention of 256 query rows whose q box is not "
      "those rows within a page"),
     (dict(tokens=16, heads=16, kv_heads=2, head_dim=128), "decode attention whose partial of 128 rows is more than a "
@@ -70,6 +73,13 @@ def _problems(rep: Any) -> list[str]:
 
 def test_checker_runs_the_bodies_on_every_cta(with_bodies: None) -> None:
     rep = mega.check_launch(mega.MegaProblem("attn-small"), values=False)
+    assert _problems(rep) == [] and rep.stores > 0
+
+
+@pytest.mark.skipif(not SLOW, reason="head_dim 128 and a combine of three boxes: a minute of the checker (WARPY_SLOW=1)")
+@pytest.mark.parametrize("graph", ["attn_d128.py", "attn_combine3.py"])
+def test_checker_runs_the_other_paths(with_bodies: None, graph: str) -> None:
+    rep = mega.check_launch(mega.MegaProblem(os.path.join(GRAPHS, graph)), values=False)
     assert _problems(rep) == [] and rep.stores > 0
 
 

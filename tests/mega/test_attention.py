@@ -20,7 +20,8 @@ from warpy.mega.encode import decode
 from warpy.mega.examples import decode_attention
 from warpy.mega.graph import Graph
 from warpy.mega.mutate import suite
-from warpy.mega.tiling import ATTENTION_ROW_ALIGN, PAGE_BYTES, attention_split
+from warpy.mega.tiling import (ATTENTION_MAX_BOXES, ATTENTION_ROW_ALIGN, COMBINE_MAX_BOXES, PAGE_BYTES,
+                               attention_split)
 from warpy.target import target
 
 
@@ -117,10 +118,11 @@ def test_attention_instruction_fields() -> None:
 
 
 @pytest.mark.parametrize("tokens,length,golden", [
-    (1, 1024, (16, 64, 64, 1)), (16, 1024, (16, 64, 64, 1)), (1, 8192, (16, 512, 256, 2)), (1, 32768, (16, 2048, 256, 8)),
+    (1, 1024, (16, 64, 64, 1)), (16, 1024, (16, 64, 64, 1)), (1, 8192, (16, 512, 256, 2)), (1, 32768, (64, 512, 256, 2)),
 ])
 def test_split_rule_golden(tokens: int, length: int, golden: tuple[int, int, int, int]) -> None:
-    """Llama-3.2-1B (32 query heads, 8 KV heads, head_dim 64) on the H200's 132 SMs: 128 tiles, one wave."""
+    """Llama-3.2-1B (32 query heads, 8 KV heads, head_dim 64) on the H200's 132 SMs: 128 tiles, one wave,
+    to 8k; at 32k chunks of two boxes (what the sm_90a body holds), four waves."""
     sp = attention_split(tokens, 32, 8, 64, length, target("sm_90a"))
     assert (sp.splits, sp.chunk, sp.box_rows, sp.boxes) == golden
 
@@ -139,9 +141,13 @@ def test_split_rule_properties(tokens: int, heads: tuple[int, int], d: int, leng
     assert sp.combine_box * (hq // hkv) * (d + 4) * 4 <= PAGE_BYTES or sp.combine_box == 1
     units = target(arch).sms // (2 if arch == "sm_100a" else 1)
     if hkv == 8 and hq <= 32 and length >= units * ATTENTION_ROW_ALIGN:
-        # a long cache at Llama-like shapes: one wave of chunks that fills the SMs (with few query rows a
-        # head, the combine's cost, which grows with the chunks, does not hold the split back)
-        assert units * 3 // 4 < hkv * sp.splits <= units  # (the chunks are whole multiples of 16 rows)
+        # a long cache at Llama-like shapes fills the SMs (with few query rows a head, the combine's
+        # cost, which grows with the chunks, does not hold the split back; the chunks are whole
+        # multiples of 16 rows), in one wave while two-box chunks allow it
+        assert units * 3 // 4 < hkv * sp.splits
+        assert hkv * sp.splits <= units or sp.boxes == ATTENTION_MAX_BOXES
+    if d == 64 and hq // hkv <= 4:  # what the sm_90a bodies hold is always found here
+        assert sp.boxes <= ATTENTION_MAX_BOXES and -(-sp.splits // sp.combine_box) <= COMBINE_MAX_BOXES
 
 
 @settings(derandomize=True, max_examples=25, deadline=None)

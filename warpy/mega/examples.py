@@ -16,8 +16,8 @@
   silu/gelu, silu_mul and rmsnorm bodies, sized for the host checker;
 - `attn-small`: decode attention with the cache append (T = 3 queries, 4 query heads on 2 KV heads,
   head_dim 64, 72 of a 96-row cache, causal), sized for the host checker; `llama-attn-1k`,
-  `llama-attn-8k`: the same at Llama-3.2-1B's shape (32 query heads, 8 KV heads, head_dim 64) at
-  context 1024 and 8192 of an 8192-row cache (T = 1 unless given).
+  `llama-attn-8k`, `llama-attn-32k`: the same at Llama-3.2-1B's shape (32 query heads, 8 KV heads,
+  head_dim 64) at context 1024 and 8192 of an 8192-row cache, and 32768 of 32768 (T = 1 unless given).
 """
 
 from __future__ import annotations
@@ -194,6 +194,7 @@ EXAMPLES: dict[str, Callable[[Optional[int]], Graph]] = {
     "attn-small": lambda t: decode_attention(t or 3),
     "llama-attn-1k": lambda t: decode_attention(t or 1, 32, 8, 64, 1024, 8192, name="llama-attn-1k"),
     "llama-attn-8k": lambda t: decode_attention(t or 1, 32, 8, 64, 8192, 8192, name="llama-attn-8k"),
+    "llama-attn-32k": lambda t: decode_attention(t or 1, 32, 8, 64, 32768, 32768, name="llama-attn-32k"),
 }
 
 

@@ -106,6 +106,10 @@ def gemm_tile_ok(tile_m: int, tile_n: int, esz: int = 2) -> Optional[str]:
 
 #: attention chunks are whole multiples of this many cache rows
 ATTENTION_ROW_ALIGN = 16
+#: what the sm_90a bodies hold in their pages (kernels/mega_attention.py): a chunk of at most two K
+#: (and V) boxes, a combine of the partials in at most six boxes; the split rule prefers splits that fit
+ATTENTION_MAX_BOXES = 2
+COMBINE_MAX_BOXES = 6
 PARTIAL_BYTES = 4  # fp32
 
 
@@ -132,14 +136,17 @@ def attention_split(tokens: int, hq: int, hkv: int, d: int, length: int, target:
     over the units x one tile's time (the overhead plus its bytes: K and V chunks, the group's queries,
     its partial, at the per-SM bandwidth) plus the combine's waves x its tile's time (S partials of a
     group's rows); the fewer chunks on a tie. So a short cache is cut until Hkv·S fills the SMs (a
-    tile's overhead then dominates its bytes), a long one into one wave of chunks of many pages."""
+    tile's overhead then dominates its bytes), a long one into one wave of chunks of many pages.
+    Splits whose chunks are at most ATTENTION_MAX_BOXES boxes and whose combine reads at most
+    COMBINE_MAX_BOXES boxes (what the sm_90a bodies hold) come first: a long cache then takes more
+    waves of two-box chunks (32k at Llama-3.2-1B's shape: 64 chunks of 512 rows, four waves)."""
     cm = COSTS[target.unit]
     n_units = units(target)
     g = hq // hkv
     rows = tokens * g
     width = d + PARTIAL_EXTRA
     box_max = max(ATTENTION_ROW_ALIGN, min(BOX_MAX, PAGE_BYTES // (d * esz)) // ATTENTION_ROW_ALIGN * ATTENTION_ROW_ALIGN)
-    best: Optional[tuple[float, int, AttentionSplit]] = None
+    best: Optional[tuple[bool, float, int, AttentionSplit]] = None
     seen: set[int] = set()
     for want in range(1, min(BOX_MAX, cdiv(length, ATTENTION_ROW_ALIGN)) + 1):
         chunk = cdiv(cdiv(length, want), ATTENTION_ROW_ALIGN) * ATTENTION_ROW_ALIGN
@@ -155,10 +162,11 @@ def attention_split(tokens: int, hq: int, hkv: int, d: int, length: int, target:
         comb = cm.overhead + (splits * g * width * PARTIAL_BYTES + g * d * esz) / cm.bytes
         span = cdiv(hkv * splits, n_units) * tile + cdiv(hkv * tokens, n_units) * comb
         cand = AttentionSplit(splits, chunk, box_rows, boxes, combine_box, span)
-        if best is None or (span, splits) < best[:2]:
-            best = (span, splits, cand)
+        key = (boxes > ATTENTION_MAX_BOXES or cdiv(splits, combine_box) > COMBINE_MAX_BOXES, span, splits)
+        if best is None or key < best[:3]:
+            best = (*key, cand)
     assert best is not None
-    return best[2]
+    return best[3]
 
 
 def _attention(prog: Program, node: Node, target: Target) -> NodeTiling:
@@ -386,4 +394,4 @@ def tile_node(prog: Program, node: Node, target: Target) -> NodeTiling:
 __all__ = ["Box", "Tile", "NodeTiling", "tile_node", "operand_boxes", "project", "units", "CLUSTER", "COSTS",
            "GEMM_K_STEP", "BOX_MAX", "cdiv", "CostModel", "PAGE_BYTES", "gemm_k_boxes", "gemm_a_rows",
            "GEMM_MAX_K_BOXES", "gemm_tile_ok",
-           "AttentionSplit", "attention_split", "ATTENTION_ROW_ALIGN"]
+           "AttentionSplit", "attention_split", "ATTENTION_ROW_ALIGN", "ATTENTION_MAX_BOXES", "COMBINE_MAX_BOXES"]
