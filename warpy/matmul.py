@@ -394,7 +394,8 @@ class _Loaded:
         params()) with `scratch`, the set of the stream launched on."""
         p = self.plan.problem
         ep = getattr(p, "epilogue", None)
-        names = (ep.params() if ep is not None else ()) + gemm_fp8.params(p)  # (aux: the epilogue's, then the scales)
+        fp8 = hasattr(p, "scale_a")  # (a GemmProblem: an 8-bit float one's scales follow the epilogue's inputs)
+        names = (ep.params() if ep is not None else ()) + (gemm_fp8.params(p) if fp8 else ())
         return gemm_family.bind(self.plan.header, a, b, c, p.M, p.N, p.K, scratch=scratch, **dict(zip(names, aux)))
 
 
