@@ -5,6 +5,7 @@ assemble with the fixup's instructions. The GPU runs are tests/gpu/test_gemm.py.
 
 from __future__ import annotations
 
+import os
 import re
 
 import pytest
@@ -28,7 +29,9 @@ def _check(M: int, N: int, K: int, out: str, cfg: Sm90Config, text: str | None =
 
 @pytest.mark.parametrize("M,N,K,out,bn,staged", [
     (128, 384, 1024, "fp32", 128, False),   # 3 tiles of 16 k blocks over 2 CTAs: tile 1 split 8 + 8
-    (128, 256, 4096, "bf16", 256, True),    # one tile, its 64 k blocks shared by both CTAs
+    pytest.param(128, 256, 4096, "bf16", 256, True,  # one tile, its 64 k blocks shared by both CTAs
+                 marks=pytest.mark.skipif(os.environ.get("WARPY_SLOW") != "1",
+                                          reason="WARPY_SLOW=1 (the first case splits a tile between the CTAs)")),
     (200, 296, 1000, "bf16", 128, True),    # ragged, TMA-stored C
     (200, 300, 1000, "fp16", 128, False),   # ragged, odd rows: C stored from the registers
 ])
