@@ -1,0 +1,78 @@
+"""Tests written to kill the tile rule's surviving mutants (.ci/mutation.py tile; see
+docs/testing.md): stream-K's split at literal tile counts (test_tile_rule compares the rule with the
+same function, so a changed split passed), the sm_100a branch of `choose` (its table, the fused
+epilogue's whole tiles, MN-major operands), whole tiles for batches, 64-column tiles for an MN-major
+B, and the emitted magic-number division with a shift, run by the interpreter."""
+
+from __future__ import annotations
+
+import pytest
+
+from warpy.isa.families import alu
+from warpy.isa.interp import Machine, run
+from warpy.isa.program import Program
+from warpy.kernels.gemm import GemmProblem, choose, sm90_split
+from warpy.kernels.gemm_epilogue import Epilogue
+from warpy.kernels.gemm_sm100 import Sm100Config
+from warpy.kernels.gemm_sm90 import Sm90Config
+from warpy.kernels.schedule import Magic, divide
+
+
+@pytest.mark.parametrize("M,N,K,split", [
+    (768, 1408, 4096, 2),     # 6 x 11 = 66 tiles of 128 x 128: exactly half the 132 SMs, split 132 // 66
+    (8576, 128, 65536, 0),    # 67 tiles: more than half the SMs have one, no split
+    (128, 128, 640, 10),      # one tile, but only 10 k blocks of 64
+    (128, 128, 65536, 132),   # one tile, 1024 k blocks: every SM
+    (256, 128, 65536, 66),    # two tiles
+    (640, 1024, 65536, 3),    # 5 x 8 = 40 tiles: 132 // 40 = 3 (not 3.3)
+])
+def test_stream_k_split_at_literal_tile_counts(M: int, N: int, K: int, split: int) -> None:
+    assert sm90_split(GemmProblem(M, N, K), 128, 128) == split
+
+
+def test_sm100_takes_its_table_and_the_fused_epilogue_whole_tiles() -> None:
+    prob = GemmProblem(4096, 4096, 4096, "bf16", "bf16", arch="sm_100a")
+    cfg = choose(prob)
+    assert cfg == Sm100Config(bm=192, cta_rows=128, stages=7, accs=2, pairs=1, sms=148, persistent=True, group=8,
+                              serpentine=False, clc=True, ask_ahead=False, pdl="entry", split=1, stream_k=False,
+                              tma_store=True)
+    fused = choose(GemmProblem(4096, 4096, 4096, "bf16", "bf16", arch="sm_100a", epilogue=Epilogue(bias="col", act="relu")))
+    assert isinstance(fused, Sm100Config)
+    assert (fused.bm, fused.split, fused.stream_k, fused.tma_store) == (192, 1, False, False)
+    # an MN-major A: A's rows a CTA (bm / 2) whole 64-row boxes: 192 -> 256
+    assert choose(GemmProblem(4096, 4096, 4096, "bf16", "bf16", arch="sm_100a", a_major="MN")).bm == 256
+    # the table pairs 4 CTAs for 2048 x 256; an MN-major B takes one pair
+    paired = choose(GemmProblem(2048, 256, 4096, "bf16", "bf16", arch="sm_100a"))
+    one_pair = choose(GemmProblem(2048, 256, 4096, "bf16", "bf16", arch="sm_100a", b_major="MN"))
+    assert isinstance(paired, Sm100Config) and isinstance(one_pair, Sm100Config)
+    assert (paired.pairs, one_pair.pairs) == (4, 1)
+    # the shape reaches the table: a short M gets 128-row tiles without a persistent grid
+    small = choose(GemmProblem(256, 256, 8192, "bf16", "bf16", arch="sm_100a"))
+    assert isinstance(small, Sm100Config) and (small.bm, small.persistent, small.tma_store) == (128, False, False)
+
+
+def test_sm90_batches_take_whole_tiles_and_mn_major_b_whole_boxes() -> None:
+    one = choose(GemmProblem(128, 128, 65536))
+    assert isinstance(one, Sm90Config) and one.stream_k and (one.bn, one.split) == (64, 66)  # 2 tiles of 128 x 64
+    batched = choose(GemmProblem(128, 128, 65536, batch=2))
+    assert isinstance(batched, Sm90Config) and not batched.stream_k and batched.split == 0
+    k_major = choose(GemmProblem(1024, 2064, 4096))
+    mn_major = choose(GemmProblem(1024, 2064, 4096, b_major="MN"))
+    assert isinstance(k_major, Sm90Config) and isinstance(mn_major, Sm90Config)
+    assert k_major.bn == 144 and mn_major.bn == 64
+    assert k_major.group == 8 and k_major.bk == 64
+
+
+@pytest.mark.parametrize("d,x_max,shift", [(3, 1 << 31, 1), (5, (1 << 32) - 1, 2), (7, 1 << 31, 2), (11, (1 << 32) - 1, 3)])
+def test_the_emitted_division_with_a_shift_is_exact(d: int, x_max: int, shift: int) -> None:
+    """x_max near 2^32: no 32-bit multiplier works unshifted, so divide emits the multiply-high and a
+    right shift (the tile schedules' small ranges need no shift)."""
+    assert Magic.find(d, x_max).shift == shift
+    p = Program("div", "sm_90a", threads=32)
+    x = p.r("x")
+    p.emit(alu.s2r(x, "SR_CTAID.X"))
+    q = divide(p, p.r("q"), x, d, x_max)
+    lines = list(p.kernel().lines)
+    for v in sorted({0, 1, d - 1, d, d + 1, 5 * d - 1, x_max - x_max % d - 1, x_max - x_max % d, x_max}):
+        m = run(lines, Machine(sreg={"SR_CTAID.X": v}))
+        assert m.v[q.name] == v // d, (d, v)
