@@ -8,6 +8,8 @@
     python3 .ci/mutation.py tile --only 'kernels.gemm.x_choose*' --only 'kernels.schedule.*'
                                             # a sample: only the mutants of the functions matching these
                                             # (mutmut's names: module.x_function, module.xǁClassǁmethod)
+    python3 .ci/mutation.py algebra --late tests/layout/test_mutants_algebra.py
+                                            # late kills: each recorded survivor against these tests
 
 Needs mutmut (`pip install mutmut`, part of the `test` extra). Each group runs in its own copy
 ($WARPY_MUTATION_DIR, default /tmp/warpy-mutation/<group>, made from the working tree's tracked and
@@ -41,17 +43,21 @@ GROUPS: dict[str, tuple[list[str], list[str], list[str]]] = {
     # the algebra's properties and goldens (tests/layout whole takes 10 minutes of CPU under mutmut's
     # tracing; test_layout_hygiene's mypy run cannot type-check mutmut's trampolines)
     "algebra": (["warpy/layout/algebra.py"],
-                ["tests/layout/test_layout_algebra_properties.py", "tests/layout/test_layout_golden.py"], []),
+                ["tests/layout/test_layout_algebra_properties.py", "tests/layout/test_layout_golden.py",
+                 "tests/layout/test_mutants_algebra.py"], []),
     "lift": (
         ["warpy/lift/families/*"],
         ["tests/lift/test_lift.py", "tests/lift/test_lift_semantics.py", "tests/lift/test_lift_flags.py",
          "tests/lift/test_meaning.py", "tests/lift/test_mutants_lift.py"],
         ["-k", "not assembles and not probes_show and not coloured_form and not missing_opcode"],
     ),
+    # the kernel families are imported as warpy.kernels.* (warpy/kernels links to kernels/): their
+    # group mutates a real copy at warpy/kernels, so the mutants' module names are the ones the
+    # tests import (mutated through the link's target, kernels.gemm, no test reaches a mutant)
     "tile": (
-        ["kernels/gemm.py", "kernels/schedule.py"],
+        ["warpy/kernels/gemm.py", "warpy/kernels/schedule.py"],
         ["tests/kernels/test_configure.py", "tests/kernels/test_schedule.py", "tests/kernels/test_tile_rule.py",
-         "tests/lift/test_meaning.py"],
+         "tests/lift/test_meaning.py", "tests/kernels/test_mutants_tile.py"],
         [],
     ),
     "check-machine": (
@@ -64,7 +70,11 @@ GROUPS: dict[str, tuple[list[str], list[str], list[str]]] = {
 }
 
 
-def _copy_tree(dest: Path) -> None:
+def _real_kernels(group: str) -> bool:
+    return any(m.startswith("warpy/kernels/") for m in GROUPS[group][0])
+
+
+def _copy_tree(dest: Path, real_kernels: bool = False) -> None:
     files = subprocess.run(
         ["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, check=True, capture_output=True
     ).stdout.decode().split("\0")
@@ -73,6 +83,8 @@ def _copy_tree(dest: Path) -> None:
             continue
         src = ROOT / rel
         dst = dest / rel
+        if real_kernels and rel == "warpy/kernels":
+            continue  # copied as files below
         if src.is_symlink():
             if not dst.is_symlink():
                 dst.parent.mkdir(parents=True, exist_ok=True)
@@ -84,6 +96,13 @@ def _copy_tree(dest: Path) -> None:
             continue  # unchanged: keeps its mtime so mutmut's cache stays valid
         dst.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(src, dst)
+    if real_kernels:
+        for rel in files:
+            if rel.startswith("kernels/") and (ROOT / rel).is_file() and not (ROOT / rel).is_symlink():
+                dst = dest / "warpy" / rel
+                if not (dst.exists() and dst.read_bytes() == (ROOT / rel).read_bytes()):
+                    dst.parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copy2(ROOT / rel, dst)
 
 
 def _configure(dest: Path, group: str) -> None:
@@ -105,7 +124,7 @@ def _configure(dest: Path, group: str) -> None:
     ]
     (dest / "pyproject.toml").write_text(text + "\n".join(cfg))
     link = dest / "mutants" / "warpy" / "kernels"  # mutmut copies files, not the link
-    if not link.is_symlink():
+    if not _real_kernels(group) and not link.is_symlink():
         link.parent.mkdir(parents=True, exist_ok=True)
         link.symlink_to("../kernels")
 
@@ -140,7 +159,7 @@ def run_group(group: str, show: bool, survivors: bool = False, only: list[str] |
                 meta.write_text(json.dumps(data))
             # new tests are unknown to the recorded test-to-function map: record it again
             (dest / "mutants" / "mutmut-stats.json").unlink(missing_ok=True)
-        _copy_tree(dest)
+        _copy_tree(dest, _real_kernels(group))
         _configure(dest, group)
         t0 = time.monotonic()
         # --only: mutmut runs just the mutants matching the patterns (fnmatch on their names); one
@@ -170,6 +189,56 @@ def run_group(group: str, show: bool, survivors: bool = False, only: list[str] |
         print("  timeout:", name)
 
 
+def late_kills(group: str, tests: list[str], only: list[str] | None) -> None:
+    """Each survivor of the group's last run ("survived" or "no tests", within --only) run against
+    `tests` in the group's mutants/ folder (mutmut's trampolines pick the mutant named by
+    MUTANT_UNDER_TEST): a mutant these tests fail is a late kill. Quicker than a mutmut re-run, which
+    first traces the whole selection again; the group's score is then (killed + late kills) / checked."""
+    dest = Path(os.environ.get("WARPY_MUTATION_DIR", "/tmp/warpy-mutation")) / group
+    _copy_tree(dest, _real_kernels(group))
+    _configure(dest, group)
+    by = _results(dest)
+    names = by.get("survived", []) + by.get("no tests", [])
+    if only:
+        names = [n for n in names if any(fnmatch.fnmatch(n, pat if pat.endswith("*") else pat + "*") for pat in only)]
+    if not names:
+        sys.exit(f"mutation: no survivors of {group} recorded" + (" matching --only" if only else ""))
+    work = dest / "mutants"
+    for rel in tests:  # the tests as they are now (mutmut copied the tests of its last run)
+        src = ROOT / rel
+        files = [src] if src.is_file() else sorted(src.rglob("*.py"))
+        for f in files:
+            (work / f.relative_to(ROOT)).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(f, work / f.relative_to(ROOT))
+    # one process for every mutant (pytest.main per mutant, the mutant named in the environment the
+    # trampolines read at each call): no interpreter start and import per mutant
+    driver = (
+        "import json, os, sys, pytest\n"
+        "names, tests = json.loads(sys.argv[1]), json.loads(sys.argv[2])\n"
+        "args = ['-x', '-q', '-p', 'no:cacheprovider', '-p', 'no:randomly', '--no-header', '--no-summary', *tests]\n"
+        "for name in [''] + names:\n"
+        "    os.environ['MUTANT_UNDER_TEST'] = name\n"
+        "    rc = int(pytest.main(args))\n"
+        "    print('@@', rc, name or '(none)', flush=True)\n"
+        "    if not name and rc != 0:\n"
+        "        sys.exit('the tests fail without a mutant')\n"
+    )
+    env = dict(os.environ, HYPOTHESIS_PROFILE="mutation", WARPY_XDIST="0")
+    t0 = time.monotonic()
+    r = subprocess.run(["nice", "-n", "10", sys.executable, "-c", driver, json.dumps(names), json.dumps(tests)],
+                       cwd=work, env=env, capture_output=True, text=True)
+    killed = []
+    for line in r.stdout.splitlines():
+        if line.startswith("@@ ") and not line.endswith("(none)"):
+            _, rc, name = line.split(" ", 2)
+            if rc == "1":  # a test failed (2-5: interrupted, usage, collection: not a kill)
+                killed.append(name)
+            print(f"  {'killed' if rc == '1' else f'survives (exit {rc})'}: {name}")
+    if r.returncode != 0:
+        sys.exit(f"mutation: {r.stderr.strip()[-2000:]}")
+    print(f"{group}: {len(killed)} of {len(names)} survivors killed by {' '.join(tests)} in {time.monotonic() - t0:.0f} s")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("groups", nargs="*")
@@ -180,6 +249,8 @@ def main() -> None:
     ap.add_argument("--only", action="append", metavar="PATTERN",
                     help="run (and score) only the mutants whose names match PATTERN (repeatable), e.g. "
                          "'warpy.layout.algebra.x_composition*'")
+    ap.add_argument("--late", nargs="+", metavar="TEST",
+                    help="judge the last run's survivors again against these test files (no mutmut re-run)")
     a = ap.parse_args()
     if a.list or not a.groups:
         for g, (m, t, x) in GROUPS.items():
@@ -189,7 +260,10 @@ def main() -> None:
         if g not in GROUPS:
             sys.exit(f"mutation: no group {g!r}; groups: {', '.join(GROUPS)}")
     for g in a.groups:
-        run_group(g, a.show, a.survivors, a.only)
+        if a.late:
+            late_kills(g, a.late, a.only)
+        else:
+            run_group(g, a.show, a.survivors, a.only)
 
 
 if __name__ == "__main__":
