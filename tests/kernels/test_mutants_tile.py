@@ -15,7 +15,7 @@ from warpy.kernels.gemm import GemmProblem, choose, sm90_split
 from warpy.kernels.gemm_epilogue import Epilogue
 from warpy.kernels.gemm_sm100 import Sm100Config
 from warpy.kernels.gemm_sm90 import Sm90Config
-from warpy.kernels.schedule import Magic, divide
+from warpy.kernels.schedule import Magic, TileOrder, divide
 
 
 @pytest.mark.parametrize("M,N,K,split", [
@@ -76,3 +76,31 @@ def test_the_emitted_division_with_a_shift_is_exact(d: int, x_max: int, shift: i
     for v in sorted({0, 1, d - 1, d, d + 1, 5 * d - 1, x_max - x_max % d - 1, x_max - x_max % d, x_max}):
         m = run(lines, Machine(sreg={"SR_CTAID.X": v}))
         assert m.v[q.name] == v // d, (d, v)
+
+
+@pytest.mark.parametrize("mt,nt,group,serp", [(10, 3, 4, False), (14, 5, 4, True), (23, 3, 8, False), (7, 4, 5, True)])
+def test_the_emitted_order_of_a_tail_group_of_several_rows(mt: int, nt: int, group: int, serp: bool) -> None:
+    """The last, shorter group (mt % group = 2, 2, 7, 2 M-blocks) walked by the emitted code: its own
+    division by the tail's height (test_schedule's shapes have tails of one row, a move)."""
+    order = TileOrder(mt, nt, group, serp)
+    p = Program("sched", "sm_90a", threads=32)
+    t = p.r("t")
+    p.emit(alu.s2r(t, "SR_CTAID.X"))
+    m_blk, n_blk = order.emit(p, t)
+    lines = list(p.kernel().lines)
+    got = []
+    for tile in range(order.tiles):
+        m = run(lines, Machine(sreg={"SR_CTAID.X": tile}))
+        got.append((m.v[m_blk.name], m.v[n_blk.name]))
+    assert got == [order.tile_of(k) for k in range(order.tiles)]
+    # the tail's first tiles, literally: after the full groups, down the tail's rows, then across
+    t_full = (mt // group) * group * nt
+    tail = mt % group
+    assert got[t_full:t_full + tail + 1] == [(mt - tail + k, 0) for k in range(tail)] + [(mt - tail, 1)]
+
+
+def test_an_8_bit_stage_is_128_elements_of_k() -> None:
+    fp8 = choose(GemmProblem(1024, 1024, 1024, "e4m3", "bf16"))
+    bf16 = choose(GemmProblem(1024, 1024, 1024, "bf16", "bf16"))
+    assert isinstance(fp8, Sm90Config) and isinstance(bf16, Sm90Config)
+    assert (fp8.bk, bf16.bk) == (128, 64)
