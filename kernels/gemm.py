@@ -219,8 +219,11 @@ def choose(problem: GemmProblem) -> Config:
         return cfg100
     if problem.arch != "sm_90a":
         raise WarpyError(f"no {problem.arch} GEMM program exists yet")
-    # an MN-major B lands in 64-column boxes: its tile is whole boxes wide
-    tiles = [t for t in TILE_EFFICIENCY if problem.b_major == "K" or t[1] % 64 == 0]
+    # an MN-major B lands in 64-column boxes: its tile is whole boxes wide; an 8-bit float problem whose
+    # k blocks are promoted into fp32 holds two accumulators: BN at most PROMOTE_MAX_BN
+    promote = gemm_fp8.promotes(problem)
+    tiles = [t for t in TILE_EFFICIENCY if (problem.b_major == "K" or t[1] % 64 == 0)
+             and (not promote or t[1] <= gemm_fp8.PROMOTE_MAX_BN)]
     (bm, bn), stream_k = min(((tile, sk) for tile in tiles for sk in (False, True)[:2 if problem.batch == 1 else 1]),
                              key=lambda c: sm90_cost(problem, c[0][0], c[0][1], c[1]))
     split = sm90_split(problem, bm, bn) if stream_k else 0
@@ -237,7 +240,7 @@ def choose(problem: GemmProblem) -> Config:
 
     # a stage's K is one 128-byte swizzle row: 64 16-bit elements, 128 8-bit ones
     return deepest_ring(Sm90Config(bn=bn, consumers=bm // 64, stages=3, group=8, staged_epilogue=staged, bk=_bk(problem),
-                                   stream_k=stream_k, split=split, l2_promotion=l2))
+                                   stream_k=stream_k, split=split, l2_promotion=l2, promote=promote))
 
 
 def _bk(problem: GemmProblem) -> int:

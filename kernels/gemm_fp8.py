@@ -38,6 +38,15 @@ if TYPE_CHECKING:
     from .gemm import GemmProblem
 
 FP8_DTYPES = ("e4m3", "e5m2")
+# Above this K the sm_90a program promotes (Sm90Config.promote): each k block's products are summed by
+# the tensor core from zero into a second set of registers and added into the fp32 accumulator with
+# FADD. The tensor core's fp8 adder keeps fewer bits than fp32, so its error grows with K: on the H200
+# (2026-12-01) without promotion 4096^3 and 8192 x 28672 x 8192 met the bench's check (C within its
+# rounding plus twice cuBLASLt's largest error) but 8192^3 did not (29 elements off by up to 3.94,
+# cuBLASLt's own largest 1.05). The second set of registers costs BN / 2 a thread: BN at most 192
+# (256 spills), the rule's tiles limited so.
+PROMOTE_ABOVE_K = 4096
+PROMOTE_MAX_BN = 192
 SCALES_A = ("", "tensor", "row")
 SCALES_B = ("", "tensor", "col")
 SCALE_PARAMS = ("scale_a", "scale_b")  # the pointer parameters, by name
@@ -86,6 +95,11 @@ def check(problem: GemmProblem) -> None:
                          "pass A as M x K and B as N x K, K contiguous")
     if problem.batch > 1:
         raise WarpyError("a batch of 8-bit float GEMMs in one launch is not written yet")
+
+
+def promotes(problem: GemmProblem) -> bool:
+    """Whether the rule promotes a problem's k blocks into fp32 (8-bit floats, K above PROMOTE_ABOVE_K)."""
+    return is_fp8(problem.dtype) and problem.K > PROMOTE_ABOVE_K
 
 
 def params(problem: GemmProblem) -> tuple[str, ...]:
@@ -228,6 +242,6 @@ def apply_reference(ref: np.ndarray, problem: GemmProblem, gmem: dict[str, np.nd
     return ref
 
 
-__all__ = ["FP8_DTYPES", "SCALES_A", "SCALES_B", "SCALE_PARAMS", "is_fp8", "scale_kind", "scale_a_kind",
+__all__ = ["PROMOTE_ABOVE_K", "PROMOTE_MAX_BN", "promotes", "FP8_DTYPES", "SCALES_A", "SCALES_B", "SCALE_PARAMS", "is_fp8", "scale_kind", "scale_a_kind",
            "scale_b_kind", "check", "params",
            "scale_elems", "tag", "declare", "emit_scales", "scale_values", "apply_reference"]

@@ -86,6 +86,10 @@ class Sm90Config:
     stream_k: bool = False  # the tiles' k blocks shared out evenly over the grid (kernels.schedule.StreamK)
     split: int = 0  # with stream_k: a grid of tiles x split CTAs, so every tile splits at the same k blocks
     cluster_m: int = 1  # CTAs a cluster along M: 2 = pairs of M-blocks sharing B's tile by TMA multicast
+    # 8-bit floats: each k block's products summed by the tensor core into a second register set
+    # (`part`), then added into the fp32 accumulator on the CUDA cores (FADD): the tensor core's fp8
+    # adder keeps fewer bits than fp32, so long K loses precision without it (docs/fp8.md)
+    promote: bool = False
 
     @property
     def bm(self) -> int:
@@ -98,6 +102,7 @@ class Sm90Config:
             over = f"K split {self.split} ways a tile" if self.split else f"stream-K over {self.sms} SMs"
             walk = f"{over} (partial sums through an fp32 workspace)"
         cl = ", 2x1 clusters (B multicast)" if self.cluster_m == 2 else ""
+        cl += ", each k block's sums added in fp32 (promotion)" if self.promote else ""
         mma = f"HGMMA 64x{self.bn}x16" if self.bk == 64 else f"QGMMA 64x{self.bn}x32"  # (BK: 128 bytes of K)
         return (f"sm_90a warp-specialised: {self.bm}x{self.bn}x{self.bk} tiles, {self.consumers} consumer "
                 f"warpgroups ({mma}), {self.stages}-stage TMA ring, {walk}, "
@@ -226,6 +231,11 @@ class Sm90Gemm:
         if smem_bytes(cfg) > SM90A.max_dynamic_smem:
             raise WarpyError(f"{cfg.describe()} needs {smem_bytes(cfg)} bytes of shared memory, more than "
                              f"{SM90A.max_dynamic_smem}")
+        if cfg.promote and dtype_bytes(dtype) != 1:
+            raise WarpyError(f"promote adds 8-bit float MMAs' k blocks in fp32; {dtype} MMAs accumulate in fp32 already")
+        if cfg.promote and cfg.bn > gemm_fp8.PROMOTE_MAX_BN:
+            raise WarpyError(f"promote keeps a second accumulator (BN / 2 registers a thread): BN {cfg.bn} would spill; "
+                             f"at most {gemm_fp8.PROMOTE_MAX_BN}")
         if cfg.cluster_m not in (1, 2):
             raise WarpyError(f"cluster_m {cfg.cluster_m}: the sm_90a GEMM runs clusters of 1 or 2 CTAs along M")
         if cfg.cluster_m == 2:
@@ -280,7 +290,7 @@ class Sm90Gemm:
         c = self.cfg
         return (f"gemm_sm90_{self.m}x{self.n}x{self.k}_{self.dtype}_{self.out_dtype}"
                 f"_{c.bm}x{c.bn}x{c.bk}_s{c.stages}_g{c.group}" + ("_sk" if c.stream_k else "") + (f"{c.split}" if c.split else "")
-                + ("_c2" if c.cluster_m == 2 else "") + self.ep.tag()
+                + ("_c2" if c.cluster_m == 2 else "") + ("_p" if c.promote else "") + self.ep.tag()
                 + (f"_ld{self.lda}x{self.ldb}x{self.ldc}" if self.pitched else "")
                 + (f"_x{self.batch}s{self.sa}x{self.sb}x{self.sc}" if self.batch > 1 else "")
                 + ("_akm" if self.a_major == "MN" else "") + ("_bkn" if self.b_major == "MN" else "")
@@ -538,6 +548,7 @@ class Sm90Gemm:
         p.emit(control.setmaxnreg_try_alloc(ok, ACC_FULL_REGS))
         p.emit(control.bra(grow).guarded(~ok), mark="~")
         acc = p.rvec("acc", cfg.bn // 2)
+        part = p.rvec("part_acc", cfg.bn // 2) if cfg.promote else None  # a k block's sums (promotion)
         leader = p.elect()
         first, accumulate = p.ur("first"), p.up("accumulate")
         peer: Optional[UR] = None
@@ -553,6 +564,9 @@ class Sm90Gemm:
         with self.work_loop(p, res) as w:
             m_blk, n_blk = w.m_blk, w.n_blk
             p.emit(alu.umov(first, 0))
+            if part is not None:  # the fp32 sum of the tile's k blocks starts at zero
+                for r in range(cfg.bn // 2):
+                    p.emit(alu.mov(acc[r], 0))
             with p.loop("k", w.k_cnt, max_count=self.kt) as k:
                 with cons.stage():
                     p.emit(alu.uisetp("NE", accumulate, first, URZ))
@@ -561,20 +575,34 @@ class Sm90Gemm:
                     ks = 32 // dtype_bytes(self.dtype)  # K of one MMA: 32 bytes (HGMMA k16, QGMMA k32)
                     steps = cfg.bk // ks
                     for j in range(steps):
+                        if part is not None:  # each k block's products from zero, into part
+                            hgmma(p, part, cons.slot(res.sa, 64 * c, ks * j), cons.slot(res.sb, 0, ks * j), cfg.bn,
+                                  j != 0, end=j == steps - 1)
+                            continue
                         hgmma(p, acc, cons.slot(res.sa, 64 * c, ks * j), cons.slot(res.sb, 0, ks * j), cfg.bn,
                               accumulate if j == 0 else True, end=j == steps - 1)
                     p.emit(wgmma.wgmma_commit())
-                    p.emit(wgmma.warpgroup_wait(1))
+                    if part is not None:  # the block's sums are in part: add them in fp32, free the stage
+                        p.emit(wgmma.warpgroup_wait(0))
+                        for r in range(cfg.bn // 2):
+                            p.emit(alu.fadd(acc[r], acc[r], part[r]))
+                    else:
+                        p.emit(wgmma.warpgroup_wait(1))
                     p.emit(alu.umov(first, 1))
-                # the group before this one has finished reading its stage: free that stage
-                not_first = p.p("not_first_k")
-                p.emit(alu.isetp("NE", not_first, k.reg, 0))
-                with p.when(not_first):
+                if part is not None:  # this block's group is retired: its stage is free
                     with rel.stage():
                         self.free(p, rel, leader, peer)
-            p.emit(wgmma.warpgroup_wait(0))
-            with rel.stage():
-                self.free(p, rel, leader, peer)
+                else:
+                    # the group before this one has finished reading its stage: free that stage
+                    not_first = p.p("not_first_k")
+                    p.emit(alu.isetp("NE", not_first, k.reg, 0))
+                    with p.when(not_first):
+                        with rel.stage():
+                            self.free(p, rel, leader, peer)
+            if part is None:
+                p.emit(wgmma.warpgroup_wait(0))
+                with rel.stage():
+                    self.free(p, rel, leader, peer)
             done = None
             if fix is not None:
                 assert res.workspace is not None

@@ -3,7 +3,7 @@ tests/kernels/test_gemm_fp8.py, tests/host/test_gemm_fp8_host.py and tests/isa/t
 Each case runs in its own subprocess and prints one JSON line (`python tests/gpu/test_gemm_fp8_gpu.py
 CASE`); `-s` shows each case's line.
 
-- `exact`: ragged shapes × (e4m3, e4m3) / (e5m2, e5m2) / (e4m3, e5m2) / (e5m2, e4m3) × bf16 / fp32 / fp16
+- `exact`: ragged shapes (two with K above 4096: promoted k blocks) × (e4m3, e4m3) / (e5m2, e5m2) / (e4m3, e5m2) / (e5m2, e4m3) × bf16 / fp32 / fp16
   out × no scales, per-tensor, per-row and per-column scales (powers of two, as torch._scaled_mm takes
   them: (M, 1) and (1, N) fp32 tensors): inputs small integers in [-2, 2] (exact in both types, every
   partial sum exact even in the tensor core's narrower adder), every element of C equal to the fp32
@@ -26,7 +26,9 @@ import pytest
 
 from gpu_case import case_main, run_case
 
-SHAPES = [(200, 136, 96), (64, 520, 128), (1000, 1000, 1008), (129, 33, 16), (256, 256, 4096), (4096, 4096, 512)]
+# (the last two: K above 4096, the k blocks promoted into fp32, Sm90Config.promote)
+SHAPES = [(200, 136, 96), (64, 520, 128), (1000, 1000, 1008), (129, 33, 16), (256, 256, 4096), (4096, 4096, 512),
+          (256, 384, 8192), (300, 200, 6144)]
 TYPES = [("e4m3", "e4m3"), ("e5m2", "e5m2"), ("e4m3", "e5m2"), ("e5m2", "e4m3")]
 OUTS = ["bf16", "fp32", "fp16"]
 SCALES = [("", ""), ("tensor", "tensor"), ("row", "col"), ("row", ""), ("", "col"), ("tensor", "col")]
@@ -63,7 +65,7 @@ def _exact() -> dict[str, Any]:
     i = 0
     for (M, N, K) in SHAPES:
         for ta, tb in TYPES:
-            # one (output, scales) combination a shape and type pair: the 24 cover all 18 combinations
+            # one (output, scales) combination a shape and type pair: the 32 cover all 18 combinations
             for _ in range(1):
                 out, (ka, kb) = OUTS[i % len(OUTS)], SCALES[(i // len(OUTS)) % len(SCALES)]
                 i += 1

@@ -85,14 +85,51 @@ def test_a_wrong_scale_index_is_caught(name: str, words: list[str]) -> None:
 
 
 def test_the_tile_is_one_swizzle_row_of_k_a_stage() -> None:
-    """BK = 128 bytes of K: 128 fp8 elements (64 bf16), the same bytes a stage, the same ring depth."""
-    for shape in ((4096, 4096, 4096), (8192, 8192, 8192), (8192, 28672, 8192)):
-        c8 = G.choose(G.GemmProblem(*shape, dtype="e4m3", out_dtype="bf16"))
-        c16 = G.choose(G.GemmProblem(*shape, dtype="bf16", out_dtype="bf16"))
-        assert isinstance(c8, G.Sm90Config) and isinstance(c16, G.Sm90Config)
-        assert (c8.bm, c8.bn, c8.bk) == (128, 256, 128) and c16.bk == 64
-        assert c8.stages == c16.stages
-        assert "QGMMA 64x256x32" in c8.describe()
+    """BK = 128 bytes of K: 128 fp8 elements (64 bf16), the same bytes a stage, the same ring depth;
+    above K = 4096 the k blocks are promoted into fp32 and BN is at most 192 (two accumulators)."""
+    c8 = G.choose(G.GemmProblem(4096, 4096, 4096, dtype="e4m3", out_dtype="bf16"))
+    c16 = G.choose(G.GemmProblem(4096, 4096, 4096, dtype="bf16", out_dtype="bf16"))
+    assert isinstance(c8, G.Sm90Config) and isinstance(c16, G.Sm90Config)
+    assert (c8.bm, c8.bn, c8.bk, c8.promote) == (128, 256, 128, False) and c16.bk == 64
+    assert c8.stages == c16.stages
+    assert "QGMMA 64x256x32" in c8.describe()
+    for shape in ((8192, 8192, 8192), (8192, 28672, 8192), (2048, 2048, 16384), (1, 8192, 8192)):
+        c = G.choose(G.GemmProblem(*shape, dtype="e4m3", out_dtype="bf16"))
+        assert isinstance(c, G.Sm90Config) and c.promote and c.bn <= F.PROMOTE_MAX_BN and c.bk == 128
+        assert "promotion" in c.describe()
+    assert not G.choose(G.GemmProblem(8192, 8192, 8192, dtype="bf16", out_dtype="bf16")).promote  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("M,N,K,config,words", [
+    (200, 136, 1024, "promote=true,bn=128", ["scale_a=row", "scale_b=col"]),
+    (128, 192, 512, "promote=true,bn=192,stream_k=true,split=2", []),  # stream-K's pieces promoted too
+])
+def test_promoted_k_blocks_exact(M: int, N: int, K: int, config: str, words: list[str]) -> None:
+    prob = G.FAMILY.problem([M, N, K] + words, arch="sm_90a", dtype="e4m3", out_dtype="fp32")
+    prog, rep = _check(prob, config)
+    assert rep.ok, rep.messages()
+    assert rep.values_checked == M * N and rep.values_wrong == 0
+    text = str(prog.kernel())
+    assert "FADD acc.0, acc.0, part_acc.0" in text and "_p" in prog.name
+
+
+def test_a_block_not_promoted_is_caught() -> None:
+    """One accumulator register never given its k blocks' sums: its elements are wrong."""
+    prob = G.FAMILY.problem([128, 128, 512], arch="sm_90a", dtype="e4m3", out_dtype="fp32")
+    text = str(G.build(prob, G.configure(prob, "promote=true,bn=128")).kernel())
+    line = "  FADD acc.5, acc.5, part_acc.5\n"
+    assert line in text
+    rep = check_kernel(parse(text.replace(line, "", 1)), None, values=True, expect=G.FAMILY.expectation(prob))
+    assert not rep.ok and rep.values_wrong > 0
+
+
+def test_promotion_refusals() -> None:
+    p8 = G.GemmProblem(256, 256, 8192, dtype="e4m3", out_dtype="bf16")
+    with pytest.raises(WarpyError, match=r"promote keeps a second accumulator \(BN / 2 registers a thread\): BN 256"):
+        G.build(p8, G.configure(p8, "bn=256"))
+    p16 = G.GemmProblem(256, 256, 1024, dtype="bf16", out_dtype="bf16")
+    with pytest.raises(WarpyError, match=r"promote adds 8-bit float MMAs' k blocks in fp32; bf16 MMAs"):
+        G.build(p16, G.configure(p16, "promote=true"))
 
 
 def test_assembles_to_qgmma() -> None:

@@ -280,9 +280,14 @@ def _propagate(w: Warp, c: Compiled) -> None:
     tag = None
     if c.sem in ("alu", "shuffle"):
         tags = w.tags
-        tag = next((tags[u] for u in c.uses if u in tags), None)
-        if tag is not None and tag[6] != -1 and any(u not in tags for u in c.uses):
-            tag = tag[:6] + (-1,)  # mixed with other data (a partial sum loaded, a bias): its K is not known
+        tagged = [tags[u] for u in sorted(c.uses) if u in tags]  # (sorted: the same answer every run)
+        tag = tagged[0] if tagged else None
+        if tag is not None and tag[6] != -1:
+            if any(u not in tags for u in c.uses) or any(t[6] == -1 or t[:6] != tag[:6] for t in tagged[1:]):
+                tag = tag[:6] + (-1,)  # mixed with other data (a partial sum loaded, a bias): its K is not known
+            else:  # sums of one product over different K (an fp8 block's promotion): the K of both
+                for t in tagged[1:]:
+                    tag = tag[:6] + (tag[6] | t[6],)
     for d in c.defs:
         if tag is None:
             w.tags.pop(d, None)
