@@ -27,7 +27,7 @@ box (chunk c of a box, row g at (c·G + g)·(D + 4) fp32), `k_stages` boxes of t
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from warpy.isa.families import alu, control, memory
 from warpy.isa.families.typed import F32, S32, U32
@@ -484,4 +484,24 @@ class AttentionCombine(Body):
         store_output(ip, r, COMBINE_MAX_BOXES)
 
 
-__all__ = ["Attention", "AttentionCombine", "refuse_attention"]
+def condition(n: Any, c: list[Any], shape: tuple[int, ...]) -> Any:
+    """What the error of an attention node's elements scales with (for
+    `kernels.mega_common.conditions`; `c` the operands' conditions, `shape` the output's): an output
+    row is a convex combination of V's rows, so its roundings are in proportion to the largest |v|
+    of its KV head, not to itself. The partials carry that bound per head (they are a temp, never
+    compared), the combine takes it from them."""
+    import numpy as np
+
+    if n.kind == "attention":
+        out = np.zeros(shape)
+        for h in range(shape[0]):
+            out[h] = float(np.max(c[2][:, h, :]))
+        return out
+    out = np.zeros(shape)
+    g = n.group
+    for h in range(c[0].shape[0]):
+        out[:, h * g:(h + 1) * g, :] = float(np.max(c[0][h]))
+    return out
+
+
+__all__ = ["Attention", "AttentionCombine", "refuse_attention", "condition"]

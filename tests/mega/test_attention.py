@@ -195,6 +195,23 @@ def test_mutation_suite_on_attention() -> None:
     assert t.mutants >= 100 and t.bad > 0 and not t.missed and not t.over_rejected and not rep.valid_rejected
 
 
+def test_buffers_hold_one_element_type() -> None:
+    """The fp32 partials never take a bf16 intermediate's buffer (nor give theirs to one): the launch
+    declares each buffer's element type. On 4 units, a bf16 temp dead before the attention is large
+    enough for its partials and a full wave behind."""
+    g = Graph("mixed")
+    t0 = g.relu(g.input("big", (64, 256)), name="t0")
+    t1 = g.relu(t0, name="t1")
+    x = g.relu(g.input("x", (2, 4, 64)), name="q")  # (8 tiles: t0 is then a full wave behind)
+    o = g.attention(x, g.input("k", (40, 2, 64)), g.input("v", (40, 2, 64)), 40, name="o")
+    g.output(t1, g.relu(o, name="h"))
+    s, inputs, out = _run(g, units=4)
+    assert [(r.old, r.new) for r in s.reuses] == [(4, 8)]  # o (bf16) in t0's buffer; not o_part (fp32)
+    for b in s.buffers:
+        assert len({s.program.tensors[t].dtype for t in b.tensors}) == 1, [s.program.tensors[t] for t in b.tensors]
+    assert all(np.array_equal(a, b) for a, b in zip(out.outputs, s.program.reference(inputs)))
+
+
 def test_llama_shapes_schedule() -> None:
     for length in (1024, 8192):
         g = decode_attention(16, 32, 8, 64, length, 8192, name="l")

@@ -6,9 +6,9 @@ per-unit queues.
    consumers; a buffer's earlier users precede its reuser), and that is what makes the schedule
    impossible to deadlock (see `docs/megakernel.md`).
 2. **Buffers.** Inputs and outputs own their memory. An intermediate may take the buffer of an
-   earlier intermediate when its first instruction is at least a full wave (the number of units)
-   after the last instruction that touched the buffer, so on the GPU its reuse barrier is almost
-   always passed already. The reuse counter: every instruction that read or wrote the old tensor
+   earlier intermediate of its element type (the launch declares a buffer's type) when its first
+   instruction is at least a full wave (the number of units) after the last instruction that
+   touched the buffer, so on the GPU its reuse barrier is almost always passed already. The reuse counter: every instruction that read or wrote the old tensor
    arrives; every instruction of the new tensor's node waits for all of them before its first store.
 3. **Counters from access regions.** For each tensor a node writes, the unit cells are the grid
    that every box boundary (writers' and readers') falls on: on regular tilings the gcd of the box
@@ -281,6 +281,7 @@ def build(graph: Graph, arch: str | Target = "sm_90a", mode: str = "static", uni
             writers = node_members[t.producer or 0]
             # a buffer a full wave behind, whose users can take one more arrive and whose reuser one more wait
             fits = [b for b in free if buffers[b].nbytes >= nbytes and start - last[buffers[b].tensors[-1]] >= n_units
+                    and prog.tensors[buffers[b].tensors[-1]].dtype == t.dtype  # (a buffer holds one element type)
                     and all(len(instrs[m].arrives) < ARRIVES for m in accessors[buffers[b].tensors[-1]])
                     and all(len(instrs[i].waits) < WAITS for i in writers)]
             if fits:
