@@ -153,3 +153,23 @@ def test_inverses_edge_cases() -> None:
 def test_make_layout_and_composition_goldens() -> None:
     assert make_layout(Layout(2), Layout(3, 2)) == Layout((2, 3), (1, 2))
     assert composition(Layout((4, 2), (2, 8)), Layout(8, 1)) == Layout(8, 2)  # (4,2):(2,8) is 8:2
+
+
+@pytest.mark.parametrize("a,b,suggested", [
+    (Layout((4, 2), (1, 8)), Layout(12, 1), "composition((4,3):(1,8), 12:1)"),  # 12 / 4 = 3 of the last mode
+    (Layout((2, 3, 2), (1, 4, 16)), Layout(13, 1), "composition((2,3,3):(1,4,16), 13:1)"),  # ceil(13 / 6)
+    (Layout(1, 0), Layout(3, 1), "composition(3:0, 3:1)"),  # a constant: its one mode extended
+])
+def test_a_composition_past_the_outer_layout_names_the_extended_one(a: Layout, b: Layout, suggested: str) -> None:
+    with pytest.raises(LayoutError, match=r"runs past the outer layout") as e:
+        composition(a, b)
+    assert str(e.value).endswith("to ask for that explicitly compose with " + suggested)
+
+
+def test_products_pad_the_lower_rank_with_1_0_and_name_a_bad_tiler() -> None:
+    assert blocked_product(Layout((2, 2), (1, 2)), Layout(3)) == Layout(((2, 3), (2, 1)), ((1, 4), (2, 0)))
+    assert raked_product(Layout((2, 2), (1, 2)), Layout(3)) == Layout(((3, 2), (1, 2)), ((4, 1), (0, 2)))
+    # rank 1 with a nested arrangement: one mode (block, tiles), the arrangement's nesting kept
+    assert blocked_product(Layout(2), Layout(((3, 2),), ((1, 3),))) == Layout(((2, ((3, 2),)),), ((1, ((2, 6),)),))
+    with pytest.raises(LayoutError, match=r"^a blocked/raked product's tiler must be a layout or an int, not 'x'$"):
+        blocked_product(Layout(2), "x")  # type: ignore[arg-type]
