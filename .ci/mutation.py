@@ -205,7 +205,7 @@ def late_kills(group: str, tests: list[str], only: list[str] | None) -> None:
         sys.exit(f"mutation: no survivors of {group} recorded" + (" matching --only" if only else ""))
     work = dest / "mutants"
     for rel in tests:  # the tests as they are now (mutmut copied the tests of its last run)
-        src = ROOT / rel
+        src = ROOT / rel.split("::")[0]
         files = [src] if src.is_file() else sorted(src.rglob("*.py"))
         for f in files:
             (work / f.relative_to(ROOT)).parent.mkdir(parents=True, exist_ok=True)
