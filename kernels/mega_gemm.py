@@ -38,7 +38,7 @@ B, which warpy.isa does not model: the megakernel reads W as (N, K), torch's Lin
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import attrs
 
@@ -120,9 +120,18 @@ class _Loading:
         self.ks = r.field("k_boxes", p.r("g_boxes"))
         self.ns = r.field("k_stages", p.r("g_stages"))
         self.kstep = p.ur("g_kstep")
-        p.emit(alu.r2ur(self.kstep, r.field("k_step", p.r("g_kstep_r"))))
+        kstep_r = r.field("k_step", p.r("g_kstep_r"))
+        p.emit(alu.r2ur(self.kstep, kstep_r))
+        # a copy moves K `k_step`: one K box (GEMM_K_STEP), or a stage's K boxes at once through maps
+        # whose third dimension steps K by GEMM_K_STEP (`chunked`: one copy an operand a stage)
+        self.chunked = p.up("g_chunked")
+        p.emit(alu.uisetp("NE", self.chunked, self.kstep, GEMM_K_STEP))
+        chunked_r = p.p("g_chunked_r")
+        p.emit(alu.isetp("NE", chunked_r, kstep_r, GEMM_K_STEP))
+        self.copies = p.r("g_copies")  # copies an operand a stage
+        p.emit(alu.sel(self.copies, 1, self.ks, chunked_r))
         ks_u = p.ur("g_boxes_u")
-        p.emit(alu.r2ur(ks_u, self.ks))
+        p.emit(alu.r2ur(ks_u, self.copies))
         self.tx_u, self.b_off = p.ur("g_tx_u"), p.ur("g_boff")  # a stage's bytes; B's boxes follow its A boxes
         p.emit(alu.uiadd3(self.tx_u, self.a.bytes, self.b.bytes))
         p.emit(alu.uimad(self.tx_u, self.tx_u, ks_u, URZ))
@@ -134,6 +143,16 @@ class _Loading:
         p.emit(alu.umov(self.shift, 0))
         self.pre = p.r("g_pre")
         self.pos0 = p.ur("g_pos0")
+
+    def copy(self, ip: Interp, m: MapOp, dst: UR, bar: Any, shift: UR, guard: P) -> None:
+        """One copy of operand m for the K `shift` (elements): along the map's first dimension, or
+        for a chunked map (`chunked`) along its third, in K boxes (`encode`: K inner, rows, K boxes)."""
+        p = ip.p
+        s0, s2 = p.ur("g_s0"), p.ur("g_s2")
+        p.emit(alu.ushf_r(s2, shift, GEMM_K_STEP.bit_length() - 1))
+        p.emit(alu.usel(s0, URZ, shift, self.chunked))
+        p.emit(alu.usel(s2, s2, URZ, self.chunked))
+        m.copy(dst, bar, s0, guard=guard, shift2=s2)
 
 
 class Gemm(Body):
@@ -153,19 +172,21 @@ class Gemm(Body):
         why = gemm_tile_ok(tm, tn)
         if why:
             return why
-        ar = fields["op1.box_16"] * 16 // ROW_BYTES  # A's box rows (`gemm_a_rows`)
+        per_copy = max(1, fields["k_step"] // GEMM_K_STEP)  # K boxes a copy moves (chunked maps: a stage's)
+        ar = fields["op1.box_16"] * 16 // (ROW_BYTES * per_copy)  # A's box rows (`gemm_a_rows`)
         kb = gemm_k_boxes(tm, tn, a_rows=ar)
         if ar != tm and not (tm == 64 and ar % 8 == 0 and 8 <= ar < 64 and ar + kb * tn >= 64):
             return f"a gemm A box of {ar} rows for a {tm}x{tn} tile (the body takes {tm}, or 8k < 64 for 64-row tiles)"
-        if fields["k_step"] != GEMM_K_STEP or fields["k_boxes"] != kb:
-            return (f"a gemm stage of {fields['k_boxes']} boxes of K {fields['k_step']} (the body takes "
-                    f"{kb} of {GEMM_K_STEP} for a {tm}x{tn} tile with {ar}-row A boxes)")
+        if fields["k_step"] not in (GEMM_K_STEP, GEMM_K_STEP * kb) or fields["k_boxes"] != kb:
+            return (f"a gemm stage of {fields['k_boxes']} boxes of K, copies of K {fields['k_step']} (the body takes "
+                    f"{kb} boxes of {GEMM_K_STEP}, copied one or all at a time, for a {tm}x{tn} tile with {ar}-row "
+                    f"A boxes)")
         if not 1 <= fields["k_stages"] <= MAX_STAGES:
             return f"a gemm of {fields['k_stages']} K stages"
         for k, rows in ((1, ar), (2, tn)):
             if (fields[f"op{k}.axes"] & 7) != F.AXIS_K:
                 return f"gemm operand {k} whose innermost map dimension is not K"
-            if fields[f"op{k}.box_16"] * 16 != rows * ROW_BYTES:
+            if fields[f"op{k}.box_16"] * 16 != rows * ROW_BYTES * per_copy:
                 return f"gemm operand {k}'s box of {fields[f'op{k}.box_16'] * 16} bytes (the body takes {rows} rows of K 64)"
         wn = tn if tm == 128 else tn // 2
         if fields["op0.col_stride"] != 1 or fields["op0.row_stride"] != wn or fields["op0.box_16"] * 16 != 64 * wn * 2:
@@ -250,11 +271,11 @@ class Gemm(Body):
                     p.emit(alu.uiadd3(db, reg, off))
                     p.emit(alu.umov(da, db))
                     p.emit(alu.uiadd3(db, db, st.b_off))
-                    with p.loop("gkwb", st.ks, max_count=GEMM_MAX_K_BOXES):
+                    with p.loop("gkwb", st.copies, max_count=GEMM_MAX_K_BOXES):
                         if all_early:
-                            st.a.copy(da, ring.full, st.shift, guard=r.leader)
+                            st.copy(ip, st.a, da, ring.full, st.shift, r.leader)
                             p.emit(alu.uiadd3(da, da, st.a.bytes))
-                        st.b.copy(db, ring.full, st.shift, guard=r.leader)
+                        st.copy(ip, st.b, db, ring.full, st.shift, r.leader)
                         p.emit(alu.uiadd3(db, db, st.b.bytes))
                         p.emit(alu.uiadd3(st.shift, st.shift, st.kstep))
 
@@ -281,8 +302,8 @@ class Gemm(Body):
                 da = p.ur("g_da")
                 p.emit(alu.uiadd3(da, reg, off))
                 full = g.stage.bars.at(0, upos)
-                with p.loop("gkab", st.ks, max_count=GEMM_MAX_K_BOXES):
-                    a.copy(da, full, ashift, guard=r.leader)
+                with p.loop("gkab", st.copies, max_count=GEMM_MAX_K_BOXES):
+                    st.copy(ip, a, da, full, ashift, r.leader)
                     p.emit(alu.uiadd3(da, da, a.bytes))
                     p.emit(alu.uiadd3(ashift, ashift, st.kstep))
                 wrap = p.up("g_pos_wrap")
@@ -311,9 +332,9 @@ class Gemm(Body):
                     da, db = p.ur("g_da"), p.ur("g_db")
                     p.emit(alu.uiadd3(da, reg, off))
                     p.emit(alu.uiadd3(db, da, st.b_off))
-                    with p.loop("gkb", st.ks, max_count=GEMM_MAX_K_BOXES):
-                        a.copy(da, ring.full, st.shift, guard=r.leader)
-                        b.copy(db, ring.full, st.shift, guard=r.leader)
+                    with p.loop("gkb", st.copies, max_count=GEMM_MAX_K_BOXES):
+                        st.copy(ip, a, da, ring.full, st.shift, r.leader)
+                        st.copy(ip, b, db, ring.full, st.shift, r.leader)
                         p.emit(alu.uiadd3(da, da, a.bytes))
                         p.emit(alu.uiadd3(db, db, b.bytes))
                         p.emit(alu.uiadd3(st.shift, st.shift, st.kstep))
@@ -358,11 +379,14 @@ class Gemm(Body):
         if len(shapes) > 1:
             hit = p.p("g_shape")
             for (tm, tn, ar), label in zip(shapes[:-1], labels[:-1]):
-                p.emit(alu.isetp("EQ", hit, tm_r, tm))
-                p.emit(alu.isetp("EQ", hit, tn_r, tn, c=hit))
-                if split:
-                    p.emit(alu.isetp("EQ", hit, a16, ar * ROW_BYTES // 16, c=hit))
-                p.emit(control.bra(label).guarded(hit))
+                # with `split`, A's box is ar rows (a K box a copy) or k_boxes x ar rows (chunked maps)
+                boxes = ((ar, gemm_k_boxes(tm, tn, a_rows=ar) * ar) if split else (0,))
+                for a_rows in boxes:
+                    p.emit(alu.isetp("EQ", hit, tm_r, tm))
+                    p.emit(alu.isetp("EQ", hit, tn_r, tn, c=hit))
+                    if split:
+                        p.emit(alu.isetp("EQ", hit, a16, a_rows * ROW_BYTES // 16, c=hit))
+                    p.emit(control.bra(label).guarded(hit))
             p.emit(control.bra(labels[-1]))
         for (tm, tn, ar), label in zip(shapes, labels):
             p.label(label)

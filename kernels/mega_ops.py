@@ -171,9 +171,9 @@ class MapOp:
         self.desc = descriptor(ip, r, k, p.urvec(f"{name}_desc", 2))
 
     def copy(self, dst: UR, bar: Optional[Barrier], shift0: Optional[UR] = None, guard: Optional[P] = None,
-             shift1: Optional[UR] = None) -> None:
-        """Load the box at (c0 + shift0, c1 + shift1, ...) into shared memory at `dst` completing on
-        `bar` (None: store the box from `dst` there). `guard`: the thread that issues it."""
+             shift1: Optional[UR] = None, shift2: Optional[UR] = None) -> None:
+        """Load the box at (c0 + shift0, c1 + shift1, c2 + shift2, ...) into shared memory at `dst`
+        completing on `bar` (None: store the box from `dst` there). `guard`: the thread that issues it."""
         p = self.p
         labels = [p.fresh_label(f"{self.name.upper()}_RANK{n}") for n in range(1, F.COORDS + 1)]
         done = p.fresh_label(f"{self.name.upper()}_COPIED")
@@ -190,7 +190,7 @@ class MapOp:
             if bar is not None:
                 p.derive.into(args[1], "addr", bar)
             for c in range(n):
-                shift = shift0 if c == 0 else shift1 if c == 1 else None
+                shift = shift0 if c == 0 else shift1 if c == 1 else shift2 if c == 2 else None
                 if shift is not None:
                     p.emit(alu.uiadd3(args[first + c], self.coords[c], shift))
                 else:

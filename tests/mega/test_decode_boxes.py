@@ -47,8 +47,58 @@ def test_encoded_decode_instructions_carry_the_short_box() -> None:
     pl = mega.plan(mega.MegaProblem("mlp3", 1, units=0), mega.MegaConfig())
     assert pl.launch.gemm_tiles == ((64, 16, 8),)
     f = unpack([int(x) for x in pl.per_unit[0, 0]])
-    assert f["op1.box_16"] * 16 == 8 * ROW and f["k_boxes"] == 10
+    # K = 1024 is whole K boxes: one copy moves the stage's 10 boxes of 8 rows (`_k_chunk`)
+    assert f["op1.box_16"] * 16 == 10 * 8 * ROW and f["k_boxes"] == 10 and f["k_step"] == 10 * GEMM_K_STEP
     assert f["k_stages"] == -(-1024 // (GEMM_K_STEP * 10))
     # 1024 rows: the tile's own boxes
     pl = mega.plan(mega.MegaProblem("mlp3", 1024, units=0), mega.MegaConfig())
     assert all(t[2] == t[0] for t in pl.launch.gemm_tiles)
+
+
+def test_a_stage_is_one_copy_an_operand_where_k_is_whole_boxes() -> None:
+    """Chunked maps (`warpy.mega.encode._k_chunk`): (K within a box, rows, K boxes[, layer]), the box's
+    third extent the stage's K boxes, and the instruction's k_step the K one copy moves."""
+    from warpy.kernels import mega
+    from warpy.mega.fields import unpack
+
+    pl = mega.plan(mega.MegaProblem("llama-mlp", 1, units=0), mega.MegaConfig())
+    gemm_maps = [m.tma for m in pl.encoded.maps if m.tma.swizzle]
+    assert gemm_maps
+    for t in gemm_maps:
+        assert t.dims[0] == GEMM_K_STEP and t.box[0] == GEMM_K_STEP
+        assert t.strides[1] == ROW  # the third dimension steps K by one box
+        assert t.dims[2] * GEMM_K_STEP in (2048, 8192) and t.box[2] in (3, 10)
+    for row in pl.per_unit[:4, 0]:
+        f = unpack([int(x) for x in row])
+        if f["opcode"] == 1 and f["tile_m"]:  # a gemm instruction
+            assert f["k_step"] == GEMM_K_STEP * f["k_boxes"]
+            assert f["op2.box_16"] * 16 == f["k_boxes"] * f["tile_n"] * ROW
+
+
+def test_k_not_whole_boxes_keeps_a_copy_a_box() -> None:
+    from warpy.kernels import mega
+
+    pl = mega.plan(mega.MegaProblem("gemm-small"), mega.MegaConfig())  # K = 72
+    assert all(m.tma.box[0] == GEMM_K_STEP and len(m.tma.box) <= 3 and m.tma.box[1] != 1
+               for m in pl.encoded.maps if m.tma.swizzle)
+    from warpy.mega.fields import unpack
+    ks = {unpack([int(x) for x in r])["k_step"] for r in pl.per_unit.reshape(-1, pl.per_unit.shape[-1])}
+    assert GEMM_K_STEP in ks and all(k in (0, GEMM_K_STEP) for k in ks)
+
+
+def test_a_store_through_rows_off_16_bytes_is_refused() -> None:
+    """A TMA store clips a row only at 16 bytes (`warpy.layout.tma.store_clips_exactly`): an output
+    whose rows are 66 bytes is refused in one line rather than written past its end."""
+    import pytest
+
+    from warpy.errors import WarpyError
+    from warpy.mega.encode import encode
+    from warpy.mega.graph import Graph
+    from warpy.mega.schedule import build
+
+    g = Graph("ragged")
+    x = g.input("x", (1, 40))
+    g.output(g.relu(x[:, 0:33], name="y"))
+    with pytest.raises(WarpyError, match="rows of 66 bytes, not a whole number of 16") as e:
+        encode(build(g, "sm_90a", "static", units=2))
+    assert "\n" not in str(e.value)

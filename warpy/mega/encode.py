@@ -152,6 +152,26 @@ def _a_rows(node: Node, tiling: NodeTiling) -> int:
     return gemm_a_rows(tiling.extents[-2], tiling.extents[-1], node.operands[0].view.shape[0])
 
 
+def _k_chunk(node: Node, tiling: NodeTiling, unit: str) -> int:
+    """K boxes one copy of a gemm operand moves on sm_90a: a stage's `k_boxes` at once where K is a
+    whole number of K boxes (at least a stage's) and both operands' maps have room for a third
+    dimension: A's and B's maps then run (K within a box, rows, K boxes), the third dimension's stride
+    one box of K (128 bytes), so that one copy lands a stage's K boxes one after the other exactly as
+    `k_boxes` copies of a box would (a 64x16 decode tile: 1 copy of 20 KiB of weight, not 10 of 2);
+    else 1 (a copy a K box)."""
+    if node.kind != "gemm" or unit != "wgmma":
+        return 1
+    kb = gemm_k_boxes(tiling.extents[-2], tiling.extents[-1], a_rows=_a_rows(node, tiling))
+    k = node.operands[0].view.shape[1]
+    if kb < 2 or k % tiling.k_step or k // tiling.k_step < kb:
+        return 1
+    for op in node.operands[:2]:
+        mdims, _ = map_dims(op.view, keep=True)
+        if len(mdims) < 2 or len(mdims) + 1 > F.COORDS:
+            return 1
+    return kb
+
+
 class _Maps:
     def __init__(self, s: Schedule) -> None:
         self.s = s
@@ -173,6 +193,12 @@ class _Maps:
             # coordinate 0 and its stride the row's bytes rounded up to 16 (never followed)
             row = -(-mdims[0].extent * element_type(t.dtype).bytes // 16) * 16
             mdims = (mdims[0], MapDim(PAD_DIM, 1, row, None))
+        chunk = _k_chunk(node, tiling, self.s.target.unit) if role in (1, 2) else 1
+        if chunk > 1:  # (K within a box, rows, K boxes, the rest): `_k_chunk`
+            kd = mdims[0]
+            step = tiling.k_step
+            mdims = ((MapDim(kd.base_dim, step, kd.stride, kd.view), mdims[1],
+                      MapDim(PAD_DIM, kd.extent // step, step * esz, None)) + mdims[2:])
         # a selected index, or the single element of a broadcast scalar (a map dimension of extent 1),
         # runs along no tile axis: its box is one element (16 bytes innermost), its coordinate fixed
         axes = tuple(F.AXIS_FIXED if m.view is None or (m.extent == 1 and not keep) else view_axes[m.view]
@@ -183,6 +209,8 @@ class _Maps:
         else:
             box = tuple(_box(node, role, a, c == 0, tiling, self.s.cluster, esz, self.s.target.unit)
                         for c, a in enumerate(axes))
+            if chunk > 1:
+                box = box[:2] + (chunk,) + box[3:]
         key = (tensor, mdims, offset, box, swz)
         if key not in self.index:
             try:
@@ -192,6 +220,12 @@ class _Maps:
                 raise WarpyError(f"{node.where}: the tensor map for {t.name}: {e}") from None
             self.index[key] = len(self.maps)
             self.maps.append(TensorMap(len(self.maps), tensor, self.s.buffer_of[tensor], offset, tma))
+        if role == 0 and not self.maps[self.index[key]].tma.stores_exactly:
+            # (`warpy.layout.tma.store_clips_exactly`: seen on the H200)
+            row = mdims[0].extent * esz
+            raise WarpyError(f"{node.where}: {t.name} is stored in rows of {row} bytes, not a whole number of 16: a "
+                             f"TMA store clips a row only to 16 bytes and would write the bytes after each row's end; "
+                             f"pad its last dimension to a multiple of {16 // esz} elements")
         fixed = tuple(view.start[m.base_dim] if m.view is None and m.base_dim != PAD_DIM else 0 for m in mdims)
         return _Slot(self.index[key], axes, tuple(m.view for m in mdims), fixed, view)
 
@@ -243,7 +277,9 @@ def instruction_fields(s: Schedule, ins: Instr, slots: Sequence[_Slot], maps: Se
     if node.kind == "gemm":
         k = node.operands[0].view.shape[1]
         kb = gemm_k_boxes(ext[-2], ext[-1], a_rows=_a_rows(node, tiling)) if s.target.unit == "wgmma" else 1
-        v.update(k_begin=0, k_end=k, k_step=tiling.k_step, k_boxes=kb, k_stages=cdiv(k, tiling.k_step * kb))
+        # k_step: the K one copy moves (a box, or a stage's boxes through chunked maps)
+        step = tiling.k_step * _k_chunk(node, tiling, s.target.unit)
+        v.update(k_begin=0, k_end=k, k_step=step, k_boxes=kb, k_stages=cdiv(k, tiling.k_step * kb))
     elif node.kind == "rmsnorm":
         cols = s.program.tensors[node.out].shape[-1]
         box_cols = maps[slots[1].tmap].tma.box[0]
