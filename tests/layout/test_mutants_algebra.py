@@ -10,14 +10,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from warpy.layout import Layout, LayoutError
+from warpy.layout import Layout, LayoutError, Swizzle
 from warpy.layout.algebra import (
     _argmax_mod,
     blocked_product,
     coalesce,
     composition,
     cosize,
+    crd2crd,
     crd2idx,
+    filter,
     idx2crd,
     left_inverse,
     logical_product,
@@ -173,3 +175,35 @@ def test_products_pad_the_lower_rank_with_1_0_and_name_a_bad_tiler() -> None:
     assert blocked_product(Layout(2), Layout(((3, 2),), ((1, 3),))) == Layout(((2, ((3, 2),)),), ((1, ((2, 6),)),))
     with pytest.raises(LayoutError, match=r"^a blocked/raked product's tiler must be a layout or an int, not 'x'$"):
         blocked_product(Layout(2), "x")  # type: ignore[arg-type]
+
+
+def test_crd2crd_by_mode_ranges_and_refusals() -> None:
+    assert crd2crd((3, 2), ((2, 2), 3), (4, 3)) == ((1, 1), 2)  # mode 0: 3 in 4 -> (1, 1) in (2, 2)
+    assert crd2crd(((1, 1), 2), ((2, 2), 3), ((2, 2), 3)) == ((1, 1), 2)
+    assert crd2crd(0, 5) == 0 and crd2crd(4, 5) == 4
+    for bad in (5, -1):
+        with pytest.raises(LayoutError, match=rf"^crd2crd: coordinate {bad} is out of range for extent 5$"):
+            crd2crd(bad, 5)
+    with pytest.raises(LayoutError, match=r"^crd2crd: coordinate \(1,2\) does not match shape \(4,3,2\)$"):
+        crd2crd((1, 2), (4, 3, 2))
+    with pytest.raises(LayoutError, match=r"^crd2crd: coordinate \(1,2\) does not match shape \(12\)$"):
+        crd2crd((1, 2), (4, 3), (12,))
+    with pytest.raises(LayoutError, match=r"^crd2crd: coordinate \(1,2\) does not match shape 12$"):
+        crd2crd((1, 2), (4, 3), 12)
+
+
+def test_filter_by_a_nested_profile_and_its_refusal() -> None:
+    # mode 0 ((2,2):(0,1)) filtered leaf by leaf: (1, 2):(0, 1); mode 1 (3,4):(1,0) filtered whole: 3:1
+    assert filter(Layout(((2, 2), (3, 4)), ((0, 1), (1, 0))), ((1, 1), 1)) == Layout(((1, 2), 3), ((0, 1), 1))
+    with pytest.raises(LayoutError, match=r"^filter: profile \(1,1,1\) has more modes than \(2,3\):\(1,2\)$"):
+        filter(Layout((2, 3), (1, 2)), (1, 1, 1))
+
+
+def test_a_swizzle_composed_with_a_tuple_of_layouts() -> None:
+    assert str(composition(Swizzle(3, 4, 3), (Layout(8, 8), Layout(8, 1)))) == "Sw<3,4,3> o (8,8):(8,1)"
+    assert str(composition(Swizzle(3, 4, 3), (8, 4))) == "Sw<3,4,3> o (8,4):(1,1)"
+    for bad in ((Layout(8, 8), (Layout(2),)), (Layout(8, 8), None)):
+        with pytest.raises(LayoutError, match=r"^a swizzle composes with a layout, not a by-mode tiler$"):
+            composition(Swizzle(3, 4, 3), bad)
+    with pytest.raises(LayoutError, match=r"^a tiler mode must be a layout or an int, not 'x'$"):
+        composition(Swizzle(3, 4, 3), (Layout(8, 8), "x"))  # type: ignore[arg-type]
