@@ -262,7 +262,7 @@ def buffer_images(pl: Plan, values: Mapping[str, np.ndarray]) -> dict[int, np.nd
     out = {b: np.full(max(pl.buffer_bytes(b) // 2, 1), POISON, dtype=np.uint16) for b, _ in pl.launch.buffers}
     for t in prog.tensors:
         b = s.buffer_of[t.id]
-        if t.kind == "input" and b in out:
+        if t.kind in ("input", "state") and b in out:
             out[b][: t.size] = to_bits(np.asarray(values[t.name], dtype=np.float32).ravel(), t.dtype)
     return out
 
@@ -295,14 +295,7 @@ def compare(pl: Plan, got: Sequence[np.ndarray], want: Sequence[np.ndarray],
 def all_tensors(prog: Any, values: Mapping[str, np.ndarray]) -> dict[int, np.ndarray]:
     """Every tensor of a lowered program as `Program.reference` computes it (inputs and each node's
     output), by tensor id."""
-    from warpy.mega.lower import compute
-
-    arrays: dict[int, np.ndarray] = {}
-    for t in prog.tensors:
-        if t.kind == "input":
-            arrays[t.id] = np.asarray(values[t.name], dtype=np.float32)
-    for n in prog.nodes:
-        arrays[n.out] = compute(n, [o.array(arrays) for o in n.operands], prog.tensors[n.out].dtype)
+    arrays: dict[int, np.ndarray] = prog.run(values)
     return arrays
 
 
@@ -329,8 +322,10 @@ class MegaExpectation:
                 holders.setdefault(s.buffer_of[t.id], []).append(t.id)
             for b, ts in holders.items():
                 t = s.program.tensors[ts[0]]
-                if len(ts) == 1 and t.kind != "input" and b in self.images:
-                    self.images[b][: t.size] = to_bits(np.asarray(arrays[t.id], dtype=np.float32).ravel(), t.dtype)
+                if len(ts) == 1 and t.kind not in ("input", "state") and b in self.images:
+                    bits = np.asarray(to_bits(np.asarray(arrays[t.id], dtype=np.float32).ravel(), t.dtype))
+                    words = bits.view(np.uint16)  # (fp32: two words an element)
+                    self.images[b][: words.size] = words
 
     @property
     def resident(self) -> Optional[int]:

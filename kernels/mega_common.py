@@ -161,7 +161,12 @@ class InterpBase:
                              cluster=(launch.ctas, 1, 1), maxnreg=maxnreg)
         for b, nbytes in launch.buffers:
             p.param(f"buf{b}", "u64")
-            p.global_buffer(f"buf{b}_mem", Layout(max(nbytes // 2, 1), 2), "bf16", f"buf{b}")
+            # the element type of the maps over it (fp32: decode attention's partials; the schedule
+            # reuses a buffer only for a tensor of its type)
+            dts = {m[3].dtype for m in launch.maps if m[1] == b}  # type: ignore[attr-defined]
+            dt = dts.pop() if len(dts) == 1 else "bf16"
+            esz = 4 if dt == "fp32" else 2
+            p.global_buffer(f"buf{b}_mem", Layout(max(nbytes // esz, 1), esz), dt, f"buf{b}")
         self.queue = p.param("queue", "u64")
         # (waves, units, 64) words (static) or the instructions in global order (dynamic), and with
         # `stop_row` one more row (static) or instruction (dynamic) of the stop opcode
@@ -619,7 +624,7 @@ CLOSE_STEPS = 4
 #: magnitude above this and keeps CLOSE_STEPS steps of itself
 COND_SCALE = 2.0 ** -6
 #: the ops whose result is not the reference's exactly: fp32 sums (gemm, rmsnorm) and MUFU math
-INEXACT = ("gemm", "rmsnorm", "silu_mul")
+INEXACT = ("gemm", "rmsnorm", "silu_mul", "attention", "attention_combine")
 #: bounds of |f'(x)| of the activations (silu: 1.0998 at x = 2.40; gelu-tanh: 1.1289 at x = 1.5)
 LIPSCHITZ = {"none": 1.0, "relu": 1.0, "silu": 1.1, "gelu": 1.13}
 
@@ -651,14 +656,16 @@ def conditions(prog: Any, inputs: Mapping[str, Any]) -> dict[int, Any]:
     input's, normalised)."""
     import numpy as np
 
-    from warpy.mega.lower import compute
+    from warpy.mega.lower import Operand, apply
     from warpy.mega.semantics import activation
+
+    from .mega_attention import condition
 
     vals: dict[int, Any] = {}
     cond: dict[int, Any] = {}
     for t in prog.tensors:
-        if t.kind == "input":
-            vals[t.id] = np.asarray(inputs[t.name], dtype=np.float32)
+        if t.kind in ("input", "state"):  # (state: a cache the launch appends to, written in place)
+            vals[t.id] = np.array(inputs[t.name], dtype=np.float32)
             cond[t.id] = np.abs(vals[t.id].astype(np.float64))
     for n in prog.nodes:
         a = [np.asarray(o.array(vals), dtype=np.float64) for o in n.operands]
@@ -677,10 +684,16 @@ def conditions(prog: Any, inputs: Mapping[str, Any]) -> dict[int, Any]:
         elif n.kind == "rmsnorm":
             ms = np.mean(a[0] * a[0], axis=-1, keepdims=True)
             out = c[0] * np.abs(a[1]) / np.sqrt(ms + n.eps)
+        elif n.kind in ("attention", "attention_combine"):
+            out = condition(n, c, prog.tensors[n.out].shape)
         else:
             raise WarpyError(f"no condition for node kind {n.kind!r}")
-        vals[n.out] = compute(n, [o.array(vals) for o in n.operands], prog.tensors[n.out].dtype)
-        cond[n.out] = np.maximum(out, np.abs(vals[n.out].astype(np.float64)))
+        apply(n, vals, prog.tensors[n.out].dtype)
+        if n.out_view is not None:  # a cache append: the rows it wrote
+            view = Operand(n.out, n.out_view)
+            view.assign(cond, np.maximum(out, np.abs(view.array(vals).astype(np.float64))))
+        else:
+            cond[n.out] = np.maximum(out, np.abs(vals[n.out].astype(np.float64)))
     return cond
 
 

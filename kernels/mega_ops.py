@@ -538,11 +538,13 @@ def bodies() -> dict[int, OpBody]:
     """The bodies the sm_90a interpreter has, by opcode (the modules of the other bodies import this
     one, so the table is made on first use)."""
     if not _BODIES:
+        from .mega_attention import Attention, AttentionCombine
         from .mega_gemm import Gemm
         from .mega_rmsnorm import RmsNorm
         from .mega_silu_mul import SiluMul
 
-        made: Sequence[OpBody] = (Noop(), Gemm(), Unary(), Binary(), SiluMul(), RmsNorm())
+        made: Sequence[OpBody] = (Noop(), Gemm(), Unary(), Binary(), SiluMul(), RmsNorm(), Attention(),
+                                  AttentionCombine())
         _BODIES.update({b.opcode: b for b in made})
     return _BODIES
 
