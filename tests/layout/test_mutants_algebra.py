@@ -68,6 +68,11 @@ def test_crd2idx_goldens() -> None:
     assert crd2idx(3, (1, 4), (5, 2)) == 6  # an extent-1 mode first
     with pytest.raises(LayoutError, match=r"^crd2idx\(crd, layout\) takes no stride$"):
         crd2idx(1, Layout(4), (1,))
+    # what the flat path must leave to the layout: a stride shorter than the shape, an extent 0
+    with pytest.raises(LayoutError, match=r"^shape \(4,3\) and stride \(1\) are not congruent$"):
+        crd2idx(2, (4, 3), (1,))
+    with pytest.raises(LayoutError, match=r"^shape \(4,0\) has an extent 0 < 1$"):
+        crd2idx(1, (4, 0), (1, 4))
 
 
 def test_idx2crd_goldens_and_ranges() -> None:
