@@ -94,13 +94,11 @@ def _gdesc(descs: URVec, ab: str, tnsp_a: bool, tnsp_b: bool) -> Desc:
     return Desc("gdesc", descs, (("tnspA",) if tnsp_a else ()) + (("tnspB",) if tnsp_b else ()))
 
 
-def hgmma(shape_n: int, d: RVec, descs: URVec, accumulate: Union[UP, bool], end: bool = False, ab: str = "BF16",
-          k: int = 16, tnsp_a: bool = False, tnsp_b: bool = False) -> Instr:
-    """d (+)= A * B for a 64 x shape_n x k step; accumulate: a uniform predicate, True, or False (d = A*B);
-    tnsp_a / tnsp_b: A / B is MN-major in shared memory (16-bit types)."""
+def _accumulate(ops: list[object], d: RVec, accumulate: Union[UP, bool], end: bool) -> None:
+    """The accumulator's operands of an MMA step: D = A·B (RZ, !UPT), D += A·B (D), D (+)= A·B as a
+    uniform predicate says (D, p); and `gsb0` on the step that ends a group."""
     from warpy.isa.operands import UPT
 
-    ops: list[object] = [d, _gdesc(descs, ab, tnsp_a, tnsp_b)]
     if accumulate is False:
         ops += [RZ, ~UPT]
     elif accumulate is True:
@@ -109,6 +107,14 @@ def hgmma(shape_n: int, d: RVec, descs: URVec, accumulate: Union[UP, bool], end:
         ops += [d, accumulate]
     if end:
         ops.append(Kw("gsb0"))
+
+
+def hgmma(shape_n: int, d: RVec, descs: URVec, accumulate: Union[UP, bool], end: bool = False, ab: str = "BF16",
+          k: int = 16, tnsp_a: bool = False, tnsp_b: bool = False) -> Instr:
+    """d (+)= A * B for a 64 x shape_n x k step; accumulate: a uniform predicate, True, or False (d = A*B);
+    tnsp_a / tnsp_b: A / B is MN-major in shared memory (16-bit types)."""
+    ops: list[object] = [d, _gdesc(descs, ab, tnsp_a, tnsp_b)]
+    _accumulate(ops, d, accumulate, end)
     return ins(HGMMA, f"64x{shape_n}x{k}.F32.{ab}", *ops)  # type: ignore[arg-type]
 
 
@@ -118,17 +124,8 @@ def hgmma_rs(shape_n: int, d: RVec, a_regs: RVec, descs: URVec, accumulate: Unio
     A fragment, `warpy.layout.atoms.wgmma(n, a_from_registers=True).a`) and B by descriptor (descs.2,
     descs.3; descs.0/1 are not read; tnsp_b: B is MN-major). `warpy.isa.units.wgmma.hgmma_rs` checks the
     fragment."""
-    from warpy.isa.operands import UPT
-
     ops: list[object] = [d, a_regs, _gdesc(descs, ab, False, tnsp_b)]
-    if accumulate is False:
-        ops += [RZ, ~UPT]
-    elif accumulate is True:
-        ops += [d]
-    else:
-        ops += [d, accumulate]
-    if end:
-        ops.append(Kw("gsb0"))
+    _accumulate(ops, d, accumulate, end)
     return ins(HGMMA, f"64x{shape_n}x{k}.F32.{ab}", *ops)  # type: ignore[arg-type]
 
 
@@ -136,17 +133,8 @@ def qgmma(shape_n: int, d: RVec, descs: URVec, accumulate: Union[UP, bool], end:
           b_type: str = "E4M3") -> Instr:
     """d (+)= A * B for a 64 x shape_n x 32 step of 8-bit floats (A's type `a_type`, B's `b_type`: E4M3 or
     E5M2), both K-major from shared memory by descriptor; accumulate as `hgmma`."""
-    from warpy.isa.operands import UPT
-
     ops: list[object] = [d, Desc("gdesc", descs)]
-    if accumulate is False:
-        ops += [RZ, ~UPT]
-    elif accumulate is True:
-        ops += [d]
-    else:
-        ops += [d, accumulate]
-    if end:
-        ops.append(Kw("gsb0"))
+    _accumulate(ops, d, accumulate, end)
     return ins(QGMMA, f"64x{shape_n}x32.F32.{a_type}.{b_type}", *ops)  # type: ignore[arg-type]
 
 
