@@ -185,6 +185,7 @@ def test_products_pad_the_lower_rank_with_1_0_and_name_a_bad_tiler() -> None:
 def test_crd2crd_by_mode_ranges_and_refusals() -> None:
     assert crd2crd((3, 2), ((2, 2), 3), (4, 3)) == ((1, 1), 2)  # mode 0: 3 in 4 -> (1, 1) in (2, 2)
     assert crd2crd(((1, 1), 2), ((2, 2), 3), ((2, 2), 3)) == ((1, 1), 2)
+    assert crd2crd(((1, 1), 2), (4, 3), ((2, 2), 3)) == (3, 2)  # mode 0: (1, 1) of (2, 2) is 3 of 4
     assert crd2crd(0, 5) == 0 and crd2crd(4, 5) == 4
     for bad in (5, -1):
         with pytest.raises(LayoutError, match=rf"^crd2crd: coordinate {bad} is out of range for extent 5$"):
