@@ -15,7 +15,7 @@ from warpy.kernels.gemm import GemmProblem, choose, sm90_split
 from warpy.kernels.gemm_epilogue import Epilogue
 from warpy.kernels.gemm_sm100 import Sm100Config
 from warpy.kernels.gemm_sm90 import Sm90Config
-from warpy.kernels.schedule import Magic, TileOrder, divide
+from warpy.kernels.schedule import Magic, StreamK, TileOrder, divide
 
 
 @pytest.mark.parametrize("M,N,K,split", [
@@ -104,3 +104,21 @@ def test_an_8_bit_stage_is_128_elements_of_k() -> None:
     bf16 = choose(GemmProblem(1024, 1024, 1024, "bf16", "bf16"))
     assert isinstance(fp8, Sm90Config) and isinstance(bf16, Sm90Config)
     assert (fp8.bk, bf16.bk) == (128, 64)
+
+
+@pytest.mark.parametrize("tiles,kt,workers,firsts", [
+    (3, 1, 2, [0, 1, 1]),        # ranges [0, 1), [1, 3): tile 1's first k block is worker 1's first
+    (4, 3, 5, [0, 1, 2, 4]),     # ranges [0,2) [2,4) [4,7) [7,9) [9,12)
+    (1, 5, 1, [0]),              # one worker
+])
+def test_the_emitted_first_worker_of_each_tile(tiles: int, kt: int, workers: int, firsts: list[int]) -> None:
+    """The worker holding a tile's first k block, from the emitted multiply-add and division: where
+    (t kt + 1) G - 1 is a multiple of W the rounding constant decides it (StreamK(3, 1, 2), tile 1)."""
+    sk = StreamK(tiles, kt, workers)
+    p = Program("first", "sm_90a", threads=32)
+    t = p.r("t")
+    p.emit(alu.s2r(t, "SR_CTAID.X"))
+    q = sk.emit_first_worker(p, p.r("first"), t)
+    lines = list(p.kernel().lines)
+    got = [run(lines, Machine(sreg={"SR_CTAID.X": k})).v[q.name] for k in range(tiles)]
+    assert got == firsts == [sk.first_worker(k) for k in range(tiles)]
