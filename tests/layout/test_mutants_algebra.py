@@ -6,15 +6,18 @@ Literal values are CuTe's (worked by hand from its definitions)."""
 
 from __future__ import annotations
 
+from typing import Any, Callable
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from warpy.layout import Layout, LayoutError, Swizzle
+from warpy.layout import Layout, LayoutError, Swizzle, SwizzledLayout
 from warpy.layout.algebra import (
     _argmax_mod,
     blocked_product,
     coalesce,
+    complement,
     composition,
     cosize,
     crd2crd,
@@ -213,3 +216,37 @@ def test_a_swizzle_composed_with_a_tuple_of_layouts() -> None:
             composition(Swizzle(3, 4, 3), bad)
     with pytest.raises(LayoutError, match=r"^a tiler mode must be a layout or an int, not 'x'$"):
         composition(Swizzle(3, 4, 3), (Layout(8, 8), "x"))  # type: ignore[arg-type]
+
+
+def test_composition_with_swizzles_and_its_refusals_word_for_word() -> None:
+    sw = Swizzle(3, 4, 3)
+    # a swizzled outer layout keeps its swizzle and offset; its layout is composed:
+    # (8,8):(8,1) o (4,2):(2,16) = (4,2):(16,2) (2 c0 is row 2 c0 % 8: 16 c0; 16 c1 is column 2 c1)
+    assert str(composition(SwizzledLayout(sw, Layout((8, 8), (8, 1)), 4), Layout((4, 2), (2, 16)))) == \
+        "Sw<3,4,3> o +4(4,2):(16,2)"
+    assert str(composition(sw, 64)) == "Sw<3,4,3> o 64:1"
+    assert str(composition(Layout((4, 4), (4, 1)), 4)) == "4:4"
+    # bad input on purpose: through untyped names
+    loose_composition: Any = composition
+    loose_complement: Any = complement
+    cases: list[tuple[Callable[[], object], str]] = [
+        (lambda: loose_composition(sw, None), "composition(Sw<3,4,3>, _): a swizzle composes with a layout"),
+        (lambda: loose_composition(sw, SwizzledLayout(sw, Layout((8, 8), (8, 1)))),
+         "composition(Sw<3,4,3>, Sw<3,4,3> o (8,8):(8,1)): a swizzle of a swizzled layout is not supported"),
+        (lambda: loose_composition(sw, "x"),
+         "a swizzle's inner layout must be a layout or an int, not 'x'"),
+        (lambda: loose_composition("q", Layout(2)),
+         "composition: the outer must be a layout or a swizzle, not 'q'"),
+        (lambda: loose_composition(Layout(8), sw), "composition(8:1, Sw<3,4,3>): a layout composed with a swizzle is not a layout"),
+        (lambda: loose_composition(Layout(8), "x"),
+         "a composition's inner layout must be a layout or an int, not 'x'"),
+        (lambda: loose_complement("x"),
+         "complement takes a layout, not 'x'"),
+        (lambda: loose_complement(Layout(4, 1), 0), "complement(4:1, 0): the cotarget 0 is not positive"),
+        (lambda: loose_complement(Layout(4, -1), 8),
+         "complement(4:-1, 8) is not defined: stride -1 is negative (CuTe's complement needs positive strides)"),
+    ]
+    for call, message in cases:
+        with pytest.raises(LayoutError) as e:
+            call()
+        assert str(e.value) == message
