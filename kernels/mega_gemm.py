@@ -374,18 +374,22 @@ class Gemm(Body):
         # A's box (ar rows of 128 bytes) tells apart two paths of one tile shape
         split = any(a[:2] == b[:2] and a[2] != b[2] for a in shapes for b in shapes)
         a16 = r.field("op1.box_16", p.r("g_a16")) if split else RZ
+        kstep = r.field("k_step", p.r("g_kstep_c")) if split else RZ
         labels = [p.fresh_label(f"GEMM_{tm}x{tn}" + (f"_A{ar}" if ar != tm else "")) for tm, tn, ar in shapes]
         done = p.fresh_label("GEMM_DONE")
         if len(shapes) > 1:
             hit = p.p("g_shape")
             for (tm, tn, ar), label in zip(shapes[:-1], labels[:-1]):
-                # with `split`, A's box is ar rows (a K box a copy) or k_boxes x ar rows (chunked maps)
-                boxes = ((ar, gemm_k_boxes(tm, tn, a_rows=ar) * ar) if split else (0,))
-                for a_rows in boxes:
+                # with `split`, A's box is ar rows with copies of a K box, or k_boxes x ar rows with
+                # copies of k_boxes K boxes (chunked maps): the pair (box, k_step) names ar exactly
+                kb = gemm_k_boxes(tm, tn, a_rows=ar)
+                forms = ((ar, 1), (ar * kb, kb)) if split else ((0, 0),)
+                for a_rows, per_copy in forms:
                     p.emit(alu.isetp("EQ", hit, tm_r, tm))
                     p.emit(alu.isetp("EQ", hit, tn_r, tn, c=hit))
                     if split:
                         p.emit(alu.isetp("EQ", hit, a16, a_rows * ROW_BYTES // 16, c=hit))
+                        p.emit(alu.isetp("EQ", hit, kstep, GEMM_K_STEP * per_copy, c=hit))
                     p.emit(control.bra(label).guarded(hit))
             p.emit(control.bra(labels[-1]))
         for (tm, tn, ar), label in zip(shapes, labels):

@@ -72,16 +72,18 @@ SLOW = os.environ.get("WARPY_SLOW") == "1"
 
 
 CHUNKED = os.path.join(os.path.dirname(__file__), "graphs", "mlp_chunked.py")
+SPLIT = os.path.join(os.path.dirname(__file__), "graphs", "gemm_split.py")
 
 
-@pytest.mark.parametrize("graph", ["gemm-small", "gemm-epi", "acts", CHUNKED] + [
+@pytest.mark.parametrize("graph", ["gemm-small", "gemm-epi", "acts", CHUNKED, SPLIT] + [
     pytest.param(g, marks=pytest.mark.skipif(not SLOW, reason="WARPY_SLOW=1")) for g in ("mlp-small", "llama-small")])
 def test_the_op_bodies_are_clean_with_values(graph: str) -> None:
     """Every CTA, with values: gemm tiles of 64 and 128 rows with ragged M, N and K (a K box past the
     edge, rows past x zero-filled and clipped), bias rows and a per-row column, relu, gelu and silu
     in the epilogue, a residual with and without a bias, gemm after gemm on a unit (the stage ring's
     position carried over); silu, gelu, silu_mul; rmsnorm over rows wider than a box; the MLPs; a
-    decode layer whose K is whole K boxes (a stage's boxes one copy an operand, a stage past K)."""
+    decode layer whose K is whole K boxes (a stage's boxes one copy an operand, a stage past K); two
+    gemms of one tile shape with A boxes of 8 rows (chunked) and 24 (not), told apart by the consumers."""
     rep = mega.check_launch(mega.MegaProblem(graph), coloured=False)
     assert rep.ok, rep.text()
     assert rep.values_checked > 0 and rep.values_wrong == 0
