@@ -351,14 +351,17 @@ def _median_us(times: Sequence[float]) -> float:
 
 def bench_job(names: Sequence[str], iters: int = 30, seed: int = 0, compile_budget_s: float = 150.0,
               json_path: Optional[str] = None, png_path: Optional[str] = None, variants: bool = False,
-              echo: Callable[[str], None] = print) -> list[BenchRow]:
+              echo: Callable[[str], None] = print, timeline: Optional[str] = None) -> list[BenchRow]:
     """`warpy mega bench`: each workload through warpy's megakernel (launches on a stream, and a CUDA
     graph of calls) and through torch eager, a CUDA graph of eager, torch.compile and
     torch.compile(mode="reduce-overhead"), on the same bf16 inputs; each method's output against
     the fp32 reference (the torch code on the inputs upcast); per-call GPU time, median of `iters`
     calls enqueued back to back behind a spin (`warpy.bench.gpu_times_us`). The torch.compile rows
     stop once `compile_budget_s` seconds have gone to compiling (said in the row). `variants`: the
-    Llama workloads' VARIANTS through warpy too (rows named after the variant's graph)."""
+    Llama workloads' VARIANTS through warpy too (rows named after the variant's graph). `timeline`: a
+    folder; each workload also runs once through the interpreter built with the timeline, its report
+    printed and its Chrome trace written there (`kernels/mega_timeline.py`), a row `warpy-timeline`
+    holding the stamped call's span."""
     import importlib
 
     try:
@@ -458,6 +461,22 @@ def bench_job(names: Sequence[str], iters: int = 30, seed: int = 0, compile_budg
             rf.wait()
             judge("warpy-fence1", _outputs(rf), us, "descriptors fenced once a CTA")
             del rf
+        if timeline is not None:  # one stamped call: where the time goes (the stamps cost a little)
+            import os
+
+            from .mega_timeline import report, write_trace
+
+            rt = MegaRunner(MegaProblem(graph, tokens, units=0), MegaConfig(timeline=True), deadline=30.0,
+                            stream=stream)
+            _upload(rt, args16)
+            rt.launch()
+            rt.wait()
+            tl = rt.timeline()
+            echo(f"{name} timeline:\n{report(tl)}")
+            os.makedirs(timeline, exist_ok=True)
+            write_trace(tl, os.path.join(timeline, f"{name}.json"))
+            rows.append(BenchRow(name, "warpy-timeline", tl.total_us, note="one stamped call, first slot to last stamp"))
+            del rt
         if variants and graph == "llama-mlp":
             for vg, what in VARIANTS.items():
                 rv = MegaRunner(MegaProblem(vg, tokens, units=0), deadline=30.0, stream=stream)

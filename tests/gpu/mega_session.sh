@@ -35,13 +35,14 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noh
 $PY -c "import torch; print('torch', torch.__version__)" || true
 
 # the bench: every workload through warpy and torch eager / CUDA graph / compile / compile
-# reduce-overhead, each output against the fp32 reference (the correctness run of the big shapes)
-step bench 200 $PY -m warpy.cli mega bench --iters 30 --compile-budget 60 --variants --json "$OUT/mega_bench.json" \
-  --png "$OUT/mega_bench.png"
+# reduce-overhead, each output against the fp32 reference (the correctness run of the big shapes), and
+# each workload once with the timeline (its report, a Chrome trace under $OUT/timeline)
+step bench 280 $PY -m warpy.cli mega bench --iters 30 --compile-budget 60 --variants --json "$OUT/mega_bench.json" \
+  --png "$OUT/mega_bench.png" --timeline "$OUT/timeline"
 
 # the GPU tests: every body's graphs on every SM against the reference, PDL, the hang on purpose
 # (it ends with the per-SM dump within its deadline)
-step gpu-tests 120 $PY -m pytest -q tests/gpu/test_mega_gpu.py
+step gpu-tests 180 $PY -m pytest -q tests/gpu/test_mega_gpu.py
 
 # compute-sanitizer on mlp3 (1024 rows, one call each)
 SAN=${SAN:-compute-sanitizer}

@@ -81,6 +81,17 @@ def test_the_launch_the_checker_proves_runs() -> None:
     assert n == 440 and bad == 0, msgs
 
 
+@pytest.mark.parametrize("tokens,units", [(6, 2), (6, 132), (64, 2)])
+def test_one_row_tiles_run(tokens: int, units: int) -> None:
+    """ew-small with one-row tiles (80-byte boxes). The fifth session's H200 runs ended these with
+    CUDA_ERROR_ILLEGAL_INSTRUCTION at the loader's UTMALDG (docs/hardware-log.md; the host checker
+    proves the same launches clean): in a subprocess, since a kernel error ends the CUDA context."""
+    cmd = [sys.executable, "-m", "warpy.cli", "mega", "run", "ew-small", "--tokens", str(tokens), "--units",
+           str(units), "--calls", "2", "--deadline", "10"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
 def test_a_hang_ends_with_the_per_sm_dump_within_the_deadline() -> None:
     cmd = [sys.executable, "-m", "warpy.cli", "mega", "run", "ew-small", "--tokens", "64", "--calls", "1",
            "--deadline", "5", "--hang"]

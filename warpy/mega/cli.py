@@ -195,6 +195,9 @@ def bench_cmd(
     png: Optional[str] = typer.Option(None, "--png", help="Draw the table to FILE.png (needs matplotlib)."),
     variants: bool = typer.Option(False, "--variants", help="Also time the Llama MLP with a stage left out "
                                   "(no rmsnorm; no up gemm and silu_mul) through warpy: each op kind's time."),
+    timeline: Optional[str] = typer.Option(None, "--timeline", help="Also run each workload once with the "
+                                           "roles' stamps: its report printed, its Chrome trace written to "
+                                           "DIR/WORKLOAD.json."),
 ) -> None:
     """The workloads on an sm_90 GPU through the megakernel and through torch eager, a CUDA graph of
     eager, torch.compile and torch.compile(mode="reduce-overhead"): same inputs, every output against
@@ -204,7 +207,7 @@ def bench_cmd(
     if iters < 1:
         raise WarpyError("--iters must be at least 1")
     rows = bench_job(workloads or list(WORKLOADS), iters, seed, compile_budget, json_out, png, variants,
-                     echo=typer.echo)
+                     echo=typer.echo, timeline=timeline)
     raise typer.Exit(1 if any(r.over for r in rows) else 0)
 
 
