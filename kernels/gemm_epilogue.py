@@ -53,7 +53,7 @@ from warpy.errors import WarpyError
 from warpy.isa.families import alu, memory
 from warpy.isa.families._util import ins
 from warpy.isa.families.typed import F16, F32
-from warpy.isa.operands import RZ, GMem, P, R, RVec, URVec
+from warpy.isa.operands import RZ, CBank, GMem, P, R, RVec, URVec
 
 if TYPE_CHECKING:
     from warpy.isa.instr import Instr
@@ -378,6 +378,29 @@ def emit_element(p: Program, ep: Epilogue, k: Consts, t: F32, c_in: Optional[F32
     emit_activation(p, ep, k, t)
     if residual is not None:
         p.emit(alu.fadd(t, t, residual))
+
+
+def fragment_origin(p: Program, prefix: str, c: int, bm: int, bn: int, m_blk: R,
+                    n_blk: R) -> tuple[URVec, R, R, R, R]:
+    """For an sm_90a epilogue on consumer warpgroup `c`'s accumulators: (the memory descriptor, the
+    thread's index in the warpgroup, a scratch register, `row`, `col`), `row` and `col` the thread's
+    first element of C in the wgmma fragment (value 4j + 2h + i at row + 8h, col + 8j + i) of the
+    tile (m_blk, n_blk) of bm x bn; registers named `prefix`_..."""
+    md = p.urvec(f"{prefix}_md", 2)
+    p.emit(alu.uldc(md, CBank(0, 0x208), p.sm))
+    t, tmp = p.r(f"{prefix}_tid"), p.r(f"{prefix}_tmp")
+    row, col = p.r(f"{prefix}_row"), p.r(f"{prefix}_col")
+    p.emit(alu.iadd3(t, R("tid"), (1 << 32) - 128 * (c + 1)))
+    p.emit(alu.shf_r(row, t, 5))
+    p.emit(alu.imad(row, row, 16, 64 * c))
+    p.emit(alu.lop3(tmp, t, 31, RZ, 0xC0))
+    p.emit(alu.shf_r(tmp, tmp, 2))
+    p.emit(alu.iadd3(row, row, tmp))
+    p.emit(alu.imad(row, m_blk, bm, row))
+    p.emit(alu.lop3(col, t, 3, RZ, 0xC0))
+    p.emit(alu.shf_l(col, col, 1))
+    p.emit(alu.imad(col, n_blk, bn, col))
+    return md, t, tmp, row, col
 
 
 def emit_load(p: Program, md: URVec, addr: RVec, offset: int, dtype: str, dst: tuple[F32, ...],

@@ -26,10 +26,10 @@ import numpy as np
 from warpy.errors import WarpyError
 from warpy.isa.families import alu
 from warpy.isa.families.typed import F32
-from warpy.isa.operands import RZ, CBank, P, R, RVec
+from warpy.isa.operands import P, R, RVec
 from warpy.layout import Layout
 
-from .gemm_epilogue import emit_load
+from .gemm_epilogue import emit_load, fragment_origin
 
 if TYPE_CHECKING:
     from warpy.isa.buffers import Param
@@ -137,20 +137,7 @@ def emit_scales(p: Program, problem: GemmProblem, scales: dict[str, Param], c: i
     4j + 2h + i is row `row` + 8h, column `col` + 8j + i (the wgmma fragment). Loads are guarded by C's
     edges on ragged problems (a scale past them reads 0; its element is not stored)."""
     M, N = problem.M, problem.N
-    md = p.urvec("sc_md", 2)
-    p.emit(alu.uldc(md, CBank(0, 0x208), p.sm))
-    t, tmp = p.r("sc_tid"), p.r("sc_tmp")
-    row, col = p.r("sc_row"), p.r("sc_col")
-    p.emit(alu.iadd3(t, R("tid"), (1 << 32) - 128 * (c + 1)))
-    p.emit(alu.shf_r(row, t, 5))
-    p.emit(alu.imad(row, row, 16, 64 * c))
-    p.emit(alu.lop3(tmp, t, 31, RZ, 0xC0))
-    p.emit(alu.shf_r(tmp, tmp, 2))
-    p.emit(alu.iadd3(row, row, tmp))
-    p.emit(alu.imad(row, m_blk, bm, row))
-    p.emit(alu.lop3(col, t, 3, RZ, 0xC0))
-    p.emit(alu.shf_l(col, col, 1))
-    p.emit(alu.imad(col, n_blk, bn, col))
+    md, t, tmp, row, col = fragment_origin(p, "sc", c, bm, bn, m_blk, n_blk)
     ragged = bool(M % bm or N % bn)
     even = N % 2 == 0
 

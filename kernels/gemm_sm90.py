@@ -56,7 +56,7 @@ from warpy.layout.tma import store_clips_exactly
 from warpy.layout.smem import SmemTile as SmemTileT, smem_tile
 from warpy.target import SM90A, dtype_bytes
 
-from .gemm_epilogue import Epilogue, emit_consts, emit_element, emit_load
+from .gemm_epilogue import Epilogue, emit_consts, emit_element, emit_load, fragment_origin
 from . import gemm_fp8
 from .schedule import StreamK, TileOrder, cdiv, divide, strided_tiles
 
@@ -748,20 +748,7 @@ class Sm90Gemm:
         cfg, ep, oeb, od = self.cfg, self.ep, self.oeb, self.out_dtype
         M, N = self.m, self.n
         k = emit_consts(p, ep)
-        md = p.urvec("ep_md", 2)
-        p.emit(alu.uldc(md, CBank(0, 0x208), p.sm))
-        t, tmp = p.r("ep_tid"), p.r("ep_tmp")
-        row, col = p.r("ep_row"), p.r("ep_col")
-        p.emit(alu.iadd3(t, R("tid"), (1 << 32) - 128 * (c + 1)))
-        p.emit(alu.shf_r(row, t, 5))
-        p.emit(alu.imad(row, row, 16, 64 * c))
-        p.emit(alu.lop3(tmp, t, 31, RZ, 0xC0))
-        p.emit(alu.shf_r(tmp, tmp, 2))
-        p.emit(alu.iadd3(row, row, tmp))
-        p.emit(alu.imad(row, m_blk, cfg.bm, row))
-        p.emit(alu.lop3(col, t, 3, RZ, 0xC0))
-        p.emit(alu.shf_l(col, col, 1))
-        p.emit(alu.imad(col, n_blk, cfg.bn, col))
+        md, t, tmp, row, col = fragment_origin(p, "ep", c, cfg.bm, cfg.bn, m_blk, n_blk)
         ragged = bool(M % cfg.bm or N % cfg.bn)
         even = N % 2 == 0
         row_ok: list[Optional[P]] = [None, None]
