@@ -556,9 +556,8 @@ class Role:
     def stamp(self, what: str) -> None:
         """With `Launch.timeline`: one thread writes %globaltimer into this instruction's word for
         (role, what) of the `times` buffer (`STAMPS`; its lowest bit set, so that no stamp is 0);
-        nothing otherwise. The "start" stamp reads the
-        instruction's index from the slot and keeps the address of its words for the later stamps
-        (the consumers free the slot before their "end")."""
+        nothing otherwise. The "start" stamp reads the instruction's index from the slot and keeps
+        the address of its words for the later stamps (the consumers free the slot before their "end")."""
         times = self.ip.times
         word = STAMPS.get((self.name, what))
         if times is None or word is None:
@@ -748,6 +747,7 @@ def compare_close(prog: Any, outputs: Sequence[int], got: Sequence[Any], want: S
 _ = (Param, RVec, UR)
 
 __all__ = ["InterpBase", "Role", "Launch", "THREADS", "PAGES", "PAGE_BYTES", "SLOTS", "CONSUMER_WARPS",
-           "PRODUCER_REGS", "CONSUMER_REGS", "ROLE_CODES", "TIME_WORDS", "STAMPS", "STATUS_ROLE_WORDS", "STATUS_WORDS", "STAGE_LOAD",
+           "PRODUCER_REGS", "CONSUMER_REGS", "ROLE_CODES", "TIME_WORDS", "STAMPS", "STATUS_ROLE_WORDS",
+           "STATUS_WORDS", "STAGE_LOAD",
            "STAGE_STORE", "DONE", "IDENTITY_ORDER", "FAULTS", "release_word", "full_release", "rename", "smem_bytes",
            "CLOSE_STEPS", "COND_SCALE", "LIPSCHITZ", "inexact_output", "conditions", "bf16_steps", "compare_close"]
