@@ -9,8 +9,8 @@ Warp-specialised and persistent:
   every tile this CTA owns and every K block, it waits for an empty stage of the ring, arms the
   stage's full barrier with the stage's bytes and issues two TMA loads (A's BM x 64 box, B's
   BN x 64 box, 128-byte swizzle);
-- warpgroups 1.. are consumers, one per 64 rows of the tile (`USETMAXREG.TRY_ALLOC` up to 232
-  registers): each waits for a full stage, issues BK/16 `HGMMA.64xBNx16` into its accumulator
+- warpgroups 1.. are consumers, one per 64 rows of the tile (1 to 3: 64- to 192-row tiles;
+  `USETMAXREG.TRY_ALLOC` up to 232 registers beside one or two, 160 beside three: `register_split`): each waits for a full stage, issues BK/16 `HGMMA.64xBNx16` into its accumulator
   registers, keeps one group in flight (`WARPGROUP.DEPBAR.LE gsb0, 0x1`) and frees the stage
   before it; at the end of the tile it stores its accumulators straight from registers (the
   producer meanwhile fills the ring for the next tile);
@@ -63,8 +63,22 @@ from .schedule import StreamK, TileOrder, cdiv, divide, strided_tiles
 if TYPE_CHECKING:
     from .gemm import GemmProblem
 
-ACC_FULL_REGS = 232  # consumer warpgroups' registers after USETMAXREG
+ACC_FULL_REGS = 232  # consumer warpgroups' registers after USETMAXREG (one or two consumer warpgroups)
 PRODUCER_REGS = 40
+PRODUCER_REGS_MIN = 24  # USETMAXREG's least: the producer's registers beside three consumer warpgroups
+MAX_CONSUMERS = 3  # 192-row tiles: three consumer warpgroups of 64 rows (4 x 128 threads a CTA)
+
+
+def register_split(consumers: int) -> tuple[int, int]:
+    """(producer's, each consumer's) registers a thread after USETMAXREG: one or two consumer
+    warpgroups take ACC_FULL_REGS beside a producer of PRODUCER_REGS; three share what the register
+    file (65536 a CTA at one CTA an SM) leaves beside a producer at USETMAXREG's least (24), in
+    multiples of 8: (65536 - 128 x 24) / (3 x 128) = 162.7 -> 160, enough for a 64 x 192 fp32
+    accumulator (96 a thread) and the addresses."""
+    if consumers <= 2:
+        return PRODUCER_REGS, ACC_FULL_REGS
+    prod = PRODUCER_REGS_MIN
+    return prod, (65536 - 128 * prod) // (128 * consumers) // 8 * 8
 MN_BOX_ROWS = 64  # rows (M or N) of an MN-major operand's TMA box: one 128-byte swizzle span of 16-bit elements
 
 
@@ -236,6 +250,12 @@ class Sm90Gemm:
         if cfg.promote and cfg.bn > gemm_fp8.PROMOTE_MAX_BN:
             raise WarpyError(f"promote keeps a second accumulator (BN / 2 registers a thread): BN {cfg.bn} would spill; "
                              f"at most {gemm_fp8.PROMOTE_MAX_BN}")
+        if not 1 <= cfg.consumers <= MAX_CONSUMERS:
+            raise WarpyError(f"consumers {cfg.consumers}: the sm_90a GEMM runs 1 to {MAX_CONSUMERS} consumer warpgroups "
+                             "(tiles of 64 to 192 rows)")
+        if cfg.consumers == MAX_CONSUMERS and cfg.bn > 192 and not cfg.promote:
+            raise WarpyError(f"three consumer warpgroups hold {register_split(3)[1]} registers a thread: a 64 x {cfg.bn} "
+                             "accumulator would spill; BN at most 192")
         if cfg.cluster_m not in (1, 2):
             raise WarpyError(f"cluster_m {cfg.cluster_m}: the sm_90a GEMM runs clusters of 1 or 2 CTAs along M")
         if cfg.cluster_m == 2:
@@ -302,7 +322,7 @@ class Sm90Gemm:
         threads = 128 * (1 + cfg.consumers)
         cl = cfg.cluster_m
         p = Program(self.name, SM90A.name, threads=threads, grid=(self.grid, 1, 1), cluster=(cl, 1, 1),
-                    maxnreg=min((65536 // threads) // 8 * 8, ACC_FULL_REGS))
+                    maxnreg=min((65536 // threads) // 8 * 8, register_split(cfg.consumers)[1]))
         # an MN-major operand (stored K x M / K x N) lands M / N innermost, one box per 64 rows (a
         # 128-byte swizzle span of M or N by BK), and is read transposed (`.tnspA` / `.tnspB`)
         a_tile = smem_tile(cfg.bm, cfg.bk, self.dtype, self.a_major, 128)
@@ -462,7 +482,7 @@ class Sm90Gemm:
     # -- producer --------------------------------------------------------------------------
     def producer(self, p: Program, res: Sm90Resources) -> None:
         cfg = self.cfg
-        p.emit(control.setmaxnreg_dealloc(PRODUCER_REGS))
+        p.emit(control.setmaxnreg_dealloc(register_split(cfg.consumers)[0]))
         loader = p.p("is_loader")
         p.emit(alu.isetp("EQ", loader, p.warp_index(), 0))
         with p.when(loader):
@@ -545,7 +565,7 @@ class Sm90Gemm:
         ok = p.up("regs_granted")
         grow = p.fresh_label("GROW")
         p.label(grow)
-        p.emit(control.setmaxnreg_try_alloc(ok, ACC_FULL_REGS))
+        p.emit(control.setmaxnreg_try_alloc(ok, register_split(cfg.consumers)[1]))
         p.emit(control.bra(grow).guarded(~ok), mark="~")
         acc = p.rvec("acc", cfg.bn // 2)
         part = p.rvec("part_acc", cfg.bn // 2) if cfg.promote else None  # a k block's sums (promotion)

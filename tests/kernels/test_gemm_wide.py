@@ -1,0 +1,48 @@
+"""192-row tiles (three consumer warpgroups of 64 rows each, `consumers=3`): what fits the register
+file, exact values on ragged shapes, no spills, and the refusals."""
+
+from __future__ import annotations
+
+import pytest
+
+from warpy.check.report import check_kernel
+from warpy.errors import WarpyError
+from warpy.kernels.gemm import FAMILY as GEMM, GemmProblem, configure
+from warpy.kernels.gemm_sm90 import Sm90Config, Sm90Gemm, register_split
+from warpy.lift.lifter import build as assemble
+
+
+def test_three_consumers_share_what_the_register_file_leaves() -> None:
+    prod, cons = register_split(3)
+    assert (prod, cons) == (24, 160)
+    assert 128 * prod + 3 * 128 * cons <= 65536 < 128 * prod + 3 * 128 * (cons + 8)
+    assert register_split(2) == (40, 232) and register_split(1) == (40, 232)
+
+
+@pytest.mark.parametrize("M,N,K,config,out", [
+    (300, 301, 136, "consumers=3,bn=192", "bf16"),  # ragged both ways, register-stored C
+    (400, 312, 256, "consumers=3,bn=192", "bf16"),  # staged epilogue, three 64-column chunks
+    (200, 200, 128, "consumers=3,bn=128,cluster_m=2", "fp32"),  # 2x1 clusters, the second M-block past M
+])
+def test_192_row_tiles_are_exact_on_ragged_shapes(M: int, N: int, K: int, config: str, out: str) -> None:
+    prob = GemmProblem(M, N, K, out_dtype=out)
+    cfg = configure(prob, config)
+    assert cfg.bm == 192
+    prog = Sm90Gemm(prob, cfg).build()
+    kernel = prog.kernel()
+    text = str(kernel)
+    assert ".threads 512" in text and "USETMAXREG.DEALLOC.CTAPOOL 0x18" in text  # the producer at 24 registers
+    assert text.count("USETMAXREG.TRY_ALLOC.CTAPOOL regs_granted, 0xa0") == 3  # each consumer at 160
+    rep = check_kernel(kernel, prog.coloured(), values=True, expect=GEMM.expectation(prob))
+    assert rep.ok, "\n".join(list(rep.messages())[:5])
+    assert rep.values_wrong == 0 and rep.values_checked > 0
+    res = assemble(kernel, "sm_90a").resource(kernel.header.kernel)
+    assert res.spill_stores == 0 and res.spill_loads == 0 and res.registers <= 128
+
+
+def test_three_consumers_refuse_what_would_spill_and_four() -> None:
+    prob = GemmProblem(1024, 1024, 1024, out_dtype="bf16")
+    with pytest.raises(WarpyError, match="BN at most 192"):
+        Sm90Gemm(prob, Sm90Config(bn=256, consumers=3, stages=3))
+    with pytest.raises(WarpyError, match="1 to 3 consumer warpgroups"):
+        Sm90Gemm(prob, Sm90Config(bn=64, consumers=4, stages=3))
