@@ -74,6 +74,14 @@ MORE = [
     ("I2FP.F32.S32.RP R1, R2", "sm_90a", ["cvt.rp.f32.s32 %r1, %r2;"]),
     ("I2FP.F32.S32.RM R1, R2", "sm_90a", ["cvt.rm.f32.s32 %r1, %r2;"]),
     ("I2FP.F32.U32.RZ R1, R2", "sm_90a", ["cvt.rz.f32.u32 %r1, %r2;"]),
+    # a deallocation whose column count a register holds
+    ("UTCATOMSWS.AND UR5, UR6", "sm_100a", ["tcgen05.dealloc.cta_group::1.sync.aligned.b32 %ur5, %ur6;"]),
+    # the uniform true predicate as the first destination: a temporary, not a register named UPT
+    ("UISETP.GE.U32.AND UPT, UP1, UR4, UR5, UPT", "sm_90a", ["setp.ge.u32 %tp0|%up1, %ur4, %ur5;"]),
+    # a vector store of RZ stores a vector of zeros (ptxas refuses a scalar 0 there:
+    # test_wide_stores_of_rz_are_vectors_ptxas_takes)
+    ("STS.64 [R2], RZ", "sm_90a", ["st.shared.v2.b32 [%r2], {0, 0};"]),
+    ("STS.128 [R2], RZ", "sm_90a", ["st.shared.v4.b32 [%r2], {0, 0, 0, 0};"]),
 ]
 
 
@@ -125,6 +133,44 @@ def test_refusals_name_the_instruction_and_why(sass: str, sm: str, message: str)
     with pytest.raises(WarpyError) as e:
         lift(parse(text(sass, sm)), sm)
     assert str(e.value) == message
+
+
+# operands the parser reads but the lifter cannot give a meaning to: each refused in one line rather
+# than lifted without the part it drops (a uniform register in an atomic's address, an offset in a
+# TMA tuple, an address with no register, a negated destination)
+@pytest.mark.parametrize("sass,message", [
+    ("ATOMG.E.ADD.STRONG.GPU PT, R1, [R6+UR4], R3",
+     "ATOMG.E.ADD.STRONG.GPU: a global atomic's address [R6+UR4] is not a register pair + offset"),
+    ("ATOMG.E.ADD.STRONG.GPU PT, R1, [0x0], R3",
+     "ATOMG.E.ADD.STRONG.GPU: a global atomic's address [0x0] is not a register pair + offset"),
+    ("UTMALDG.2D [UR8+0x10], tmap[a]", "UTMALDG.2D: the TMA argument tuple must be [vector], not [UR8+0x10]"),
+    ("UTMALDG.2D [0x0], tmap[a]", "UTMALDG.2D: the TMA argument tuple must be [vector], not [0x0]"),
+    ("UBLKCP.S.G [UR4], [0x0], UR8", "UBLKCP.S.G: a bulk copy's global address is [pair], not [0x0]"),
+    ("FMNMX R1, R2, R3, P0", "FMNMX: FMNMX chooses min (PT) or max (!PT) when it is lifted, not by P0"),
+    ("ISETP.LT.AND !P0, PT, R1, R2, PT", "ISETP.LT.AND: operand !P0 is not a predicate destination"),
+    ("S2R R1, SR_NOSUCH", "S2R: special register SR_NOSUCH has no PTX equivalent known to the lifter"),
+])
+def test_operands_without_a_meaning_are_refused(sass: str, message: str) -> None:
+    with pytest.raises(WarpyError) as e:
+        lift(parse(text(sass)), "sm_90a")
+    assert str(e.value) == message
+
+
+def test_a_64_bit_result_into_rz_is_dropped() -> None:
+    """IMAD.WIDE into RZ computes and writes nothing back (no move into the zero register)."""
+    assert [ln for ln in ptx_lines("IMAD.WIDE RZ, R2, R3, R4") if ln != "exit;"] == [
+        "mul.wide.s32 %td0, %r2, %r3;", "mov.b64 %td1, {%r4, %r5};", "add.u64 %td0, %td0, %td1;"]
+
+
+def test_wide_stores_of_rz_are_vectors_ptxas_takes() -> None:
+    """A 64- and 128-bit store of RZ lift to a vector of zeros, which ptxas assembles (a scalar 0 in
+    a vector store is refused: 'Argument vector size mismatch')."""
+    from warpy.lift.ptxas import assemble
+
+    body = "S2R R2, SR_TID.X\nSTS.64 [R2], RZ\nSTS.128 [R2], RZ\nLDC.64 R4, c[0x0][out]\nSTG.E.64 desc[UR4][R4.64], RZ"
+    ptx = lift(parse(text(body)), "sm_90a")
+    assert ptx.count("{0, 0}") == 2 and ptx.count("{0, 0, 0, 0}") == 1
+    assemble(ptx, "sm_90a")
 
 
 HEADER_PARAMS = """\
@@ -191,3 +237,35 @@ def test_parameter_refusals(sass: str, message: str) -> None:
     with pytest.raises(WarpyError) as e:
         _body(sass)
     assert str(e.value) == message
+
+
+def _lift_with(header_extra: str, body: str, params: bool = True) -> list[str]:
+    head = HEADER_PARAMS if params else HEADER_PARAMS.split(".param maps")[0]
+    ptx = lift(parse(head + header_extra + "".join(f"  {ln}\n" for ln in body.splitlines()) + "  EXIT\n"), "sm_90a")
+    body_ptx = ptx.split("// --- the program ---\n")[1]
+    return [ln.strip() for ln in body_ptx.splitlines() if ln.strip() and not ln.strip().startswith(("//", "}", "exit"))]
+
+
+def test_two_tensor_map_parameters_are_64_byte_aligned() -> None:
+    """Maps that are parameters take 128 bytes each at 64-byte alignment: a at 0, c at 128, then the
+    .params (maps u64 at 256, x u16 at 264, y u64 at 272): c[0x0][0x310] is `maps`, 0x290 is map c."""
+    extra = ".tmap c dtype=bf16 dims=64,64 strides=128 box=64,64\n"
+    assert _lift_with(extra, "LDC R1, c[0x0][0x310]") == ["ld.param.b32 %r1, [maps];"]
+    assert _lift_with(extra, "LDC R1, c[0x0][0x320]") == ["ld.param.b32 %r1, [y];"]
+    with pytest.raises(WarpyError, match=r"^LDC: c\[0x0\]\[656\] reads tensor map c; use tmap\[c\]$"):
+        _lift_with(extra, "LDC R1, c[0x0][0x290]")
+
+
+def test_a_named_parameter_of_a_kernel_without_parameters() -> None:
+    with pytest.raises(WarpyError) as e:
+        _lift_with("", "LDC R1, c[0x0][nosuch]", params=False)
+    assert str(e.value) == "LDC: c[0x0][nosuch] names no kernel parameter (none)"
+
+
+def test_named_registers_in_shared_addresses() -> None:
+    """A named register of one (`.reg R x`) is an address; a tuple of two or four is refused."""
+    assert _lift_with(".reg R x\n", "LDS R1, [x+0x4]") == ["ld.shared.b32 %r1, [%rn0+4];"]
+    for w in (2, 4):
+        with pytest.raises(WarpyError) as e:
+            _lift_with(f".reg R[{w}] x\n", "LDS R1, [x]")
+        assert str(e.value) == "LDS: address [x] is a register tuple, not an address"
