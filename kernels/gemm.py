@@ -267,6 +267,8 @@ def configure(problem: GemmProblem, overrides: Union[str, Mapping[str, object], 
         return cfg
     if isinstance(cfg, Sm90Config) and overrides.get("cluster_m") == 2 and "stream_k" not in overrides:
         overrides = {**overrides, "stream_k": False, "split": 0}
+    if isinstance(cfg, Sm90Config) and overrides.get("swap_ab") and "staged_epilogue" not in overrides:
+        overrides = {**overrides, "staged_epilogue": False}  # C^T leaves through the registers
     out: Config = attrs.evolve(cfg, **overrides)  # type: ignore[arg-type]  # (checked field by field above)
     if isinstance(out, Sm90Config) and "stages" not in overrides:
         out = deepest_ring(out)

@@ -104,6 +104,10 @@ class Sm90Config:
     # (`part`), then added into the fp32 accumulator on the CUDA cores (FADD): the tensor core's fp8
     # adder keeps fewer bits than fp32, so long K loses precision without it (docs/fp8.md)
     promote: bool = False
+    # C^T = B · A^T: B's rows (N) run along the MMA's 64-row side and A's (M) along its narrow BN side, so
+    # a short M (decode: M <= 64) takes BN 8..64 and the tiles split N finely over the SMs; the
+    # accumulator holds C transposed, stored element by element (register epilogue only)
+    swap_ab: bool = False
 
     @property
     def bm(self) -> int:
@@ -118,6 +122,8 @@ class Sm90Config:
         cl = ", 2x1 clusters (B multicast)" if self.cluster_m == 2 else ""
         cl += ", each k block's sums added in fp32 (promotion)" if self.promote else ""
         mma = f"HGMMA 64x{self.bn}x16" if self.bk == 64 else f"QGMMA 64x{self.bn}x32"  # (BK: 128 bytes of K)
+        if self.swap_ab:
+            cl += f", A and B swapped (C^T tiles: {self.bm} rows of N x {self.bn} of M)"
         return (f"sm_90a warp-specialised: {self.bm}x{self.bn}x{self.bk} tiles, {self.consumers} consumer "
                 f"warpgroups ({mma}), {self.stages}-stage TMA ring, {walk}, "
                 f"tiles grouped by {self.group}{cl}, {epi}")
@@ -232,6 +238,22 @@ class Sm90Gemm:
 
     def __init__(self, problem: GemmProblem, cfg: Sm90Config) -> None:
         m, n, k, dtype, out_dtype = problem.M, problem.N, problem.K, problem.dtype, problem.out_dtype
+        self.swap = cfg.swap_ab
+        if self.swap:
+            # the program computes C^T = B · A^T: its "M" is N, its "N" is M; the maps keep their names
+            # (A's memory is still bound as `a`) and C is written transposed
+            why = ("a fused epilogue" if not problem.epilogue.identity else "a batch" if problem.batch > 1
+                   else "an MN-major operand" if "MN" in (problem.a_major, problem.b_major)
+                   else "8-bit float inputs" if dtype_bytes(dtype) != 2
+                   else "the staged epilogue (C^T leaves through the registers)" if cfg.staged_epilogue
+                   else "2x1 clusters" if cfg.cluster_m != 1 else "")
+            if why:
+                raise WarpyError(f"swap_ab (C^T = B·A^T) does not take {why} yet")
+            ldc_bytes = problem.pitches[2] * dtype_bytes(out_dtype)
+            if (cfg.bn - 1) * ldc_bytes >= 1 << 23:
+                raise WarpyError(f"swap_ab: BN {cfg.bn} columns of C^T are rows of C {ldc_bytes} bytes apart, past a "
+                                 "store's 24-bit offset; a narrower BN")
+            m, n = n, m
         if cfg.bk * dtype_bytes(dtype) != 128:
             raise WarpyError(f"BK {cfg.bk} of {dtype} is not one 128-byte swizzle row")
         if cfg.staged_epilogue and (dtype_bytes(out_dtype) != 2 or (problem.pitches[2] * 2) % 16
@@ -250,6 +272,9 @@ class Sm90Gemm:
         if cfg.promote and cfg.bn > gemm_fp8.PROMOTE_MAX_BN:
             raise WarpyError(f"promote keeps a second accumulator (BN / 2 registers a thread): BN {cfg.bn} would spill; "
                              f"at most {gemm_fp8.PROMOTE_MAX_BN}")
+        if cfg.bn < 16 or cfg.bn % 8:
+            raise WarpyError(f"BN {cfg.bn}: a tile is whole 8-column groups, at least 16 (the MMA's B descriptor strides "
+                             "from one 8-row group to the next)")
         if not 1 <= cfg.consumers <= MAX_CONSUMERS:
             raise WarpyError(f"consumers {cfg.consumers}: the sm_90a GEMM runs 1 to {MAX_CONSUMERS} consumer warpgroups "
                              "(tiles of 64 to 192 rows)")
@@ -271,6 +296,9 @@ class Sm90Gemm:
         self.b_dtype = problem.b_type  # B's type: A's, except for 8-bit floats (e4m3 x e5m2)
         self.ep: Epilogue = problem.epilogue
         self.lda, self.ldb, self.ldc = problem.pitches
+        if self.swap:
+            self.lda, self.ldb = self.ldb, self.lda
+        self.op_names = ("b", "a") if self.swap else ("a", "b")  # the maps of the MMA's A and B operands
         self.pitched = problem.pitched
         self.batch = problem.batch
         self.sa, self.sb, self.sc = problem.batch_strides
@@ -308,9 +336,10 @@ class Sm90Gemm:
     @property
     def name(self) -> str:
         c = self.cfg
-        return (f"gemm_sm90_{self.m}x{self.n}x{self.k}_{self.dtype}_{self.out_dtype}"
+        mnk = f"{self.n}x{self.m}x{self.k}" if self.swap else f"{self.m}x{self.n}x{self.k}"
+        return (f"gemm_sm90_{mnk}_{self.dtype}_{self.out_dtype}"
                 f"_{c.bm}x{c.bn}x{c.bk}_s{c.stages}_g{c.group}" + ("_sk" if c.stream_k else "") + (f"{c.split}" if c.split else "")
-                + ("_c2" if c.cluster_m == 2 else "") + ("_p" if c.promote else "") + self.ep.tag()
+                + ("_c2" if c.cluster_m == 2 else "") + ("_p" if c.promote else "") + ("_swab" if self.swap else "") + self.ep.tag()
                 + (f"_ld{self.lda}x{self.ldb}x{self.ldc}" if self.pitched else "")
                 + (f"_x{self.batch}s{self.sa}x{self.sb}x{self.sc}" if self.batch > 1 else "")
                 + ("_akm" if self.a_major == "MN" else "") + ("_bkn" if self.b_major == "MN" else "")
@@ -329,10 +358,15 @@ class Sm90Gemm:
         b_tile = smem_tile(cfg.bn, cfg.bk, self.b_dtype, self.b_major, 128)
         l2 = cfg.l2_promotion
         try:
-            ta = p.tmap("a", tma_box(self.glob(self.m, self.k, self.lda, self.sa, self.a_major),
-                                     self.box_tile(a_tile), l2_promotion=l2))
+            a_box = tma_box(self.glob(self.m, self.k, self.lda, self.sa, self.a_major), self.box_tile(a_tile),
+                            l2_promotion=l2)
+            if self.swap:  # the narrow operand (A's memory, `a`) first, as the unswapped program declares its maps
+                tb = p.tmap("a", tma_box(self.glob(self.n, self.k, self.ldb, self.sb), b_tile, l2_promotion=l2))
+            ta = p.tmap(self.op_names[0], a_box)
             b_glob = self.glob(self.n, self.k, self.ldb, self.sb, self.b_major)
-            if cl == 1 or self.b_major == "MN":  # (clusters: an MN-major B's boxes are multicast whole)
+            if self.swap:
+                pass
+            elif cl == 1 or self.b_major == "MN":  # (clusters: an MN-major B's boxes are multicast whole)
                 tb = p.tmap("b", tma_box(b_glob, self.box_tile(b_tile), l2_promotion=l2))
             else:
                 # each CTA of the pair loads rows [r * BN/2, (r + 1) * BN/2) of B's tile, multicast to both
@@ -356,7 +390,7 @@ class Sm90Gemm:
             t_tile = smem_tile(64, tail, self.out_dtype, "K", 2 * tail)
             tc_tail = p.tmap("c_tail", tma_box(self.glob(self.m, self.n, self.ldc, self.sc), t_tile), over="c")
         oeb = self.oeb
-        p.global_buffer("c_out", Layout((self.m, self.n), (self.ldc * oeb, oeb)) if self.batch == 1 else
+        p.global_buffer("c_out", Layout((self.m, self.n), self.c_strides()) if self.batch == 1 else
                         Layout((self.m, self.n, self.batch), (self.ldc * oeb, oeb, self.sc * oeb)), self.out_dtype, "c")
         aux: dict[str, Param] = {}
         for name in self.ep.params():  # the fused epilogue's inputs, of C's type
@@ -403,6 +437,12 @@ class Sm90Gemm:
                 self.consumer(p, res, wg)
         p.emit(control.exit_())
         return p
+
+    def c_strides(self) -> tuple[int, int]:
+        """Bytes between the program's rows and between its columns of C: (ldc, 1) elements, or (1,
+        ldc) where A and B are swapped (the program's rows are C's columns)."""
+        pitch = self.ldc * self.oeb
+        return (self.oeb, pitch) if self.swap else (pitch, self.oeb)
 
     def glob(self, rows: int, cols: int, pitch: int, stride: int, major: str = "K") -> Layout:
         """An operand in global memory, (row, col[, matrix of the batch]) -> element offset; an
@@ -862,7 +902,7 @@ class Sm90Gemm:
         memdesc = p.urvec("memdesc", 2)
         p.emit(alu.uldc(memdesc, CBank(0, 0x208), p.sm))
         pitch = p.r("c_pitch8")
-        p.emit(alu.mov(pitch, 8 * self.ldc * self.oeb))
+        p.emit(alu.mov(pitch, 8 * self.c_strides()[0]))
         return EpilogueThread(row, col, cptr, memdesc, pitch)
 
     def epilogue(self, p: Program, e: EpilogueThread, acc: RVec, m_blk: R, n_blk: R, bt: Optional[R] = None) -> None:
@@ -871,8 +911,9 @@ class Sm90Gemm:
         p.emit(alu.imad(row0, m_blk, cfg.bm, e.row))
         p.emit(alu.imad(col0, n_blk, cfg.bn, e.col))
         addr = [p.rvec("c_addr0", 2), p.rvec("c_addr1", 2)]
-        p.emit(alu.imad_wide(addr[0], row0, self.ldc * self.oeb, e.cptr))
-        p.emit(alu.imad_wide(addr[0], col0, self.oeb, addr[0]))
+        row_b, col_b = self.c_strides()
+        p.emit(alu.imad_wide(addr[0], row0, row_b, e.cptr))
+        p.emit(alu.imad_wide(addr[0], col0, col_b, addr[0]))
         if bt is not None:  # the batch's matrix
             p.emit(alu.imad_wide(addr[0], bt, self.sc * self.oeb, addr[0]))
         p.emit(alu.imad_wide(addr[1], e.pitch8, 1, addr[0]))
@@ -898,7 +939,10 @@ class Sm90Gemm:
         cfg, oeb = self.cfg, self.oeb
         md = e.memdesc
         guarded = row0 is not None and col0 is not None
-        pair_ok = self.n % 2 == 0  # a pair of columns is one aligned access only if rows stay aligned
+        # a pair of columns is one aligned access only if rows stay aligned (and the columns are adjacent
+        # in memory: not where A and B are swapped, the program's columns being C's rows)
+        pair_ok = self.n % 2 == 0 and not self.swap
+        col_b = self.c_strides()[1]
         packed = p.r("packed")
         hi_half = p.r("hi_half")
         for h in range(2):
@@ -911,8 +955,8 @@ class Sm90Gemm:
                     continue
             for j in range(cfg.bn // 8):
                 v = acc.sub(4 * j + 2 * h, 2)
-                g0 = GMem(md, addr[h], 8 * j * oeb)
-                g1 = GMem(md, addr[h], 8 * j * oeb + oeb)
+                g0 = GMem(md, addr[h], 8 * j * col_b)
+                g1 = GMem(md, addr[h], (8 * j + 1) * col_b)
                 ok0 = ok1 = None
                 if guarded:
                     assert col0 is not None and row_ok is not None

@@ -46,3 +46,41 @@ def test_three_consumers_refuse_what_would_spill_and_four() -> None:
         Sm90Gemm(prob, Sm90Config(bn=256, consumers=3, stages=3))
     with pytest.raises(WarpyError, match="1 to 3 consumer warpgroups"):
         Sm90Gemm(prob, Sm90Config(bn=64, consumers=4, stages=3))
+
+
+# -- A and B swapped (C^T = B·A^T) for short M: N along the MMA's 64-row side, M along its BN side -----
+
+@pytest.mark.parametrize("M,N,K,config,out", [
+    (1, 300, 136, "swap_ab=1,bn=16,consumers=1", "bf16"),  # one row (decode), ragged N
+    (37, 301, 520, "swap_ab=1,bn=32,consumers=2", "fp32"),  # odd N: C's rows 301 elements apart
+    (5, 200, 1024, "swap_ab=1,bn=16,consumers=1,stream_k=1,split=4", "bf16"),  # K split 4 ways
+])
+def test_swapped_operands_are_exact_on_ragged_shapes(M: int, N: int, K: int, config: str, out: str) -> None:
+    from warpy.check.report import CheckOptions, options
+
+    prob = GemmProblem(M, N, K, out_dtype=out)
+    cfg = configure(prob, config)
+    assert cfg.swap_ab and not cfg.staged_epilogue  # (configure drops the staged epilogue for swap_ab)
+    prog = Sm90Gemm(prob, cfg).build()
+    kernel = prog.kernel()
+    text = str(kernel)
+    # the maps keep their memory: `a` is A (M rows of K), `b` is B (N rows); C is written transposed
+    assert f".tmap a dtype=bf16 dims={K},{M} " in text and f".tmap b dtype=bf16 dims={K},{N} " in text
+    eb = 2 if out == "bf16" else 4
+    assert f"layout=({N},{M}):({eb},{N * eb})" in text
+    with options(CheckOptions(all_ctas=True)):  # every CTA: every element of C computed and compared
+        rep = check_kernel(kernel, prog.coloured(), values=True, expect=GEMM.expectation(prob))
+    assert rep.ok, "\n".join(list(rep.messages())[:5])
+    assert rep.values_wrong == 0 and rep.values_checked == M * N
+    res = assemble(kernel, "sm_90a").resource(kernel.header.kernel)
+    assert res.spill_stores == 0 and res.spill_loads == 0
+
+
+def test_swapped_operands_refuse_what_they_do_not_take() -> None:
+    with pytest.raises(WarpyError, match="swap_ab .* does not take the staged epilogue"):
+        Sm90Gemm(GemmProblem(16, 4096, 4096, out_dtype="bf16"), Sm90Config(bn=16, consumers=1, swap_ab=True,
+                                                                           staged_epilogue=True))
+    with pytest.raises(WarpyError, match="does not take a batch"):
+        Sm90Gemm(GemmProblem(16, 4096, 4096, batch=2), Sm90Config(bn=16, consumers=1, swap_ab=True))
+    with pytest.raises(WarpyError, match="at least 16"):
+        Sm90Gemm(GemmProblem(1, 4096, 4096), Sm90Config(bn=8, consumers=1, swap_ab=True))
