@@ -219,18 +219,60 @@ def choose(problem: GemmProblem) -> Config:
         return cfg100
     if problem.arch != "sm_90a":
         raise WarpyError(f"no {problem.arch} GEMM program exists yet")
+    from .gemm_sweep import current_table, efficiencies, lookup
+
+    table = current_table()
+    measured = lookup(problem, table)  # the fastest configuration the sweep measured at this very shape
+    if measured is not None:
+        return measured
+    return model_choose(problem, efficiencies(table) if table.rows else {})
+
+
+Kind = tuple[int, int, bool]  # (BM, BN, A and B swapped)
+
+
+def model_efficiencies(problem: GemmProblem, derived: Mapping[tuple[Kind, bool], float]) -> dict[Kind, float]:
+    """The efficiency of each kind of tile the model may pick for `problem`: the ones derived from the
+    sweep's table for its regime (M <= 64 or not: `gemm_sweep.efficiencies`), else the hand-fitted
+    TILE_EFFICIENCY; a kind with neither is no candidate. A and B swapped only where M <= 64 and the
+    problem is plain (no fused epilogue, batch, MN-major operand or 8-bit floats)."""
+    from .gemm_sweep import SKINNY_M
+
+    skinny = problem.M <= SKINNY_M
+    out: dict[Kind, float] = {(bm, bn, False): e for (bm, bn), e in TILE_EFFICIENCY.items()}
+    swap_ok = (skinny and problem.epilogue.identity and problem.batch == 1 and problem.a_major == "K"
+               and problem.b_major == "K" and dtype_bytes(problem.dtype) == 2)
+    for (k, reg), e in derived.items():
+        if reg == skinny and e > 0 and (not k[2] or swap_ok):
+            out[k] = e
+    return out
+
+
+def model_choose(problem: GemmProblem, derived: Mapping[tuple[Kind, bool], float]) -> Sm90Config:
+    """The cost model's configuration: over the kinds of tile (`model_efficiencies`) and whole tiles
+    or stream-K, the one whose busiest SM does the least predicted work (`sm90_cost`)."""
     # an MN-major B lands in 64-column boxes: its tile is whole boxes wide; an 8-bit float problem whose
     # k blocks are promoted into fp32 holds two accumulators: BN at most PROMOTE_MAX_BN
     promote = gemm_fp8.promotes(problem)
-    tiles = [t for t in TILE_EFFICIENCY if (problem.b_major == "K" or t[1] % 64 == 0)
-             and (not promote or t[1] <= gemm_fp8.PROMOTE_MAX_BN)]
-    (bm, bn), stream_k = min(((tile, sk) for tile in tiles for sk in (False, True)[:2 if problem.batch == 1 else 1]),
-                             key=lambda c: sm90_cost(problem, c[0][0], c[0][1], c[1]))
-    split = sm90_split(problem, bm, bn) if stream_k else 0
+    effs = model_efficiencies(problem, derived)
+    kinds = [k for k in effs if (problem.b_major == "K" or k[1] % 64 == 0)
+             and (not promote or k[1] <= gemm_fp8.PROMOTE_MAX_BN)]
+    (bm, bn, swap), stream_k = min(((k, sk) for k in kinds for sk in (False, True)[:2 if problem.batch == 1 else 1]),
+                                   key=lambda c: sm90_cost(problem, c[0][0], c[0][1], c[1], swap=c[0][2],
+                                                           eff=effs[c[0]]))
+    return model_config(problem, bm, bn, stream_k, swap)
+
+
+def model_config(problem: GemmProblem, bm: int, bn: int, stream_k: bool, swap: bool = False) -> Sm90Config:
+    """The configuration the model gives a kind of tile and schedule: the split `sm90_split` gives
+    (stream-K), the staged epilogue where C's rows allow (not with A and B swapped), the L2
+    promotion by the rows' alignment, the deepest ring."""
+    promote = gemm_fp8.promotes(problem)
+    split = sm90_split(problem, bm, bn, swap) if stream_k else 0
     # 16-bit C through TMA stores where its rows are whole 16 bytes (a store clips a row only to 16
     # bytes: a ragged row's slice of a wider C would have the bytes after its end overwritten)
     staged = (problem.out_dtype in ("bf16", "fp16") and (problem.pitches[2] * 2) % 16 == 0
-              and store_clips_exactly(problem.N * 2))
+              and store_clips_exactly(problem.N * 2)) and not swap
 
     # Rows of A and B that are 16-byte but not 32-byte aligned (K * 2 bytes an odd multiple of 16)
     # are read slowly by TMA: 3072 x 3072 x K with BN 192 took 128 us at K = 3016 and 3064 against
@@ -240,7 +282,7 @@ def choose(problem: GemmProblem) -> Config:
 
     # a stage's K is one 128-byte swizzle row: 64 16-bit elements, 128 8-bit ones
     return deepest_ring(Sm90Config(bn=bn, consumers=bm // 64, stages=3, group=8, staged_epilogue=staged, bk=_bk(problem),
-                                   stream_k=stream_k, split=split, l2_promotion=l2, promote=promote))
+                                   stream_k=stream_k, split=split, l2_promotion=l2, promote=promote, swap_ab=swap))
 
 
 def _bk(problem: GemmProblem) -> int:
@@ -286,33 +328,36 @@ STREAM_K_OVERHEAD = 16
 STREAM_K_MARGIN = 0.95
 
 
-def _tiles(problem: GemmProblem, bm: int, bn: int) -> int:
-    return cdiv(problem.M, bm) * cdiv(problem.N, bn) * problem.batch
+def _tiles(problem: GemmProblem, bm: int, bn: int, swap: bool = False) -> int:
+    rows, cols = (problem.N, problem.M) if swap else (problem.M, problem.N)
+    return cdiv(rows, bm) * cdiv(cols, bn) * problem.batch
 
 
-def sm90_split(problem: GemmProblem, bm: int, bn: int) -> int:
+def sm90_split(problem: GemmProblem, bm: int, bn: int, swap: bool = False) -> int:
     """Stream-K's grid: where at most half the SMs have a tile, every tile splits S = 132 // tiles
     ways at the same k blocks (a grid of tiles x S): the CTAs of one k range then read the same A
     and B blocks at about the same time, through the L2. Measured on the H200 (2026-11-29) at
     1024 x 1024 x 65536: an even share over all 132 SMs puts the tiles' pieces at unrelated k, the
     operands stream from DRAM once a CTA (1.6 GB), and it ran 1.7x slower than whole tiles' rate.
-    0: an even share over all SMs."""
-    tiles = _tiles(problem, bm, bn)
+    0: an even share over all SMs. (`swap`: A and B swapped, tiles of N by BM and M by BN.)"""
+    tiles = _tiles(problem, bm, bn, swap)
     return min(SM90A.sms // tiles, cdiv(problem.K, _bk(problem))) if 2 * tiles <= SM90A.sms else 0
 
 
-def sm90_cost(problem: GemmProblem, bm: int, bn: int, stream_k: bool) -> float:
+def sm90_cost(problem: GemmProblem, bm: int, bn: int, stream_k: bool, *, swap: bool = False,
+              eff: Optional[float] = None) -> float:
     """Predicted time of the busiest SM, in k blocks of a 128 x 256 tile: whole tiles take
     ceil(tiles / 132) waves of kt k blocks; stream-K shares the tiles' k blocks out (`sm90_split`)
-    and pays STREAM_K_OVERHEAD more, and must beat whole tiles by STREAM_K_MARGIN."""
-    tiles = _tiles(problem, bm, bn)
+    and pays STREAM_K_OVERHEAD more, and must beat whole tiles by STREAM_K_MARGIN. `eff`: the kind's
+    efficiency (TILE_EFFICIENCY's by default; the rule passes the sweep's where it has one)."""
+    tiles = _tiles(problem, bm, bn, swap)
     kt = cdiv(problem.K, _bk(problem))
-    per = bm * bn / (128 * 256) / TILE_EFFICIENCY[bm, bn]
+    per = bm * bn / (128 * 256) / (TILE_EFFICIENCY[bm, bn] if eff is None else eff)
     if not stream_k:
         return cdiv(tiles, SM90A.sms) * kt * per
     if tiles * kt < SM90A.sms:
         return float("inf")
-    split = sm90_split(problem, bm, bn)
+    split = sm90_split(problem, bm, bn, swap)
     share = cdiv(kt, split) if split else cdiv(tiles * kt, SM90A.sms)
     return (share + STREAM_K_OVERHEAD) * per / STREAM_K_MARGIN
 

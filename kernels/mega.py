@@ -197,7 +197,7 @@ def plan(problem: MegaProblem, config: MegaConfig) -> Plan:
     """Schedule, encode and check that every instruction has a body (one-line refusals)."""
     from warpy.mega.encode import decode, encode
     from warpy.mega.schedule import build as schedule
-    from warpy.mega.tiling import gemm_a_rows
+    from warpy.mega.tiling import gemm_a_rows, gemm_pair_a_rows
 
     from .mega_ops import bodies
 
@@ -226,7 +226,10 @@ def plan(problem: MegaProblem, config: MegaConfig) -> Plan:
     bufs = tuple(sorted({(m.buffer, s.buffers[m.buffer].nbytes) for m in enc.maps}))
     gemms = [(n, t) for n, t in zip(s.program.nodes, s.tilings) if n.kind == "gemm"]
     if problem.arch == "sm_100a":
-        tiles100 = tuple(sorted({(t.extents[-2], t.extents[-1]) for _, t in gemms}))
+        # a code path per (tile_m, tile_n, rows of a CTA's A box: `gemm_pair_a_rows`, short for decode)
+        tiles100 = tuple(sorted({(t.extents[-2], t.extents[-1],
+                                  gemm_pair_a_rows(t.extents[-2], t.extents[-1], n.operands[0].view.shape[0]))
+                                 for n, t in gemms}))
         launch100 = Launch(name, units, max(s.waves, 1), len(s.counters), maps, bufs, config.fault or None, ctas=2,
                            mode=config.mode, instructions=len(s.instrs), gemm_tiles=tiles100)
         return Plan(problem, config, s, enc, launch100)

@@ -75,8 +75,11 @@ TMEM_COLUMNS = SM100A.tmem_columns
 #: after_thread_sync in the launcher after its waits (the token's, and the stages': any one of them
 #: after the token wait would order the MMAs, as PTX says); CTA 1's consumers not returning it (the
 #: pair hand-off: CTA 0's MMAs write CTA 1's tensor memory after CTA 0's consumers only); the token
-#: returned before the accumulator was read
-FAULTS = C.FAULTS + ("no-fence-before", "no-fence-after", "pair-handoff", "early-token")
+#: returned before the accumulator was read; and the decode tiles' (`kernels/mega_sm100_gemm.py`): a
+#: stage's expected bytes those of one A and B box pair where a stage copies `k_boxes` pairs
+#: (`decode-tx`), the MMAs reading B's box j after box j of A, as if the boxes alternated, instead
+#: of after the stage's A boxes (`decode-b-offset`)
+FAULTS = C.FAULTS + ("no-fence-before", "no-fence-after", "pair-handoff", "early-token", "decode-tx", "decode-b-offset")
 _COORD = re.compile(r"op(\d)\.coord(\d)")
 
 

@@ -4,10 +4,8 @@ box of the output, K whole, bf16 in, fp32 accumulation in the pair's tensor memo
 
 The pair: CTA r holds rows [r tile_m/2, (r + 1) tile_m/2) of the tile's x (the host's A box is
 tile_m/2 rows: `Role.field` gives CTA 1 its half's origin) and the tile's W rows
-[r tile_n/2, (r + 1) tile_n/2) at the same shared address, as the pair MMA reads B. The host's B box
-is the whole tile_n rows, so each CTA copies tile_n rows starting at its half and the MMA reads the
-first tile_n/2 (CTA 1's copy reads tile_n/2 rows past the tile, or past W's edge where TMA fills
-zeros: W is a weight, read only). Each CTA's tensor memory gets its rows of the product: M = 256
+[r tile_n/2, (r + 1) tile_n/2) at the same shared address, as the pair MMA reads B (the host's B
+box is tile_n/2 rows; CTA 1's copy starts tile_n/2 rows further). Each CTA's tensor memory gets its rows of the product: M = 256
 one row a lane, N columns; M = 128 the folded layout (lanes 0-63 the first N/2 columns of the
 CTA's 64 rows, lanes 64-127 the rest, `warpy.layout.atoms.tmem_accumulator`).
 
@@ -15,7 +13,7 @@ Pages (7 of 32 KiB in each CTA), as the sm_90a gemm lays them out:
 
 | lids | holds | written by | released by |
 |---|---|---|---|
-| 0-4 | the stage ring: a stage is one page, this CTA's A box (tile_m/2 x 64 K) then its B box (tile_n x 64 K), 128-byte swizzle | the loader (TMA, `.2CTA`: completing on CTA 0's stage barrier) | the consumers, as soon as the MMAs are done (the accumulator is full), before they read it |
+| 0-4 | the stage ring: a stage is one page, this CTA's `k_boxes` A boxes (ar x 64 K each) then its `k_boxes` B boxes (tile_n/2 x 64 K), 128-byte swizzle | the loader (TMA, `.2CTA`: completing on CTA 0's stage barrier) | the consumers, as soon as the MMAs are done (the accumulator is full), before they read it |
 | 5 | the epilogue's operands: the bias box, then the residual box (128-byte aligned) | the loader | the consumers, after the epilogue |
 | 6 | the output, this CTA's rows as the output map's box lands | the consumers | the storer, after the TMA store's writes |
 
@@ -26,8 +24,19 @@ both CTAs' bytes) and the two CTAs' copies; empty: each CTA's own, one commit
 (`UTCBAR.2CTA.MULTICAST` to both) when the MMAs that read the stage are done.
 
 CTA 0's launcher, holding the token: per stage, wait full, `tcgen05.fence::after_thread_sync`, four
-`UTCHMMA.2CTA` (K 16 each; the first of the tile overwrites), commit to the stage's empty barriers;
-after the last, commit to both CTAs' `g100_acc` (the accumulator is full).
+`UTCHMMA.2CTA` a K box (K 16 each; the first of the tile overwrites), commit to the stage's empty
+barriers; after the last, commit to both CTAs' `g100_acc` (the accumulator is full).
+
+**Decode tiles** (A of fewer than 64 rows: T <= 16 tokens, `warpy.mega.tiling.gemm_pair_a_rows`):
+a 128-row tile whose A box is A's rows rounded up to 8 (ar), so that a stage holds `k_boxes` K boxes
+(`gemm_pair_k_boxes`, up to 12: the page mostly weight), loaded by one copy an operand where K is
+whole K boxes (`warpy.mega.encode._k_chunk`'s chunked maps, as on sm_90a) or a copy a box. The pair
+MMA still reads tile_m/2 = 64 rows from each CTA's A box start: what follows a short box is the
+stage's next A boxes, then its B boxes, all written by the stage's own copies; those products land
+in accumulator rows past A's edge (CTA 0's rows >= T, all of CTA 1's: its A boxes are zero-filled
+past the tensor), which the output's TMA store clips. The consumers' code is the full tiles'; the
+code paths are per (tile_m, tile_n, ar). docs/megakernel.md ("The decode path on sm_100a") says why
+this and not swap-AB.
 
 The consumers of each CTA (one code path per tile shape of the launch, `Launch.gemm_tiles`): wait
 `g100_acc` (parity: the gemms this role has run), fence after, `LDTM` their lanes' columns into
@@ -42,7 +51,8 @@ CTA 1's return is what orders CTA 0's MMAs after CTA 1's reads).
 
 Refused at plan time (`refuse`, one line): x·W (the megakernel reads W as (N, K), torch's Linear
 layout); a tile
-whose stage (tile_m/2 + tile_n rows of 128 bytes) or output box does not fit a page.
+whose stage (tile_m/2 + tile_n/2 rows of 128 bytes) or output box does not fit a page; an A box, a
+stage's K boxes or copies other than the rule's.
 """
 
 from __future__ import annotations
@@ -63,6 +73,7 @@ from warpy.isa.units.tma import tma_load_at
 from warpy.layout import Layout, Swizzle, SwizzledLayout
 from warpy.layout.desc import umma_idesc
 from warpy.mega import fields as F
+from warpy.mega.tiling import GEMM_MAX_K_BOXES, gemm_pair_k_boxes
 
 from .mega_common import PAGE_BYTES, PAGES
 from .mega_math import Activation
@@ -80,11 +91,12 @@ MAX_STAGES = 1 << 16
 
 def tile_ok(tm: int, tn: int) -> Optional[str]:
     """Why the sm_100a gemm body cannot compute a tm x tn tile, or None: a pair MMA's M (128, 256)
-    and N (16..256, steps of 16), a stage (this CTA's A and B boxes) and the output box in a page."""
+    and N (16..256, steps of 16), a stage (this CTA's A box and its half of the B rows, one K box)
+    and the output box in a page."""
     if tm not in (128, 256) or not (16 <= tn <= 256 and tn % 16 == 0):
         return f"a gemm tile of {tm}x{tn} (the sm_100a pair MMA takes 128 or 256 rows and 16..256 columns in 16s)"
-    if (tm // 2 + tn) * ROW_BYTES > PAGE_BYTES:
-        return f"a gemm tile of {tm}x{tn}, whose stage ({tm // 2} + {tn} rows of 64 K) does not fit a page"
+    if (tm // 2 + tn // 2) * ROW_BYTES > PAGE_BYTES:
+        return f"a gemm tile of {tm}x{tn}, whose stage ({tm // 2} + {tn // 2} rows of 64 K) does not fit a page"
     if (tm // 2) * tn * 2 > PAGE_BYTES:
         return f"a gemm tile of {tm}x{tn}, whose output box ({tm // 2} x {tn}) does not fit a page"
     return None
@@ -133,14 +145,23 @@ class Gemm:
         why = tile_ok(tm, tn)
         if why:
             return why
-        if fields["k_step"] != K_STEP:
-            return f"a gemm K step of {fields['k_step']} (the body takes {K_STEP})"
-        if not 0 < fields["k_end"] - fields["k_begin"] <= K_STEP * MAX_STAGES:
-            return f"a gemm K range of {fields['k_end'] - fields['k_begin']}"
-        for k, rows in ((1, tm // 2), (2, tn)):
+        half = tm // 2
+        per_copy = max(1, fields["k_step"] // K_STEP)  # K boxes a copy moves (chunked maps: a stage's)
+        ar = fields["op1.box_16"] * 16 // (ROW_BYTES * per_copy)  # a CTA's A box rows (`gemm_pair_a_rows`)
+        kb = gemm_pair_k_boxes(tm, tn, ar)
+        if ar != half and not (tm == 128 and ar % 8 == 0 and 8 <= ar < half and ar + kb * (tn // 2) >= half):
+            return (f"a gemm A box of {ar} rows for a {tm}x{tn} tile (the body takes {half} a CTA, or 8k < 64 for "
+                    f"128-row decode tiles)")
+        if fields["k_step"] not in (K_STEP, K_STEP * kb) or fields["k_boxes"] != kb:
+            return (f"a gemm stage of {fields['k_boxes']} boxes of K, copies of K {fields['k_step']} (the body takes "
+                    f"{kb} boxes of {K_STEP}, copied one or all at a time, for a {tm}x{tn} tile with {ar}-row A boxes)")
+        k_range = fields["k_end"] - fields["k_begin"]
+        if not 0 < k_range <= K_STEP * MAX_STAGES or fields["k_stages"] != -(-k_range // (K_STEP * kb)):
+            return f"a gemm K range of {k_range} in {fields['k_stages']} stages"
+        for k, rows in ((1, ar), (2, tn // 2)):
             if (fields[f"op{k}.axes"] & 7) != F.AXIS_K:
                 return f"gemm operand {k} whose innermost map dimension is not K"
-            if fields[f"op{k}.box_16"] * 16 != rows * ROW_BYTES:
+            if fields[f"op{k}.box_16"] * 16 != rows * ROW_BYTES * per_copy:
                 return f"gemm operand {k}'s box of {fields[f'op{k}.box_16'] * 16} bytes (the body takes {rows} rows of K 64)"
         if fields["op0.col_stride"] != 1:
             return "a gemm output whose last dimension is 1"
@@ -176,33 +197,20 @@ class Gemm:
             r.state["gemm"] = n
             ip.read_tmem_base()
 
-    def stages(self, ip: Any, r: Any) -> R:
-        """How many K stages the tile has: ceil((k_end - k_begin) / 64)."""
-        p = ip.p
-        n: R = r.field("k_end", p.r("g100_stages"))
-        kb: R = r.field("k_begin", p.r("g100_kbegin"))
-        p.emit(alu.imad(n, kb, (1 << 32) - 1, n))
-        p.emit(alu.iadd3(n, n, K_STEP - 1))
-        p.emit(alu.shf_r(n, n, 6))
-        return n
-
     # -- loader (both CTAs) ----------------------------------------------------------------------------
     def load(self, ip: Any, r: Any) -> None:
+        """Per stage: its ring slot empty, its page free (first use), CTA 0 arms the stage's full
+        barrier with both CTAs' bytes, then `copies` copies of each operand: A's box i at i x its
+        bytes, B's after the stage's A boxes. A copy moves K `k_step`: one K box, or a stage's
+        `k_boxes` at once through a chunked map (`warpy.mega.encode._k_chunk`: K within a box, rows,
+        K boxes[, layer]). Only the loop's state stays live across it (the producer warps have 40
+        registers): the rest is read again from the slot where it is used."""
         p = ip.p
         ring = r.state["gemm"]
         assert isinstance(ring, ProducerEnd)
-        ns = self.stages(ip, r)
-        abytes, bbytes = r.field("op1.box_16", p.r("g100_abytes")), r.field("op2.box_16", p.r("g100_bbytes"))
-        p.emit(alu.imad(abytes, abytes, 16, RZ))
-        p.emit(alu.imad(bbytes, bbytes, 16, RZ))
-        tx = p.r("g100_tx")  # both CTAs' copies complete on CTA 0's barrier
-        p.emit(alu.iadd3(tx, abytes, bbytes))
-        p.emit(alu.shf_l(tx, tx, 1))
-        # B: this CTA's half of the tile's W rows first (CTA 1: tile_n / 2 rows further)
-        half_n = r.whole_field("tile_n", p.r("g100_halfn"))
-        p.emit(alu.shf_r(half_n, half_n, 1))
-        p.emit(alu.mov(half_n, 0).guarded(r.prank0))
-        kcol = r.field("k_begin", p.r("g100_kcol"))
+        ns = r.field("k_stages", p.r("g100_stages"))
+        copies = self.copies(ip, r, p.r("g100_copies"))
+        kcol = r.field("k_begin", p.r("g100_kcol"))  # the K of the next copy
         lid = p.r("g100_lid")
         p.emit(alu.mov(lid, 0))
         zero = r.zero
@@ -215,12 +223,23 @@ class Gemm:
                 with p.when(first):  # the page's first stage in this instruction
                     r.wait_pid(pid)
                 with p.when(r.rank0):
+                    tx = self.pair_bytes(ip, r, p.r("g100_tx"))  # both CTAs' copies of one box pair
+                    if ip.fault != "decode-tx":  # seeded: a stage's bytes one pair's, whatever it copies
+                        p.emit(alu.imad(tx, tx, copies, RZ))
+                    p.emit(alu.shf_l(tx, tx, 1))  # both CTAs' copies complete on CTA 0's barrier
                     p.derive.emit_at(ring.full, lambda m: sync.arrive_expect_tx(m, tx), guard=r.leader)
                 page = ip.pages.at(pid, 0)
-                b_at = _shared(ip).view.at(pid, 0, 0)
-                self.copy(ip, r, 1, page, ring, kcol, None, zero, 0)
-                self.copy(ip, r, 2, b_at, ring, kcol, half_n, zero, 1, abytes)
-            p.emit(alu.iadd3(kcol, kcol, K_STEP))
+                with p.loop("g100_box", copies, max_count=GEMM_MAX_K_BOXES) as i:
+                    off = self.box_bytes(ip, r, 1, p.r("g100_off"))
+                    p.emit(alu.imad(off, off, i.reg, RZ))  # A's box i
+                    self.copy(ip, r, 1, page, ring, kcol, False, zero, 0, off)
+                    off = self.box_bytes(ip, r, 1, off)
+                    p.emit(alu.imad(off, off, copies, RZ))  # B's box i, after the stage's A boxes
+                    bb = self.box_bytes(ip, r, 2, p.r("g100_bb"))
+                    p.emit(alu.imad(off, bb, i.reg, off))
+                    self.copy(ip, r, 2, page, ring, kcol, True, zero, 1, off)
+                    kstep = r.field("k_step", p.r("g100_kstep"))
+                    p.emit(alu.iadd3(kcol, kcol, kstep))
             wrap = p.p("g100_wrap")
             p.emit(alu.iadd3(lid, lid, 1))
             p.emit(alu.isetp("EQ", wrap, lid, RING))
@@ -247,6 +266,31 @@ class Gemm:
             p.emit(alu.lop3(off, off, 0xFFFFFF80, RZ, 0xC0))
             self.copy_plain(ip, r, 4, epi, off)
 
+    def copies(self, ip: Any, r: Any, dst: R) -> R:
+        """Copies of each operand a stage: `k_boxes`, or 1 where a copy moves them all (`k_step` >
+        one K box: chunked maps)."""
+        p = ip.p
+        r.field("k_boxes", dst)
+        kstep = r.field("k_step", p.r("g100_kstep"))
+        chunked = p.p("g100_chunked")
+        p.emit(alu.isetp("NE", chunked, kstep, K_STEP))
+        p.emit(alu.mov(dst, 1).guarded(chunked))
+        return dst
+
+    def box_bytes(self, ip: Any, r: Any, k: int, dst: R) -> R:
+        """Bytes of one copy of operand k."""
+        r.field(f"op{k}.box_16", dst)
+        ip.p.emit(alu.imad(dst, dst, 16, RZ))
+        return dst
+
+    def pair_bytes(self, ip: Any, r: Any, dst: R) -> R:
+        """Bytes of one copy of A and one of B."""
+        p = ip.p
+        self.box_bytes(ip, r, 1, dst)
+        bb = self.box_bytes(ip, r, 2, p.r("g100_bb"))
+        p.emit(alu.iadd3(dst, dst, bb))
+        return dst
+
     def flags(self, ip: Any, r: Any) -> tuple[P, P]:
         p = ip.p
         has_bias, has_res = r.field("bias", p.r("g100_has_bias")), r.field("residual", p.r("g100_has_res"))
@@ -255,12 +299,18 @@ class Gemm:
         p.emit(alu.isetp("NE", res_p, has_res, 0))
         return bias_p, res_p
 
-    def copy(self, ip: Any, r: Any, k: int, dst: Any, ring: ProducerEnd, kcol: R, nshift: Optional[R], zero: UR,
-             nrow_dim: int, offset: Optional[R] = None) -> None:
-        """Operand k's K box at column kcol (and, for B, this CTA's half: + nshift along map dimension 1)
-        into `dst` (+ `offset` bytes), a `.2CTA` copy completing on CTA 0's stage barrier."""
+    def copy(self, ip: Any, r: Any, k: int, dst: Any, ring: ProducerEnd, kcol: R, half: bool, zero: UR,
+             nrow_dim: int, offset: R) -> None:
+        """Operand k's box at K `kcol` into `dst` + `offset` bytes, a `.2CTA` copy completing on CTA
+        0's stage barrier; with `half` (B) CTA 1's box is tile_n / 2 rows further along map dimension
+        `nrow_dim` (its half of the tile's W rows). K runs along map dimension 0 (`kcol` its
+        coordinate), or for a chunked map along dimension 2 in K boxes (`kcol` / 64; dimension 0 is
+        then K within a box, 0)."""
         p = ip.p
         d = descriptor(ip, r, k)
+        kstep = r.field("k_step", p.r("g100_kstep"))
+        chunked = p.p("g100_chunked")
+        p.emit(alu.isetp("NE", chunked, kstep, K_STEP))
         rank = r.field(f"op{k}.rank", p.r("map_rank"))
         p.emit(alu.iadd3(rank, rank, -1))
         labels = [p.fresh_label(f"G100_RANK{n}") for n in range(1, F.COORDS + 1)]
@@ -272,26 +322,29 @@ class Gemm:
             for c in range(n):
                 crd = r.field(f"op{k}.coord{c}", p.r(f"coord{c}"))
                 if c == 0:
-                    p.emit(alu.mov(crd, kcol))  # the innermost dimension is K (refuse checks it)
-                elif c == nrow_dim and nshift is not None:
-                    p.emit(alu.iadd3(crd, crd, nshift))
+                    p.emit(alu.mov(crd, kcol).guarded(~chunked))  # the innermost dimension is K (refuse checks it)
+                elif c == 2:
+                    kbox = p.r("g100_kbox")
+                    p.emit(alu.shf_r(kbox, kcol, K_STEP.bit_length() - 1))
+                    p.emit(alu.iadd3(crd, crd, kbox).guarded(chunked))
+                if c == nrow_dim and half:
+                    hn = r.whole_field("tile_n", p.r("g100_halfn"))
+                    p.emit(alu.shf_r(hn, hn, 1))
+                    p.emit(alu.iadd3(crd, crd, hn).guarded(~r.prank0))
                 coords.append(crd)
-            if offset is None:
-                tma_load_at(p, dst, d, n, coords, ring.full, guard=r.leader, two_cta=True, bar_rank=zero)
-            else:
-                self._load_offset(ip, r, dst, d, n, coords, ring, zero, offset)
+            self._load_offset(ip, r, dst, d, n, coords, ring, zero, offset)
             p.emit(control.bra(done))
         p.label(done)
 
     def _load_offset(self, ip: Any, r: Any, dst: Any, d: URVec, n: int, coords: list[R], ring: ProducerEnd,
                      zero: UR, offset: R) -> None:
-        """A `.2CTA` copy into `dst` + offset bytes (the B box after the A box of the stage's page)."""
+        """A `.2CTA` copy into `dst` + offset bytes (a box of the stage's page)."""
         from warpy.isa.families import tma
 
         p = ip.p
         args = p.urvec(f"g100b_args{n}", 2 + n)
         p.derive.into(args[0], "addr", dst)
-        o = p.ur("g100_boff")
+        o = p.ur("g100_off_u")
         p.emit(alu.r2ur(o, offset))
         p.emit(alu.uiadd3(args[0], args[0], o))
         p.derive.into(args[1], "addr", ring.full)
@@ -330,38 +383,55 @@ class Gemm:
 
     # -- launcher (CTA 0, holding the token) ------------------------------------------------------------
     def by_shape(self, ip: Any, r: Any, run: Any) -> None:
-        """run(tm, tn) for the instruction's tile shape (one code path per shape of the launch)."""
+        """run(tm, tn, ar) for the instruction's tile shape and A box rows (one code path per shape of
+        the launch, `Launch.gemm_tiles`; two paths of one tile shape are told apart by A's box bytes
+        and the copy's K together, as on sm_90a: a chunked box of k_boxes x ar rows, or ar rows)."""
         p = ip.p
         shapes = sorted(ip.launch.gemm_tiles)
         if not shapes:  # no gemm in this launch: never run
             return
         tm_r, tn_r = r.whole_field("tile_m", p.r("g100_tm")), r.whole_field("tile_n", p.r("g100_tn"))
-        labels = [p.fresh_label(f"G100_{tm}x{tn}") for tm, tn in shapes]
+        split = any(a[:2] == b[:2] and a[2] != b[2] for a in shapes for b in shapes)
+        a16 = r.field("op1.box_16", p.r("g100_a16")) if split else RZ
+        kstep = r.field("k_step", p.r("g100_kstep_s")) if split else RZ
+        labels = [p.fresh_label(f"G100_{tm}x{tn}" + (f"_A{ar}" if ar != tm // 2 else "")) for tm, tn, ar in shapes]
         done = p.fresh_label("G100_SHAPED")
         if len(shapes) > 1:
             hit = p.p("g100_shape")
-            for (tm, tn), label in zip(shapes[:-1], labels[:-1]):
-                p.emit(alu.isetp("EQ", hit, tm_r, tm))
-                p.emit(alu.isetp("EQ", hit, tn_r, tn, c=hit))
-                p.emit(control.bra(label).guarded(hit))
+            for (tm, tn, ar), label in zip(shapes[:-1], labels[:-1]):
+                kb = gemm_pair_k_boxes(tm, tn, ar)
+                forms = ((ar, 1), (ar * kb, kb)) if split else ((0, 0),)
+                for a_rows, per_copy in forms:
+                    p.emit(alu.isetp("EQ", hit, tm_r, tm))
+                    p.emit(alu.isetp("EQ", hit, tn_r, tn, c=hit))
+                    if split:
+                        p.emit(alu.isetp("EQ", hit, a16, a_rows * ROW_BYTES // 16, c=hit))
+                        p.emit(alu.isetp("EQ", hit, kstep, K_STEP * per_copy, c=hit))
+                    p.emit(control.bra(label).guarded(hit))
             p.emit(control.bra(labels[-1]))
-        for (tm, tn), label in zip(shapes, labels):
+        for (tm, tn, ar), label in zip(shapes, labels):
             p.label(label)
-            run(tm, tn)
+            run(tm, tn, ar)
             p.emit(control.bra(done))
         p.label(done)
 
     def launch(self, ip: Any, r: Any) -> None:
-        self.by_shape(ip, r, lambda tm, tn: self.mmas(ip, r, tm, tn))
+        self.by_shape(ip, r, lambda tm, tn, ar: self.mmas(ip, r, tm, tn, ar))
 
-    def mmas(self, ip: Any, r: Any, tm: int, tn: int) -> None:
+    def mmas(self, ip: Any, r: Any, tm: int, tn: int, ar: int) -> None:
+        """CTA 0's MMAs of a tm x tn tile whose A boxes have `ar` rows: per stage, per K box j of its
+        `k_boxes`, four `UTCHMMA.2CTA` (K 16 each) reading A from box j (ar rows from j ar: the pair
+        MMA reads tm / 2 rows from there in each CTA, `gemm_pair_a_rows`) and B from box j (the CTA's
+        tn / 2 rows, after the stage's A boxes)."""
         p = ip.p
         g = _shared(ip)
         cons = r.state["gemm"]
         assert isinstance(cons, ConsumerEnd)
         idesc = umma_idesc("bf16", "bf16", "f32", tm, tn, "K", "K", cta_group=2)
         both = _mask(p, "g100_both", 0b11)
-        ns = self.stages(ip, r)
+        kb = gemm_pair_k_boxes(tm, tn, ar)
+        bn = tn // 2
+        ns = r.field("k_stages", p.r("g100_stages"))
         lid = p.r("g100_lid")
         p.emit(alu.mov(lid, 0))
         first, accumulate = p.ur("g100_first"), p.up("g100_accumulate")
@@ -374,9 +444,11 @@ class Gemm:
                 cons.wait_full()  # both CTAs' copies of the stage landed
                 if ip.fault != "no-fence-after":  # seeded: no after_thread_sync between the token and the MMAs
                     p.emit(tcgen05.tc_fence_after())
-                for j in range(K_STEP // 16):
-                    utchmma(p, g.view.at(pid, 0, 16 * j), g.view.at(pid, tm // 2, 16 * j), acc, idesc,
-                            accumulate if j == 0 else True, two_cta=True)
+                steps = [(j, q) for j in range(kb) for q in range(K_STEP // 16)]
+                b0 = (ar if ip.fault == "decode-b-offset" else kb * ar)  # seeded: B's box j right after A's
+                for n, (j, q) in enumerate(steps):
+                    utchmma(p, g.view.at(pid, j * ar, 16 * q), g.view.at(pid, b0 + j * bn, 16 * q), acc, idesc,
+                            accumulate if n == 0 else True, two_cta=True)
                 p.emit(alu.umov(first, 1))
                 cons.free_commit(both, two_cta=True)  # both CTAs' stage copies free once these MMAs are done
             wrap = p.p("g100_wrap")
@@ -394,7 +466,7 @@ class Gemm:
             consumers_done(ip)
             out_ready(ip, r)
             return
-        self.by_shape(ip, r, lambda tm, tn: self.tile(ip, r, tm, tn))
+        self.by_shape(ip, r, lambda tm, tn, ar: self.tile(ip, r, tm, tn))
         p.emit(alu.iadd3(n, n, 1))
 
     def tile(self, ip: Any, r: Any, tm: int, tn: int) -> None:

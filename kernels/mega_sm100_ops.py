@@ -204,22 +204,21 @@ class RmsNorm(rmsnorm.RmsNorm):
         return nbox, step
 
     def load(self, ip: Any, r: Any) -> None:
+        """The row boxes of x, then of the weight row; the bytes summed from the slot's fields first,
+        and one operand's map held at a time (the producer warps' registers: two maps' uniform
+        registers at once spilled in ptxas)."""
         p = ip.p
         g = copier(ip, r)
         nbox, step = self.row_boxes(ip, r)
-        x, w = ops.MapOp(ip, r, 1, "rnx"), ops.MapOp(ip, r, 2, "rnw")
-        both = p.ur("rn_both")
-        p.emit(alu.uiadd3(both, x.bytes, w.bytes))
-        total = p.r("rn_tx")
-        p.emit(alu.mov(total, both))
+        total = cta_bytes(ip, r, (1, 2), g)  # one box of each, 0 where this CTA copies nothing
         p.emit(alu.imad(total, total, nbox, RZ))
-        p.emit(alu.mov(total, 0).guarded(~g))
         r.wait_page(0)
         r.wait_page(1)
         expect(ip, r, total)
         bar = ip.loaded.at(r.cons.ring)
-        boxes(ip, r, x, 0, nbox, step, bar, g)
-        boxes(ip, r, w, 1, nbox, step, bar, g)
+        boxes(ip, r, ops.MapOp(ip, r, 1, "rnx"), 0, nbox, step, bar, g)
+        nbox, step = self.row_boxes(ip, r)
+        boxes(ip, r, ops.MapOp(ip, r, 2, "rnw"), 1, nbox, step, bar, g)
 
     def store(self, ip: Any, r: Any) -> None:
         p = ip.p

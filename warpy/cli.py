@@ -241,6 +241,15 @@ def bench_cmd(
     epilogue: Optional[str] = typer.Option(None, "--epilogue", metavar="WORDS", help="gemm: time this fused "
                                            "epilogue (e.g. bias=n,act=gelu_erf) against the GEMM followed by "
                                            "torch's epilogue; default shapes 4096³ and 8192³."),
+    sweep: bool = typer.Option(False, "--sweep", help="gemm: time many configurations of the sm_90a program per "
+                               "shape against cuBLAS (default shapes: the bench table, issue 18's and Llama-style "
+                               "layers) and write the tile rule's table (--out); kernels/gemm_sweep.py."),
+    sweep_out: Optional[str] = typer.Option(None, "--out", metavar="FILE", help="gemm --sweep: the JSON table to "
+                                            "write (after every shape), e.g. kernels/data/gemm_sweep_h200.json."),
+    per_shape: int = typer.Option(10, "--per-shape", metavar="N", help="gemm --sweep: configurations timed a shape."),
+    sweep_report: Optional[str] = typer.Option(None, "--sweep-report", metavar="FILE", help="gemm: no GPU needed: "
+                                               "the rule's pick against the fastest configuration of each shape "
+                                               "of a sweep's table."),
 ) -> None:
     """warpy against cuBLAS (torch.mm) per shape, interleaved, the median GPU time per call; or,
     with --static, each shape's registers, shared memory, spills and main-loop size. Exit status 1
@@ -262,6 +271,10 @@ def bench_cmd(
         raise WarpyError(f"nothing to benchmark called {what!r} (gemm or attention)")
     if iters < 1:
         raise WarpyError(f"--iters {iters} must be at least 1")
+    if sweep_report is not None or sweep or sweep_out is not None:
+        code = _gemm_sweep(shapes, sweep, sweep_out, sweep_report, per_shape, dtype, out_dtype, arch, json,
+                           [png, host_overhead, static_only, layout, epilogue, config])
+        raise typer.Exit(code)
     parsed = [B.parse_shape(s) for s in shapes] if shapes else None
     target_of(arch)
     if static_only:
@@ -325,6 +338,49 @@ def bench_cmd(
     if json:
         _json({"dtype": dtype, "out_dtype": out_dtype, "iters": iters, "shapes": B.bench_json(rows), "ok": ok})
     raise typer.Exit(0 if ok else 1)
+
+
+def _gemm_sweep(shapes: Optional[list[str]], sweep: bool, out: Optional[str], report_of: Optional[str], per_shape: int,
+                dtype: str, out_dtype: str, arch: str, json: bool, others: list[object]) -> int:
+    """`warpy bench gemm --sweep [SHAPE]... [--out FILE]` and `--sweep-report FILE` (kernels/gemm_sweep.py)."""
+    from warpy.kernels import gemm_bench as B
+    from warpy.kernels import gemm_sweep as S
+
+    if any(o for o in others):
+        raise WarpyError("--sweep and --sweep-report take shapes, --out, --per-shape, --dtype and --out-dtype only")
+    if report_of is not None:
+        if sweep or out is not None or shapes:
+            raise WarpyError("--sweep-report FILE reads a table; it takes no shapes, --sweep or --out")
+        text, summary = S.report(S.read_table(report_of))
+        if json:
+            _json({"report": summary, "ok": True})
+        else:
+            typer.echo(text, nl=False)
+        return 0
+    if not sweep:
+        raise WarpyError("--out FILE is where --sweep writes its table: add --sweep")
+    if arch != "sm_90a":
+        raise WarpyError(f"--sweep times the sm_90a program, not {arch}'s")
+    if per_shape < 1:
+        raise WarpyError(f"--per-shape {per_shape} must be at least 1")
+    if out is not None:
+        _output_folder(out, "--out")
+    todo = [B.parse_shape(s) for s in shapes] if shapes else S.default_shapes()
+    from warpy.kernels.gemm import input_type, output_type
+
+    odt, idt = output_type(out_dtype), input_type(dtype)
+    B.check_bench_args(todo, arch, idt, odt, None)
+    if idt not in ("bf16", "fp16"):
+        raise WarpyError(f"--sweep times 16-bit inputs (bf16, fp16), not {dtype}")
+    echo: Callable[[str], None] = (lambda line: typer.echo(line, err=True)) if json else typer.echo
+    table = S.run_sweep(todo, out, idt, odt, per_shape, echo=echo,
+                        command="warpy " + " ".join(sys.argv[1:]))
+    text, summary = S.report(table)
+    echo(text.rstrip("\n"))
+    bad = sum(m.check != "ok" for r in table.rows for m in r.measured if not m.check.startswith("error"))
+    if json:
+        _json({"report": summary, "out": out, "ok": bad == 0})
+    return 1 if bad else 0
 
 
 @app.command("check")

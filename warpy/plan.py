@@ -9,8 +9,10 @@ build. `check_problem` runs the host checker on the program a problem gets.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
@@ -47,9 +49,10 @@ _fingerprint: dict[str, str] = {}
 
 
 def source_fingerprint() -> str:
-    """sha256 over warpy's version and the sources a plan depends on (the kernels package,
-    warpy.layout, warpy.isa, warpy.lift, warpy.target): an edit to any of them makes every disk
-    entry a miss."""
+    """sha256 over warpy's version and the sources a plan depends on (the kernels package with its
+    data, the GEMM rule's measured table among them, warpy.layout, warpy.isa, warpy.lift,
+    warpy.target): an edit to any of them makes every disk entry a miss. (A table named by
+    `WARPY_GEMM_TABLE` is outside it: the plan key takes its path and contents too.)"""
     fp = _fingerprint.get("fp")
     if fp is None:
         import warpy
@@ -59,7 +62,7 @@ def source_fingerprint() -> str:
         folders = [here / "layout", here / "isa", here / "lift", Path(warpy.kernels.__file__).resolve().parent]
         h = hashlib.sha256(warpy.__version__.encode())
         for folder in folders:
-            for f in sorted(folder.rglob("*.py")):
+            for f in sorted(folder.rglob("*.py")) + sorted(folder.rglob("data/*.json")):
                 h.update(str(f.relative_to(folder.parent)).encode() + b"\0")
                 h.update(f.read_bytes())
         h.update((here / "target.py").read_bytes())
@@ -71,6 +74,11 @@ def problem_key(problem: Any) -> str:
     fields = {f.name: getattr(problem, f.name) for f in attrs.fields(type(problem))}
     h = hashlib.sha256(json.dumps(fields, sort_keys=True, default=str).encode())
     h.update(source_fingerprint().encode())
+    table = os.environ.get("WARPY_GEMM_TABLE")
+    if table:  # another GEMM table than the committed one (kernels/gemm_sweep.py): its path and bytes
+        h.update(table.encode())
+        with contextlib.suppress(OSError):
+            h.update(Path(table).read_bytes())
     return h.hexdigest()
 
 

@@ -27,7 +27,7 @@ def test_three_consumers_share_what_the_register_file_leaves() -> None:
 def test_192_row_tiles_are_exact_on_ragged_shapes(M: int, N: int, K: int, config: str, out: str) -> None:
     prob = GemmProblem(M, N, K, out_dtype=out)
     cfg = configure(prob, config)
-    assert cfg.bm == 192
+    assert isinstance(cfg, Sm90Config) and cfg.bm == 192
     prog = Sm90Gemm(prob, cfg).build()
     kernel = prog.kernel()
     text = str(kernel)
@@ -60,7 +60,7 @@ def test_swapped_operands_are_exact_on_ragged_shapes(M: int, N: int, K: int, con
 
     prob = GemmProblem(M, N, K, out_dtype=out)
     cfg = configure(prob, config)
-    assert cfg.swap_ab and not cfg.staged_epilogue  # (configure drops the staged epilogue for swap_ab)
+    assert isinstance(cfg, Sm90Config) and cfg.swap_ab and not cfg.staged_epilogue  # (configure drops the staged epilogue for swap_ab)
     prog = Sm90Gemm(prob, cfg).build()
     kernel = prog.kernel()
     text = str(kernel)

@@ -68,6 +68,19 @@ def show_cmd(
         typer.echo(draw(s, png))
 
 
+def _decode(s, n, til) -> str:  # type: ignore[no-untyped-def]
+    """A gemm's decode tiles (A's box shorter than a CTA's rows: `warpy.mega.tiling.gemm_stage`)."""
+    from warpy.mega.tiling import CLUSTER, gemm_stage
+
+    if n.kind != "gemm":
+        return ""
+    tm, tn = til.extents[-2], til.extents[-1]
+    ar, kb = gemm_stage(s.target.unit, tm, tn, n.operands[0].view.shape[0])
+    if ar >= tm // CLUSTER[s.target.unit]:
+        return ""
+    return f" (decode: A boxes of {ar} rows, {kb} K boxes a stage)"
+
+
 def describe(s, every: bool = False) -> list[str]:  # type: ignore[no-untyped-def]
     """The lines `warpy mega show` prints."""
     prog = s.program
@@ -78,7 +91,7 @@ def describe(s, every: bool = False) -> list[str]:  # type: ignore[no-untyped-de
         t = prog.tensors[n.out]
         ins = ", ".join(f"{prog.tensors[o.tensor].name}" + ("" if o.view.is_whole else "[view]") for o in n.operands)
         out.append(f"  {n.id:>3} {n.describe():<30} {t.name}{list(t.shape)} <- {ins}; "
-                   f"{len(til.tiles)} tiles of {'x'.join(map(str, til.extents))}")
+                   f"{len(til.tiles)} tiles of {'x'.join(map(str, til.extents))}" + _decode(s, n, til))
     where = {}
     if s.queues is not None:
         for u, q in enumerate(s.queues):

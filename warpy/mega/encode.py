@@ -10,7 +10,8 @@ several boxes); the instruction carries the tile's origin, the device steps by t
 Box rules (one place, for the device interpreter to change with its bodies):
 - gemm A and B: 128-byte swizzle, K boxes of `k_step`; B's N box is the tile's (x·Wᵀ) or the
   64-element swizzle span (x·W, N contiguous); A's M box is the tile's rows over the CTAs of a unit
-  (sm_90a's decode tiles: A's rows rounded up to 8, `gemm_a_rows`);
+  (decode tiles: A's rows rounded up to 8, `gemm_a_rows` on sm_90a, a CTA's box `gemm_pair_a_rows` on
+  sm_100a, whose B box is a CTA's half of the tile's weight rows);
   the output's box on sm_90a is one consumer warpgroup's block of the tile (64 rows; every column of
   a 128-row tile, half of a 64-row one's), stored twice a tile;
 - attention (partials): q's box is the head group's T x G rows of D, K's and V's `k_step` cache rows
@@ -36,7 +37,7 @@ from warpy.mega.graph import MapDim, View, map_dims
 from warpy.mega.lower import Node, Operand
 from warpy.mega.schedule import Instr, Schedule
 from warpy.mega.semantics import LOG2E
-from warpy.mega.tiling import BOX_MAX, PAGE_BYTES, NodeTiling, cdiv, gemm_a_rows, gemm_k_boxes, operand_boxes
+from warpy.mega.tiling import BOX_MAX, PAGE_BYTES, NodeTiling, cdiv, gemm_a_rows, gemm_stage, operand_boxes
 from warpy.target import element_type
 
 SWIZZLE = 128
@@ -129,6 +130,10 @@ def _box(node: Node, role: int, axis: int, innermost: bool, tiling: NodeTiling, 
         b = tiling.k_step
     elif node.kind == "gemm" and role == 1 and axis == 1 and unit == "wgmma":
         b = _a_rows(node, tiling)
+    elif node.kind == "gemm" and role == 1 and axis == 1:  # sm_100a: a CTA's A box (`gemm_pair_a_rows`)
+        b = _stage(node, tiling, unit)[0]
+    elif node.kind == "gemm" and role == 2 and node.b_kmajor and axis == 0 and unit == "tcgen05":
+        b = cdiv(ext[-1], cluster)  # sm_100a: a CTA's half of the tile's weight rows (the pair MMA's B)
     elif node.kind == "gemm" and role == 2 and not node.b_kmajor:
         b = min(ext[-1], SWIZZLE // esz)
     elif node.kind == "gemm" and role == 0 and unit == "wgmma":
@@ -152,16 +157,22 @@ def _a_rows(node: Node, tiling: NodeTiling) -> int:
     return gemm_a_rows(tiling.extents[-2], tiling.extents[-1], node.operands[0].view.shape[0])
 
 
+def _stage(node: Node, tiling: NodeTiling, unit: str) -> tuple[int, int]:
+    """(A box rows, K boxes a stage) of a gemm tile on the target (`warpy.mega.tiling.gemm_stage`)."""
+    return gemm_stage(unit, tiling.extents[-2], tiling.extents[-1], node.operands[0].view.shape[0])
+
+
 def _k_chunk(node: Node, tiling: NodeTiling, unit: str) -> int:
-    """K boxes one copy of a gemm operand moves on sm_90a: a stage's `k_boxes` at once where K is a
-    whole number of K boxes (at least a stage's) and both operands' maps have room for a third
+    """K boxes one copy of a gemm operand moves (sm_90a, and sm_100a's decode tiles): a stage's
+    `k_boxes` at once where K is a whole number of K boxes (at least a stage's) and both operands'
+    maps have room for a third
     dimension: A's and B's maps then run (K within a box, rows, K boxes), the third dimension's stride
     one box of K (128 bytes), so that one copy lands a stage's K boxes one after the other exactly as
     `k_boxes` copies of a box would (a 64x16 decode tile: 1 copy of 20 KiB of weight, not 10 of 2);
     else 1 (a copy a K box)."""
-    if node.kind != "gemm" or unit != "wgmma":
+    if node.kind != "gemm":
         return 1
-    kb = gemm_k_boxes(tiling.extents[-2], tiling.extents[-1], a_rows=_a_rows(node, tiling))
+    kb = _stage(node, tiling, unit)[1]
     k = node.operands[0].view.shape[1]
     if kb < 2 or k % tiling.k_step or k // tiling.k_step < kb:
         return 1
@@ -276,7 +287,7 @@ def instruction_fields(s: Schedule, ins: Instr, slots: Sequence[_Slot], maps: Se
     }
     if node.kind == "gemm":
         k = node.operands[0].view.shape[1]
-        kb = gemm_k_boxes(ext[-2], ext[-1], a_rows=_a_rows(node, tiling)) if s.target.unit == "wgmma" else 1
+        kb = _stage(node, tiling, s.target.unit)[1]
         # k_step: the K one copy moves (a box, or a stage's boxes through chunked maps)
         step = tiling.k_step * _k_chunk(node, tiling, s.target.unit)
         v.update(k_begin=0, k_end=k, k_step=step, k_boxes=kb, k_stages=cdiv(k, tiling.k_step * kb))

@@ -93,6 +93,42 @@ def gemm_a_rows(tile_m: int, tile_n: int, rows: int) -> int:
     return ar if ar + gemm_k_boxes(tile_m, tile_n, a_rows=ar) * tile_n >= 64 else tile_m
 
 
+def gemm_pair_k_boxes(tile_m: int, tile_n: int, a_rows: int, esz: int = 2) -> int:
+    """K boxes (of GEMM_K_STEP) a stage of the sm_100a gemm holds in each CTA's page: a CTA's stage is
+    its A box (`a_rows` rows) and its half of the tile's B rows (tile_n / 2) per K box. One K box
+    where A's box is the CTA's whole share of the tile's rows (tile_m / 2: a stage is then already
+    10-32 KiB); a decode tile (a shorter A box, `gemm_pair_a_rows`) holds as many box pairs as fit a
+    page (up to GEMM_MAX_K_BOXES), so that the page carries mostly weight."""
+    if a_rows >= tile_m // 2:
+        return 1
+    return max(1, min(GEMM_MAX_K_BOXES, PAGE_BYTES // ((a_rows + tile_n // 2) * GEMM_K_STEP * esz)))
+
+
+def gemm_pair_a_rows(tile_m: int, tile_n: int, rows: int) -> int:
+    """Rows of each CTA's A box on sm_100a for a tile over an A of `rows` rows: the CTA's share of the
+    tile (tile_m / 2), except a 128-row tile over fewer than 64 rows (decode: every real row is CTA
+    0's): those rows rounded up to 8 (a 128-byte swizzle atom). The pair MMA (M = 128) still reads 64
+    rows from each CTA's A box start: the 8-row groups past it are the stage's next A boxes, then its
+    B boxes, all written by the stage's own copies (so the stage must reach 64 rows past its last A
+    box's start, else the CTA's share is kept); their products land in accumulator rows past the
+    tensor's edge (CTA 0's rows >= `rows`, all of CTA 1's), which the output's TMA store clips."""
+    half = tile_m // 2
+    if tile_m != 128 or rows >= half:
+        return half
+    ar = max(8, cdiv(rows, 8) * 8)
+    return ar if ar + gemm_pair_k_boxes(tile_m, tile_n, ar) * (tile_n // 2) >= half else half
+
+
+def gemm_stage(unit: str, tile_m: int, tile_n: int, rows: int) -> tuple[int, int]:
+    """(rows of a CTA's A box, K boxes a stage) of a gemm tile over an A of `rows` rows, per target:
+    sm_90a `gemm_a_rows` / `gemm_k_boxes`, sm_100a `gemm_pair_a_rows` / `gemm_pair_k_boxes`."""
+    if unit == "tcgen05":
+        ar = gemm_pair_a_rows(tile_m, tile_n, rows)
+        return ar, gemm_pair_k_boxes(tile_m, tile_n, ar)
+    ar = gemm_a_rows(tile_m, tile_n, rows)
+    return ar, gemm_k_boxes(tile_m, tile_n, a_rows=ar)
+
+
 def gemm_tile_ok(tile_m: int, tile_n: int, esz: int = 2) -> Optional[str]:
     """Why the sm_90a gemm body cannot compute a tile of this shape, or None: each warpgroup computes
     64 rows (tile_m 128) or half the columns of 64 rows (tile_m 64) with wgmma (N a multiple of 8),
@@ -393,5 +429,5 @@ def tile_node(prog: Program, node: Node, target: Target) -> NodeTiling:
 
 __all__ = ["Box", "Tile", "NodeTiling", "tile_node", "operand_boxes", "project", "units", "CLUSTER", "COSTS",
            "GEMM_K_STEP", "BOX_MAX", "cdiv", "CostModel", "PAGE_BYTES", "gemm_k_boxes", "gemm_a_rows",
-           "GEMM_MAX_K_BOXES", "gemm_tile_ok",
+           "GEMM_MAX_K_BOXES", "gemm_tile_ok", "gemm_pair_k_boxes", "gemm_pair_a_rows", "gemm_stage",
            "AttentionSplit", "attention_split", "ATTENTION_ROW_ALIGN", "ATTENTION_MAX_BOXES", "COMBINE_MAX_BOXES"]

@@ -1,0 +1,664 @@
+"""The sm_90a GEMM's measured table: `warpy bench gemm --sweep` times many configurations of the
+Hopper program per shape against cuBLAS (one process, interleaved) and writes them to a JSON table
+(`kernels/data/gemm_sweep_h200.json`, filled on the H200); the tile rule (`kernels/gemm.py`'s
+`choose`) reads it back:
+
+- a shape the table holds runs the fastest configuration measured for it (checked "ok");
+- every other shape goes through the rule's cost model, whose tile efficiencies are *derived* from
+  the table (`efficiencies`): for each kind of tile (BM x BN, A and B swapped or not) and each regime
+  (M <= 64, "skinny", or not), the median over the table's shapes of the model's predicted time at
+  efficiency 1 over the measured time, a launch's fixed cost taken off; kinds the table has not
+  measured keep the hand-fitted `TILE_EFFICIENCY`, and kinds with neither are not candidates.
+
+`report` compares, shape by shape, the model's pick (its efficiencies derived from the *other*
+shapes of the table: leave one out, so a shape never teaches the rule its own answer) with the
+fastest configuration measured there: how often and by how much the rule misses.
+
+The sweep's configurations per shape (`candidates`): for every kind the model knows, its best
+schedule (whole tiles, K split, stream-K) under the model; the 2x1-cluster twin of the model's pick;
+the 192-row tiles (three consumer warpgroups) and, for M <= 64, A and B swapped with BN 16..64, which
+the hand-fitted model has no efficiency for; the L2 promotions where rows of A and B are not 32-byte
+aligned. Ranked by the model, at most `per_shape` of them (the rule's own pick always among them).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Optional, Sequence
+
+import attrs
+
+from warpy.errors import WarpyError
+from warpy.target import SM90A
+
+from .gemm_sm90 import MAX_CONSUMERS, Sm90Config, Sm90Gemm
+from .schedule import cdiv
+
+#: the committed table (the H200's); `WARPY_GEMM_TABLE` names another file (or "none": the hand-fitted model alone)
+TABLE_PATH = Path(__file__).resolve().parent / "data" / "gemm_sweep_h200.json"
+TABLE_VERSION = 1
+
+#: a launch's fixed cost (µs): 128 x 128 x 64 took 4.9 µs on the H200 (docs/performance.md), most of it
+#: not the tile's work; taken off a measured time before it is compared with the model's work
+LAUNCH_US = 4.0
+#: the reference kind: 128 x 256 whole tiles (efficiency 1 by definition)
+REFERENCE = (128, 256, False)
+#: µs a unit of the model's work takes (a k block of a 128 x 256 tile on one SM) where the table has
+#: no 128 x 256 whole-tile measurement: 4096³ ran 172.7 µs for 4 waves x 64 k blocks (H200, 2026-12-01)
+US_PER_UNIT = 0.675
+#: the regime boundary: rows of C at which a GEMM streams its weight rather than computes (decode)
+SKINNY_M = 64
+
+Kind = tuple[int, int, bool]  # (BM, BN, A and B swapped)
+
+
+def _llama() -> list[tuple[int, int, int]]:
+    """Llama-style linear layers (N, K): QKV (hidden + 2 KV heads' widths), the attention output, the
+    gate+up projection (fused: twice the MLP width) and the down projection, for 1B-, 8B- and
+    70B-class models; M = tokens: decode 1, 16, 64, prefill 512, 2048, 8192 (the 1B-class at two)."""
+    models = {  # hidden, MLP width, QKV width
+        "1B": (2048, 8192, 3072), "8B": (4096, 14336, 6144), "70B": (8192, 28672, 10240),
+    }
+    out = []
+    for name, (h, i, qkv) in models.items():
+        layers = [(qkv, h), (h, h), (2 * i, h) if 2 * i <= 28672 else (i, h), (h, i)]
+        ms = (1, 16, 64, 512, 2048, 8192) if name != "1B" else (16, 4096)
+        out += [(m, n, k) for m in ms for (n, k) in layers]
+    return out
+
+
+#: the issue's shapes beyond the default table (issue 18)
+ISSUE_SHAPES: tuple[tuple[int, int, int], ...] = (
+    (1, 8192, 8192), (16, 4096, 4096), (8192, 28672, 8192), (2048, 8192, 28672), (6144, 6144, 6144),
+    (2304, 4608, 768), (3000, 3000, 3000),
+)
+
+
+def default_shapes() -> list[tuple[int, int, int]]:
+    """The sweep's default shapes: the default bench table, the issue's shapes, the Llama-style
+    layers (`_llama`), each once, in that order."""
+    from .gemm_bench import DEFAULT_SHAPES
+
+    seen: dict[tuple[int, int, int], None] = {}
+    for s in list(DEFAULT_SHAPES) + list(ISSUE_SHAPES) + _llama():
+        seen.setdefault(s, None)
+    return list(seen)
+
+
+# -- the table ---------------------------------------------------------------------------------------
+
+_FIELDS = tuple(f.name for f in attrs.fields(Sm90Config))
+
+
+def config_dict(cfg: Sm90Config) -> dict[str, Any]:
+    """A configuration as the table stores it: the fields that differ from Sm90Config's defaults."""
+    base = Sm90Config()
+    return {f: getattr(cfg, f) for f in _FIELDS if getattr(cfg, f) != getattr(base, f)}
+
+
+def config_of(d: dict[str, Any]) -> Sm90Config:
+    """The configuration a table entry stores; an unknown field is refused in one line."""
+    bad = sorted(set(d) - set(_FIELDS))
+    if bad:
+        raise WarpyError(f"the GEMM table's configuration has fields Sm90Config does not: {', '.join(bad)}")
+    return Sm90Config(**d)
+
+
+def config_text(cfg: Sm90Config) -> str:
+    """`key=value,...` (as `--config` takes it) of the fields that differ from the defaults."""
+    return ",".join(f"{k}={int(v) if isinstance(v, bool) else v}" for k, v in config_dict(cfg).items()) or "defaults"
+
+
+@attrs.frozen
+class Measured:
+    """One configuration's median GPU time at a shape (µs) and its check ("ok" or what failed)."""
+
+    config: Sm90Config
+    us: float
+    check: str
+
+
+@attrs.frozen
+class SweepRow:
+    """One shape's measurements: cuBLAS's time and each configuration's."""
+
+    shape: tuple[int, int, int]
+    dtype: str
+    out_dtype: str
+    cublas_us: Optional[float]
+    measured: tuple[Measured, ...]
+
+    @property
+    def ok(self) -> list[Measured]:
+        return [m for m in self.measured if m.check == "ok" and m.us > 0]
+
+    @property
+    def best(self) -> Optional[Measured]:
+        ok = self.ok
+        return min(ok, key=lambda m: m.us) if ok else None
+
+    def time_of(self, cfg: Sm90Config) -> Optional[float]:
+        for m in self.ok:
+            if m.config == cfg:
+                return m.us
+        return None
+
+
+@attrs.frozen
+class SweepTable:
+    rows: tuple[SweepRow, ...] = ()
+    gpu: str = ""
+    date: str = ""
+    command: str = ""
+
+    def row(self, shape: tuple[int, int, int], dtype: str, out_dtype: str) -> Optional[SweepRow]:
+        for r in self.rows:
+            if r.shape == shape and r.dtype == dtype and r.out_dtype == out_dtype:
+                return r
+        return None
+
+
+def table_json(t: SweepTable) -> dict[str, Any]:
+    return {"version": TABLE_VERSION, "gpu": t.gpu, "date": t.date, "command": t.command,
+            "rows": [{"shape": list(r.shape), "dtype": r.dtype, "out_dtype": r.out_dtype, "cublas_us": r.cublas_us,
+                      "measured": [{"config": config_dict(m.config), "us": m.us, "check": m.check}
+                                   for m in r.measured]} for r in t.rows]}
+
+
+def parse_table(data: Any, where: str = "the GEMM table") -> SweepTable:
+    """A table from its JSON; anything malformed is refused in one line naming `where`."""
+    try:
+        if data.get("version") != TABLE_VERSION:
+            raise WarpyError(f"{where}: version {data.get('version')!r}, this warpy reads {TABLE_VERSION}")
+        rows = []
+        for r in data["rows"]:
+            shape = tuple(int(x) for x in r["shape"])
+            if len(shape) != 3:
+                raise WarpyError(f"{where}: shape {r['shape']!r} is not M, N, K")
+            ms = tuple(Measured(config_of(dict(m["config"])), float(m["us"]), str(m["check"])) for m in r["measured"])
+            cu = r.get("cublas_us")
+            rows.append(SweepRow((shape[0], shape[1], shape[2]), str(r["dtype"]), str(r["out_dtype"]),
+                                 None if cu is None else float(cu), ms))
+        return SweepTable(tuple(rows), str(data.get("gpu", "")), str(data.get("date", "")), str(data.get("command", "")))
+    except WarpyError:
+        raise
+    except (AttributeError, KeyError, TypeError, ValueError) as e:
+        raise WarpyError(f"{where} is not a GEMM sweep table: {type(e).__name__}: {e}") from None
+
+
+def read_table(path: os.PathLike[str] | str) -> SweepTable:
+    try:
+        text = Path(path).read_text()
+    except OSError as e:
+        raise WarpyError(f"{path}: {e.strerror or e}") from None
+    try:
+        data = json.loads(text)
+    except ValueError as e:
+        raise WarpyError(f"{path} is not JSON: {e}") from None
+    return parse_table(data, str(path))
+
+
+def write_table(t: SweepTable, path: os.PathLike[str] | str) -> None:
+    from warpy.cache import atomic_write
+
+    atomic_write(Path(path), (json.dumps(table_json(t), indent=1) + "\n").encode())
+
+
+_cache: dict[str, tuple[float, SweepTable]] = {}
+
+
+def table_path() -> Optional[Path]:
+    """The table the rule reads: `WARPY_GEMM_TABLE` (a path, or "none"), else the committed one."""
+    env = os.environ.get("WARPY_GEMM_TABLE")
+    if env is not None:
+        return None if env.lower() in ("", "none") else Path(env)
+    return TABLE_PATH
+
+
+def current_table() -> SweepTable:
+    """The table the rule reads (empty where there is none), re-read when the file changes."""
+    path = table_path()
+    if path is None or not path.exists():
+        return SweepTable()
+    mtime = path.stat().st_mtime
+    hit = _cache.get(str(path))
+    if hit is None or hit[0] != mtime:
+        hit = _cache[str(path)] = (mtime, read_table(path))
+    return hit[1]
+
+
+# -- the model's work and the efficiencies derived from the table -------------------------------------
+
+def kind(cfg: Sm90Config) -> Kind:
+    return (cfg.bm, cfg.bn, cfg.swap_ab)
+
+
+def regime(problem: Any) -> bool:
+    """True where the GEMM is skinny (M <= SKINNY_M: decode), which is fitted apart."""
+    return bool(problem.M <= SKINNY_M)
+
+
+def work_units(problem: Any, cfg: Sm90Config) -> float:
+    """The model's predicted time of the busiest SM at efficiency 1, in k blocks of a 128 x 256 tile
+    (`kernels/gemm.py`'s `sm90_cost` divides by the kind's efficiency): whole tiles take
+    ceil(tiles / SMs) waves of kt k blocks; split / stream-K their share of k blocks and the
+    overhead. A and B swapped tile N by BM and M by BN."""
+    from .gemm import STREAM_K_OVERHEAD, _bk
+
+    rows, cols = (problem.N, problem.M) if cfg.swap_ab else (problem.M, problem.N)
+    tiles = cdiv(rows, cfg.bm) * cdiv(cols, cfg.bn) * problem.batch
+    kt = cdiv(problem.K, _bk(problem))
+    per = cfg.bm * cfg.bn / (128 * 256)
+    if cfg.cluster_m == 2:  # pairs of M-blocks: the busiest cluster's waves
+        pairs = cdiv(cdiv(rows, cfg.bm), 2) * cdiv(cols, cfg.bn)
+        return cdiv(pairs, SM90A.sms // 2) * kt * per
+    if not cfg.stream_k:
+        return cdiv(tiles, min(cfg.sms, SM90A.sms)) * kt * per
+    share = cdiv(kt, cfg.split) if cfg.split else cdiv(tiles * kt, SM90A.sms)
+    return (share + STREAM_K_OVERHEAD) * per
+
+
+def _model_row(row: SweepRow) -> list[Measured]:
+    """The measurements of a row that the model's configurations are: what `model_config` gives
+    for their kind and schedule (other knobs, clusters, group heights, L2 promotions, only in lookups)."""
+    from .gemm import GemmProblem, model_config
+
+    p = GemmProblem(*row.shape, dtype=row.dtype, out_dtype=row.out_dtype)
+    out = []
+    for m in row.ok:
+        try:
+            want = model_config(p, m.config.bm, m.config.bn, m.config.stream_k, m.config.swap_ab)
+        except WarpyError:
+            continue
+        if want == m.config:
+            out.append(m)
+    return out
+
+
+def efficiencies(table: SweepTable, leave_out: Optional[tuple[int, int, int]] = None) -> dict[tuple[Kind, bool], float]:
+    """Each kind's efficiency per regime (skinny or not), derived from the table (rows of `leave_out`'s
+    shape skipped): the median over shapes of work_units x µs-per-unit / (measured µs - LAUNCH_US),
+    with µs-per-unit the median over the table's 128 x 256 whole-tile measurements of
+    (µs - LAUNCH_US) / work_units (US_PER_UNIT where there are none)."""
+    from .gemm import GemmProblem
+
+    samples: dict[tuple[Kind, bool], list[tuple[float, float]]] = {}  # (units, busy µs)
+    for row in table.rows:
+        if row.shape == leave_out:
+            continue
+        p = GemmProblem(*row.shape, dtype=row.dtype, out_dtype=row.out_dtype)
+        for m in _model_row(row):
+            busy = max(m.us - LAUNCH_US, 0.25 * m.us)
+            samples.setdefault((kind(m.config), regime(p)), []).append((work_units(p, m.config), busy))
+    ref = [busy / u for key, v in samples.items() if key[0] == REFERENCE for u, busy in v]
+    unit = statistics.median(ref) if ref else US_PER_UNIT
+    return {key: statistics.median(u * unit / busy for u, busy in v) for key, v in samples.items()}
+
+
+# -- what the sweep times -------------------------------------------------------------------------------
+
+SWAP_BNS = (16, 32, 48, 64)
+WIDE_BNS = (128, 192)
+
+
+def candidates(problem: Any, per_shape: int = 10) -> list[Sm90Config]:
+    """The configurations the sweep times at a shape (see the module's docstring), the rule's pick first."""
+    from .gemm import TILE_EFFICIENCY, choose, deepest_ring, model_config, sm90_cost
+
+    pick = choose(problem)
+    if not isinstance(pick, Sm90Config):
+        raise WarpyError(f"the sweep times sm_90a programs, not {problem.arch}'s")
+    kinds: list[Kind] = [(bm, bn, False) for (bm, bn) in TILE_EFFICIENCY]
+    extra: list[Kind] = [(64 * MAX_CONSUMERS, bn, False) for bn in WIDE_BNS]
+    if problem.M <= SKINNY_M:  # BN: the narrowest that holds M, and the next
+        narrow = [bn for bn in SWAP_BNS if bn >= problem.M][:2]
+        extra += [(bm, bn, True) for bn in narrow for bm in (64, 128)]
+    ranked: dict[bool, list[tuple[float, Sm90Config]]] = {False: [], True: []}  # known kinds, new ones
+    for k in kinds + extra:
+        new = k in extra
+        eff = 0.9 if new else TILE_EFFICIENCY[k[0], k[1]]  # (new kinds: a placeholder, only to rank them here)
+        for sk in (False, True):
+            cost = sm90_cost(problem, k[0], k[1], sk, swap=k[2], eff=eff)
+            if math.isfinite(cost):
+                try:
+                    cfg = model_config(problem, k[0], k[1], sk, k[2])
+                    Sm90Gemm(problem, cfg)
+                except WarpyError:
+                    continue
+                ranked[new].append((cost, cfg))
+    for v in ranked.values():
+        v.sort(key=lambda c: c[0])
+    out: list[Sm90Config] = [pick]
+
+    def add(cfg: Sm90Config) -> None:
+        if cfg not in out:
+            try:
+                Sm90Gemm(problem, cfg)
+            except WarpyError:
+                return
+            out.append(cfg)
+
+    # the new kinds' best schedule each (no hand-fitted efficiency: the sweep is where they are measured first)
+    seen: set[Kind] = set()
+    for _, cfg in ranked[True]:
+        if kind(cfg) not in seen:
+            seen.add(kind(cfg))
+            add(cfg)
+    if not pick.stream_k and not pick.swap_ab and problem.batch == 1:
+        add(deepest_ring(attrs.evolve(pick, cluster_m=2)))  # coopB-like: B multicast over 2x1 clusters
+    if (problem.K * 2) % 32:  # rows 16- but not 32-byte aligned: the L2 promotion decides much (issue 18)
+        for l2 in (256, 64, 0):
+            add(attrs.evolve(pick, l2_promotion=l2))
+    # then the known kinds by the model's rank, and the new kinds' other schedules
+    for _, cfg in ranked[False] + ranked[True]:
+        if len(out) >= per_shape:
+            break
+        add(cfg)
+    return out[:max(per_shape, 1)]
+
+
+# -- the report ----------------------------------------------------------------------------------------
+
+@attrs.frozen
+class Verdict:
+    shape: tuple[int, int, int]
+    best: Measured
+    pick: Sm90Config
+    pick_us: Optional[float]  # None: the model's pick was not measured at this shape
+    cublas_us: Optional[float]
+
+    @property
+    def miss(self) -> Optional[float]:
+        """How much slower the model's pick ran than the fastest measured (0.02 = 2%)."""
+        return None if self.pick_us is None else self.pick_us / self.best.us - 1.0
+
+
+def verdicts(table: SweepTable) -> list[Verdict]:
+    """Per shape: the model's pick with efficiencies derived from the other shapes, against the best."""
+    from .gemm import GemmProblem, model_choose
+
+    out = []
+    for row in table.rows:
+        best = row.best
+        if best is None:
+            continue
+        p = GemmProblem(*row.shape, dtype=row.dtype, out_dtype=row.out_dtype)
+        pick = model_choose(p, efficiencies(table, leave_out=row.shape))
+        out.append(Verdict(row.shape, best, pick, row.time_of(pick), row.cublas_us))
+    return out
+
+
+def report(table: SweepTable, tolerance: float = 0.03) -> tuple[str, dict[str, Any]]:
+    """The table, shape by shape: fastest measured configuration, the rule's model's pick (leave one
+    out) and its miss, cuBLAS; then how often the pick is within `tolerance` of the best."""
+    from warpy.bench import cell, format_table
+
+    from .gemm_bench import shape_text
+
+    vs = verdicts(table)
+    body = []
+    for v in vs:
+        body.append([shape_text(v.shape), config_text(v.best.config), f"{v.best.us:.1f}", config_text(v.pick),
+                     cell(v.pick_us, ".1f"), "not measured" if v.miss is None else f"{100 * v.miss:+.1f}%",
+                     cell(None if v.cublas_us is None else v.cublas_us / v.best.us, ".3f")])
+    within = [v for v in vs if v.miss is not None and v.miss <= tolerance]
+    measured = [v for v in vs if v.miss is not None]
+    misses = sorted((v.miss for v in measured if v.miss is not None), reverse=True)
+    summary = {"shapes": len(vs), "pick_measured": len(measured), "within": len(within), "tolerance": tolerance,
+               "share_within": (len(within) / len(vs)) if vs else None,
+               "worst_miss": misses[0] if misses else None,
+               "geomean_best_vs_cublas": _geomean([v.cublas_us / v.best.us for v in vs if v.cublas_us]),
+               "min_best_vs_cublas": min((v.cublas_us / v.best.us for v in vs if v.cublas_us), default=None)}
+    head = ["shape", "fastest measured", "µs", "rule's pick (model, this shape left out)", "µs", "miss",
+            "cuBLAS / fastest"]
+    text = format_table(head, body, [False, False, True, False, True, True, True])
+    text += (f"\nthe rule's pick within {100 * tolerance:.0f}% of the fastest at {len(within)} of {len(vs)} shapes"
+             + (f" ({100 * len(within) / len(vs):.0f}%)" if vs else "")
+             + f"; picks not measured: {len(vs) - len(measured)}"
+             + (f"; worst miss {100 * misses[0]:+.1f}%" if misses else "") + "\n")
+    return text, summary
+
+
+def _geomean(xs: Sequence[float]) -> Optional[float]:
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
+
+
+# -- the sweep on the GPU --------------------------------------------------------------------------------
+
+def _build_entry(args: tuple[tuple[int, int, int], str, str, dict[str, Any]]) -> tuple[str, str, str]:
+    """(describe, SASS text, PTX) of one configuration, assembled once (ptxas's cache then holds the
+    cubin): in a worker process, the CPU's share of a plan."""
+    from warpy.lift.lifter import lift
+    from warpy.lift.ptxas import FAILING_KINDS, assemble
+
+    from .gemm import GemmProblem, build
+
+    shape, dtype, out_dtype, cfg_d = args
+    problem = GemmProblem(*shape, dtype=dtype, out_dtype=out_dtype)
+    cfg = config_of(cfg_d)
+    kernel = build(problem, cfg).kernel()
+    ptx = lift(kernel, "sm_90a")
+    assemble(ptx, "sm_90a", allow=FAILING_KINDS)
+    return cfg.describe(), str(kernel), ptx
+
+
+def _iters_for(us_guess: float, target_us: float = 3000.0) -> int:
+    return max(3, min(20, int(target_us / max(us_guess, 1.0))))
+
+
+#: what times one shape: (the problem, its configurations, each one's built entry (describe, SASS,
+#: PTX) or the error that stopped it) -> (cuBLAS's µs, a Measured a configuration)
+Timer = Callable[[Any, Sequence[Sm90Config], Sequence[Any]], tuple[Optional[float], list[Measured]]]
+
+
+def run_sweep(shapes: Sequence[tuple[int, int, int]], out: Optional[str], dtype: str = "bf16", out_dtype: str = "bf16",
+              per_shape: int = 10, echo: Callable[[str], None] = print, command: str = "",
+              timer: Optional[Timer] = None, workers: int = 0, gpu: str = "") -> SweepTable:
+    """Time `candidates` of every shape and cuBLAS (`timer`; the GPU's by default: `gpu_timer`), the
+    table written to `out` after every shape (a run cut short keeps what it measured). The programs
+    are built and assembled by a pool of `workers` processes (0: one a core but one) while the GPU
+    times the shapes before."""
+    import concurrent.futures as cf
+    import multiprocessing
+
+    from .gemm import GemmProblem
+    from .gemm_bench import shape_text
+
+    if timer is None:
+        from warpy.bench import gpu_reason
+        from warpy.errors import NoGPU
+
+        why = gpu_reason("sm_90a")
+        if why is not None:
+            raise NoGPU(f"warpy bench gemm --sweep needs an sm_90 GPU: {why.rstrip('.')}; `warpy bench gemm "
+                        "--sweep-report FILE` reads a table without one")
+    start = time.monotonic()
+    problems = [GemmProblem(*s, dtype=dtype, out_dtype=out_dtype) for s in shapes]
+    todo = [(p, candidates(p, per_shape)) for p in problems]
+    n_cfg = sum(len(c) for _, c in todo)
+    workers = workers or max(1, min(16, (os.cpu_count() or 2) - 1))
+    echo(f"sweep: {len(todo)} shapes, {n_cfg} configurations ({dtype} in, {out_dtype} out); built by {workers} "
+         "processes while the GPU times")
+    pool = cf.ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+    futures = [[pool.submit(_build_entry, ((p.M, p.N, p.K), dtype, out_dtype, config_dict(c))) for c in cfgs]
+               for p, cfgs in todo]
+    time_one = timer or gpu_timer()
+    rows: list[SweepRow] = []
+    table = SweepTable((), gpu or _gpu_name(), time.strftime("%Y-%m-%d"), command)
+    try:
+        for i, ((p, cfgs), futs) in enumerate(zip(todo, futures)):
+            shape = (p.M, p.N, p.K)
+            entries: list[Any] = []
+            for fut in futs:
+                try:
+                    entries.append(fut.result())
+                except Exception as e:  # a configuration that cannot build is a row's note
+                    entries.append(e)
+            cublas_us, measured = time_one(p, cfgs, entries)
+            row = SweepRow(shape, dtype, out_dtype, cublas_us, tuple(measured))
+            rows.append(row)
+            table = attrs.evolve(table, rows=tuple(rows))
+            if out:
+                write_table(table, out)
+            best = row.best
+            el = time.monotonic() - start
+            eta = el / (i + 1) * (len(todo) - i - 1)
+            print(f"[{i + 1}/{len(todo)} {el:.0f} s, ~{eta:.0f} s left] {shape_text(shape)}: cuBLAS "
+                  f"{_fmt(row.cublas_us)} µs, fastest "
+                  f"{'—' if best is None else f'{best.us:.1f} µs ({config_text(best.config)})'}"
+                  f", rule {_fmt(row.time_of(cfgs[0]))} µs; {sum(m.check != 'ok' for m in measured)} not ok",
+                  file=sys.stderr, flush=True)
+    finally:
+        pool.shutdown(cancel_futures=True)
+    return table
+
+
+def _gpu_name() -> str:
+    try:
+        from warpy import runtime as rt
+
+        return str(rt.device().name)
+    except Exception:
+        return ""
+
+
+def _error_note(e: BaseException) -> str:
+    first = str(e).splitlines()[0] if str(e) else ""
+    return f"error: {type(e).__name__}: {first}"[:200]
+
+
+def gpu_timer() -> Timer:
+    """The GPU's timer: one shape's inputs (random normal, rotated through several sets where they
+    fit the L2), each configuration's plan loaded and launched on torch's stream, cuBLAS (torch.mm)
+    and the configurations timed in two interleaved rounds (cuBLAS then the configurations, then
+    cuBLAS and the configurations in reverse order; median per-call GPU time), each configuration's C
+    checked against an fp32 torch product."""
+    from warpy.bench import cuda_torch, gpu_times_us, kernel_of, l2_bytes, rotation
+    from warpy.lift.ptxas import FAILING_KINDS, assemble
+    from warpy.plan import Plan, _header_of
+    from warpy.runtime.bind import DeviceSpan, FastLaunch
+    from warpy.runtime.driver import cuda
+
+    from .gemm import FAMILY, bind
+    from .gemm_bench import _bench_check, _cublas_call, operand_bytes
+
+    torch = cuda_torch("warpy bench gemm --sweep compares with cuBLAS through torch")
+    dev = torch.device("cuda", 0)
+    stream_handle = int(torch.cuda.current_stream(dev).cuda_stream)
+    cu_stream = cuda().CUstream(stream_handle)
+    l2 = l2_bytes()
+
+    def time_one(p: Any, cfgs: Sequence[Sm90Config], entries: Sequence[Any]) -> tuple[Optional[float], list[Measured]]:
+        tdt = {"bf16": torch.bfloat16, "fp16": torch.float16}[p.dtype]
+        todt = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[p.out_dtype]
+        sets = rotation(operand_bytes((p.M, p.N, p.K), 2, 4 if p.out_dtype == "fp32" else 2), l2)
+        g = torch.Generator(device=dev).manual_seed(0)
+        A = [torch.randn((p.M, p.K), device=dev, dtype=tdt, generator=g) for _ in range(sets)]
+        B = [torch.randn((p.N, p.K), device=dev, dtype=tdt, generator=g) for _ in range(sets)]
+        C = [torch.empty((p.M, p.N), device=dev, dtype=todt) for _ in range(sets)]
+        cublas = _cublas_call(torch, todt)
+
+        def span(t: Any) -> DeviceSpan:
+            return DeviceSpan(t.data_ptr(), t.numel() * t.element_size())
+
+        runs: list[Optional[Callable[[int], None]]] = []
+        notes: list[str] = []
+        fasts: list[Any] = []
+        for cfg, entry in zip(cfgs, entries):
+            try:
+                if isinstance(entry, BaseException):
+                    raise entry
+                describe, sass, ptx = entry
+                cubin = assemble(ptx, "sm_90a", allow=FAILING_KINDS)
+                plan = Plan(FAMILY, p, describe, _header_of(sass), sass, ptx, cubin, False, cfg, None)
+                fast = FastLaunch(kernel_of(plan), plan.header)
+                fasts.append(fast)
+
+                def run(j: int, plan: Plan = plan, fast: Any = fast) -> None:
+                    k = j % sets
+                    fast(k, lambda scratch: bind(plan.header, span(A[k]), span(B[k]), span(C[k]), p.M, p.N, p.K,
+                                                 scratch=scratch), stream_handle)
+
+                run(0)
+                runs.append(run)
+                notes.append("ok")
+            except Exception as e:  # a configuration that cannot build or launch is a row's note
+                runs.append(None)
+                notes.append(_error_note(e))
+
+        def run_c(j: int) -> None:
+            k = j % sets
+            cublas(A[k], B[k], C[k])
+
+        try:
+            run_c(0)
+            torch.cuda.synchronize()
+            iters = _iters_for(statistics.median(gpu_times_us(run_c, cu_stream, 3)))
+            times: list[list[float]] = [[] for _ in cfgs]
+            ctimes: list[float] = []
+            order = list(range(len(cfgs)))
+            for rnd in range(2):
+                ctimes += gpu_times_us(run_c, cu_stream, iters)
+                for j in (order if rnd == 0 else order[::-1]):
+                    fn = runs[j]
+                    if fn is None:
+                        continue
+                    try:
+                        times[j] += gpu_times_us(fn, cu_stream, iters)
+                    except Exception as e:
+                        runs[j], notes[j] = None, _error_note(e)
+            measured = []
+            for j, cfg in enumerate(cfgs):
+                fn = runs[j]
+                if fn is None or not times[j]:
+                    measured.append(Measured(cfg, -1.0, notes[j]))
+                    continue
+                C[0].fill_(float("nan"))
+                fn(0)
+                measured.append(Measured(cfg, statistics.median(times[j]), _bench_check(torch, A[0], B[0], C[0], p.K)))
+            return statistics.median(ctimes), measured
+        finally:
+            torch.cuda.synchronize()
+            for f in fasts:
+                f.scratch.free()
+            del A, B, C
+            torch.cuda.empty_cache()
+
+    return time_one
+
+
+def _fmt(x: Optional[float]) -> str:
+    return "—" if x is None else f"{x:.1f}"
+
+
+def lookup(problem: Any, table: Optional[SweepTable] = None) -> Optional[Sm90Config]:
+    """The fastest configuration the table measured for exactly this problem (a plain one: no fused
+    epilogue, batch, pitches or MN-major operands), if it builds for it; else None."""
+    if (not problem.epilogue.identity or problem.batch != 1 or problem.pitched or problem.a_major != "K"
+            or problem.b_major != "K" or problem.arch != "sm_90a" or problem.b_dtype or problem.scale_a
+            or problem.scale_b):
+        return None
+    t = current_table() if table is None else table
+    row = t.row((problem.M, problem.N, problem.K), problem.dtype, problem.out_dtype)
+    best = None if row is None else row.best
+    if best is None:
+        return None
+    try:
+        Sm90Gemm(problem, best.config)
+    except WarpyError:
+        return None
+    return best.config
+
+
+__all__ = [
+    "ISSUE_SHAPES", "LAUNCH_US", "Measured", "REFERENCE", "SKINNY_M", "SweepRow", "SweepTable", "TABLE_PATH",
+    "Verdict", "candidates", "config_dict", "config_of", "config_text", "current_table", "default_shapes",
+    "efficiencies", "kind", "lookup", "parse_table", "read_table", "regime", "report", "run_sweep", "table_json",
+    "table_path", "verdicts", "work_units", "write_table",
+]

@@ -1,0 +1,229 @@
+"""The sweep's table and what the tile rule makes of it (kernels/gemm_sweep.py): the JSON round trip
+and its refusals, efficiencies derived from measured times, the exact-shape lookup, the leave-one-out
+report, the configurations a shape gets, and the whole sweep driven by a timer that is not a GPU."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+import attrs
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from warpy.errors import WarpyError
+from warpy.kernels import gemm_sweep as S
+from warpy.kernels.gemm import GemmProblem, TILE_EFFICIENCY, model_choose, model_config, sm90_cost
+from warpy.kernels.gemm import choose as choose_any
+from warpy.kernels.gemm_epilogue import parse_words
+from warpy.kernels.gemm_sm90 import Sm90Config, Sm90Gemm
+
+
+def choose(p: GemmProblem) -> Sm90Config:
+    cfg = choose_any(p)
+    assert isinstance(cfg, Sm90Config)
+    return cfg
+
+
+def _row(shape: tuple[int, int, int], times: dict[Sm90Config, float], cublas: float = 100.0,
+         out: str = "bf16") -> S.SweepRow:
+    return S.SweepRow(shape, "bf16", out, cublas, tuple(S.Measured(c, us, "ok") for c, us in times.items()))
+
+
+def _model_time(shape: tuple[int, int, int], cfg: Sm90Config, eff: float, unit: float = 0.7) -> float:
+    """A measured time exactly as the model predicts it, at efficiency `eff` and `unit` µs a unit."""
+    p = GemmProblem(*shape, out_dtype="bf16")
+    return S.LAUNCH_US + S.work_units(p, cfg) * unit / eff
+
+
+def _cfg(shape: tuple[int, int, int], bm: int, bn: int, sk: bool = False, swap: bool = False) -> Sm90Config:
+    return model_config(GemmProblem(*shape, out_dtype="bf16"), bm, bn, sk, swap)
+
+
+def test_the_committed_table_parses_and_leaves_the_rule_its_model() -> None:
+    t = S.read_table(S.TABLE_PATH)
+    for row in t.rows:  # every measured configuration builds for its shape
+        for m in row.measured:
+            Sm90Gemm(GemmProblem(*row.shape, dtype=row.dtype, out_dtype=row.out_dtype), m.config)
+    if not t.rows:  # not yet filled on the H200: the rule is the hand-fitted model
+        p = GemmProblem(4096, 4096, 4096, out_dtype="bf16")
+        assert choose(p) == model_choose(p, {})
+
+
+def test_a_table_round_trips_through_json_and_bad_ones_are_refused(tmp_path: Path) -> None:
+    shape = (1000, 2000, 512)
+    t = S.SweepTable((_row(shape, {_cfg(shape, 128, 256): 30.5, _cfg(shape, 192, 192): 29.0,
+                                   attrs.evolve(_cfg(shape, 128, 256), cluster_m=2): 31.0}),), "H200", "2026-12-02", "x")
+    f = tmp_path / "t.json"
+    S.write_table(t, f)
+    assert S.read_table(f) == t
+    data = json.loads(f.read_text())
+    assert data["rows"][0]["measured"][1]["config"] == {"bn": 192, "consumers": 3, "stages": 3,
+                                                        "staged_epilogue": True}
+    data["version"] = 7
+    f.write_text(json.dumps(data))
+    with pytest.raises(WarpyError, match="version 7"):
+        S.read_table(f)
+    data["version"] = 1
+    data["rows"][0]["measured"][0]["config"]["tile"] = 3
+    f.write_text(json.dumps(data))
+    with pytest.raises(WarpyError, match="fields Sm90Config does not: tile"):
+        S.read_table(f)
+    f.write_text("{")
+    with pytest.raises(WarpyError, match="is not JSON"):
+        S.read_table(f)
+    f.write_text('{"version": 1, "rows": [{"shape": [1, 2]}]}')
+    with pytest.raises(WarpyError, match="not a GEMM sweep table|not M, N, K"):
+        S.read_table(f)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.floats(0.3, 1.2), st.floats(0.3, 1.2), st.floats(0.4, 1.0),
+       st.sampled_from([(4096, 4096, 4096), (2048, 6144, 1024), (8192, 1024, 2048)]))
+def test_efficiencies_are_derived_from_the_measured_times(e192: float, e128: float, unit: float,
+                                                          shape: tuple[int, int, int]) -> None:
+    """Times made exactly by the model (a launch's fixed cost plus units x µs-a-unit / efficiency)
+    give their efficiencies back, relative to 128 x 256 whole tiles, whatever µs a unit is."""
+    other = (2048, 2048, 2048)
+    rows = []
+    for sh in (shape, other):
+        times = {_cfg(sh, 128, 256): _model_time(sh, _cfg(sh, 128, 256), 1.0, unit),
+                 _cfg(sh, 192, 192): _model_time(sh, _cfg(sh, 192, 192), e192, unit),
+                 _cfg(sh, 128, 128): _model_time(sh, _cfg(sh, 128, 128), e128, unit),
+                 # not the model's configuration of its kind: a lookup's, never an efficiency's
+                 attrs.evolve(_cfg(sh, 128, 128), group=4): 1.0}
+        rows.append(_row(sh, times))
+    eff = S.efficiencies(S.SweepTable(tuple(rows)))
+    assert set(eff) == {((128, 256, False), False), ((192, 192, False), False), ((128, 128, False), False)}
+    assert eff[(128, 256, False), False] == pytest.approx(1.0)
+    assert eff[(192, 192, False), False] == pytest.approx(e192)
+    assert eff[(128, 128, False), False] == pytest.approx(e128)
+
+
+def test_the_rule_looks_a_measured_shape_up_and_models_the_others(tmp_path: Path, monkeypatch: Any) -> None:
+    shape = (3000, 5000, 1024)
+    fast = attrs.evolve(_cfg(shape, 192, 192), cluster_m=2, group=4)
+    rows = [_row(shape, {_cfg(shape, 128, 256): 90.0, fast: 70.0})]
+    for sh in ((4096, 4096, 4096), (6144, 6144, 2048)):  # 192 x 192 measured 25% faster than 128 x 256 there
+        rows.append(_row(sh, {_cfg(sh, 128, 256): _model_time(sh, _cfg(sh, 128, 256), 1.0),
+                              _cfg(sh, 192, 192): _model_time(sh, _cfg(sh, 192, 192), 1.25)}))
+    f = tmp_path / "t.json"
+    S.write_table(S.SweepTable(tuple(rows)), f)
+    monkeypatch.setenv("WARPY_GEMM_TABLE", str(f))
+    assert choose(GemmProblem(*shape, out_dtype="bf16")) == fast
+    # the same shape with a fused epilogue, or another output type, is not what was measured
+    assert choose(GemmProblem(*shape, out_dtype="bf16", epilogue=parse_words(["bias=n"]))).cluster_m == 1
+    assert choose(GemmProblem(*shape, out_dtype="fp32")) != fast
+    # an unmeasured shape: the model, with 192 x 192's efficiency derived from the table
+    other = GemmProblem(8192, 8192, 8192, out_dtype="bf16")
+    got = choose(other)
+    assert (got.bm, got.bn) == (192, 192) and got.cluster_m == 1
+    monkeypatch.setenv("WARPY_GEMM_TABLE", "none")
+    assert (choose(other).bm, choose(other).bn) == (128, 256)
+
+
+def test_a_failed_check_is_never_the_fastest() -> None:
+    shape = (1024, 1024, 1024)
+    a, b = _cfg(shape, 128, 64), _cfg(shape, 128, 128)
+    row = S.SweepRow(shape, "bf16", "bf16", 9.0, (S.Measured(a, 5.0, "FAIL (3 elements)"), S.Measured(b, 8.0, "ok"),
+                                                  S.Measured(a, -1.0, "error: WarpyError: x")))
+    assert row.best == S.Measured(b, 8.0, "ok")
+    assert row.time_of(a) is None
+
+
+def test_the_report_leaves_each_shape_out_of_its_own_pick() -> None:
+    """Three shapes whose times follow the model at 192 x 192's efficiency 1.2: each shape's pick,
+    modelled from the other two, is 192 x 192, the fastest there; a fourth shape where a cluster
+    configuration (no kind of its own in the model) is fastest shows the miss."""
+    rows = []
+    shapes = [(4096, 4096, 4096), (6144, 6144, 2048), (6144, 6144, 6144)]
+    for sh in shapes:
+        rows.append(_row(sh, {_cfg(sh, 128, 256): _model_time(sh, _cfg(sh, 128, 256), 1.0),
+                              _cfg(sh, 192, 192): _model_time(sh, _cfg(sh, 192, 192), 1.2)}))
+    sh = (8192, 8192, 4096)
+    c192 = _cfg(sh, 192, 192)
+    t192 = _model_time(sh, c192, 1.2)
+    rows.append(_row(sh, {c192: t192, attrs.evolve(c192, cluster_m=2): t192 / 1.1}))
+    vs = S.verdicts(S.SweepTable(tuple(rows)))
+    assert [(v.pick.bm, v.pick.bn) for v in vs] == [(192, 192)] * 4
+    assert [None if v.miss is None else round(v.miss, 6) for v in vs] == [0, 0, 0, 0.1]
+    text, summary = S.report(S.SweepTable(tuple(rows)))
+    assert summary["within"] == 3 and summary["shapes"] == 4 and summary["worst_miss"] == pytest.approx(0.1)
+    assert "within 3% of the fastest at 3 of 4 shapes (75%); picks not measured: 0" in text and "+10.0%" in text
+    # a pick the sweep did not time is counted apart, not as a hit
+    sh = (8192, 4096, 4096)  # 946 tiles of 192 x 192: the model shares the last wave out (stream-K)
+    rows.append(_row(sh, {_cfg(sh, 192, 192): _model_time(sh, _cfg(sh, 192, 192), 1.2)}))
+    text, summary = S.report(S.SweepTable(tuple(rows)))
+    assert S.verdicts(S.SweepTable(tuple(rows)))[-1].pick.stream_k
+    assert summary["within"] == 3 and summary["pick_measured"] == 4 and "picks not measured: 1" in text
+
+
+@pytest.mark.parametrize("shape", [(1, 8192, 8192), (16, 4096, 4096), (3000, 3000, 3000), (8192, 28672, 8192)])
+def test_each_shape_gets_the_rules_pick_first_and_the_new_kinds(shape: tuple[int, int, int]) -> None:
+    p = GemmProblem(*shape, out_dtype="bf16")
+    cands = S.candidates(p, per_shape=10)
+    assert cands[0] == choose(p) and len(cands) == len(set(cands)) <= 10
+    for c in cands:
+        Sm90Gemm(p, c)  # every one builds for the shape (constructed; refusals would raise)
+    kinds = {S.kind(c) for c in cands}
+    if shape[0] <= S.SKINNY_M:  # A and B swapped, BN the narrowest holding M
+        assert (64, 16, True) in kinds and (128, 16, True) in kinds
+    else:
+        assert (192, 192, False) in kinds and (192, 128, False) in kinds
+    if shape == (3000, 3000, 3000):  # rows 6000 bytes apart: each L2 promotion
+        assert {c.l2_promotion for c in cands} >= {0, 64, 128, 256}
+    if shape == (8192, 28672, 8192):  # the rule's pick in 2x1 clusters
+        assert attrs.evolve(cands[0], cluster_m=2) in cands
+
+
+def test_the_model_ranks_swapped_tiles_by_n_and_m() -> None:
+    p = GemmProblem(1, 8192, 8192)
+    # 128 tiles of 64 rows of N by 16 of M: one wave; the same work unswapped is 64 x 16 of M's side
+    assert sm90_cost(p, 64, 16, False, swap=True, eff=1.0) == 128 * 1 * 64 * 16 / (128 * 256)
+    assert sm90_cost(p, 64, 128, False) == 64 * 128 / (128 * 256) / TILE_EFFICIENCY[64, 128] * 128
+
+
+def test_a_sweep_driven_by_another_timer_writes_its_table_after_every_shape(tmp_path: Path) -> None:
+    """The whole sweep but the GPU: candidates, the worker pool's builds (each program built, lifted
+    and assembled in another process), the table written after each shape and read back, the report."""
+    out = tmp_path / "sweep.json"
+    seen: list[tuple[int, int, int]] = []
+
+    def timer(p: Any, cfgs: Sequence[Sm90Config], entries: Sequence[Any]) -> tuple[Optional[float], list[S.Measured]]:
+        if seen:  # the table holds the shapes before this one
+            assert [r.shape for r in S.read_table(out).rows] == seen
+        seen.append((p.M, p.N, p.K))
+        got = []
+        for i, (c, e) in enumerate(zip(cfgs, entries)):
+            assert not isinstance(e, BaseException), e
+            describe, sass, ptx = e
+            assert describe == c.describe() and ".entry" in ptx and sass.startswith(".kernel")
+            got.append(S.Measured(c, 10.0 + i, "ok"))
+        return 11.0, got
+
+    table = S.run_sweep([(300, 301, 136), (1, 512, 256)], str(out), per_shape=2, timer=timer, workers=1,
+                        echo=lambda _l: None, command="test", gpu="none")
+    assert S.read_table(out) == table and [r.shape for r in table.rows] == seen
+    assert all(len(r.measured) == 2 and r.best is not None and r.best.us == 10.0 for r in table.rows)
+    text, summary = S.report(table)
+    assert summary["shapes"] == 2
+
+
+def test_the_cli_reads_a_table_without_a_gpu_and_refuses_mixed_options(tmp_path: Path) -> None:
+    from warpy.cli import app
+
+    shapes = [(4096, 4096, 4096), (6144, 6144, 2048)]
+    rows = [_row(sh, {_cfg(sh, 128, 256): _model_time(sh, _cfg(sh, 128, 256), 1.0)}) for sh in shapes]
+    f = tmp_path / "t.json"
+    S.write_table(S.SweepTable(tuple(rows)), f)
+    r = CliRunner().invoke(app, ["bench", "gemm", "--sweep-report", str(f)])
+    assert r.exit_code == 0, r.output
+    assert "within 3% of the fastest at 2 of 2 shapes (100%)" in r.output
+    for args, why in ((["--out", str(f)], "add --sweep"), (["--sweep", "--host-overhead"], "--sweep and --sweep-report take"),
+                      (["--sweep", "--dtype", "e4m3", "1024"], "16-bit inputs"),
+                      (["--sweep-report", str(f), "1024"], "takes no shapes")):
+        r = CliRunner().invoke(app, ["bench", "gemm", *args])  # (warpy's main turns a WarpyError into exit 2)
+        assert isinstance(r.exception, WarpyError) and why in str(r.exception), (args, r.output)
