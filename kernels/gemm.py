@@ -312,6 +312,12 @@ def configure(problem: GemmProblem, overrides: Union[str, Mapping[str, object], 
     if isinstance(cfg, Sm90Config) and overrides.get("swap_ab") and "staged_epilogue" not in overrides:
         overrides = {**overrides, "staged_epilogue": False}  # C^T leaves through the registers
     out: Config = attrs.evolve(cfg, **overrides)  # type: ignore[arg-type]  # (checked field by field above)
+    if isinstance(out, Sm90Config) and out.split and "split" not in overrides:
+        # the rule's split was for its tile: where the tile given by hand cannot take it, the split the
+        # rule gives that tile (A and B swapped: tiles of N by BM and M by BN)
+        tiles = _tiles(problem, out.bm, out.bn, out.swap_ab)
+        if tiles * out.split > SM90A.sms or out.split > cdiv(problem.K, out.bk):
+            out = attrs.evolve(out, split=sm90_split(problem, out.bm, out.bn, out.swap_ab))
     if isinstance(out, Sm90Config) and "stages" not in overrides:
         out = deepest_ring(out)
     return out

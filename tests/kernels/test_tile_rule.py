@@ -14,12 +14,23 @@ The literal tiles of a few shapes are pinned in test_gemm_sm90.py."""
 from __future__ import annotations
 
 import math
+from typing import Iterator
 
 import attrs
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from warpy.kernels.gemm import TILE_EFFICIENCY, GemmProblem, choose, sm90_cost, sm90_split
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _the_hand_fitted_model() -> Iterator[None]:
+    """These are the promises of the hand-fitted model (TILE_EFFICIENCY): the rule without the sweep's
+    table (kernels/gemm_sweep.py), which a shape the table measured, or its derived efficiencies, override."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("WARPY_GEMM_TABLE", "none")
+        yield
 from warpy.kernels.gemm_sm90 import smem_bytes
 from warpy.target import SM90A
 

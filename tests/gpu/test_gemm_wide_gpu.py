@@ -1,0 +1,42 @@
+"""Issue 18's new configurations of the sm_90a GEMM on the GPU, every element of C checked (inputs in
+[-3, 3], exact against the float64 product; one rounding for 16-bit C): 192-row tiles (three
+consumer warpgroups) whole, staged, in 2x1 clusters and with stream-K; A and B swapped for short M
+(one row, ragged N, K split); the L2 promotions the sweep tries where rows are not 32-byte aligned.
+Each case runs in its own subprocess through tests/gpu/test_gemm.py's `config:` cases.
+
+    python -m pytest -q tests/gpu/test_gemm_wide_gpu.py
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gpu_case import run_case
+
+GEMM_CASES = Path(__file__).resolve().parent / "test_gemm.py"
+
+WIDE = [
+    "config:1000:1000:1000:f32:consumers=3,bn=192",  # ragged, C from the registers
+    "config:4097:1000:520:bf16:consumers=3,bn=192",  # staged epilogue, 3 chunks, a ragged last M-block
+    "config:8192:8192:1024:bf16:consumers=3,bn=192",  # many tiles a CTA
+    "config:3000:3000:3000:bf16:consumers=3,bn=128,cluster_m=2",  # 2x1 clusters, odd M-blocks, unaligned rows
+    "config:1536:1536:4096:bf16:consumers=3,bn=192,stream_k=1",
+]
+SWAPPED = [
+    "config:1:4096:4096:bf16:swap_ab=1,bn=16,consumers=1",
+    "config:1:8191:8192:f32:swap_ab=1,bn=16,consumers=2",
+    "config:16:4095:4096:bf16:swap_ab=1,bn=16,consumers=1,stream_k=1,split=2",
+    "config:37:8191:136:bf16:swap_ab=1,bn=48,consumers=1",
+    "config:64:28672:8192:bf16:swap_ab=1,bn=64,consumers=2",
+    "config:5:1000:65536:f32:swap_ab=1,bn=16,consumers=1,stream_k=1",
+]
+UNALIGNED = [f"config:3000:3000:3000:bf16:l2_promotion={l2}" for l2 in (0, 64, 256)]
+
+
+@pytest.mark.parametrize("case", WIDE + SWAPPED + UNALIGNED)
+def test_new_configurations_are_exact(case: str) -> None:
+    r = run_case(GEMM_CASES, [case])
+    assert r.get("ok"), f"{case}: {json.dumps(r)}"
