@@ -50,20 +50,24 @@ def test_the_interpreter_prints_and_parses_for_the_pair() -> None:
     assert mega.build(SMALL, mega.MegaConfig(mode="dynamic")).kernel().header.grid == (2 * len(dyn.schedule.instrs), 1, 1)
 
 
-PTXAS_CASES = [("llama-mlp", "dynamic"), pytest.param("mlp3", "static", marks=slow),
-               pytest.param("mlp3", "dynamic", marks=slow), pytest.param("llama-mlp", "static", marks=slow)]
+PTXAS_CASES = [("llama-mlp", None, "dynamic"), pytest.param("mlp3", None, "static", marks=slow),
+               pytest.param("mlp3", None, "dynamic", marks=slow), pytest.param("llama-mlp", None, "static", marks=slow),
+               pytest.param("llama-mlp", 1, "static", marks=slow)]
 
 
-@pytest.mark.parametrize("graph,mode", PTXAS_CASES)
-def test_ptxas_assembles_every_sm(graph: str, mode: str) -> None:
-    """The acceptance's graphs on 74 clusters (the Llama-MLP stack: rmsnorm, gemms of two tile shapes,
-    silu_mul, a gemm with a residual; mlp3: three gemms with bias and relu), static queues or cluster
-    launch control: no spill, and the disassembly shows the pair's MMAs and commits, the
-    tensor-memory loads, the 2-CTA copies, the stores, the SYNCS family and (CLC) the scheduler."""
+@pytest.mark.parametrize("graph,tokens,mode", PTXAS_CASES)
+def test_ptxas_assembles_every_sm(graph: str, tokens: Any, mode: str) -> None:
+    """The acceptance's graphs on 74 clusters (the Llama-MLP stack at T = 16 and 1, a decode graph:
+    rmsnorm, gemms of two tile shapes, silu_mul, a gemm with a residual; mlp3: three gemms with bias
+    and relu), static queues or cluster launch control: no spill, and the disassembly shows the
+    pair's MMAs and commits, the tensor-memory loads, the 2-CTA copies, the stores, the SYNCS family
+    and (CLC) the scheduler; a decode path's MMAs are unrolled over its stage's K boxes (four a K
+    box, `gemm_pair_k_boxes`) and its chunked copies are 3-D and 4-D maps."""
     from warpy.lift.disasm import disassemble
     from warpy.lift.lifter import build
+    from warpy.mega.tiling import gemm_pair_k_boxes
 
-    pr = mega.MegaProblem(graph, arch="sm_100a", units=0)
+    pr = mega.MegaProblem(graph, tokens, arch="sm_100a", units=0)
     try:
         cubin = build(mega.build(pr, mega.MegaConfig(mode=mode)).kernel())  # with the disassembly check
     except WarpyError as e:
@@ -78,8 +82,14 @@ def test_ptxas_assembles_every_sm(graph: str, mode: str) -> None:
             "SYNCS.ARRIVE.TRANS64.RED.A1T0", "SYNCS.PHASECHK.TRANS64.TRYWAIT", "REDG.E.ADD.STRONG.GPU", "BRX"]
     if graph == "llama-mlp":
         want += ["LDTM.x8", "MUFU.RSQ", "MUFU.EX2"]  # the 128x32 tiles' loads; rmsnorm, silu
+        want += ["UTMALDG.3D.2CTA", "UTMALDG.4D.2CTA"]  # chunked copies: x (K, T, K boxes), W (.., layer)
     for op in want:
         assert ops.get(op, 0) > 0, op
+    tiles = mega.plan(pr, mega.MegaConfig(mode=mode)).launch.gemm_tiles
+    assert ops["UTCHMMA.2CTA"] == sum(4 * gemm_pair_k_boxes(tm, tn, ar) for tm, tn, ar in tiles)
+    if graph == "llama-mlp":  # decode tiles: 128x128 and 128x32, A boxes of T rows rounded up to 8
+        t = tokens or 16
+        assert tiles == ((128, 32, max(8, t)), (128, 128, max(8, t)))
     assert (ops.get("UGETNEXTWORKID.BROADCAST", 0) > 0) == (mode == "dynamic")
 
 
@@ -114,6 +124,7 @@ def test_gemm_check_launch_is_clean_with_values(mode: str) -> None:
     cluster an instruction and the two resident clusters take the rest by cluster launch control."""
     pl = mega.plan(GEMM2, mega.MegaConfig(mode=mode))
     assert [pl.schedule.program.nodes[i.node].kind for i in pl.schedule.instrs] == ["gemm"] * 6
+    assert pl.launch.gemm_tiles == ((128, 16, 16),)  # decode tiles: 16-row A boxes, 10 K boxes a stage
     rep = mega.check_launch(GEMM2, mega.MegaConfig(mode=mode), coloured=False)
     assert rep.ok, rep.text()
     assert rep.values_checked == 512 and rep.values_wrong == 0
