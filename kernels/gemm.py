@@ -219,13 +219,13 @@ def choose(problem: GemmProblem) -> Config:
         return cfg100
     if problem.arch != "sm_90a":
         raise WarpyError(f"no {problem.arch} GEMM program exists yet")
-    from .gemm_sweep import current_table, efficiencies, lookup
+    from .gemm_sweep import current_efficiencies, current_table, lookup
 
     table = current_table()
     measured = lookup(problem, table)  # the fastest configuration the sweep measured at this very shape
     if measured is not None:
         return measured
-    return model_choose(problem, efficiencies(table) if table.rows else {})
+    return model_choose(problem, current_efficiencies(table) if table.rows else {})
 
 
 Kind = tuple[int, int, bool]  # (BM, BN, A and B swapped)

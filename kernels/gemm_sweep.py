@@ -211,6 +211,7 @@ def write_table(t: SweepTable, path: os.PathLike[str] | str) -> None:
 
 
 _cache: dict[str, tuple[float, SweepTable]] = {}
+_derived: dict[int, tuple[SweepTable, dict[tuple[Kind, bool], float]]] = {}
 
 
 def table_path() -> Optional[Path]:
@@ -219,6 +220,14 @@ def table_path() -> Optional[Path]:
     if env is not None:
         return None if env.lower() in ("", "none") else Path(env)
     return TABLE_PATH
+
+
+def current_efficiencies(table: SweepTable) -> dict[tuple[Kind, bool], float]:
+    """`efficiencies(table)`, derived once a table (the rule asks for them at every plan it builds)."""
+    hit = _derived.get(id(table))
+    if hit is None or hit[0] is not table:
+        hit = _derived[id(table)] = (table, efficiencies(table))
+    return hit[1]
 
 
 def current_table() -> SweepTable:
@@ -514,6 +523,24 @@ def run_sweep(shapes: Sequence[tuple[int, int, int]], out: Optional[str], dtype:
                   f"{'—' if best is None else f'{best.us:.1f} µs ({config_text(best.config)})'}"
                   f", rule {_fmt(row.time_of(cfgs[0]))} µs; {sum(m.check != 'ok' for m in measured)} not ok",
                   file=sys.stderr, flush=True)
+        # a second pass: the model's pick at each shape with the others' efficiencies (what the report
+        # judges) where the first pass did not time it
+        missing = [(v.shape, v.pick) for v in verdicts(table) if v.pick_us is None]
+        if missing:
+            echo(f"sweep: timing {len(missing)} model picks the first pass did not")
+        by_shape = {r.shape: i for i, r in enumerate(rows)}
+        for shape, pick in missing:
+            j = by_shape[shape]
+            p = GemmProblem(*shape, dtype=dtype, out_dtype=out_dtype)
+            try:
+                entry: Any = pool.submit(_build_entry, (shape, dtype, out_dtype, config_dict(pick))).result()
+            except Exception as e:
+                entry = e
+            _, more = time_one(p, [pick], [entry])
+            rows[j] = attrs.evolve(rows[j], measured=rows[j].measured + tuple(more))
+            table = attrs.evolve(table, rows=tuple(rows))
+            if out:
+                write_table(table, out)
     finally:
         pool.shutdown(cancel_futures=True)
     return table

@@ -227,3 +227,20 @@ def test_the_cli_reads_a_table_without_a_gpu_and_refuses_mixed_options(tmp_path:
                       (["--sweep-report", str(f), "1024"], "takes no shapes")):
         r = CliRunner().invoke(app, ["bench", "gemm", *args])  # (warpy's main turns a WarpyError into exit 2)
         assert isinstance(r.exception, WarpyError) and why in str(r.exception), (args, r.output)
+
+
+def test_a_second_pass_times_the_model_picks_the_first_did_not(tmp_path: Path) -> None:
+    """Where the model's pick at a shape (fitted on the other shapes) has no good time there (here its
+    first run fails its check), the sweep times it again after the first pass."""
+    calls: list[tuple[tuple[int, int, int], int]] = []
+
+    def timer(p: Any, cfgs: Sequence[Sm90Config], entries: Sequence[Any]) -> tuple[Optional[float], list[S.Measured]]:
+        calls.append(((p.M, p.N, p.K), len(cfgs)))
+        first = len(calls) <= 2
+        return 50.0, [S.Measured(c, _model_time((p.M, p.N, p.K), c, 1.0), "FAIL (1 element)" if first and i == 0 else "ok")
+                      for i, c in enumerate(cfgs)]
+
+    shapes = [(4096, 4096, 4096), (6144, 6144, 2048)]
+    table = S.run_sweep(shapes, None, per_shape=2, timer=timer, workers=1, echo=lambda _l: None, gpu="none")
+    assert calls[:2] == [(shapes[0], 2), (shapes[1], 2)] and all(n == 1 for _, n in calls[2:]) and len(calls) > 2
+    assert all(v.pick_us is not None for v in S.verdicts(table))
