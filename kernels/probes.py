@@ -6,6 +6,7 @@ element.
 | probe | what it proves |
 |---|---|
 | `tma_copy_2d`, `tma_copy_3d` | TMA load global → 128B-swizzled tile (mbarrier + expect_tx), TMA store back; ragged edges: the zero fill on load (seen in a raw dump of the tile) and clipped stores (a wider destination pitch keeps its padding) |
+| `tma_start_*` | an unswizzled box whose innermost start is 1 element (`unaligned`, `unaligned_end`: faults on the H200), 16 bytes (`aligned`) or 0 elements off a box multiple, the last two at a row end that is not whole 16 bytes (`ragged_end`: runs) |
 | `tma_split_none`, `tma_split_sw128` | the 3-D TMA boxes `warpy.layout.desc.tma_box` builds for tiles wider than one span (dims out of stride order) land where the tile's layout says |
 | `pipe` | a producer warp TMA-loads 64 tiles through a 4-stage ring; two consumer warps read each stage with LDS and copy it out with STG; every byte checked |
 | `multicast` | a cluster of 2: each CTA loads half a tile and multicasts it; both CTAs store the whole tile |
@@ -65,6 +66,7 @@ class Probe:
     archs: tuple[str, ...]
     host: Optional[Callable[[np.random.Generator], HostCase]] = None  # None: assembled only
     doc: str = ""
+    faults: str = ""  # what the GPU raises where the probe is a program the hardware refuses (measured)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -120,6 +122,7 @@ class TmaCase:
     tile: object  # the buffer's layout (coordinates -> bytes)
     elem: str
     grid: tuple[int, int, int]
+    shift: tuple[int, ...] = ()  # added to each box's start coordinates (dim 0 innermost)
 
 
 def _tma_case(name: str) -> TmaCase:
@@ -138,7 +141,23 @@ def _tma_case(name: str) -> TmaCase:
         st = smem_tile(64, k, "bf16", "K", sw)
         box = D.tma_box(Layout((64, k), (k, 1)), st)
         return TmaCase(name, box, None, st.layout, "bf16", (1, 1, 1))
+    if name in TMA_START_CASES:
+        # unswizzled 64 x 16 fp16 boxes (2 KiB) whose innermost start is `shift` elements off a box
+        # multiple: off a 16-byte boundary inside the tensor, at a row end that is not whole 16 bytes,
+        # both, or (the control) 16 bytes off
+        cols, shift = TMA_START_CASES[name]
+        pitch = -(-cols * 2 // 16) * 16
+        src = TmaBox("fp16", dims=(cols, 16), strides=(pitch,), box=(64, 16), swizzle=0)
+        return TmaCase(name, src, None, Layout((16, 64), (128, 2)), "fp16", (2, 1, 1), (shift, 0))
     raise KeyError(name)
+
+
+#: name -> (columns of the 16-row tensor, the innermost start's shift in elements)
+TMA_START_CASES = {"tma_start_unaligned": (200, 1), "tma_start_ragged_end": (70, 0),
+                   "tma_start_unaligned_end": (70, 1), "tma_start_aligned": (200, 8)}
+#: the start cases the H200 refuses with an illegal instruction (measured 2026-12-02: a start off
+#: 16 bytes, inside the tensor or across its end; a ragged row end from an aligned start runs)
+TMA_START_FAULTS = ("tma_start_unaligned", "tma_start_unaligned_end")
 
 
 def tma_copy(name: str, sm: str) -> Program:
@@ -167,6 +186,8 @@ def tma_copy(name: str, sm: str) -> Program:
         ctaid.append(c)
         x = p.r(f"crd{d}")
         p.emit(alu.imad(x, c, src_box.box[d], RZ))
+        if case.shift and case.shift[d]:
+            p.emit(alu.iadd3(x, x, case.shift[d], RZ))
         crd.append(x)
     origin = tile.at(*([0] * tile.rank()))
     with p.when(w0):
@@ -237,17 +258,24 @@ def tma_copy_host(name: str) -> Callable[[np.random.Generator], HostCase]:
         for z in range(gz):
             for y in range(gy):
                 for x in range(gx):
-                    start = tuple(c * b for c, b in zip((x, y, z)[: box.rank], box.box))
+                    start = tuple(c * b + (case.shift[d] if case.shift else 0)
+                                  for d, (c, b) in enumerate(zip((x, y, z)[: box.rank], box.box)))
                     img = _box_image(box, g, start)
                     raw = img.reshape(-1).view(np.uint8)
                     if name.startswith("tma_split"):
                         # the box is a 3-D view of a 64 x K matrix: the same memory, read as the matrix
                         k = case.tile.layout.size() // 64  # type: ignore[attr-defined]
                         dumps.append(_split_image(case, g.reshape(64, k)))
-                    else:
+                    elif box.swizzle == 128:
                         dumps.append(swizzle_bytes(raw, 3))
+                    else:
+                        dumps.append(raw)
         dump = np.concatenate(dumps)
-        arrays: dict[str, np.ndarray] = {"src": g, "dump": np.full(dump.size, 0xAB, np.uint8)}
+        src = g
+        if box.rank == 2 and box.strides[0] != box.dims[0] * box.elem_bytes:  # pitched rows: the gap filled
+            src = np.full((box.dims[1], box.strides[0] // box.elem_bytes), 0x7777, g.dtype)
+            src[:, : box.dims[0]] = g
+        arrays: dict[str, np.ndarray] = {"src": src, "dump": np.full(dump.size, 0xAB, np.uint8)}
         expected: dict[str, np.ndarray] = {"dump": dump}
         if case.dst is not None:
             dst = case.dst
@@ -636,8 +664,9 @@ def umma(two_cta: bool) -> Program:
 WGMMA_VARIANTS = [(dt, sw) for dt in ("bf16", "fp16") for sw in (128, 64, 32, 0)]
 
 PROBES: dict[str, Probe] = {}
-for _n in ("tma_copy_2d", "tma_copy_3d", "tma_split_none", "tma_split_sw128"):
-    PROBES[_n] = Probe(_n, (lambda n: lambda sm: tma_copy(n, sm))(_n), ARCHS, tma_copy_host(_n))
+for _n in ("tma_copy_2d", "tma_copy_3d", "tma_split_none", "tma_split_sw128", *TMA_START_CASES):
+    PROBES[_n] = Probe(_n, (lambda n: lambda sm: tma_copy(n, sm))(_n), ARCHS, tma_copy_host(_n),
+                       faults="CUDA_ERROR_ILLEGAL_INSTRUCTION" if _n in TMA_START_FAULTS else "")
 PROBES["pipe"] = Probe("pipe", pipe, ARCHS, pipe_host)
 PROBES["multicast"] = Probe("multicast", multicast, ARCHS, multicast_host)
 for _dt, _sw in WGMMA_VARIANTS:

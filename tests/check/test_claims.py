@@ -63,6 +63,10 @@ CLAIMS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "shared-bounds": (("sts-past-buffer",), ("sts-u16-halves",)),
     "global-bounds": (("c-rows-past-end",), ("every-tile-once",)),
     "tma-store-row-end": (("tma-store-ragged-row",), ("tma-store-slice-whole-16",)),
+    "tma-inner-start": (("tests/kernels/test_tma_start.py::test_the_checker_reports_exactly_the_starts_the_h200_refuses"
+                         "[tma_start_unaligned]",),
+                        ("tests/kernels/test_tma_start.py::test_the_checker_reports_exactly_the_starts_the_h200_refuses"
+                         "[tma_start_aligned]",)),
     "alignment": (("stg-64-misaligned", "tma-dst-misaligned", "bulk-copy-size", "mbarrier-misaligned"), ("bulk-copy-larger",)),
     "header": (("dynsmem-too-small", "dynsmem-past-target", "tmem-buffer-past-target", "tmap-pitch-wrong",
                 "tmap-dtype-wrong", "tmap-dims-too-big"), ("dynsmem-generous",)),

@@ -9,6 +9,8 @@ so that a fault or a hang in one leaves the others' CUDA context intact;
 - `tma_copy_2d` / `tma_copy_3d`: TMA load into a 128B-swizzled tile with mbarrier + expect_tx,
   raw tile dump (proves the swizzle and the zero fill of ragged boxes), TMA store into a wider
   pitch (proves clipping: the padding keeps its sentinel);
+- `tma_start_*`: the innermost start of an unswizzled box 16 bytes or 0 elements off (they run, the
+  latter at a ragged row end) or 1 element off (they fault: `Probe.faults`, asserted here);
 - `tma_split_none` / `tma_split_sw128`: the 3-D boxes warpy.layout.desc.tma_box builds for
   tiles wider than a span land where the tile layout says;
 - `pipe`: 64 tiles through a 4-stage ring, producer warp → two consumer warps, every byte;
@@ -81,12 +83,29 @@ def _wrong_rows(got: Any, want: Any) -> list[int]:
 def _gpu_probes() -> list[str]:
     from warpy.kernels.probes import PROBES
 
-    return [n for n, pr in PROBES.items() if "sm_90a" in pr.archs and pr.host is not None and not n.endswith("_flipped")]
+    return [n for n, pr in PROBES.items()
+            if "sm_90a" in pr.archs and pr.host is not None and not n.endswith("_flipped") and not pr.faults]
+
+
+def _faulting_probes() -> list[str]:
+    from warpy.kernels.probes import PROBES
+
+    return [n for n, pr in PROBES.items() if pr.faults]
 
 
 @pytest.mark.parametrize("name", _gpu_probes())
 def test_probe_on_the_gpu(name: str) -> None:
     assert_probe_exact(name, run_probe(name))
+
+
+@pytest.mark.parametrize("name", _faulting_probes())
+def test_what_the_hardware_refuses_it_still_refuses(name: str) -> None:
+    """The probes recorded as faulting (the checker reports each: tests/kernels/test_tma_start.py)
+    still raise what they raised when measured; one that runs would make the checker's rule too strict."""
+    from warpy.kernels.probes import PROBES
+
+    r = run_probe(name)
+    assert not r.get("ok") and PROBES[name].faults in r.get("error", ""), json.dumps(r)
 
 
 def test_wgmma_with_lbo_and_sbo_swapped_is_wrong() -> None:
@@ -103,7 +122,7 @@ def test_wgmma_with_lbo_and_sbo_swapped_is_wrong() -> None:
 def _table() -> str:
     """Every sm_90a probe, each in its own subprocess: one line each (for the hardware log)."""
     out = ["| probe | result | registers | elements checked |", "|---|---|---|---|"]
-    for name in _gpu_probes() + ["wgmma_bf16_sw0_flipped"]:
+    for name in _gpu_probes() + ["wgmma_bf16_sw0_flipped"] + _faulting_probes():
         out.append(probe_table_row(name, run_probe(name), width=120))
     return "\n".join(out)
 

@@ -319,6 +319,11 @@ def instruction_fields(s: Schedule, ins: Instr, slots: Sequence[_Slot], maps: Se
             stride *= tma.box[c]
         for c, j in enumerate(slot.dims):
             v[f"op{i}.coord{c}"] = slot.fixed[c] if j is None else box[j][0]
+        if v[f"op{i}.coord0"] * tma.elem_bytes % 16:
+            # (`tiling.inner_axes`: the tiling keeps such starts aligned; this refuses what it missed)
+            raise WarpyError(f"{what}: operand {i} ({_tensor_name(s, maps[slot.tmap])}) starts its innermost dimension at "
+                             f"element {v[f'op{i}.coord0']}, not on a 16-byte boundary: a TMA copy from there raises "
+                             f"an illegal instruction")
     for k, w in enumerate(ins.waits):
         v[f"wait{k}.counter"] = w.counter
         v[f"wait{k}.target"] = w.target
@@ -326,6 +331,10 @@ def instruction_fields(s: Schedule, ins: Instr, slots: Sequence[_Slot], maps: Se
     for k, c in enumerate(ins.arrives):
         v[f"arrive{k}"] = c
     return v
+
+
+def _tensor_name(s: Schedule, m: TensorMap) -> str:
+    return s.program.tensors[m.tensor].name
 
 
 def encode(s: Schedule) -> Encoded:

@@ -13,7 +13,9 @@ that TMA can address tile.
   of the interpreter's 32 KiB pages (`gemm_tile_ok`: tile_m 64 or 128, tile_n 16..128), and whose
   epilogue operands (bias and residual boxes) share one page; 64-row tiles are the decode path
   (T <= 16 rows: A's box is 64 rows, the rows past x zero-filled, the weight streamed in stages of
-  `gemm_k_boxes` boxes).
+  `gemm_k_boxes` boxes). On sm_100a a tile is a 2-CTA pair's (tile_m 128 or 256, tile_n 16..256);
+  its decode tiles are 128-row tiles whose A boxes are short (`gemm_pair_a_rows`, `gemm_pair_k_boxes`;
+  `gemm_stage` gives either target's).
 - elementwise (unary, binary, silu_mul): up to 256 columns and enough rows that the tiles fill the
   units, each tile at most 32 KiB per operand.
 - rmsnorm: whole rows (the reduction needs the row), as many as fill the units and fit one page
@@ -34,6 +36,7 @@ from dataclasses import dataclass
 from typing import Optional, Sequence
 
 from warpy.errors import WarpyError
+from warpy.mega.graph import map_dims
 from warpy.mega.lower import Node, Program
 from warpy.mega.semantics import PARTIAL_EXTRA
 from warpy.target import Target, element_type
@@ -383,8 +386,36 @@ def _cut(prog: Program, node: Node, target: Target, ext: tuple[int, ...]) -> Nod
     return NodeTiling(node.id, ext, 0, tuple(tiles))
 
 
+def inner_axes(prog: Program, node: Node, out_shape: Sequence[int]) -> dict[int, int]:
+    """The tile axes (0 the columns, 1 the rows, 2.. outer) along which some operand's tensor map
+    (or the output's) has its innermost dimension, each with the elements of 16 bytes of the
+    narrowest such operand: a TMA copy must start its innermost dimension on a 16-byte boundary (an
+    unswizzled load from an element off one raises an illegal instruction on the H200: the probe
+    `tma_start_unaligned`), so a tile's start along such an axis must be a multiple of that. A (T, 1)
+    column read beside (T, H) rows runs its innermost dimension along the rows."""
+    rank = len(out_shape)
+    out: dict[int, int] = {}
+
+    def note(axis: int, dtype: str) -> None:
+        a = 16 // element_type(dtype).bytes
+        out[axis] = max(out.get(axis, 1), a)
+
+    big = [j for j, n in enumerate(out_shape) if n > 1]
+    note(rank - 1 - big[-1] if big else 0, prog.tensors[node.out].dtype)
+    for op in node.operands:
+        md, _ = map_dims(op.view)
+        j = md[0].view
+        if j is None or md[0].extent == 1:
+            continue  # a fixed coordinate (checked where it is encoded) or a single element
+        note(rank - 1 - (j + rank - len(op.view.shape)), op.view.dtype)
+    return out
+
+
 def _elementwise(prog: Program, node: Node, target: Target, view: Optional[tuple[int, ...]] = None) -> NodeTiling:
-    """`view`: the shape of the output's view a node writes (a cache append), the tensor's otherwise."""
+    """`view`: the shape of the output's view a node writes (a cache append), the tensor's otherwise.
+    Columns in tiles of whole 16 bytes; rows in as many tiles as the units want, but in multiples of
+    16 bytes' elements (times the cluster: a pair splits a tile's rows) where an operand's innermost
+    dimension runs along the rows (`inner_axes`)."""
     shape = view or prog.tensors[node.out].shape
     esz = element_type(prog.tensors[node.out].dtype).bytes
     outer, rows, cols = _rows_cols(shape)
@@ -394,6 +425,20 @@ def _elementwise(prog: Program, node: Node, target: Target, view: Optional[tuple
     want_row_tiles = max(1, cdiv(units(target), col_tiles * outer))
     cap = max(1, min(BOX_MAX, ELEMENTWISE_TILE_BYTES // (tc * esz)))
     tr = max(1, min(cap, cdiv(rows, want_row_tiles)))
+    inner = inner_axes(prog, node, shape)
+    cl = CLUSTER[target.unit]
+    if len(shape) >= 2 and 1 in inner and (tr < rows or cl > 1):
+        # (a pair's second CTA starts half a tile down: the tile is a multiple of 16 bytes' rows per
+        # CTA even where it is the only one; its rows past the tensor are zero-filled and clipped)
+        step = inner[1] * cl
+        tr = cdiv(tr, step) * step if cl > 1 else min(rows, cdiv(tr, step) * step)
+        if tr > cap:
+            raise WarpyError(f"{node.where}: an operand runs its innermost dimension along the rows, so a tile takes "
+                             f"rows in multiples of {step}, and {step} rows of {tc} columns do not fit a page")
+    if any(a >= 2 and shape[len(shape) - 1 - a] > 1 for a in inner):
+        raise WarpyError(f"{node.where}: an operand runs its innermost dimension along an outer dimension of the "
+                         f"output, which the interpreter tiles one index at a time (a TMA copy must start its "
+                         f"innermost dimension on a 16-byte boundary): make that dimension the last")
     ext = (1,) * (len(shape) - 2) + ((tr,) if len(shape) >= 2 else ()) + (tc,)
     return _cut(prog, node, target, ext)
 

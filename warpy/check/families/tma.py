@@ -126,6 +126,17 @@ def smem_aligned(m: Machine, w: Warp, c: Compiled, addr: int, swizzle: int, what
                                                            f"bytes)" if swizzle else ""))
 
 
+def inner_start(m: Machine, w: Warp, c: Compiled, name: str, box: TmaBox, coords: list[int]) -> None:
+    """A tensor copy starts its innermost dimension on a 16-byte boundary: on the H200 an unswizzled
+    load from an element off one raises an illegal instruction, inside the tensor or across its end
+    (the probes `tma_start_unaligned`, `tma_start_unaligned_end`; `tma_start_aligned` at 16 bytes and
+    `tma_start_ragged_end`, a row end off 16 bytes, run). Stores are held to the same rule."""
+    if coords and coords[0] * box.elem_bytes % 16:
+        m.problems.add("memory", f"{w.cta.name} warp {w.wid}: {c.mnem} copies a box of {name} starting at element "
+                                 f"{coords[0]} of its innermost dimension ({coords[0] * box.elem_bytes} bytes, not a "
+                                 f"multiple of 16): the engine raises an illegal instruction")
+
+
 def land(m: Machine, w: Warp, c: Compiled, dest: Optional[Cta], bar_cta: Optional[Cta], dst: int, bar_addr: int,
          nbytes: int, issue_vc: VC, image: Optional[np.ndarray], prov: Optional[tuple[str, list[int]]] = None) -> None:
     """`nbytes` the copy engine (or cluster launch control) writes at `dst` in `dest`, completing
@@ -208,6 +219,7 @@ def _tma_load(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     a = _args(w, c.instr.ops[0], n + 2)
     dst, bar = a[0], a[1]
     coords = [_s32(x) for x in a[2:]]
+    inner_start(m, w, c, name, box, coords)
     m.global_memory.pdl_check(w, c)
     issue_vc = w.tick()
     image = box_image(m, name, box, coords) if m.values else None
@@ -259,6 +271,7 @@ def _tma_store(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     a = _args(w, c.instr.ops[0], n + 1)
     src = a[0]
     coords = [_s32(x) for x in a[1:]]
+    inner_start(m, w, c, name, box, coords)
     gm.pdl_check(w, c)
     agent, clock = _bulk_agent(w), w.bulk_committed + 1
     w.bulk_open = True
