@@ -290,10 +290,19 @@ def _bk(problem: GemmProblem) -> int:
     return 128 // dtype_bytes(problem.dtype)
 
 
+#: the ring's depth at most: 8 stages, 16 where A and B are swapped (a decode GEMM streams the weight
+#: from DRAM: a 64 x 16 stage holds 8 KiB of it, and 16 stages keep 128 KiB in flight an SM, above the
+#: ~36 KiB that 4.8 TB/s over 132 SMs at ~1 µs of latency asks)
+MAX_STAGES = 8
+MAX_STAGES_SWAPPED = 16
+
+
 def deepest_ring(cfg: Sm90Config) -> Sm90Config:
-    """`cfg` with the deepest ring (3 to 8 stages) its shared memory allows."""
+    """`cfg` with the deepest ring (3 to MAX_STAGES stages; MAX_STAGES_SWAPPED with A and B swapped)
+    its shared memory allows."""
+    most = MAX_STAGES_SWAPPED if cfg.swap_ab else MAX_STAGES
     stages = 3
-    while stages < 8 and smem_bytes(attrs.evolve(cfg, stages=stages + 1)) <= SM90A.max_dynamic_smem:
+    while stages < most and smem_bytes(attrs.evolve(cfg, stages=stages + 1)) <= SM90A.max_dynamic_smem:
         stages += 1
     return attrs.evolve(cfg, stages=stages)
 

@@ -3,6 +3,7 @@ file, exact values on ragged shapes, no spills, and the refusals."""
 
 from __future__ import annotations
 
+import attrs
 import pytest
 
 from warpy.check.report import check_kernel
@@ -72,6 +73,22 @@ def test_swapped_operands_are_exact_on_ragged_shapes(M: int, N: int, K: int, con
         rep = check_kernel(kernel, prog.coloured(), values=True, expect=GEMM.expectation(prob))
     assert rep.ok, "\n".join(list(rep.messages())[:5])
     assert rep.values_wrong == 0 and rep.values_checked == M * N
+    res = assemble(kernel, "sm_90a").resource(kernel.header.kernel)
+    assert res.spill_stores == 0 and res.spill_loads == 0
+
+
+def test_swapped_operands_take_a_deeper_ring() -> None:
+    from warpy.kernels.gemm import MAX_STAGES, MAX_STAGES_SWAPPED, model_config
+    from warpy.kernels.gemm_sm90 import smem_bytes
+    from warpy.target import SM90A
+
+    prob = GemmProblem(1, 8192, 8192, out_dtype="bf16")
+    cfg = model_config(prob, 64, 16, False, True)
+    assert cfg.stages == MAX_STAGES_SWAPPED == 16 and smem_bytes(cfg) <= SM90A.max_dynamic_smem
+    wide = model_config(prob, 128, 64, False, True)  # 24.5 KiB a stage: what shared memory holds
+    assert MAX_STAGES < wide.stages < 16 and smem_bytes(attrs.evolve(wide, stages=wide.stages + 1)) > SM90A.max_dynamic_smem
+    assert model_config(prob, 64, 128, False).stages == MAX_STAGES
+    kernel = Sm90Gemm(prob, cfg).build().kernel()
     res = assemble(kernel, "sm_90a").resource(kernel.header.kernel)
     assert res.spill_stores == 0 and res.spill_loads == 0
 
