@@ -494,13 +494,13 @@ def run_sweep(shapes: Sequence[tuple[int, int, int]], out: Optional[str], dtype:
     workers = workers or max(1, min(16, (os.cpu_count() or 2) - 1))
     echo(f"sweep: {len(todo)} shapes, {n_cfg} configurations ({dtype} in, {out_dtype} out); built by {workers} "
          "processes while the GPU times")
-    pool = cf.ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
-    futures = [[pool.submit(_build_entry, ((p.M, p.N, p.K), dtype, out_dtype, config_dict(c))) for c in cfgs]
-               for p, cfgs in todo]
-    time_one = timer or gpu_timer()
+    time_one = timer or gpu_timer()  # (torch and the GPU first: a refusal leaves no pool behind)
     rows: list[SweepRow] = []
     table = SweepTable((), gpu or _gpu_name(), time.strftime("%Y-%m-%d"), command)
+    pool = cf.ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
     try:
+        futures = [[pool.submit(_build_entry, ((p.M, p.N, p.K), dtype, out_dtype, config_dict(c))) for c in cfgs]
+                   for p, cfgs in todo]
         for i, ((p, cfgs), futs) in enumerate(zip(todo, futures)):
             shape = (p.M, p.N, p.K)
             entries: list[Any] = []
