@@ -1,10 +1,10 @@
 """Micro-benchmark of warpy.layout against pycute (CuTe's Python reference), on the same inputs.
 
-    python3 tests/layout/bench_layout.py [--number N] [--markdown]
+    python3 tests/layout/bench_layout.py [--number N] [--repeat R] [--markdown]
 
-Times each operation (best of 5 repeats of N calls) and, when CuTe's pycute is importable, the
-same call in pycute and the ratio. pycute is not a dependency of warpy: without it the comparison
-column is left out (and the script says so). Not collected by pytest (the name does not start
+Times each operation (the best of R runs of N calls) and, when CuTe's pycute is importable, the same
+call in pycute (the runs interleaved with warpy's) and the ratio. pycute is not a dependency of
+warpy: without it the comparison column is left out (and the script says so). Not collected by pytest (the name does not start
 with test_); tests/layout/test_layout_bench.py runs it once when WARPY_SLOW=1.
 """
 
@@ -34,7 +34,7 @@ def cases(pc: Any) -> list[tuple[str, Callable[[], object], Callable[[], object]
         return (name, w, p if pc is not None else None)
 
     P = wl.Layout.parse
-    Q = (lambda s, d=None: pc.Layout(s, d)) if pc is not None else None
+    Q = pc.Layout if pc is not None else None  # called directly, as warpy's is
     out = []
     # construction: a layout seen before (the common case in a generator's loop) ...
     out.append(both("Layout((4,8),(8,1))", lambda: wl.Layout((4, 8), (8, 1)), lambda: Q((4, 8), (8, 1))))
@@ -54,6 +54,33 @@ def cases(pc: Any) -> list[tuple[str, Callable[[], object], Callable[[], object]
             "Layout((n,8),(8,1)), n new each call",
             lambda: wl.Layout((next(counter) + 1, 8), (8, 1)),
             lambda: Q((next(counter2) + 1, 8), (8, 1)),
+        )
+    )
+    counter3 = iter(range(10**9))
+    counter4 = iter(range(10**9))
+    out.append(
+        both(
+            "Layout((n,4,8),(32,8,1)), n new each call",
+            lambda: wl.Layout((next(counter3) + 1, 4, 8), (32, 8, 1)),
+            lambda: Q((next(counter4) + 1, 4, 8), (32, 8, 1)),
+        )
+    )
+    counter5 = iter(range(10**9))
+    counter6 = iter(range(10**9))
+    out.append(
+        both(
+            "Layout((n,2,4,8),(64,32,8,1)), n new each call",
+            lambda: wl.Layout((next(counter5) + 1, 2, 4, 8), (64, 32, 8, 1)),
+            lambda: Q((next(counter6) + 1, 2, 4, 8), (64, 32, 8, 1)),
+        )
+    )
+    counter7 = iter(range(10**9))
+    counter8 = iter(range(10**9))
+    out.append(
+        both(
+            "Layout(((2,n),8),((1,2),16)), n new each call",
+            lambda: wl.Layout(((2, next(counter7) + 1), 8), ((1, 2), 16)),
+            lambda: Q(((2, next(counter8) + 1), 8), ((1, 2), 16)),
         )
     )
     a, ap = wl.Layout((4, 8), (8, 1)), (Q((4, 8), (8, 1)) if pc else None)
@@ -99,13 +126,20 @@ def cases(pc: Any) -> list[tuple[str, Callable[[], object], Callable[[], object]
     return out
 
 
-def best(f: Callable[[], object], number: int) -> float:
-    return min(timeit.repeat(f, number=number, repeat=5)) / number * 1e6
+def best(fs: list[Callable[[], object]], number: int, repeat: int) -> list[float]:
+    """Microseconds a call, the best of `repeat` runs of `number` calls each; the functions' runs
+    interleaved, so that a busy spell of a shared machine slows both sides of a comparison."""
+    out = [float("inf")] * len(fs)
+    for _ in range(repeat):
+        for i, f in enumerate(fs):
+            out[i] = min(out[i], timeit.timeit(f, number=number) / number * 1e6)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--number", type=int, default=20000, help="calls per repeat (default 20000)")
+    ap.add_argument("--repeat", type=int, default=5, help="runs of N calls, the best counts (default 5)")
     ap.add_argument("--markdown", action="store_true", help="print a Markdown table")
     args = ap.parse_args(argv)
     pc = _pycute()
@@ -113,9 +147,11 @@ def main(argv: list[str] | None = None) -> int:
         print("pycute (CuTe's Python reference) is not installed: timings of warpy only, no comparison")
     rows = []
     for name, w, p in cases(pc):
-        tw = best(w, args.number)
-        tp = best(p, args.number) if p is not None else None
-        rows.append((name, tw, tp))
+        if p is None:
+            rows.append((name, best([w], args.number, args.repeat)[0], None))
+        else:
+            tw, tp = best([w, p], args.number, args.repeat)
+            rows.append((name, tw, tp))
     if args.markdown:
         print("| operation | warpy (us) | pycute (us) | ratio |")
         print("|---|---:|---:|---:|")

@@ -3,12 +3,15 @@ layout rough edges of issue 20; the CLI cases run the real `warpy` command in a 
 
 from __future__ import annotations
 
+import enum
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from warpy.layout import (
     SW128_ATOM,
@@ -32,6 +35,7 @@ from warpy.layout import (
     zipped_divide,
     zipped_product,
 )
+from warpy.layout.core import _validated
 from warpy.layout.lang import evaluate, show, table
 
 P = Layout.parse
@@ -284,3 +288,94 @@ def test_cli_bad_arguments_are_one_line() -> None:
     for expr in ["size(Swizzle(3,4,3))", "complement(Swizzle(3,4,3))", "make_layout(4:1, (2,2))"]:
         r = cli(expr)
         assert r.returncode == 2 and r.stderr.startswith("error: ") and r.stderr.count("\n") == 1, (expr, r.stderr)
+
+
+# --- 8: construction's fast paths refuse and normalize exactly what the general path does ---------
+
+class _E(enum.IntEnum):
+    TWO = 2
+
+
+# a leaf: an int (0 and negatives included), or what must be refused or normalized
+_LEAVES = st.one_of(
+    st.integers(-3, 9), st.sampled_from([True, False, 2.0, _E.TWO, "2", None]), st.tuples(st.integers(1, 4))
+)
+
+
+def _built(shape: object, stride: object) -> tuple[object, ...]:
+    try:
+        lay = Layout(shape, stride)  # type: ignore[arg-type]
+    except LayoutError as e:
+        return ("refused", str(e))
+    return ("built", lay.shape, lay.stride, [type(x) for x in _leaves(lay.shape) + _leaves(lay.stride)])
+
+
+def _reference(shape: object, stride: object) -> tuple[object, ...]:
+    try:
+        sh, st_ = _validated(shape, stride)
+    except LayoutError as e:
+        return ("refused", str(e))
+    return ("built", sh, st_, [type(x) for x in _leaves(sh) + _leaves(st_)])
+
+
+def _leaves(t: object) -> list[object]:
+    return [y for x in t for y in _leaves(x)] if isinstance(t, tuple) else [t]
+
+
+@given(
+    st.integers(0, 6).flatmap(lambda n: st.tuples(st.lists(_LEAVES, min_size=n, max_size=n), st.lists(_LEAVES, min_size=n, max_size=n))),
+    st.sampled_from(["tuples", "stride-short", "lists", "int", "default"]),
+)
+def test_construction_fast_paths_agree_with_the_general_path(pair: tuple[list[object], list[object]], form: str) -> None:
+    """Flat ranks 1-3 are checked in line and a pair seen before comes from a cache: every input
+    (bools, floats, IntEnum, extents 0 or negative, short strides, lists, ints) gets the same layout
+    (leaves plain ints) or the same refusal as the general validation, new and a second time."""
+    shape_l, stride_l = pair
+    shape: object
+    stride: object
+    if form == "tuples":
+        shape, stride = tuple(shape_l), tuple(stride_l)
+    elif form == "stride-short":
+        shape, stride = tuple(shape_l), tuple(stride_l[:-1])
+    elif form == "lists":
+        shape, stride = shape_l, stride_l
+    elif form == "int":
+        shape, stride = (shape_l[0], stride_l[0]) if shape_l else (4, 1)
+    else:
+        shape, stride = tuple(shape_l), None
+    expected = _reference(shape, stride)
+    assert _built(shape, stride) == expected
+    assert _built(shape, stride) == expected  # the second time: from the cache where there is one
+
+
+def test_construction_literal_cases() -> None:
+    assert Layout((4, 8), (8, 1)).shape == (4, 8)
+    assert Layout((4, 8, 2), (8, 1, 32)).stride == (8, 1, 32)
+    assert Layout((5,), (3,)).shape == (5,)
+    assert Layout(7, 3) == P("7:3")
+    # a pair equal to one built before (equal hashes) but of a float or a bool is still refused
+    cases: list[tuple[tuple[object, object], tuple[object, object]]] = [
+        ((((2, 3), 4), ((1, 2), 6)), (((2, 3), 4), ((1, 2), 6.0))),
+        ((((1, 3), 4), ((1, 2), 6)), (((True, 3), 4), ((1, 2), 6))),
+        (((4, 8, 2, 3, 2), (1, 4, 32, 64, 192)), ((4, 8, 2, 3, 2), (1, 4, 32, 64, 192.0))),
+        (((2, (2, 2)), None), ((2, (2, 2.0)), None)),
+    ]
+    for good, bad in cases:
+        for _ in range(2):
+            assert Layout(*good).shape == good[0]  # type: ignore[arg-type]
+            with pytest.raises(LayoutError, match="must be an int or a nested tuple of ints"):
+                Layout(*bad)  # type: ignore[arg-type]
+    e = Layout((_E.TWO, 3), (1, 2))  # an int subclass: its value
+    assert e.shape == (2, 3) and type(e.shape[0]) is int
+    refused: list[tuple[tuple[object, object], str]] = [
+        (((True, 2), (1, 2)), "must be an int or a nested tuple of ints, not True"),
+        (((2, 3), (1, 2.0)), "not 2.0"),
+        (((2, 0, 3), (1, 2, 2)), "has an extent 0 < 1"),
+        (((2,), (1, 2)), "not congruent"),
+        (((-1,), (1,)), "extent -1 < 1"),
+        ((0, 1), "extent 0 < 1"),
+        ((4, False), "not False"),
+    ]
+    for bad, message in refused:
+        with pytest.raises(LayoutError, match=message):
+            Layout(*bad)  # type: ignore[arg-type]

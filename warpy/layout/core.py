@@ -61,7 +61,14 @@ def _valid_pair(s: object, d: object, depth: int) -> bool:
             if type(a) is int:
                 if type(b) is not int or a < 1:
                     return False
-            elif not _valid_pair(a, b, depth + 1):
+            elif type(a) is tuple and type(b) is tuple and len(a) == len(b) and depth + 1 < MAX_DEPTH:
+                for x, y in zip(a, b):  # one level in line (the common nesting), deeper by recursion
+                    if type(x) is int:
+                        if type(y) is not int or x < 1:
+                            return False
+                    elif not _valid_pair(x, y, depth + 2):
+                        return False
+            else:
                 return False
         return True
     return False
@@ -82,10 +89,15 @@ def _validated(shape: object, stride: object) -> tuple[IntTuple, IntTuple]:
     return sh, st
 
 
-#: Validated (shape, stride) pairs (stride None: the compact default) -> the normalized pair, so
-#: that constructing a layout seen before costs a dict lookup. Bounded; cleared when full.
-_VALIDATED: dict[tuple[object, object], tuple[IntTuple, IntTuple]] = {}
-_VALIDATED_MAX = 1 << 14
+#: Pairs the flat checks in line do not cover (nested, rank 5 and up, a default stride) validated
+#: before, by identity: id(shape) -> (shape, stride, normalized shape, normalized stride), so that
+#: the same objects again (literals in a generator's loop) cost a dict lookup; a hit needs both
+#: objects to be the ones kept. An entry holds its objects, so no id is reused while it lives;
+#: only inputs of exact ints and tuples (immutable) are kept. Not by equality: (1, 2.0) == (1, 2)
+#: and True == 1 with equal hashes, and a float or a bool must be refused, not found. Bounded;
+#: cleared when full.
+_SEEN: dict[int, tuple[object, object, IntTuple, IntTuple]] = {}
+_SEEN_MAX = 1 << 11
 
 
 class Layout:
@@ -102,36 +114,77 @@ class Layout:
     _size: int
 
     def __init__(self, shape: IntTuple, stride: IntTuple | None = None) -> None:
-        key = (shape, stride)
-        try:
-            hit = _VALIDATED.get(key)
-        except TypeError:  # unhashable (a list): validated and normalized below
-            hit = key = None  # type: ignore[assignment]
-        if hit is not None:
-            self._shape, self._stride = hit
+        # Flat layouts (the common case of a generator's loop, new or seen before) are checked in
+        # line, ranks 1-4 unrolled: cheaper than a cache's look-up, and no cache entry for each new
+        # one. `type(x) is int` leaves bools and int subclasses to the general path,
+        # which refuses or normalizes them; anything else not flat goes to the cache below.
+        if type(shape) is tuple is type(stride):
+            n = len(shape)
+            if n == len(stride):
+                if n == 2:
+                    s0, s1 = shape
+                    d0, d1 = stride
+                    if type(s0) is int is type(s1) is type(d0) is type(d1) and s0 > 0 and s1 > 0:
+                        self._shape = shape
+                        self._stride = stride
+                        return
+                elif n == 3:
+                    s0, s1, s2 = shape
+                    d0, d1, d2 = stride
+                    if (
+                        type(s0) is int is type(s1) is type(s2) is type(d0) is type(d1) is type(d2)
+                        and s0 > 0
+                        and s1 > 0
+                        and s2 > 0
+                    ):
+                        self._shape = shape
+                        self._stride = stride
+                        return
+                elif n == 4:
+                    s0, s1, s2, s3 = shape
+                    d0, d1, d2, d3 = stride
+                    if (
+                        type(s0) is int is type(s1) is type(s2) is type(s3) is type(d0) is type(d1) is type(d2)
+                        is type(d3)
+                        and s0 > 0
+                        and s1 > 0
+                        and s2 > 0
+                        and s3 > 0
+                    ):
+                        self._shape = shape
+                        self._stride = stride
+                        return
+                elif n == 1:
+                    (s0,) = shape
+                    (d0,) = stride
+                    if type(s0) is int is type(d0) and s0 > 0:
+                        self._shape = shape
+                        self._stride = stride
+                        return
+        elif type(shape) is int is type(stride) and shape > 0:
+            self._shape = shape
+            self._stride = stride
             return
-        if type(shape) is tuple and type(stride) is tuple and len(shape) == len(stride):
-            for a, b in zip(shape, stride):
-                if type(a) is not int:
-                    ok = _valid_pair(shape, stride, 0)
-                    break
-                if type(b) is not int or a < 1:
-                    ok = False
-                    break
-            else:
-                ok = True
-        else:
-            ok = stride is not None and _valid_pair(shape, stride, 0)
-        if ok:
+        hit = _SEEN.get(id(shape))
+        if hit is not None and hit[0] is shape and hit[1] is stride:
+            self._shape = hit[2]
+            self._stride = hit[3]
+            return
+        if stride is None:
+            if not _valid_pair(shape, shape, 0):  # not exact ints and tuples, extents >= 1
+                self._shape, self._stride = _validated(shape, stride)  # refused, or normalized
+                return
+            sh, st = shape, prefix_product(shape)
+        elif _valid_pair(shape, stride, 0):
             sh, st = shape, stride
-        else:
-            sh, st = _validated(shape, stride)
+        else:  # refused, or normalized (not kept: a list may change)
+            self._shape, self._stride = _validated(shape, stride)
+            return
         self._shape = sh
-        self._stride = st  # type: ignore[assignment]
-        if key is not None:
-            if len(_VALIDATED) >= _VALIDATED_MAX:
-                _VALIDATED.clear()
-            _VALIDATED[key] = (sh, st)  # type: ignore[assignment]
+        self._stride = st
+        if len(_SEEN) >= _SEEN_MAX:
+            _SEEN.clear()
+        _SEEN[id(shape)] = (shape, stride, sh, st)
 
     @property
     def shape(self) -> IntTuple:
