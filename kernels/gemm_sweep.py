@@ -468,11 +468,11 @@ Timer = Callable[[Any, Sequence[Sm90Config], Sequence[Any]], tuple[Optional[floa
 
 def run_sweep(shapes: Sequence[tuple[int, int, int]], out: Optional[str], dtype: str = "bf16", out_dtype: str = "bf16",
               per_shape: int = 10, echo: Callable[[str], None] = print, command: str = "",
-              timer: Optional[Timer] = None, workers: int = 0, gpu: str = "") -> SweepTable:
+              timer: Optional[Timer] = None, workers: Optional[int] = None, gpu: str = "") -> SweepTable:
     """Time `candidates` of every shape and cuBLAS (`timer`; the GPU's by default: `gpu_timer`), the
     table written to `out` after every shape (a run cut short keeps what it measured). The programs
-    are built and assembled by a pool of `workers` processes (0: one a core but one) while the GPU
-    times the shapes before."""
+    are built and assembled by a pool of `workers` processes (None: one a core but one; 0: a thread
+    of this process) while the GPU times the shapes before."""
     import concurrent.futures as cf
     import multiprocessing
 
@@ -491,13 +491,14 @@ def run_sweep(shapes: Sequence[tuple[int, int, int]], out: Optional[str], dtype:
     problems = [GemmProblem(*s, dtype=dtype, out_dtype=out_dtype) for s in shapes]
     todo = [(p, candidates(p, per_shape)) for p in problems]
     n_cfg = sum(len(c) for _, c in todo)
-    workers = workers or max(1, min(16, (os.cpu_count() or 2) - 1))
-    echo(f"sweep: {len(todo)} shapes, {n_cfg} configurations ({dtype} in, {out_dtype} out); built by {workers} "
-         "processes while the GPU times")
+    workers = max(1, min(16, (os.cpu_count() or 2) - 1)) if workers is None else workers
+    echo(f"sweep: {len(todo)} shapes, {n_cfg} configurations ({dtype} in, {out_dtype} out); built by "
+         f"{workers or 'a thread of this'} process{'es' if workers else ''} while the GPU times")
     time_one = timer or gpu_timer()  # (torch and the GPU first: a refusal leaves no pool behind)
     rows: list[SweepRow] = []
     table = SweepTable((), gpu or _gpu_name(), time.strftime("%Y-%m-%d"), command)
-    pool = cf.ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+    pool: cf.Executor = (cf.ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+                         if workers else cf.ThreadPoolExecutor(max_workers=1))
     try:
         futures = [[pool.submit(_build_entry, ((p.M, p.N, p.K), dtype, out_dtype, config_dict(c))) for c in cfgs]
                    for p, cfgs in todo]

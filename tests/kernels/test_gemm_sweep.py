@@ -5,6 +5,7 @@ report, the configurations a shape gets, and the whole sweep driven by a timer t
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
@@ -186,30 +187,43 @@ def test_the_model_ranks_swapped_tiles_by_n_and_m() -> None:
     assert sm90_cost(p, 64, 128, False) == 64 * 128 / (128 * 256) / TILE_EFFICIENCY[64, 128] * 128
 
 
-def test_a_sweep_driven_by_another_timer_writes_its_table_after_every_shape(tmp_path: Path) -> None:
-    """The whole sweep but the GPU: candidates, the worker pool's builds (each program built, lifted
-    and assembled in another process), the table written after each shape and read back, the report."""
+def _sweep_with_a_timer(tmp_path: Path, workers: int) -> None:
+    """The whole sweep but the GPU: candidates, the builds (each program built, lifted and
+    assembled by the pool), the table written after each shape and read back, and a second pass:
+    where the model's pick at a shape (fitted on the other shapes) has no good time there (here the
+    first run of each shape's first configuration fails its check), the sweep times it again."""
     out = tmp_path / "sweep.json"
-    seen: list[tuple[int, int, int]] = []
+    shapes = [(4096, 4096, 4096), (6144, 6144, 2048)]
+    calls: list[tuple[tuple[int, int, int], int]] = []
 
     def timer(p: Any, cfgs: Sequence[Sm90Config], entries: Sequence[Any]) -> tuple[Optional[float], list[S.Measured]]:
-        if seen:  # the table holds the shapes before this one
-            assert [r.shape for r in S.read_table(out).rows] == seen
-        seen.append((p.M, p.N, p.K))
-        got = []
-        for i, (c, e) in enumerate(zip(cfgs, entries)):
+        shape = (p.M, p.N, p.K)
+        first = len(calls) < len(shapes)
+        if first and calls:  # the table holds the shapes before this one
+            assert [r.shape for r in S.read_table(out).rows] == [s for s, _ in calls]
+        calls.append((shape, len(cfgs)))
+        for c, e in zip(cfgs, entries):
             assert not isinstance(e, BaseException), e
             describe, sass, ptx = e
             assert describe == c.describe() and ".entry" in ptx and sass.startswith(".kernel")
-            got.append(S.Measured(c, 10.0 + i, "ok"))
-        return 11.0, got
+        return 50.0, [S.Measured(c, _model_time(shape, c, 1.0), "FAIL (1 element)" if first and i == 0 else "ok")
+                      for i, c in enumerate(cfgs)]
 
-    table = S.run_sweep([(300, 301, 136), (1, 512, 256)], str(out), per_shape=2, timer=timer, workers=1,
-                        echo=lambda _l: None, command="test", gpu="none")
-    assert S.read_table(out) == table and [r.shape for r in table.rows] == seen
-    assert all(len(r.measured) == 2 and r.best is not None and r.best.us == 10.0 for r in table.rows)
-    text, summary = S.report(table)
-    assert summary["shapes"] == 2
+    table = S.run_sweep(shapes, str(out), per_shape=2, timer=timer, workers=workers, echo=lambda _l: None,
+                        command="test", gpu="none")
+    assert S.read_table(out) == table and [r.shape for r in table.rows] == shapes
+    assert calls[:2] == [(shapes[0], 2), (shapes[1], 2)] and len(calls) > 2 and all(n == 1 for _, n in calls[2:])
+    assert all(v.pick_us is not None for v in S.verdicts(table))
+    assert S.report(table)[1]["pick_measured"] == 2
+
+
+def test_a_sweep_driven_by_another_timer(tmp_path: Path) -> None:
+    _sweep_with_a_timer(tmp_path, workers=0)
+
+
+@pytest.mark.skipif(os.environ.get("WARPY_SLOW") != "1", reason="WARPY_SLOW=1 (spawns a build process: ~10 s)")
+def test_a_sweep_builds_in_other_processes(tmp_path: Path) -> None:
+    _sweep_with_a_timer(tmp_path, workers=1)
 
 
 def test_the_cli_reads_a_table_without_a_gpu_and_refuses_mixed_options(tmp_path: Path) -> None:
@@ -227,20 +241,3 @@ def test_the_cli_reads_a_table_without_a_gpu_and_refuses_mixed_options(tmp_path:
                       (["--sweep-report", str(f), "1024"], "takes no shapes")):
         r = CliRunner().invoke(app, ["bench", "gemm", *args])  # (warpy's main turns a WarpyError into exit 2)
         assert isinstance(r.exception, WarpyError) and why in str(r.exception), (args, r.output)
-
-
-def test_a_second_pass_times_the_model_picks_the_first_did_not(tmp_path: Path) -> None:
-    """Where the model's pick at a shape (fitted on the other shapes) has no good time there (here its
-    first run fails its check), the sweep times it again after the first pass."""
-    calls: list[tuple[tuple[int, int, int], int]] = []
-
-    def timer(p: Any, cfgs: Sequence[Sm90Config], entries: Sequence[Any]) -> tuple[Optional[float], list[S.Measured]]:
-        calls.append(((p.M, p.N, p.K), len(cfgs)))
-        first = len(calls) <= 2
-        return 50.0, [S.Measured(c, _model_time((p.M, p.N, p.K), c, 1.0), "FAIL (1 element)" if first and i == 0 else "ok")
-                      for i, c in enumerate(cfgs)]
-
-    shapes = [(4096, 4096, 4096), (6144, 6144, 2048)]
-    table = S.run_sweep(shapes, None, per_shape=2, timer=timer, workers=1, echo=lambda _l: None, gpu="none")
-    assert calls[:2] == [(shapes[0], 2), (shapes[1], 2)] and all(n == 1 for _, n in calls[2:]) and len(calls) > 2
-    assert all(v.pick_us is not None for v in S.verdicts(table))
