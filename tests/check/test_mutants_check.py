@@ -1,0 +1,149 @@
+"""Small kernels that break exactly one mbarrier rule, each beside its clean twin, with the checker's
+whole verdict pinned word for word (the corpus matches one message a case, so a mutant that changes
+what else is reported, or the numbers in a message, survives it; docs/testing.md lists the mutation
+run these tests answer).
+
+The base program: warp 0 initialises one mbarrier (count 1), arrives on it declaring the bytes a
+bulk copy brings (two copies of 64 bytes into `data`) and waits; warp 1 waits for the phase and
+reads `data`. Each variant is the base with one edit."""
+
+from __future__ import annotations
+
+import pytest
+
+from warpy.check.report import check_kernel
+from warpy.isa.text import parse
+
+HEAD = """\
+.kernel t
+.sm sm_90a
+.threads 64
+.dynsmem 1024
+.grid 1 1 1
+.cluster 1 1 1
+.mbarriers 1
+.param src u64
+.buffer src global base=0x0 size=0x100 elem=u32 source=src layout=64:4
+.buffer bars smem base=0x0 size=0x8 elem=mbarrier layout=1:8
+.buffer data smem base=0x80 size=0x100 elem=u32 layout=64:4
+.reg R tid
+.reg R warp
+.reg R lane
+.reg R v
+.reg R addr
+.reg R par
+.reg R nbytes
+.reg UR smem
+.reg UR bar
+.reg UR size
+.reg UR[2] mbar_init
+.reg UR[2] gsrc
+.reg UR[2] cp
+.reg P leader
+.reg P w0
+.reg P done
+"""
+
+BODY = """\
+  S2R tid, SR_TID.X
+  S2R lane, SR_LANEID
+  SHF.R.U32.HI warp, RZ, 0x5, tid
+  UMOV smem, `(dsmem)
+  UIADD3 bar, smem, 0x0, URZ
+  ISETP.EQ.U32.AND w0, PT, warp, 0x0, PT
+  ELECT leader, URZ, PT
+  @!w0 BRA INIT
+  @!leader BRA INIT
+  UMOV mbar_init.0, 0x1ffffe
+  UMOV mbar_init.1, 0x7ffff800
+  SYNCS.EXCH.64 URZ, [bar], mbar_init
+  FENCE.MBARRIER_INIT
+INIT:
+  BAR.SYNC.DEFER_BLOCKING 0x0
+  @!w0 BRA CONSUMER
+  ULDC.64 gsrc, c[0x0][src]
+  UMOV size, 0x40
+  MOV nbytes, 0x80
+  @leader SYNCS.ARRIVE.TRANS64 RZ, [bar], nbytes
+  UIADD3 cp.0, smem, 0x80, URZ
+  UIADD3 cp.1, bar, 0x0, URZ
+  @leader UBLKCP.S.G [cp], [gsrc], size
+  UIADD3 cp.0, smem, 0xc0, URZ
+  UIADD3 gsrc.0, gsrc.0, 0x40, URZ
+  @leader UBLKCP.S.G [cp], [gsrc], size
+  MOV par, RZ
+WAITP:
+  SYNCS.PHASECHK.TRANS64.TRYWAIT done, [bar], par
+  @!done BRA WAITP
+  EXIT
+CONSUMER:
+  MOV par, RZ
+WAIT:
+  SYNCS.PHASECHK.TRANS64.TRYWAIT done, [bar], par
+  @!done BRA WAIT
+  IMAD addr, lane, 0x4, RZ
+  LDS v, [addr+smem+0x80]
+  EXIT
+"""
+
+
+def _edit(old: str, new: str) -> str:
+    assert BODY.count(old) == 1, old
+    return BODY.replace(old, new)
+
+
+def _verdict(body: str) -> list[str]:
+    rep = check_kernel(parse(HEAD + body))
+    return rep.messages(20)
+
+
+HANG = "hang: CTA 0 warp {w} waits on bars[0] for the phase of parity 0: it is in phase 0, {pending} of {count} arrivals to come, {tx} bytes"
+RACE = "data: LDS, warp 1 reads it and UBLKCP.S.G, warp 0 writes it, and nothing orders the two"
+EXIT_COPY = ("CTA 0: UBLKCP.S.G, warp 0 completes bytes on bars[0] asynchronously, and nothing orders that before CTA 0 "
+             "exits (no wait of its warps sees it done: its shared memory may be gone)")
+
+CASES = [
+    # over-arrival: 32 lanes arrive on a barrier that counts one; the phase completes (what comes
+    # after it is ordered), the 31 extra arrivals are reported
+    ("over-arrival", _edit("@leader SYNCS.ARRIVE.TRANS64 RZ", "SYNCS.ARRIVE.TRANS64 RZ"),
+     # each lane declares 128 bytes: 32 x 128 owed, 128 of them landed
+     ["CTA 0 warp 0 over-arrives on bars[0]: 31 more arrivals than the 1 its phase 0 expects",
+      HANG.format(w=0, pending=0, count=1, tx=31 * 128), HANG.format(w=1, pending=0, count=1, tx=31 * 128)]),
+    # a count of two for one arrival: a hang with one arrival to come
+    ("count-two", _edit("UMOV mbar_init.0, 0x1ffffe\n  UMOV mbar_init.1, 0x7ffff800",
+                        "UMOV mbar_init.0, 0x1ffffc\n  UMOV mbar_init.1, 0x7ffff000"),
+     [HANG.format(w=0, pending=1, count=2, tx=0), HANG.format(w=1, pending=1, count=2, tx=0)]),
+    # expect_tx over-declared: never completes, 64 bytes owed
+    ("tx-over", _edit("MOV nbytes, 0x80", "MOV nbytes, 0xc0"),
+     [HANG.format(w=0, pending=0, count=1, tx=64), HANG.format(w=1, pending=0, count=1, tx=64)]),
+    # under-declared by the second copy: the phase completes when the first lands; the second lands
+    # in the next phase, unordered with the read after the wait and with the exit
+    ("tx-under", _edit("MOV nbytes, 0x80", "MOV nbytes, 0x40"),
+     [EXIT_COPY, "data: UBLKCP.S.G, warp 0 writes it and LDS, warp 1 reads it, and nothing orders the two"]),
+    # no init: every use of the barrier is reported, and nothing is ordered by it
+    ("uninitialised", _edit("  SYNCS.EXCH.64 URZ, [bar], mbar_init\n", ""),
+     ["CTA 0 warp 0 arrives on bars[0], which is not initialised",
+      "CTA 0 warp 0 waits on bars[0], which is not initialised",
+      "CTA 0 warp 1 waits on bars[0], which is not initialised",
+      "a copy completes 64 bytes on bars[0], which is not initialised (2 times)",
+      EXIT_COPY, RACE + " (2 times)"]),
+    ("reinit", _edit("  SYNCS.EXCH.64 URZ, [bar], mbar_init\n",
+                     "  SYNCS.EXCH.64 URZ, [bar], mbar_init\n  SYNCS.EXCH.64 URZ, [bar], mbar_init\n"),
+     ["CTA 0 warp 0 initialises bars[0] again without invalidating it (SYNCS.CCTL.IV)"]),
+    # phase release: the consumer waits for parity 1, which a fresh barrier has completed: its wait
+    # passes at once and orders nothing (the producer's own wait is right)
+    ("fresh-parity-1", _edit("CONSUMER:\n  MOV par, RZ", "CONSUMER:\n  MOV par, 0x80000000"),
+     [RACE + " (2 times)"]),
+    # the consumer does not wait at all
+    ("no-wait", _edit("  @!done BRA WAIT\n", ""),
+     [RACE + " (2 times)"]),
+]
+
+
+def test_the_base_is_clean() -> None:
+    assert _verdict(BODY) == []
+
+
+@pytest.mark.parametrize("name,body,want", CASES, ids=[c[0] for c in CASES])
+def test_one_mbarrier_rule_broken(name: str, body: str, want: list[str]) -> None:
+    assert _verdict(body) == want
