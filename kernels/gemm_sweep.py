@@ -427,7 +427,9 @@ def report(table: SweepTable, tolerance: float = 0.03) -> tuple[str, dict[str, A
     head = ["shape", "fastest measured", "µs", "rule's pick (model, this shape left out)", "µs", "miss",
             "cuBLAS / fastest"]
     text = format_table(head, body, [False, False, True, False, True, True, True])
-    text += (f"\nthe rule's pick within {100 * tolerance:.0f}% of the fastest at {len(within)} of {len(vs)} shapes"
+    text += ("\nat a shape of this table the rule runs its fastest configuration (its lookup); the model, each shape "
+             "left out of its own fit, is what unmeasured shapes get:"
+             f"\nthe model's pick within {100 * tolerance:.0f}% of the fastest at {len(within)} of {len(vs)} shapes"
              + (f" ({100 * len(within) / len(vs):.0f}%)" if vs else "")
              + f"; picks not measured: {len(vs) - len(measured)}"
              + (f"; worst miss {100 * misses[0]:+.1f}%" if misses else "") + "\n")

@@ -153,7 +153,7 @@ def test_the_report_leaves_each_shape_out_of_its_own_pick() -> None:
     assert [None if v.miss is None else round(v.miss, 6) for v in vs] == [0, 0, 0, 0.1]
     text, summary = S.report(S.SweepTable(tuple(rows)))
     assert summary["within"] == 3 and summary["shapes"] == 4 and summary["worst_miss"] == pytest.approx(0.1)
-    assert "within 3% of the fastest at 3 of 4 shapes (75%); picks not measured: 0" in text and "+10.0%" in text
+    assert "pick within 3% of the fastest at 3 of 4 shapes (75%); picks not measured: 0" in text and "+10.0%" in text
     # a pick the sweep did not time is counted apart, not as a hit
     sh = (8192, 4096, 4096)  # 946 tiles of 192 x 192: the model shares the last wave out (stream-K)
     rows.append(_row(sh, {_cfg(sh, 192, 192): _model_time(sh, _cfg(sh, 192, 192), 1.2)}))
@@ -235,7 +235,7 @@ def test_the_cli_reads_a_table_without_a_gpu_and_refuses_mixed_options(tmp_path:
     S.write_table(S.SweepTable(tuple(rows)), f)
     r = CliRunner().invoke(app, ["bench", "gemm", "--sweep-report", str(f)])
     assert r.exit_code == 0, r.output
-    assert "within 3% of the fastest at 2 of 2 shapes (100%)" in r.output
+    assert "pick within 3% of the fastest at 2 of 2 shapes (100%)" in r.output
     for args, why in ((["--out", str(f)], "add --sweep"), (["--sweep", "--host-overhead"], "--sweep and --sweep-report take"),
                       (["--sweep", "--dtype", "e4m3", "1024"], "16-bit inputs"),
                       (["--sweep-report", str(f), "1024"], "takes no shapes")):
