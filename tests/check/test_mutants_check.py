@@ -147,3 +147,93 @@ def test_the_base_is_clean() -> None:
 @pytest.mark.parametrize("name,body,want", CASES, ids=[c[0] for c in CASES])
 def test_one_mbarrier_rule_broken(name: str, body: str, want: list[str]) -> None:
     assert _verdict(body) == want
+
+
+# -- GPU-scope flags between two CTAs ------------------------------------------------------------------
+# CTA 1 stores a word a lane to global memory, fences (MEMBAR.ALL.GPU: the release) and raises a flag
+# (REDG); CTA 0 polls the flag (LDG.STRONG.GPU) until it is raised, fences (the acquire) and reads the
+# words. CTA 0 runs first, so its loop waits on the flag.
+
+FLAG_HEAD = """\
+.kernel f
+.sm sm_90a
+.threads 32
+.dynsmem 0
+.grid 2 1 1
+.cluster 1 1 1
+.mbarriers 0
+.param buf u64
+.buffer words global base=0x0 size=0x100 elem=u32 source=buf layout=64:4
+.reg R ctaid
+.reg R lane
+.reg R v
+.reg R[2] p
+.reg R[2] q
+.reg R one
+.reg UR[2] memdesc
+.reg P c0
+.reg P leader
+.reg P ready
+"""
+
+FLAG_BODY = """\
+  S2R ctaid, SR_CTAID.X
+  S2R lane, SR_LANEID
+  ULDC.64 memdesc, c[0x0][0x208]
+  LDC.64 p, c[0x0][buf]
+  IMAD.WIDE.U32 q, lane, 0x4, p
+  ISETP.EQ.U32.AND c0, PT, ctaid, 0x0, PT
+  @c0 BRA READER
+  MOV v, 0x5
+  STG.E desc[memdesc][q.64], v
+  MEMBAR.ALL.GPU
+  ELECT leader, URZ, PT
+  MOV one, 0x1
+  @leader REDG.E.ADD.STRONG.GPU desc[memdesc][p.64+0x80], one
+  EXIT
+READER:
+POLL:
+  LDG.E.STRONG.GPU v, desc[memdesc][p.64+0x80]
+  ISETP.EQ.U32.AND ready, PT, v, 0x0, PT
+  @ready BRA POLL
+  MEMBAR.ALL.GPU
+  LDG.E v, desc[memdesc][q.64]
+  EXIT
+"""
+
+
+def _flag_edit(old: str, new: str) -> str:
+    assert FLAG_BODY.count(old) == 1, old
+    return FLAG_BODY.replace(old, new)
+
+
+UNORDERED = "words: STG.E, warp 0 writes it and LDG.E, warp 0 reads it, and nothing orders the two"
+
+FLAG_CASES = [
+    # the acquire may be CCTL.IVALL as well as a MEMBAR
+    ("acquire-by-cctl", _flag_edit("  MEMBAR.ALL.GPU\n  LDG.E v", "  CCTL.IVALL\n  LDG.E v"), []),
+    ("release-dropped", _flag_edit("  MEMBAR.ALL.GPU\n  ELECT", "  ELECT"), [UNORDERED]),
+    ("acquire-dropped", _flag_edit("  MEMBAR.ALL.GPU\n  LDG.E v", "  LDG.E v"), [UNORDERED]),
+    # a fence on the wrong side of what it should order
+    ("release-before-data", _flag_edit("  STG.E desc[memdesc][q.64], v\n  MEMBAR.ALL.GPU\n",
+                                       "  MEMBAR.ALL.GPU\n  STG.E desc[memdesc][q.64], v\n"),
+     ["words: LDG.E, warp 0 of CTA 0 reads it and STG.E, warp 0 of another CTA writes it, with no GPU-scope fence "
+      "after the write"]),
+    ("acquire-before-poll", _flag_edit("READER:\nPOLL:", "READER:\n  MEMBAR.ALL.GPU\nPOLL:").replace(
+        "  MEMBAR.ALL.GPU\n  LDG.E v", "  LDG.E v"), [UNORDERED]),
+    ("weak-poll", _flag_edit("LDG.E.STRONG.GPU v", "LDG.E v"),
+     ["line 15 (LDG.E): a loop waits on the word it loads from global memory, through a weak load: it may read a "
+      "stale value forever (poll with LDG.E.STRONG.GPU, a relaxed GPU-scope load)", UNORDERED]),
+    # every CTA is simulated: nobody else raises the flag
+    ("flag-never-raised", _flag_edit("  @leader REDG.E.ADD.STRONG.GPU desc[memdesc][p.64+0x80], one\n", ""),
+     ["hang: CTA 0 warp 0 waits on words+0x80 (the loop ending at line 16 polls it and nothing writes it)"]),
+]
+
+
+def test_the_flag_base_is_clean() -> None:
+    assert check_kernel(parse(FLAG_HEAD + FLAG_BODY)).messages(20) == []
+
+
+@pytest.mark.parametrize("name,body,want", FLAG_CASES, ids=[c[0] for c in FLAG_CASES])
+def test_one_flag_rule_broken(name: str, body: str, want: list[str]) -> None:
+    assert check_kernel(parse(FLAG_HEAD + body)).messages(20) == want
