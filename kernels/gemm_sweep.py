@@ -359,6 +359,11 @@ def candidates(problem: Any, per_shape: int = 10) -> list[Sm90Config]:
         if kind(cfg) not in seen:
             seen.add(kind(cfg))
             add(cfg)
+            if cfg.bm == 64 * MAX_CONSUMERS and cfg.bn == max(WIDE_BNS) and cfg.staged_epilogue:
+                # 192 x 192's staged epilogue leaves room for 3 stages; C from the registers, for 4; and
+                # in 2x1 clusters, B multicast (cuBLAS's "coopB" kernels at large shapes, issue 18)
+                add(deepest_ring(attrs.evolve(cfg, staged_epilogue=False)))
+                add(deepest_ring(attrs.evolve(cfg, cluster_m=2, stream_k=False, split=0)))
     if not pick.stream_k and not pick.swap_ab and problem.batch == 1:
         add(deepest_ring(attrs.evolve(pick, cluster_m=2)))  # coopB-like: B multicast over 2x1 clusters
     if (problem.K * 2) % 32:  # rows 16- but not 32-byte aligned: the L2 promotion decides much (issue 18)

@@ -24,6 +24,8 @@ WIDE = [
     "config:8192:8192:1024:bf16:consumers=3,bn=192",  # many tiles a CTA
     "config:3000:3000:3000:bf16:consumers=3,bn=128,cluster_m=2",  # 2x1 clusters, odd M-blocks, unaligned rows
     "config:1536:1536:4096:bf16:consumers=3,bn=192,stream_k=1",
+    "config:8192:28672:1024:bf16:consumers=3,bn=192,cluster_m=2",  # "coopB": 192 x 192 in 2x1 clusters
+    "config:4000:3000:1024:bf16:consumers=3,bn=192,staged_epilogue=0",  # C from the registers, 4 stages
 ]
 SWAPPED = [
     "config:1:4096:4096:bf16:swap_ab=1,bn=16,consumers=1",

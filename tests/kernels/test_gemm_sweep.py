@@ -174,6 +174,7 @@ def test_each_shape_gets_the_rules_pick_first_and_the_new_kinds(shape: tuple[int
         assert (64, 16, True) in kinds and (128, 16, True) in kinds
     else:
         assert (192, 192, False) in kinds and (192, 128, False) in kinds
+        assert any(c.bm == c.bn == 192 and c.cluster_m == 2 for c in cands)  # "coopB": 192 x 192 in 2x1 clusters
     if shape == (3000, 3000, 3000):  # rows 6000 bytes apart: each L2 promotion
         assert {c.l2_promotion for c in cands} >= {0, 64, 128, 256}
     if shape == (8192, 28672, 8192):  # the rule's pick in 2x1 clusters
