@@ -65,19 +65,19 @@ if TYPE_CHECKING:
 
 ACC_FULL_REGS = 232  # consumer warpgroups' registers after USETMAXREG (one or two consumer warpgroups)
 PRODUCER_REGS = 40
-PRODUCER_REGS_MIN = 24  # USETMAXREG's least: the producer's registers beside three consumer warpgroups
+PRODUCER_REGS_WIDE = 32  # the producer's registers beside three consumer warpgroups (what they leave: 65536 exactly)
 MAX_CONSUMERS = 3  # 192-row tiles: three consumer warpgroups of 64 rows (4 x 128 threads a CTA)
 
 
 def register_split(consumers: int) -> tuple[int, int]:
     """(producer's, each consumer's) registers a thread after USETMAXREG: one or two consumer
     warpgroups take ACC_FULL_REGS beside a producer of PRODUCER_REGS; three share what the register
-    file (65536 a CTA at one CTA an SM) leaves beside a producer at USETMAXREG's least (24), in
-    multiples of 8: (65536 - 128 x 24) / (3 x 128) = 162.7 -> 160, enough for a 64 x 192 fp32
-    accumulator (96 a thread) and the addresses."""
+    file (65536 a CTA at one CTA an SM) leaves beside a producer of 32, in multiples of 8:
+    (65536 - 128 x 32) / (3 x 128) = 160 exactly, enough for a 64 x 192 fp32 accumulator (96 a
+    thread) and the addresses. (24, USETMAXREG's least, would leave 162.7: still 160 a consumer.)"""
     if consumers <= 2:
         return PRODUCER_REGS, ACC_FULL_REGS
-    prod = PRODUCER_REGS_MIN
+    prod = PRODUCER_REGS_WIDE
     return prod, (65536 - 128 * prod) // (128 * consumers) // 8 * 8
 MN_BOX_ROWS = 64  # rows (M or N) of an MN-major operand's TMA box: one 128-byte swizzle span of 16-bit elements
 
