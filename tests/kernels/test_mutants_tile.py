@@ -11,7 +11,8 @@ import pytest
 from warpy.isa.families import alu
 from warpy.isa.interp import Machine, run
 from warpy.isa.program import Program
-from warpy.kernels.gemm import GemmProblem, choose, sm90_split
+from warpy.errors import WarpyError
+from warpy.kernels.gemm import GemmProblem, choose, sm90_cost, sm90_split
 from warpy.kernels.gemm_epilogue import Epilogue
 from warpy.kernels.gemm_sm100 import Sm100Config
 from warpy.kernels.gemm_sm90 import Sm90Config
@@ -122,3 +123,82 @@ def test_the_emitted_first_worker_of_each_tile(tiles: int, kt: int, workers: int
     lines = list(p.kernel().lines)
     got = [run(lines, Machine(sreg={"SR_CTAID.X": k})).v[q.name] for k in range(tiles)]
     assert got == firsts == [sk.first_worker(k) for k in range(tiles)]
+
+
+# -- the second sample's survivors (docs/testing.md: Magic, StreamK, sm90_cost, _tiles) ---------------
+
+M32 = (1 << 32) - 1
+
+
+@pytest.mark.parametrize("d,x_max,magic", [
+    # the classic multiply-high constants (0xAAAAAAAB >> 1 for 3, 0xBA2E8BA3 >> 3 for 11); 641 divides
+    # 2^32 + 1, so its unshifted ceiling is exact
+    (3, M32, Magic(3, 0xAAAAAAAB, 1)), (11, M32, Magic(11, 0xBA2E8BA3, 3)), (641, M32, Magic(641, 6700417, 0)),
+])
+def test_magic_numbers_at_literal_values(d: int, x_max: int, magic: Magic) -> None:
+    got = Magic.find(d, x_max)
+    assert got == magic
+    for x in (0, d - 1, d, M32 - M32 % d - 1, M32 - M32 % d, M32):
+        assert got(x) == x // d, (d, x)
+
+
+def test_magic_refusals_word_for_word() -> None:
+    with pytest.raises(WarpyError) as e:
+        Magic.find(1, 10)
+    assert str(e.value) == "division by 1 needs no magic number (d >= 2)"
+    # 7 over the whole 32-bit range needs a 33-bit multiplier: refused, not returned
+    with pytest.raises(WarpyError) as e:
+        Magic.find(7, M32)
+    assert str(e.value) == "no 32-bit multiplier divides every x <= 4294967295 by 7"
+
+
+@pytest.mark.parametrize("tiles,kt,workers,message", [
+    (1, 0, 1, "stream-K over 1 tiles of 0 k blocks and 1 workers"),
+    (0, 1, 1, "stream-K over 0 tiles of 1 k blocks and 1 workers"),
+    (1, 1, 0, "stream-K over 1 tiles of 1 k blocks and 0 workers"),
+    (2, 2, 5, "stream-K: 4 iterations cannot keep 5 workers busy"),
+])
+def test_stream_k_refusals_word_for_word(tiles: int, kt: int, workers: int, message: str) -> None:
+    with pytest.raises(WarpyError) as e:
+        StreamK(tiles, kt, workers)
+    assert str(e.value) == message
+
+
+@pytest.mark.parametrize("tiles,kt,workers", [(3, 1, 2), (5, 7, 3), (4, 40, 132), (2, 300, 132), (17, 9, 16)])
+def test_max_contributors_counts_the_model_s_workers(tiles: int, kt: int, workers: int) -> None:
+    """The most workers that leave partial sums for one tile, counted from the segments each worker
+    walks (every worker with a segment of the tile, less its finisher)."""
+    sk = StreamK(tiles, kt, workers)
+    holders: dict[int, set[int]] = {}
+    for g in range(workers):
+        for t, _, _ in sk.segments(g):
+            holders.setdefault(t, set()).add(g)
+    assert sk.max_contributors() == max(len(h) - 1 for h in holders.values())
+
+
+def test_a_batch_costs_what_its_stacked_rows_cost() -> None:
+    """b GEMMs of M rows (M a multiple of the tile) are as many tiles as one GEMM of b M rows."""
+    for sk in (False, True):
+        assert sm90_cost(GemmProblem(256, 1024, 4096, batch=3), 128, 128, sk) == \
+            sm90_cost(GemmProblem(768, 1024, 4096), 128, 128, sk)
+
+
+def test_stream_k_is_priced_where_stream_k_can_run() -> None:
+    """The cost is infinite exactly where StreamK refuses the work (fewer k blocks than the 132 SMs):
+    one 128 x 128 tile of 131, 132 and 133 k blocks of 64."""
+    for kt in (131, 132, 133):
+        try:
+            StreamK(1, kt, 132)
+            runs = True
+        except WarpyError:
+            runs = False
+        assert (sm90_cost(GemmProblem(128, 128, 64 * kt), 128, 128, True) < float("inf")) == runs == (kt >= 132)
+
+
+def test_a_split_tile_s_share_does_not_depend_on_the_tile_count() -> None:
+    """Where stream-K splits each tile S ways (at most half the SMs have a tile), the busiest CTA
+    runs ceil(kt / S) k blocks: 50 and 66 tiles of 5 k blocks both split 2 ways cost the same (an even
+    share over the SMs would give 50 tiles 2 k blocks a CTA and 66 tiles 3)."""
+    fifty, sixty_six = GemmProblem(640, 1280, 320), GemmProblem(768, 1408, 320)
+    assert sm90_split(fifty, 128, 128) == sm90_split(sixty_six, 128, 128) == 2
+    assert sm90_cost(fifty, 128, 128, True) == sm90_cost(sixty_six, 128, 128, True)
