@@ -235,13 +235,16 @@ def model_efficiencies(problem: GemmProblem, derived: Mapping[tuple[Kind, bool],
     """The efficiency of each kind of tile the model may pick for `problem`: the ones derived from the
     sweep's table for its regime (M <= 64 or not: `gemm_sweep.efficiencies`), else the hand-fitted
     TILE_EFFICIENCY; a kind with neither is no candidate. A and B swapped only where M <= 64 and the
-    problem is plain (no fused epilogue, batch, MN-major operand or 8-bit floats)."""
+    problem is plain (no fused epilogue, batch, MN-major operand or 8-bit floats). 8-bit float problems
+    keep the hand-fitted efficiencies (the sweep times 16-bit inputs)."""
     from .gemm_sweep import SKINNY_M
 
     skinny = problem.M <= SKINNY_M
     out: dict[Kind, float] = {(bm, bn, False): e for (bm, bn), e in TILE_EFFICIENCY.items()}
     swap_ok = (skinny and problem.epilogue.identity and problem.batch == 1 and problem.a_major == "K"
                and problem.b_major == "K" and dtype_bytes(problem.dtype) == 2)
+    if dtype_bytes(problem.dtype) != 2:  # the sweep measures 16-bit inputs: 8-bit floats keep the hand-fitted model
+        return out
     for (k, reg), e in derived.items():
         if reg == skinny and e > 0 and (not k[2] or swap_ok):
             out[k] = e

@@ -278,7 +278,10 @@ class Sm90Gemm:
         if not 1 <= cfg.consumers <= MAX_CONSUMERS:
             raise WarpyError(f"consumers {cfg.consumers}: the sm_90a GEMM runs 1 to {MAX_CONSUMERS} consumer warpgroups "
                              "(tiles of 64 to 192 rows)")
-        if cfg.consumers == MAX_CONSUMERS and cfg.bn > 192 and not cfg.promote:
+        if cfg.consumers == MAX_CONSUMERS and cfg.promote:
+            raise WarpyError(f"three consumer warpgroups hold {register_split(3)[1]} registers a thread: promote's second "
+                             "accumulator would spill; one or two consumer warpgroups")
+        if cfg.consumers == MAX_CONSUMERS and cfg.bn > 192:
             raise WarpyError(f"three consumer warpgroups hold {register_split(3)[1]} registers a thread: a 64 x {cfg.bn} "
                              "accumulator would spill; BN at most 192")
         if cfg.cluster_m not in (1, 2):

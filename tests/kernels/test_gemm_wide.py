@@ -53,6 +53,9 @@ def test_three_consumers_refuse_what_would_spill_and_four() -> None:
     prob = GemmProblem(1024, 1024, 1024, out_dtype="bf16")
     with pytest.raises(WarpyError, match="BN at most 192"):
         Sm90Gemm(prob, Sm90Config(bn=256, consumers=3, stages=3))
+    with pytest.raises(WarpyError, match="promote's second accumulator would spill"):
+        Sm90Gemm(GemmProblem(1024, 1024, 8192, "e4m3", "bf16"), Sm90Config(bn=128, consumers=3, stages=3, bk=128,
+                                                                           promote=True))
     with pytest.raises(WarpyError, match="1 to 3 consumer warpgroups"):
         Sm90Gemm(prob, Sm90Config(bn=64, consumers=4, stages=3))
 
