@@ -150,12 +150,19 @@ class SweepRow:
         return None
 
 
+STRATEGIES = ("model", "nearest")
+
+
 @attrs.frozen
 class SweepTable:
+    """A sweep's rows, where and how it ran, and how the rule picks for shapes it did not measure
+    (`strategy`: the one that did better with each shape left out, set by the sweep)."""
+
     rows: tuple[SweepRow, ...] = ()
     gpu: str = ""
     date: str = ""
     command: str = ""
+    strategy: str = "model"
 
     def row(self, shape: tuple[int, int, int], dtype: str, out_dtype: str) -> Optional[SweepRow]:
         for r in self.rows:
@@ -165,7 +172,7 @@ class SweepTable:
 
 
 def table_json(t: SweepTable) -> dict[str, Any]:
-    return {"version": TABLE_VERSION, "gpu": t.gpu, "date": t.date, "command": t.command,
+    return {"version": TABLE_VERSION, "gpu": t.gpu, "date": t.date, "command": t.command, "strategy": t.strategy,
             "rows": [{"shape": list(r.shape), "dtype": r.dtype, "out_dtype": r.out_dtype, "cublas_us": r.cublas_us,
                       "measured": [{"config": config_dict(m.config), "us": m.us, "check": m.check}
                                    for m in r.measured]} for r in t.rows]}
@@ -185,7 +192,11 @@ def parse_table(data: Any, where: str = "the GEMM table") -> SweepTable:
             cu = r.get("cublas_us")
             rows.append(SweepRow((shape[0], shape[1], shape[2]), str(r["dtype"]), str(r["out_dtype"]),
                                  None if cu is None else float(cu), ms))
-        return SweepTable(tuple(rows), str(data.get("gpu", "")), str(data.get("date", "")), str(data.get("command", "")))
+        strat = str(data.get("strategy", "model"))
+        if strat not in STRATEGIES:
+            raise WarpyError(f"{where}: strategy {strat!r} is not one of {', '.join(STRATEGIES)}")
+        return SweepTable(tuple(rows), str(data.get("gpu", "")), str(data.get("date", "")), str(data.get("command", "")),
+                          strat)
     except WarpyError:
         raise
     except (AttributeError, KeyError, TypeError, ValueError) as e:
@@ -381,20 +392,31 @@ def candidates(problem: Any, per_shape: int = 10) -> list[Sm90Config]:
 
 @attrs.frozen
 class Verdict:
+    """One shape of a table: its fastest measurement, the model's pick and the nearest shape's pick
+    (each with this shape left out of what it learns from) and their times there (None: not measured)."""
+
     shape: tuple[int, int, int]
     best: Measured
     pick: Sm90Config
     pick_us: Optional[float]  # None: the model's pick was not measured at this shape
     cublas_us: Optional[float]
+    near: Optional[Sm90Config] = None
+    near_us: Optional[float] = None
 
     @property
     def miss(self) -> Optional[float]:
         """How much slower the model's pick ran than the fastest measured (0.02 = 2%)."""
         return None if self.pick_us is None else self.pick_us / self.best.us - 1.0
 
+    @property
+    def near_miss(self) -> Optional[float]:
+        """How much slower the nearest shape's pick ran than the fastest measured."""
+        return None if self.near_us is None else self.near_us / self.best.us - 1.0
+
 
 def verdicts(table: SweepTable) -> list[Verdict]:
-    """Per shape: the model's pick with efficiencies derived from the other shapes, against the best."""
+    """Per shape: the model's pick with efficiencies derived from the other shapes, and the nearest
+    other shape's fastest configuration carried over (`nearest`), against the best."""
     from .gemm import GemmProblem, model_choose
 
     out = []
@@ -404,8 +426,65 @@ def verdicts(table: SweepTable) -> list[Verdict]:
             continue
         p = GemmProblem(*row.shape, dtype=row.dtype, out_dtype=row.out_dtype)
         pick = model_choose(p, efficiencies(table, leave_out=row.shape))
-        out.append(Verdict(row.shape, best, pick, row.time_of(pick), row.cublas_us))
+        near = nearest(table, p, leave_out=row.shape)
+        out.append(Verdict(row.shape, best, pick, row.time_of(pick), row.cublas_us, near,
+                           None if near is None else row.time_of(near)))
     return out
+
+
+# -- the nearest measured shape -------------------------------------------------------------------------
+
+def _distance(a: tuple[int, int, int], b: tuple[int, int, int]) -> float:
+    return sum(abs(math.log2(x / y)) for x, y in zip(a, b))
+
+
+def carry(cfg: Sm90Config, problem: Any) -> Optional[Sm90Config]:
+    """A configuration measured at another shape carried to `problem`: its kind of tile and schedule
+    (whole tiles, K split, stream-K) as the model configures them for this problem (split, staged
+    epilogue, ring depth), with the measured clusters, group height and L2 promotion where rows are
+    aligned alike; None where that does not build for it."""
+    from .gemm import deepest_ring, model_config
+
+    try:
+        out = model_config(problem, cfg.bm, cfg.bn, cfg.stream_k, cfg.swap_ab)
+        same_rows = (cfg.l2_promotion == 256) == (out.l2_promotion == 256)
+        out = attrs.evolve(out, cluster_m=cfg.cluster_m, group=cfg.group,
+                           l2_promotion=cfg.l2_promotion if same_rows else out.l2_promotion,
+                           staged_epilogue=out.staged_epilogue and cfg.staged_epilogue)
+        out = deepest_ring(out)
+        Sm90Gemm(problem, out)
+    except WarpyError:
+        return None
+    return out
+
+
+def nearest(table: SweepTable, problem: Any, leave_out: Optional[tuple[int, int, int]] = None) -> Optional[Sm90Config]:
+    """The fastest configuration of the measured shape nearest to `problem` (same input type and
+    regime; distance: the sum of |log2| of the ratios of M, N and K, half a step more for another
+    output type), carried over (`carry`); None where the table has no such shape or the problem is
+    not `plain`."""
+    if not plain(problem):
+        return None
+    shape = (problem.M, problem.N, problem.K)
+    rows = [r for r in table.rows if r.shape != leave_out and r.dtype == problem.dtype and r.best is not None
+            and (r.shape[0] <= SKINNY_M) == regime(problem)]
+    if not rows:
+        return None
+    row = min(rows, key=lambda r: (_distance(r.shape, shape) + (0.5 if r.out_dtype != problem.out_dtype else 0.0),
+                                   r.shape))
+    best = row.best
+    assert best is not None
+    return carry(best.config, problem)
+
+
+def strategy(table: SweepTable, tolerance: float = 0.03) -> str:
+    """How the rule picks for a shape the table has not measured: "nearest" where carrying the
+    nearest shape's fastest configuration was within `tolerance` of the fastest at more of the table's
+    shapes than the model's pick (each shape left out of what it learns from), else "model"."""
+    vs = verdicts(table)
+    model = sum(v.miss is not None and v.miss <= tolerance for v in vs)
+    near = sum(v.near_miss is not None and v.near_miss <= tolerance for v in vs)
+    return "nearest" if near > model else "model"
 
 
 def report(table: SweepTable, tolerance: float = 0.03) -> tuple[str, dict[str, Any]]:
@@ -417,10 +496,15 @@ def report(table: SweepTable, tolerance: float = 0.03) -> tuple[str, dict[str, A
 
     vs = verdicts(table)
     body = []
+
+    def miss(x: Optional[float]) -> str:
+        return "not measured" if x is None else f"{100 * x:+.1f}%"
+
     for v in vs:
         body.append([shape_text(v.shape), config_text(v.best.config), f"{v.best.us:.1f}", config_text(v.pick),
-                     cell(v.pick_us, ".1f"), "not measured" if v.miss is None else f"{100 * v.miss:+.1f}%",
+                     cell(v.pick_us, ".1f"), miss(v.miss), miss(v.near_miss),
                      cell(None if v.cublas_us is None else v.cublas_us / v.best.us, ".3f")])
+    near_within = sum(v.near_miss is not None and v.near_miss <= tolerance for v in vs)
     within = [v for v in vs if v.miss is not None and v.miss <= tolerance]
     measured = [v for v in vs if v.miss is not None]
     misses = sorted((v.miss for v in measured if v.miss is not None), reverse=True)
@@ -428,16 +512,19 @@ def report(table: SweepTable, tolerance: float = 0.03) -> tuple[str, dict[str, A
                "share_within": (len(within) / len(vs)) if vs else None,
                "worst_miss": misses[0] if misses else None,
                "geomean_best_vs_cublas": _geomean([v.cublas_us / v.best.us for v in vs if v.cublas_us]),
-               "min_best_vs_cublas": min((v.cublas_us / v.best.us for v in vs if v.cublas_us), default=None)}
-    head = ["shape", "fastest measured", "µs", "rule's pick (model, this shape left out)", "µs", "miss",
-            "cuBLAS / fastest"]
-    text = format_table(head, body, [False, False, True, False, True, True, True])
+               "min_best_vs_cublas": min((v.cublas_us / v.best.us for v in vs if v.cublas_us), default=None),
+               "nearest_within": near_within, "strategy": strategy(table, tolerance)}
+    head = ["shape", "fastest measured", "µs", "model's pick (this shape left out)", "µs", "miss",
+            "nearest shape's pick: miss", "cuBLAS / fastest"]
+    text = format_table(head, body, [False, False, True, False, True, True, True, True])
     text += ("\nat a shape of this table the rule runs its fastest configuration (its lookup); the model, each shape "
              "left out of its own fit, is what unmeasured shapes get:"
              f"\nthe model's pick within {100 * tolerance:.0f}% of the fastest at {len(within)} of {len(vs)} shapes"
              + (f" ({100 * len(within) / len(vs):.0f}%)" if vs else "")
              + f"; picks not measured: {len(vs) - len(measured)}"
-             + (f"; worst miss {100 * misses[0]:+.1f}%" if misses else "") + "\n")
+             + (f"; worst miss {100 * misses[0]:+.1f}%" if misses else "")
+             + f"\nthe nearest shape's pick within {100 * tolerance:.0f}% at {near_within} of {len(vs)}; unmeasured shapes "
+             f"get the {summary['strategy']}'s pick\n")
     return text, summary
 
 
@@ -533,22 +620,34 @@ def run_sweep(shapes: Sequence[tuple[int, int, int]], out: Optional[str], dtype:
                   file=sys.stderr, flush=True)
         # a second pass: the model's pick at each shape with the others' efficiencies (what the report
         # judges) where the first pass did not time it
-        missing = [(v.shape, v.pick) for v in verdicts(table) if v.pick_us is None]
-        if missing:
-            echo(f"sweep: timing {len(missing)} model picks the first pass did not")
+        extra: dict[tuple[int, int, int], list[Sm90Config]] = {}
+        for v in verdicts(table):
+            for c, us in ((v.pick, v.pick_us), (v.near, v.near_us)):
+                if c is not None and us is None and c not in extra.setdefault(v.shape, []):
+                    extra[v.shape].append(c)
+        todo2 = [(shape, cfgs) for shape, cfgs in extra.items() if cfgs]
+        if todo2:
+            echo(f"sweep: timing {sum(len(c) for _, c in todo2)} picks (the model's, the nearest shape's) the first "
+                 "pass did not")
         by_shape = {r.shape: i for i, r in enumerate(rows)}
-        for shape, pick in missing:
+        for shape, cfgs in todo2:
             j = by_shape[shape]
             p = GemmProblem(*shape, dtype=dtype, out_dtype=out_dtype)
-            try:
-                entry: Any = pool.submit(_build_entry, (shape, dtype, out_dtype, config_dict(pick))).result()
-            except Exception as e:
-                entry = e
-            _, more = time_one(p, [pick], [entry])
+            futs2 = [pool.submit(_build_entry, (shape, dtype, out_dtype, config_dict(c))) for c in cfgs]
+            entries2: list[Any] = []
+            for fut in futs2:
+                try:
+                    entries2.append(fut.result())
+                except Exception as e:
+                    entries2.append(e)
+            _, more = time_one(p, cfgs, entries2)
             rows[j] = attrs.evolve(rows[j], measured=rows[j].measured + tuple(more))
             table = attrs.evolve(table, rows=tuple(rows))
             if out:
                 write_table(table, out)
+        table = attrs.evolve(table, strategy=strategy(table))
+        if out:
+            write_table(table, out)
     finally:
         pool.shutdown(cancel_futures=True)
     return table
@@ -672,12 +771,18 @@ def _fmt(x: Optional[float]) -> str:
     return "—" if x is None else f"{x:.1f}"
 
 
+def plain(problem: Any) -> bool:
+    """A problem like the sweep's: sm_90a, no fused epilogue, batch, pitches, MN-major operands or
+    8-bit float scales (what a measured configuration is known to fit)."""
+    return bool(problem.epilogue.identity and problem.batch == 1 and not problem.pitched and problem.a_major == "K"
+                and problem.b_major == "K" and problem.arch == "sm_90a" and not problem.b_dtype
+                and not problem.scale_a and not problem.scale_b)
+
+
 def lookup(problem: Any, table: Optional[SweepTable] = None) -> Optional[Sm90Config]:
     """The fastest configuration the table measured for exactly this problem (a plain one: no fused
     epilogue, batch, pitches or MN-major operands), if it builds for it; else None."""
-    if (not problem.epilogue.identity or problem.batch != 1 or problem.pitched or problem.a_major != "K"
-            or problem.b_major != "K" or problem.arch != "sm_90a" or problem.b_dtype or problem.scale_a
-            or problem.scale_b):
+    if not plain(problem):
         return None
     t = current_table() if table is None else table
     row = t.row((problem.M, problem.N, problem.K), problem.dtype, problem.out_dtype)
@@ -694,6 +799,6 @@ def lookup(problem: Any, table: Optional[SweepTable] = None) -> Optional[Sm90Con
 __all__ = [
     "ISSUE_SHAPES", "LAUNCH_US", "Measured", "REFERENCE", "SKINNY_M", "SweepRow", "SweepTable", "TABLE_PATH",
     "Verdict", "candidates", "config_dict", "config_of", "config_text", "current_table", "default_shapes",
-    "efficiencies", "kind", "lookup", "parse_table", "read_table", "regime", "report", "run_sweep", "table_json",
+    "carry", "efficiencies", "kind", "lookup", "nearest", "parse_table", "strategy", "read_table", "regime", "report", "run_sweep", "table_json",
     "table_path", "verdicts", "work_units", "write_table",
 ]

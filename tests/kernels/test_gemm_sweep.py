@@ -216,8 +216,9 @@ def _sweep_with_a_timer(tmp_path: Path, workers: int) -> None:
     table = S.run_sweep(shapes, str(out), per_shape=2, timer=timer, workers=workers, echo=lambda _l: None,
                         command="test", gpu="none")
     assert S.read_table(out) == table and [r.shape for r in table.rows] == shapes
-    assert calls[:2] == [(shapes[0], 2), (shapes[1], 2)] and len(calls) > 2 and all(n == 1 for _, n in calls[2:])
-    assert all(v.pick_us is not None for v in S.verdicts(table))
+    assert calls[:2] == [(shapes[0], 2), (shapes[1], 2)] and len(calls) > 2 and all(n >= 1 for _, n in calls[2:])
+    assert all(v.pick_us is not None and (v.near is None or v.near_us is not None) for v in S.verdicts(table))
+    assert table.strategy == S.strategy(table) and S.read_table(out).strategy == table.strategy
     assert S.report(table)[1]["pick_measured"] == 2
 
 
@@ -245,3 +246,44 @@ def test_the_cli_reads_a_table_without_a_gpu_and_refuses_mixed_options(tmp_path:
                       (["--sweep-report", str(f), "1024"], "takes no shapes")):
         r = CliRunner().invoke(app, ["bench", "gemm", *args])  # (warpy's main turns a WarpyError into exit 2)
         assert isinstance(r.exception, WarpyError) and why in str(r.exception), (args, r.output)
+
+
+def test_the_nearest_shape_wins_where_the_model_cannot_say_what_was_fastest(tmp_path: Path, monkeypatch: Any) -> None:
+    """2x1 clusters are no kind of the model's: where they were fastest at every shape, carrying the
+    nearest shape's configuration beats the model with each shape left out, the sweep's strategy
+    becomes "nearest", and an unmeasured shape runs the nearest one's clusters (its own split, ring)."""
+    shapes = [(4096, 4096, 4096), (8192, 8192, 4096), (6144, 6144, 6144), (4096, 8192, 2048)]
+    rows = []
+    for sh in shapes:
+        base = _cfg(sh, 128, 256)
+        rows.append(_row(sh, {base: _model_time(sh, base, 1.0), attrs.evolve(base, cluster_m=2):
+                              _model_time(sh, base, 1.0) / 1.08}))
+    table = S.SweepTable(tuple(rows))
+    vs = S.verdicts(table)
+    assert all(v.miss == pytest.approx(0.08) for v in vs) and all(v.near_miss == 0 for v in vs)
+    assert S.strategy(table) == "nearest" and S.report(table)[1]["strategy"] == "nearest"
+    f = tmp_path / "t.json"
+    S.write_table(attrs.evolve(table, strategy="nearest"), f)
+    monkeypatch.setenv("WARPY_GEMM_TABLE", str(f))
+    got = choose(GemmProblem(5000, 7000, 3072, out_dtype="bf16"))  # nearest: 4096 x 8192 x 2048
+    assert got.cluster_m == 2 and (got.bm, got.bn) == (128, 256) and got.l2_promotion == 256
+    # not a plain problem: the model's (no clusters)
+    assert choose(GemmProblem(5000, 7000, 3072, out_dtype="bf16", epilogue=parse_words(["bias=n"]))).cluster_m == 1
+    data = json.loads(f.read_text())
+    data["strategy"] = "guess"
+    f.write_text(json.dumps(data))
+    with pytest.raises(WarpyError, match="strategy 'guess'"):
+        S.read_table(f)
+
+
+def test_a_carried_configuration_is_configured_for_its_new_shape() -> None:
+    src = GemmProblem(16, 4096, 4096, out_dtype="bf16")
+    swapped = attrs.evolve(model_config(src, 64, 16, True, True), group=4)
+    assert swapped.split == 2  # 64 tiles of 64 rows of N: K split 2 ways
+    dst = GemmProblem(8, 8192, 8192, out_dtype="bf16")
+    got = S.carry(swapped, dst)
+    assert got is not None and got.swap_ab and got.group == 4 and got.split == 0 and got.stream_k  # 128 tiles
+    # rows not 32-byte aligned keep the rule's promotion; a tile that cannot build there is no carry
+    assert S.carry(_cfg((4096, 4096, 4096), 128, 256), GemmProblem(3000, 3000, 3000)) == \
+        model_config(GemmProblem(3000, 3000, 3000), 128, 256, False)
+    assert S.carry(attrs.evolve(swapped, bn=16), GemmProblem(16, 4096, 4096, epilogue=parse_words(["bias=n"]))) is None
