@@ -10,6 +10,9 @@
                                             # (mutmut's names: module.x_function, module.xǁClassǁmethod)
     python3 .ci/mutation.py algebra --late tests/layout/test_mutants_algebra.py
                                             # late kills: each recorded survivor against these tests
+    python3 .ci/mutation.py check-machine --only 'warpy.check.mbarrier.*' --tests tests/check/test_mutants_check.py
+                                            # a quick first filter instead of the group's selection
+                                            # (then --late the survivors against the slow tests)
 
 Needs mutmut (`pip install mutmut`, part of the `test` extra). Each group runs in its own copy
 ($WARPY_MUTATION_DIR, default /tmp/warpy-mutation/<group>, made from the working tree's tracked and
@@ -112,8 +115,10 @@ def _copy_tree(dest: Path, real_kernels: bool = False) -> None:
                     shutil.copy2(ROOT / rel, dst)
 
 
-def _configure(dest: Path, group: str) -> None:
+def _configure(dest: Path, group: str, tests_override: list[str] | None = None) -> None:
     mutate, tests, extra = GROUPS[group]
+    if tests_override:
+        tests, extra = tests_override, []
     text = (ROOT / "pyproject.toml").read_text()
     text = text.split("\n[tool.mutmut]")[0]
     sources = ["warpy", "kernels"]  # warpy/kernels is a link to kernels/: made by hand below
@@ -149,7 +154,8 @@ def _results(dest: Path) -> dict[str, list[str]]:
     return by
 
 
-def run_group(group: str, show: bool, survivors: bool = False, only: list[str] | None = None) -> None:
+def run_group(group: str, show: bool, survivors: bool = False, only: list[str] | None = None,
+              tests: list[str] | None = None) -> None:
     dest = Path(os.environ.get("WARPY_MUTATION_DIR", "/tmp/warpy-mutation")) / group
     dest.mkdir(parents=True, exist_ok=True)
     if not show:
@@ -169,7 +175,7 @@ def run_group(group: str, show: bool, survivors: bool = False, only: list[str] |
         # (BadTestExecutionCommandsException on tests/lift/test_mutants_lift.py's ids)
         (dest / "mutants" / "mutmut-stats.json").unlink(missing_ok=True)
         _copy_tree(dest, _real_kernels(group))
-        _configure(dest, group)
+        _configure(dest, group, tests)
         t0 = time.monotonic()
         # --only: mutmut runs just the mutants matching the patterns (fnmatch on their names); one
         # already judged is judged again
@@ -258,6 +264,9 @@ def main() -> None:
     ap.add_argument("--only", action="append", metavar="PATTERN",
                     help="run (and score) only the mutants whose names match PATTERN (repeatable), e.g. "
                          "'warpy.layout.algebra.x_composition*'")
+    ap.add_argument("--tests", nargs="+", metavar="TEST",
+                    help="run the mutants against these tests instead of the group's selection (a quick first "
+                         "filter: then --late the survivors against the whole selection)")
     ap.add_argument("--late", nargs="+", metavar="TEST",
                     help="judge the last run's survivors again against these test files (no mutmut re-run)")
     a = ap.parse_args()
@@ -272,7 +281,7 @@ def main() -> None:
         if a.late:
             late_kills(g, a.late, a.only)
         else:
-            run_group(g, a.show, a.survivors, a.only)
+            run_group(g, a.show, a.survivors, a.only, a.tests)
 
 
 if __name__ == "__main__":

@@ -237,3 +237,109 @@ def test_the_flag_base_is_clean() -> None:
 @pytest.mark.parametrize("name,body,want", FLAG_CASES, ids=[c[0] for c in FLAG_CASES])
 def test_one_flag_rule_broken(name: str, body: str, want: list[str]) -> None:
     assert check_kernel(parse(FLAG_HEAD + body)).messages(20) == want
+
+
+# -- a one-stage ring over two rounds ------------------------------------------------------------------
+# bars[0] is the stage's full barrier, bars[1] its empty one (each counts one arrival): the producer
+# (warp 0) waits for empty (parity 1 first: a fresh barrier's), arrives on full declaring 128 bytes and
+# copies them; the consumer (warp 1) waits for full, reads, frees the stage; both flip their parity.
+
+RING_HEAD = HEAD.replace(".buffer bars smem base=0x0 size=0x8 elem=mbarrier layout=1:8",
+                         ".buffer bars smem base=0x0 size=0x10 elem=mbarrier layout=2:8").replace(
+    ".mbarriers 1", ".mbarriers 2") + ".reg R k\n.reg P more\n"
+
+RING = """\
+  S2R tid, SR_TID.X
+  S2R lane, SR_LANEID
+  SHF.R.U32.HI warp, RZ, 0x5, tid
+  UMOV smem, `(dsmem)
+  UIADD3 bar, smem, 0x0, URZ
+  ISETP.EQ.U32.AND w0, PT, warp, 0x0, PT
+  ELECT leader, URZ, PT
+  @!w0 BRA INIT
+  @!leader BRA INIT
+  UMOV mbar_init.0, 0x1ffffe
+  UMOV mbar_init.1, 0x7ffff800
+  SYNCS.EXCH.64 URZ, [bar], mbar_init
+  SYNCS.EXCH.64 URZ, [bar+0x8], mbar_init
+  FENCE.MBARRIER_INIT
+INIT:
+  BAR.SYNC.DEFER_BLOCKING 0x0
+  MOV k, RZ
+  @!w0 BRA CONSUMER
+  ULDC.64 gsrc, c[0x0][src]
+  UMOV size, 0x80
+  MOV nbytes, 0x80
+  UIADD3 cp.0, smem, 0x80, URZ
+  UIADD3 cp.1, bar, 0x0, URZ
+  MOV par, 0x80000000
+PLOOP:
+  SYNCS.PHASECHK.TRANS64.TRYWAIT done, [bar+0x8], par
+  @!done BRA PLOOP
+  @leader SYNCS.ARRIVE.TRANS64 RZ, [bar], nbytes
+  @leader UBLKCP.S.G [cp], [gsrc], size
+  IADD3 par, par, 0x80000000, RZ
+  IADD3 k, k, 0x1, RZ
+  ISETP.LT.U32.AND more, PT, k, 0x2, PT
+  @more BRA PLOOP
+  EXIT
+CONSUMER:
+  IMAD addr, lane, 0x4, RZ
+  MOV par, RZ
+CLOOP:
+  SYNCS.PHASECHK.TRANS64.TRYWAIT done, [bar], par
+  @!done BRA CLOOP
+  LDS v, [addr+smem+0x80]
+  @leader SYNCS.ARRIVE.TRANS64.A1T0 RZ, [bar+0x8], RZ
+  IADD3 par, par, 0x80000000, RZ
+  IADD3 k, k, 0x1, RZ
+  ISETP.LT.U32.AND more, PT, k, 0x2, PT
+  @more BRA CLOOP
+  EXIT
+"""
+
+
+def _ring_edit(old: str, new: str) -> str:
+    assert RING.count(old) == 1, old
+    return RING.replace(old, new)
+
+
+RING_CASES = [
+    ("clean", RING, []),
+    # expect_tx in two parts (an expect-only arrive, then the arrive with the rest): the count adds up
+    ("tx-in-two-parts", _ring_edit("  @leader SYNCS.ARRIVE.TRANS64 RZ, [bar], nbytes\n",
+                                   "  MOV nbytes, 0x40\n  @leader SYNCS.ARRIVE.TRANS64.A0TR RZ, [bar], nbytes\n"
+                                   "  @leader SYNCS.ARRIVE.TRANS64 RZ, [bar], nbytes\n"), []),
+    # the copy's bytes may land before the arrive declares them (the count goes below zero first)
+    ("copy-before-arrive", _ring_edit("  @leader SYNCS.ARRIVE.TRANS64 RZ, [bar], nbytes\n  @leader UBLKCP.S.G [cp], [gsrc], size\n",
+                                      "  @leader UBLKCP.S.G [cp], [gsrc], size\n  @leader SYNCS.ARRIVE.TRANS64 RZ, [bar], nbytes\n"),
+     []),
+    # the consumer keeps waiting for parity 0: its second wait passes on the first phase, it frees the
+    # stage twice for one fill, and the producer's wait for the empty barrier's second phase never passes
+    ("parity-not-flipped", _ring_edit("  @leader SYNCS.ARRIVE.TRANS64.A1T0 RZ, [bar+0x8], RZ\n  IADD3 par, par, 0x80000000, RZ\n",
+                                      "  @leader SYNCS.ARRIVE.TRANS64.A1T0 RZ, [bar+0x8], RZ\n"),
+     ["hang: CTA 0 warp 0 waits on bars[1] for the phase of parity 0: it is in phase 2, 1 of 1 arrivals to come, 0 bytes"]),
+    # the producer refills the stage without waiting for it to be freed
+    ("no-empty-wait", _ring_edit("  SYNCS.PHASECHK.TRANS64.TRYWAIT done, [bar+0x8], par\n  @!done BRA PLOOP\n", ""),
+     ["hang: CTA 0 warp 1 waits on bars[0] for the phase of parity 0: it is in phase 2, 1 of 1 arrivals to come, 0 bytes",
+      "data: UBLKCP.S.G, warp 0 writes it and UBLKCP.S.G, warp 0 writes it, and nothing orders the two"]),
+    # barrier-init-order: the copy engine completes on a barrier whose init no fence.mbarrier_init publishes
+    ("init-no-fence", _ring_edit("  FENCE.MBARRIER_INIT\n", ""),
+     ["bars[0]: UBLKCP.S.G, warp 0 completes bytes on it through the async proxy and SYNCS.EXCH.64, warp 0 writes it "
+      "through the generic proxy, and no proxy fence orders the two (2 times)"]),
+]
+
+
+@pytest.mark.parametrize("name,body,want", RING_CASES, ids=[c[0] for c in RING_CASES])
+def test_a_ring_over_two_rounds(name: str, body: str, want: list[str]) -> None:
+    assert check_kernel(parse(RING_HEAD + body)).messages(20) == want
+
+
+def test_a_barrier_word_is_its_own_eight_bytes() -> None:
+    """The consumer initialises a second barrier (bars[1], the next 8 bytes) while the producer
+    arrives on bars[0], unordered: two words, no race (a barrier's footprint is its 8 bytes)."""
+    head = HEAD.replace(".buffer bars smem base=0x0 size=0x8 elem=mbarrier layout=1:8",
+                        ".buffer bars smem base=0x0 size=0x10 elem=mbarrier layout=2:8").replace(".mbarriers 1", ".mbarriers 2")
+    body = _edit("CONSUMER:\n", "CONSUMER:\n  UMOV mbar_init.0, 0x1ffffe\n  UMOV mbar_init.1, 0x7ffff800\n"
+                                "  @leader SYNCS.EXCH.64 URZ, [bar+0x8], mbar_init\n")
+    assert check_kernel(parse(head + body)).messages(20) == []
