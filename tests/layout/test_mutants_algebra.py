@@ -6,8 +6,12 @@ Literal values are CuTe's (worked by hand from its definitions)."""
 
 from __future__ import annotations
 
+import random
+import re
+from collections import Counter
 from typing import Any, Callable
 
+import layout_reference as ref
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -15,6 +19,8 @@ from hypothesis import strategies as st
 from warpy.layout import Layout, LayoutError, Swizzle, SwizzledLayout
 from warpy.layout.algebra import (
     _argmax_mod,
+    _modes_disjoint,
+    _pairs,
     blocked_product,
     coalesce,
     complement,
@@ -25,6 +31,7 @@ from warpy.layout.algebra import (
     filter,
     idx2crd,
     left_inverse,
+    logical_divide,
     logical_product,
     make_layout,
     raked_product,
@@ -250,3 +257,224 @@ def test_composition_with_swizzles_and_its_refusals_word_for_word() -> None:
         with pytest.raises(LayoutError) as e:
             call()
         assert str(e.value) == message
+
+
+# --- the algebra group's third pass: composition's general path, complement's repeat mode, the
+# products' and divides' refusals (docs/testing.md, the algebra group's survivors) ----------------
+
+
+def test_builders_refuse_word_for_word() -> None:
+    loose: Any = make_layout
+    cases: list[tuple[Callable[[], object], str]] = [
+        (lambda: loose(), "make_layout needs at least one mode, or a shape"),
+        (lambda: loose(Layout(4), 3), "make_layout takes layouts (to concatenate) or a shape and a stride, not both"),
+        (lambda: loose(4, 1, 2), "make_layout(shape, stride) takes at most 2 arguments, got 3"),
+        (lambda: logical_divide(Layout((4, 4), (1, 4)), (2, 2, 2)),
+         "logical_divide: tiler has 3 modes, more than the 2 of (4,4):(1,4)"),
+        (lambda: logical_divide(Layout(8), 2.0), "a tiler must be a layout or an int, not 2.0"),  # type: ignore[arg-type]
+        (lambda: logical_product(Layout(8), 2.0), "a tiler must be a layout or an int, not 2.0"),  # type: ignore[arg-type]
+        (lambda: logical_divide(Layout(8), Layout(2, -1)), "logical_divide(8:1, 2:-1): the tile has a negative stride"),
+        (lambda: logical_divide(Layout(6), Layout(8)),
+         "logical_divide(6:1, 8:1): the tile is larger than the layout (it reaches 7, the layout has size 6); CuTe "
+         "would read past the end, to ask for that divide the padded layout: logical_divide(8:1, 8:1)"),
+        (lambda: logical_divide(Layout(24), Layout((2, 2), (1, 1))),
+         "logical_divide(24:1, (2,2):(1,1)): the complement of the tile is not defined: sorted by stride, the mode "
+         "2:1 starts inside the span 2 of the modes below it (the modes interleave or alias), so CuTe's complement "
+         "would have an extent 0"),
+        # the tile and its complement (2,2):(1,4) reach 7 = the size exactly: one past the last index
+        (lambda: logical_divide(Layout(7), Layout(2, 2)),
+         "logical_divide(7:1, 2:2): the tile does not divide the layout (tile and its complement (2,2):(1,4) reach 7, "
+         "the layout has size 7); CuTe would read past the end, to ask for that divide the padded layout: "
+         "logical_divide(8:1, 2:2)"),
+        (lambda: logical_product(Layout((2, 2), (1, 1)), 3),
+         "logical_product((2,2):(1,1), 3:1): complement((2,2):(1,1)) is not defined: sorted by stride, the mode 2:1 "
+         "starts inside the span 2 of the modes below it (the modes interleave or alias), so CuTe's complement would "
+         "have an extent 0"),
+        # CuTe's fast rule (through A's modes): 4 steps fill the extent-4 mode, 6 is not a multiple of 4
+        (lambda: composition(Layout((4, 3), (1, 100)), Layout(6)),
+         "composition((4,3):(1,100), 6:1) has no strided answer: for the mode 6:1 of the inner layout, it takes 4 "
+         "steps through the extent-4 mode of A, and the 6 values left are not a multiple of 4"),
+        # B(1,1) = 3 = (0, 1) in A's coordinates: A(3) = 10, but A(1) + A(2) = 3
+        (lambda: composition(Layout((3, 4), (1, 10)), Layout((2, 2), (1, 2))),
+         "composition((3,4):(1,10), (2,2):(1,2)) has no strided answer: the inner layout's modes add with a carry in "
+         "the outer's coordinates (at inner index 3: A = 10, the modes' parts sum to 3)"),
+        (lambda: composition(Layout((4, 2), (1, 8)), Layout(12)),
+         "composition((4,2):(1,8), 12:1) runs past the outer layout: the inner layout reaches 11, the outer one has "
+         "coordinates 0..7; CuTe would extend the outer's last mode, to ask for that explicitly compose with "
+         "composition((4,3):(1,8), 12:1)"),
+    ]
+    for call, message in cases:
+        with pytest.raises(LayoutError) as e:
+            call()
+        assert str(e.value) == message
+
+
+def test_pairs_is_the_flat_leaves_as_a_list() -> None:
+    # warpy.layout.typed's strided form reads the outer layout through it
+    assert _pairs(Layout(((2, 3), 4), ((1, 2), 6))) == [(2, 1), (3, 2), (4, 6)]
+    assert _pairs(Layout(5, 0)) == [(5, 0)]
+
+
+def test_modes_disjoint_goldens() -> None:
+    """The property tests' filter for inner layouts: live modes (extent > 1, stride != 0) sorted by
+    stride occupy disjoint ranges [d, d*s)."""
+    assert _modes_disjoint(Layout((2, 2), (1, 2)))  # [1,2) and [2,4): touching is disjoint
+    assert _modes_disjoint(Layout((2, 1, 2), (1, 3, 2)))  # the extent-1 mode at 3 is no range
+    assert _modes_disjoint(Layout((2, 3, 2), (1, 0, 2)))  # nor is the stride-0 one
+    assert not _modes_disjoint(Layout((3, 2), (1, 2)))  # [1,3) and [2,4) overlap
+
+
+def test_complement_repeat_mode_reaches_the_cotarget() -> None:
+    # (2,2):(1,3) is {0,1,3,4}: one hole of 1 at 2, span 6. For 6, CuTe's ceil(6/6) = 1 copy reaches
+    # only 4 < 6: the repeat mode needs 2 (2:6); for 5, one copy reaches 5 and is enough (1:0)
+    assert complement(Layout((2, 2), (1, 3)), 6) == Layout(2, 6)
+    assert complement(Layout((2, 2), (1, 3)), 5) == Layout(1, 0)
+    assert complement(Layout((4, 2), (1, 10)), 14) == Layout(2, 4)  # CuTe's answer (issue 22)
+    assert complement(Layout((4, 2), (1, 10)), 41) == Layout((2, 3), (4, 20))
+    # {0,1,5,6}: holes (2):(2) and span 10; 3 copies reach 29 < 30, so 4
+    assert complement(Layout((2, 2), (1, 5)), 30) == Layout((2, 4), (2, 10))
+    assert complement(Layout(3, 4), 20) == Layout((4, 2), (1, 12))
+
+
+def test_products_of_holey_layouts_goldens() -> None:
+    # (2,2):(1,8) has the hole (4):(2) and span 16: B = 3:5 needs A* o B with A* = (4, 3):(2, 16)
+    for a, b, expected in [
+        (Layout((2, 2), (1, 8)), Layout(3, 5), "((2,2),3):((1,8),18)"),
+        (Layout((2, 2), (1, 3)), Layout(3), "((2,2),3):((1,3),6)"),
+        (Layout((2, 2), (1, 5)), Layout((2, 3), (1, 4)), "((2,2),(2,3)):((1,5),(2,20))"),
+        (Layout(4, 3), Layout(9), "(4,(3,3)):(3,(1,12))"),
+    ]:
+        p = logical_product(a, b)
+        assert str(p) == expected
+        assert p[0] == a
+        values = [p(i) for i in range(p.size())]
+        assert len(set(values)) == len(values)  # unique copies of A
+    with pytest.raises(LayoutError) as e:
+        logical_product(Layout((2, 2), (1, 8)), Layout(6))
+    assert str(e.value) == (
+        "composition((4,2):(2,16), 6:1) has no strided answer: for the mode 6:1 of the inner layout, it takes 4 steps "
+        "through the extent-4 mode of A, and the 6 values left are not a multiple of 4"
+    )
+
+
+_ADVANCES = re.compile(
+    r"A\(B\(c\)\) advances by (-?\d+) for (\d+) steps of c \(from c = 0 in steps of (\d+)\), then not, and the (\d+) "
+    r"values left are not a multiple of (\d+)"
+)
+_NOT_STRIDED = re.compile(r"A\(B\(c\)\) is not strided: at c = (\d+) it is not the sum of its parts below and above (\d+)")
+_THROUGH = re.compile(r"it takes (\d+) steps through the extent-(\d+) mode of A, and the (\d+) values left are not a multiple of (\d+)")
+_CARRY = re.compile(
+    r"the inner layout's modes add with a carry in the outer's coordinates \(at inner index (\d+): A = (-?\d+), the "
+    r"modes' parts sum to (-?\d+)\)"
+)
+
+
+def _check_refusal(a: Layout, b: Layout, message: str) -> str:
+    """The refusal's claims, checked point by point: which kind of witness it gives."""
+    head = f"composition({a}, {b}) has no strided answer: "
+    assert message.startswith(head), message
+    rest = message[len(head):]
+    if (m := _CARRY.fullmatch(rest)) is not None:
+        x, ax, parts = map(int, m.groups())
+        assert a(x) == ax != parts
+        bp = list(b.pairs())
+        assert any(b(i) == x and sum(a(d * ((i // w) % s)) for (s, d), w in zip(bp, _lows(tuple(s for s, _ in bp)))) == parts
+                   for i in range(b.size()))
+        return "carry"
+    lead = re.match(r"for the mode (\d+):(-?\d+) of the inner layout, ", rest)
+    assert lead is not None, message
+    s, d = int(lead.group(1)), int(lead.group(2))
+    assert (s, d) in b.pairs()
+    why = rest[lead.end():]
+
+    def f(c: int) -> int:
+        return a(d * c)
+    if (m := _ADVANCES.fullmatch(why)) is not None:
+        e, r, base, left, r2 = map(int, m.groups())
+        assert r == r2 and s % base == 0 and left == s // base and left % r != 0
+        assert all(f(base * c) == c * e for c in range(r)) and f(base * r) != r * e
+        return "advances"
+    if (m := _NOT_STRIDED.fullmatch(why)) is not None:
+        c, p = map(int, m.groups())
+        assert c < s and f(c) != f(c % p) + f(c - c % p)
+        return "not strided"
+    m = _THROUGH.fullmatch(why)
+    assert m is not None, message
+    r, extent, left, r2 = map(int, m.groups())
+    assert r == r2 and extent % r == 0 and left % r != 0 and extent in [x for x, _ in coalesce(a).pairs()] + [a.size()]
+    return "through"
+
+
+def _composition_case(rng: random.Random) -> tuple[Layout, Layout]:
+    """A flat outer layout of 2-4 modes with unrelated strides (so that runs end inside its modes
+    and carry), and an inner mode n:q or a pair of modes, within its domain."""
+    n = rng.randint(2, 4)
+    a = Layout(tuple(rng.randint(2, 7) for _ in range(n)), tuple(rng.randint(1, 40) for _ in range(n)))
+    if rng.random() < 0.6:
+        q = rng.randint(1, 12)
+        return a, Layout(rng.randint(2, max(2, (a.size() - 1) // q + 1)), q)
+    return a, Layout((rng.randint(2, 4), rng.randint(2, 4)), (rng.randint(1, 6), rng.randint(1, 16)))
+
+
+def test_composition_general_path_against_the_reference() -> None:
+    """Seeded: every answer is the reference's (A(B(c)) point by point, recognised as a strided
+    layout), every refusal is one (the reference finds no strided answer) and its message's witness
+    holds; the cases reach the general path (runs ending inside A's modes, carries)."""
+    rng = random.Random(22)
+    seen: Counter[str] = Counter()
+    for _ in range(1500):
+        a, b = _composition_case(rng)
+        try:
+            expected = ref.compose((a.shape, a.stride), (b.shape, b.stride))
+        except ref.RunsPast:
+            with pytest.raises(LayoutError, match=r"runs past the outer layout"):
+                composition(a, b)
+            seen["past"] += 1
+            continue
+        try:
+            got = composition(a, b)
+        except LayoutError as e:
+            assert expected is None, f"false refusal: {a} o {b} = {expected}: {e}"
+            seen[_check_refusal(a, b, str(e))] += 1
+            continue
+        assert (got.shape, got.stride) == expected, f"{a} o {b}: {got}, reference {expected}"
+        seen["ok"] += 1
+    assert all(seen[k] > 20 for k in ("ok", "past", "carry", "advances", "not strided", "through")), seen
+
+
+@pytest.mark.parametrize("a, b, why", [
+    # two runs split off (of 2, then 2) before the third fails: the message counts c in steps of 4
+    (Layout((4, 6, 4, 7), (30, 39, 17, 36)), Layout(72, 6),
+     "for the mode 72:6 of the inner layout, A(B(c)) advances by 17 for 4 steps of c (from c = 0 in steps of 4), then "
+     "not, and the 18 values left are not a multiple of 4"),
+    # after a first run of 2, c in steps of 2 (B's values 0, 6, 12): the last one, 12, is the low of
+    # A's third mode, where the run breaks (A(12) = 15, not 2 * 3)
+    (Layout((2, 6, 5, 2), (14, 1, 15, 34)), Layout(6, 3),
+     "for the mode 6:3 of the inner layout, A(B(c)) advances by 3 for 2 steps of c (from c = 0 in steps of 2), then "
+     "not, and the 3 values left are not a multiple of 2"),
+])
+def test_composition_general_path_refusals_word_for_word(a: Layout, b: Layout, why: str) -> None:
+    assert ref.compose((a.shape, a.stride), (b.shape, b.stride)) is None
+    with pytest.raises(LayoutError) as e:
+        composition(a, b)
+    assert str(e.value) == f"composition({a}, {b}) has no strided answer: {why}"
+    _check_refusal(a, b, str(e.value))
+
+
+def test_logical_product_names_the_complement_it_composes() -> None:
+    """A* = complement(A, size(A) * cosize(B)), its repeat mode long enough for B's largest value;
+    a refusal names A* with that extent (here the holes of A are 5 wide, B reaches 26: 6 copies,
+    more than the cotarget's 5)."""
+    cases = [
+        (Layout(((4, 1), 2), ((11, 4), 1)), Layout(((2, 4),), ((5, 7),)), Layout((5, 6), (2, 44))),
+        (Layout(((2, 1), 3), ((4, 0), 9)), Layout((2, 3), (3, 6)), Layout((4, 4), (1, 27))),
+    ]
+    for a, b, a_star in cases:
+        with pytest.raises(LayoutError) as e:
+            logical_product(a, b)
+        head = f"composition({a_star}, {b}) has no strided answer: "
+        assert str(e.value).startswith(head)
+        _check_refusal(a_star, b, str(e.value))
+        assert ref.compose((a_star.shape, a_star.stride), (b.shape, b.stride)) is None
+    # stride-0 modes only: no holes, A* is the compact size(A) * cosize(B) = 30 (an int cotarget)
+    assert logical_product(Layout(((5, 2), 1), ((0, 0), 14)), 3) == Layout((((5, 2), 1), 3), (((0, 0), 14), 1))
