@@ -478,3 +478,13 @@ def test_logical_product_names_the_complement_it_composes() -> None:
         assert ref.compose((a_star.shape, a_star.stride), (b.shape, b.stride)) is None
     # stride-0 modes only: no holes, A* is the compact size(A) * cosize(B) = 30 (an int cotarget)
     assert logical_product(Layout(((5, 2), 1), ((0, 0), 14)), 3) == Layout((((5, 2), 1), 3), (((0, 0), 14), 1))
+
+
+def test_composition_where_carries_cancel_is_strided() -> None:
+    """A = (2,3,4):(1,5,12) is A(x) = x + 3 floor(x/2) - 3 floor(x/6): B = 8:3 carries at A's
+    lows 2 and 6 at the same points (c = 2, 4, 6: 3c = 6, 12, 18) and the two steps cancel (weights 3
+    and -3: A(6) = 12 = 2 A(3)); the run goes on past them, checked at each: A o B = 8:6."""
+    a = Layout((2, 3, 4), (1, 5, 12))
+    assert [a(3 * c) for c in range(8)] == [6 * c for c in range(8)]
+    assert composition(a, Layout(8, 3)) == Layout(8, 6)
+    assert composition(a, Layout((2, 4), (3, 6))) == Layout((2, 4), (6, 12))
