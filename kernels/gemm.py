@@ -237,8 +237,8 @@ Kind = tuple[int, int, bool]  # (BM, BN, A and B swapped)
 
 def model_efficiencies(problem: GemmProblem, derived: Mapping[tuple[Kind, bool], float]) -> dict[Kind, float]:
     """The efficiency of each kind of tile the model may pick for `problem`: the ones derived from the
-    sweep's table for its regime (M <= 64 or not: `gemm_sweep.efficiencies`), else the hand-fitted
-    TILE_EFFICIENCY; a kind with neither is no candidate. A and B swapped only where M <= 64 and the
+    sweep's table for its regime (M <= 64 or not: `gemm_sweep.efficiencies`) where the table has
+    measured that regime at all, else the hand-fitted TILE_EFFICIENCY. A and B swapped only where M <= 64 and the
     problem is plain (no fused epilogue, batch, MN-major operand or 8-bit floats). 8-bit float problems
     keep the hand-fitted efficiencies (the sweep times 16-bit inputs)."""
     from .gemm_sweep import SKINNY_M
@@ -249,10 +249,11 @@ def model_efficiencies(problem: GemmProblem, derived: Mapping[tuple[Kind, bool],
                and problem.b_major == "K" and dtype_bytes(problem.dtype) == 2)
     if dtype_bytes(problem.dtype) != 2:  # the sweep measures 16-bit inputs: 8-bit floats keep the hand-fitted model
         return out
-    for (k, reg), e in derived.items():
-        if reg == skinny and e > 0 and (not k[2] or swap_ok):
-            out[k] = e
-    return out
+    mine = {k: e for (k, reg), e in derived.items() if reg == skinny and e > 0 and (not k[2] or swap_ok)}
+    # where the table covers the regime, its measured kinds replace the hand-fitted ones: a decode GEMM
+    # streams its weight, and a kind measured there is priced at that rate while an unmeasured one would
+    # keep the compute-bound fit and look faster than anything measured
+    return mine if mine else out
 
 
 def model_choose(problem: GemmProblem, derived: Mapping[tuple[Kind, bool], float]) -> Sm90Config:
