@@ -335,8 +335,12 @@ def candidates(problem: Any, per_shape: int = 10) -> list[Sm90Config]:
     if not isinstance(pick, Sm90Config):
         raise WarpyError(f"the sweep times sm_90a programs, not {problem.arch}'s")
     kinds: list[Kind] = [(bm, bn, False) for (bm, bn) in TILE_EFFICIENCY]
-    extra: list[Kind] = [(64 * MAX_CONSUMERS, bn, False) for bn in WIDE_BNS]
-    if problem.M <= SKINNY_M:  # BN: the narrowest that holds M, and the next
+    skinny = problem.M <= SKINNY_M
+    # (the first H200 sweep, 2026-12-02: at M <= 64 the 192-row tiles and 2x1 clusters ran 1.3-4x slower
+    # than the fastest at every shape, while A and B swapped was fastest at 17 of 18: a skinny shape's
+    # places go to the swapped kinds' schedules instead)
+    extra: list[Kind] = [] if skinny else [(64 * MAX_CONSUMERS, bn, False) for bn in WIDE_BNS]
+    if skinny:  # BN: the narrowest that holds M, and the next
         narrow = [bn for bn in SWAP_BNS if bn >= problem.M][:2]
         extra += [(bm, bn, True) for bn in narrow for bm in (64, 128)]
     ranked: dict[bool, list[tuple[float, Sm90Config]]] = {False: [], True: []}  # known kinds, new ones
@@ -375,13 +379,13 @@ def candidates(problem: Any, per_shape: int = 10) -> list[Sm90Config]:
                 # in 2x1 clusters, B multicast (cuBLAS's "coopB" kernels at large shapes, issue 18)
                 add(deepest_ring(attrs.evolve(cfg, staged_epilogue=False)))
                 add(deepest_ring(attrs.evolve(cfg, cluster_m=2, stream_k=False, split=0)))
-    if not pick.stream_k and not pick.swap_ab and problem.batch == 1:
+    if not pick.stream_k and not pick.swap_ab and problem.batch == 1 and not skinny:
         add(deepest_ring(attrs.evolve(pick, cluster_m=2)))  # coopB-like: B multicast over 2x1 clusters
     if (problem.K * 2) % 32:  # rows 16- but not 32-byte aligned: the L2 promotion decides much (issue 18)
         for l2 in (256, 64, 0):
             add(attrs.evolve(pick, l2_promotion=l2))
-    # then the known kinds by the model's rank, and the new kinds' other schedules
-    for _, cfg in ranked[False] + ranked[True]:
+    # then the known kinds by the model's rank and the new kinds' other schedules (those first where skinny)
+    for _, cfg in (ranked[True] + ranked[False] if skinny else ranked[False] + ranked[True]):
         if len(out) >= per_shape:
             break
         add(cfg)
