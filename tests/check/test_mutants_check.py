@@ -343,3 +343,120 @@ def test_a_barrier_word_is_its_own_eight_bytes() -> None:
     body = _edit("CONSUMER:\n", "CONSUMER:\n  UMOV mbar_init.0, 0x1ffffe\n  UMOV mbar_init.1, 0x7ffff800\n"
                                 "  @leader SYNCS.EXCH.64 URZ, [bar+0x8], mbar_init\n")
     assert check_kernel(parse(head + body)).messages(20) == []
+
+
+# -- named barriers ------------------------------------------------------------------------------------
+# warp 0 stores a word a lane and arrives on named barrier 1 (64 threads); warp 1 syncs on it and reads.
+
+NAMED_HEAD = """\
+.kernel n
+.sm sm_90a
+.threads 64
+.dynsmem 1024
+.grid 1 1 1
+.cluster 1 1 1
+.mbarriers 0
+.buffer data smem base=0x80 size=0x100 elem=u32 layout=64:4
+.reg R tid
+.reg R warp
+.reg R lane
+.reg R v
+.reg R addr
+.reg UR smem
+.reg P w0
+.reg P leader
+"""
+
+NAMED = """\
+  S2R tid, SR_TID.X
+  S2R lane, SR_LANEID
+  SHF.R.U32.HI warp, RZ, 0x5, tid
+  UMOV smem, `(dsmem)
+  IMAD addr, lane, 0x4, RZ
+  ISETP.EQ.U32.AND w0, PT, warp, 0x0, PT
+  @!w0 BRA CONSUMER
+  MOV v, 0x7
+  STS [addr+smem+0x80], v
+  BAR.ARV 0x1, 0x40
+  EXIT
+CONSUMER:
+  BAR.SYNC.DEFER_BLOCKING 0x1, 0x40
+  LDS v, [addr+smem+0x80]
+  EXIT
+"""
+
+NO_ORDER = "data: STS, warp 0 writes it and LDS, warp 1 reads it, and nothing orders the two"
+
+
+def _named(*edits: tuple[str, str]) -> str:
+    body = NAMED
+    for old, new in edits:
+        assert old in body, old
+        body = body.replace(old, new)
+    return body
+
+
+NAMED_CASES = [
+    ("clean", NAMED, []),
+    # two generations, both warps syncing on each: ordered
+    ("two-generations", _named(("  BAR.ARV 0x1, 0x40\n", "  BAR.SYNC.DEFER_BLOCKING 0x1, 0x40\n  BAR.SYNC.DEFER_BLOCKING 0x1, 0x40\n"),
+                               ("  LDS v, [addr+smem+0x80]\n", "  LDS v, [addr+smem+0x80]\n  BAR.SYNC.DEFER_BLOCKING 0x1, 0x40\n")),
+     []),
+    ("no-barrier", _named(("  BAR.ARV 0x1, 0x40\n", ""), ("  BAR.SYNC.DEFER_BLOCKING 0x1, 0x40\n", "")), [NO_ORDER]),
+    # a store after the arrival is not ordered before the reader
+    ("store-after-arrive", _named(("  BAR.ARV 0x1, 0x40\n", "  BAR.ARV 0x1, 0x40\n  STS [addr+smem+0x80], v\n")), [NO_ORDER]),
+    ("count-short", _named(("ARV 0x1, 0x40", "ARV 0x1, 0x20"), ("BLOCKING 0x1, 0x40", "BLOCKING 0x1, 0x20")),
+     ["CTA 0: named barrier 1 generation 0: warp 1 arrives after it completed with 32 threads (more threads arrive than "
+      "its count: a short count, or one id two groups of warps share; which generation an arrival joins then depends on "
+      "how the warps run)"]),
+    ("counts-disagree", _named(("BAR.ARV 0x1, 0x40", "BAR.ARV 0x1, 0x60")),
+     ["CTA 0: named barrier 1 generation 0: warps arrive counting 96 and 64 threads"]),
+    ("count-not-whole-warps", _named(("ARV 0x1, 0x40", "ARV 0x1, 0x50"), ("BLOCKING 0x1, 0x40", "BLOCKING 0x1, 0x50")),
+     ["CTA 0 warp 0: BAR.ARV counts 80 threads on barrier 1: a count is a positive multiple of 32 (whole warps arrive)",
+      "CTA 0 warp 1: BAR.SYNC.DEFER_BLOCKING counts 80 threads on barrier 1: a count is a positive multiple of 32 "
+      "(whole warps arrive)", NO_ORDER]),
+    ("id-16", _named(("ARV 0x1, 0x40", "ARV 0x10, 0x40"), ("BLOCKING 0x1, 0x40", "BLOCKING 0x10, 0x40")),
+     ["CTA 0 warp 0: BAR.ARV names barrier 16; a CTA has barriers 0..15",
+      "CTA 0 warp 1: BAR.SYNC.DEFER_BLOCKING names barrier 16; a CTA has barriers 0..15", NO_ORDER]),
+    ("count-too-big", _named(("ARV 0x1, 0x40", "ARV 0x1, 0x80"), ("BLOCKING 0x1, 0x40", "BLOCKING 0x1, 0x80")),
+     ["CTA 0: named barrier 1 ends with 64 of 128 threads arrived (generation 0)",
+      "hang: CTA 0 warp 1 waits on named barrier 1 (64 of 128 threads arrived)"]),
+    # arrivals count the lanes that run them
+    ("one-lane-arrives", _named(("  BAR.ARV 0x1, 0x40\n", "  ELECT leader, URZ, PT\n  @leader BAR.ARV 0x1, 0x40\n")),
+     ["CTA 0: named barrier 1 ends with 33 of 64 threads arrived (generation 0)",
+      "hang: CTA 0 warp 1 waits on named barrier 1 (33 of 64 threads arrived)",
+      "line 11 (BAR.ARV): CTA 0 warp 0 runs it on 1 of its 32 lanes; it is warp-aligned (.sync.aligned): every lane "
+      "must run it together"]),
+    # warp 0 arrives twice (generations 0 and 1) before warp 1's first arrival completes generation 0
+    ("next-generation-unordered", _named(("  BAR.ARV 0x1, 0x40\n", "  BAR.ARV 0x1, 0x40\n  BAR.ARV 0x1, 0x40\n"),
+                                         ("  LDS v, [addr+smem+0x80]\n", "  LDS v, [addr+smem+0x80]\n  BAR.SYNC.DEFER_BLOCKING 0x1, 0x40\n")),
+     ["CTA 0: named barrier 1: warp 0's arrival 2 is not ordered after warp 1's arrival 1 (generation 0 may still be "
+      "open when it lands: on the GPU it would count toward that one)"]),
+    ("ids-differ", _named(("BAR.ARV 0x1, 0x40", "BAR.ARV 0x2, 0x40")),
+     ["CTA 0: named barrier 1 ends with 32 of 64 threads arrived (generation 0)",
+      "CTA 0: named barrier 2 ends with 32 of 64 threads arrived (generation 0)",
+      "hang: CTA 0 warp 1 waits on named barrier 1 (32 of 64 threads arrived)"]),
+]
+
+
+@pytest.mark.parametrize("name,body,want", NAMED_CASES, ids=[c[0] for c in NAMED_CASES])
+def test_one_named_barrier_rule_broken(name: str, body: str, want: list[str]) -> None:
+    assert check_kernel(parse(NAMED_HEAD + body)).messages(20) == want
+
+
+# -- the cluster barrier: two CTAs of two warps, each arriving and waiting once ----------------------------
+
+CLUSTER_HEAD = NAMED_HEAD.replace(".grid 1 1 1", ".grid 2 1 1").replace(".cluster 1 1 1", ".cluster 2 1 1")
+CLUSTER = "  S2R tid, SR_TID.X\n  UCGABAR_ARV\n  UCGABAR_WAIT\n  EXIT\n"
+
+
+def test_the_cluster_barrier() -> None:
+    assert check_kernel(parse(CLUSTER_HEAD + CLUSTER)).messages(20) == []
+    twice = check_kernel(parse(CLUSTER_HEAD + CLUSTER.replace("UCGABAR_ARV\n", "UCGABAR_ARV\n  UCGABAR_ARV\n"))).messages(20)
+    assert twice and "CTA 0 warp 0 arrives twice at the cluster barrier" in twice
+    assert all(m.endswith("arrives twice at the cluster barrier") for m in twice), twice
+    unarrived = check_kernel(parse(CLUSTER_HEAD + CLUSTER.replace("  UCGABAR_ARV\n", ""))).messages(20)
+    assert unarrived == [f"CTA {c} warp {w} waits at the cluster barrier without arriving" for c in (0, 1) for w in (0, 1)]
+    # a grid of 3 CTAs in clusters of 2
+    assert check_kernel(parse(CLUSTER_HEAD.replace(".grid 2 1 1", ".grid 3 1 1") + CLUSTER)).messages(20) == [
+        "the grid (3, 1, 1) is not a whole number of clusters (2, 1, 1): the launch is refused"]
