@@ -235,6 +235,15 @@ def choose(problem: GemmProblem) -> Config:
 Kind = tuple[int, int, bool]  # (BM, BN, A and B swapped)
 
 
+def tile_work(bm: int, bn: int, swap: bool, streaming: bool) -> float:
+    """A tile's work a k block, relative to a 128 x 256 tile's: its products (BM·BN / (128·256)) where
+    the tensor cores are the limit, or, `streaming` (a skinny GEMM priced by the sweep's table, which
+    streams its weight), the weight's rows it reads (B's: BN, or BM with A and B swapped) over 256."""
+    if streaming:
+        return (bm if swap else bn) / 256
+    return bm * bn / (128 * 256)
+
+
 def model_efficiencies(problem: GemmProblem, derived: Mapping[tuple[Kind, bool], float]) -> dict[Kind, float]:
     """The efficiency of each kind of tile the model may pick for `problem`: the ones derived from the
     sweep's table for its regime (M <= 64 or not: `gemm_sweep.efficiencies`) where the table has
@@ -256,6 +265,15 @@ def model_efficiencies(problem: GemmProblem, derived: Mapping[tuple[Kind, bool],
     return mine if mine else out
 
 
+def streams(problem: GemmProblem, derived: Mapping[tuple[Kind, bool], float]) -> bool:
+    """Whether the model prices `problem` by the weight it streams (`tile_work`): a skinny problem
+    (M <= 64) of 16-bit inputs whose regime the sweep's table measured."""
+    from .gemm_sweep import SKINNY_M
+
+    skinny = problem.M <= SKINNY_M
+    return skinny and dtype_bytes(problem.dtype) == 2 and any(reg == skinny for _, reg in derived)
+
+
 def model_choose(problem: GemmProblem, derived: Mapping[tuple[Kind, bool], float]) -> Sm90Config:
     """The cost model's configuration: over the kinds of tile (`model_efficiencies`) and whole tiles
     or stream-K, the one whose busiest SM does the least predicted work (`sm90_cost`)."""
@@ -263,11 +281,12 @@ def model_choose(problem: GemmProblem, derived: Mapping[tuple[Kind, bool], float
     # k blocks are promoted into fp32 holds two accumulators: BN at most PROMOTE_MAX_BN
     promote = gemm_fp8.promotes(problem)
     effs = model_efficiencies(problem, derived)
+    streaming = streams(problem, derived)
     kinds = [k for k in effs if (problem.b_major == "K" or k[1] % 64 == 0)
              and (not promote or k[1] <= gemm_fp8.PROMOTE_MAX_BN)]
     (bm, bn, swap), stream_k = min(((k, sk) for k in kinds for sk in (False, True)[:2 if problem.batch == 1 else 1]),
                                    key=lambda c: sm90_cost(problem, c[0][0], c[0][1], c[1], swap=c[0][2],
-                                                           eff=effs[c[0]]))
+                                                           eff=effs[c[0]], streaming=streaming))
     return model_config(problem, bm, bn, stream_k, swap)
 
 
@@ -368,14 +387,15 @@ def sm90_split(problem: GemmProblem, bm: int, bn: int, swap: bool = False) -> in
 
 
 def sm90_cost(problem: GemmProblem, bm: int, bn: int, stream_k: bool, *, swap: bool = False,
-              eff: Optional[float] = None) -> float:
+              eff: Optional[float] = None, streaming: bool = False) -> float:
     """Predicted time of the busiest SM, in k blocks of a 128 x 256 tile: whole tiles take
     ceil(tiles / 132) waves of kt k blocks; stream-K shares the tiles' k blocks out (`sm90_split`)
     and pays STREAM_K_OVERHEAD more, and must beat whole tiles by STREAM_K_MARGIN. `eff`: the kind's
-    efficiency (TILE_EFFICIENCY's by default; the rule passes the sweep's where it has one)."""
+    efficiency (TILE_EFFICIENCY's by default; the rule passes the sweep's where it has one);
+    `streaming`: a tile's work is the weight it reads (`tile_work`)."""
     tiles = _tiles(problem, bm, bn, swap)
     kt = cdiv(problem.K, _bk(problem))
-    per = bm * bn / (128 * 256) / (TILE_EFFICIENCY[bm, bn] if eff is None else eff)
+    per = tile_work(bm, bn, swap, streaming) / (TILE_EFFICIENCY[bm, bn] if eff is None else eff)
     if not stream_k:
         return cdiv(tiles, SM90A.sms) * kt * per
     if tiles * kt < SM90A.sms:

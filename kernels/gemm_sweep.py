@@ -266,15 +266,16 @@ def regime(problem: Any) -> bool:
 
 def work_units(problem: Any, cfg: Sm90Config) -> float:
     """The model's predicted time of the busiest SM at efficiency 1, in k blocks of a 128 x 256 tile
-    (`kernels/gemm.py`'s `sm90_cost` divides by the kind's efficiency): whole tiles take
+    (`kernels/gemm.py`'s `sm90_cost` divides by the kind's efficiency; in the skinny regime a tile's
+    work is the weight it reads, `tile_work`): whole tiles take
     ceil(tiles / SMs) waves of kt k blocks; split / stream-K their share of k blocks and the
     overhead. A and B swapped tile N by BM and M by BN."""
-    from .gemm import STREAM_K_OVERHEAD, _bk
+    from .gemm import STREAM_K_OVERHEAD, _bk, tile_work
 
     rows, cols = (problem.N, problem.M) if cfg.swap_ab else (problem.M, problem.N)
     tiles = cdiv(rows, cfg.bm) * cdiv(cols, cfg.bn) * problem.batch
     kt = cdiv(problem.K, _bk(problem))
-    per = cfg.bm * cfg.bn / (128 * 256)
+    per = tile_work(cfg.bm, cfg.bn, cfg.swap_ab, regime(problem))  # (skinny: the weight it streams)
     if cfg.cluster_m == 2:  # pairs of M-blocks: the busiest cluster's waves
         pairs = cdiv(cdiv(rows, cfg.bm), 2) * cdiv(cols, cfg.bn)
         return cdiv(pairs, SM90A.sms // 2) * kt * per
