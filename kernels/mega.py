@@ -127,10 +127,15 @@ class MegaConfig:
     fault: str = ""
     #: the roles stamp each instruction's steps with %globaltimer (`warpy mega run --timeline`)
     timeline: bool = False
+    #: sm_90a: a gemm whose weight nothing in the launch writes prefetches the weight's stages past
+    #: the ones it copies before its waits into L2, before its waits (`Gemm.load_early`). Off: on the
+    #: H200 it made the Llama MLP slower at every T (T = 1: 906 µs against 845; docs/performance.md)
+    prefetch: bool = False
 
     def describe(self) -> str:
         f = f", seeded fault {self.fault}" if self.fault else ""
         t = ", a timeline of each instruction's steps" if self.timeline else ""
+        t += ", the weights prefetched into L2" if self.prefetch else ""
         return (f"sm_90a megakernel interpreter: {self.mode} queues, 7 pages of 32 KiB, two instruction slots, "
                 f"descriptors fenced {'once a CTA' if self.fence == 'once' else 'each instruction'}{f}{t}")
 
@@ -238,7 +243,7 @@ def plan(problem: MegaProblem, config: MegaConfig) -> Plan:
                            gemm_a_rows(t.extents[-2], t.extents[-1], n.operands[0].view.shape[0])) for n, t in gemms}))
     launch = Launch(name, units, max(s.waves, 1), len(s.counters), maps, bufs, config.fault or None,
                     gemm_tiles=tiles, fence_once=config.fence == "once",
-                    instructions=len(s.instrs), timeline=config.timeline)
+                    instructions=len(s.instrs), timeline=config.timeline, prefetch=config.prefetch)
     return Plan(problem, config, s, enc, launch)
 
 

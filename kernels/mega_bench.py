@@ -461,6 +461,13 @@ def bench_job(names: Sequence[str], iters: int = 30, seed: int = 0, compile_budg
             rf.wait()
             judge("warpy-fence1", _outputs(rf), us, "descriptors fenced once a CTA")
             del rf
+            rp = MegaRunner(MegaProblem(graph, tokens, units=0), MegaConfig(prefetch=True), deadline=30.0,
+                            stream=stream)
+            _upload(rp, args16)
+            us = _median_us(gpu_times_us(lambda i: rp.launch(), stream, iters))
+            rp.wait()
+            judge("warpy-pf", _outputs(rp), us, "the weights prefetched into L2 before the waits")
+            del rp
         if timeline is not None:  # one stamped call: where the time goes (the stamps cost a little)
             import os
 

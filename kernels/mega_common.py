@@ -126,6 +126,8 @@ class Launch:
     #: the roles stamp each instruction's steps into a `times` buffer (`STAMPS`, TIME_WORDS words an
     #: instruction, by its index): `warpy mega run --timeline` reads them
     timeline: bool = False
+    #: sm_90a: a gemm prefetches the rest of its early weight into L2 before its waits (`MegaConfig`)
+    prefetch: bool = False
 
     @property
     def grid_ctas(self) -> int:
@@ -156,6 +158,7 @@ class InterpBase:
         self.launch = launch
         self.bodies = bodies
         self.fault = launch.fault
+        self.prefetch = launch.prefetch
         ctas = launch.grid_ctas
         p = self.p = Program(launch.name, self.target.name, threads=THREADS, grid=(ctas, 1, 1),
                              cluster=(launch.ctas, 1, 1), maxnreg=maxnreg)
@@ -191,7 +194,7 @@ class InterpBase:
         self.pages: SmemBuffer = p.smem("pages", Layout((PAGES, PAGE_BYTES // 2), (PAGE_BYTES, 2)), "bf16")
         self.slots: SmemBuffer = p.smem("slots", Layout((SLOTS, F.WORDS), (F.BYTES, 4)), "u32")
         # the slot pipe: full = the fetch landed; free = the four worker roles read it
-        self.slot: Pipe = p.pipe("slot", SLOTS, fills=1, frees=4)
+        self.slot: Pipe = p.pipe("slot", SLOTS, fills=1, frees=self.slot_frees)
         self.loaded: BarrierArray = p.barriers("loaded", SLOTS, 1)
         self.out_ready: BarrierArray = p.barriers("out_ready", SLOTS, 1)
         self.page_free: BarrierArray = p.barriers("page_free", PAGES, 1)
@@ -216,7 +219,10 @@ class InterpBase:
     # -- the controller's fetch ----------------------------------------------------------------
     def fetch(self, out: ProducerEnd, k: UR, leader: P, qbase: URVec) -> None:
         """Arm the slot's `full` barrier with 256 bytes and copy instruction `k` of the queue (words
-        k x 64 ..) into the slot with one bulk copy: the instruction is published when it lands."""
+        k x 64 ..) into the slot with one bulk copy: the instruction is published when it lands.
+        (compute-sanitizer racecheck reports this copy as racing the slot's earlier reads, which the
+        checker proves ordered; issuing the copy before the arrival made racecheck report 24 read
+        sites instead of 8: docs/hardware-log.md.)"""
         p = self.p
         size = p.ur("fetch_bytes")
         p.emit(alu.umov(size, F.BYTES))
@@ -293,7 +299,15 @@ class InterpBase:
         # with the slot, one thread frees it
         r.dispatch(lambda body: body.compute(self, r))
         r.stamp("end")
-        r.cons.free(r.cleader)
+        self.free_slot(r, r.cleader)
+
+    #: arrivals that free an instruction slot: one a worker role (its leader's, after the role's
+    #: threads are done with the slot); a target whose every reading thread arrives says so
+    slot_frees = 4
+
+    def free_slot(self, r: "Role", leader: P) -> None:
+        """The role is done with the instruction's slot: its arrival on the slot's empty barrier."""
+        r.cons.free(leader)
 
 
 class Role:
@@ -313,6 +327,7 @@ class Role:
         self.cons: ConsumerEnd = ip.slot.consumer(self.SHORT[name])
         self.it: R = RZ
         self.stamp_addr: Optional[RVec] = None
+        self.stamp_on: Optional[P] = None
         self.state: dict[str, object] = {}
         self.leader = p.elect()
         self.order = p.r("page_order")
@@ -569,11 +584,15 @@ class Role:
             self.stamp_addr = p.rvec("stamp_addr", 2)
             p.emit(alu.ldc(self.stamp_addr, times.cbank()))
             p.emit(alu.imad_wide(self.stamp_addr, idx, 4 * TIME_WORDS, self.stamp_addr))
-        assert self.stamp_addr is not None, "a role's first stamp is its start"
+            # noops are not stamped: the queues' padding is noops of index 0 on several SMs, whose
+            # stamps would race on instruction 0's words
+            self.stamp_on = p.p("stamp_on")
+            p.emit(alu.isetp("NE", self.stamp_on, self.opcode, F.NOOP, c=self.cleader))
+        assert self.stamp_addr is not None and self.stamp_on is not None, "a role's first stamp is its start"
         t = p.r("stamp_time")
         p.emit(alu.s2r(t, "SR_GLOBALTIMERLO"))
         p.emit(alu.lop3(t, t, 1, RZ, 0xFC))  # odd: 0 is left for "never stamped"
-        p.emit(memory.stg(GMem(self.memdesc, self.stamp_addr, 4 * word), t).guarded(self.cleader))
+        p.emit(memory.stg(GMem(self.memdesc, self.stamp_addr, 4 * word), t).guarded(self.stamp_on))
 
     # -- status words --------------------------------------------------------------------------
     def status_addr(self) -> RVec:

@@ -144,9 +144,10 @@ class _Loading:
         self.pre = p.r("g_pre")
         self.pos0 = p.ur("g_pos0")
 
-    def copy(self, ip: Interp, m: MapOp, dst: UR, bar: Any, shift: UR, guard: P) -> None:
+    def copy(self, ip: Interp, m: MapOp, dst: Optional[UR], bar: Any, shift: UR, guard: P) -> None:
         """One copy of operand m for the K `shift` (elements): along the map's first dimension, or
-        for a chunked map (`chunked`) along its third, in K boxes (`encode`: K inner, rows, K boxes)."""
+        for a chunked map (`chunked`) along its third, in K boxes (`encode`: K inner, rows, K boxes);
+        `dst` None: a prefetch of that box into L2."""
         p = ip.p
         s0, s2 = p.ur("g_s0"), p.ur("g_s2")
         p.emit(alu.ushf_r(s2, shift, GEMM_K_STEP.bit_length() - 1))
@@ -278,6 +279,21 @@ class Gemm(Body):
                         st.copy(ip, st.b, db, ring.full, st.shift, r.leader)
                         p.emit(alu.uiadd3(db, db, st.b.bytes))
                         p.emit(alu.uiadd3(st.shift, st.shift, st.kstep))
+        if ip.prefetch:
+            # the rest of the weight into L2: the stages after the armed ones, a prefetch a copy, so
+            # that their copies after the waits hit L2 rather than HBM (the loader reaches here while
+            # the instructions before it compute, when the HBM is not busy with this one's weight)
+            rest = p.r("g_pf_rest")
+            p.emit(alu.iadd3(rest, st.ns, -st.pre, RZ))
+            p.emit(alu.imad(rest, rest, st.copies, RZ))
+            some = p.p("g_pf_some")
+            p.emit(alu.isetp("NE", some, rest, 0, c=b_early))
+            with p.when(some):
+                pf = p.ur("g_pf_shift")
+                p.emit(alu.umov(pf, st.shift))
+                with p.loop("gkpf", rest, max_count=MAX_STAGES * GEMM_MAX_K_BOXES):
+                    st.copy(ip, st.b, None, None, pf, r.leader)
+                    p.emit(alu.uiadd3(pf, pf, st.kstep))
 
     def load(self, ip: Interp, r: Role) -> None:
         p = ip.p

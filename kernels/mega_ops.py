@@ -170,13 +170,15 @@ class MapOp:
         p.emit(alu.r2ur(self.bytes, t))
         self.desc = descriptor(ip, r, k, p.urvec(f"{name}_desc", 2))
 
-    def copy(self, dst: UR, bar: Optional[Barrier], shift0: Optional[UR] = None, guard: Optional[P] = None,
+    def copy(self, dst: Optional[UR], bar: Optional[Barrier], shift0: Optional[UR] = None, guard: Optional[P] = None,
              shift1: Optional[UR] = None, shift2: Optional[UR] = None) -> None:
         """Load the box at (c0 + shift0, c1 + shift1, c2 + shift2, ...) into shared memory at `dst`
-        completing on `bar` (None: store the box from `dst` there). `guard`: the thread that issues it."""
+        completing on `bar` (None: store the box from `dst` there; `dst` None as well: prefetch the
+        box into L2). `guard`: the thread that issues it."""
         p = self.p
-        labels = [p.fresh_label(f"{self.name.upper()}_RANK{n}") for n in range(1, F.COORDS + 1)]
-        done = p.fresh_label(f"{self.name.upper()}_COPIED")
+        tag = "PF" if dst is None else ""
+        labels = [p.fresh_label(f"{self.name.upper()}{tag}_RANK{n}") for n in range(1, F.COORDS + 1)]
+        done = p.fresh_label(f"{self.name.upper()}_{'PREFETCHED' if dst is None else 'COPIED'}")
         hit = p.up("rank_hit")  # the rank is the same in every lane: uniform compares and branches
         for n, label in enumerate(labels[:-1], 1):
             p.emit(alu.uisetp("EQ", hit, self.rank, n))
@@ -184,9 +186,10 @@ class MapOp:
         p.emit(control.bra(labels[-1]))
         for n, label in enumerate(labels, 1):
             p.label(label)
-            first = 2 if bar is not None else 1
-            args = p.urvec(f"{'tma' if bar is not None else 'tmas'}_args{n}", first + n)
-            p.emit(alu.umov(args[0], dst))
+            first = 2 if bar is not None else 0 if dst is None else 1
+            args = p.urvec(f"{'tma' if bar is not None else 'tmapf' if dst is None else 'tmas'}_args{n}", first + n)
+            if dst is not None:
+                p.emit(alu.umov(args[0], dst))
             if bar is not None:
                 p.derive.into(args[1], "addr", bar)
             for c in range(n):
@@ -197,6 +200,8 @@ class MapOp:
                     p.emit(alu.umov(args[first + c], self.coords[c]))
             if bar is not None:
                 p.emit(tma.tma_load(Mem(args), self.desc).guarded(guard))
+            elif dst is None:
+                p.emit(tma.tma_prefetch(Mem(args), self.desc).guarded(guard))
             else:
                 p.emit(tma.tma_store(Mem(args), self.desc).guarded(guard))
             p.emit(control.bra(done))

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Callable, Optional
 
 from warpy.isa.buffers import SmemBuffer
 from warpy.isa.families import alu, control, memory, sync
-from warpy.isa.operands import RZ
+from warpy.isa.operands import RZ, P
 from warpy.isa.pipes import init_barriers
 from warpy.isa.program import Program
 from warpy.target import SM90A
@@ -54,6 +54,13 @@ class Interp(InterpBase):
 
     target = SM90A
     FAULTS = SM90_FAULTS
+    #: every thread that read the slot arrives on its empty barrier (three one-warp roles and the
+    #: consumers): an arrive releases only its own thread's reads, and compute-sanitizer racecheck
+    #: reported the next fetch's bulk copy racing the reads of the lanes whose leader arrived for them
+    slot_frees = 3 * 32 + len(CONSUMER_WARPS) * 32
+
+    def free_slot(self, r: "Role", leader: P) -> None:
+        r.cons.free(None)
 
     def __init__(self, launch: Launch, bodies: dict[int, "OpBody"]) -> None:
         super().__init__(launch, bodies, maxnreg=(65536 // THREADS) // 8 * 8)
@@ -141,7 +148,7 @@ class Interp(InterpBase):
                     # consumers end at their named barrier); without it compute-sanitizer's
                     # racecheck saw the next fetch's bulk copy race with the other lanes' reads
                     p.emit(control.warpsync_all())
-                    r.cons.free(r.leader)
+                    self.free_slot(r, r.leader)
                 r.update_order()
 
     # -- loader ------------------------------------------------------------------------------------

@@ -77,6 +77,16 @@ CHUNKED = os.path.join(os.path.dirname(__file__), "graphs", "mlp_chunked.py")
 SPLIT = os.path.join(os.path.dirname(__file__), "graphs", "gemm_split.py")
 
 
+@pytest.mark.skipif(not SLOW, reason="WARPY_SLOW=1 (71 s)")
+def test_the_weights_prefetch_into_l2_is_clean_with_values() -> None:
+    """`prefetch=1` (off by default: slower on the H200): the decode gemms' prefetches of their
+    weight's later stages, through the fenced table slots, with 16-byte-aligned starts."""
+    p = mega.MegaProblem("llama-small", 1)
+    rep = mega.check_launch(p, mega.configure(p, "prefetch=1"), coloured=False)
+    assert rep.ok, rep.text()
+    assert rep.values_checked > 0 and rep.values_wrong == 0
+
+
 @pytest.mark.parametrize("graph", ["gemm-small", "gemm-epi", "acts", CHUNKED, SPLIT] + [
     pytest.param(g, marks=pytest.mark.skipif(not SLOW, reason="WARPY_SLOW=1")) for g in ("mlp-small", "llama-small")])
 def test_the_op_bodies_are_clean_with_values(graph: str) -> None:
@@ -156,7 +166,7 @@ def test_early_copies_of_a_written_operand_are_caught() -> None:
 
 def test_a_dropped_arrive_is_a_hang_naming_the_waiter(hung: Any) -> None:
     msgs = list(hung.problems.msgs["protocol"])
-    assert "hang: SM 0, the loader, at instruction 18 (wave 9: node 3 add) waits on counter 12 for 1 arrivals and " \
+    assert "hang: SM 0, the loader, at instruction 14 (wave 7: node 3 add) waits on counter 7 for 1 arrivals and " \
            "has 0; no CTA will arrive" in msgs
     assert any(m.startswith("hang: SM 1, the storer") for m in msgs)
 
@@ -165,9 +175,9 @@ def test_the_hang_dump_from_the_status_words(hung: Any) -> None:
     """What `warpy mega run` prints at its deadline, here from the status words the checker's run left."""
     pl = mega.plan(SMALL, mega.MegaConfig(fault="drop-arrive"))
     lines = status_lines(pl, hung.data["hang_status"], hung.data["hang_counters"])
-    assert "SM 0: the loader waits before the loads of instruction 18 (node 3 add) on counter 12: saw 0, now 0, " \
+    assert "SM 0: the loader waits before the loads of instruction 14 (node 3 add) on counter 7: saw 0, now 0, " \
            "waits for 1 (call 1)" in lines
-    assert any(x.startswith("SM 1: the storer waits before the stores of instruction 19") for x in lines)
+    assert any(x.startswith("SM 1: the storer waits before the stores of instruction 13") for x in lines)
     words = np.zeros(2 * mega_sm90.STATUS_WORDS, dtype=np.uint32)
     assert status_lines(pl, words) == ["2 SMs: no counter wait pending (done, or running)"]
 
@@ -308,7 +318,7 @@ def test_the_gpu_runner_up_to_the_launch_and_a_hang(monkeypatch: pytest.MonkeyPa
     with pytest.raises(HangError) as e:
         r.wait()
     assert str(e.value).splitlines()[1:] == [
-        "SM 1: the loader waits before the loads of instruction 19 (node 3 add) on counter 3: saw 1, waits for 2 "
+        "SM 1: the loader waits before the loads of instruction 19 (node 4 add) on counter 3: saw 1, waits for 2 "
         "(call 2)", "1 SM: no counter wait pending (done, or running)"]
 
 
@@ -325,3 +335,29 @@ def test_the_command_line_takes_a_graph() -> None:
                          text=True, timeout=120)
     err = bad.stderr.strip()  # (the gemm family's own wording: one line naming the word)
     assert bad.returncode == 2 and err.startswith("error: ") and "'abc'" in err and "\n" not in err, err
+
+
+def test_a_hang_leaves_without_the_interpreters_exit(monkeypatch: pytest.MonkeyPatch,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """`warpy mega run` on a hang prints the report and leaves by os._exit(1): the kernel still runs,
+    and the interpreter's exit would free device memory, which waits for it (on the H200 the process
+    never ended)."""
+    import warpy.kernels.mega_bench as mb
+    from warpy.mega import cli
+    from warpy.runtime.launcher import HangError
+
+    def hang(*a: Any, **k: Any) -> bool:
+        raise HangError("hang: kernel k did not finish within 5 s\nSM 0: the loader waits")
+
+    class Left(Exception):
+        pass
+
+    def leave(code: int) -> None:
+        raise Left(code)
+
+    monkeypatch.setattr(mb, "run_job", hang)
+    monkeypatch.setattr(cli.os, "_exit", leave)
+    with pytest.raises(Left) as e:
+        cli.run_cmd("ew-small", None, 0, 1, 5.0, True, 0, False, None)
+    assert e.value.args == (1,)
+    assert capsys.readouterr().out.splitlines() == ["hang: kernel k did not finish within 5 s", "SM 0: the loader waits"]

@@ -14,7 +14,10 @@ with decode tiles when a gemm's A box shrank to A's rows rounded up to 8 (`gemm_
 boxes a stage; the other programs' text unchanged), and again for every program when the gemm's
 copies learned chunked maps (a stage's K boxes in one copy an operand where K is whole K boxes:
 the loader's copies take a third shift, in every program's gemm code), and again when the decode
-attention bodies joined the table (every program holds every body's code). About 3 s a
+attention bodies joined the table (every program holds every body's code), and again when every
+thread that reads an instruction slot arrived on its empty barrier (each arrival releases only its
+own thread's reads: compute-sanitizer racecheck) and the timeline stopped stamping noops (every
+program; a case with the weights prefetched into L2 added). About 3 s a
 program: six in the default run, every one with WARPY_SLOW=1."""
 
 from __future__ import annotations
@@ -31,22 +34,23 @@ SLOW = os.environ.get("WARPY_SLOW") == "1"
 
 #: (graph, tokens, config) -> (named, coloured)
 CASES: dict[tuple[str, Optional[int], str], tuple[str, str]] = {
-    ("ew-small", None, ""): ("e3ad27e9b391df0e92147ced", "e3ca9f82d0403259ce75ffd1"),
-    ("ew-chain", None, ""): ("1d30a67138afbf23ed124b21", "e416d89a67a75c4bad9acc2e"),
-    ("gemm-small", None, ""): ("eb870e076bfb91fc9693e969", "d82869a5c3c36d1160afd9da"),
-    ("gemm-epi", None, ""): ("acc30448537c8b6cc587dc48", "639c4880c3ff17f01284ab13"),
-    ("acts", None, ""): ("5b73492b98cebc045ceed28d", "c0baae056fe03c9af868e0c6"),
-    ("mlp-small", None, ""): ("435901baea0a10f34165fe7b", "1263bf6a0cd7e8db9f54a3b4"),
-    ("mlp-small", 1, ""): ("92c90f6b7a6d3854742644e3", "61f4e1ce57d2f8ff6c3c18aa"),
-    ("llama-small", None, ""): ("42b3dc18c0a85c80036f9ba3", "277cc407e1df0473f7e5b2b4"),
-    ("llama-small", 1, ""): ("71ef0ec0dd3d54f2525466f4", "bd93a366f823c6dd31ce0be6"),
-    ("llama-small", 16, ""): ("9d598ad0d8eb347cc576daba", "619709b00ad51119486522cb"),
-    ("mlp-small", None, "fault=no-release"): ("f958ce3051af231be20d0006", "f9d262e6a20f12bdc7be97b6"),
-    ("gemm-small", None, "fault=early-page-free"): ("1c4cc6e609f4f024b61db455", "af5449388c351f0976b8782b"),
-    ("ew-chain", None, "fault=wrong-epoch"): ("b3141712db88b349d78bcb3a", "c65948e70b590ce07b0008af"),
-    ("ew-small", None, "fault=drop-arrive"): ("b702d017755c79b882e3ba59", "9e3e2c2557ea2bf62d62a4fa"),
-    ("mlp-small", None, "fence=once"): ("2a9bf9999b026b154a3d9d5d", "f0e4cc4602c1f5596052652a"),
-    ("mlp3", 1, ""): ("4f08e9367d00a83698038dd7", "6c090afe3b0022b5176f8912"),
+    ("ew-small", None, ""): ("94ea35bf5002df06a375cb66", "04fed88bbe87a7ea4d68d2f1"),
+    ("ew-chain", None, ""): ("4b01215245b87ff8758a9bf9", "5da239298ada0337f0da22f4"),
+    ("gemm-small", None, ""): ("250d08577efc3a9f8f22c5dd", "ca50322f4827abee2d5fb2c8"),
+    ("gemm-epi", None, ""): ("7d38117cafba71273176131f", "5fa2605240bd8d271d98fddc"),
+    ("acts", None, ""): ("82feed1ccf8b9e8099004b60", "d3b98885ece2fd3932889125"),
+    ("mlp-small", None, ""): ("9b3a1748c0467279c25e563d", "02325b790463fd4add44abbf"),
+    ("mlp-small", 1, ""): ("ae5a4bc5deaed9511c68afd6", "55f9dac18c514f8aa62937c5"),
+    ("llama-small", None, ""): ("d32df704c03bcf672009a874", "568eb307d3336e16d528d09d"),
+    ("llama-small", 1, ""): ("c4892f94946b014632d72e73", "2c43673a555775e1f7e51ea9"),
+    ("llama-small", 16, ""): ("1241635da3584ab6c303aed3", "bbeb6712b5c0442537e7eaa8"),
+    ("mlp-small", None, "fault=no-release"): ("ffccc73951d4aa9a5097cc62", "47e001c910bf7f6c9baefb69"),
+    ("gemm-small", None, "fault=early-page-free"): ("2a08772293a58b458d6a2eda", "326e3a27a8f28513fdba3d7c"),
+    ("ew-chain", None, "fault=wrong-epoch"): ("72f7f5eddcadf36e4b9e0aef", "1a319d1b50093700f83b8a44"),
+    ("ew-small", None, "fault=drop-arrive"): ("3c9f45e9738ae850dec39058", "dc6edea44d8fe4871e60c100"),
+    ("mlp-small", None, "fence=once"): ("41547281d619bc4d4cfb44c1", "8e9201b30cfbbfd8753b2001"),
+    ("mlp3", 1, ""): ("11f095bceda60a474f591ecb", "410f4ad08337b596090811fd"),
+    ("llama-small", 1, "prefetch=1"): ("315fa265e5abf616032c231e", "ccf4cb72f7612f0ef54f5c8b"),
 }
 
 #: the default run's (every body, 64-row and decode tiles; ~18 s): the rest with WARPY_SLOW=1

@@ -12,6 +12,8 @@ graph. Errors are one line (WarpyError); the implementations are imported per co
 
 from __future__ import annotations
 
+import os
+import sys
 from typing import Optional
 
 import typer
@@ -192,7 +194,11 @@ def run_cmd(
                      echo=typer.echo, timeline=timeline, trace=trace)
     except HangError as e:
         typer.echo(str(e))
-        raise typer.Exit(1)
+        # the kernel still runs and nothing here can stop it: leave without the interpreter's exit
+        # (its destructors free device memory, which waits for the kernel: a frozen shell on the H200)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(1)
     raise typer.Exit(0 if ok else 1)
 
 

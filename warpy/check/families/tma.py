@@ -321,7 +321,14 @@ def _tma_store(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
 
 @semantics(isa.UTMAPF)
 def _tma_prefetch(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
-    return None
+    """A prefetch into L2 writes nothing the program sees; its tensor map is held to a copy's rules
+    (a table slot fenced first) and its start to `inner_start`."""
+    name = _tmap(m, w, c)
+    if name is None:
+        return
+    n = _rank(c)
+    coords = [_s32(x) for x in _args(w, c.instr.ops[0], n)]
+    inner_start(m, w, c, name, m.global_memory.tmaps[name], coords)
 
 
 @semantics(isa.UTMACCTL)

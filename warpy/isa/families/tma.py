@@ -106,9 +106,9 @@ def tmap_prefetch(tmap: str) -> Instr:
     return ins(UTMACCTL, "PF", TmapRef(tmap))
 
 
-def tma_prefetch(args: Mem, tmap: str) -> Instr:
+def tma_prefetch(args: Mem, tmap: MapOperand) -> Instr:
     """Prefetch a box into L2 (args: the coordinates)."""
-    return ins(UTMAPF, "L2." + _dim(args, 0), args, TmapRef(tmap))
+    return ins(UTMAPF, "L2." + _dim(args, 0), args, _map(tmap))
 
 
 def bulk_copy_s_g(args: Mem, src: Mem, size: UR) -> Instr:
