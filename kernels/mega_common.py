@@ -296,7 +296,7 @@ class InterpBase:
     # -- consumers ------------------------------------------------------------------------------
     def consumer_step(self, r: "Role") -> None:
         # the body ended with every consumer thread at the consumers' named barrier: all are done
-        # with the slot, one thread frees it
+        # with the slot, and the target frees it (`free_slot`: one thread, or every thread)
         r.dispatch(lambda body: body.compute(self, r))
         r.stamp("end")
         self.free_slot(r, r.cleader)

@@ -17,7 +17,8 @@ small interface (`OpBody`).
 
 Warpgroup 0 gives its registers back (`USETMAXREG.DEALLOC`) before its warps split into roles.
 What is sm_90a's own here: one CTA a unit, the register split, the descriptors' fenced-maps bitmap
-(`fence_once`), the WARPSYNC before a producer role frees the slot, the bodies' per-role state.
+(`fence_once`), every reading thread's own arrival freeing the slot (`slot_frees`), the bodies'
+per-role state.
 """
 
 from __future__ import annotations
