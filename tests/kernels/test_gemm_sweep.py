@@ -44,11 +44,16 @@ def _cfg(shape: tuple[int, int, int], bm: int, bn: int, sk: bool = False, swap: 
     return model_config(GemmProblem(*shape, out_dtype="bf16"), bm, bn, sk, swap)
 
 
-def test_the_committed_table_parses_and_leaves_the_rule_its_model() -> None:
+def test_the_committed_table_parses_and_the_rule_runs_its_fastest(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("WARPY_GEMM_TABLE", raising=False)  # (tests/kernels/conftest.py sets none)
     t = S.read_table(S.TABLE_PATH)
-    for row in t.rows:  # every measured configuration builds for its shape
+    assert S.current_table() == t
+    for row in t.rows:  # every measured configuration builds for its shape; the rule picks the fastest
+        p = GemmProblem(*row.shape, dtype=row.dtype, out_dtype=row.out_dtype)
         for m in row.measured:
-            Sm90Gemm(GemmProblem(*row.shape, dtype=row.dtype, out_dtype=row.out_dtype), m.config)
+            Sm90Gemm(p, m.config)
+        if row.best is not None:
+            assert choose(p) == row.best.config
     if not t.rows:  # not yet filled on the H200: the rule is the hand-fitted model
         p = GemmProblem(4096, 4096, 4096, out_dtype="bf16")
         assert choose(p) == model_choose(p, {})
