@@ -460,3 +460,70 @@ def test_the_cluster_barrier() -> None:
     # a grid of 3 CTAs in clusters of 2
     assert check_kernel(parse(CLUSTER_HEAD.replace(".grid 2 1 1", ".grid 3 1 1") + CLUSTER)).messages(20) == [
         "the grid (3, 1, 1) is not a whole number of clusters (2, 1, 1): the launch is refused"]
+
+
+AFTER_COMPLETED = """\
+  S2R tid, SR_TID.X
+  SHF.R.U32.HI warp, RZ, 0x5, tid
+  ISETP.EQ.U32.AND w0, PT, warp, 0x0, PT
+  @!w0 BRA SECOND
+  BAR.SYNC.DEFER_BLOCKING 0x1, 0x40
+  BAR.SYNC.DEFER_BLOCKING 0x1, 0x40
+  EXIT
+SECOND:
+  BAR.ARV 0x1, 0x40
+  BAR.ARV 0x1, 0x40
+  EXIT
+"""
+
+MORE_NAMED = [
+    ("id-15", _named(("ARV 0x1, 0x40", "ARV 0xf, 0x40"), ("BLOCKING 0x1, 0x40", "BLOCKING 0xf, 0x40")), []),
+    ("count-0", _named(("ARV 0x1, 0x40", "ARV 0x1, 0x0"), ("BLOCKING 0x1, 0x40", "BLOCKING 0x1, 0x0")),
+     ["CTA 0 warp 0: BAR.ARV counts 0 threads on barrier 1: a count is a positive multiple of 32 (whole warps arrive)",
+      "CTA 0 warp 1: BAR.SYNC.DEFER_BLOCKING counts 0 threads on barrier 1: a count is a positive multiple of 32 "
+      "(whole warps arrive)", NO_ORDER]),
+    # a barrier without a count waits for the CTA's running threads: warp 0 exits without arriving, so
+    # warp 1's sync completes when it exits (no hang), and orders nothing of warp 0's
+    ("count-less-completes-at-exit", _named(("  BAR.ARV 0x1, 0x40\n", ""),
+                                            ("BAR.SYNC.DEFER_BLOCKING 0x1, 0x40", "BAR.SYNC.DEFER_BLOCKING 0x1")), [NO_ORDER]),
+    # warp 0 waits at generation 0; warp 1 completes it and arrives at generation 1 without having
+    # waited: its second arrival is not ordered after warp 0's first
+    ("arrival-after-a-completed-generation", AFTER_COMPLETED,
+     ["CTA 0: named barrier 1: warp 1's arrival 2 is not ordered after warp 0's arrival 1 (generation 0 may still be "
+      "open when it lands: on the GPU it would count toward that one)"]),
+    ("arrival-after-a-waited-generation", AFTER_COMPLETED.replace("SECOND:\n  BAR.ARV 0x1, 0x40\n",
+                                                                  "SECOND:\n  BAR.SYNC.DEFER_BLOCKING 0x1, 0x40\n"), []),
+]
+
+
+@pytest.mark.parametrize("name,body,want", MORE_NAMED, ids=[c[0] for c in MORE_NAMED])
+def test_named_barrier_ids_counts_and_generations(name: str, body: str, want: list[str]) -> None:
+    assert check_kernel(parse(NAMED_HEAD + body)).messages(20) == want
+
+
+def test_a_count_less_barrier_left_short() -> None:
+    """31 lanes of warp 1 exit, the last one syncs on a barrier without a count: a warp-aligned
+    instruction run by part of a warp, and a generation left short at the end ("every running")."""
+    body = ("  S2R tid, SR_TID.X\n  SHF.R.U32.HI warp, RZ, 0x5, tid\n  ISETP.EQ.U32.AND w0, PT, warp, 0x0, PT\n"
+            "  ELECT leader, URZ, PT\n  @!w0 BRA SECOND\n  BAR.SYNC.DEFER_BLOCKING 0x1\n  EXIT\n"
+            "SECOND:\n  @!leader EXIT\n  BAR.SYNC.DEFER_BLOCKING 0x1\n  EXIT\n")
+    assert check_kernel(parse(NAMED_HEAD + body)).messages(20) == [
+        "CTA 0: named barrier 1 ends with 33 of every running threads arrived (generation 0)",
+        "hang: CTA 0 warp 0 waits on named barrier 1 (32 of 64 threads arrived)",
+        "hang: CTA 0 warp 1 waits on named barrier 1 (33 of 64 threads arrived)",
+        "line 9 (BAR.SYNC.DEFER_BLOCKING): CTA 0 warp 1 runs it on 1 of its 32 lanes; it is warp-aligned (.sync.aligned): "
+        "every lane must run it together"]
+
+
+def test_two_rounds_of_the_cluster_barrier() -> None:
+    body = CLUSTER.replace("  UCGABAR_WAIT\n", "  UCGABAR_WAIT\n  UCGABAR_ARV\n  UCGABAR_WAIT\n")
+    assert check_kernel(parse(CLUSTER_HEAD + body)).messages(20) == []
+
+
+def test_an_arrive_takes_the_barrier_address_of_its_running_lanes() -> None:
+    """Each lane's register holds another address (lane x 8), the arrive runs on the elected lane:
+    only its address (bars[0]) is arrived on; the other lanes' addresses are no barrier at all."""
+    head = HEAD.replace(".reg P done\n", ".reg P done\n.reg R baddr\n")
+    body = _edit("  @leader SYNCS.ARRIVE.TRANS64 RZ, [bar], nbytes\n",
+                 "  IMAD baddr, lane, 0x8, RZ\n  @leader SYNCS.ARRIVE.TRANS64 RZ, [baddr+bar], nbytes\n")
+    assert check_kernel(parse(head + body)).messages(20) == []
