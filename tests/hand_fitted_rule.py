@@ -1,8 +1,9 @@
-"""The GEMM rule in these tests is the hand-fitted model: `WARPY_GEMM_TABLE=none` around every
-module, so the literal tiles, splits and pinned program texts here do not move when the H200's
-sweep table (kernels/data/gemm_sweep_h200.json) is filled or refreshed. What the rule makes of a
-table, the committed one included, is tested in tests/kernels/test_gemm_sweep.py, which names its
-tables itself."""
+"""An autouse fixture for the conftest of a test folder whose GEMM rule is the hand-fitted model
+(tests/kernels, tests/host): `WARPY_GEMM_TABLE=none` around every module, so the literal tiles,
+splits and pinned program texts there do not move when the H200's sweep table
+(kernels/data/gemm_sweep_h200.json) is filled or refreshed. What the rule makes of a table, the
+committed one included, is tested in tests/kernels/test_gemm_sweep.py, which names its tables
+itself."""
 
 from __future__ import annotations
 

@@ -1,18 +1,3 @@
-"""The GEMM rule in these tests is the hand-fitted model: `WARPY_GEMM_TABLE=none` around every
-module, so the literal tiles, splits and pinned program texts here do not move when the H200's
-sweep table (kernels/data/gemm_sweep_h200.json) is filled or refreshed. What the rule makes of a
-table, the committed one included, is tested in tests/kernels/test_gemm_sweep.py, which names its
-tables itself."""
+"""The GEMM rule here is the hand-fitted model (tests/hand_fitted_rule.py)."""
 
-from __future__ import annotations
-
-from typing import Iterator
-
-import pytest
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _gemm_rule_without_the_sweep_table() -> Iterator[None]:
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("WARPY_GEMM_TABLE", "none")
-        yield
+from hand_fitted_rule import _gemm_rule_without_the_sweep_table  # noqa: F401  (an autouse fixture)
