@@ -145,9 +145,8 @@ class Interp(InterpBase):
                 if role != "consumers":
                     r.stamp("end")
                 if role != "consumers":
-                    # every lane has read the slot's words before the leader frees the slot (the
-                    # consumers end at their named barrier); without it compute-sanitizer's
-                    # racecheck saw the next fetch's bulk copy race with the other lanes' reads
+                    # the warp's lanes converge, then each frees the slot (`free_slot`: its own
+                    # arrival, which releases its own reads of the slot's words)
                     p.emit(control.warpsync_all())
                     self.free_slot(r, r.leader)
                 r.update_order()
