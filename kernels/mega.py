@@ -131,11 +131,15 @@ class MegaConfig:
     #: the ones it copies before its waits into L2, before its waits (`Gemm.load_early`). Off: on the
     #: H200 it made the Llama MLP slower at every T (T = 1: 906 µs against 845; docs/performance.md)
     prefetch: bool = False
+    #: sm_90a: SwiGLU's gate and up gemms and their silu_mul lowered to one gemm with two weights
+    #: (`warpy.mega.lower`, `Node.glu`): a dependency level less a layer. Off until measured
+    glu: bool = False
 
     def describe(self) -> str:
         f = f", seeded fault {self.fault}" if self.fault else ""
         t = ", a timeline of each instruction's steps" if self.timeline else ""
         t += ", the weights prefetched into L2" if self.prefetch else ""
+        t += ", gate/up gemms fused with their silu_mul" if self.glu else ""
         return (f"sm_90a megakernel interpreter: {self.mode} queues, 7 pages of 32 KiB, two instruction slots, "
                 f"descriptors fenced {'once a CTA' if self.fence == 'once' else 'each instruction'}{f}{t}")
 
@@ -157,6 +161,8 @@ def configure(problem: MegaProblem, overrides: Union[str, Mapping[str, object], 
             raise WarpyError(f"fault {out.fault!r} is not one of {', '.join(FAULTS_100)}")
         if out.timeline:
             raise WarpyError("the timeline is the sm_90a interpreter's (sm_100a runs on no GPU here to time)")
+        if out.glu:
+            raise WarpyError("glu: the fused gate/up gemm is the sm_90a interpreter's; sm_100a runs them unfused")
         return out
     if out.mode != "static":
         raise WarpyError(f"mode {out.mode!r}: the sm_90a interpreter runs static queues (dynamic mode is not written yet)")
@@ -212,7 +218,7 @@ def plan(problem: MegaProblem, config: MegaConfig) -> Plan:
 
         table = sm100_bodies()
     units = problem.n_units
-    s = schedule(problem.load(), problem.arch, config.mode, units=units)
+    s = schedule(problem.load(), problem.arch, config.mode, units=units, glu=config.glu)
     enc = encode(s)
     names = {v: k for k, v in OPCODES.items()}
     for ins, f in zip(s.instrs, decode(enc.words)):
@@ -226,7 +232,8 @@ def plan(problem: MegaProblem, config: MegaConfig) -> Plan:
             raise WarpyError(f"{problem.graph}: instruction {ins.index} ({node.describe()}): {why}")
     name = re.sub(r"\W", "_", f"mega_{target(problem.arch).short}_{problem.graph.rsplit('/', 1)[-1].removesuffix('.py')}"
                   f"_t{problem.tokens or 0}_u{units}" + (f"_{config.fault}" if config.fault else "")
-                  + ("_fence1" if config.fence == "once" else "") + ("_tl" if config.timeline else ""))
+                  + ("_fence1" if config.fence == "once" else "") + ("_tl" if config.timeline else "")
+                  + ("_glu" if config.glu else ""))
     maps = tuple((m.index, m.buffer, m.offset, m.tma) for m in enc.maps)
     bufs = tuple(sorted({(m.buffer, s.buffers[m.buffer].nbytes) for m in enc.maps}))
     gemms = [(n, t) for n, t in zip(s.program.nodes, s.tilings) if n.kind == "gemm"]

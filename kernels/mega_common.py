@@ -688,7 +688,11 @@ def conditions(prog: Any, inputs: Mapping[str, Any]) -> dict[int, Any]:
     for n in prog.nodes:
         a = [np.asarray(o.array(vals), dtype=np.float64) for o in n.operands]
         c = [np.asarray(o.array(cond), dtype=np.float64) for o in n.operands]
-        if n.kind == "gemm":
+        if n.kind == "gemm" and n.glu:  # silu(g)·u of two sums: silu_mul's slopes on the sums' conditions
+            cg, cu = np.abs(a[0]) @ np.abs(a[1]).T, np.abs(a[0]) @ np.abs(a[2]).T
+            gv, uv = a[0] @ a[1].T, a[0] @ a[2].T
+            out = LIPSCHITZ["silu"] * cg * np.abs(uv) + np.abs(activation(gv, "silu")) * cu
+        elif n.kind == "gemm":
             w = np.abs(a[1].T if n.b_kmajor else a[1])
             out = np.abs(a[0]) @ w
             for extra in c[2:]:

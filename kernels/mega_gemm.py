@@ -167,6 +167,9 @@ class Gemm(Body):
     # -- host ------------------------------------------------------------------------------------
     def refuse(self, fields: dict[str, int]) -> Optional[str]:
         tm, tn = fields["tile_m"], fields["tile_n"]
+        if fields["glu"]:
+            return ("a fused gate/up gemm (MegaConfig glu): the sm_90a gemm body does not copy or multiply a second "
+                    "weight yet")
         if not fields["b_kmajor"]:
             return ("gemm x·W (W as (K, N), N contiguous) needs wgmma's transposed-B form, which warpy.isa does not "
                     "model yet; store W as (N, K), torch's Linear layout, and use linear (x·Wᵀ)")

@@ -8,7 +8,7 @@ moves; a tile may take several (gemm steps K by `k_step`; a row wider than 256 e
 several boxes); the instruction carries the tile's origin, the device steps by the map's box.
 
 Box rules (one place, for the device interpreter to change with its bodies):
-- gemm A and B: 128-byte swizzle, K boxes of `k_step`; B's N box is the tile's (x·Wᵀ) or the
+- gemm A and B (and the fused gate/up gemm's up weight, slot 3, as B): 128-byte swizzle, K boxes of `k_step`; B's N box is the tile's (x·Wᵀ) or the
   64-element swizzle span (x·W, N contiguous); A's M box is the tile's rows over the CTAs of a unit
   (decode tiles: A's rows rounded up to 8, `gemm_a_rows` on sm_90a, a CTA's box `gemm_pair_a_rows` on
   sm_100a, whose B box is a CTA's half of the tile's weight rows);
@@ -154,12 +154,14 @@ def _box(node: Node, role: int, axis: int, innermost: bool, tiling: NodeTiling, 
 
 def _a_rows(node: Node, tiling: NodeTiling) -> int:
     """The sm_90a gemm's A box rows (`gemm_a_rows`: fewer than the tile's for a decode tile)."""
-    return gemm_a_rows(tiling.extents[-2], tiling.extents[-1], node.operands[0].view.shape[0])
+    return gemm_a_rows(tiling.extents[-2], tiling.extents[-1], node.operands[0].view.shape[0], 2 if node.glu else 1)
 
 
 def _stage(node: Node, tiling: NodeTiling, unit: str) -> tuple[int, int]:
-    """(A box rows, K boxes a stage) of a gemm tile on the target (`warpy.mega.tiling.gemm_stage`)."""
-    return gemm_stage(unit, tiling.extents[-2], tiling.extents[-1], node.operands[0].view.shape[0])
+    """(A box rows, K boxes a stage) of a gemm tile on the target (`warpy.mega.tiling.gemm_stage`;
+    the fused gate/up gemm's stage holds two B boxes a K box)."""
+    return gemm_stage(unit, tiling.extents[-2], tiling.extents[-1], node.operands[0].view.shape[0],
+                      2 if node.glu else 1)
 
 
 def _k_chunk(node: Node, tiling: NodeTiling, unit: str) -> int:
@@ -176,7 +178,7 @@ def _k_chunk(node: Node, tiling: NodeTiling, unit: str) -> int:
     k = node.operands[0].view.shape[1]
     if kb < 2 or k % tiling.k_step or k // tiling.k_step < kb:
         return 1
-    for op in node.operands[:2]:
+    for op in node.operands[:3 if node.glu else 2]:
         mdims, _ = map_dims(op.view, keep=True)
         if len(mdims) < 2 or len(mdims) + 1 > F.COORDS:
             return 1
@@ -195,6 +197,8 @@ class _Maps:
         esz = element_type(t.dtype).bytes
         out_rank = len(prog.tensors[node.out].shape)
         attn = node.kind in ATTENTION_KINDS
+        if node.kind == "gemm" and node.glu and role == 3:
+            role = 2  # the up weight: mapped and boxed as B (the gate weight) is
         view_axes = _attention_axes(node, role, view) if attn else _axes(node, role, view, out_rank)
         keep = node.kind == "gemm" and role in (0, 1, 2)  # the output, A and B: boxes of the tile's rows
         mdims, offset = map_dims(view, keep=keep)
@@ -281,6 +285,7 @@ def instruction_fields(s: Schedule, ins: Instr, slots: Sequence[_Slot], maps: Se
         "n_operands": max(used) + 1, "n_waits": len(ins.waits), "n_arrives": len(ins.arrives),
         "activation": F.ACTIVATIONS[node.act], "binop": F.BINOPS[node.binop], "bias": int(node.bias),
         "residual": int(node.residual), "b_kmajor": int(node.b_kmajor), "eps": F.fp32_bits(node.eps),
+        "glu": int(node.glu),
         "tile_m": ext[-2] if len(ext) >= 2 else 1, "tile_n": ext[-1],
         # read k is operand slot used[k + 1] (slot 0 is the output)
         "early": sum(1 << used[k + 1] for k in ins.early),

@@ -106,6 +106,8 @@ def _header() -> list[Field]:
               "input, a weight): its copies need no counter wait and may be issued before the load-stage waits"),
         Field("causal", 3, 14, 1, "attention: query t sees cache rows below k_end - T + 1 + t (else below k_end)"),
         Field("group", 3, 15, 8, "attention, attention_combine: query heads a KV head (G; a tile's rows are T x G)"),
+        Field("glu", 3, 23, 1, "gemm: operand 3 is a second weight of B's shape (up; SwiGLU's first half fused): "
+              "out = silu(a·Bᵀ)·(a·B3ᵀ), rounded once; no bias, residual or activation"),
         Field("eps", 4, 0, 32, "rmsnorm: eps as fp32 bits, taken from the graph"),
         Field("tile_m", 5, 0, 16, "rows of the tile (gemm: M extent; elementwise, rmsnorm: rows; attention: T x G "
               "query rows; attention_combine: G)"),

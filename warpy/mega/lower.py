@@ -4,7 +4,11 @@ Fusion (each fused value has exactly one use and is not an output, so nothing el
 - a matmul takes the values after it into its epilogue: an add of any operand that broadcasts to the
   product's shape (the bias), then an activation, then another such add (the residual);
   `act(x·W + bias) + residual`, rounded once;
-- `mul(silu(a), b)` becomes `silu_mul(a, b)`.
+- `mul(silu(a), b)` becomes `silu_mul(a, b)`;
+- with `glu` (`MegaConfig.glu`, sm_90a only): `silu_mul(linear(h, Wg), linear(h, Wu))` where both
+  linears read the same value h, have the same shape, and neither has another use nor is an output
+  becomes ONE gemm node (`Node.glu`) with operands (h, Wg, Wu) whose value is silu(h·Wgᵀ)·(h·Wuᵀ),
+  rounded once (`semantics.gemm_glu`): SwiGLU's first half without the silu_mul level.
 Views are no nodes: an operand is a view of a tensor (`Operand`). An output that is a view or an
 input is copied out by a `unary` node with no activation.
 
@@ -111,6 +115,8 @@ class Node:
     tokens: int = 1
     chunk: int = 0
     splits: int = 0
+    #: gemm: operands (a, gate weight, up weight), value silu(a·Wgᵀ)·(a·Wuᵀ) (no bias, residual, act)
+    glu: bool = False
 
     @property
     def head_dim(self) -> int:
@@ -119,6 +125,8 @@ class Node:
         return op - S.PARTIAL_EXTRA if self.kind == "attention_combine" else op
 
     def describe(self) -> str:
+        if self.kind == "gemm" and self.glu:
+            return "gemm silu(x·Wgᵀ)·(x·Wuᵀ)"
         if self.kind == "gemm":
             s = f"gemm x·W{'ᵀ' if self.b_kmajor else ''}"
             s += " + bias" if self.bias else ""
@@ -192,6 +200,8 @@ def compute(n: Node, args: list[np.ndarray], dtype: str, box: Optional[tuple[tup
         return _attention(n, args, box)
     if n.kind == "attention_combine":
         return _combine(n, args[0], dtype, box)
+    if n.kind == "gemm" and n.glu:
+        return S.gemm_glu(args[0], args[1], args[2], dtype)
     if n.kind == "gemm":
         it = iter(args[2:])
         bias = next(it) if n.bias else None
@@ -250,9 +260,10 @@ def _rows(view: View, lo: int, hi: int) -> View:
     return View(view.base_shape, view.dtype, view.dims, start, (hi - lo,) + view.shape[1:])
 
 
-def lower(graph: Graph, target: Optional["Target | str"] = None) -> Program:
+def lower(graph: Graph, target: Optional["Target | str"] = None, glu: bool = False) -> Program:
     """The nodes that compute `graph`'s outputs, epilogues and SwiGLU fused; `target` (sm_90a by
-    default) sizes the split of decode attention over its SMs."""
+    default) sizes the split of decode attention over its SMs; `glu`: gate and up gemms fused with
+    their silu_mul into one gemm node (sm_90a only: elsewhere a one-line refusal)."""
     graph.check()
     live = graph.live()
     uses: dict[int, int] = {v.id: 0 for v in live}
@@ -295,6 +306,9 @@ def lower(graph: Graph, target: Optional["Target | str"] = None) -> Program:
     from warpy.target import target as get_target
 
     tgt = get_target(target or "sm_90a")
+    if glu and tgt.unit != "wgmma":
+        raise WarpyError(f"glu: the fused gate/up gemm is the sm_90a interpreter's; {tgt.name} runs them unfused")
+    fused = _glu_pairs(live, uses, out_ids) if glu else {}
     for v in live:
         if v.op == "input" or v.is_view or v.id in absorbed:
             continue
@@ -302,7 +316,12 @@ def lower(graph: Graph, target: Optional["Target | str"] = None) -> Program:
         kw: dict[str, object] = {}
         operands: list[Value] = []
         kind = v.op
-        if v.op in ("matmul", "linear"):
+        if v.id in fused:
+            gate, up, sm = fused[v.id]
+            kind, kw["b_kmajor"], kw["glu"] = "gemm", True, True
+            operands = [gate.args[0], gate.args[1], up.args[1]]
+            chain = [v, up if v is gate else gate, sm]
+        elif v.op in ("matmul", "linear"):
             kind = "gemm"
             operands = [v.args[0], v.args[1]]
             kw["b_kmajor"] = v.op == "linear"
@@ -392,6 +411,28 @@ def lower(graph: Graph, target: Optional["Target | str"] = None) -> Program:
         prog.nodes.append(node)
         prog.outputs.append(copy.id)
     return prog
+
+
+def _glu_pairs(live: list[Value], uses: Mapping[int, int], out_ids: set[int]) \
+        -> dict[int, tuple[Value, Value, Value]]:
+    """The SwiGLU halves `lower(glu=True)` fuses: the first of the two linears in `live` order ->
+    (gate, up, silu_mul), for each silu_mul of two linears of one A and one shape, each used once and
+    no output (so no epilogue of theirs and nothing else sees them)."""
+    order = {v.id: i for i, v in enumerate(live)}
+    out: dict[int, tuple[Value, Value, Value]] = {}
+    for v in live:
+        if v.op != "silu_mul":
+            continue
+        gate, up = v.args
+        if gate is up or gate.op != "linear" or up.op != "linear" or gate.args[0] is not up.args[0]:
+            continue
+        if gate.shape != up.shape or gate.shape != v.shape or gate.args[1].shape != up.args[1].shape:
+            continue
+        if any(uses[x.id] != 1 or x.id in out_ids for x in (gate, up)):
+            continue
+        first = gate if order[gate.id] < order[up.id] else up
+        out[first.id] = (gate, up, v)
+    return out
 
 
 def _lower_attention(prog: Program, v: Value, operand: Callable[[Value], Operand], tgt: "Target", kind: str) -> None:

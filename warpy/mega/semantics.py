@@ -61,6 +61,12 @@ def gemm(a: np.ndarray, b: np.ndarray, b_kmajor: bool, bias: Optional[np.ndarray
     return store(acc, dtype)
 
 
+def gemm_glu(a: np.ndarray, wg: np.ndarray, wu: np.ndarray, dtype: str) -> np.ndarray:
+    """SwiGLU's first half as one gemm: silu(a·Wgᵀ)·(a·Wuᵀ), a (M, K), Wg and Wu (N, K), in float64,
+    rounded once (the unfused program rounds gate, up and their silu_mul: three times)."""
+    return store(activation(f64(a) @ f64(wg).T, "silu") * (f64(a) @ f64(wu).T), dtype)
+
+
 def unary(x: np.ndarray, act: str, dtype: str) -> np.ndarray:
     return store(activation(f64(x), act), dtype)
 
@@ -209,6 +215,6 @@ def random_values(rng: np.random.Generator, shape: tuple[int, ...], dtype: str, 
     return store(rng.standard_normal(shape, dtype=np.float32) * scale, dtype)
 
 
-__all__ = ["store", "activation", "gemm", "unary", "binary", "silu_mul", "rmsnorm", "evaluate_value", "attention",
+__all__ = ["store", "activation", "gemm", "gemm_glu", "unary", "binary", "silu_mul", "rmsnorm", "evaluate_value", "attention",
            "attention_partial", "attention_combine", "cache_append", "PARTIAL_EXTRA", "LOG2E",
            "random_values", "view_array"]

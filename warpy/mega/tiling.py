@@ -74,14 +74,15 @@ COSTS = {"wgmma": CostModel(7.5e12, 36e9, 1.0e-6), "tcgen05": CostModel(15e12, 5
 GEMM_MAX_K_BOXES = 12
 
 
-def gemm_k_boxes(tile_m: int, tile_n: int, esz: int = 2, a_rows: Optional[int] = None) -> int:
+def gemm_k_boxes(tile_m: int, tile_n: int, esz: int = 2, a_rows: Optional[int] = None, b_ops: int = 1) -> int:
     """K boxes (of GEMM_K_STEP) a stage of the sm_90a gemm holds: as many A and B box pairs as fit a
-    page, A's box `a_rows` rows (default the tile's: `gemm_a_rows`)."""
+    page, A's box `a_rows` rows (default the tile's: `gemm_a_rows`); `b_ops` weights (2: the fused
+    gate/up gemm, `Node.glu`, whose stage holds a gate and an up box per K box)."""
     ar = tile_m if a_rows is None else a_rows
-    return max(1, min(GEMM_MAX_K_BOXES, PAGE_BYTES // ((ar + tile_n) * GEMM_K_STEP * esz)))
+    return max(1, min(GEMM_MAX_K_BOXES, PAGE_BYTES // ((ar + b_ops * tile_n) * GEMM_K_STEP * esz)))
 
 
-def gemm_a_rows(tile_m: int, tile_n: int, rows: int) -> int:
+def gemm_a_rows(tile_m: int, tile_n: int, rows: int, b_ops: int = 1) -> int:
     """Rows of the sm_90a gemm's A box for a tile over an A of `rows` rows: the tile's, except a
     64-row tile over fewer rows (decode, T < 64): those rows rounded up to 8 (one 128-byte swizzle
     atom of 1 KiB), so that a stage's page carries mostly weight (a 64x16 tile's stage: 10 K boxes,
@@ -93,7 +94,7 @@ def gemm_a_rows(tile_m: int, tile_n: int, rows: int) -> int:
     if tile_m != 64 or rows >= tile_m:
         return tile_m
     ar = max(8, cdiv(rows, 8) * 8)
-    return ar if ar + gemm_k_boxes(tile_m, tile_n, a_rows=ar) * tile_n >= 64 else tile_m
+    return ar if ar + gemm_k_boxes(tile_m, tile_n, a_rows=ar, b_ops=b_ops) * b_ops * tile_n >= 64 else tile_m
 
 
 def gemm_pair_k_boxes(tile_m: int, tile_n: int, a_rows: int, esz: int = 2) -> int:
@@ -122,23 +123,29 @@ def gemm_pair_a_rows(tile_m: int, tile_n: int, rows: int) -> int:
     return ar if ar + gemm_pair_k_boxes(tile_m, tile_n, ar) * (tile_n // 2) >= half else half
 
 
-def gemm_stage(unit: str, tile_m: int, tile_n: int, rows: int) -> tuple[int, int]:
+def gemm_stage(unit: str, tile_m: int, tile_n: int, rows: int, b_ops: int = 1) -> tuple[int, int]:
     """(rows of a CTA's A box, K boxes a stage) of a gemm tile over an A of `rows` rows, per target:
-    sm_90a `gemm_a_rows` / `gemm_k_boxes`, sm_100a `gemm_pair_a_rows` / `gemm_pair_k_boxes`."""
+    sm_90a `gemm_a_rows` / `gemm_k_boxes` (`b_ops` 2: the fused gate/up gemm), sm_100a
+    `gemm_pair_a_rows` / `gemm_pair_k_boxes`."""
     if unit == "tcgen05":
+        if b_ops != 1:
+            raise WarpyError("internal: the fused gate/up gemm is the sm_90a interpreter's")
         ar = gemm_pair_a_rows(tile_m, tile_n, rows)
         return ar, gemm_pair_k_boxes(tile_m, tile_n, ar)
-    ar = gemm_a_rows(tile_m, tile_n, rows)
-    return ar, gemm_k_boxes(tile_m, tile_n, a_rows=ar)
+    ar = gemm_a_rows(tile_m, tile_n, rows, b_ops)
+    return ar, gemm_k_boxes(tile_m, tile_n, a_rows=ar, b_ops=b_ops)
 
 
-def gemm_tile_ok(tile_m: int, tile_n: int, esz: int = 2) -> Optional[str]:
+def gemm_tile_ok(tile_m: int, tile_n: int, esz: int = 2, b_ops: int = 1) -> Optional[str]:
     """Why the sm_90a gemm body cannot compute a tile of this shape, or None: each warpgroup computes
     64 rows (tile_m 128) or half the columns of 64 rows (tile_m 64) with wgmma (N a multiple of 8),
-    a stage's A and B boxes fit a page, so does the output tile."""
+    a stage's A and B boxes fit a page (`b_ops` B boxes a K box: 2 for the fused gate/up gemm), so
+    does the output tile. (The page bounds the fused gemm's two accumulators too: its widest
+    warpgroup block is 64 x 64 (a 128 x 64 tile), 2 x 32 registers a thread, as many as a 128 x 128
+    tile's one.)"""
     if tile_m not in (64, 128) or tile_n not in GEMM_N_CHOICES["wgmma"]:
         return f"a gemm tile of {tile_m}x{tile_n} (the sm_90a body takes 64 or 128 rows and 16, 32, 64 or 128 columns)"
-    if (tile_m + tile_n) * GEMM_K_STEP * esz > PAGE_BYTES or tile_m * tile_n * esz > PAGE_BYTES:
+    if (tile_m + b_ops * tile_n) * GEMM_K_STEP * esz > PAGE_BYTES or tile_m * tile_n * esz > PAGE_BYTES:
         return f"a gemm tile of {tile_m}x{tile_n}, whose stage or output does not fit a page"
     return None
 
@@ -285,7 +292,7 @@ def operand_boxes(prog: Program, node: Node, out_box: Box) -> list[Box]:
     out: list[Box] = []
     for role, op in enumerate(node.operands):
         shape = op.view.shape
-        if node.kind == "gemm" and role < 2:
+        if node.kind == "gemm" and (role < 2 or node.glu):  # glu: role 2 is the up weight, B's box
             (m0, m1), (n0, n1) = out_box
             if role == 0:
                 out.append(((m0, m1), (0, shape[1])))
@@ -319,21 +326,23 @@ def _gemm(prog: Program, node: Node, target: Target) -> NodeTiling:
     cl = CLUSTER[target.unit]
     n_units = units(target)
 
+    nb = 2 if node.glu else 1  # weights read per output column (the fused gate/up gemm: two)
+
     def tile_cost(bm: int, bn: int, rows: int, cols: int) -> float:
-        flops = 2.0 * bm * bn * K / cl
-        moved = (rows + cols) * K * esz + rows * cols * esz
+        flops = 2.0 * bm * bn * K * nb / cl
+        moved = (rows + nb * cols) * K * esz + rows * cols * esz
         return max(flops / cm.flops, moved / (cm.bytes * cl)) + cm.overhead
 
     # the epilogue's operands share a page on sm_90a: a bias row and a residual box together
-    epi_rows = [op.view.shape for op in node.operands[2:]]
+    epi_rows = [] if node.glu else [op.view.shape for op in node.operands[2:]]
     best: tuple[float, int, int, int, int] | None = None
     for bm in GEMM_M_CHOICES[target.unit]:
         for bn in GEMM_N_CHOICES[target.unit]:
-            stage = (bm // cl + bn) * GEMM_K_STEP * esz
+            stage = (bm // cl + nb * bn) * GEMM_K_STEP * esz
             if 2 * stage + (bm // cl) * bn * esz > target.max_dynamic_smem:
                 continue
             if target.unit == "wgmma":
-                if gemm_tile_ok(bm, bn, esz) is not None:
+                if gemm_tile_ok(bm, bn, esz, nb) is not None:
                     continue
                 epi = 0
                 for shape in epi_rows:
