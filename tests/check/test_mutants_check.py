@@ -527,3 +527,36 @@ def test_an_arrive_takes_the_barrier_address_of_its_running_lanes() -> None:
     body = _edit("  @leader SYNCS.ARRIVE.TRANS64 RZ, [bar], nbytes\n",
                  "  IMAD baddr, lane, 0x8, RZ\n  @leader SYNCS.ARRIVE.TRANS64 RZ, [baddr+bar], nbytes\n")
     assert check_kernel(parse(head + body)).messages(20) == []
+
+
+def test_barrier_ids_and_counts_in_registers() -> None:
+    """The id and count may be registers; under a guard the running lanes' values count (the elected
+    lane, which does not arrive, holds id 2)."""
+    regs = _named(("  BAR.ARV 0x1, 0x40\n", "  MOV v, 0x1\n  MOV addr, 0x40\n  BAR.ARV v, addr\n  IMAD addr, lane, 0x4, RZ\n"))
+    assert check_kernel(parse(NAMED_HEAD + regs)).messages(20) == []
+    guarded = _named(("  BAR.ARV 0x1, 0x40\n", "  ELECT leader, URZ, PT\n  SEL v, 0x2, 0x1, leader\n  @!leader BAR.ARV v, 0x40\n"))
+    assert check_kernel(parse(NAMED_HEAD + guarded)).messages(20) == [
+        "CTA 0: named barrier 1 ends with 63 of 64 threads arrived (generation 0)",
+        "hang: CTA 0 warp 1 waits on named barrier 1 (63 of 64 threads arrived)",
+        "line 12 (BAR.ARV): CTA 0 warp 0 runs it on 31 of its 32 lanes; it is warp-aligned (.sync.aligned): every lane "
+        "must run it together"]
+
+
+def test_a_count_less_barrier_completes_when_the_last_other_warp_exits() -> None:
+    """Warp 0 syncs on a barrier without a count and blocks; warp 1 exits without arriving: the
+    barrier's running threads are then warp 0's, and it goes on (no hang)."""
+    body = ("  S2R tid, SR_TID.X\n  SHF.R.U32.HI warp, RZ, 0x5, tid\n  ISETP.EQ.U32.AND w0, PT, warp, 0x0, PT\n"
+            "  @!w0 BRA SECOND\n  BAR.SYNC.DEFER_BLOCKING 0x1\n  EXIT\nSECOND:\n  EXIT\n")
+    assert check_kernel(parse(NAMED_HEAD + body)).messages(20) == []
+
+
+def test_the_hb_table_names_what_orders_each_pair() -> None:
+    """`warpy hb`'s table: (buffer, earlier, its warp, later, its warp, other CTA, ordered by, kinds) -> count."""
+    assert check_kernel(parse(NAMED_HEAD + NAMED), hb=True).hb_table == {
+        ("data", "STS", 0, "LDS", 1, "", "named barrier 1", "w", "r"): 1}
+    assert check_kernel(parse(HEAD + BODY), hb=True).hb_table == {
+        ("bars", "SYNCS.EXCH.64", 0, "SYNCS.PHASECHK.TRANS64.TRYWAIT", 1, "", "CTA barrier", "w", "red"): 2,
+        ("bars", "SYNCS.EXCH.64", 0, "SYNCS.ARRIVE.TRANS64", 0, "", "program order", "w", "red"): 1,
+        ("bars", "SYNCS.EXCH.64", 0, "UBLKCP.S.G", 0, "", "", "w", "red"): 2,
+        ("bars", "SYNCS.EXCH.64", 0, "SYNCS.PHASECHK.TRANS64.TRYWAIT", 0, "", "program order", "w", "red"): 1,
+        ("data", "UBLKCP.S.G", 0, "LDS", 1, "", "wait on bars", "w", "r"): 2}
