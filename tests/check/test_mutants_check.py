@@ -531,14 +531,15 @@ def test_an_arrive_takes_the_barrier_address_of_its_running_lanes() -> None:
 
 def test_barrier_ids_and_counts_in_registers() -> None:
     """The id and count may be registers; under a guard the running lanes' values count (the elected
-    lane, which does not arrive, holds id 2)."""
+    lane, which does not arrive, holds id 2 and count 32)."""
     regs = _named(("  BAR.ARV 0x1, 0x40\n", "  MOV v, 0x1\n  MOV addr, 0x40\n  BAR.ARV v, addr\n  IMAD addr, lane, 0x4, RZ\n"))
     assert check_kernel(parse(NAMED_HEAD + regs)).messages(20) == []
-    guarded = _named(("  BAR.ARV 0x1, 0x40\n", "  ELECT leader, URZ, PT\n  SEL v, 0x2, 0x1, leader\n  @!leader BAR.ARV v, 0x40\n"))
+    guarded = _named(("  BAR.ARV 0x1, 0x40\n", "  ELECT leader, URZ, PT\n  SEL v, 0x2, 0x1, leader\n  SEL addr, 0x20, 0x40, leader\n"
+                                               "  @!leader BAR.ARV v, addr\n  IMAD addr, lane, 0x4, RZ\n"))
     assert check_kernel(parse(NAMED_HEAD + guarded)).messages(20) == [
         "CTA 0: named barrier 1 ends with 63 of 64 threads arrived (generation 0)",
         "hang: CTA 0 warp 1 waits on named barrier 1 (63 of 64 threads arrived)",
-        "line 12 (BAR.ARV): CTA 0 warp 0 runs it on 31 of its 32 lanes; it is warp-aligned (.sync.aligned): every lane "
+        "line 13 (BAR.ARV): CTA 0 warp 0 runs it on 31 of its 32 lanes; it is warp-aligned (.sync.aligned): every lane "
         "must run it together"]
 
 
