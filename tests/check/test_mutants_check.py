@@ -561,3 +561,20 @@ def test_the_hb_table_names_what_orders_each_pair() -> None:
         ("bars", "SYNCS.EXCH.64", 0, "UBLKCP.S.G", 0, "", "", "w", "red"): 2,
         ("bars", "SYNCS.EXCH.64", 0, "SYNCS.PHASECHK.TRANS64.TRYWAIT", 0, "", "program order", "w", "red"): 1,
         ("data", "UBLKCP.S.G", 0, "LDS", 1, "", "wait on bars", "w", "r"): 2}
+
+
+def test_a_read_handed_over_to_another_cta_s_write() -> None:
+    """The other way round: CTA 0 reads the words, fences and raises the flag; CTA 1 waits for it,
+    acquires and overwrites them. The write is ordered after the read (a read needs no fence to be
+    published: only a write another CTA reads does)."""
+    body = _flag_edit("  @c0 BRA READER\n  MOV v, 0x5\n  STG.E desc[memdesc][q.64], v\n  MEMBAR.ALL.GPU\n",
+                      "  @!c0 BRA READER\n  LDG.E v, desc[memdesc][q.64]\n  MEMBAR.ALL.GPU\n")
+    body = body.replace("  MEMBAR.ALL.GPU\n  LDG.E v, desc[memdesc][q.64]\n  EXIT\n",
+                        "  MEMBAR.ALL.GPU\n  MOV v, 0x5\n  STG.E desc[memdesc][q.64], v\n  EXIT\n")
+    assert "STG.E desc[memdesc][q.64], v\n  EXIT" in body
+    assert check_kernel(parse(FLAG_HEAD + body)).messages(20) == []
+
+
+def test_the_hb_table_of_a_flag_between_ctas() -> None:
+    assert check_kernel(parse(FLAG_HEAD + FLAG_BODY), hb=True).hb_table == {
+        ("words", "STG.E", 0, "LDG.E", 0, " of another CTA", "GPU-scope flag", "w", "r"): 1}
