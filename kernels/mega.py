@@ -246,8 +246,10 @@ def plan(problem: MegaProblem, config: MegaConfig) -> Plan:
                            mode=config.mode, instructions=len(s.instrs), gemm_tiles=tiles100)
         return Plan(problem, config, s, enc, launch100)
     # sm_90a: a code path per (tile_m, tile_n, rows of A's box)
+    # (tile_m, tile_n, rows of A's box, 1): a fused gate/up gemm's path (`Node.glu`: two weights)
     tiles = tuple(sorted({(t.extents[-2], t.extents[-1],
-                           gemm_a_rows(t.extents[-2], t.extents[-1], n.operands[0].view.shape[0])) for n, t in gemms}))
+                           gemm_a_rows(t.extents[-2], t.extents[-1], n.operands[0].view.shape[0], 2 if n.glu else 1))
+                          + ((1,) if n.glu else ()) for n, t in gemms}))
     launch = Launch(name, units, max(s.waves, 1), len(s.counters), maps, bufs, config.fault or None,
                     gemm_tiles=tiles, fence_once=config.fence == "once",
                     instructions=len(s.instrs), timeline=config.timeline, prefetch=config.prefetch)

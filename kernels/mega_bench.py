@@ -468,6 +468,14 @@ def bench_job(names: Sequence[str], iters: int = 30, seed: int = 0, compile_budg
             rp.wait()
             judge("warpy-pf", _outputs(rp), us, "the weights prefetched into L2 before the waits")
             del rp
+            gp = MegaProblem(graph, tokens, units=0)
+            if any(n.glu for n in plan(gp, MegaConfig(glu=True)).schedule.program.nodes):  # a SwiGLU to fuse
+                rg = MegaRunner(gp, MegaConfig(glu=True), deadline=30.0, stream=stream)
+                _upload(rg, args16)
+                us = _median_us(gpu_times_us(lambda i: rg.launch(), stream, iters))
+                rg.wait()
+                judge("warpy-glu", _outputs(rg), us, "gate/up gemms fused with their silu_mul (one gemm, two weights)")
+                del rg
         if timeline is not None:  # one stamped call: where the time goes (the stamps cost a little)
             import os
 

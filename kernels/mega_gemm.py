@@ -32,12 +32,18 @@ the accumulator's registers are fixed by the shape), chosen by the instruction's
 The epilogue, per accumulator pair (a row, two columns): + bias (any broadcast: the landed box's
 strides, 0 along a broadcast axis), the activation (`kernels/mega_math.py`), + residual, F2FP, STS.
 
+The fused gate/up gemm (`glu`, `MegaConfig(glu=True)`): out = silu(x·Wgᵀ)·(x·Wuᵀ). A stage holds
+the A boxes, then the gate weight's, then the up weight's (operand slot 3, the same box as B's); two
+wgmmas a K step into two accumulators; the epilogue computes silu(g)·u in place of bias, activation
+and residual. Its code path is its own ((tile_m, tile_n, A rows, 1) in `Launch.gemm_tiles`).
+
 Refused (`refuse`, one line at plan time): x·W (W as (K, N), N contiguous) needs wgmma's transposed
 B, which warpy.isa does not model: the megakernel reads W as (N, K), torch's Linear layout (`linear`).
 """
 
 from __future__ import annotations
 
+import copy
 from typing import TYPE_CHECKING, Any, Optional
 
 import attrs
@@ -136,6 +142,29 @@ class _Loading:
         p.emit(alu.uiadd3(self.tx_u, self.a.bytes, self.b.bytes))
         p.emit(alu.uimad(self.tx_u, self.tx_u, ks_u, URZ))
         p.emit(alu.uimad(self.b_off, self.a.bytes, ks_u, URZ))
+        # a launch with a fused gate/up gemm (`Launch.gemm_tiles` entries (.., 1)): its loader reads
+        # operand 3 (the up weight) as well; a glu instruction's stage is its A boxes, then B's
+        # (gate's), then the up weight's (`u_off`), its bytes A + 2 B a copy
+        self.glu = any(len(t) > 3 and t[3] for t in ip.launch.gemm_tiles)
+        if self.glu:
+            # the up weight's box is B's (`refuse`: the same rank, origin and bytes): B's registers with
+            # the up map's descriptor (2 uniform registers, not a MapOp's 8: the loader would spill)
+            self.u = copy.copy(self.b)
+            self.u.name = "gu"
+            self.u.desc = descriptor(ip, r, 3, p.urvec("gu_desc", 2))
+            glu_r = r.field("glu", p.r("g_glu_r"))
+            glu_u = p.ur("g_glu_u")
+            p.emit(alu.r2ur(glu_u, glu_r))
+            self.is_glu = p.up("g_glu")
+            p.emit(alu.uisetp("NE", self.is_glu, glu_u, URZ))
+            self.u_guard = p.p("g_glu_lead")  # the leader, on a glu instruction: issues the up copies
+            p.emit(alu.isetp("NE", self.u_guard, glu_r, 0, c=r.leader))
+            ub = p.ur("g_ubytes")
+            p.emit(alu.usel(ub, self.b.bytes, URZ, self.is_glu))
+            p.emit(alu.uimad(ub, ub, ks_u, URZ))
+            p.emit(alu.uiadd3(self.tx_u, self.tx_u, ub))
+            self.u_off = p.ur("g_uoff")
+            p.emit(alu.uimad(self.u_off, self.b.bytes, ks_u, self.b_off))
         if carry is not None:
             self.shift, self.pre, self.pos0 = carry.shift, carry.pre, carry.pos0
             return
@@ -167,19 +196,20 @@ class Gemm(Body):
     # -- host ------------------------------------------------------------------------------------
     def refuse(self, fields: dict[str, int]) -> Optional[str]:
         tm, tn = fields["tile_m"], fields["tile_n"]
-        if fields["glu"]:
-            return ("a fused gate/up gemm (MegaConfig glu): the sm_90a gemm body does not copy or multiply a second "
-                    "weight yet")
+        glu = fields["glu"] != 0
+        nb = 2 if glu else 1  # weights a K box: the fused gate/up gemm's gate and up
+        if glu and (fields["bias"] or fields["residual"] or fields["activation"] != F.ACT_NONE):
+            return "a fused gate/up gemm with an epilogue of its own (its epilogue is silu(gate)·up)"
         if not fields["b_kmajor"]:
             return ("gemm x·W (W as (K, N), N contiguous) needs wgmma's transposed-B form, which warpy.isa does not "
                     "model yet; store W as (N, K), torch's Linear layout, and use linear (x·Wᵀ)")
-        why = gemm_tile_ok(tm, tn)
+        why = gemm_tile_ok(tm, tn, b_ops=nb)
         if why:
             return why
         per_copy = max(1, fields["k_step"] // GEMM_K_STEP)  # K boxes a copy moves (chunked maps: a stage's)
         ar = fields["op1.box_16"] * 16 // (ROW_BYTES * per_copy)  # A's box rows (`gemm_a_rows`)
-        kb = gemm_k_boxes(tm, tn, a_rows=ar)
-        if ar != tm and not (tm == 64 and ar % 8 == 0 and 8 <= ar < 64 and ar + kb * tn >= 64):
+        kb = gemm_k_boxes(tm, tn, a_rows=ar, b_ops=nb)
+        if ar != tm and not (tm == 64 and ar % 8 == 0 and 8 <= ar < 64 and ar + kb * nb * tn >= 64):
             return f"a gemm A box of {ar} rows for a {tm}x{tn} tile (the body takes {tm}, or 8k < 64 for 64-row tiles)"
         if fields["k_step"] not in (GEMM_K_STEP, GEMM_K_STEP * kb) or fields["k_boxes"] != kb:
             return (f"a gemm stage of {fields['k_boxes']} boxes of K, copies of K {fields['k_step']} (the body takes "
@@ -187,6 +217,9 @@ class Gemm(Body):
                     f"A boxes)")
         if not 1 <= fields["k_stages"] <= MAX_STAGES:
             return f"a gemm of {fields['k_stages']} K stages"
+        if glu and any(fields[f"op3.{f}"] != fields[f"op2.{f}"] for f in
+                       ("rank", "axes", "box_16") + tuple(f"coord{c}" for c in range(F.COORDS))):
+            return "a fused gate/up gemm whose up weight's box is not the gate weight's (the loader copies both alike)"
         for k, rows in ((1, ar), (2, tn)):
             if (fields[f"op{k}.axes"] & 7) != F.AXIS_K:
                 return f"gemm operand {k} whose innermost map dimension is not K"
@@ -253,7 +286,17 @@ class Gemm(Body):
         st = _Loading(ip, r)
         r.state["gemm_load"] = st
         early = r.field("early", p.r("g_early"))
-        p.emit(alu.lop3(st.pre, early, 1 << 2, RZ, 0xC0))
+        if st.glu:  # a glu instruction arms early only when both weights (operands 2 and 3) are early
+            need, glu_p = p.r("g_need"), p.p("g_glu_p")
+            p.emit(alu.mov(need, 1 << 2))
+            p.emit(alu.isetp("NE", glu_p, r.field("glu", p.r("g_glu_e")), 0))
+            p.emit(alu.mov(need, (1 << 2) | (1 << 3)).guarded(glu_p))
+            p.emit(alu.lop3(st.pre, early, need, RZ, 0xC0))
+            both = p.p("g_both_early")
+            p.emit(alu.isetp("EQ", both, st.pre, need))
+            p.emit(alu.mov(st.pre, 0).guarded(~both))
+        else:
+            p.emit(alu.lop3(st.pre, early, 1 << 2, RZ, 0xC0))
         # seeded (`early-all`): every stage's A boxes copied before the waits as well, whatever wrote A
         all_early = ip.fault == "early-all"
         if all_early:
@@ -274,6 +317,9 @@ class Gemm(Body):
                     db, da = p.ur("g_db"), p.ur("g_da")
                     p.emit(alu.uiadd3(db, reg, off))
                     p.emit(alu.umov(da, db))
+                    if st.glu:
+                        du = p.ur("g_du")
+                        p.emit(alu.uiadd3(du, db, st.u_off))
                     p.emit(alu.uiadd3(db, db, st.b_off))
                     with p.loop("gkwb", st.copies, max_count=GEMM_MAX_K_BOXES):
                         if all_early:
@@ -281,6 +327,11 @@ class Gemm(Body):
                             p.emit(alu.uiadd3(da, da, st.a.bytes))
                         st.copy(ip, st.b, db, ring.full, st.shift, r.leader)
                         p.emit(alu.uiadd3(db, db, st.b.bytes))
+                        if st.glu:
+                            # seeded (`glu-up-offset`): the up weight's boxes read from the gate's map
+                            st.copy(ip, st.b if ip.fault == "glu-up-offset" else st.u, du, ring.full, st.shift,
+                                    st.u_guard)
+                            p.emit(alu.uiadd3(du, du, st.b.bytes))
                         p.emit(alu.uiadd3(st.shift, st.shift, st.kstep))
         if ip.prefetch:
             # the rest of the weight into L2: the stages after the armed ones, a prefetch a copy, so
@@ -351,11 +402,18 @@ class Gemm(Body):
                     da, db = p.ur("g_da"), p.ur("g_db")
                     p.emit(alu.uiadd3(da, reg, off))
                     p.emit(alu.uiadd3(db, da, st.b_off))
+                    if st.glu:
+                        du = p.ur("g_du")
+                        p.emit(alu.uiadd3(du, da, st.u_off))
                     with p.loop("gkb", st.copies, max_count=GEMM_MAX_K_BOXES):
                         st.copy(ip, a, da, ring.full, st.shift, r.leader)
                         st.copy(ip, b, db, ring.full, st.shift, r.leader)
                         p.emit(alu.uiadd3(da, da, a.bytes))
                         p.emit(alu.uiadd3(db, db, b.bytes))
+                        if st.glu:
+                            src = b if ip.fault == "glu-up-offset" else st.u
+                            st.copy(ip, src, du, ring.full, st.shift, st.u_guard)
+                            p.emit(alu.uiadd3(du, du, st.b.bytes))
                         p.emit(alu.uiadd3(st.shift, st.shift, st.kstep))
         # the epilogue's operands, into their page, completing on loaded[slot]
         bias_p, res_p = p.p("g_bias"), p.p("g_res")
@@ -390,18 +448,24 @@ class Gemm(Body):
             out_ready(ip, r)
             return
         tm_r, tn_r = r.field("tile_m", p.r("g_tm")), r.field("tile_n", p.r("g_tn"))
-        # A's box (ar rows of 128 bytes) tells apart two paths of one tile shape
+        # A's box (ar rows of 128 bytes) tells apart two paths of one tile shape, and so does the glu flag
+        # (`Launch.gemm_tiles`: (tm, tn, ar) or (tm, tn, ar, 1), a fused gate/up gemm's)
         split = any(a[:2] == b[:2] and a[2] != b[2] for a in shapes for b in shapes)
+        glu_any = any(len(t) > 3 and t[3] for t in shapes)
         a16 = r.field("op1.box_16", p.r("g_a16")) if split else RZ
         kstep = r.field("k_step", p.r("g_kstep_c")) if split else RZ
-        labels = [p.fresh_label(f"GEMM_{tm}x{tn}" + (f"_A{ar}" if ar != tm else "")) for tm, tn, ar in shapes]
+        glu_c = r.field("glu", p.r("g_glu_c")) if glu_any else RZ
+        labels = [p.fresh_label(f"GEMM_{t[0]}x{t[1]}" + (f"_A{t[2]}" if t[2] != t[0] else "")
+                                + ("_GLU" if len(t) > 3 and t[3] else "")) for t in shapes]
         done = p.fresh_label("GEMM_DONE")
         if len(shapes) > 1:
             hit = p.p("g_shape")
-            for (tm, tn, ar), label in zip(shapes[:-1], labels[:-1]):
+            for shape, label in zip(shapes[:-1], labels[:-1]):
+                tm, tn, ar = shape[:3]
+                glu = len(shape) > 3 and shape[3] != 0
                 # with `split`, A's box is ar rows with copies of a K box, or k_boxes x ar rows with
                 # copies of k_boxes K boxes (chunked maps): the pair (box, k_step) names ar exactly
-                kb = gemm_k_boxes(tm, tn, a_rows=ar)
+                kb = gemm_k_boxes(tm, tn, a_rows=ar, b_ops=2 if glu else 1)
                 forms = ((ar, 1), (ar * kb, kb)) if split else ((0, 0),)
                 for a_rows, per_copy in forms:
                     p.emit(alu.isetp("EQ", hit, tm_r, tm))
@@ -409,18 +473,22 @@ class Gemm(Body):
                     if split:
                         p.emit(alu.isetp("EQ", hit, a16, a_rows * ROW_BYTES // 16, c=hit))
                         p.emit(alu.isetp("EQ", hit, kstep, GEMM_K_STEP * per_copy, c=hit))
+                    if glu_any:
+                        p.emit(alu.isetp("EQ", hit, glu_c, int(glu), c=hit))
                     p.emit(control.bra(label).guarded(hit))
             p.emit(control.bra(labels[-1]))
-        for (tm, tn, ar), label in zip(shapes, labels):
+        for shape, label in zip(shapes, labels):
             p.label(label)
-            self.tile(ip, r, tm, tn, ar)
+            self.tile(ip, r, shape[0], shape[1], shape[2], len(shape) > 3 and shape[3] != 0)
             p.emit(control.bra(done))
         p.label(done)
 
-    def tile(self, ip: Interp, r: Role, tm: int, tn: int, ar: int) -> None:
+    def tile(self, ip: Interp, r: Role, tm: int, tn: int, ar: int, glu: bool = False) -> None:
         """The consumers' code for tiles of tm x tn whose A boxes have `ar` rows (`gemm_a_rows`: wgmma
         reads 64 from a box's start, what follows a shorter box is the stage's next boxes): the
-        mainloop, the ring pages released, the epilogue."""
+        mainloop, the ring pages released, the epilogue. `glu`: the fused gate/up gemm: a second
+        accumulator (up's, the same fragment layout as gate's) from the up weight's boxes, which
+        follow the gate's in the stage; two wgmmas a K step."""
         p = ip.p
         g = _shared(ip)
         ends = r.state["gemm"]
@@ -428,8 +496,9 @@ class Gemm(Body):
         cons, rel = ends
         assert isinstance(cons, ConsumerEnd) and isinstance(rel, ConsumerEnd)
         wn = tn if tm == 128 else tn // 2  # each warpgroup: 64 rows x wn columns
-        ks = gemm_k_boxes(tm, tn, a_rows=ar)
+        ks = gemm_k_boxes(tm, tn, a_rows=ar, b_ops=2 if glu else 1)
         acc = p.rvec(f"acc{wn}", wn // 2)
+        up = p.rvec(f"accu{wn}", wn // 2) if glu else None
         wg_r = p.r("g_wg")
         p.emit(alu.shf_r(wg_r, r.ctid, 7))
         wg_u = p.ur("g_wg_u")
@@ -449,7 +518,11 @@ class Gemm(Body):
                 for n, (j, q) in enumerate(steps):
                     at = g.view.at(cons.ring, a_row + j * ar, 16 * q)
                     bt = g.view.at(cons.ring, b_row + ks * ar + j * tn, 16 * q)
-                    hgmma(p, acc, at, bt, wn, accumulate if n == 0 else True, end=n == len(steps) - 1)
+                    last = n == len(steps) - 1
+                    hgmma(p, acc, at, bt, wn, accumulate if n == 0 else True, end=last and up is None)
+                    if up is not None:
+                        ut = g.view.at(cons.ring, b_row + ks * ar + ks * tn + j * tn, 16 * q)
+                        hgmma(p, up, at, ut, wn, accumulate if n == 0 else True, end=last)
                 p.emit(wgmma.wgmma_commit())
                 p.emit(wgmma.warpgroup_wait(1))
                 p.emit(alu.umov(first, 1))
@@ -466,9 +539,10 @@ class Gemm(Body):
         p.emit(sync.bar_sync(1, 256))
         for q in range(RING):
             r.release_pid(q, r.cleader)
-        self.epilogue(ip, r, tm, tn, wn, wg_r, acc)
+        self.epilogue(ip, r, tm, tn, wn, wg_r, acc, up)
 
-    def epilogue(self, ip: Interp, r: Role, tm: int, tn: int, wn: int, wg: R, acc: RVec) -> None:
+    def epilogue(self, ip: Interp, r: Role, tm: int, tn: int, wn: int, wg: R, acc: RVec,
+                 up: Optional[RVec] = None) -> None:
         p = ip.p
         wait(p, ip.loaded.at(r.cons.ring), r.cons.ring.parity)  # the bias and residual boxes landed
         r.wait_pid(OUT)
@@ -476,7 +550,12 @@ class Gemm(Body):
         bias_p, res_p = p.p("g_bias"), p.p("g_res")
         p.emit(alu.isetp("NE", bias_p, has_bias, 0))
         p.emit(alu.isetp("NE", res_p, has_res, 0))
-        act = Activation(p, r.field("activation", p.r("g_act")), "g_act")
+        if up is None:
+            act = Activation(p, r.field("activation", p.r("g_act")), "g_act")
+        else:  # the fused gate/up gemm: silu of the gate's accumulator, times the up's
+            code = p.r("g_glu_act")
+            p.emit(alu.mov(code, F.ACT_SILU))
+            act = Activation(p, code, "g_act")
         # this thread's first row and column in the tile (the accumulator fragment of m64nNk16:
         # value 4j + 2h + i is row 16 warp + lane / 4 + 8h, column 8j + 2 (lane % 4) + i)
         t, wrow, wcol = p.r("g_t"), p.r("g_wrow"), p.r("g_wcol")  # in the warpgroup's 64 x wn block
@@ -550,10 +629,16 @@ class Gemm(Body):
             p.emit(alu.imad(oh, oh, 2, outb))
             for j in range(wn // 8):
                 v0, v1 = F32.of(acc[4 * j + 2 * h]), F32.of(acc[4 * j + 2 * h + 1])
-                add_pair(bh, bcs, j, v0, v1, bias_p)
-                act.apply(v0)
-                act.apply(v1)
-                add_pair(rh, rcs, j, v0, v1, res_p)
+                if up is not None:
+                    act.apply(v0)
+                    act.apply(v1)
+                    p.emit(alu.fmul(v0, v0, F32.of(up[4 * j + 2 * h])))
+                    p.emit(alu.fmul(v1, v1, F32.of(up[4 * j + 2 * h + 1])))
+                else:
+                    add_pair(bh, bcs, j, v0, v1, bias_p)
+                    act.apply(v0)
+                    act.apply(v1)
+                    add_pair(rh, rcs, j, v0, v1, res_p)
                 p.emit(alu.f2fp_bf16(packed, v1, v0))
                 p.emit(memory.sts(Mem(oh, offset=16 * j), packed))
         _ = (ba, ra, oa)

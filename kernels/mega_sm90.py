@@ -39,9 +39,10 @@ from .mega_common import (CONSUMER_WARPS, DONE, FAULTS, IDENTITY_ORDER, PAGE_BYT
 if TYPE_CHECKING:
     from .mega_ops import OpBody
 
-#: the seeded faults: the common ones and `early-all` (the gemm's loader copies A, not only the
-#: weight B, before the load-stage counter waits)
-SM90_FAULTS = FAULTS + ("early-all",)
+#: the seeded faults: the common ones, `early-all` (the gemm's loader copies A, not only the
+#: weight B, before the load-stage counter waits) and `glu-up-offset` (the fused gate/up gemm's
+#: loader copies the gate weight's boxes where the up weight's belong)
+SM90_FAULTS = FAULTS + ("early-all", "glu-up-offset")
 
 #: the register split (sm_90a's own: the loader's copies and the storer's stores keep more live than
 #: the sm_100a roles do)

@@ -4,6 +4,8 @@ the comparison's conditions. Off by default: the default lowering is unchanged."
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -163,3 +165,89 @@ def test_the_config_takes_glu_on_sm90_only() -> None:
     assert "gate/up gemms fused" in cfg.describe()
     with pytest.raises(WarpyError, match="sm_100a runs them unfused"):
         mega.configure(mega.MegaProblem("llama-small", 1, arch="sm_100a"), "glu=1")
+
+
+# -- the sm_90a gemm body's fused path ------------------------------------------------------------------
+
+SLOW = os.environ.get("WARPY_SLOW") == "1"
+STAGED = os.path.join(os.path.dirname(__file__), "graphs", "glu_staged.py")
+
+
+def test_the_gemm_body_takes_the_fused_instructions_and_refuses_malformed_ones() -> None:
+    from warpy.kernels import mega
+    from warpy.kernels.mega_gemm import Gemm
+    from warpy.mega.encode import decode
+
+    p = mega.MegaProblem("llama-small", 1)
+    pl = mega.plan(p, mega.MegaConfig(glu=True))
+    # a code path per tile shape, the fused gemm's marked (tile_m, tile_n, A rows, 1)
+    assert pl.launch.gemm_tiles == ((64, 16, 8), (64, 16, 8, 1))
+    assert all(len(t) == 3 for t in mega.plan(p, mega.MegaConfig()).launch.gemm_tiles)
+    f = next(x for x in decode(pl.encoded.words) if x["opcode"] == F.GEMM and x["glu"])
+    g = Gemm()
+    assert g.refuse(f) is None
+    assert "epilogue of its own" in (g.refuse({**f, "bias": 1}) or "")
+    assert "epilogue of its own" in (g.refuse({**f, "activation": F.ACT_RELU}) or "")
+    assert "up weight's box is not the gate weight's" in (g.refuse({**f, "op3.coord1": f["op2.coord1"] + 16}) or "")
+    assert "a gemm stage of" in (g.refuse({**f, "k_boxes": 10}) or "")  # the unfused stage's boxes
+
+
+def test_the_interpreter_has_the_fused_path_and_assembles_without_spills() -> None:
+    from warpy.kernels import mega
+    from warpy.lift.lifter import build as assemble
+
+    p = mega.MegaProblem("llama-mlp", 1, units=0)
+    prog = mega.build(p, mega.MegaConfig(glu=True))
+    assert mega.plan(p, mega.MegaConfig(glu=True)).launch.gemm_tiles == ((64, 16, 8), (64, 64, 8, 1))
+    labels = {line.rsplit("_", 1)[0] for line in str(prog.kernel()).splitlines() if line.startswith("GEMM_")}
+    assert labels == {"GEMM_64x16_A8", "GEMM_64x64_A8_GLU", "GEMM_DONE"}
+    try:
+        cubin = assemble(prog.kernel())
+    except WarpyError as e:
+        if "ptxas" in str(e) and "not found" in str(e):
+            pytest.skip(str(e))
+        raise
+    (res,) = cubin.resources
+    assert res.spill_stores == 0 and res.spill_loads == 0 and res.registers <= 168
+
+
+@pytest.mark.skipif(not SLOW, reason="WARPY_SLOW=1 (4 s)")
+def test_the_prefill_shapes_assemble_without_spills() -> None:
+    from warpy.kernels import mega
+    from warpy.lift.lifter import build as assemble
+
+    try:
+        cubin = assemble(mega.build(mega.MegaProblem("llama-mlp", 16, units=0), mega.MegaConfig(glu=True)).kernel())
+    except WarpyError as e:
+        if "ptxas" in str(e) and "not found" in str(e):
+            pytest.skip(str(e))
+        raise
+    (res,) = cubin.resources
+    assert res.spill_stores == 0 and res.spill_loads == 0 and res.registers <= 168
+
+
+@pytest.mark.skipif(not SLOW, reason="WARPY_SLOW=1 (20-45 s each)")
+@pytest.mark.parametrize("graph,tokens", [("llama-small", 1), ("llama-small", 16), ("llama-small", None),
+                                          (STAGED, None)])
+def test_the_fused_gemm_is_clean_with_values(graph: str, tokens: int | None) -> None:
+    """Every CTA, with values: decode tiles of 64 x 16 (A boxes of 8 rows) at T = 1, 5 and 16 (the
+    Llama layers: rmsnorm, the fused gemm, down + residual), weights copied before the waits and
+    after them (written by the launch), a stage past K, a ragged K."""
+    from warpy.kernels import mega
+
+    p = mega.MegaProblem(graph, tokens)
+    rep = mega.check_launch(p, mega.MegaConfig(glu=True), coloured=False)
+    assert rep.ok, rep.text()
+    assert rep.values_checked > 0 and rep.values_wrong == 0
+
+
+@pytest.mark.skipif(not SLOW, reason="WARPY_SLOW=1 (20 s)")
+def test_up_boxes_from_the_gate_map_are_caught() -> None:
+    """The seeded `glu-up-offset`: the loader copies the gate weight's boxes where the up weight's
+    belong (silu(g)·g): the numbers are wrong, which only --values sees."""
+    from warpy.kernels import mega
+
+    p = mega.MegaProblem("llama-small", 1)
+    rep = mega.check_launch(p, mega.MegaConfig(glu=True, fault="glu-up-offset"), coloured=False)
+    assert rep.values_wrong > 0
+    assert "bf16 steps" in rep.text()

@@ -17,7 +17,8 @@ the loader's copies take a third shift, in every program's gemm code), and again
 attention bodies joined the table (every program holds every body's code), and again when every
 thread that reads an instruction slot arrived on its empty barrier (each arrival releases only its
 own thread's reads: compute-sanitizer racecheck) and the timeline stopped stamping noops (every
-program; a case with the weights prefetched into L2 added). About 3 s a
+program; a case with the weights prefetched into L2 added), and a case with SwiGLU's gate and up
+gemms fused (`glu=1`: its own program; the others' text unchanged) was added. About 3 s a
 program: six in the default run, every one with WARPY_SLOW=1."""
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ CASES: dict[tuple[str, Optional[int], str], tuple[str, str]] = {
     ("mlp-small", None, "fence=once"): ("41547281d619bc4d4cfb44c1", "8e9201b30cfbbfd8753b2001"),
     ("mlp3", 1, ""): ("11f095bceda60a474f591ecb", "410f4ad08337b596090811fd"),
     ("llama-small", 1, "prefetch=1"): ("315fa265e5abf616032c231e", "ccf4cb72f7612f0ef54f5c8b"),
+    ("llama-small", 1, "glu=1"): ("4c6150c3ce1a3d395fd508f3", "f400e215d8595f3d4832d7e4"),
 }
 
 #: the default run's (every body, 64-row and decode tiles; ~18 s): the rest with WARPY_SLOW=1
