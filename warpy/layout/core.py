@@ -165,7 +165,8 @@ class Layout:
             self._shape = shape
             self._stride = stride
             return
-        hit = _SEEN.get(id(shape))
+        key = id(shape)
+        hit = _SEEN.get(key)
         if hit is not None and hit[0] is shape and hit[1] is stride:
             self._shape = hit[2]
             self._stride = hit[3]
@@ -175,7 +176,7 @@ class Layout:
                 self._shape, self._stride = _validated(shape, stride)  # refused, or normalized
                 return
             sh, st = shape, prefix_product(shape)
-        elif _valid_pair(shape, stride, 0):
+        elif _valid_pair(shape, stride, 0):  # nested: one call, its inner level in line
             sh, st = shape, stride
         else:  # refused, or normalized (not kept: a list may change)
             self._shape, self._stride = _validated(shape, stride)
@@ -184,7 +185,7 @@ class Layout:
         self._stride = st
         if len(_SEEN) >= _SEEN_MAX:
             _SEEN.clear()
-        _SEEN[id(shape)] = (shape, stride, sh, st)
+        _SEEN[key] = (shape, stride, sh, st)
 
     @property
     def shape(self) -> IntTuple:
