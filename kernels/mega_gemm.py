@@ -290,7 +290,9 @@ class Gemm(Body):
             need, glu_p = p.r("g_need"), p.p("g_glu_p")
             p.emit(alu.mov(need, 1 << 2))
             p.emit(alu.isetp("NE", glu_p, r.field("glu", p.r("g_glu_e")), 0))
-            p.emit(alu.mov(need, (1 << 2) | (1 << 3)).guarded(glu_p))
+            # seeded (`glu-up-early`): armed where the gate weight alone is early (the up copied unwaited)
+            up_bit = 0 if ip.fault == "glu-up-early" else 1 << 3
+            p.emit(alu.mov(need, (1 << 2) | up_bit).guarded(glu_p))
             p.emit(alu.lop3(st.pre, early, need, RZ, 0xC0))
             both = p.p("g_both_early")
             p.emit(alu.isetp("EQ", both, st.pre, need))

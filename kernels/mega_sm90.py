@@ -40,9 +40,10 @@ if TYPE_CHECKING:
     from .mega_ops import OpBody
 
 #: the seeded faults: the common ones, `early-all` (the gemm's loader copies A, not only the
-#: weight B, before the load-stage counter waits) and `glu-up-offset` (the fused gate/up gemm's
-#: loader copies the gate weight's boxes where the up weight's belong)
-SM90_FAULTS = FAULTS + ("early-all", "glu-up-offset")
+#: weight B, before the load-stage counter waits), `glu-up-offset` (the fused gate/up gemm's loader
+#: copies the gate weight's boxes where the up weight's belong) and `glu-up-early` (it copies the up
+#: weight before the waits where only the gate weight is early)
+SM90_FAULTS = FAULTS + ("early-all", "glu-up-offset", "glu-up-early")
 
 #: the register split (sm_90a's own: the loader's copies and the storer's stores keep more live than
 #: the sm_100a roles do)

@@ -251,3 +251,19 @@ def test_up_boxes_from_the_gate_map_are_caught() -> None:
     rep = mega.check_launch(p, mega.MegaConfig(glu=True, fault="glu-up-offset"), coloured=False)
     assert rep.values_wrong > 0
     assert "bf16 steps" in rep.text()
+
+
+@pytest.mark.skipif(not SLOW, reason="WARPY_SLOW=1 (20 s)")
+def test_an_up_weight_copied_before_its_writer_is_caught() -> None:
+    """The seeded `glu-up-early`: the loader arms a fused gemm's stages before the counter waits
+    where the gate weight alone is early; glu_staged's third pair reads an up weight the launch
+    writes (wu + dw), and the checker finds that copy unordered with the add's store."""
+    import re
+
+    from warpy.kernels import mega
+
+    p = mega.MegaProblem(STAGED)
+    rep = mega.check_launch(p, mega.MegaConfig(glu=True, fault="glu-up-early"), coloured=False)
+    msgs = list(rep.problems.msgs["order"])
+    assert any("nothing orders the two" in m and re.search(r"\(wave \d+: node \d+ gemm silu\(x·Wgᵀ\)·\(x·Wuᵀ\)\)", m)
+               for m in msgs), rep.text()
