@@ -62,7 +62,8 @@ from warpy.mega import fields as F
 from warpy.mega.tiling import GEMM_K_STEP, GEMM_MAX_K_BOXES, PAGE_BYTES, gemm_k_boxes, gemm_tile_ok
 
 from .mega_math import Activation
-from .mega_ops import Body, MapOp, consumers_done, descriptor, expect, out_ready, page_addr, store_output
+from .mega_ops import (Body, MapOp, branch_on_fields, consumers_done, descriptor, expect, out_ready, page_addr,
+                       store_output)
 
 if TYPE_CHECKING:
     from .mega_sm90 import Interp, Role
@@ -461,7 +462,7 @@ class Gemm(Body):
                                 + ("_GLU" if len(t) > 3 and t[3] else "")) for t in shapes]
         done = p.fresh_label("GEMM_DONE")
         if len(shapes) > 1:
-            hit = p.p("g_shape")
+            cases: list[tuple[str, list[tuple[R, int]]]] = []
             for shape, label in zip(shapes[:-1], labels[:-1]):
                 tm, tn, ar = shape[:3]
                 glu = len(shape) > 3 and shape[3] != 0
@@ -470,15 +471,13 @@ class Gemm(Body):
                 kb = gemm_k_boxes(tm, tn, a_rows=ar, b_ops=2 if glu else 1)
                 forms = ((ar, 1), (ar * kb, kb)) if split else ((0, 0),)
                 for a_rows, per_copy in forms:
-                    p.emit(alu.isetp("EQ", hit, tm_r, tm))
-                    p.emit(alu.isetp("EQ", hit, tn_r, tn, c=hit))
+                    conds = [(tm_r, tm), (tn_r, tn)]
                     if split:
-                        p.emit(alu.isetp("EQ", hit, a16, a_rows * ROW_BYTES // 16, c=hit))
-                        p.emit(alu.isetp("EQ", hit, kstep, GEMM_K_STEP * per_copy, c=hit))
+                        conds += [(a16, a_rows * ROW_BYTES // 16), (kstep, GEMM_K_STEP * per_copy)]
                     if glu_any:
-                        p.emit(alu.isetp("EQ", hit, glu_c, int(glu), c=hit))
-                    p.emit(control.bra(label).guarded(hit))
-            p.emit(control.bra(labels[-1]))
+                        conds.append((glu_c, int(glu)))
+                    cases.append((label, conds))
+            branch_on_fields(p, p.p("g_shape"), cases, labels[-1])
         for shape, label in zip(shapes, labels):
             p.label(label)
             self.tile(ip, r, shape[0], shape[1], shape[2], len(shape) > 3 and shape[3] != 0)

@@ -48,6 +48,8 @@ from warpy.mega import fields as F
 from .mega_math import Activation, pack_bf16, unpack_bf16
 
 if TYPE_CHECKING:
+    from warpy.isa.program import Program
+
     from .mega_sm90 import Interp, Role
 
 
@@ -269,6 +271,17 @@ def store_output(ip: Interp, r: Role, lid: int, count: Optional[R] = None, step:
         return
     p.emit(tma.bulk_wait(0, writes=True))
     r.release_page(lid)
+
+
+def branch_on_fields(p: Program, hit: P, cases: Sequence[tuple[str, Sequence[tuple[R, int]]]], last: str) -> None:
+    """Branch to the first case's label whose fields all hold their values ((register, value) pairs
+    compared for equality, ANDed in `hit`), else to `last`: a gemm body's choice of code path by the
+    instruction's tile shape, A box and flags."""
+    for label, conds in cases:
+        for k, (reg, value) in enumerate(conds):
+            p.emit(alu.isetp("EQ", hit, reg, value, c=hit) if k else alu.isetp("EQ", hit, reg, value))
+        p.emit(control.bra(label).guarded(hit))
+    p.emit(control.bra(last))
 
 
 def consumers_done(ip: Interp) -> None:

@@ -77,7 +77,7 @@ from warpy.mega.tiling import GEMM_MAX_K_BOXES, gemm_pair_k_boxes
 
 from .mega_common import PAGE_BYTES, PAGES
 from .mega_math import Activation
-from .mega_ops import consumers_done, expect, out_ready
+from .mega_ops import branch_on_fields, consumers_done, expect, out_ready
 from .mega_sm100_ops import descriptor, store_output
 
 RING = 5
@@ -397,18 +397,16 @@ class Gemm:
         labels = [p.fresh_label(f"G100_{tm}x{tn}" + (f"_A{ar}" if ar != tm // 2 else "")) for tm, tn, ar in shapes]
         done = p.fresh_label("G100_SHAPED")
         if len(shapes) > 1:
-            hit = p.p("g100_shape")
+            cases: list[tuple[str, list[tuple[Any, int]]]] = []
             for (tm, tn, ar), label in zip(shapes[:-1], labels[:-1]):
                 kb = gemm_pair_k_boxes(tm, tn, ar)
                 forms = ((ar, 1), (ar * kb, kb)) if split else ((0, 0),)
                 for a_rows, per_copy in forms:
-                    p.emit(alu.isetp("EQ", hit, tm_r, tm))
-                    p.emit(alu.isetp("EQ", hit, tn_r, tn, c=hit))
+                    conds = [(tm_r, tm), (tn_r, tn)]
                     if split:
-                        p.emit(alu.isetp("EQ", hit, a16, a_rows * ROW_BYTES // 16, c=hit))
-                        p.emit(alu.isetp("EQ", hit, kstep, K_STEP * per_copy, c=hit))
-                    p.emit(control.bra(label).guarded(hit))
-            p.emit(control.bra(labels[-1]))
+                        conds += [(a16, a_rows * ROW_BYTES // 16), (kstep, K_STEP * per_copy)]
+                    cases.append((label, conds))
+            branch_on_fields(p, p.p("g100_shape"), cases, labels[-1])
         for (tm, tn, ar), label in zip(shapes, labels):
             p.label(label)
             run(tm, tn, ar)

@@ -42,7 +42,7 @@ step bench 280 $PY -m warpy.cli mega bench --iters 30 --compile-budget 60 --vari
 
 # the GPU tests: every body's graphs on every SM against the reference, PDL, the hang on purpose
 # (it ends with the per-SM dump within its deadline)
-step gpu-tests 180 $PY -m pytest -q tests/gpu/test_mega_gpu.py
+step gpu-tests 240 $PY -m pytest -q tests/gpu/test_mega_gpu.py tests/gpu/test_mega_glu_gpu.py
 
 # compute-sanitizer on mlp3 (1024 rows, one call each)
 SAN=${SAN:-compute-sanitizer}
