@@ -21,7 +21,10 @@ SUMMARY = re.compile(
     r"(\d+) accesses nothing orders")
 
 # (a known finding, not a checker failure: see docs/checker.md)
-PROBE_FINDINGS = {"wgmma_bf16_sw0_flipped": "memory"}  # LBO/SBO swapped on purpose
+PROBE_FINDINGS = {"wgmma_bf16_sw0_flipped": "memory",  # LBO/SBO swapped on purpose
+                  # a TMA load whose innermost start is not 16-byte aligned: it faults on the H200
+                  # (tma-inner-start; tests/kernels/test_tma_start.py checks the messages)
+                  "tma_start_unaligned": "memory", "tma_start_unaligned_end": "memory"}
 
 
 @pytest.mark.parametrize("name,arch", [(n, a) for n, p in PROBES.items() for a in p.archs])

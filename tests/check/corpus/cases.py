@@ -8,10 +8,12 @@ from __future__ import annotations
 from tests.check.corpus import (Case, Edit, case, declare, drop, drop_all, header, insert_after, insert_before, move, sub,
                                 sub_all)
 
-G90 = "gemm sm_90a 256x256x128 fp32"
-G90M = "gemm sm_90a 256x512x128 fp32 sms=2"  # 2 CTAs, 4 tiles each
-G90S = "gemm sm_90a 256x512x128 bf16 sms=2,staged_epilogue=true"  # STSM + TMA-store epilogue, named barriers
-G90K = "gemm sm_90a 256x128x1024 fp32 sms=3,stream_k=true"  # stream-K over 3 CTAs: flags between CTAs
+# the sm_90a bases pin the tile (64 columns, two consumer warpgroups) the cases' edits were written
+# against: the tile rule's own choice moves with the sweep's measurements
+G90 = "gemm sm_90a 256x256x128 fp32 bn=64,consumers=2"
+G90M = "gemm sm_90a 256x512x128 fp32 sms=2,bn=64,consumers=2"  # 2 CTAs, 4 tiles each
+G90S = "gemm sm_90a 256x512x128 bf16 sms=2,staged_epilogue=true,bn=64,consumers=2"  # STSM + TMA-store epilogue, named barriers
+G90K = "gemm sm_90a 256x128x1024 fp32 sms=3,stream_k=true,bn=64,consumers=2"  # stream-K over 3 CTAs: flags between CTAs
 G100 = "gemm sm_100a 256x256x128 fp32"
 G100H = "gemm sm_100a 300x301x512 bf16"  # odd N, 16-bit C from registers
 G100M = "gemm sm_100a 512x512x256 fp32 sms=4,persistent=true,accs=2"  # several tiles a CTA, 2 accumulators
@@ -25,7 +27,7 @@ UMMA1 = "probe umma_1cta sm_100a"
 RS = "probe hgmma_rs sm_90a"
 TMA2D = "probe tma_copy_2d sm_90a"
 FEAT100 = "example example-features sm_100a"
-G90W = "gemm sm_90a 256x256x1024 fp32 stages=4"  # 16 k-steps through a 4-stage ring: it wraps 4 times
+G90W = "gemm sm_90a 256x256x1024 fp32 stages=4,bn=64,consumers=2"  # 16 k-steps through a 4-stage ring: it wraps 4 times
 
 
 
@@ -233,7 +235,7 @@ CASES: list[Case] = [
          insert_after(r"S2R ctaid, SR_CTAID.X", "  LOP3.LUT ctaid_hi, ctaid, 0x6, RZ, 0xc0, !PT", nth=0),
          expect="coverage", match=r"c_out: no store or reduce-add writes", all_ctas=True,
          why="the tile index drops the CTA id's low bit: two CTAs compute each even tile, odd tiles nobody"),
-    case("remainder-tile-unguarded", "coverage", "gemm sm_90a 200x136x96 fp32",
+    case("remainder-tile-unguarded", "coverage", "gemm sm_90a 200x136x96 fp32 bn=64,consumers=2",
          sub_all(r"ISETP.LT.U32.AND tile_inside, PT, m_blk, 0x1, PT", "0x1", "0x2"),
          sub_all(r"ISETP.LT.U32.AND tile_inside, PT, n_blk, 0x2, tile_inside", "0x2", "0x3"),
          expect="coverage|memory", match=r"c_out: more than one store writes|outside every global buffer", all_ctas=True,
