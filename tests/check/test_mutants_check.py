@@ -578,3 +578,17 @@ def test_a_read_handed_over_to_another_cta_s_write() -> None:
 def test_the_hb_table_of_a_flag_between_ctas() -> None:
     assert check_kernel(parse(FLAG_HEAD + FLAG_BODY), hb=True).hb_table == {
         ("words", "STG.E", 0, "LDG.E", 0, " of another CTA", "GPU-scope flag", "w", "r"): 1}
+
+
+def test_an_older_flag_read_later_keeps_what_the_newer_one_released() -> None:
+    """CTA 1 raises flag B (+0x84), then stores the words and raises flag A (+0x80), each after a
+    fence; CTA 0 waits for A, then reads B (released earlier, with less), fences and reads the
+    words: what A released stays acquired (a later, older flag does not lower it)."""
+    body = _flag_edit("  MOV v, 0x5\n  STG.E desc[memdesc][q.64], v\n  MEMBAR.ALL.GPU\n  ELECT leader, URZ, PT\n  MOV one, 0x1\n",
+                      "  ELECT leader, URZ, PT\n  MOV one, 0x1\n  MEMBAR.ALL.GPU\n"
+                      "  @leader REDG.E.ADD.STRONG.GPU desc[memdesc][p.64+0x84], one\n"
+                      "  MOV v, 0x5\n  STG.E desc[memdesc][q.64], v\n  MEMBAR.ALL.GPU\n")
+    body = body.replace("  @ready BRA POLL\n  MEMBAR.ALL.GPU\n",
+                        "  @ready BRA POLL\n  LDG.E.STRONG.GPU v, desc[memdesc][p.64+0x84]\n  MEMBAR.ALL.GPU\n")
+    assert body.count("p.64+0x84") == 2
+    assert check_kernel(parse(FLAG_HEAD + body)).messages(20) == []
