@@ -134,6 +134,10 @@ CASES = [
     # passes at once and orders nothing (the producer's own wait is right)
     ("fresh-parity-1", _edit("CONSUMER:\n  MOV par, RZ", "CONSUMER:\n  MOV par, 0x80000000"),
      [RACE + " (2 times)"]),
+    # barrier-init-order: no CTA barrier after the init, so warp 1's wait may see the word before it
+    ("init-no-sync", _edit("  BAR.SYNC.DEFER_BLOCKING 0x0\n", ""),
+     ["bars[0]: SYNCS.EXCH.64, warp 0 writes it and SYNCS.PHASECHK.TRANS64.TRYWAIT, warp 1 waits on it, and nothing "
+      "orders the two"]),
     # the consumer does not wait at all
     ("no-wait", _edit("  @!done BRA WAIT\n", ""),
      [RACE + " (2 times)"]),
