@@ -379,3 +379,74 @@ def test_construction_literal_cases() -> None:
     for bad, message in refused:
         with pytest.raises(LayoutError, match=message):
             Layout(*bad)  # type: ignore[arg-type]
+
+
+# nested pairs: a tree of (shape leaf, stride leaf) split into two congruent trees (ints, 0 and
+# negatives, and what must be refused or normalized), so that the one-pass nested check, its
+# recursion and the identity cache are reached; a stride of another tree is mostly not congruent
+_PAIR_LEAVES = st.tuples(
+    st.one_of(st.integers(-1, 6), st.sampled_from([True, 2.0, _E.TWO])),
+    st.one_of(st.integers(-3, 9), st.sampled_from([False, 1.0, _E.TWO])),
+)
+_PAIR_TREES = st.recursive(
+    _PAIR_LEAVES, lambda ch: st.lists(ch, min_size=1, max_size=3).map(tuple), max_leaves=10
+)
+
+
+def _split(tree: object, side: int) -> object:
+    if isinstance(tree, tuple) and len(tree) == 2 and not isinstance(tree[0], tuple) and not isinstance(tree[1], tuple):
+        return tree[side]  # a leaf pair
+    assert isinstance(tree, tuple)
+    return tuple(_split(t, side) for t in tree)
+
+
+def _is_pair_leaf(tree: object) -> bool:
+    return isinstance(tree, tuple) and len(tree) == 2 and not isinstance(tree[0], tuple)
+
+
+@given(_PAIR_TREES, _PAIR_TREES, st.sampled_from(["tuples", "lists", "default"]))
+def test_nested_construction_agrees_with_the_general_path(tree: object, other: object, form: str) -> None:
+    """Nested pairs (any depth): the same layout or refusal as the general validation, new, again
+    (the identity cache), and with the same shape object and another stride (of another tree, a
+    default stride, or an equal stride with one bad leaf): a kept shape never vouches for a stride."""
+    if _is_pair_leaf(tree):
+        tree = (tree,)
+    shape, stride = _split(tree, 0), _split(tree, 1)
+    if form == "lists":
+        shape, stride = list(shape), list(stride)  # type: ignore[call-overload]
+    elif form == "default":
+        stride = None
+    expected = _reference(shape, stride)
+    assert _built(shape, stride) == expected
+    assert _built(shape, stride) == expected
+    stride2 = _split(other, 1) if not _is_pair_leaf(other) else (_split(other, 1),)
+    for st2 in (stride2, None, stride):
+        assert _built(shape, st2) == _reference(shape, st2)
+        assert _built(shape, st2) == _reference(shape, st2)
+    if expected[0] == "built" and isinstance(stride, tuple):
+        bad = _with_first_leaf(stride, 2.0)  # equal to a stride with a 2, a float: refused
+        assert _built(shape, bad)[0] == "refused" and _built(shape, bad) == _reference(shape, bad)
+    assert _built(shape, stride) == expected  # the first pair again, after the others
+
+
+def _with_first_leaf(t: object, leaf: object) -> object:
+    if isinstance(t, tuple):
+        return (_with_first_leaf(t[0], leaf),) + t[1:]
+    return leaf
+
+
+def test_construction_nesting_at_the_depth_limit() -> None:
+    """One-tuples nested around MAX_DEPTH: the fast check stops short of the limit and hands over
+    to the general validation, which builds up to the limit and refuses past it (twice: no cache
+    entry changes that)."""
+    from warpy.layout.core import MAX_DEPTH
+
+    for depth in range(MAX_DEPTH - 2, MAX_DEPTH + 3):
+        shape: object = 3
+        stride: object = 1
+        for _ in range(depth):
+            shape, stride = (shape,), (stride,)
+        for _ in range(2):
+            assert _built(shape, stride) == _reference(shape, stride)
+            assert _built(shape, None) == _reference(shape, None)
+        assert (_reference(shape, stride)[0] == "built") == (depth <= MAX_DEPTH + 1)

@@ -9,7 +9,7 @@ skips the checks its own construction already guarantees.
 from __future__ import annotations
 
 import re
-from typing import Iterator, Union, overload
+from typing import Iterator, Union, cast, overload
 
 from warpy.layout.inttuple import (
     IntTuple,
@@ -53,25 +53,32 @@ def _check_extents(shape: IntTuple) -> None:
 
 
 def _valid_pair(s: object, d: object, depth: int) -> bool:
-    """One pass: ints or congruent nested tuples of ints, extents >= 1 (no copies)."""
+    """One pass, no copies: exact ints or congruent nested tuples of exact ints, extents >= 1, at
+    most MAX_DEPTH levels. False sends the pair to `_validated` (a refusal or a normalized copy)."""
     if type(s) is int:
         return type(d) is int and s >= 1
-    if type(s) is tuple and type(d) is tuple and len(s) == len(d) and depth < MAX_DEPTH:
-        for a, b in zip(s, d):
-            if type(a) is int:
-                if type(b) is not int or a < 1:
-                    return False
-            elif type(a) is tuple and type(b) is tuple and len(a) == len(b) and depth + 1 < MAX_DEPTH:
-                for x, y in zip(a, b):  # one level in line (the common nesting), deeper by recursion
-                    if type(x) is int:
-                        if type(y) is not int or x < 1:
-                            return False
-                    elif not _valid_pair(x, y, depth + 2):
-                        return False
-            else:
+    if type(s) is not tuple or type(d) is not tuple or len(s) != len(d) or depth >= MAX_DEPTH:
+        return False
+    i = 0
+    for a in s:  # d indexed alongside (no zip, no generator)
+        b = d[i]
+        i += 1
+        if type(a) is int:
+            if type(b) is not int or a < 1:
                 return False
-        return True
-    return False
+        elif type(a) is tuple and type(b) is tuple and len(a) == len(b) and depth + 1 < MAX_DEPTH:
+            j = 0
+            for x in a:  # one level in line (the common nesting), deeper by recursion
+                y = b[j]
+                j += 1
+                if type(x) is int:
+                    if type(y) is not int or x < 1:
+                        return False
+                elif not _valid_pair(x, y, depth + 2):
+                    return False
+        else:
+            return False
+    return True
 
 
 def _validated(shape: object, stride: object) -> tuple[IntTuple, IntTuple]:
@@ -90,13 +97,13 @@ def _validated(shape: object, stride: object) -> tuple[IntTuple, IntTuple]:
 
 
 #: Pairs the flat checks in line do not cover (nested, rank 5 and up, a default stride) validated
-#: before, by identity: id(shape) -> (shape, stride, normalized shape, normalized stride), so that
-#: the same objects again (literals in a generator's loop) cost a dict lookup; a hit needs both
-#: objects to be the ones kept. An entry holds its objects, so no id is reused while it lives;
-#: only inputs of exact ints and tuples (immutable) are kept. Not by equality: (1, 2.0) == (1, 2)
-#: and True == 1 with equal hashes, and a float or a bool must be refused, not found. Bounded;
-#: cleared when full.
-_SEEN: dict[int, tuple[object, object, IntTuple, IntTuple]] = {}
+#: before, found by identity, so that the same objects again (literals in a generator's loop) cost
+#: one dict look-up: id(shape) -> the first Layout built from (shape, stride), a hit needing both
+#: objects to be its parts; ~id(shape) -> the one built from (shape, None) (a default stride). An
+#: entry holds its objects, so no id is reused while it lives; only inputs of exact ints and tuples
+#: (immutable) are kept. Not by equality: (1, 2.0) == (1, 2) and True == 1 with equal hashes, and
+#: a float or a bool must be refused, not found. Bounded; cleared when full.
+_SEEN: dict[int, "Layout"] = {}
 _SEEN_MAX = 1 << 11
 
 
@@ -115,37 +122,34 @@ class Layout:
 
     def __init__(self, shape: IntTuple, stride: IntTuple | None = None) -> None:
         # Flat layouts (the common case of a generator's loop, new or seen before) are checked in
-        # line, ranks 1-4 unrolled: cheaper than a cache's look-up, and no cache entry for each new
-        # one. `type(x) is int` leaves bools and int subclasses to the general path,
-        # which refuses or normalizes them; anything else not flat goes to the cache below.
+        # line, ranks 1-4 unrolled, a nested mode failing at its first type test: cheaper than a
+        # look-up, and no cache entry for each new one. `type(x) is int` leaves bools and int
+        # subclasses to the general path, which refuses or normalizes them. Anything else: the
+        # identity look-up in _SEEN, else one pass of `_valid_pair` (kept), else `_validated`.
         if type(shape) is tuple is type(stride):
             n = len(shape)
-            if n == len(stride):
-                if n == 2:
-                    s0, s1 = shape
+            if n == 2:
+                s0, s1 = shape
+                if type(s0) is int is type(s1) and len(stride) == 2:
                     d0, d1 = stride
-                    if type(s0) is int is type(s1) is type(d0) is type(d1) and s0 > 0 and s1 > 0:
+                    if type(d0) is int is type(d1) and s0 > 0 and s1 > 0:
                         self._shape = shape
                         self._stride = stride
                         return
-                elif n == 3:
-                    s0, s1, s2 = shape
+            elif n == 3:
+                s0, s1, s2 = shape
+                if type(s0) is int is type(s1) is type(s2) and len(stride) == 3:
                     d0, d1, d2 = stride
-                    if (
-                        type(s0) is int is type(s1) is type(s2) is type(d0) is type(d1) is type(d2)
-                        and s0 > 0
-                        and s1 > 0
-                        and s2 > 0
-                    ):
+                    if type(d0) is int is type(d1) is type(d2) and s0 > 0 and s1 > 0 and s2 > 0:
                         self._shape = shape
                         self._stride = stride
                         return
-                elif n == 4:
-                    s0, s1, s2, s3 = shape
+            elif n == 4:
+                s0, s1, s2, s3 = shape
+                if type(s0) is int is type(s1) is type(s2) is type(s3) and len(stride) == 4:
                     d0, d1, d2, d3 = stride
                     if (
-                        type(s0) is int is type(s1) is type(s2) is type(s3) is type(d0) is type(d1) is type(d2)
-                        is type(d3)
+                        type(d0) is int is type(d1) is type(d2) is type(d3)
                         and s0 > 0
                         and s1 > 0
                         and s2 > 0
@@ -154,10 +158,11 @@ class Layout:
                         self._shape = shape
                         self._stride = stride
                         return
-                elif n == 1:
-                    (s0,) = shape
+            elif n == 1:
+                (s0,) = shape
+                if type(s0) is int and len(stride) == 1:
                     (d0,) = stride
-                    if type(s0) is int is type(d0) and s0 > 0:
+                    if type(d0) is int and s0 > 0:
                         self._shape = shape
                         self._stride = stride
                         return
@@ -165,27 +170,33 @@ class Layout:
             self._shape = shape
             self._stride = stride
             return
-        key = id(shape)
-        hit = _SEEN.get(key)
-        if hit is not None and hit[0] is shape and hit[1] is stride:
-            self._shape = hit[2]
-            self._stride = hit[3]
+        seen = _SEEN.get(id(shape), _UNSEEN)
+        if seen._shape is shape and seen._stride is stride:
+            self._shape = shape
+            self._stride = stride
             return
         if stride is None:
+            key = ~id(shape)
+            seen = _SEEN.get(key, _UNSEEN)
+            if seen._shape is shape:
+                self._shape = shape
+                self._stride = seen._stride
+                return
             if not _valid_pair(shape, shape, 0):  # not exact ints and tuples, extents >= 1
                 self._shape, self._stride = _validated(shape, stride)  # refused, or normalized
                 return
-            sh, st = shape, prefix_product(shape)
-        elif _valid_pair(shape, stride, 0):  # nested: one call, its inner level in line
-            sh, st = shape, stride
+            self._shape = shape
+            self._stride = prefix_product(shape)
+        elif _valid_pair(shape, stride, 0):  # nested: one pass, its inner level in line
+            key = id(shape)
+            self._shape = shape
+            self._stride = stride
         else:  # refused, or normalized (not kept: a list may change)
             self._shape, self._stride = _validated(shape, stride)
             return
-        self._shape = sh
-        self._stride = st
         if len(_SEEN) >= _SEEN_MAX:
             _SEEN.clear()
-        _SEEN[key] = (shape, stride, sh, st)
+        _SEEN[key] = self
 
     @property
     def shape(self) -> IntTuple:
@@ -346,6 +357,10 @@ def _make(shape: IntTuple, stride: IntTuple) -> Layout:
     lay._shape = shape
     lay._stride = stride
     return lay
+
+
+#: A miss in `_SEEN`: its parts are an object no caller has (so `is` never matches an input).
+_UNSEEN = _make(cast(IntTuple, object()), cast(IntTuple, object()))
 
 
 _TOKEN = re.compile(r"\(|\)|,|-?\d+")
