@@ -167,11 +167,10 @@ def _stage(node: Node, tiling: NodeTiling, unit: str) -> tuple[int, int]:
 def _k_chunk(node: Node, tiling: NodeTiling, unit: str) -> int:
     """K boxes one copy of a gemm operand moves (sm_90a, and sm_100a's decode tiles): a stage's
     `k_boxes` at once where K is a whole number of K boxes (at least a stage's) and both operands'
-    maps have room for a third
-    dimension: A's and B's maps then run (K within a box, rows, K boxes), the third dimension's stride
-    one box of K (128 bytes), so that one copy lands a stage's K boxes one after the other exactly as
-    `k_boxes` copies of a box would (a 64x16 decode tile: 1 copy of 20 KiB of weight, not 10 of 2);
-    else 1 (a copy a K box)."""
+    maps have room for a third dimension: A's and B's maps then run (K within a box, rows, K boxes),
+    the third dimension's stride one box of K (128 bytes), so that one copy lands a stage's K boxes
+    one after the other exactly as `k_boxes` copies of a box would (a 64x16 decode tile: 1 copy of
+    20 KiB of weight, not 10 of 2); else 1 (a copy a K box)."""
     if node.kind != "gemm":
         return 1
     kb = _stage(node, tiling, unit)[1]
