@@ -139,6 +139,24 @@ class MegaRunner:
         return self.outputs()
 
 
+def judge(pl: Plan, graph: str, got: Sequence[np.ndarray], want: Sequence[np.ndarray],
+          values: Mapping[str, np.ndarray]) -> tuple[int, int, list[str]]:
+    """(elements, elements off, what is off) of one call's outputs: a stack of layers (`LAYERS`) by
+    the bench's measure (TOL_STEPS x sqrt(layers) bf16 steps at max(|ref|, the output's rms)), any
+    other graph by `compare` (elementwise chains exactly)."""
+    if graph not in LAYERS:
+        return compare(pl, got, want, values)
+    tol = TOL_STEPS * float(np.sqrt(LAYERS[graph]))
+    n, bad, msgs = 0, 0, []
+    for t, g, w in zip(pl.schedule.program.outputs, got, want):
+        worst, over = bf16_error(g, w, tol)
+        n, bad = n + g.size, bad + over
+        if over:
+            msgs.append(f"values: {over} elements of output {pl.schedule.program.tensors[t].name} more than "
+                        f"{tol:.1f} bf16 steps from the reference (the worst {worst:.1f})")
+    return n, bad, msgs
+
+
 def run_job(graph: str, tokens: Optional[int] = None, units: int = 0, calls: int = 3, deadline: float = 10.0,
             fault: str = "", seed: int = 0, echo: Callable[[str], None] = print, timeline: bool = False,
             trace: Optional[str] = None) -> bool:
@@ -162,17 +180,7 @@ def run_job(graph: str, tokens: Optional[int] = None, units: int = 0, calls: int
         t0 = time.perf_counter()
         got = r(values)
         dt = time.perf_counter() - t0
-        if graph in LAYERS:
-            tol = TOL_STEPS * float(np.sqrt(LAYERS[graph]))
-            n, bad, msgs = 0, 0, []
-            for t, g, w in zip(pl.schedule.program.outputs, got, want):
-                worst, over = bf16_error(g, w, tol)
-                n, bad = n + g.size, bad + over
-                if over:
-                    msgs.append(f"values: {over} elements of output {pl.schedule.program.tensors[t].name} more than "
-                                f"{tol:.1f} bf16 steps from the reference (the worst {worst:.1f})")
-        else:
-            n, bad, msgs = compare(pl, got, want, values)
+        n, bad, msgs = judge(pl, graph, got, want, values)
         how = f"within {TOL_STEPS:g}·√{LAYERS[graph]} bf16 steps of" if graph in LAYERS else "equal"
         echo(f"call {call}: {n - bad} of {n} output elements {how} the reference ({dt * 1e3:.2f} ms with the copies)")
         for m in msgs:

@@ -74,3 +74,33 @@ def test_refusals_in_one_line() -> None:
     with pytest.raises(WarpyError) as e:
         B.bench_job(["nope"])
     assert str(e.value).startswith("no workload 'nope'") and "\n" not in str(e.value)
+
+
+def test_judge_holds_a_stack_to_its_steps_and_other_graphs_to_equality() -> None:
+    """`judge` (what `warpy mega run` and the GPU tests compare a call with): mlp3 by the bench's
+    measure, TOL_STEPS x sqrt(3) bf16 steps, so one element moved by 12 steps is off and one moved by
+    2 is not; ew-small (no stack) by `compare`, where one bf16 step is already off."""
+    from warpy.kernels import mega
+
+    pl = mega.plan(mega.MegaProblem("mlp3", 1), mega.MegaConfig())
+    values = B.bench_inputs(pl.schedule.program.graph, seed=3)
+    want = pl.schedule.program.reference(values)
+    assert B.judge(pl, "mlp3", want, want, values) == (want[0].size, 0, [])
+    for steps, off in ((2, 0), (12, 1)):
+        got = [w.copy() for w in want]
+        g = got[0].reshape(-1)
+        scale = max(abs(float(g[5])), float(np.sqrt(np.mean(want[0].astype(np.float64) ** 2))))
+        g[5] += steps * scale * 2.0 ** -7
+        n, bad, msgs = B.judge(pl, "mlp3", got, want, values)
+        assert (n, bad) == (want[0].size, off) and len(msgs) == off
+    ew = mega.plan(mega.MegaProblem("ew-small"), mega.MegaConfig())
+    vals = mega.inputs(ew, seed=1)
+    ref = ew.schedule.program.reference(vals)
+    assert B.judge(ew, "ew-small", ref, ref, vals)[1] == 0
+    bumped = [r.copy() for r in ref]
+    flat = bumped[0].reshape(-1).view(np.uint16) if bumped[0].dtype == np.uint16 else None
+    if flat is not None:
+        flat[0] ^= 1
+    else:
+        bumped[0].reshape(-1)[0] = np.nextafter(np.float32(bumped[0].reshape(-1)[0]), np.float32(np.inf), dtype=np.float32)
+    assert B.judge(ew, "ew-small", bumped, ref, vals)[1] >= 1
