@@ -19,7 +19,7 @@ import numpy as np
 from warpy.errors import WarpyError
 from warpy.mega.fields import unpack
 
-from .mega import MegaConfig, MegaProblem, Plan, buffer_images, build, compare, inputs, outputs_of, plan
+from .mega import MegaConfig, MegaProblem, Plan, buffer_images, build, compare, configure, inputs, outputs_of, plan
 from .mega_common import TIME_WORDS
 from .mega_sm90 import DONE, ROLE_CODES, STAGE_LOAD, STATUS_ROLE_WORDS, STATUS_WORDS
 
@@ -159,13 +159,15 @@ def judge(pl: Plan, graph: str, got: Sequence[np.ndarray], want: Sequence[np.nda
 
 def run_job(graph: str, tokens: Optional[int] = None, units: int = 0, calls: int = 3, deadline: float = 10.0,
             fault: str = "", seed: int = 0, echo: Callable[[str], None] = print, timeline: bool = False,
-            trace: Optional[str] = None) -> bool:
+            trace: Optional[str] = None, config: Optional[str] = None) -> bool:
     """`warpy mega run`: build, run `calls` calls on the GPU (the counters carry over: each call waits
     for its own epoch), compare every output element of each call with the reference; False if any
     differs. A hang raises HangError with the per-SM dump. With `timeline` the roles stamp their
-    steps and the last call's timeline is reported (`trace`: also written as a Chrome trace)."""
+    steps and the last call's timeline is reported (`trace`: also written as a Chrome trace). `config`:
+    the interpreter's fields set by hand (KEY=VALUE,...: `MegaConfig`'s, e.g. glu=1)."""
     problem = MegaProblem(graph, tokens, units=units)
-    r = MegaRunner(problem, MegaConfig(fault=fault, timeline=timeline or trace is not None), deadline=deadline)
+    cfg = attrs.evolve(configure(problem, config), fault=fault, timeline=timeline or trace is not None)
+    r = MegaRunner(problem, cfg, deadline=deadline)
     pl = r.plan
     s = pl.schedule
     echo(f"{problem}: {len(s.instrs)} instructions on {pl.launch.units} SMs ({pl.launch.waves} waves), "

@@ -180,6 +180,8 @@ def run_cmd(
                                   "per op kind, the latency of each dependency between SMs."),
     trace: Optional[str] = typer.Option(None, "--trace", help="With the timeline, also write it as a Chrome trace "
                                         "(JSON: chrome://tracing or ui.perfetto.dev)."),
+    config: Optional[str] = typer.Option(None, "--config", metavar="KEY=VALUE,...", help="The interpreter's "
+                                         "configuration with fields set by hand (MegaConfig's, e.g. glu=1)."),
 ) -> None:
     """Run the graph on the GPU through the sm_90a megakernel interpreter: every output element of
     every call compared with the reference (numpy on the lowered graph). Exit status 1 on a
@@ -191,7 +193,7 @@ def run_cmd(
         raise WarpyError("--calls must be at least 1 and --deadline positive")
     try:
         ok = run_job(graph, tokens, units, calls, deadline, fault="drop-arrive" if hang else "", seed=seed,
-                     echo=typer.echo, timeline=timeline, trace=trace)
+                     echo=typer.echo, timeline=timeline, trace=trace, config=config)
     except HangError as e:
         typer.echo(str(e))
         # the kernel still runs and nothing here can stop it: leave without the interpreter's exit
