@@ -212,7 +212,7 @@ def plan(problem: MegaProblem, config: MegaConfig) -> Plan:
 
     from .mega_ops import bodies
 
-    table: dict[int, Any] = dict(bodies())
+    table: dict[int, Any] = dict(bodies(rope=True))
     if problem.arch == "sm_100a":
         from .mega_sm100_ops import bodies as sm100_bodies
 
@@ -252,7 +252,8 @@ def plan(problem: MegaProblem, config: MegaConfig) -> Plan:
                           + ((1,) if n.glu else ()) for n, t in gemms}))
     launch = Launch(name, units, max(s.waves, 1), len(s.counters), maps, bufs, config.fault or None,
                     gemm_tiles=tiles, fence_once=config.fence == "once",
-                    instructions=len(s.instrs), timeline=config.timeline, prefetch=config.prefetch)
+                    instructions=len(s.instrs), timeline=config.timeline, prefetch=config.prefetch,
+                    rope=any(n.kind == "rope" for n in s.program.nodes))
     return Plan(problem, config, s, enc, launch)
 
 

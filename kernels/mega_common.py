@@ -128,6 +128,9 @@ class Launch:
     timeline: bool = False
     #: sm_90a: a gemm prefetches the rest of its early weight into L2 before its waits (`MegaConfig`)
     prefetch: bool = False
+    #: sm_90a: the queue has rope instructions, so the interpreter has the rope body (else not: the
+    #: programs of graphs without one keep their text)
+    rope: bool = False
 
     @property
     def grid_ctas(self) -> int:
@@ -643,6 +646,7 @@ CLOSE_STEPS = 4
 COND_SCALE = 2.0 ** -6
 #: the ops whose result is not the reference's exactly: fp32 sums (gemm, rmsnorm) and MUFU math
 INEXACT = ("gemm", "rmsnorm", "silu_mul", "attention", "attention_combine")
+#: (rope is exact: fma(x, cos, ±x'·sin) rounds once in fp32 as the reference does, then to bf16)
 #: bounds of |f'(x)| of the activations (silu: 1.0998 at x = 2.40; gelu-tanh: 1.1289 at x = 1.5)
 LIPSCHITZ = {"none": 1.0, "relu": 1.0, "silu": 1.1, "gelu": 1.13}
 
@@ -707,11 +711,15 @@ def conditions(prog: Any, inputs: Mapping[str, Any]) -> dict[int, Any]:
             ms = np.mean(a[0] * a[0], axis=-1, keepdims=True)
             out = c[0] * np.abs(a[1]) / np.sqrt(ms + n.eps)
         elif n.kind in ("attention", "attention_combine"):
-            out = condition(n, c, prog.tensors[n.out].shape)
+            out = condition(n, c, n.out_view.shape if n.out_view is not None else prog.tensors[n.out].shape)
+        elif n.kind == "rope":
+            from .mega_rope import condition as rope_condition
+
+            out = rope_condition(a, c)
         else:
             raise WarpyError(f"no condition for node kind {n.kind!r}")
         apply(n, vals, prog.tensors[n.out].dtype)
-        if n.out_view is not None:  # a cache append: the rows it wrote
+        if n.out_view is not None:  # a cache append's rows, or a tensor its node writes through a view
             view = Operand(n.out, n.out_view)
             view.assign(cond, np.maximum(out, np.abs(view.array(vals).astype(np.float64))))
         else:

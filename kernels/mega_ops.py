@@ -552,19 +552,22 @@ class Binary(TwoInputs):
 _BODIES: dict[int, OpBody] = {}
 
 
-def bodies() -> dict[int, OpBody]:
+def bodies(rope: bool = False) -> dict[int, OpBody]:
     """The bodies the sm_90a interpreter has, by opcode (the modules of the other bodies import this
-    one, so the table is made on first use)."""
+    one, so the table is made on first use). `rope`: with the rope body (`kernels/mega_rope.py`),
+    which a launch includes only where its queue has a rope instruction (`Launch.rope`), so that
+    the programs of graphs without one keep their text."""
     if not _BODIES:
         from .mega_attention import Attention, AttentionCombine
         from .mega_gemm import Gemm
         from .mega_rmsnorm import RmsNorm
+        from .mega_rope import Rope
         from .mega_silu_mul import SiluMul
 
         made: Sequence[OpBody] = (Noop(), Gemm(), Unary(), Binary(), SiluMul(), RmsNorm(), Attention(),
-                                  AttentionCombine())
+                                  AttentionCombine(), Rope())
         _BODIES.update({b.opcode: b for b in made})
-    return _BODIES
+    return dict(_BODIES) if rope else {k: b for k, b in _BODIES.items() if k != F.ROPE}
 
 
 __all__ = ["OpBody", "Body", "bodies", "Noop", "Unary", "TwoInputs", "Binary", "Operand", "Tile2", "MapOp", "load_operand",

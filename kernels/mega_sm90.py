@@ -178,7 +178,7 @@ def build(launch: Launch) -> Program:
     """The interpreter program for one launch (its maps, buffers, units, waves)."""
     from .mega_ops import bodies
 
-    return Interp(launch, bodies()).build()
+    return Interp(launch, bodies(rope=launch.rope)).build()
 
 
 __all__ = ["Interp", "Role", "Launch", "build", "PAGES", "PAGE_BYTES", "SLOTS", "THREADS", "STATUS_WORDS",

@@ -44,7 +44,7 @@ SWIZZLE = 128
 #: the base dimension of the extent-1 dimension added to what would be a rank-1 map
 PAD_DIM = -1
 KIND_OPCODE = {"gemm": F.GEMM, "unary": F.UNARY, "binary": F.BINARY, "silu_mul": F.SILU_MUL, "rmsnorm": F.RMSNORM,
-               "attention": F.ATTENTION, "attention_combine": F.ATTENTION_COMBINE}
+               "attention": F.ATTENTION, "attention_combine": F.ATTENTION_COMBINE, "rope": F.ROPE}
 ATTENTION_KINDS = ("attention", "attention_combine")
 
 
@@ -194,7 +194,8 @@ class _Maps:
         prog = self.s.program
         t = prog.tensors[tensor]
         esz = element_type(t.dtype).bytes
-        out_rank = len(prog.tensors[node.out].shape)
+        # (a node writing its tensor through a view: the view's rank, `lower._coarse_out`)
+        out_rank = len(node.out_view.shape if node.out_view is not None else prog.tensors[node.out].shape)
         attn = node.kind in ATTENTION_KINDS
         if node.kind == "gemm" and node.glu and role == 3:
             role = 2  # the up weight: mapped and boxed as B (the gate weight) is

@@ -17,14 +17,20 @@
 - `attn-small`: decode attention with the cache append (T = 3 queries, 4 query heads on 2 KV heads,
   head_dim 64, 72 of a 96-row cache, causal), sized for the host checker; `llama-attn-1k`,
   `llama-attn-8k`, `llama-attn-32k`: the same at Llama-3.2-1B's shape (32 query heads, 8 KV heads,
-  head_dim 64) at context 1024 and 8192 of an 8192-row cache, and 32768 of 32768 (T = 1 unless given).
+  head_dim 64) at context 1024 and 8192 of an 8192-row cache, and 32768 of 32768 (T = 1 unless given);
+- `decoder-small`, `llama-decoder-1k`, `llama-decoder-8k`: a Llama decoder stack for one decode step
+  (`llama_decoder`: rmsnorm, the QKV projection, RoPE, the cache appends, decode attention, the
+  output projection + residual, the MLP block, per layer): 2 layers of hidden 128, 4 query heads on
+  2 KV heads of 64, intermediate 192, 72 of 96 cache rows, T = 3 (for the checker); and
+  Llama-3.2-1B's shape (16 layers, hidden 2048, 32 / 8 heads of 64, intermediate 8192) at context
+  1024 and 8192 of an 8192-row cache (T = 1 unless given).
 """
 
 from __future__ import annotations
 
 import importlib.util
 import os
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 from warpy.errors import WarpyError
 from warpy.mega.graph import Graph
@@ -177,6 +183,64 @@ def decode_attention(tokens: int = 3, heads: int = 4, kv_heads: int = 2, head_di
     return g
 
 
+def llama_decoder(tokens: int = 1, hidden: int = 2048, heads: int = 32, kv_heads: int = 8, head_dim: int = 64,
+                  intermediate: int = 8192, layers: int = 16, length: int = 1024, cache_rows: int = 8192,
+                  eps: float = LLAMA_EPS, name: str = "llama-decoder") -> Graph:
+    """A Llama decoder stack for one decode step of T new tokens at positions length-T..length-1:
+    per layer, h = rmsnorm(x); qkv = h·Wqkvᵀ (one weight, the query heads' rows, then the KV heads'
+    K rows, then V rows); q, k, v its column slices viewed as (T, heads, D); RoPE on q and k (tables
+    cos, sin (T, D), shared by the layers); k and v appended to the layer's caches (layers,
+    cache_rows, kv_heads, D) at row length-T; causal grouped-query decode attention over the first
+    `length` rows; x += (the attention's (T, heads·D) view)·Woᵀ; then the MLP block as `llama_mlp`:
+    x += down(silu(gate(h2))·up(h2)), h2 = rmsnorm(x). The output is the last x (no final norm or
+    head); the caches are written in place."""
+    g = Graph(name)
+    d, qd, kd = head_dim, heads * head_dim, kv_heads * head_dim
+    x = g.input("x", (tokens, hidden))
+    cos = g.input("cos", (tokens, d))
+    sin = g.input("sin", (tokens, d))
+    attn_norm = g.input("attn_norm", (layers, hidden))
+    wqkv = g.input("wqkv", (layers, qd + 2 * kd, hidden))
+    wo = g.input("wo", (layers, hidden, qd))
+    k_cache = g.input("k_cache", (layers, cache_rows, kv_heads, d))
+    v_cache = g.input("v_cache", (layers, cache_rows, kv_heads, d))
+    mlp_norm = g.input("mlp_norm", (layers, hidden))
+    gate = g.input("gate", (layers, intermediate, hidden))
+    up = g.input("up", (layers, intermediate, hidden))
+    down = g.input("down", (layers, hidden, intermediate))
+    at = length - tokens
+    for i in range(layers):
+        h = g.rmsnorm(x, attn_norm[i], eps, name=f"attn_h{i}")
+        qkv = g.linear(h, wqkv[i], name=f"qkv{i}")
+        q = g.rope(g.reshape(qkv[:, :qd], (tokens, heads, d)), cos, sin, name=f"q{i}")
+        k = g.rope(g.reshape(qkv[:, qd:qd + kd], (tokens, kv_heads, d)), cos, sin, name=f"k{i}")
+        v = g.reshape(qkv[:, qd + kd:], (tokens, kv_heads, d), name=f"v{i}")
+        kc = g.cache_append(k_cache[i], k, at=at, name=f"kc{i}")
+        vc = g.cache_append(v_cache[i], v, at=at, name=f"vc{i}")
+        o = g.attention(q, kc, vc, length=length, causal=True, name=f"o{i}")
+        x = g.add(x, g.linear(g.reshape(o, (tokens, qd)), wo[i], name=f"proj{i}"), name=f"xa{i}")
+        h2 = g.rmsnorm(x, mlp_norm[i], eps, name=f"mlp_h{i}")
+        a = g.silu_mul(g.linear(h2, gate[i], name=f"gate{i}"), g.linear(h2, up[i], name=f"up{i}"), name=f"act{i}")
+        x = g.add(x, g.linear(a, down[i], name=f"down{i}"), name=f"x{i + 1}")
+    g.output(x)
+    return g
+
+
+def rope_tables(tokens: int, head_dim: int, length: int, theta: float = 500000.0) -> tuple[Any, Any]:
+    """Llama's RoPE tables (T, D) for positions length-T..length-1, as HF's LlamaRotaryEmbedding makes
+    them without scaling: inv_freq = theta^(-2i/D), angles = position·inv_freq twice (cat(f, f)),
+    cos and sin in float32, then bf16 (float32 arrays holding bf16 values)."""
+    import numpy as np
+
+    from warpy.mega.semantics import store
+
+    inv = 1.0 / (theta ** (np.arange(0, head_dim, 2, dtype=np.float32) / head_dim))
+    pos = np.arange(length - tokens, length, dtype=np.float32)
+    f = np.outer(pos, inv).astype(np.float32)
+    emb = np.concatenate([f, f], axis=-1)
+    return store(np.cos(emb), "bf16"), store(np.sin(emb), "bf16")
+
+
 EXAMPLES: dict[str, Callable[[Optional[int]], Graph]] = {
     "mlp3": lambda t: mlp(t or 1024),
     "llama-mlp": lambda t: llama_mlp(t or 16),
@@ -195,6 +259,10 @@ EXAMPLES: dict[str, Callable[[Optional[int]], Graph]] = {
     "llama-attn-1k": lambda t: decode_attention(t or 1, 32, 8, 64, 1024, 8192, name="llama-attn-1k"),
     "llama-attn-8k": lambda t: decode_attention(t or 1, 32, 8, 64, 8192, 8192, name="llama-attn-8k"),
     "llama-attn-32k": lambda t: decode_attention(t or 1, 32, 8, 64, 32768, 32768, name="llama-attn-32k"),
+    "decoder-small": lambda t: llama_decoder(t or 3, hidden=128, heads=4, kv_heads=2, head_dim=64, intermediate=192,
+                                             layers=2, length=72, cache_rows=96, name="decoder-small"),
+    "llama-decoder-1k": lambda t: llama_decoder(t or 1, length=1024, cache_rows=8192, name="llama-decoder-1k"),
+    "llama-decoder-8k": lambda t: llama_decoder(t or 1, length=8192, cache_rows=8192, name="llama-decoder-8k"),
 }
 
 
@@ -217,6 +285,6 @@ def load(spec: str, tokens: Optional[int] = None) -> Graph:
     return g
 
 
-__all__ = ["mlp", "llama_mlp", "elementwise", "elementwise_chain", "elementwise_wide", "gemm_small", "gemm_epi", "acts",
+__all__ = ["mlp", "llama_mlp", "llama_decoder", "rope_tables", "elementwise", "elementwise_chain", "elementwise_wide", "gemm_small", "gemm_epi", "acts",
            "decode_attention",
            "EXAMPLES", "load"]

@@ -35,9 +35,10 @@ WORD_BITS = 32
 BYTES = WORDS * WORD_BITS // 8
 
 #: opcodes (word 0): one interpreter body each
-NOOP, GEMM, UNARY, BINARY, SILU_MUL, RMSNORM, ATTENTION, ATTENTION_COMBINE = range(8)
+NOOP, GEMM, UNARY, BINARY, SILU_MUL, RMSNORM, ATTENTION, ATTENTION_COMBINE, ROPE = range(9)
 OPCODES: dict[str, int] = {"noop": NOOP, "gemm": GEMM, "unary": UNARY, "binary": BINARY, "silu_mul": SILU_MUL,
-                           "rmsnorm": RMSNORM, "attention": ATTENTION, "attention_combine": ATTENTION_COMBINE}
+                           "rmsnorm": RMSNORM, "attention": ATTENTION, "attention_combine": ATTENTION_COMBINE,
+                           "rope": ROPE}
 #: activation codes (GEMM epilogue and UNARY); none is a copy
 ACT_NONE, ACT_RELU, ACT_SILU, ACT_GELU_TANH = range(4)
 ACTIVATIONS: dict[str, int] = {"none": ACT_NONE, "relu": ACT_RELU, "silu": ACT_SILU, "gelu": ACT_GELU_TANH}
@@ -65,6 +66,7 @@ OPERAND_ROLES: dict[int, tuple[str, ...]] = {
     RMSNORM: ("out", "x", "weight"),
     ATTENTION: ("out", "q", "k", "v"),
     ATTENTION_COMBINE: ("out", "partial"),
+    ROPE: ("out", "x", "cos", "sin"),
 }
 
 
@@ -91,7 +93,7 @@ class Field:
 def _header() -> list[Field]:
     return [
         Field("opcode", 0, 0, 8, "the body to run: noop 0, gemm 1, unary 2, binary 3, silu_mul 4, rmsnorm 5, "
-              "attention 6, attention_combine 7"),
+              "attention 6, attention_combine 7, rope 8"),
         Field("index", 1, 0, 32, "the instruction's place in the global order (status words and hang dumps name it)"),
         Field("node", 2, 0, 16, "the lowered graph node the instruction is a tile of"),
         Field("n_operands", 2, 16, 4, "operand slots in use (slot 0 is the output)"),
@@ -276,6 +278,6 @@ def field_table(fields: Iterable[Field] = FIELDS) -> str:
 __all__ = [
     "WORDS", "BYTES", "Field", "FIELDS", "BY_NAME", "pack", "unpack", "field_table", "fp32_bits", "fp32_value",
     "OPCODES", "ACTIVATIONS", "BINOPS", "OPERAND_ROLES", "OPERANDS", "COORDS", "WAITS", "ARRIVES",
-    "NOOP", "GEMM", "UNARY", "BINARY", "SILU_MUL", "RMSNORM", "ATTENTION", "ATTENTION_COMBINE", "ACT_NONE", "ACT_RELU", "ACT_SILU", "ACT_GELU_TANH",
+    "NOOP", "GEMM", "UNARY", "BINARY", "SILU_MUL", "RMSNORM", "ATTENTION", "ATTENTION_COMBINE", "ROPE", "ACT_NONE", "ACT_RELU", "ACT_SILU", "ACT_GELU_TANH",
     "BIN_ADD", "BIN_MUL", "RESERVED_WORDS", "AXIS_K", "AXIS_FIXED", "BOX_BASE", "SCALE_WORD",
 ]

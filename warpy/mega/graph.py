@@ -11,7 +11,9 @@
 Values are tensors with a shape and an element type. Ops: `matmul` (x·W, W (K, N)) and `linear`
 (x·Wᵀ, W (N, K)); `add`, `mul` with numpy broadcasting (`+`, `*`); `relu`, `silu`, `gelu` (tanh);
 `silu_mul` (silu(a)·b); `rmsnorm(x, weight, eps)` over the last dimension, eps kept as the graph gives
-it; views: `select` and `slice` on any dimension with step 1 (`x[i]`, `x[:, a:b]`); `output`.
+it; `rope(x, cos, sin)` (rotary embedding, rotate-half form, tables (T, D)); views: `select` and
+`slice` on any dimension with step 1 (`x[i]`, `x[:, a:b]`), `reshape` (split and merge dimensions
+that are contiguous, as strides); `output`.
 Decode attention: `cache_append(cache, rows, at)` writes new K or V rows into a cache (a graph input,
 or a view of one, updated in place: the input becomes launch state) and is the cache after the write;
 `attention(q, k, v, length, scale, causal)` attends T new queries to the first `length` rows of the
@@ -41,9 +43,9 @@ ELEMENT_TYPES: tuple[str, ...] = ("bf16",)
 MAX_RANK = 4
 ACTIVATION_OPS = ("relu", "silu", "gelu")
 BINARY_OPS = ("add", "mul")
-VIEW_OPS = ("select", "slice")
+VIEW_OPS = ("select", "slice", "reshape")
 ATTENTION_OPS = ("cache_append", "attention")
-OPS = ("input", "matmul", "linear", "silu_mul", "rmsnorm") + ACTIVATION_OPS + BINARY_OPS + VIEW_OPS + ATTENTION_OPS
+OPS = ("input", "matmul", "linear", "silu_mul", "rmsnorm", "rope") + ACTIVATION_OPS + BINARY_OPS + VIEW_OPS + ATTENTION_OPS
 
 #: TMA's limits on a global tensor: strides are multiples of 16 bytes below 2^40, extents at most 2^32
 TMA_STRIDE_ALIGN = 16
@@ -124,19 +126,24 @@ class Value:
 class View:
     """Where a value's elements lie in the tensor that owns the memory (of `base_shape`, row-major).
 
-    dims[j]: the base dimension of view dimension j; start[d]: the first index along base
-    dimension d (a selected index for dimensions no view dimension runs along); shape: the view's
-    extents."""
+    dims[j]: the base dimension view dimension j runs along, `steps[j]` base indices a step (empty:
+    every step 1); several view dimensions may run along one base dimension (a reshape's split:
+    the outer one with the larger step); start[d]: the first index along base dimension d (a
+    selected index for dimensions no view dimension runs along); shape: the view's extents."""
 
     base_shape: tuple[int, ...]
     dtype: str
     dims: tuple[int, ...]
     start: tuple[int, ...]
     shape: tuple[int, ...]
+    steps: tuple[int, ...] = ()
 
     @staticmethod
     def whole(shape: tuple[int, ...], dtype: str) -> "View":
         return View(shape, dtype, tuple(range(len(shape))), (0,) * len(shape), shape)
+
+    def step(self, j: int) -> int:
+        return self.steps[j] if self.steps else 1
 
     @property
     def selected(self) -> tuple[int, ...]:
@@ -144,36 +151,181 @@ class View:
 
     @property
     def is_whole(self) -> bool:
-        return self.shape == self.base_shape
+        return self.shape == self.base_shape and not self.steps
 
     def base_box(self, box: Sequence[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
-        """A box of the view ((lo, hi) per view dimension) in base coordinates."""
+        """A box of the view ((lo, hi) per view dimension) in base coordinates; a one-line error where
+        its elements are no box of the base (a box across a reshape's split that is not whole inside)."""
         out = [(s, s + 1) for s in self.start]
-        for j, d in enumerate(self.dims):
-            lo, hi = box[j]
-            out[d] = (self.start[d] + lo, self.start[d] + hi)
+        if not self.steps:
+            for j, d in enumerate(self.dims):
+                lo, hi = box[j]
+                out[d] = (self.start[d] + lo, self.start[d] + hi)
+            return tuple(out)
+        for d in set(self.dims):
+            lo, length = 0, 1  # the interval the view dimensions along d cover so far, innermost first
+            for j in sorted((j for j, dd in enumerate(self.dims) if dd == d), key=self.step):
+                a, b = box[j]
+                s = self.step(j)
+                if b - a > 1 and length != s:
+                    raise WarpyError(f"a box {[tuple(x) for x in box]} of a {list(self.shape)} view is no box of its "
+                                     f"{list(self.base_shape)} tensor (it runs across a reshape's split without "
+                                     f"covering the inner dimensions)")
+                lo += a * s
+                length = length + (b - a - 1) * s
+            out[d] = (self.start[d] + lo, self.start[d] + lo + length)
         return tuple(out)
 
     def full_box(self) -> tuple[tuple[int, int], ...]:
         return self.base_box([(0, n) for n in self.shape])
 
+    def elem_strides(self) -> tuple[tuple[int, ...], int]:
+        """(the element stride of each view dimension, the element offset of the origin) in the
+        row-major base."""
+        bs = [1] * len(self.base_shape)
+        for d in range(len(self.base_shape) - 2, -1, -1):
+            bs[d] = bs[d + 1] * self.base_shape[d + 1]
+        return (tuple(bs[d] * self.step(j) for j, d in enumerate(self.dims)),
+                sum(s * b for s, b in zip(self.start, bs)))
+
+    def take(self, a: np.ndarray) -> np.ndarray:
+        """The view's elements of `a` (the base's array, any shape of its size), as a read-only numpy
+        view where `a` is C-contiguous."""
+        st, off = self.elem_strides()
+        flat = np.ascontiguousarray(a).reshape(-1)
+        out: np.ndarray = np.lib.stride_tricks.as_strided(flat[off:], self.shape,
+                                                          tuple(x * flat.itemsize for x in st), writeable=False)
+        return out
+
+    def put(self, a: np.ndarray, value: np.ndarray) -> None:
+        """Write `value` (of the view's size) into the view's elements of `a` (C-contiguous: in place)."""
+        if not a.flags.c_contiguous:
+            raise WarpyError("internal: a view is written into an array that is not contiguous")
+        st, off = self.elem_strides()
+        flat = a.reshape(-1)
+        dst = np.lib.stride_tricks.as_strided(flat[off:], self.shape, tuple(x * flat.itemsize for x in st))
+        dst[...] = np.asarray(value).reshape(self.shape)
+
+
+def coarsen(shape: tuple[int, ...], merge: tuple[int, int]) -> tuple[int, ...]:
+    """`shape` with dimensions merge[0]..merge[1] made one."""
+    a, b = merge
+    return shape[:a] + (math.prod(shape[a:b + 1]),) + shape[b + 1:]
+
+
+def rebase(view: View, coarse: tuple[int, ...]) -> View:
+    """`view` expressed over `coarse`, a coarsening of its base shape (each coarse dimension the
+    product of a run of the fine ones, innermost runs first): a view dimension along fine dimension d
+    runs along d's coarse dimension with its step times the extents inside it after d."""
+    fine = view.base_shape
+    if fine == coarse:
+        return view
+    group: list[int] = []
+    inner: list[int] = []
+    c, prod = len(coarse) - 1, 1
+    for d in range(len(fine) - 1, -1, -1):
+        if prod == coarse[c] and c > 0:
+            c, prod = c - 1, 1
+        group.append(c)
+        inner.append(prod)
+        prod *= fine[d]
+    group.reverse()
+    inner.reverse()
+    if c != 0 or prod != coarse[0]:
+        raise WarpyError(f"internal: {list(coarse)} is no coarsening of {list(fine)}")
+    start = [0] * len(coarse)
+    for d in range(len(fine)):
+        start[group[d]] += view.start[d] * inner[d]
+    dims = tuple(group[d] for d in view.dims)
+    steps = tuple(view.step(j) * inner[d] for j, d in enumerate(view.dims))
+    return View(coarse, view.dtype, dims, tuple(start), view.shape, steps if any(s != 1 for s in steps) else ())
+
+
+def _reshaped(inner: View, shape: tuple[int, ...], where: str) -> tuple[View, list[tuple[int, int]]]:
+    """`inner` reshaped to `shape` (row-major, as numpy's reshape), and the runs of base dimensions it
+    needs merged first (empty: the view is computed). One line where the reshape is no view (it
+    merges dimensions that are not contiguous in memory)."""
+    bs = [1] * len(inner.base_shape)
+    for d in range(len(inner.base_shape) - 2, -1, -1):
+        bs[d] = bs[d + 1] * inner.base_shape[d + 1]
+    old = [(inner.dims[j], inner.step(j), n) for j, n in enumerate(inner.shape) if n > 1]
+    groups: list[tuple[list[int], list[int]]] = []
+    oi, po, pn = 0, 1, 1
+    cur_o: list[int] = []
+    cur_n: list[int] = []
+    for k, m in enumerate(shape):
+        cur_n.append(k)
+        pn *= m
+        while po < pn and oi < len(old):
+            cur_o.append(oi)
+            po *= old[oi][2]
+            oi += 1
+        if po == pn and m > 1:
+            groups.append((cur_o, cur_n))
+            cur_o, cur_n, po, pn = [], [], 1, 1
+    if cur_n:  # trailing extent-1 dimensions: with the last group
+        if groups:
+            groups[-1][1].extend(cur_n)
+        else:
+            groups.append(([], cur_n))
+    merges: list[tuple[int, int]] = []
+    for olds, _ in groups:
+        for i, j in zip(olds, olds[1:]):
+            (d0, s0, _n0), (d1, s1, n1) = old[i], old[j]
+            if bs[d0] * s0 != bs[d1] * s1 * n1:
+                raise WarpyError(f"{where}: reshape of a {list(inner.shape)} view to {list(shape)} merges dimensions "
+                                 f"that are not contiguous in memory (strides of {bs[d0] * s0} and {bs[d1] * s1} x "
+                                 f"{n1} elements): it is no view")
+            if d0 != d1:
+                merges.append((d0, d1))
+    if merges:
+        return inner, merges
+    dims: list[int] = [0] * len(shape)
+    steps: list[int] = [1] * len(shape)
+    for olds, news in groups:
+        if olds:
+            d, s, _ = old[olds[-1]]
+        else:  # every extent is 1: any base dimension the view ran along
+            d, s = (inner.dims[-1] if inner.dims else len(inner.base_shape) - 1), 1
+        acc = s
+        for k in reversed(news):
+            dims[k], steps[k] = d, acc
+            acc *= shape[k]
+    return View(inner.base_shape, inner.dtype, tuple(dims), inner.start, shape,
+                tuple(steps) if any(x != 1 for x in steps) else ()), []
+
+
+def base_shape(v: Value) -> tuple[int, ...]:
+    """The shape of the tensor that owns base value `v`'s memory: v's own, or coarser where a reshape
+    merged dimensions of it that v's shape keeps apart (`Graph.reshape`)."""
+    return v.graph.coarse.get(v.id, v.shape)
+
 
 def view_of(v: Value) -> tuple[Value, View]:
     """The value that owns `v`'s memory, and where `v` lies in it (the whole of it for a non-view; a
-    cache_append's result is the memory of the cache it wrote into)."""
+    cache_append's result is the memory of the cache it wrote into), over `base_shape` of it."""
     if v.op == "cache_append":
         return view_of(v.args[0])
     if not v.is_view:
-        return v, View.whole(v.shape, v.dtype)
+        return v, rebase(View.whole(v.shape, v.dtype), base_shape(v))
     base, inner = view_of(v.args[0])
-    dims, start = list(inner.dims), list(inner.start)
+    if v.op == "reshape":
+        out, merges = _reshaped(inner, v.shape, v.where)
+        if merges:
+            raise WarpyError(f"{v.where}: internal: reshape {v.name} needs its base's dimensions merged")
+        return base, out
+    dims, start, steps = list(inner.dims), list(inner.start), list(inner.steps)
     d = v.attrs["dim"]
+    s = inner.step(d)
     if v.op == "select":
-        start[dims[d]] += v.attrs["index"]
+        start[dims[d]] += v.attrs["index"] * s
         del dims[d]
+        if steps:
+            del steps[d]
     else:
-        start[dims[d]] += v.attrs["start"]
-    return base, View(inner.base_shape, inner.dtype, tuple(dims), tuple(start), v.shape)
+        start[dims[d]] += v.attrs["start"] * s
+    return base, View(inner.base_shape, inner.dtype, tuple(dims), tuple(start), v.shape,
+                      tuple(steps) if any(x != 1 for x in steps) else ())
 
 
 @dataclass(frozen=True)
@@ -202,14 +354,15 @@ def map_dims(view: View, keep: bool = False) -> tuple[tuple[MapDim, ...], int]:
         strides[d] = strides[d + 1] * bshape[d + 1]
     out: list[MapDim] = []
     offset = 0
+    for d in set(view.dims):
+        offset += view.start[d] * strides[d]
     for j in range(len(view.dims) - 1, -1, -1):
         d = view.dims[j]
-        if view.shape[j] != bshape[d]:
-            offset += view.start[d] * strides[d]
+        stride = strides[d] * view.step(j)
         if view.shape[j] > 1:
-            out.append(MapDim(d, view.shape[j], strides[d], j))
+            out.append(MapDim(d, view.shape[j], stride, j))
         elif keep:
-            st = strides[d] if not out else -(-strides[d] // TMA_STRIDE_ALIGN) * TMA_STRIDE_ALIGN
+            st = stride if not out else -(-stride // TMA_STRIDE_ALIGN) * TMA_STRIDE_ALIGN
             out.append(MapDim(d, 1, st, j))
     for d in sorted(view.selected, reverse=True):
         if bshape[d] > 1:
@@ -260,6 +413,8 @@ class Graph:
         self._pending: list[_Pending] = []
         self._pending_outputs: list[tuple[str, str]] = []
         self._where = "?"
+        #: base value id -> the coarser shape its tensor has (`reshape` merged dimensions of it)
+        self.coarse: dict[int, tuple[int, ...]] = {}
 
     # --- construction -------------------------------------------------------------------------
 
@@ -451,6 +606,63 @@ class Graph:
         return self._new("attention", (q, k, v), {"length": length, "scale": float(scale), "causal": bool(causal)},
                          q.shape, dt, name, where)
 
+    def reshape(self, x: Value, shape: Sequence[int], name: Optional[str] = None,
+                where: Optional[str] = None) -> Value:
+        """x with the same elements in row-major order as `shape` (numpy's reshape; one extent may be
+        -1): a view, splitting and merging dimensions. Refused in one line where it is no view (it
+        merges dimensions not contiguous in memory). A merge of dimensions the owning tensor keeps
+        apart (x (T, H, D) made by an op, viewed as (T, H·D)) makes that tensor coarser (its producer
+        writes it through a view of the finer shape); an input's dimensions are not merged (reshape
+        the caller's tensor instead)."""
+        where = where or self._at()
+        x = self._operand(x, "reshape", where)
+        want = [int(n) for n in shape]
+        if want.count(-1) > 1 or any(n < 1 and n != -1 for n in want):
+            raise WarpyError(f"{where}: reshape to {want}: extents are positive (one may be -1)")
+        if -1 in want:
+            rest = math.prod(n for n in want if n != -1)
+            if rest == 0 or x.size % rest:
+                raise WarpyError(f"{where}: reshape of {list(x.shape)} to {want}: the sizes do not match")
+            want[want.index(-1)] = x.size // rest
+        new = tuple(want)
+        if math.prod(new) != x.size:
+            raise WarpyError(f"{where}: reshape of {list(x.shape)} ({x.size} elements) to {list(new)} "
+                             f"({math.prod(new)}): the sizes differ")
+        while True:
+            base, inner = view_of(x)
+            _, merges = _reshaped(inner, new, where)
+            if not merges:
+                break
+            if base.op == "input":
+                raise WarpyError(f"{where}: reshape of {x.name} to {list(new)} merges dimensions of the input "
+                                 f"{base.name} ({list(base.shape)}), which its tensor keeps apart: give the input "
+                                 f"in the merged shape")
+            self.coarse[base.id] = coarsen(base_shape(base), merges[0])
+        return self._new("reshape", (x,), {"shape": new}, new, x.dtype, name, where)
+
+    def rope(self, x: Value, cos: Value, sin: Value, name: Optional[str] = None, where: Optional[str] = None) -> Value:
+        """Rotary position embedding, Llama's rotate-half form: x (T, H, D) with tables cos, sin (T, D)
+        (a row per token, as HF's LlamaRotaryEmbedding makes them: each frequency's value twice,
+        cat(f, f)), broadcast over the heads: out = x·cos + rotate_half(x)·sin, rotate_half(x) =
+        cat(-x[..., D/2:], x[..., :D/2]); so out[..., :D/2] = x1·cos - x2·sin and out[..., D/2:] =
+        x2·cos + x1·sin (with the halves' own table columns), rounded once."""
+        where = where or self._at()
+        x, cos, sin = (self._operand(a, "rope", where) for a in (x, cos, sin))
+        if x.rank != 3 or x.shape[2] % 2:
+            raise WarpyError(f"{where}: rope takes x (T, H, D) with D even, not {list(x.shape)}")
+        t, _, d = x.shape
+        for a in (cos, sin):
+            if a.shape != (t, d):
+                raise WarpyError(f"{where}: rope of {list(x.shape)} takes cos and sin tables of shape [{t}, {d}], not "
+                                 f"{list(a.shape)} ({a.name})")
+        dt = self._same_dtype("rope", where, x, cos, sin)
+        c3 = self.reshape(cos, (t, 1, d), where=where)
+        s3 = self.reshape(sin, (t, 1, d), where=where)
+        for a in (x, c3, s3):
+            self._read(a, "rope", where)
+        return self._new("rope", (x, c3, s3), {}, x.shape, dt, name, where)
+
+
     def select(self, x: Value, dim: int, index: int, name: Optional[str] = None, where: Optional[str] = None) -> Value:
         """x[..., index, ...] along `dim`: a view, one dimension fewer."""
         where = where or self._at()
@@ -598,5 +810,5 @@ def topological(values: Iterable[Value]) -> list[Value]:
     return sorted(values, key=lambda v: v.id)
 
 
-__all__ = ["Graph", "Value", "View", "MapDim", "view_of", "map_dims", "addressable", "ELEMENT_TYPES", "MAX_RANK",
+__all__ = ["Graph", "Value", "View", "MapDim", "view_of", "base_shape", "rebase", "coarsen", "map_dims", "addressable", "ELEMENT_TYPES", "MAX_RANK",
            "ACTIVATION_OPS", "BINARY_OPS", "VIEW_OPS", "ATTENTION_OPS", "OPS", "caller"]

@@ -33,7 +33,7 @@ import numpy as np
 
 from warpy.errors import WarpyError
 from warpy.mega import semantics as S
-from warpy.mega.graph import ACTIVATION_OPS, Graph, Value, View, view_of
+from warpy.mega.graph import ACTIVATION_OPS, Graph, Value, View, base_shape, rebase, view_of
 
 if TYPE_CHECKING:
     from warpy.target import Target
@@ -71,20 +71,17 @@ class Operand:
     view: View
 
     def array(self, arrays: Mapping[int, np.ndarray]) -> np.ndarray:
-        """The elements the view names in its tensor's array."""
-        a = arrays[self.tensor]
-        idx = [slice(s, s + 1) for s in self.view.start]
-        for j, d in enumerate(self.view.dims):
-            idx[d] = slice(self.view.start[d], self.view.start[d] + self.view.shape[j])
-        return a[tuple(idx)].reshape(self.view.shape)
+        """The elements the view names in its tensor's array (a read-only numpy view)."""
+        return self.view.take(arrays[self.tensor])
 
     def assign(self, arrays: dict[int, np.ndarray], value: np.ndarray) -> None:
-        """Write `value` (the view's shape) into the view's elements of its tensor's array."""
-        a = arrays[self.tensor]
-        idx = [slice(s, s + 1) for s in self.view.start]
-        for j, d in enumerate(self.view.dims):
-            idx[d] = slice(self.view.start[d], self.view.start[d] + self.view.shape[j])
-        a[tuple(idx)] = np.asarray(value).reshape(a[tuple(idx)].shape)
+        """Write `value` (the view's shape) into the view's elements of its tensor's array (made, zero,
+        where the tensor has none yet: a tensor its producer writes through a view)."""
+        if self.tensor not in arrays:
+            arrays[self.tensor] = np.zeros(self.view.base_shape, dtype=np.asarray(value).dtype)
+        elif not arrays[self.tensor].flags.c_contiguous:
+            arrays[self.tensor] = np.ascontiguousarray(arrays[self.tensor])
+        self.view.put(arrays[self.tensor], value)
 
 
 @dataclass(eq=False)
@@ -138,6 +135,8 @@ class Node:
             return self.binop
         if self.kind == "rmsnorm":
             return f"rmsnorm eps={self.eps:g}"
+        if self.kind == "rope":
+            return "rope"
         if self.kind == "unary" and self.out_view is not None:
             return "cache append"
         if self.kind == "attention":
@@ -215,6 +214,8 @@ def compute(n: Node, args: list[np.ndarray], dtype: str, box: Optional[tuple[tup
         return S.silu_mul(args[0], args[1], dtype)
     if n.kind == "rmsnorm":
         return S.rmsnorm(args[0], args[1], n.eps, dtype)
+    if n.kind == "rope":
+        return S.rope(args[0], args[1], args[2], dtype)
     raise WarpyError(f"no meaning for node kind {n.kind!r}")
 
 
@@ -256,8 +257,8 @@ def _combine(n: Node, part: np.ndarray, dtype: str, box: Optional[tuple[tuple[in
 def _rows(view: View, lo: int, hi: int) -> View:
     """Rows lo..hi of a view's first dimension."""
     d0 = view.dims[0]
-    start = view.start[:d0] + (view.start[d0] + lo,) + view.start[d0 + 1:]
-    return View(view.base_shape, view.dtype, view.dims, start, (hi - lo,) + view.shape[1:])
+    start = view.start[:d0] + (view.start[d0] + lo * view.step(0),) + view.start[d0 + 1:]
+    return View(view.base_shape, view.dtype, view.dims, start, (hi - lo,) + view.shape[1:], view.steps)
 
 
 def lower(graph: Graph, target: Optional["Target | str"] = None, glu: bool = False) -> Program:
@@ -365,6 +366,8 @@ def lower(graph: Graph, target: Optional["Target | str"] = None, glu: bool = Fal
         elif v.op == "rmsnorm":
             kw["eps"] = v.attrs["eps"]
             operands = list(v.args)
+        elif v.op == "rope":
+            operands = list(v.args)
         elif v.op == "cache_append":
             cache = v.args[0]
             if uses[cache.id] != 1 or cache.id in out_ids:
@@ -390,9 +393,11 @@ def lower(graph: Graph, target: Optional["Target | str"] = None, glu: bool = Fal
             raise WarpyError(f"{v.where}: internal: no lowering for {v.op}")
         last = chain[-1]
         absorbed.update(c.id for c in chain)
-        t = new_tensor(last.name, last.shape, last.dtype, "output" if last.id in out_ids else "temp")
+        t = new_tensor(last.name, base_shape(last), last.dtype, "output" if last.id in out_ids else "temp")
+        out_view = _coarse_out(last, kind)
         node = Node(len(prog.nodes), kind, t.id, tuple(operand(o) for o in operands),
-                    values=tuple(c.name for c in chain), where=v.where, **kw)  # type: ignore[arg-type]
+                    values=tuple(c.name for c in chain), where=v.where, out_view=out_view,
+                    **kw)  # type: ignore[arg-type]
         t.producer = node.id
         prog.nodes.append(node)
         for c in chain:
@@ -411,6 +416,22 @@ def lower(graph: Graph, target: Optional["Target | str"] = None, glu: bool = Fal
         prog.nodes.append(node)
         prog.outputs.append(copy.id)
     return prog
+
+
+#: the node kinds whose output may be written through a view (a reshape merged its tensor's dimensions)
+OUT_VIEW_KINDS = ("unary", "binary", "silu_mul", "rope", "attention_combine")
+
+
+def _coarse_out(v: Value, kind: str) -> Optional[View]:
+    """The view a node writes value `v` through where a reshape made v's tensor coarser than v
+    (`Graph.reshape`), else None; refused in one line for a body that writes whole tensors only."""
+    coarse = base_shape(v)
+    if coarse == v.shape:
+        return None
+    if kind not in OUT_VIEW_KINDS:
+        raise WarpyError(f"{v.where}: {v.name} ({kind}) is reshaped with its dimensions merged, and a {kind} node "
+                         f"writes its output whole; reshape a copy of it (or split its users' views instead)")
+    return rebase(View.whole(v.shape, v.dtype), coarse)
 
 
 def _glu_pairs(live: list[Value], uses: Mapping[int, int], out_ids: set[int]) \
@@ -454,10 +475,10 @@ def _lower_attention(prog: Program, v: Value, operand: Callable[[Value], Operand
     n1 = Node(len(prog.nodes), "attention", part.id, (operand(q), ko, vo), values=(v.name,), **attrs)
     part.producer = n1.id
     prog.nodes.append(n1)
-    out = Tensor(len(prog.tensors), v.name, v.shape, v.dtype, kind)
+    out = Tensor(len(prog.tensors), v.name, base_shape(v), v.dtype, kind)
     prog.tensors.append(out)
     n2 = Node(len(prog.nodes), "attention_combine", out.id, (Operand(part.id, View.whole(part.shape, "fp32")),),
-              values=(v.name,), **attrs)
+              values=(v.name,), out_view=_coarse_out(v, "attention_combine"), **attrs)
     out.producer = n2.id
     prog.nodes.append(n2)
 

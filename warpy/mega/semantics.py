@@ -83,6 +83,19 @@ def silu_mul(gate: np.ndarray, up: np.ndarray, dtype: str) -> np.ndarray:
     return store(activation(f64(gate), "silu") * f64(up), dtype)
 
 
+def rotate_half(x: np.ndarray) -> np.ndarray:
+    """cat(-x2, x1) of the last dimension's halves x1, x2."""
+    h = x.shape[-1] // 2
+    return np.concatenate([-x[..., h:], x[..., :h]], axis=-1)
+
+
+def rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, dtype: str) -> np.ndarray:
+    """Rotary embedding, rotate-half form: x·cos + rotate_half(x)·sin (numpy broadcasting: x
+    (T, H, D), the tables (T, 1, D)), in float64, rounded once; a tile is whole rows of D."""
+    xf = f64(x)
+    return store(xf * f64(cos) + rotate_half(xf) * f64(sin), dtype)
+
+
 def rmsnorm(x: np.ndarray, w: np.ndarray, eps: float, dtype: str) -> np.ndarray:
     """Over the last dimension, whole rows at a time."""
     xf = f64(x)
@@ -168,11 +181,7 @@ def view_array(v: "Value", base: np.ndarray) -> np.ndarray:
     from warpy.mega.graph import view_of
 
     _, vw = view_of(v)
-    idx_l = [slice(s, s + 1) for s in vw.start]
-    for j, d in enumerate(vw.dims):
-        idx_l[d] = slice(vw.start[d], vw.start[d] + vw.shape[j])
-    out = base[tuple(idx_l)]
-    return out.reshape(vw.shape) if vw.selected else out
+    return vw.take(base)
 
 
 def evaluate_value(v: "Value", args: Sequence[np.ndarray], inputs: Mapping[str, np.ndarray]) -> np.ndarray:
@@ -184,6 +193,8 @@ def evaluate_value(v: "Value", args: Sequence[np.ndarray], inputs: Mapping[str, 
         if x.shape != v.shape:
             raise WarpyError(f"input {v.name} has shape {list(x.shape)}, the graph says {list(v.shape)}")
         return x.astype(np.float32, copy=False)
+    if v.op == "reshape":
+        return np.reshape(args[0], v.shape)
     if v.op in ("select", "slice"):
         parent = v.args[0]
         idx: list[Any] = [slice(None)] * parent.rank
@@ -203,6 +214,8 @@ def evaluate_value(v: "Value", args: Sequence[np.ndarray], inputs: Mapping[str, 
         return silu_mul(args[0], args[1], v.dtype)
     if v.op == "rmsnorm":
         return rmsnorm(args[0], args[1], v.attrs["eps"], v.dtype)
+    if v.op == "rope":
+        return rope(args[0], args[1], args[2], v.dtype)
     if v.op == "cache_append":
         return cache_append(args[0], args[1], v.attrs["at"])
     if v.op == "attention":
@@ -215,6 +228,6 @@ def random_values(rng: np.random.Generator, shape: tuple[int, ...], dtype: str, 
     return store(rng.standard_normal(shape, dtype=np.float32) * scale, dtype)
 
 
-__all__ = ["store", "activation", "gemm", "gemm_glu", "unary", "binary", "silu_mul", "rmsnorm", "evaluate_value", "attention",
+__all__ = ["store", "activation", "gemm", "gemm_glu", "unary", "binary", "silu_mul", "rmsnorm", "rope", "rotate_half", "evaluate_value", "attention",
            "attention_partial", "attention_combine", "cache_append", "PARTIAL_EXTRA", "LOG2E",
            "random_values", "view_array"]

@@ -25,6 +25,10 @@ that TMA can address tile.
 - attention (decode, the partials): one tile per (KV head, chunk of the cache), every query row of
   the head's group; the split (`attention_split`) minimises the estimated makespan of both nodes.
 - attention_combine: one tile per (query token, KV head): the head group's rows of one token.
+- rope: elementwise, its tiles whole rows of the head dimension (at most 256: a lane reads its
+  partner columns D/2 away in the same box).
+- a node writing its tensor through a view (a cache append; a tensor a reshape made coarser) cuts
+  the view's shape (`out_shape`).
 
 Boxes are (lo, hi) per dimension, clipped to the tensor; `extents` are the rule's (unclipped) tile.
 """
@@ -231,8 +235,14 @@ def _attention(prog: Program, node: Node, target: Target) -> NodeTiling:
     return NodeTiling(node.id, (1, 1, rows, width), split.box_rows, tuple(tiles))
 
 
+def out_shape(prog: Program, node: Node) -> tuple[int, ...]:
+    """The shape a node's tiles cut: its output view's (a cache append's rows, a tensor a reshape made
+    coarser, `lower._coarse_out`), else its tensor's."""
+    return node.out_view.shape if node.out_view is not None else prog.tensors[node.out].shape
+
+
 def _combine(prog: Program, node: Node, target: Target) -> NodeTiling:
-    tokens, hq, d = prog.tensors[node.out].shape
+    tokens, hq, d = out_shape(prog, node)
     g = node.group
     hkv, splits, _, width = prog.tensors[node.operands[0].tensor].shape
     cm = COSTS[target.unit]
@@ -476,12 +486,15 @@ def tile_node(prog: Program, node: Node, target: Target) -> NodeTiling:
         return _attention(prog, node, target)
     if node.kind == "attention_combine":
         return _combine(prog, node, target)
+    if node.kind == "rope" and out_shape(prog, node)[-1] > BOX_MAX:
+        raise WarpyError(f"{node.where}: rope over a head dimension of {out_shape(prog, node)[-1]}: a tile is whole "
+                         f"rows of it, at most {BOX_MAX}")
     if node.out_view is not None:
         return _elementwise(prog, node, target, node.out_view.shape)
     return _elementwise(prog, node, target)
 
 
-__all__ = ["Box", "Tile", "NodeTiling", "tile_node", "operand_boxes", "project", "units", "CLUSTER", "COSTS",
+__all__ = ["Box", "Tile", "NodeTiling", "tile_node", "out_shape", "operand_boxes", "project", "units", "CLUSTER", "COSTS",
            "GEMM_K_STEP", "BOX_MAX", "cdiv", "CostModel", "PAGE_BYTES", "gemm_k_boxes", "gemm_a_rows",
            "GEMM_MAX_K_BOXES", "gemm_tile_ok", "gemm_pair_k_boxes", "gemm_pair_a_rows", "gemm_stage",
            "AttentionSplit", "attention_split", "ATTENTION_ROW_ALIGN", "ATTENTION_MAX_BOXES", "COMBINE_MAX_BOXES"]

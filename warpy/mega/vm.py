@@ -28,6 +28,7 @@ import numpy as np
 from warpy.errors import WarpyError
 from warpy.mega.lower import compute
 from warpy.mega.schedule import Instr, Schedule
+from warpy.mega.tiling import operand_boxes
 
 MASK32 = 0xFFFFFFFF
 
@@ -200,8 +201,8 @@ class VM:
                 if self.values:
                     node = prog.nodes[ins.node]
                     args = snap.pop(i)
-                    shaped = [a.reshape(self._view_shape(node.operands[k], acc.box)) for k, (a, acc) in
-                              enumerate(zip(args, ins.reads))]
+                    shaped = [a.reshape(tuple(hi - lo for lo, hi in vb))
+                              for a, vb in zip(args, operand_boxes(prog, node, ins.box))]
                     res = compute(node, shaped, prog.tensors[ins.write.tensor].dtype, ins.box)
                     sl = tuple(slice(lo, hi) for lo, hi in ins.write.box)
                     dest = self.array(self.buf, ins.write.tensor)
@@ -228,12 +229,6 @@ class VM:
             out.state = {t.name: self.array(self.buf, t.id).copy() for t in prog.tensors if t.kind == "state"}
         self.epoch += 1
         return out
-
-    def _view_shape(self, op: object, base_box: tuple[tuple[int, int], ...]) -> tuple[int, ...]:
-        from warpy.mega.lower import Operand
-
-        assert isinstance(op, Operand)
-        return tuple(base_box[d][1] - base_box[d][0] for d in op.view.dims)
 
     def _read(self, t: int, box: tuple[tuple[int, int], ...]) -> np.ndarray:
         return self.array(self.buf, t)[tuple(slice(lo, hi) for lo, hi in box)].copy()
