@@ -1,0 +1,410 @@
+"""The checker's opcode families (`warpy/check/families/`) on small kernels: the probes (one TMA
+copy, one wgmma or UMMA tile, counters) run with values against their host's expectation, and
+edits of them that break exactly one rule, the checker's whole verdict pinned word for word (the
+corpus matches one message a case, so a mutant that changes a number in a message, or what else
+is reported, survives it). Each case runs in well under a second; docs/testing.md lists the
+mutation runs these tests answer."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Optional
+
+import numpy as np
+import pytest
+
+from warpy.check.report import check_kernel
+from warpy.isa.text import parse
+from warpy.kernels.probes import PROBES, ProbeExpectation
+from warpy.layout.tma import TmaBox
+
+
+@functools.lru_cache(maxsize=None)
+def _probe(name: str, arch: str) -> str:
+    return str(PROBES[name].build(arch).kernel())
+
+
+def _edit(text: str, *edits: tuple[str, str]) -> str:
+    """Each (old, new) replaced once; `old` must occur exactly once. A derived line (`+ `) edited
+    becomes a plain one."""
+    for old, new in edits:
+        assert text.count(old) == 1, old
+        text = text.replace(old, new)
+    return text
+
+
+def _verdict(text: str, **kw: Any) -> list[str]:
+    return check_kernel(parse(text), **kw).messages(40)
+
+
+# -- the probes with values: every byte the checker moves is the host's ------------------------------
+
+# probe -> its whole verdict (the starts the H200 refuses: tests/kernels/test_tma_start.py)
+UNALIGNED = ["CTA 0 warp 0: UTMALDG.2D copies a box of src starting at element 1 of its innermost dimension (2 bytes, "
+             "not a multiple of 16): the engine raises an illegal instruction",
+             "CTA 1 warp 0: UTMALDG.2D copies a box of src starting at element 65 of its innermost dimension (130 bytes, "
+             "not a multiple of 16): the engine raises an illegal instruction"]
+VALUE_PROBES = {n: UNALIGNED if n in ("tma_start_unaligned", "tma_start_unaligned_end") else []
+                for n, p in PROBES.items() if p.host is not None and n not in ("pipe", "wgmma_bf16_sw0_flipped")}
+
+
+@pytest.mark.parametrize("name,arch", [(n, a) for n in VALUE_PROBES for a in PROBES[n].archs])
+def test_a_probe_s_values_are_the_host_s(name: str, arch: str) -> None:
+    pr = PROBES[name]
+    assert pr.host is not None
+    rep = check_kernel(parse(_probe(name, arch)), values=True, expect=ProbeExpectation(pr.host(np.random.default_rng(7))))
+    assert rep.messages(40) == VALUE_PROBES[name]
+    assert rep.values_checked > 0 and rep.values_wrong == 0
+
+
+class _Gemm:
+    """An `Expectation` for a probe's product: `a` and `b` (bf16 bits, K innermost) behind their maps,
+    `out` (fp32 rows) must be a @ b.T to fp32 rounding."""
+
+    def __init__(self, a: np.ndarray, b: np.ndarray) -> None:
+        self.a, self.b = a, b
+        self.out: Optional[np.ndarray] = None
+
+    def initial(self, source: str, box: Optional[TmaBox], nbytes: int, rng: np.random.Generator) -> Optional[np.ndarray]:
+        arr = {"a": self.a, "b": self.b}.get(source)
+        if arr is None:
+            return None
+        out = np.zeros(max(nbytes, arr.nbytes), dtype=np.uint8)
+        out[:arr.nbytes] = arr.reshape(-1).view(np.uint8)
+        return out
+
+    def compare(self, run: Any) -> Any:
+        from warpy.check.expect import Verdict
+
+        self.out = run.gmem["out"].view(np.float32).copy()
+        return Verdict(0, 0)
+
+
+def _bf16(rng: np.random.Generator, shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """(bits, values): small integers over 8, exact in bf16 and in every fp32 sum of their products."""
+    v = rng.integers(-4, 5, size=shape).astype(np.float32) / 8
+    return (v.view(np.uint32) >> 16).astype(np.uint16), v
+
+
+def test_the_umma_probe_multiplies() -> None:
+    rng = np.random.default_rng(3)
+    (a, av), (b, bv) = _bf16(rng, (128, 64)), _bf16(rng, (64, 64))
+    e = _Gemm(a, b)
+    assert _verdict(_probe("umma_1cta", "sm_100a"), values=True, expect=e) == []
+    assert e.out is not None
+    np.testing.assert_array_equal(e.out[:128 * 64].reshape(128, 64), av @ bv.T)
+
+
+# -- wgmma: the register rules, descriptors against the boxes ---------------------------------------
+
+RS = _probe("hgmma_rs", "sm_90a")
+SS = _probe("wgmma_fp16_sw64", "sm_90a")
+
+
+def _wg(line: int, warp_msgs: str) -> list[str]:
+    return [f"line {line} (HGMMA.64x64x16.F32.BF16): CTA 0 warp {w} {warp_msgs}" for w in range(4)]
+
+
+DIRTY = "accesses {r}, which line {at} ({op}) touched after the warp's last wgmma fence: a WARPGROUP.ARRIVE (wgmma.fence) must come between"
+UNDEF = ("line {line} (HGMMA.64x64x16.F32.BF16): CTA 0 warp 0 reads " + ", ".join(f"acc.{j}" for j in sorted(range(32), key=str))
+         + " before any instruction wrote it (the register holds whatever the register file had)")
+
+WGMMA_CASES = [
+    ("rs-clean", RS, []),
+    ("ss-clean", SS, []),
+    # the RS form's accumulator touched between the fence and the MMAs (the A registers are checked too)
+    ("rs-acc-after-fence", _edit(RS, ("  WARPGROUP.ARRIVE\n", "  WARPGROUP.ARRIVE\n  MOV acc.3, RZ\n")),
+     [m for line in (43, 45, 47, 49) for m in _wg(line, DIRTY.format(r="acc.3", at=41, op="MOV"))]),
+    ("rs-a-after-fence", _edit(RS, ("  WARPGROUP.ARRIVE\n", "  WARPGROUP.ARRIVE\n  MOV af.12, RZ\n")),
+     _wg(49, DIRTY.format(r="af.12", at=41, op="MOV"))),
+    # no fence, and the first MMA accumulates: every warp's MMAs run before a fence and read A registers
+    # loaded after the last (none); warp 0's first reads an accumulator nothing wrote (once: the
+    # registers are then taken as written)
+    ("rs-no-fence-accumulates", _edit(RS, ("  WARPGROUP.ARRIVE\n", ""), ("gdesc[gmma_rs_desc], RZ, !UPT", "gdesc[gmma_rs_desc], acc")),
+     [m for j, line in enumerate((41, 43, 45, 47)) for w in range(4)
+      for m in [f"line {line} (HGMMA.64x64x16.F32.BF16): CTA 0 warp {w} "
+                + DIRTY.format(r=f"af.{4 * j}", at=33 + j, op="LDG.E.128.CONSTANT")]
+      + ([UNDEF.format(line=41)] if (line, w) == (41, 0) else [])
+      + [f"line {line} (HGMMA.64x64x16.F32.BF16): CTA 0 warp {w} runs before any wgmma fence (WARPGROUP.ARRIVE) of the warp"]]),
+    ("rs-first-accumulates", _edit(RS, ("gdesc[gmma_rs_desc], RZ, !UPT", "gdesc[gmma_rs_desc], acc")), [UNDEF.format(line=42)]),
+]
+
+
+@pytest.mark.parametrize("name,text,want", WGMMA_CASES, ids=[c[0] for c in WGMMA_CASES])
+def test_one_wgmma_rule_broken(name: str, text: str, want: list[str]) -> None:
+    assert _verdict(text) == want
+
+
+def _per_warp(fmt: str, warps: range = range(4)) -> list[str]:
+    return [fmt.format(w=w) for w in warps]
+
+
+SS_HEAD = "CTA 0 warp {w}: HGMMA.64x64x16.F32.F16 "
+EXITS_UNWAITED = ("CTA 0: HGMMA.64x64x16.F32.F16, warp {w} reads sa asynchronously, and nothing orders that before CTA 0 "
+                  "exits (no wait of its warps sees it done: its shared memory may be gone)")
+ACC_UNWAITED = ("acc: HGMMA.64x64x16.F32.F16, warp {w} writes it and STG.E.128, warp {w} touches it, and nothing orders "
+                "the two (the wgmma group has not been waited for) (8 times)")
+SS_CASES = [
+    # the first MMA's A one K step on (K byte 32 of the box) while B is at K byte 0
+    ("a-one-k-step-on", _edit(SS, ("+ UIADD3 gmma_desc.0, sa_gdesc, 0x0, URZ  // gdesc.lo sa[0, 0]", "  UIADD3 gmma_desc.0, sa_gdesc, 0x2, URZ")),
+     _per_warp(SS_HEAD + "multiplies a at K byte 32 with b at K byte 0 (the boxes the copy engine landed there disagree)")),
+    # B's stride between 8-row groups 256 bytes (4 rows of the box) where the box's rows are 64 bytes
+    ("b-sbo-half", _edit(SS, ("+ UMOV gmma_desc.3, 0x80000020  // gdesc.hi sb[0, 0]", "  UMOV gmma_desc.3, 0x80000010")),
+     [SS_HEAD.format(w=0) + f"reads its B operand with a 64-byte swizzle descriptor whose row 8, K byte 0 is row 4, byte "
+      f"{k} of the box (not row 8, byte {k}); the copy engine landed it through tensor map b (64-byte swizzle, 64-byte rows)"
+      for k in (0, 32)]),
+    # A read with a 32-byte swizzle where the map lands 64-byte swizzled rows
+    ("a-swizzle-32-for-64", _edit(SS, ("+ UMOV gmma_desc.1, 0x80000020  // gdesc.hi sa[0, 0]", "  UMOV gmma_desc.1, 0xc0000020")),
+     [SS_HEAD.format(w=0) + f"reads its A operand with a 32-byte swizzle descriptor whose row 1, K byte 0 is row {r}, byte "
+      f"{b} of the box (not row 1, byte {k}); the copy engine landed it through tensor map a (64-byte swizzle, 64-byte rows)"
+      for r, b, k in ((0, 32, 0), (1, 0, 32))]),
+    # B's second K step 32 rows down: past the buffer
+    ("b-past-its-buffer", _edit(SS, ("+ UIADD3 gmma_desc.2, sb_gdesc, 0x2, URZ  // gdesc.lo sb[0, 16]", "  UIADD3 gmma_desc.2, sb_gdesc, 0x22, URZ")),
+     _per_warp(SS_HEAD + "touches shared 0x1620..0x25e0, outside every shared buffer the kernel declares")),
+    ("no-wgmma-wait", _edit(SS, ("  WARPGROUP.DEPBAR.LE gsb0, 0x0\n", "")), _per_warp(EXITS_UNWAITED) + _per_warp(ACC_UNWAITED)),
+    ("wgmma-wait-leaves-one", _edit(SS, ("WARPGROUP.DEPBAR.LE gsb0, 0x0", "WARPGROUP.DEPBAR.LE gsb0, 0x1")),
+     _per_warp(EXITS_UNWAITED) + _per_warp(ACC_UNWAITED)),
+]
+
+
+@pytest.mark.parametrize("name,text,want", SS_CASES, ids=[c[0] for c in SS_CASES])
+def test_one_wgmma_operand_rule_broken(name: str, text: str, want: list[str]) -> None:
+    assert _verdict(text) == want
+
+
+# -- tcgen05: tensor memory, UMMA descriptors against the boxes --------------------------------------
+
+UMMA = _probe("umma_1cta", "sm_100a")
+LDTM = "CTA 0 warp {w}: LDTM.x32 "
+UMMA_CASES = [
+    ("clean", UMMA, []),
+    # each warp's LDTM names lane 64 x warp: only warp 0 (lane 0) addresses its own quarter
+    ("lane-of-another-quarter", _edit(UMMA, ("SHF.L.U32 lanes, warp, 0x15, RZ", "SHF.L.U32 lanes, warp, 0x16, RZ")),
+     [LDTM.format(w=w) + f"addresses tensor-memory lane {64 * w}; warp {w} may access lanes {32 * w}..{32 * w + 31} (2 times)"
+      for w in (1, 2, 3)]),
+    # the second load at column 48 of a 64-column allocation
+    ("columns-past-the-allocation", _edit(UMMA, ("tmem_base, ulanes, 0x20", "tmem_base, ulanes, 0x30")),
+     _per_warp(LDTM + "reads tensor-memory columns 48..79 that no MMA wrote")
+     + _per_warp(LDTM + "touches tensor-memory columns 48..79, outside what the CTA allocated")),
+    ("a-narrower-load", _edit(UMMA, ("tmem_base, ulanes, 0x20\n  LDTM.x32", "tmem_base, ulanes, 0x20\n  LDTM.x16")), []),
+    ("no-wait-after-a-load", _edit(UMMA, ("  LDTM.x32 v, tmem[taddr]\n  TCGEN05.WAIT.LD\n  STG.E.128 desc[memdesc][gaddr.64], v.0",
+                                          "  LDTM.x32 v, tmem[taddr]\n  STG.E.128 desc[memdesc][gaddr.64], v.0")),
+     [m for w in range(4) for m in (
+         f"v: LDTM.x32, warp {w} writes it and LDTM.x32, warp {w} touches it, and nothing orders the two (no "
+         f"tcgen05.wait::ld after the load)",
+         f"v: LDTM.x32, warp {w} writes it and STG.E.128, warp {w} touches it, and nothing orders the two (no "
+         f"tcgen05.wait::ld after the load) (8 times)")]),
+    ("no-fence-after-the-wait", _edit(UMMA, ("~ @!waited BRA WAIT_7\n  TCGEN05.FENCE.AFTER\n", "~ @!waited BRA WAIT_7\n")),
+     _per_warp("tensor memory: UTCHMMA, warp 0 writes it and LDTM.x32, warp {w} reads it, and nothing orders the two (2 times)")),
+    ("a-one-k-step-on", _edit(UMMA, ("+ UIADD3 umma_a.0, UPT, UPT, sa_udesc, 0x0, URZ  // udesc.lo sa[0, 0]",
+                                     "  UIADD3 umma_a.0, UPT, UPT, sa_udesc, 0x2, URZ")),
+     ["CTA 0 warp 0: UTCHMMA multiplies a at K byte 32 with b at K byte 0 (the boxes the copy engine landed there disagree)"]),
+    ("b-swizzle-64-for-128", _edit(UMMA, ("+ UMOV umma_b.1, 0x40004040  // udesc.hi sb[0, 0]", "  UMOV umma_b.1, 0x80004040")),
+     [f"CTA 0 warp 0: UTCHMMA reads its B operand with a 64-byte swizzle descriptor whose row 1, K byte 0 is row {r}, byte "
+      f"{b} of the box (not row 1, byte {k}); the copy engine landed it through tensor map b (128-byte swizzle, 128-byte rows)"
+      for r, b, k in ((0, 64, 0), (0, 96, 32), (1, 0, 64), (1, 32, 96))]),
+]
+
+
+@pytest.mark.parametrize("name,text,want", UMMA_CASES, ids=[c[0] for c in UMMA_CASES])
+def test_one_tcgen05_rule_broken(name: str, text: str, want: list[str]) -> None:
+    assert _verdict(text) == want
+
+
+# -- memory: loads and stores of every width, the matrix forms, atomics ------------------------------
+# One warp: lane l loads its nb bytes of `src` (global), stores them to shared memory, and after a
+# CTA barrier loads lane l + 1's and stores them to `dst`: dst is src rotated by one lane.
+
+MEM_HEAD = """\
+.kernel m
+.sm sm_90a
+.threads 32
+.dynsmem 1024
+.grid 1 1 1
+.cluster 1 1 1
+.mbarriers 0
+.param src u64
+.param dst u64
+.buffer src global base=0x0 size=0x400 elem=u32 source=src layout=256:4
+.buffer dst global base=0x0 size=0x400 elem=u32 source=dst layout=256:4
+.buffer data smem base=0x0 size=0x400 elem=u32 layout=256:4
+.reg R lane
+.reg R next
+.reg R sa
+.reg R sb
+.reg R[4] v
+.reg R[4] u
+.reg R[2] p
+.reg R[2] q
+.reg R[2] pa
+.reg R[2] qa
+.reg UR smem
+.reg UR[2] memdesc
+.reg P ok
+"""
+
+ROTATE = """\
+  S2R lane, SR_LANEID
+  UMOV smem, `(dsmem)
+  ULDC.64 memdesc, c[0x0][0x208]
+  LDC.64 p, c[0x0][src]
+  LDC.64 q, c[0x0][dst]
+  IMAD.WIDE.U32 pa, lane, {nb:#x}, p
+  IMAD.WIDE.U32 qa, lane, {nb:#x}, q
+  IADD3 next, lane, 0x1, RZ
+  LOP3.LUT next, next, 0x1f, RZ, 0xc0, !PT
+  IMAD sa, lane, {nb:#x}, RZ
+  IMAD sb, next, {nb:#x}, RZ
+  LDG.E{m} v.0, desc[memdesc][pa.64]
+  STS{m} [sa+smem], v.0
+  BAR.SYNC.DEFER_BLOCKING 0x0
+  LDS{m} u.0, [sb+smem]
+  STG.E{m} desc[memdesc][qa.64], u.0
+  EXIT
+"""
+
+SRC = np.random.default_rng(5).integers(0, 256, 512).astype(np.uint8)
+
+
+class _Bytes:
+    """An `Expectation` that starts `src` as the given bytes (other sources zero) and keeps what the
+    run left in `dst` and which of its bytes were written."""
+
+    def __init__(self, src: np.ndarray) -> None:
+        self.src = src
+        self.out = self.written = self.src_after = np.zeros(0, dtype=np.uint8)
+
+    def initial(self, source: str, box: Optional[TmaBox], nbytes: int, rng: np.random.Generator) -> Optional[np.ndarray]:
+        if source != "src":
+            return None
+        out = np.zeros(max(nbytes, self.src.size), dtype=np.uint8)
+        out[:self.src.size] = self.src
+        return out
+
+    def compare(self, run: Any) -> Any:
+        from warpy.check.expect import Verdict
+
+        self.out = run.gmem["dst"][:512].copy()
+        self.src_after = run.gmem["src"][:512].copy()
+        self.written = run.gwritten["dst"][:512].copy()
+        return Verdict(0, 0)
+
+
+def _run(body: str, src: np.ndarray = SRC) -> tuple[list[str], _Bytes]:
+    e = _Bytes(src)
+    return _verdict(MEM_HEAD + body, values=True, expect=e), e
+
+
+@pytest.mark.parametrize("mods,nb", [("", 4), (".64", 8), (".128", 16), (".U16", 2), (".U8", 1)])
+def test_loads_and_stores_move_their_width(mods: str, nb: int) -> None:
+    msgs, e = _run(ROTATE.format(nb=nb, m=mods))
+    assert msgs == []
+    assert e.written.sum() == 32 * nb and e.written[:32 * nb].all()
+    np.testing.assert_array_equal(e.out[:32 * nb], np.roll(SRC[:32 * nb].reshape(32, nb), -1, axis=0).reshape(-1))
+
+
+@pytest.mark.parametrize("mods,nb", [(".64", 8), (".128", 16), (".U16", 2)])
+def test_a_wide_access_off_its_size_is_reported(mods: str, nb: int) -> None:
+    """Each lane's pitch one byte more than its width (3 for 2 bytes): lane 1's addresses are the first
+    that are not multiples of nb."""
+    body = ROTATE.format(nb=nb + 1 if nb > 2 else 3, m=mods)
+    msgs, _ = _run(body)
+    step = nb + 1 if nb > 2 else 3
+    assert msgs == [f"CTA 0 warp 0: {op} at {space} address {base + step:#x}: a {nb}-byte access needs an address that "
+                    f"is a multiple of {nb}" for op, space, base in ((f"LDG.E{mods}", "global", 1 << 40), (f"LDS{mods}", "shared", 0x400),
+                                                                   (f"STG.E{mods}", "global", 2 << 40), (f"STS{mods}", "shared", 0x400))]
+
+
+MATRIX = """\
+  S2R lane, SR_LANEID
+  UMOV smem, `(dsmem)
+  ULDC.64 memdesc, c[0x0][0x208]
+  LDC.64 p, c[0x0][src]
+  LDC.64 q, c[0x0][dst]
+  IMAD.WIDE.U32 pa, lane, 0x10, p
+  IMAD.WIDE.U32 qa, lane, 0x10, q
+  IMAD sa, lane, 0x10, RZ
+  LDG.E.128 v.0, desc[memdesc][pa.64]
+  STSM.16.M88.4 [sa+smem], v
+  LDSM.16.M88{t}.4 u, [sa+smem]
+  STG.E.128 desc[memdesc][qa.64], u.0
+  EXIT
+"""
+
+
+@pytest.mark.parametrize("trans", [False, True])
+def test_the_matrix_forms_move_fragments(trans: bool) -> None:
+    """stmatrix then ldmatrix (.trans) of four 8x8 matrices of 16-bit elements, lane l addressing row
+    l % 8 of matrix l // 8: as the PTX ISA's fragment says, thread t holds row t // 4, elements
+    2 (t % 4) and 2 (t % 4) + 1 of each matrix (register j: matrix j); transposed, element (c, r)
+    where it held (r, c)."""
+    msgs, e = _run(MATRIX.format(t=".T" if trans else ""))
+    assert msgs == [] and e.written.all()
+    held = SRC.view(np.uint16).reshape(32, 4, 2)  # [thread, register (matrix), half]
+    mats = np.zeros((4, 8, 8), dtype=np.uint16)
+    t = np.arange(32)
+    for h in range(2):
+        mats[:, t // 4, 2 * (t % 4) + h] = held[:, :, h].T
+    if trans:
+        mats = mats.transpose(0, 2, 1)
+    want = np.stack([mats[:, t // 4, 2 * (t % 4) + h].T for h in range(2)], axis=2)
+    np.testing.assert_array_equal(e.out.view(np.uint16).reshape(32, 4, 2), want)
+    # the fragment is not the identity: the transposed load moves the halves
+    assert trans == (not np.array_equal(want, held))
+
+
+ATOMIC = """\
+  S2R lane, SR_LANEID
+  ULDC.64 memdesc, c[0x0][0x208]
+  LDC.64 p, c[0x0][src]
+  LDC.64 q, c[0x0][dst]
+  IMAD.WIDE.U32 qa, lane, 0x4, q
+  {setup}
+  ATOMG.E.{op}.STRONG.GPU ok, v.0, desc[memdesc][p.64], {args}
+  STG.E desc[memdesc][qa.64], v.0
+  EXIT
+"""
+
+
+def _atomics(op: str, setup: str, args: str, first: int) -> tuple[np.ndarray, int]:
+    """Each lane's old word (lowest lane first) and the word left, from `first`."""
+    src = np.zeros(512, dtype=np.uint8)
+    src[:4] = np.frombuffer(np.uint32(first).tobytes(), dtype=np.uint8)
+    e = _Bytes(src)
+    rep = check_kernel(parse(MEM_HEAD + ATOMIC.format(op=op, setup=setup, args=args)), values=True, expect=e)
+    assert rep.messages(40) == []
+    assert e.written[:128].all()
+    return e.out[:128].view(np.uint32).copy(), int(e.src_after[:4].view(np.uint32)[0])
+
+
+@pytest.mark.parametrize("op,setup,args,first,olds,last", [
+    # lane l adds l + 1: each old word is the sum of the lanes before it
+    ("ADD", "IADD3 u.0, lane, 0x1, RZ", "u.0", 100, [100 + x * (x + 1) // 2 for x in range(32)], 628),
+    # lane l offers 31 - l: the minimum so far, 100 until lane 0's 31
+    ("MIN", "IADD3 u.0, -lane, 0x1f, RZ", "u.0", 100, [100] + list(range(31, 0, -1)), 0),
+    ("MAX", "IADD3 u.0, lane, 0x3c, RZ", "u.0", 70, [70] * 11 + list(range(70, 91)), 91),
+    # signed: -1 - l is below 5 as an S32, above it unsigned
+    ("MIN.S32", "LOP3.LUT u.0, lane, RZ, RZ, 0xf, !PT", "u.0", 5, [5] + [0xFFFFFFFF - x for x in range(31)], 0xFFFFFFE0),
+    ("MIN", "LOP3.LUT u.0, lane, RZ, RZ, 0xf, !PT", "u.0", 5, [5] * 32, 5),
+    ("MAX.S32", "LOP3.LUT u.0, lane, RZ, RZ, 0xf, !PT", "u.0", 5, [5] * 32, 5),
+    ("EXCH", "IADD3 u.0, lane, 0x7, RZ", "u.0", 3, [3] + [x + 7 for x in range(31)], 38),
+    # compare-and-swap 9 -> lane + 10: lane 0 swaps, the others find 10
+    ("CAS", "MOV u.1, 0x9\n  IADD3 u.0, lane, 0xa, RZ", "u.1, u.0", 9, [9] + [10] * 31, 10),
+    # fp32: 1.5 + 0.25 a lane
+    ("ADD.F32.FTZ.RN", "MOV u.0, 0x3e800000", "u.0", 0x3FC00000,
+     [int(np.float32(1.5 + 0.25 * x).view(np.uint32)) for x in range(32)], 0x41180000),
+])
+def test_global_atomics_lane_by_lane(op: str, setup: str, args: str, first: int, olds: list[int], last: int) -> None:
+    got, word = _atomics(op, setup, args, first)
+    assert got.tolist() == olds and word == last
+
+
+def test_a_reduction_returns_nothing_and_adds() -> None:
+    body = ATOMIC.format(op="ADD", setup="IADD3 u.0, lane, 0x1, RZ", args="u.0").replace(
+        "  ATOMG.E.ADD.STRONG.GPU ok, v.0, desc[memdesc][p.64], u.0\n  STG.E desc[memdesc][qa.64], v.0\n",
+        "  REDG.E.ADD.STRONG.GPU desc[memdesc][p.64], u.0\n")
+    src = np.zeros(512, dtype=np.uint8)
+    src[:4] = [100, 0, 0, 0]
+    msgs, e = _run(body, src)
+    assert msgs == [] and not e.written.any()
+    assert int(e.src_after[:4].view(np.uint32)[0]) == 628
