@@ -408,3 +408,80 @@ def test_a_reduction_returns_nothing_and_adds() -> None:
     msgs, e = _run(body, src)
     assert msgs == [] and not e.written.any()
     assert int(e.src_after[:4].view(np.uint32)[0]) == 628
+
+
+# -- the copy engine: box images, clipping, alignment, stores ------------------------------------------
+# tma_copy_2d: a CTA per 64 x 32 box of a 90 x 200 fp16 tensor (ragged at both edges); each loads its
+# box (128-byte swizzle), dumps the raw tile and stores it back through a map of pitched rows.
+
+TMA = _probe("tma_copy_2d", "sm_90a")
+
+
+def _dumps_at(g: np.ndarray, dx: int, dy: int) -> np.ndarray:
+    """The raw tiles of the 4 x 3 CTAs when each box starts (dx, dy) elements off its grid position:
+    the box's elements inside the tensor, zeros outside, 128-byte swizzled (16-byte chunk c of each
+    128-byte row r lands at chunk c ^ (r % 8))."""
+    pad = np.zeros((g.shape[0] + 256, g.shape[1] + 256), dtype=g.dtype)
+    pad[128:128 + g.shape[0], 128:128 + g.shape[1]] = g
+    out = []
+    for y in range(3):
+        for x in range(4):
+            r0, c0 = 128 + 32 * y + dy, 128 + 64 * x + dx
+            tile = pad[r0:r0 + 32, c0:c0 + 64].reshape(32, 8, 8)  # [row, 16-byte chunk, element]
+            sw = np.empty_like(tile)
+            for r in range(32):
+                sw[r, np.arange(8) ^ (r % 8)] = tile[r]
+            out.append(sw.reshape(-1))
+    return np.concatenate(out)
+
+
+@pytest.mark.parametrize("dx,dy", [(0, 0), (-8, 0), (8, -3), (0, 96), (-64, 0)])
+def test_a_box_off_its_place_lands_zeros_outside_the_tensor(dx: int, dy: int) -> None:
+    """The boxes moved by (dx, dy) elements (negative coordinates too; (0, 96) and (-64, 0) put every
+    simulated box wholly outside): the dumps are the boxes' elements with zeros outside the tensor,
+    and the stores write back what was loaded, clipped to the tensor."""
+    pr = PROBES["tma_copy_2d"]
+    assert pr.host is not None
+    case = pr.host(np.random.default_rng(11))
+    g = case.arrays["src"]
+    text = TMA
+    for reg, d in (("crd0", dx), ("crd1", dy)):
+        if d:
+            mul = "0x40" if reg == "crd0" else "0x20"
+            text = _edit(text, (f"IMAD {reg}, cta{reg[-1]}, {mul}, RZ", f"IMAD {reg}, cta{reg[-1]}, {mul}, RZ\n  "
+                                f"IADD3 {reg}, {reg}, {d:#x}, RZ".replace("0x-", "-0x")))
+    e = ProbeExpectation(type(case)(case.arrays, {"dump": _dumps_at(g, dx, dy), "dst": case.expected["dst"]}))
+    rep = check_kernel(parse(text), values=True, expect=e)
+    assert rep.messages(40) == [] and rep.values_wrong == 0
+    # CTAs 0 and 11 run: their whole tiles dumped, and what their stores wrote inside the tensor
+    inside = sum(max(0, min(200, 64 * x + dx + 64) - max(0, 64 * x + dx)) * max(0, min(90, 32 * y + dy + 32) - max(0, 32 * y + dy))
+                 for x, y in ((0, 0), (3, 2)))
+    assert rep.values_checked == 2 * 64 * 32 + inside
+
+
+TMA_CASES = [
+    # the load's destination 128 bytes into the tile: not on the 128-byte swizzle's 1024-byte repeat,
+    # and past the buffer's end
+    ("lands-off-the-swizzle-repeat", _edit(TMA, ("+ UIADD3 tma_src.0, tile_base, 0x0, URZ  // addr tile[0, 0]",
+                                                 "  UIADD3 tma_src.0, tile_base, 0x80, URZ")),
+     [m for c in (0, 11) for m in (
+         f"CTA {c} warp 0: UTMALDG.2D lands its box at shared 0x480, which is not 1024-byte aligned (a 128-byte swizzle "
+         f"repeats every 1024 bytes)",
+         f"CTA {c} warp 0: UTMALDG.2D touches shared 0x480..0x1480, outside every shared buffer the kernel declares")]),
+    # rows of 196 fp16 (392 bytes): the last column's store writes 8 bytes past each row's end
+    ("store-across-a-ragged-row-end", _edit(TMA, (".tmap dst dtype=fp16 dims=200,90", ".tmap dst dtype=fp16 dims=196,90")),
+     ["CTA 11 warp 0: UTMASTG.2D stores a box of dst at (192, 64) across the end of its rows of 196 fp16 (392 bytes, not a "
+      "whole number of 16): the engine writes a row's last 16 bytes whole, 8 bytes past its end, memory the tensor map "
+      "does not hold"]),
+    ("store-not-waited", _edit(TMA, ("  DEPBAR.LE SB0, 0x0\n", "")),
+     [f"CTA {c}: UTMASTG.2D, warp 0 reads tile asynchronously, and nothing orders that before CTA {c} exits (no wait of "
+      f"its warps sees it done: its shared memory may be gone)" for c in (0, 11)]),
+    ("expect-tx-16-over", _edit(TMA, ("MOV tx, 0x1000", "MOV tx, 0x1010")),
+     [f"hang: CTA {c} warp {w} waits on full[0] for the phase of parity 0: it is in phase 0, 0 of 1 arrivals to come, "
+      f"16 bytes" for c in (0, 11) for w in range(4)]),
+]
+
+
+@pytest.mark.parametrize("name,text,want", TMA_CASES, ids=[c[0] for c in TMA_CASES])
+def test_one_copy_rule_broken(name: str, text: str, want: list[str]) -> None:
+    assert _verdict(text) == want
