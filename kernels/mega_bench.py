@@ -228,7 +228,15 @@ WORKLOADS: dict[str, tuple[str, int, float, float]] = {
     "llama-16": ("llama-mlp", 16, 729.0, 440.0),
     "llama-128": ("llama-mlp", 128, 840.0, 600.0),
     "llama-2048": ("llama-mlp", 2048, 5740.0, 5300.0),
+    # issue 17's decode step of the Llama-3.2-1B decoder stack (no baseline measured when the target was
+    # set: 0; the target is 1.3x the CUDA graph of eager of the same run, `DECODER_SPEEDUP`)
+    "llama-decoder-1k": ("llama-decoder-1k", 1, 0.0, 0.0),
+    "llama-decoder-1k-t16": ("llama-decoder-1k", 16, 0.0, 0.0),
+    "llama-decoder-8k": ("llama-decoder-8k", 1, 0.0, 0.0),
+    "llama-decoder-8k-t16": ("llama-decoder-8k", 16, 0.0, 0.0),
 }
+#: issue 17's target for the decoder workloads: this many times faster than the CUDA graph of eager
+DECODER_SPEEDUP = 1.3
 METHODS = ("warpy", "warpy-graph", "eager", "graph", "compile", "compile-ro")
 #: an element passes when |got - ref| <= TOL_STEPS x sqrt(layers) bf16 steps at max(|ref|, the
 #: output's rms): each layer rounds its result to bf16 (half a step, at random), so the error of a
@@ -236,7 +244,7 @@ METHODS = ("warpy", "warpy-graph", "eager", "graph", "compile", "compile-ro")
 #: (H200, 2026-12-01), over the 4 a single layer gets
 TOL_STEPS = 4.0
 #: workload -> layers (mlp3: 3, the Llama MLP: 16)
-LAYERS = {"mlp3": 3, "llama-mlp": 16}
+LAYERS = {"mlp3": 3, "llama-mlp": 16, "llama-decoder-1k": 16, "llama-decoder-8k": 16, "decoder-small": 2}
 #: `--variants`: the Llama MLP with a stage left out, timed through warpy alone (the time of each op
 #: kind by difference): graph -> what it leaves out
 VARIANTS = {"llama-nonorm": "no rmsnorm", "llama-gate": "no rmsnorm, no up gemm, no silu_mul (silu in the gate's epilogue)"}
@@ -265,7 +273,83 @@ def torch_function(graph: str) -> Callable[..., Any]:
                 x = x + Fn.linear(Fn.silu(Fn.linear(h, gate[i])) * Fn.linear(h, up[i]), down[i])
             return x
         return llama
-    raise WarpyError(f"no torch form of graph {graph!r} (the bench runs mlp3 and llama-mlp)")
+    if graph in LAYERS:  # a decoder stack (`warpy.mega.examples.llama_decoder`)
+        return decoder_function(graph, torch, Fn)
+    raise WarpyError(f"no torch form of graph {graph!r} (the bench runs mlp3, llama-mlp and the decoder stacks)")
+
+
+def attention_length(graph: Any) -> Optional[int]:
+    """The cache length of a graph's (first) decode attention, None without one."""
+    for v in graph.values:
+        if v.op == "attention":
+            return int(v.attrs["length"])
+    return None
+
+
+def decoder_function(graph: str, torch: Any, Fn: Any) -> Callable[..., Any]:
+    """`warpy.mega.examples.llama_decoder` as torch code, the same math on the same tensors: per layer
+    rms_norm, one QKV linear split into q, k, v (T, heads, D), RoPE (rotate-half, the cos and sin
+    tables broadcast over the heads), k and v written into the layer's caches at rows length-T..
+    (in place), scaled_dot_product_attention of q against the first `length` cache rows (grouped:
+    `enable_gqa` where torch has it, else the KV heads repeated; causal among the new rows by a
+    mask; T = 1 needs none), the output projection and the residual, the MLP block."""
+    from warpy.mega.examples import LLAMA_EPS, load
+
+    length = attention_length(load(graph))
+    assert length is not None
+    major, minor = (int(x) for x in torch.__version__.split(".")[:2])
+    gqa = (major, minor) >= (2, 5)
+
+    def rotate_half(x: Any) -> Any:
+        h = x.shape[-1] // 2
+        return torch.cat((-x[..., h:], x[..., :h]), dim=-1)
+
+    def decoder(x: Any, cos: Any, sin: Any, attn_norm: Any, wqkv: Any, wo: Any, k_cache: Any, v_cache: Any,
+                mlp_norm: Any, gate: Any, up: Any, down: Any) -> Any:
+        t, d = cos.shape
+        hkv = k_cache.shape[2]
+        hq = wo.shape[2] // d
+        at = length - t
+        c, s = cos[:, None, :], sin[:, None, :]
+        mask = None
+        if t > 1:  # query i sees cache rows 0..at+i
+            pos = torch.arange(length, device=x.device)
+            mask = pos[None, :] <= (at + torch.arange(t, device=x.device))[:, None]
+        for i in range(wqkv.shape[0]):
+            h = Fn.rms_norm(x, (x.shape[-1],), attn_norm[i], LLAMA_EPS)
+            qkv = Fn.linear(h, wqkv[i])
+            q = qkv[:, :hq * d].view(t, hq, d)
+            k = qkv[:, hq * d:(hq + hkv) * d].view(t, hkv, d)
+            v = qkv[:, (hq + hkv) * d:].view(t, hkv, d)
+            q = q * c + rotate_half(q) * s
+            k = k * c + rotate_half(k) * s
+            k_cache[i, at:length] = k
+            v_cache[i, at:length] = v
+            kk = k_cache[i, :length].transpose(0, 1)[None]  # (1, Hkv, length, D)
+            vv = v_cache[i, :length].transpose(0, 1)[None]
+            if gqa:
+                o = Fn.scaled_dot_product_attention(q.transpose(0, 1)[None], kk, vv, attn_mask=mask, enable_gqa=True)
+            else:
+                o = Fn.scaled_dot_product_attention(q.transpose(0, 1)[None], kk.repeat_interleave(hq // hkv, dim=1),
+                                                    vv.repeat_interleave(hq // hkv, dim=1), attn_mask=mask)
+            x = x + Fn.linear(o[0].transpose(0, 1).reshape(t, hq * d), wo[i])
+            h2 = Fn.rms_norm(x, (x.shape[-1],), mlp_norm[i], LLAMA_EPS)
+            x = x + Fn.linear(Fn.silu(Fn.linear(h2, gate[i])) * Fn.linear(h2, up[i]), down[i])
+        return x
+    return decoder
+
+
+def rope_inputs(graph: Any) -> dict[str, np.ndarray]:
+    """A graph's `cos` and `sin` inputs (T, D) where it has them: Llama's tables
+    (`warpy.mega.examples.rope_tables`) for the positions of its T new tokens, the last T of its
+    attention's length (0..T-1 without an attention)."""
+    from warpy.mega.examples import rope_tables
+
+    if "cos" not in graph.by_name:
+        return {}
+    t, d = graph.by_name["cos"].shape
+    c, s = rope_tables(t, d, attention_length(graph) or t)
+    return {"cos": c, "sin": s}
 
 
 def bench_inputs(graph: Any, seed: int) -> dict[str, np.ndarray]:
@@ -279,17 +363,18 @@ def bench_inputs(graph: Any, seed: int) -> dict[str, np.ndarray]:
         scale, shift = input_scale(v.name, v.shape)
         vals = rng.standard_normal(v.shape).astype(np.float32) * np.float32(scale) + np.float32(shift)
         out[v.name] = np.asarray(S.store(vals, v.dtype), dtype=np.float32)
+    out.update(rope_inputs(graph))
     return out
 
 
 def input_scale(name: str, shape: Sequence[int]) -> tuple[float, float]:
     """(standard deviation, mean) of a workload input: a gemm's weight 1/sqrt(K), a bias 0.1, a norm
     weight around 1, x 1."""
-    if name in ("w", "gate", "up", "down"):
+    if name in ("w", "gate", "up", "down", "wqkv", "wo"):
         return 1.0 / float(np.sqrt(shape[-1])), 0.0
     if name == "b":
         return 0.1, 0.0
-    if name == "norm":
+    if name in ("norm", "attn_norm", "mlp_norm"):
         return 0.1, 1.0
     return 1.0, 0.0
 
@@ -300,7 +385,11 @@ def _gpu_inputs(torch: Any, graph: Any, seed: int, cache: dict[Any, Any]) -> dic
     import zlib
 
     out = {}
+    for k, a in rope_inputs(graph).items():  # (the positions differ by graph: keyed by it)
+        out[k] = cache.setdefault((k, graph.name, a.shape), torch.from_numpy(a).to("cuda", torch.bfloat16))
     for v in graph.inputs():
+        if v.name in out:
+            continue
         key = (v.name, tuple(v.shape))
         if key not in cache:
             gen = torch.Generator(device="cuda")
@@ -313,13 +402,14 @@ def _gpu_inputs(torch: Any, graph: Any, seed: int, cache: dict[Any, Any]) -> dic
 
 
 def _upload(r: MegaRunner, args: Mapping[str, Any]) -> None:
-    """Each input's bf16 tensor into its buffer (device to device; inputs start their buffers)."""
+    """Each input's bf16 tensor into its buffer, and each state tensor's (a cache the launch appends to)
+    (device to device; inputs and state start their buffers)."""
     from warpy.runtime.driver import check, cuda
 
     d = cuda()
     prog, s = r.plan.schedule.program, r.plan.schedule
     for t in prog.tensors:
-        if t.kind == "input" and s.buffer_of[t.id] in r.buffers:
+        if t.kind in ("input", "state") and s.buffer_of[t.id] in r.buffers:
             a = args[t.name].contiguous()
             check(d.cuMemcpyDtoD(int(r.buffers[s.buffer_of[t.id]]), a.data_ptr(), a.numel() * a.element_size()),
                   "cuMemcpyDtoD")
@@ -582,7 +672,10 @@ def bench_table(rows: Sequence[BenchRow]) -> str:
         gr = by.get((n, "graph"))
         cells.append(f"{gr.us / min(w):.2f}x" if w and gr is not None and gr.us else "-")
         _, _, base, target = WORKLOADS[n]
-        cells += [f"{base:g}", f"{target:g}"]
+        if base:
+            cells += [f"{base:g}", f"{target:g}"]
+        else:  # (the decoder: the target is DECODER_SPEEDUP x faster than this run's CUDA graph of eager)
+            cells += ["-", f"{gr.us / DECODER_SPEEDUP:.1f}" if gr is not None and gr.us else "-"]
         bad = [f"{x.method} {x.over}" for x in rows if x.workload == n and x.over]
         tol = TOL_STEPS * float(np.sqrt(LAYERS[WORKLOADS[n][0]]))
         err = {x.method: x.err_steps for x in rows if x.workload == n and x.err_steps is not None}
@@ -630,6 +723,6 @@ def bench_png(rows: Sequence[BenchRow], path: str) -> str:
 
 __all__ = ["MegaRunner", "status_lines", "run_job", "first_wait", "WORKLOADS", "METHODS", "bench_job", "bench_table",
            "bench_png", "bench_inputs", "bf16_error", "torch_function", "BenchRow", "TOL_STEPS", "write_rows", "read_rows",
-           "LAYERS", "VARIANTS"]
+           "LAYERS", "VARIANTS", "DECODER_SPEEDUP", "decoder_function", "rope_inputs", "attention_length"]
 
 _ = Sequence

@@ -63,6 +63,7 @@ class Rope(Body):
         r.wait_page(3)
         t = Tile2(ip, r)
         x = Operand(ip, r, 1, 0, "x")
+        xp = Operand(ip, r, 1, 0, "xp")  # the same box: its own registers for the partner columns
         cos = Operand(ip, r, 2, 1, "cos")
         sin = Operand(ip, r, 3, 2, "sin")
         out = Operand(ip, r, 0, 3, "out")
@@ -75,7 +76,7 @@ class Rope(Body):
         p.emit(alu.fsel(sgn, const(p, "rope_neg", -1.0), const(p, "rope_pos", 1.0), low))
 
         def row_body(row: R) -> None:
-            vx, vp = x.load(row, t.col0), x.load(row, pcol)
+            vx, vp = x.load(row, t.col0), xp.load(row, pcol)
             vc, vs = cos.load(row, t.col0), sin.load(row, t.col0)
             res = p.rvec("res", 4)
             xl, xh = F32.of(p.r("x_lo")), F32.of(p.r("x_hi"))
