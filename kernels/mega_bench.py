@@ -237,6 +237,9 @@ WORKLOADS: dict[str, tuple[str, int, float, float]] = {
 }
 #: issue 17's target for the decoder workloads: this many times faster than the CUDA graph of eager
 DECODER_SPEEDUP = 1.3
+#: what `warpy mega bench` runs without names (the decoder stack's workloads only when named: they
+#: take minutes, which tests/gpu/mega_session.sh's bench step does not have)
+DEFAULT_WORKLOADS = tuple(n for n in WORKLOADS if not n.startswith("llama-decoder"))
 METHODS = ("warpy", "warpy-graph", "eager", "graph", "compile", "compile-ro")
 #: an element passes when |got - ref| <= TOL_STEPS x sqrt(layers) bf16 steps at max(|ref|, the
 #: output's rms): each layer rounds its result to bf16 (half a step, at random), so the error of a
@@ -723,6 +726,6 @@ def bench_png(rows: Sequence[BenchRow], path: str) -> str:
 
 __all__ = ["MegaRunner", "status_lines", "run_job", "first_wait", "WORKLOADS", "METHODS", "bench_job", "bench_table",
            "bench_png", "bench_inputs", "bf16_error", "torch_function", "BenchRow", "TOL_STEPS", "write_rows", "read_rows",
-           "LAYERS", "VARIANTS", "DECODER_SPEEDUP", "decoder_function", "rope_inputs", "attention_length"]
+           "LAYERS", "VARIANTS", "DECODER_SPEEDUP", "DEFAULT_WORKLOADS", "decoder_function", "rope_inputs", "attention_length"]
 
 _ = Sequence
