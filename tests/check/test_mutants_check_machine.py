@@ -1,0 +1,254 @@
+"""Small kernels for the checker's machine parts (`warpy/check/places.py`, `global_memory.py`,
+`flags.py`, `happens_before.py`, `machine.py`): each breaks one rule beside a clean twin, or names
+one kind of place in a message, with the checker's whole verdict pinned (every message with its kind
+and count: a corpus case matches one message, so a mutant that changes what else is reported, a
+message's kind or the place it names survives it). docs/testing.md lists the mutation run these tests
+answer."""
+
+from __future__ import annotations
+
+import pytest
+
+from warpy.check.report import check_kernel
+from warpy.isa.text import parse
+
+Verdict = dict[str, dict[str, int]]
+
+
+def _verdict(text: str, **kw: object) -> Verdict:
+    rep = check_kernel(parse(text), **kw)  # type: ignore[arg-type]
+    return {k: dict(v) for k, v in rep.problems.msgs.items() if v}
+
+
+# -- places: what a message calls a place of shared memory ---------------------------------------------
+# Two warps run the same body: each arrives once (the elected lane) on a word of every barrier buffer,
+# none initialised, so each arrival is reported with the place's name; then each stores a word a lane.
+
+PLACES_HEAD = """\
+.kernel p
+.sm sm_90a
+.threads 64
+.dynsmem 4096
+.grid 1 1 1
+.cluster 1 1 1
+.mbarriers 20
+.buffer stage_bars smem base=0x10 size=0x20 elem=mbarrier layout=(2,2):(8,16)
+.buffer bars smem base=0x30 size=0x20 elem=mbarrier layout=(2,2):(8,16)
+.buffer holes smem base=0x50 size=0x20 elem=mbarrier layout=2:16
+.buffer nest smem base=0x80 size=0x40 elem=mbarrier layout=((2,2),2):((8,16),32)
+.buffer ring_bars smem base=0xc0 size=0x10 elem=mbarrier layout=2:8
+.buffer data smem base=0x200 size=0x100 elem=u32 layout=(4,16):(64,4)
+.buffer sa smem base=0x400 size=0x200 elem=u32 layout=(2,4,16):(256,64,4)
+.buffer sb smem base=0x800 size=0x200 elem=u32 layout=Sw<1,4,3> o (2,4,16):(256,64,4)
+.reg R lane
+.reg R v
+.reg R addr
+.reg UR smem
+.reg P leader
+"""
+
+
+def _places_body(arrive_at: list[int], store_at: list[int]) -> str:
+    lines = ["  S2R lane, SR_LANEID", "  UMOV smem, `(dsmem)", "  ELECT leader, URZ, PT"]
+    lines += [f"  @leader SYNCS.ARRIVE.TRANS64.A1T0 RZ, [smem+{a:#x}], RZ" for a in arrive_at]
+    lines += ["  IMAD addr, lane, 0x4, RZ", "  MOV v, 0x1"]
+    lines += [f"  STS [addr+smem+{a:#x}], v" for a in store_at]
+    return "\n".join(lines + ["  EXIT", ""])
+
+
+def _both_warps(msgs: list[str]) -> dict[str, int]:
+    return {m.format(w=w): 1 for m in msgs for w in (0, 1)}
+
+
+def test_barrier_places_are_named_by_their_coordinates() -> None:
+    """A pipe's barrier buffer `stage_bars[i, s]` is `stage_full[s]` (i = 0) or `stage_empty[s]`;
+    another barrier buffer of rank 2 names both coordinates, found through its layout (column-major
+    here: the word 8 bytes in is [1, 0]); a word between a layout's elements is named by its 8-byte
+    index; a nested mode counts as one coordinate; a pipe's barriers of rank 1 are named as such."""
+    body = _places_body([0x18, 0x20, 0x38, 0x68, 0xb8, 0xc8], [])
+    assert _verdict(PLACES_HEAD + body) == {"protocol": _both_warps([
+        "CTA 0 warp {w} arrives on stage_empty[0], which is not initialised",
+        "CTA 0 warp {w} arrives on stage_full[1], which is not initialised",
+        "CTA 0 warp {w} arrives on bars[1, 0], which is not initialised",
+        "CTA 0 warp {w} arrives on holes[3], which is not initialised",
+        "CTA 0 warp {w} arrives on nest[3, 1], which is not initialised",
+        "CTA 0 warp {w} arrives on ring_bars[1], which is not initialised"])}
+
+
+def test_a_barrier_address_must_be_an_aligned_word_of_a_barrier_buffer() -> None:
+    """Shared memory in no buffer, in a buffer of another element, or 4 bytes into a barrier: each
+    refused (kind "memory"), and nothing is arrived on."""
+    body = _places_body([0x100, 0x208, 0x14], [])
+    assert _verdict(PLACES_HEAD + body) == {"memory": _both_warps([
+        "CTA 0 warp {w}: SYNCS.ARRIVE.TRANS64.A1T0 uses shared 0x500 as an mbarrier, which no mbarrier buffer declares",
+        "CTA 0 warp {w}: SYNCS.ARRIVE.TRANS64.A1T0 uses shared 0x608 as an mbarrier, which no mbarrier buffer declares",
+        "CTA 0 warp {w}: SYNCS.ARRIVE.TRANS64.A1T0 uses shared 0x414 as an mbarrier, which is not 8-byte aligned"])}
+
+
+def test_shared_accesses_stay_inside_a_buffer() -> None:
+    """A store ending exactly at a buffer's end is inside it; one in the gap below a buffer, or across
+    its end, is refused (and not recorded: the two warps' stores there are no race)."""
+    assert _verdict(PLACES_HEAD + _places_body([], [0x280])) == {
+        "order": {"data: STS, warp 0 writes it and STS, warp 1 writes it, and nothing orders the two": 1}}
+    assert _verdict(PLACES_HEAD + _places_body([], [0x180, 0x2c0])) == {"memory": _both_warps([
+        "CTA 0 warp {w}: STS touches shared 0x580..0x600, outside every shared buffer the kernel declares",
+        "CTA 0 warp {w}: STS touches shared 0x6c0..0x740, outside every shared buffer the kernel declares"])}
+
+
+def test_a_staged_buffer_names_the_stage() -> None:
+    """A buffer of rank 3 or more puts the stage first: a race in its second stage names `sa[1]`,
+    swizzled or not; a rank-2 buffer is named alone."""
+    assert _verdict(PLACES_HEAD + _places_body([], [0x500, 0x900])) == {"order": {
+        "sa[1]: STS, warp 0 writes it and STS, warp 1 writes it, and nothing orders the two": 1,
+        "sb[1]: STS, warp 0 writes it and STS, warp 1 writes it, and nothing orders the two": 1}}
+
+
+# -- global memory: sources, maps over other parameters, tables of maps, the bytes with values ---------
+
+import numpy as np  # noqa: E402
+
+from warpy.check.global_memory import GLOBAL_SPAN, GlobalMemory  # noqa: E402
+from warpy.check.state import Problems  # noqa: E402
+from warpy.layout.tma import TmaBox  # noqa: E402
+
+GLOBAL_HEAD = """\
+.kernel g
+.sm sm_90a
+.threads 32
+.dynsmem 0
+.grid 1 1 1
+.cluster 1 1 1
+.mbarriers 0
+.tmap a dtype=fp32 dims=16,8 strides=64 box=16,8
+.tmap col dtype=bf16 dims=64,4,2 strides=256,128 box=64,4,2
+.tmap v dtype=fp32 dims=100 strides= box=100
+.param c u64
+.tmap c_tail over=c offset=256 dtype=fp32 dims=16,4 strides=64 box=16,4
+.tmap c_far over=c_tail offset=64 dtype=fp32 dims=16,4 strides=64 box=16,4
+.param flags u64
+.param n u32
+.param tab u64
+.tmap s0 table=tab slot=0 dtype=fp32 dims=16 strides= box=16
+.tmap s2 table=tab slot=2 dtype=fp32 dims=16 strides= box=16
+.buffer c_out global base=0x0 size=0x200 elem=fp32 source=c layout=(8,16):(64,4)
+.buffer flag_words global base=0x0 size=0x40 elem=u32 source=flags layout=16:4
+"""
+
+
+class _Inputs:
+    """An expectation that fills `a` with 0..127 and the flag words with 7, 0, 9, 0, ...; the rest zeros."""
+
+    def __init__(self) -> None:
+        self.asked: list[tuple[str, object, int]] = []
+
+    def initial(self, source: str, box: object, nbytes: int, rng: np.random.Generator) -> object:
+        self.asked.append((source, box, nbytes))
+        if source == "a":
+            return np.arange(nbytes // 4, dtype=np.float32)
+        if source == "flags":
+            return np.array([7, 0, 9] + [0] * (nbytes // 4 - 3), dtype=np.uint32)
+        return None
+
+    def compare(self, run: object) -> object:
+        raise AssertionError("not compared here")
+
+
+def _gm(values: bool, expect: object = None) -> tuple[GlobalMemory, Problems]:
+    p = Problems()
+    g = GlobalMemory(parse(GLOBAL_HEAD + "  EXIT\n").header, p, values, expect, np.random.default_rng(0))  # type: ignore[arg-type]
+    return g, p
+
+
+def test_global_sources_and_maps_over_a_parameter() -> None:
+    """Each map and pointer parameter at (i + 1) << 40, maps first (a map over another keeps its number unused); a map over a map over `c` is `c`'s
+    memory at the sum of the offsets; one that runs past what is declared behind `c` is reported
+    (c_tail ends exactly at c's 512 bytes: not reported)."""
+    g, p = _gm(False)
+    S = GLOBAL_SPAN
+    assert g.base == {"a": S, "col": 2 * S, "v": 3 * S, "s0": 6 * S, "s2": 7 * S, "c": 8 * S, "flags": 9 * S, "tab": 10 * S,
+                      "c_tail": 8 * S + 256, "c_far": 8 * S + 320}
+    assert g.params == {"c": 8 * S, "flags": 9 * S, "n": 1, "tab": 10 * S}
+    assert (g.alias, g.offset) == ({"c_tail": "c", "c_far": "c"}, {"c_tail": 256, "c_far": 320})
+    assert p.msgs["memory"] == {"tensor map c_far spans 256 bytes from byte 320 of c, past its 512 declared bytes": 1}
+    assert p.total() == 1
+    assert g.source(8 * S + 300) == ("c", 300) and g.source(S + 4) == ("a", 4) and g.source(12 * S) == (None, 12 * S)
+    assert g.declared == {"c", "flags", "a", "col", "v", "c_tail", "c_far", "s0", "s2"}
+
+
+def test_the_bytes_of_each_source_with_values() -> None:
+    """A map's bytes run to its last element (a 3-D map whose columns step less than its rows: 1024
+    bytes, not 256); a pointer's at least 64 KiB, or what the expectation gives; a map over a parameter is a view of its memory, and
+    so are its written and reduced marks; the expectation is asked once a source or map, with its box."""
+    inputs = _Inputs()
+    g, _ = _gm(True, inputs)
+    assert {k: v.size for k, v in g.gmem.items()} == {
+        "a": 512, "col": 1024, "v": 400, "s0": 64, "s2": 64, "c": 65536, "flags": 64, "tab": 65536,
+        "c_tail": 65536 - 256, "c_far": 65536 - 320}
+    assert all(g.gwritten[k].size == v.size and g.greduced[k].size == v.size and v.dtype == np.uint8
+               for k, v in g.gmem.items())
+    assert g.gmem["a"].view(np.float32).tolist() == list(range(128))
+    assert g.gmem["flags"][:12].view(np.uint32).tolist() == [7, 0, 9]
+    assert not g.gmem["col"].any()
+    g.gmem["c_far"][0] = 5
+    g.gwritten["c_tail"][64] = True
+    g.greduced["c_far"][1] = True
+    assert g.gmem["c"][320] == 5 and g.gwritten["c"][320] and g.greduced["c"][321] and g.greduced["c_tail"][65]
+    asked = {s: (box, n) for s, box, n in inputs.asked}
+    assert sorted(asked) == ["a", "c", "c_far", "c_tail", "col", "flags", "s0", "s2", "v"] and len(inputs.asked) == 9
+    assert asked["a"] == (g.tmaps["a"], 512) and asked["c"] == (None, 512) and asked["flags"] == (None, 64)
+    assert isinstance(asked["col"][0], TmaBox) and asked["col"][1] == 1024
+
+
+def test_without_values_the_flag_words_are_kept() -> None:
+    """Without values only the u32/s32 words behind pointers are kept, the nonzero ones the
+    expectation gives (flags at 0 and 8); nothing else is asked."""
+    inputs = _Inputs()
+    g, _ = _gm(False, inputs)
+    base = g.base["flags"]
+    assert g.shadow == {base: 7, base + 8: 9} and g.gmem == {}
+    assert inputs.asked == [("flags", None, 64)]
+    assert _gm(False)[0].shadow == {}
+
+
+def test_a_word_written_from_outside() -> None:
+    """The rest of the grid raises a flag: the word is kept, and with values its bytes are written (not
+    past the end of the source's memory)."""
+    g, _ = _gm(True)
+    base = g.base["flags"]
+    g.write_word(base + 8, 0x01020304)
+    g.write_word(base + 65536, 9)  # past the 64 KiB kept: only the word
+    g.write_word(20 * GLOBAL_SPAN, 3)  # no source
+    assert g.gmem["flags"][8:12].tolist() == [4, 3, 2, 1] and g.gmem["flags"].sum() == 10
+    assert g.shadow == {base + 8: 0x01020304, base + 65536: 9, 20 * GLOBAL_SPAN: 3}
+    h, _ = _gm(False)
+    h.write_word(base + 4, 6)
+    assert h.shadow == {base + 4: 6} and h.gmem == {}
+
+
+def test_table_slots() -> None:
+    """A descriptor named by its address: slot k of a table at table + 128 k; anything else says why."""
+    g, _ = _gm(False)
+    t = g.params["tab"]
+    assert g.slot_at(t) == ("s0", "tab slot 0") and g.slot_at(t + 256) == ("s2", "tab slot 2")
+    assert g.slot_at(t + 128) == (None, "tab+0x80, no slot of its table (slots at tab + 0x80 k, k < 3)")
+    assert g.slot_at(t + 8) == (None, "tab+0x8, no slot of its table (slots at tab + 0x80 k, k < 3)")
+    assert g.slot_at(t - 128) == (None, f"0x{t - 128:x}, which is in no table of tensor maps")
+    assert g.slot_at(t + GLOBAL_SPAN) == (None, f"0x{t + GLOBAL_SPAN:x}, which is in no table of tensor maps")
+    assert (g.table_slot("s2"), g.table_slot("a")) == ("tab", None)
+
+
+def test_which_maps_the_launch_may_write() -> None:
+    g, _ = _gm(False)
+    assert g.may_be_written("a") and g.may_be_written("v")  # no store seen yet: any may be
+    g.stored_maps = {"a"}
+    assert g.may_be_written("a") and not g.may_be_written("v") and g.may_be_written("c_tail")
+    g.stored_maps = set()
+    assert not g.may_be_written("a") and g.may_be_written("c_far")
+
+
+def test_global_buffers() -> None:
+    """`buffer_of`: the declared buffer behind a source holding the whole range, ends included."""
+    g, _ = _gm(False)
+    assert g.buffer_of("c", 0, 0x200) is not None and g.buffer_of("c", 0x1fc, 0x200) is not None
+    assert g.buffer_of("c", 0x1fc, 0x201) is None and g.buffer_of("c", -4, 4) is None
+    assert g.buffer_of("flags", 0, 0x40).name == "flag_words" and g.buffer_of("tab", 0, 4) is None
