@@ -15,7 +15,7 @@ import pytest
 
 from warpy.check.report import check_kernel
 from warpy.isa.text import parse
-from warpy.kernels.probes import PROBES, ProbeExpectation
+from warpy.kernels.probes import PROBES, ProbeExpectation, wgmma_fragment
 from warpy.layout.tma import TmaBox
 
 
@@ -484,4 +484,97 @@ TMA_CASES = [
 
 @pytest.mark.parametrize("name,text,want", TMA_CASES, ids=[c[0] for c in TMA_CASES])
 def test_one_copy_rule_broken(name: str, text: str, want: list[str]) -> None:
+    assert _verdict(text) == want
+
+
+# -- QGMMA: each operand decoded as its own 8-bit type ----------------------------------------------
+
+# bit patterns and their values (OCP FP8: e4m3 bias 7, 3 mantissa bits; e5m2 bias 15, 2): read as the
+# other type each is another number (e4m3's 0x3c is 1.5, e5m2's 0x38 is 0.5 where e4m3's is 1.0)
+E4M3 = {0x38: 1.0, 0x40: 2.0, 0xB8: -1.0, 0x30: 0.5, 0x3C: 1.5}
+E5M2 = {0x3C: 1.0, 0x40: 2.0, 0xBC: -1.0, 0x38: 0.5, 0x3E: 1.5}
+
+
+def test_qgmma_decodes_a_as_e4m3_and_b_as_e5m2() -> None:
+    from warpy.isa.examples import pipe_sm90
+
+    rng = np.random.default_rng(8)
+    a_bits = rng.choice(list(E4M3), size=(64, 128)).astype(np.uint8)
+    b_bits = rng.choice(list(E5M2), size=(128, 128)).astype(np.uint8)
+    a = np.vectorize(E4M3.get)(a_bits).astype(np.float64)
+    b = np.vectorize(E5M2.get)(b_bits).astype(np.float64)
+    e = _Gemm(a_bits, b_bits)  # type: ignore[arg-type]
+    text = str(pipe_sm90(k_tiles=1, depth=1, a_dtype="e4m3", b_dtype="e5m2").kernel())
+    assert "QGMMA.64x128x32.F32.E4M3.E5M2" in text
+    assert _verdict(text, values=True, expect=e) == []
+    assert e.out is not None
+    # thread t's 64 accumulator registers at 256 t: the fragments of a @ b.T (sums of halves: exact in fp32)
+    np.testing.assert_array_equal(e.out[:128 * 64].reshape(128, 64), wgmma_fragment(a @ b.T))
+
+
+# -- UMMA descriptors: what the checker reads is the layout's tile ------------------------------------
+
+def _layout_bytes(tile: Any, addr: int, k0: int) -> np.ndarray:
+    """Byte (r, kb) of the K step at k0: where the layout algebra puts the tile's element."""
+    from warpy.layout.desc import mma_k_elems
+
+    e, kk = tile.elem_bytes, mma_k_elems(tile.dtype)
+    return np.array([[tile.layout.swizzle(addr + tile.linear(r, k0 + kb // e)) + kb % e for kb in range(kk * e)]
+                     for r in range(tile.rows)], dtype=np.int64)
+
+
+@pytest.mark.parametrize("major", ["K", "MN"])
+@pytest.mark.parametrize("swizzle", [0, 32, 64, 128])
+def test_umma_descriptors_read_the_layouts_tile(major: str, swizzle: int) -> None:
+    """Through the encoder's words (`warpy.layout.desc.smem_descs`, sm100) for tiles of 1-2 swizzle
+    spans along MN, 1-2 K groups, at 0 and at a later repeat: every K step's bytes are the layout's,
+    and the other major's reading of the same word is another tile."""
+    from warpy.check.families.tcgen05 import umma_tile
+    from warpy.layout.desc import smem_descs
+    from warpy.layout.smem import repeat_bytes, smem_tile
+
+    se = (swizzle or 16) // 2
+    for spans in (1, 2):
+        for groups in (1, 2):
+            rows, k = (se * spans, 16 * groups) if major == "MN" else (8 * spans, max(16, swizzle // 2) * groups)
+            tile = smem_tile(rows, k, "bf16", major, swizzle)
+            for addr in (0, 3 * repeat_bytes(swizzle)):
+                for j, desc in enumerate(smem_descs(tile, addr, "sm100")):
+                    want = _layout_bytes(tile, addr, 16 * j)
+                    assert np.array_equal(umma_tile(desc, tile.rows, 32, major == "MN"), want), (spans, groups, addr, j)
+                    if tile.rows > 8:
+                        assert not np.array_equal(umma_tile(desc, tile.rows, 32, major != "MN"), want)
+
+
+# -- the TS form: A from tensor memory -----------------------------------------------------------------
+
+TS = _probe("umma_ts", "sm_100a")
+TS_A = "+ UIADD3 a_t_base, UPT, UPT, tmem_base, 0x40, URZ  // addr a_t[0, 0]"
+NO_MMA = [f"CTA 0 warp {w}: LDTM.x32 reads tensor-memory columns {c} that no MMA wrote" for w in range(4) for c in ("0..31", "32..63")]
+DERIVED = "line {line} (UIADD3): addr a_t[0, {k}] is {at:#x}, the operand holds {holds:#x}"
+TS_CASES = [
+    ("clean", TS, []),
+    # A's address names lane 32: the MMAs are refused (and the accumulator stays unwritten)
+    ("a-at-lane-32", _edit(TS, (TS_A, "  UIADD3 a_t_base, UPT, UPT, tmem_base, 0x200040, URZ")),
+     [DERIVED.format(line=72 + 3 * j, k=8 * (j + 1), at=0x48 + 8 * j, holds=0x200048 + 8 * j) for j in range(3)]
+     + NO_MMA[:2] + ["CTA 0 warp 0: UTCHMMA reads A from tensor-memory lane 32; A's rows are lanes 0..127 (4 times)"]
+     + NO_MMA[2:]),
+    # the store lands 8 columns on: the first MMA's A (columns 64..71) was never stored
+    ("a-not-stored", _edit(TS, ("UIADD3 ta, UPT, UPT, tmem_base, ulanes, 0x40", "UIADD3 ta, UPT, UPT, tmem_base, ulanes, 0x48")),
+     ["CTA 0 warp 0: UTCHMMA reads A from tensor-memory columns 64..71 that no tcgen05 store (STTM) wrote"]),
+    # A at column 100: the last MMA's columns run past the 128 allocated
+    ("a-past-the-allocation", _edit(TS, (TS_A, "  UIADD3 a_t_base, UPT, UPT, tmem_base, 0x64, URZ")),
+     [DERIVED.format(line=72 + 3 * j, k=8 * (j + 1), at=0x48 + 8 * j, holds=0x6c + 8 * j) for j in range(3)]
+     + [f"CTA 0 warp 0: UTCHMMA reads A from tensor-memory columns {c} that no tcgen05 store (STTM) wrote"
+        for c in ("100..107", "108..115", "116..123")]
+     + ["CTA 0 warp 0: UTCHMMA touches tensor-memory columns 124..131, outside what the CTA allocated"]),
+    # M = 64 in the instruction descriptor: warpy models the TS form for M = 128 only
+    ("m-64", _edit(TS, ("UMOV zero_idesc.1, 0x8100490", "UMOV zero_idesc.1, 0x4100490")),
+     NO_MMA[:2] + ["CTA 0 warp 0: UTCHMMA reads A from tensor memory with M = 64 over 1 CTA(s); warpy models the TS form "
+                   "for M = 128 on one CTA (4 times)"] + NO_MMA[2:]),
+]
+
+
+@pytest.mark.parametrize("name,text,want", TS_CASES, ids=[c[0] for c in TS_CASES])
+def test_one_ts_operand_rule_broken(name: str, text: str, want: list[str]) -> None:
     assert _verdict(text) == want
