@@ -115,8 +115,13 @@ WGMMA_CASES = [
     # the RS form's accumulator touched between the fence and the MMAs (the A registers are checked too)
     ("rs-acc-after-fence", _edit(RS, ("  WARPGROUP.ARRIVE\n", "  WARPGROUP.ARRIVE\n  MOV acc.3, RZ\n")),
      [m for line in (43, 45, 47, 49) for m in _wg(line, DIRTY.format(r="acc.3", at=41, op="MOV"))]),
-    ("rs-a-after-fence", _edit(RS, ("  WARPGROUP.ARRIVE\n", "  WARPGROUP.ARRIVE\n  MOV af.12, RZ\n")),
-     _wg(49, DIRTY.format(r="af.12", at=41, op="MOV"))),
+    # every A register is watched, not only the first the operand names (af.13 of af.12..af.15)
+    ("rs-a-after-fence", _edit(RS, ("  WARPGROUP.ARRIVE\n", "  WARPGROUP.ARRIVE\n  MOV af.13, RZ\n")),
+     _wg(49, DIRTY.format(r="af.13", at=41, op="MOV"))),
+    # the last fragment loaded half: its MMA reads two registers nothing wrote
+    ("rs-a-half-loaded", _edit(RS, ("LDG.E.128.CONSTANT af.12", "LDG.E.64.CONSTANT af.12")),
+     ["line 48 (HGMMA.64x64x16.F32.BF16): CTA 0 warp 0 reads af.14, af.15 before any instruction wrote it (the register "
+      "holds whatever the register file had)"]),
     # no fence, and the first MMA accumulates: every warp's MMAs run before a fence and read A registers
     # loaded after the last (none); warp 0's first reads an accumulator nothing wrote (once: the
     # registers are then taken as written)

@@ -13,7 +13,7 @@ import numpy as np
 from warpy.errors import WarpyError
 from warpy.isa import values as L
 from warpy.isa.families import defs_uses, lookup, record
-from warpy.isa.families.wgmma import WGMMA_KEYS
+from warpy.isa.families.wgmma import A_REGS, WGMMA_KEYS
 from warpy.isa.families.base import Opcode
 from warpy.isa.instr import Instr, Label, Note
 from warpy.isa.operands import GMem, Desc, LabelRef, Mem, Operand, P, R, RVec, SReg, TmapRef, UP, UR, URVec, elem_name
@@ -110,6 +110,7 @@ class Code:
             uses = {n for op in u for n in _names(op)}
             if rec.key in WGMMA_KEYS:  # its accumulator input is read only when it accumulates (its handler asks)
                 uses -= set(_names(i.ops[0]))
+                uses |= set(_rs_a(i))
             c.uses = frozenset(uses)
             for op in i.ops:
                 if isinstance(op, SReg) and op.name not in KNOWN_SREGS:
@@ -124,8 +125,7 @@ class Code:
         for c in code:
             if c.rec.key in WGMMA_KEYS:
                 mma_regs.update(_names(c.instr.ops[0]))
-                if not isinstance(c.instr.ops[1], Desc):  # the RS form: A's registers
-                    mma_regs.update(_names(c.instr.ops[1]))
+                mma_regs.update(_rs_a(c.instr))
             key = c.rec.key
             c.collective = 2 if key in WARPGROUP_KEYS else 1 if (key in ALIGNED_KEYS or key.startswith(
                 ("BAR.", "UCGABAR"))) else 0
@@ -236,6 +236,14 @@ KNOWN_SREGS = frozenset({
     "SR_NCTAID.Y", "SR_NCTAID.Z", "SR_NTID.X", "SR_CgaCtaId", "SR_CLUSTERID.X", "SR_CLUSTERID.Y", "SR_CLUSTERID.Z",
     "SR_CLOCKLO", "SR_GLOBALTIMERLO"})
 CONSTANT_REGS = frozenset({"RZ", "URZ", "PT", "UPT"})
+
+
+def _rs_a(i: Instr) -> list[str]:
+    """The A registers of an HGMMA's RS form (all A_REGS of them: the operand names the first), or none."""
+    if isinstance(i.ops[1], Desc):
+        return []
+    first = _names(i.ops[1])[0]
+    return [first] + [elem_name(first, k) for k in range(1, A_REGS)]
 
 
 def _names(op: Operand) -> list[str]:
