@@ -204,6 +204,12 @@ UMMA_CASES = [
     ("a-one-k-step-on", _edit(UMMA, ("+ UIADD3 umma_a.0, UPT, UPT, sa_udesc, 0x0, URZ  // udesc.lo sa[0, 0]",
                                      "  UIADD3 umma_a.0, UPT, UPT, sa_udesc, 0x2, URZ")),
      ["CTA 0 warp 0: UTCHMMA multiplies a at K byte 32 with b at K byte 0 (the boxes the copy engine landed there disagree)"]),
+    # every warp's loads name lane 0: the warp's own quarter is implied (no report)
+    ("every-warp-names-lane-0", _edit(UMMA, ("SHF.L.U32 lanes, warp, 0x15, RZ", "MOV lanes, RZ")), []),
+    ("b-without-swizzle-for-128", _edit(UMMA, ("+ UMOV umma_b.1, 0x40004040  // udesc.hi sb[0, 0]", "  UMOV umma_b.1, 0x4040")),
+     [f"CTA 0 warp 0: UTCHMMA reads its B operand with a no-byte swizzle descriptor whose row 1, K byte 0 is row 0, byte "
+      f"{b} of the box (not row 1, byte {b - 16}); the copy engine landed it through tensor map b (128-byte swizzle, "
+      f"128-byte rows)" for b in (112, 16, 48, 80)]),
     ("b-swizzle-64-for-128", _edit(UMMA, ("+ UMOV umma_b.1, 0x40004040  // udesc.hi sb[0, 0]", "  UMOV umma_b.1, 0x80004040")),
      [f"CTA 0 warp 0: UTCHMMA reads its B operand with a 64-byte swizzle descriptor whose row 1, K byte 0 is row {r}, byte "
       f"{b} of the box (not row 1, byte {k}); the copy engine landed it through tensor map b (128-byte swizzle, 128-byte rows)"
@@ -573,6 +579,14 @@ TS_CASES = [
      + [f"CTA 0 warp 0: UTCHMMA reads A from tensor-memory columns {c} that no tcgen05 store (STTM) wrote"
         for c in ("100..107", "108..115", "116..123")]
      + ["CTA 0 warp 0: UTCHMMA touches tensor-memory columns 124..131, outside what the CTA allocated"]),
+    # the tcgen05 store waited with wait::ld: it stays open, so the fence before the CTA barrier publishes
+    # none of the warp's tcgen05 operations from the store on (the MMA's read of A, the free after it)
+    ("store-waited-as-a-load", _edit(TS, ("  STTM.x32 tmem[ta], arow\n  TCGEN05.WAIT.ST\n", "  STTM.x32 tmem[ta], arow\n  TCGEN05.WAIT.LD\n")),
+     [f"tensor memory: LDTM.x32, warp {w} reads it and UTCATOMSWS.AND, warp 0 writes it, and nothing orders the two (2 times)"
+      for w in (1, 2, 3)]
+     + [m for w in (1, 2, 3) for m in (
+         f"tensor memory: STTM.x32, warp {w} writes it and UTCATOMSWS.AND, warp 0 writes it, and nothing orders the two",
+         f"tensor memory: STTM.x32, warp {w} writes it and UTCHMMA, warp 0 reads it, and nothing orders the two (4 times)")]),
     # M = 64 in the instruction descriptor: warpy models the TS form for M = 128 only
     ("m-64", _edit(TS, ("UMOV zero_idesc.1, 0x8100490", "UMOV zero_idesc.1, 0x4100490")),
      NO_MMA[:2] + ["CTA 0 warp 0: UTCHMMA reads A from tensor memory with M = 64 over 1 CTA(s); warpy models the TS form "
