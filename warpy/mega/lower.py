@@ -13,7 +13,7 @@ Views are no nodes: an operand is a view of a tensor (`Operand`). An output that
 input is copied out by a `unary` node with no activation.
 
 Decode attention: `cache_append` is a `unary` copy whose output is a view of the cache (`Node.out_view`:
-the rows it writes); the cache's input tensor becomes `state` (the caller's memory, written in place).
+the rows it writes), or, where the rows are a rope used only there, that rope writing the rows itself; the cache's input tensor becomes `state` (the caller's memory, written in place).
 A read of the cache through anything but the append's result may not touch the appended rows (its
 value would depend on whether it ran before the write). `attention` becomes two nodes: `attention`
 (one tile per KV head and chunk of the cache, writing the fp32 partial of `semantics.attention_partial`
@@ -310,8 +310,11 @@ def lower(graph: Graph, target: Optional["Target | str"] = None, glu: bool = Fal
     if glu and tgt.unit != "wgmma":
         raise WarpyError(f"glu: the fused gate/up gemm is the sm_90a interpreter's; {tgt.name} runs them unfused")
     fused = _glu_pairs(live, uses, out_ids) if glu else {}
+    # a rope whose one use is a cache append writes the cache's rows itself (no copy node after it)
+    rope_rows = {v.args[1].id for v in live if v.op == "cache_append" and v.args[1].op == "rope"
+                 and uses[v.args[1].id] == 1 and v.args[1].id not in out_ids}
     for v in live:
-        if v.op == "input" or v.is_view or v.id in absorbed:
+        if v.op == "input" or v.is_view or v.id in absorbed or v.id in rope_rows:
             continue
         chain = [v]
         kw: dict[str, object] = {}
@@ -377,8 +380,13 @@ def lower(graph: Graph, target: Optional["Target | str"] = None, glu: bool = Fal
             t = prog.tensors[tensor_of[base.id]]
             t.kind = "state"
             rows = v.args[1]
-            node = Node(len(prog.nodes), "unary", t.id, (operand(rows),), values=(v.name,), where=v.where,
-                        out_view=_rows(cview, v.attrs["at"], v.attrs["at"] + rows.shape[0]))
+            rows_view = _rows(cview, v.attrs["at"], v.attrs["at"] + rows.shape[0])
+            if rows.id in rope_rows:  # the rope computes into the cache's rows
+                node = Node(len(prog.nodes), "rope", t.id, tuple(operand(o) for o in rows.args),
+                            values=(rows.name, v.name), where=rows.where, out_view=rows_view)
+            else:
+                node = Node(len(prog.nodes), "unary", t.id, (operand(rows),), values=(v.name,), where=v.where,
+                            out_view=rows_view)
             prog.nodes.append(node)
             appended.append((v, node))
             absorbed.add(v.id)
