@@ -336,6 +336,9 @@ MATRIX = """\
   IMAD.WIDE.U32 qa, lane, 0x10, q
   IMAD sa, lane, 0x10, RZ
   LDG.E.128 v.0, desc[memdesc][pa.64]
+  MOV u.1, RZ
+  MOV u.2, RZ
+  MOV u.3, RZ
   STSM.16.M88.4 [sa+smem], v
   LDSM.16.M88{t}.4 u, [sa+smem]
   STG.E.128 desc[memdesc][qa.64], u.0
@@ -343,13 +346,15 @@ MATRIX = """\
 """
 
 
+@pytest.mark.parametrize("count", [1, 2, 4])
 @pytest.mark.parametrize("trans", [False, True])
-def test_the_matrix_forms_move_fragments(trans: bool) -> None:
+def test_the_matrix_forms_move_fragments(trans: bool, count: int) -> None:
     """stmatrix then ldmatrix (.trans) of four 8x8 matrices of 16-bit elements, lane l addressing row
     l % 8 of matrix l // 8: as the PTX ISA's fragment says, thread t holds row t // 4, elements
     2 (t % 4) and 2 (t % 4) + 1 of each matrix (register j: matrix j); transposed, element (c, r)
     where it held (r, c)."""
-    msgs, e = _run(MATRIX.format(t=".T" if trans else ""))
+    body = MATRIX.format(t=".T" if trans else "").replace("M88.4", f"M88.{count}").replace("M88.T.4", f"M88.T.{count}")
+    msgs, e = _run(body)
     assert msgs == [] and e.written.all()
     held = SRC.view(np.uint16).reshape(32, 4, 2)  # [thread, register (matrix), half]
     mats = np.zeros((4, 8, 8), dtype=np.uint16)
@@ -359,9 +364,11 @@ def test_the_matrix_forms_move_fragments(trans: bool) -> None:
     if trans:
         mats = mats.transpose(0, 2, 1)
     want = np.stack([mats[:, t // 4, 2 * (t % 4) + h].T for h in range(2)], axis=2)
-    np.testing.assert_array_equal(e.out.view(np.uint16).reshape(32, 4, 2), want)
+    got = e.out.view(np.uint16).reshape(32, 4, 2)
+    np.testing.assert_array_equal(got[:, :count], want[:, :count])
+    assert not got[:, count:].any()  # registers past the count: loaded by neither (zeroed before)
     # the fragment is not the identity: the transposed load moves the halves
-    assert trans == (not np.array_equal(want, held))
+    assert trans == (not np.array_equal(want[:, :count], held[:, :count]))
 
 
 ATOMIC = """\
@@ -597,3 +604,48 @@ TS_CASES = [
 @pytest.mark.parametrize("name,text,want", TS_CASES, ids=[c[0] for c in TS_CASES])
 def test_one_ts_operand_rule_broken(name: str, text: str, want: list[str]) -> None:
     assert _verdict(text) == want
+
+
+def test_a_guarded_narrow_load_writes_its_lanes_and_register_only() -> None:
+    """Lanes 1..31 load 4 bytes into u.0 (lane 0 does not: it keeps 0x5a5a); u.1 keeps 0x77 in every
+    lane; the 64-bit store shows both registers."""
+    body = ROTATE.format(nb=8, m=".64").replace(
+        "  LDS.64 u.0, [sb+smem]\n",
+        "  MOV u.0, 0x5a5a\n  MOV u.1, 0x77\n  ISETP.NE.U32.AND ok, PT, lane, RZ, PT\n  @ok LDS u.0, [sb+smem]\n")
+    msgs, e = _run(body)
+    assert msgs == []
+    got = e.out[:256].view(np.uint32).reshape(32, 2)
+    rotated = np.roll(SRC[:256].reshape(32, 8), -1, axis=0)[:, :4].copy().view(np.uint32).reshape(32)
+    assert got[0].tolist() == [0x5A5A, 0x77]
+    assert got[1:, 0].tolist() == rotated[1:].tolist() and (got[:, 1] == 0x77).all()
+
+
+def test_atomic_update_goldens() -> None:
+    from warpy.check.families.memory import atomic_update
+
+    f32 = ("F32", "FTZ", "RN")
+    # fp32 adds flush subnormal inputs and results to zero (.FTZ), and round to nearest even
+    assert atomic_update("ADD", f32, 0x00000001, 0x00000000) == 0
+    assert atomic_update("ADD", f32, 0x00800000, 0x80000001) == 0x00800000
+    assert atomic_update("ADD", f32, 0x3F800000, 0x33800000) == 0x3F800000  # 1 + 2^-24: a tie, to even
+    assert atomic_update("ADD", f32, 0x3F800001, 0x33800000) == 0x3F800002  # the tie from odd, up
+    assert atomic_update("ADD", (), 0xFFFFFFFF, 2) == 1
+    assert atomic_update("CAS", (), 5, 9, 5) == 9 and atomic_update("CAS", (), 5, 9, 4) == 5
+    with pytest.raises(ValueError, match="^atomic XOR$"):
+        atomic_update("XOR", (), 1, 2)
+
+
+def test_flags_in_32_bit_integer_buffers_are_kept_without_values() -> None:
+    """The flag test of tests/check/test_mutants_check.py (CTA 1 raises a word CTA 0 polls): without
+    values the checker keeps the words of u32 and s32 buffers only, so over an fp32 buffer the poll
+    never sees the flag; a load outside every buffer is reported, not kept."""
+    from tests.check.test_mutants_check import FLAG_BODY, FLAG_HEAD
+
+    def run(head: str, body: str = FLAG_BODY) -> list[str]:
+        return check_kernel(parse(head + body)).messages(20)
+
+    assert run(FLAG_HEAD) == [] and run(FLAG_HEAD.replace("elem=u32", "elem=s32")) == []
+    assert run(FLAG_HEAD.replace("elem=u32", "elem=fp32")) == [
+        "hang: CTA 0 warp 0 waits on words+0x80 (the loop ending at line 17 polls it and nothing writes it)"]
+    assert run(FLAG_HEAD, FLAG_BODY.replace("  LDG.E v, desc[memdesc][q.64]\n", "  LDG.E v, desc[memdesc][q.64+0x100]\n")) == [
+        "CTA 0 warp 0: LDG.E touches global buf+0x100..+0x80, outside every global buffer the kernel declares"]
