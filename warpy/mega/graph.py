@@ -611,9 +611,9 @@ class Graph:
         """x with the same elements in row-major order as `shape` (numpy's reshape; one extent may be
         -1): a view, splitting and merging dimensions. Refused in one line where it is no view (it
         merges dimensions not contiguous in memory). A merge of dimensions the owning tensor keeps
-        apart (x (T, H, D) made by an op, viewed as (T, H·D)) makes that tensor coarser (its producer
-        writes it through a view of the finer shape); an input's dimensions are not merged (reshape
-        the caller's tensor instead)."""
+        apart (x (T, H, D) made by an op, viewed as (T, H·D)) makes that tensor coarser: its producer
+        writes it through a view of the finer shape; an input's tensor takes the caller's array in
+        the coarser shape (the same bytes)."""
         where = where or self._at()
         x = self._operand(x, "reshape", where)
         want = [int(n) for n in shape]
@@ -633,10 +633,6 @@ class Graph:
             _, merges = _reshaped(inner, new, where)
             if not merges:
                 break
-            if base.op == "input":
-                raise WarpyError(f"{where}: reshape of {x.name} to {list(new)} merges dimensions of the input "
-                                 f"{base.name} ({list(base.shape)}), which its tensor keeps apart: give the input "
-                                 f"in the merged shape")
             self.coarse[base.id] = coarsen(base_shape(base), merges[0])
         return self._new("reshape", (x,), {"shape": new}, new, x.dtype, name, where)
 

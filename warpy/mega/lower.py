@@ -51,6 +51,18 @@ class Tensor:
     dtype: str
     kind: str
     producer: Optional[int] = None
+    #: an input or state tensor a reshape made coarser (`Graph.reshape`): the shape the caller gives
+    given: tuple[int, ...] = ()
+
+    def caller_array(self, x: np.ndarray) -> np.ndarray:
+        """The caller's array for this input or state tensor in the tensor's shape (one line where it
+        is neither that shape nor the caller's)."""
+        if x.shape != self.shape:
+            if not self.given or x.shape != self.given:
+                raise WarpyError(f"input {self.name} has shape {list(x.shape)}, the graph says "
+                                 f"{list(self.given or self.shape)}")
+            x = x.reshape(self.shape)
+        return x
 
     @property
     def size(self) -> int:
@@ -164,10 +176,7 @@ class Program:
         arrays: dict[int, np.ndarray] = {}
         for t in self.tensors:
             if t.kind in ("input", "state"):
-                x = np.asarray(inputs[t.name]).astype(np.float32, copy=t.kind == "state")
-                if x.shape != t.shape:
-                    raise WarpyError(f"input {t.name} has shape {list(x.shape)}, the graph says {list(t.shape)}")
-                arrays[t.id] = x
+                arrays[t.id] = t.caller_array(np.asarray(inputs[t.name]).astype(np.float32, copy=t.kind == "state"))
         for n in self.nodes:
             apply(n, arrays, self.tensors[n.out].dtype)
         return arrays
@@ -301,7 +310,9 @@ def lower(graph: Graph, target: Optional["Target | str"] = None, glu: bool = Fal
 
     for v in live:
         if v.op == "input":
-            tensor_of[v.id] = new_tensor(v.name, v.shape, v.dtype, "input").id
+            t_in = new_tensor(v.name, base_shape(v), v.dtype, "input")
+            t_in.given = v.shape if t_in.shape != v.shape else ()
+            tensor_of[v.id] = t_in.id
     absorbed: set[int] = set()
     appended: list[tuple[Value, Node]] = []
     from warpy.target import target as get_target

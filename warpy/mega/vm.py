@@ -100,10 +100,7 @@ class VM:
                 if t.kind in ("input", "state"):  # state: the caller's cache as it stands before the call
                     if inputs is None or t.name not in inputs:
                         raise WarpyError(f"no value given for input {t.name!r}")
-                    x = np.asarray(inputs[t.name], dtype=np.float32)
-                    if x.shape != t.shape:
-                        raise WarpyError(f"input {t.name} has shape {list(x.shape)}, the graph says {list(t.shape)}")
-                    self.array(self.buf, t.id)[...] = x
+                    self.array(self.buf, t.id)[...] = t.caller_array(np.asarray(inputs[t.name], dtype=np.float32))
         n_units = self.units
         queue: list[list[int]] = [list(q) for q in s.queues] if s.queues is not None else [[] for _ in range(n_units)]
         next_take = 0
