@@ -124,6 +124,14 @@ def test_reshape_refusals() -> None:
     assert view.base_box(((0, 1), (0, 2), (0, 16))) == ((0, 1), (16, 48))
 
 
+def test_a_gemm_output_is_not_written_through_a_view() -> None:
+    g = Graph("flat")
+    y = g.linear(g.input("x", (2, 16)), g.input("w", (128, 16)), name="y")
+    g.output(g.relu(g.reshape(y, (256,))))
+    with pytest.raises(WarpyError, match=r"y \(gemm\) is reshaped with its dimensions merged"):
+        lower(g)
+
+
 def test_an_output_through_a_split_view_is_copied_out() -> None:
     g = Graph("out")
     y = g.linear(g.input("x", (2, 16)), g.input("w", (128, 16)))
