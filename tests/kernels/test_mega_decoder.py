@@ -31,8 +31,8 @@ GRAPHS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "graphs")
 
 
 def _factor_steps() -> st.SearchStrategy[list[tuple[str, int]]]:
-    return st.lists(st.tuples(st.sampled_from(["split", "merge", "slice0", "slice_last"]), st.integers(0, 7)),
-                    min_size=1, max_size=4)
+    return st.lists(st.tuples(st.sampled_from(["split", "merge", "slice0", "slice_last", "unit", "squeeze"]),
+                              st.integers(0, 7)), min_size=1, max_size=5)
 
 
 def _numpy_view(a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray | None:
@@ -45,14 +45,16 @@ def _numpy_view(a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray | None:
     return b
 
 
-@settings(derandomize=True, max_examples=120, deadline=None)
-@given(st.sampled_from([(4, 6, 8), (3, 2, 16), (2, 4, 4, 8), (6, 24)]), _factor_steps())
-def test_reshape_views_are_numpys(shape: tuple[int, ...], steps: list[tuple[str, int]]) -> None:
-    """A chain of slices and reshapes (splits and merges of adjacent dimensions) of a produced tensor:
-    the graph's view names exactly the elements numpy's view does, and the graph refuses a reshape
-    exactly where numpy cannot make it without a copy."""
+@settings(derandomize=True, max_examples=150, deadline=None)
+@given(st.sampled_from([(4, 6, 8), (3, 2, 16), (2, 4, 4, 8), (6, 24), (1, 4, 8)]), _factor_steps(), st.booleans())
+def test_reshape_views_are_numpys(shape: tuple[int, ...], steps: list[tuple[str, int]], produced: bool) -> None:
+    """A chain of slices and reshapes (splits and merges of adjacent dimensions, unit dimensions put in
+    and taken out) of an input or a produced tensor: the graph's view names exactly the elements
+    numpy's view does, and the graph refuses a reshape exactly where numpy cannot make it without a
+    copy."""
     g = Graph("r")
-    base = g.relu(g.input("x", shape), name="base")
+    x = g.input("x", shape)
+    base = g.relu(x, name="base") if produced else x
     arr = np.arange(np.prod(shape), dtype=np.float32).reshape(shape)
     v, a = base, arr
     for what, k in steps:
@@ -67,6 +69,17 @@ def test_reshape_views_are_numpys(shape: tuple[int, ...], steps: list[tuple[str,
                 continue
             d = k % (a.ndim - 1)
             new = a.shape[:d] + (a.shape[d] * a.shape[d + 1],) + a.shape[d + 2:]
+        elif what == "unit":
+            if a.ndim >= 4:
+                continue
+            d = k % (a.ndim + 1)
+            new = a.shape[:d] + (1,) + a.shape[d:]
+        elif what == "squeeze":
+            ones = [d for d, n in enumerate(a.shape) if n == 1]
+            if not ones or a.ndim < 2:
+                continue
+            d = ones[k % len(ones)]
+            new = a.shape[:d] + a.shape[d + 1:]
         else:
             d = 0 if what == "slice0" else a.ndim - 1
             n = a.shape[d]
