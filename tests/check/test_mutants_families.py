@@ -649,3 +649,17 @@ def test_flags_in_32_bit_integer_buffers_are_kept_without_values() -> None:
         "hang: CTA 0 warp 0 waits on words+0x80 (the loop ending at line 17 polls it and nothing writes it)"]
     assert run(FLAG_HEAD, FLAG_BODY.replace("  LDG.E v, desc[memdesc][q.64]\n", "  LDG.E v, desc[memdesc][q.64+0x100]\n")) == [
         "CTA 0 warp 0: LDG.E touches global buf+0x100..+0x80, outside every global buffer the kernel declares"]
+
+
+def test_descriptor_tiles_are_integer_addresses() -> None:
+    """The byte addresses a descriptor describes index shared memory: integers, both majors, every
+    swizzle (and tensor-memory words likewise)."""
+    from warpy.check.families.tcgen05 import tmem_words, umma_tile
+    from warpy.check.families.wgmma import gmma_tile
+
+    for hi in (0x00000040, 0x40000040, 0x80000040, 0xC0000040):
+        for mn in (False, True):
+            assert gmma_tile(0x10010, hi, 64, 32, mn, 2).dtype == np.int64
+            assert umma_tile(0x10010 | (hi & 0x3FFF) << 32 | (hi >> 30) << 62, 64, 32, mn).dtype == np.int64
+    words = tmem_words(np.arange(2), np.arange(3))
+    assert words.dtype == np.int64 and words.tolist() == [0, 128, 256, 1, 129, 257]
