@@ -223,3 +223,118 @@ def left_inverse_ok(a: Pairs, li: Pairs) -> bool:
         if not inj and (not 0 <= y < len(vals) or vals[y] != x):
             return False
     return True
+
+
+# --- strided left inverses, by brute force -------------------------------------------------
+
+
+def image_targets(a: Pairs) -> Optional[dict[int, int]]:
+    """{L(c): index of c} over the coordinates c whose stride-0 modes are 0 (CuTe's quasi-inverse
+    target), or None when two of them share a value (L not injective but for stride-0 modes)."""
+    out: dict[int, int] = {}
+    for i in range(size_of(a)):
+        idx, zero = i, True
+        for s, d in a:
+            if d == 0 and idx % s:
+                zero = False
+            idx //= s
+        if zero:
+            y = evaluate(a, i)
+            if y in out:
+                return None
+            out[y] = i
+    return out
+
+
+def integer_solution(rows: list[list[int]], rhs: list[int], n: int) -> Optional[list[int]]:
+    """An integer f with rows . f == rhs, or None: column Hermite form of the whole matrix (A U = H
+    lower triangular, U unimodular), forward substitution in H, f = U g."""
+    m = len(rows)
+    h = [list(r) for r in rows]
+    u = [[int(i == j) for j in range(n)] for i in range(n)]  # columns are the transform's
+    piv_row: list[int] = []
+    col = 0
+    for r in range(m):
+        if col == n:
+            break
+        # gcd of h[r][col:] into column col, by column swaps and subtractions
+        while True:
+            nz = [j for j in range(col, n) if h[r][j]]
+            if len(nz) <= 1:
+                break
+            j0 = min(nz, key=lambda j: abs(h[r][j]))
+            for j in nz:
+                if j != j0:
+                    q = h[r][j] // h[r][j0]
+                    for rr in range(m):
+                        h[rr][j] -= q * h[rr][j0]
+                    for rr in range(n):
+                        u[rr][j] -= q * u[rr][j0]
+        nz = [j for j in range(col, n) if h[r][j]]
+        if nz:
+            j = nz[0]
+            for rr in range(m):
+                h[rr][col], h[rr][j] = h[rr][j], h[rr][col]
+            for rr in range(n):
+                u[rr][col], u[rr][j] = u[rr][j], u[rr][col]
+            piv_row.append(r)
+            col += 1
+    g = [0] * n
+    for r in range(m):
+        acc = sum(h[r][j] * g[j] for j in range(n))
+        k = piv_row.index(r) if r in piv_row else -1
+        if k >= 0:
+            rest = rhs[r] - acc
+            if rest % h[r][k]:
+                return None
+            g[k] = rest // h[r][k]
+        elif acc != rhs[r]:
+            return None
+    return [sum(u[i][j] * g[j] for j in range(n)) for i in range(n)]
+
+
+def _primes(n: int) -> list[int]:
+    return [p for p in range(2, n + 1) if all(p % q for q in range(2, int(p**0.5) + 1))]
+
+
+def strided_left_inverse(targets: dict[int, int]) -> Optional[Pairs]:
+    """A strided M with M(y) == targets[y] for every y, or None when none exists. From the
+    definition: a mode of M splits into its prime factors without changing M, and modes past the
+    largest point see digit 0, so M is, up to that, a sequence of prime radices t_1, t_2, ... with
+    T = t_1 ... t_k <= the largest point, and a last mode reaching past it; for each sequence, M's
+    strides solve the integer system sum_j digit_j(y) f_j == targets[y]. Every sequence is tried
+    (a prefix is dropped only when the points below its product, whose later digits are all 0,
+    already have no solution)."""
+    ys = sorted(targets)
+    top = ys[-1]
+    if top == 0:
+        return [(1, 0)]
+    primes = _primes(top)
+
+    def digits(y: int, radices: list[int]) -> list[int]:
+        out = []
+        for t in radices:
+            out.append(y % t)
+            y //= t
+        return out + [y]
+
+    def solve(radices: list[int], below: int) -> Optional[list[int]]:
+        pts = [y for y in ys if y < below]
+        rows = [digits(y, radices) for y in pts]
+        return integer_solution(rows, [targets[y] for y in pts], len(radices) + 1)
+
+    def go(radices: list[int], t: int) -> Optional[Pairs]:
+        f = solve(radices, top + 1)  # a last mode reaching past the largest point
+        if f is not None:
+            last = -(-(top + 1) // t)
+            return list(zip(radices + [last], f))
+        for p in primes:
+            if t * p > top:
+                break
+            if solve(radices + [p], t * p) is not None:  # the points below t*p: digits beyond are 0
+                got = go(radices + [p], t * p)
+                if got is not None:
+                    return got
+        return None
+
+    return go([], 1)

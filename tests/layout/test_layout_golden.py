@@ -171,7 +171,7 @@ def test_inverses() -> None:
         (lambda: logical_divide(P("24:1"), P("(2,2):(1,1)")), "interleave or alias"),
         (lambda: logical_product(P("(2,2):(1,1)"), 3), "interleave or alias"),
         (lambda: left_inverse(P("(2,2):(1,1)")), "not injective"),
-        (lambda: left_inverse(P("(2,2):(2,3)")), "divisibility condition"),
+        (lambda: left_inverse(P("(2,2,2):(2,5,1)")), "no strided layout M has M"),
         (lambda: Layout((2, 3), (1,)), "not congruent"),
         (lambda: Layout((0, 3)), "extent 0"),
         (lambda: P("(4,3):(3,1)")(12), "out of range"),

@@ -450,3 +450,60 @@ def test_construction_nesting_at_the_depth_limit() -> None:
             assert _built(shape, stride) == _reference(shape, stride)
             assert _built(shape, None) == _reference(shape, None)
         assert (_reference(shape, stride)[0] == "built") == (depth <= MAX_DEPTH + 1)
+
+
+# --- left inverses beyond CuTe's form ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("(2,3):(14,3)", "(2,2,2,3):(9,-7,11,-3)"),  # M(14) = 1, M(3k) = 2k
+        ("(2,2):(2,3)", "(2,3):(1,1)"),
+        ("(3,2):(2,5)", "(2,5):(1,1)"),
+        ("(2,3):(3,2)", "(2,4):(-1,2)"),
+        ("(2,3):(5,2)", "(2,5):(-3,2)"),
+        ("(3,2):(3,14)", "(2,2,2,3):(2,-1,3,1)"),
+        ("(2,(2,2)):(0,(2,3))", "(2,3):(2,2)"),  # a stride-0 mode: CuTe's quasi-inverse
+    ],
+)
+def test_left_inverse_beyond_cutes_form(text: str, expected: str) -> None:
+    a = P(text)
+    li = left_inverse(a)
+    assert str(li) == expected
+    vals = values(a)
+    for i, y in enumerate(vals):
+        assert a(li(y)) == y  # quasi-inverse (stride-0 modes); a left inverse where a is injective
+        if len(set(vals)) == len(vals):
+            assert li(y) == i
+
+
+def test_left_inverse_refusals_say_why() -> None:
+    # no strided left inverse at all: the search is exhaustive
+    with pytest.raises(
+        LayoutError,
+        match=r"^left_inverse\(\(2,2,2\):\(2,5,1\)\) is not defined: CuTe's form needs each sorted stride to divide "
+        r"the next \(2 does not divide 5\), and no strided layout M has M\(L\(i\)\) == i for every i \(decided by an "
+        r"exhaustive search over M's radix orders below cosize 9\)$",
+    ):
+        left_inverse(P("(2,2,2):(2,5,1)"))
+    with pytest.raises(LayoutError, match=r"\(3 does not divide 2\)|\(2 does not divide 3\)"):
+        left_inverse(P("(3,3):(3,2)"))
+    # not injective, with the witness
+    with pytest.raises(
+        LayoutError,
+        match=r"^left_inverse\(\(4,3\):\(2,3\)\) is not defined: indices 8 and 3 both map to 6, so the layout is not injective$",
+    ):
+        left_inverse(P("(4,3):(2,3)"))
+
+
+def test_left_inverse_bounds_say_undecided(monkeypatch: pytest.MonkeyPatch) -> None:
+    import warpy.layout.algebra as algebra
+
+    monkeypatch.setattr(algebra, "_LI_WORK", 5)
+    with pytest.raises(LayoutError, match=r"is undecided: .* stopped after 5 equations \(cosize 21, 6 points\)$"):
+        left_inverse(P("(2,3):(14,3)"))
+    monkeypatch.setattr(algebra, "_LI_POINTS", 5)
+    with pytest.raises(LayoutError, match=r"is undecided: .* enumerates at most 5 points \(6 here\)$"):
+        left_inverse(P("(2,3):(14,3)"))
+    assert str(left_inverse(P("(4,2):(1,5)"))) == "(5,2):(1,4)"  # CuTe's form needs no search

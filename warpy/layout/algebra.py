@@ -22,9 +22,10 @@ alone), or a tuple of tilers, applied by mode (CuTe's `Tile`; a tuple of ints is
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from itertools import product as _cartesian
 from math import gcd
-from typing import Union, overload
+from typing import Iterator, Union, overload
 
 from warpy.layout.core import Layout, LayoutError, _make, slice_and_offset
 from warpy.layout.inttuple import IntTuple, flatten, product, to_str, unflatten
@@ -786,6 +787,276 @@ def right_inverse(layout: Layout | Swizzle) -> Layout | Swizzle:
     return _from_pairs(_coalesce_pairs(out))
 
 
+# The left inverse beyond CuTe's form. A strided layout M is, over any radix chain, a sum of
+# floors: with M's modes (t_1, t_2, ...):(f_1, f_2, ...) and T_j = t_1 ... t_j,
+#
+#     M(y) = f_1 y + sum_j g_j floor(y / T_j),    g_j = f_{j+1} - t_j f_j,
+#
+# (write each digit floor(y/T_{j-1}) mod t_j as floor(y/T_{j-1}) - t_j floor(y/T_j) and collect the
+# terms); conversely any chain 1 | C_1 | C_2 | ... with any integer weights w_0, w_1, ... is such
+# a layout (t_j = C_j / C_{j-1}, f_1 = w_0, f_{j+1} = w_j + t_j f_j). A boundary above the largest
+# point y_max of L's image sees floor = 0 everywhere, and a chain is a subset of a maximal one whose
+# steps are primes (extra boundaries carry weight 0). So a strided left inverse of an injective L
+# exists iff, for some chain of prime steps below y_max, the integer linear system
+# x(y) = sum_j w_j floor(y / C_j) (C_0 = 1; one equation per image point y, x(y) the index L maps
+# to y) has an integer solution. `_li_search` decides that by a depth-first search over the chain:
+#
+# - at a chain ending in B, the later boundaries are multiples 2B, 3B, ... of B, so two points with
+#   the same floor(y / B) get the same later terms: their difference is an equation in the weights
+#   chosen so far; a point below 2B gets no later terms at all (an equation as it stands). These are
+#   implied by every extension, so an inconsistent system prunes the whole subtree (sound);
+# - the solutions so far are kept as an integer particular solution plus an integer basis of the
+#   kernel (each new equation: extended gcd over the basis), so consistency over the integers is
+#   decided exactly, not over the rationals;
+# - the next boundary B*p matters only through floor(y / (B*p)) of the points still open (the rows
+#   it adds, and the quotient points the rest of the search sees), so of the primes p giving the same
+#   floors only the first is tried; and where the weights are pinned (no kernel left), a subtree that
+#   failed is remembered by (floor(y / B), residual) of its open points, which is all its future
+#   depends on.
+#
+# Exhausting the search is a proof that no strided left inverse exists. Its cost is bounded by
+# _LI_WORK equations (and _LI_POINTS image points); past it the refusal says "undecided".
+
+#: Most image points enumerated for the left-inverse search (beyond CuTe's form).
+_LI_POINTS = 1 << 16
+#: Most equations the left-inverse search adds before it gives up ("undecided").
+_LI_WORK = 200_000
+
+
+class _Undecided(Exception):
+    pass
+
+
+def _primes_upto(n: int) -> list[int]:
+    if n < 2:
+        return []
+    sieve = bytearray([1]) * (n + 1)
+    sieve[0] = sieve[1] = 0
+    i = 2
+    while i * i <= n:
+        if sieve[i]:
+            sieve[i * i :: i] = bytearray(len(range(i * i, n + 1, i)))
+        i += 1
+    return [k for k in range(n + 1) if sieve[k]]
+
+
+_Lattice = tuple[list[int], list[list[int]]]  # (a particular integer solution, a kernel basis)
+
+
+def _li_add_row(lat: _Lattice, a: list[int], b: int) -> _Lattice | None:
+    """The integer solutions of the system so far that also satisfy `a . w == b`, or None."""
+    ws, basis = lat
+    c = [sum(x * y for x, y in zip(a, k)) for k in basis]
+    beta = b - sum(x * y for x, y in zip(a, ws))
+    live = [i for i, ci in enumerate(c) if ci]
+    if not live:
+        return lat if beta == 0 else None
+    basis = [list(k) for k in basis]
+    while len(live) > 1:  # Euclid over the basis: one vector left with a . k = gcd
+        live.sort(key=lambda i: abs(c[i]))
+        i0 = live[0]
+        for j in live[1:]:
+            q = c[j] // c[i0]
+            c[j] -= q * c[i0]
+            basis[j] = [x - q * y for x, y in zip(basis[j], basis[i0])]
+        live = [i for i in live if c[i]]
+    g = live[0]
+    if beta % c[g]:
+        return None
+    t = beta // c[g]
+    return [w + t * k for w, k in zip(ws, basis[g])], [k for i, k in enumerate(basis) if i != g]
+
+
+def _li_search(points: list[tuple[int, int]]) -> tuple[list[int], list[int]] | None:
+    """A chain 1 = C_0 | C_1 | ... and integer weights with x == sum_j w_j floor(y / C_j) at every
+    (y, x) of `points` (sorted by y, (0, 0) first), or None when none exists (proven: the search is
+    exhaustive); _Undecided past _LI_WORK equations.
+
+    A node holds the chain, a particular solution `ws` of the equations so far, a basis `kern` of
+    their integer kernel (the free parameters), and the open points (y, r, cv): r is x minus the
+    particular solution's value at y, cv the free parameters' coefficients at y, so an equation is
+    `cv . u == r` over the (few) parameters, or `r == 0` once none is left."""
+    top = points[-1][0]
+    primes = _primes_upto(top // 2)
+    work = [0]
+    failed: set[tuple[tuple[int, int], ...]] = set()
+    Open = list[tuple[int, int, tuple[int, ...]]]
+
+    def options(b: int, pend: Open) -> Iterator[int | None]:
+        """None (no further boundary), then the boundaries b*p <= top, p prime, one for each
+        distinct tuple of floors floor(y / (b*p)) over the open points. Below sqrt of the largest
+        point, every one; above, the next boundary at which some floor changes is the least
+        floor(y_k / k) + 1 over k >= 1, y_k the first open point at or past k*b2."""
+        yield None
+        if not pend:
+            return
+        ys = [y for y, _, _ in pend]
+        far = ys[-1]
+        i = 0
+        while i < len(primes) and (b * primes[i]) ** 2 <= far:  # small: the floors change at each
+            yield b * primes[i]
+            i += 1
+        while i < len(primes) and b * primes[i] <= far:
+            b2 = b * primes[i]
+            yield b2
+            nxt = far + 1
+            for k in range(1, far // b2 + 1):
+                j = bisect_left(ys, b2 * k)
+                nxt = min(nxt, ys[j] // k + 1)
+            i = bisect_left(primes, -(-nxt // b), i + 1)
+
+    def pinned_step(ws: list[int], pend: Open, b2: int) -> tuple[list[int], list[list[int]], Open] | None:
+        """No free parameter before b2: its weight u is the only one; differences compare r."""
+        u: int | None = None
+        reps: dict[int, int] = {}
+        keep: list[tuple[int, int]] = []
+        lim = 2 * b2
+        for y, r, _ in pend:
+            if y < lim:
+                f = y // b2
+                if not f:
+                    if r:
+                        return None
+                elif u is None:
+                    if r % f:
+                        return None
+                    u = r // f
+                elif u * f != r:
+                    return None
+            else:
+                q = y // b2
+                r0 = reps.get(q)
+                if r0 is None:
+                    reps[q] = r
+                    keep.append((y, r))
+                elif r0 != r:
+                    return None
+        work[0] += len(pend)
+        if u is None:  # the new weight stays free
+            return ws + [0], [[0] * len(ws) + [1]], [(y, r, (y // b2,)) for y, r in keep]
+        return ws + [u], [], [(y, r - u * (y // b2), ()) for y, r in keep]
+
+    def general_step(
+        chain: list[int], ws: list[int], kern: list[list[int]], pend: Open, b2: int | None
+    ) -> tuple[list[int], list[list[int]], Open] | None:
+        n = len(kern) + (b2 is not None)
+        lat: _Lattice | None = ([0] * n, [[int(i == j) for j in range(n)] for i in range(n)])
+        keep: Open = []
+        reps: dict[int, tuple[tuple[int, ...], int]] = {}
+        for y, r, cv in pend:
+            c = list(cv) + [y // b2] if b2 is not None else list(cv)
+            if b2 is None or y < 2 * b2:
+                row, rhs = c, r
+            else:
+                q = y // b2
+                rep = reps.get(q)
+                if rep is None:
+                    reps[q] = (cv, r)
+                    keep.append((y, r, tuple(c)))
+                    continue
+                row, rhs = [p - v for p, v in zip(cv, rep[0])] + [0], r - rep[1]
+            work[0] += 1
+            assert lat is not None
+            lat = _li_add_row(lat, row, rhs)
+            if lat is None:
+                return None
+        if work[0] > _LI_WORK:
+            raise _Undecided
+        assert lat is not None
+        us, vs = lat
+        base = [k + [0] for k in kern] + [[0] * len(ws) + [1]] if b2 is not None else kern
+        width = len(ws) + (b2 is not None)
+        nws = (ws + [0]) if b2 is not None else list(ws)
+        for uk, kv in zip(us, base):
+            nws = [w + uk * k for w, k in zip(nws, kv)]
+        nkern = [[sum(v[k] * base[k][j] for k in range(n)) for j in range(width)] for v in vs]
+        npend = [
+            (y, r - sum(u * x for u, x in zip(us, c)), tuple(sum(v[k] * c[k] for k in range(n)) for v in vs))
+            for y, r, c in keep
+        ]
+        return nws, nkern, npend
+
+    def dfs(chain: list[int], ws: list[int], kern: list[list[int]], pend: Open) -> tuple[list[int], list[int]] | None:
+        b = chain[-1]
+        key = None
+        if not kern:
+            key = tuple((y // b, r) for y, r, _ in pend)
+            if key in failed:
+                return None
+        for b2 in options(b, pend):
+            if work[0] > _LI_WORK:
+                raise _Undecided
+            if b2 is not None and not kern:
+                got = pinned_step(ws, pend, b2)
+            else:
+                got = general_step(chain, ws, kern, pend, b2)
+            if got is None:
+                continue
+            if b2 is None:
+                return chain, got[0]
+            found = dfs(chain + [b2], *got)
+            if found is not None:
+                return found
+        if key is not None:
+            failed.add(key)
+        return None
+
+    # the chain [1]: w_0 multiplies y; the point 1 (if any) is below 2 and fixes it
+    start = general_step([], [], [], [(y, x, ()) for y, x in points[1:]], 1)
+    if start is None:
+        return None
+    return dfs([1], *start)
+
+
+def _li_general(layout: Layout, pairs: Pairs, pre: list[int], why: str) -> Layout:
+    """A strided left inverse where CuTe's form does not apply (`why`), or the refusal: proven (no
+    strided layout is one) or, past the search's bound, marked undecided."""
+    live = [(s, d, e) for (s, d), e in zip(pairs, pre) if d != 0]
+    n = 1
+    for s, _, _ in live:
+        n *= s
+    if n > _LI_POINTS:
+        raise LayoutError(
+            f"left_inverse({layout}) is undecided: {why}, and the search for another strided left inverse "
+            f"enumerates at most {_LI_POINTS} points ({n} here)"
+        )
+    image = {0: 0}
+    for s, d, e in live:
+        nxt: dict[int, int] = {}
+        for y, x in image.items():
+            for k in range(s):
+                z = y + k * d
+                if z in nxt:
+                    raise LayoutError(
+                        f"left_inverse({layout}) is not defined: indices {nxt[z]} and {x + k * e} both map to {z}, "
+                        f"so the layout is not injective"
+                    )
+                nxt[z] = x + k * e
+        image = nxt
+    points = sorted(image.items())
+    top = points[-1][0]
+    try:
+        got = _li_search(points)
+    except _Undecided:
+        raise LayoutError(
+            f"left_inverse({layout}) is undecided: {why}, and the search for another strided left inverse "
+            f"stopped after {_LI_WORK} equations (cosize {top + 1}, {len(points)} points)"
+        ) from None
+    if got is None:
+        raise LayoutError(
+            f"left_inverse({layout}) is not defined: {why}, and no strided layout M has M(L(i)) == i for "
+            f"every i (decided by an exhaustive search over M's radix orders below cosize {top + 1})"
+        )
+    chain, ws = got
+    shapes = [chain[j] // chain[j - 1] for j in range(1, len(chain))] + [-(-(top + 1) // chain[-1])]
+    strides = [ws[0]]
+    for j in range(1, len(shapes)):
+        strides.append(ws[j] + shapes[j - 1] * strides[j - 1])
+    out = _from_pairs(_coalesce_pairs(list(zip(shapes, strides))))
+    assert all(out(y) == x for y, x in points)  # the search's answer, checked at every point
+    return out
+
+
 @overload
 def left_inverse(layout: Layout) -> Layout: ...
 
@@ -795,13 +1066,17 @@ def left_inverse(layout: Swizzle) -> Swizzle: ...
 
 
 def left_inverse(layout: Layout | Swizzle) -> Layout | Swizzle:
-    """CuTe's left inverse: an L with `L(layout(i)) == i` for every i < size(layout).
+    """A strided layout Li with `Li(layout(i)) == i` for every i < size(layout), whenever one exists.
 
-    With the modes of `layout` (coalesced, stride-0 modes left out) sorted by stride d_0 < d_1 <
-    ..., L has a mode (d_0 : 0), then for each mode the gap d_{k+1} / d_k at that mode's compact
-    stride, and the last mode's extent. Defined when each sorted stride divides the next and the
-    modes do not interleave (the layout is then injective but for its stride-0 modes, where L is
-    CuTe's quasi-inverse: `layout(L(layout(i))) == layout(i)`). A swizzle is its own inverse.
+    CuTe's construction where it applies: with the modes of `layout` (coalesced, stride-0 modes left
+    out) sorted by stride d_0 < d_1 < ..., a mode (d_0 : 0), then for each mode the gap d_{k+1} / d_k
+    at that mode's compact stride, and the last mode's extent; it needs each sorted stride to divide
+    the next. Where that fails, a search over Li's radix orders decides whether any strided left
+    inverse exists (`left_inverse((2,3):(14,3))` is one; see the comment above `_li_search`), and
+    the refusal then says none exists, or, past the search's bound, "undecided". Refused also for a
+    negative stride (a value < 0 is outside every layout's domain) and where the layout is not
+    injective but for its stride-0 modes (two indices share a value); with stride-0 modes the result
+    is CuTe's quasi-inverse: `layout(Li(layout(i))) == layout(i)`. A swizzle is its own inverse.
     """
     if isinstance(layout, Swizzle):
         return layout
@@ -821,9 +1096,8 @@ def left_inverse(layout: Layout | Swizzle) -> Layout | Swizzle:
         if d < 0:
             raise LayoutError(f"left_inverse({layout}) is not defined: stride {d} is negative")
         if d % span:
-            raise LayoutError(
-                f"left_inverse({layout}) is not defined in CuTe's form: stride {d} is not a multiple of {span}, "
-                f"the stride below it (CuTe's left-inverse divisibility condition)"
+            return _li_general(
+                layout, pairs, pre, f"CuTe's form needs each sorted stride to divide the next ({span} does not divide {d})"
             )
         if d < prev_end:
             raise LayoutError(
