@@ -252,3 +252,84 @@ def test_global_buffers() -> None:
     assert g.buffer_of("c", 0, 0x200) is not None and g.buffer_of("c", 0x1fc, 0x200) is not None
     assert g.buffer_of("c", 0x1fc, 0x201) is None and g.buffer_of("c", -4, 4) is None
     assert g.buffer_of("flags", 0, 0x40).name == "flag_words" and g.buffer_of("tab", 0, 4) is None
+
+
+# -- global accesses: inside declared buffers, after the dependent-launch wait, GPU-scope atomics --------
+
+from tests.check.test_mutants_check import FLAG_BODY, FLAG_HEAD  # noqa: E402
+
+GACCESS_HEAD = FLAG_HEAD.replace(".threads 32", ".threads 64").replace(".grid 2 1 1", ".grid 1 1 1").replace(
+    ".param buf u64", ".param buf u64\n.param raw u64").replace(".reg P ready", ".reg P ready\n.reg P hi")
+
+# warp 0 reads a word a lane before the dependent-launch wait, stores the buffer's last byte, reads
+# through `raw` (a pointer with no buffer declared: unchecked); warp 1 adds to the same words with
+# GPU-scope atomics (no data race), stores the last byte too, and stores across the buffer's end,
+# across the end of `buf`'s memory into `raw`'s, past every source, and into `raw`.
+GACCESS = """\
+  S2R ctaid, SR_TID.X
+  S2R lane, SR_LANEID
+  ULDC.64 memdesc, c[0x0][0x208]
+  LDC.64 p, c[0x0][buf]
+  IMAD.WIDE.U32 q, lane, 0x4, p
+  ISETP.LT.U32.AND c0, PT, ctaid, 0x20, PT
+  ISETP.GE.U32.AND hi, PT, lane, 0x10, PT
+  MOV one, 0x1
+  @c0 BRA READER
+  ACQBULK
+  ATOMG.E.ADD.STRONG.GPU PT, v, desc[memdesc][q.64], one
+  STG.E.U8 desc[memdesc][p.64+0xff], one
+  STG.E desc[memdesc][q.64+0xf0], one
+  @hi IADD3 q.1, q.1, 0x100, RZ
+  STG.E desc[memdesc][q.64], one
+  @hi IADD3 q.1, q.1, 0x1000, RZ
+  STG.E desc[memdesc][q.64], one
+  IADD3 q.1, q.1, 0x1000, RZ
+  STG.E desc[memdesc][q.64], one
+  LDC.64 p, c[0x0][raw]
+  STG.E desc[memdesc][p.64+0x1000], one
+  EXIT
+READER:
+  LDG.E v, desc[memdesc][q.64]
+  ACQBULK
+  STG.E.U8 desc[memdesc][p.64+0xff], one
+  LDC.64 p, c[0x0][raw]
+  LDG.E v, desc[memdesc][p.64+0x1000]
+  EXIT
+"""
+
+
+def test_global_accesses() -> None:
+    outside = "CTA 0 warp 1: STG.E touches global {}, outside every global buffer the kernel declares"
+    assert _verdict(GACCESS_HEAD + GACCESS) == {
+        "memory": {outside.format(w): 1 for w in ("buf+0xf0..+0x80", "buf+0x0..+0x10000000080", "buf+0x0..+0x110000000080",
+                                                  "0x110000000000..+0x110000000080")},
+        "order": {"words: STG.E.U8, warp 0 writes it and STG.E.U8, warp 1 writes it, and nothing orders the two": 1,
+                  "raw: LDG.E, warp 0 reads it and STG.E, warp 1 writes it, and nothing orders the two": 1},
+        "pdl": {"CTA 0 warp 0: LDG.E reaches global memory before the dependent-launch wait (ACQBULK)": 1}}
+    # without a dependent-launch wait in the kernel, nothing is "before" it
+    no_wait = GACCESS.replace("  ACQBULK\n", "")
+    assert "pdl" not in _verdict(GACCESS_HEAD + no_wait)
+
+
+# -- flags raised by the rest of the grid ----------------------------------------------------------------
+# Three CTAs: the checker simulates the first and the last (0 and 2), which poll the flag; CTA 1, not
+# simulated, raises it: the rest of the grid writes each polled word a value that lets its loop exit.
+
+from warpy.check.machine import Machine  # noqa: E402
+
+REST_BODY = FLAG_BODY.replace("ISETP.EQ.U32.AND c0, PT, ctaid, 0x0, PT\n  @c0 BRA READER",
+                              "ISETP.EQ.U32.AND c0, PT, ctaid, 0x1, PT\n  @!c0 BRA READER")
+REST_HEAD = FLAG_HEAD.replace(".grid 2 1 1", ".grid 3 1 1")
+
+
+@pytest.mark.parametrize("poll,want", [("ISETP.EQ.U32.AND ready, PT, v, 0x0, PT", 1),  # waits while 0
+                                       ("ISETP.NE.U32.AND ready, PT, v, 0x5, PT", 5),  # waits for 5
+                                       ("ISETP.LT.U32.AND ready, PT, v, 0x9, PT", 9)])  # waits while below 9
+def test_the_rest_of_the_grid_raises_a_flag(poll: str, want: int) -> None:
+    body = REST_BODY.replace("ISETP.EQ.U32.AND ready, PT, v, 0x0, PT", poll)
+    m = Machine(parse(REST_HEAD + body))
+    m.run()
+    flag = m.global_memory.base["buf"] + 0x80
+    assert m.problems.total() == 0
+    assert m.flags.raised_outside == 1 and m.global_memory.shadow == {flag: want}
+    assert [w.cta.name for w in m.warps] == ["CTA 0", "CTA 2"]
