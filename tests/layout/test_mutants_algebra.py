@@ -488,3 +488,34 @@ def test_composition_where_carries_cancel_is_strided() -> None:
     assert [a(3 * c) for c in range(8)] == [6 * c for c in range(8)]
     assert composition(a, Layout(8, 3)) == Layout(8, 6)
     assert composition(a, Layout((2, 4), (3, 6))) == Layout((2, 4), (6, 12))
+
+
+def test_left_inverse_search_goldens(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The search beyond CuTe's form: its answers, its proven refusals and its bounds, literally."""
+    import warpy.layout.algebra as algebra
+
+    P = Layout.parse
+    for text, expected in [
+        ("(2,3):(14,3)", "(2,2,2,3):(9,-7,11,-3)"),
+        ("(2,2):(2,3)", "(2,3):(1,1)"),
+        ("(2,3):(3,2)", "(2,4):(-1,2)"),
+        ("(2,3):(5,2)", "(2,5):(-3,2)"),
+        ("(3,2):(3,14)", "(2,2,2,3):(2,-1,3,1)"),
+        ("(2,(2,2)):(0,(2,3))", "(2,3):(2,2)"),
+        ("(4,2):(3,1)", "(3,4):(4,1)"),  # CuTe's form
+        ("(3,2,2):(1,1000,7)", "(4,2,4,2,16):(1,3,7,-844,56)"),
+    ]:
+        a = P(text)
+        li = left_inverse(a)
+        if expected is not None:
+            assert str(li) == expected
+        vals = [a(i) for i in range(a.size())]
+        for i, y in enumerate(vals):
+            assert a(li(y)) == y
+    assert algebra._primes_upto(30) == [2, 3, 5, 7, 11, 13, 17, 19, 23, 29]
+    assert algebra._primes_upto(1) == [] and algebra._primes_upto(2) == [2]
+    with pytest.raises(LayoutError, match=r"^left_inverse\(\(3,3\):\(3,2\)\) is not defined: .*\(2 does not divide 3\), and no strided layout M .* below cosize 11\)$"):
+        left_inverse(P("(3,3):(3,2)"))
+    monkeypatch.setattr(algebra, "_LI_WORK", 20)
+    with pytest.raises(LayoutError, match=r"undecided: .* stopped after 20 equations \(cosize 21, 6 points\)$"):
+        left_inverse(P("(2,3):(14,3)"))
