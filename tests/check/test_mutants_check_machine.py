@@ -333,3 +333,71 @@ def test_the_rest_of_the_grid_raises_a_flag(poll: str, want: int) -> None:
     assert m.problems.total() == 0
     assert m.flags.raised_outside == 1 and m.global_memory.shadow == {flag: want}
     assert [w.cta.name for w in m.warps] == ["CTA 0", "CTA 2"]
+
+
+# -- the machine's options -------------------------------------------------------------------------------
+
+def test_which_ctas_run() -> None:
+    """By default the first and last clusters (CTA 1 is the rest of the grid); every CTA with
+    `all_ctas` (CTA 1 then raises the flag itself); chosen clusters only with `chosen`. The hb table
+    is kept only when asked for."""
+    m = Machine(parse(REST_HEAD + REST_BODY))
+    m.run()
+    assert m.order.table == {} and not m.launch.whole and m.gmem == {}
+    every = Machine(parse(REST_HEAD + REST_BODY), all_ctas=True, hb=True)
+    every.run()
+    assert [w.cta.name for w in every.warps] == ["CTA 0", "CTA 1", "CTA 2"] and every.launch.whole
+    assert every.flags.raised_outside == 0 and every.problems.total() == 0
+    assert every.order.table == {("words", "STG.E", 0, "LDG.E", 0, " of another CTA", "GPU-scope flag", "w", "r"): 2}
+    one = Machine(parse(REST_HEAD + REST_BODY), chosen=[1])
+    one.run()
+    assert [w.cta.name for w in one.warps] == ["CTA 1"] and one.problems.total() == 0
+
+
+STORE_HEAD = FLAG_HEAD.replace(".grid 2 1 1", ".grid 1 1 1").replace(".param buf u64", ".param buf u64\n.param flags u64 scratch").replace(
+    ".buffer words", ".buffer flag_words global base=0x0 size=0x10 elem=u32 source=flags layout=4:4\n.buffer words")
+STORE = """\
+  S2R lane, SR_LANEID
+  ULDC.64 memdesc, c[0x0][0x208]
+  LDC.64 p, c[0x0][buf]
+  IMAD.WIDE.U32 q, lane, 0x4, p
+  IADD3 v, lane, 0x3, RZ
+  STG.E desc[memdesc][q.64], v
+  EXIT
+"""
+
+
+class _Drawn:
+    """Inputs drawn from the machine's generator."""
+
+    def initial(self, source: str, box: object, nbytes: int, rng: np.random.Generator) -> object:
+        return rng.integers(0, 1 << 30, nbytes // 4, dtype=np.uint32)
+
+    def compare(self, run: object) -> object:
+        raise AssertionError("not compared here")
+
+
+def test_values_scratch_and_the_inputs_seed() -> None:
+    """With values the stores land in global memory (and are marked written); scratch words given at
+    launch are kept and handed back (those of scratch parameters only); the inputs are drawn from
+    the seed: the same seed, the same inputs."""
+    k = parse(STORE_HEAD + STORE)
+    m = Machine(k, values=True, scratch={0x2 << 40: 7, (0x2 << 40) + 12: 9, (0x1 << 40) + 0x200: 5})
+    m.run()
+    assert m.problems.total() == 0
+    assert m.gmem["buf"][:128].view(np.uint32).tolist() == list(range(3, 35)) and m.gwritten["buf"][:128].all()
+    assert not m.gwritten["buf"][128:].any()
+    assert m.scratch_words() == {0x2 << 40: 7, (0x2 << 40) + 12: 9}
+    assert m.gmem["flags"][:16].view(np.uint32).tolist() == [7, 0, 0, 9]
+    assert m.global_memory.shadow[(0x1 << 40) + 0x200] == 5
+    a, b, c = (Machine(k, values=True, expect=_Drawn(), seed=s) for s in (3, 3, 4))  # type: ignore[arg-type]
+    assert (a.gmem["buf"] == b.gmem["buf"]).all() and not (a.gmem["buf"] == c.gmem["buf"]).all()
+    assert Machine(k).gmem == {}
+
+
+def test_header_and_map_problems_are_reported() -> None:
+    """The header's check and the global memory's (a map past its parameter) report through the run."""
+    assert _verdict(PLACES_HEAD.replace(".dynsmem 4096", ".dynsmem 2048") + "  EXIT\n") == {"memory": {
+        ".dynsmem 2048 is smaller than the shared buffers: sb ends at byte 2560 of the dynamic shared memory": 1}}
+    assert _verdict(GLOBAL_HEAD + "  EXIT\n") == {"memory": {
+        "tensor map c_far spans 256 bytes from byte 320 of c, past its 512 declared bytes": 1}}
