@@ -1,23 +1,21 @@
 """The megakernel's decode-attention bodies (sm_90a): the partials of one (KV head, chunk of the cache)
-and their combine (`warpy.mega.semantics.attention_partial`, `attention_combine`; the host side is
-`docs/megakernel.md`'s "Decode attention").
+and their combine (`warpy.mega.semantics.attention_partial`, `attention_combine`; the host side and
+the design with its instruction counts are `docs/megakernel.md`'s "Decode attention").
 
-Math on CUDA cores in fp32. This first body is written for correctness and the checker, not for
-speed: at T·G query rows a tile it computes T·G flops a byte of K and V, which CUDA-core fp32 (~14 flop
-a byte of an SM's share of HBM) keeps up with only for T·G below ~14 (docs/megakernel.md has the
-count and the wgmma design that replaces it).
+Math on CUDA cores in fp32 (the byte/flop count and the wgmma body that would replace it: the same
+section).
 
 Attention (opcode 6). Pages: lid 0 q (the T·G rows of D, packed as its box lands: row r = t·G + g),
 lids 1-2 K (one box of `k_step` cache rows each; the second only when `k_stages` is 2), lids 3-4 V
 likewise, lid 5 the partial (T·G rows of D + 4 fp32). Every copy completes on `loaded[slot]`. The
-consumers: warp w takes rows w, w + 8, ...; per row, keys in blocks of 32 (lane l the key j0 + l): the
-score q·k (the lane walks the row's bf16 pairs from its own rotated start, so the 32 lanes read 32
-banks), times scale·log2 e, -inf where the key is past the row's limit (k_end, or k_end - T + 1 + t
-when causal) or past the box; the block's max by a butterfly, the running max m, the weights
-p = 2^(s - m) by MUFU.EX2 (m = -inf, nothing seen yet, is taken as 0 so that no -inf - -inf is
-formed), the running sum l and the accumulators rescaled by 2^(m_old - m); then P·V: each key's p
-broadcast from its lane, lane l accumulating the columns 2l, 2l + 1 (and 64 + 2l, 65 + 2l at D 128).
-The row's record: O (unnormalised), m, l, 0, 0.
+consumers split the tile's keys, not its rows: the rows in groups of RG = 4, KS of the 8 warps sharing
+a group's keys (8, 4, 2, 1 for 1, 2, 3-4, more groups), each warp's key blocks of 32 (a lane a key)
+against the group's 4 rows at once: S from 16-byte chunks of K and q read with a lane rotation (no
+bank conflict), each K chunk multiplied into the 4 rows; the online softmax in base 2 (exponents
+relative to the running max, or 0 while it is -inf: no -inf - -inf); P·V with the block's weights
+broadcast from shared memory and each V row read once for the 4 rows. Then the KS warps' (m, l, O)
+merge through lid 0 in log2 KS levels (a named barrier of the consumers each), and key part 0 writes
+the rows' records: O (unnormalised), m, l, 0, 0.
 
 Combine (opcode 7). Pages: lids 0-5 the partials of one head's G rows of one token, `k_step` chunks a
 box (chunk c of a box, row g at (c·G + g)·(D + 4) fp32), `k_stages` boxes of the six; lid 6 the output
@@ -29,9 +27,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
-from warpy.isa.families import alu, control, memory
+from warpy.isa.families import alu, control, memory, sync
 from warpy.isa.families.typed import F32, S32, U32
-from warpy.isa.operands import RZ, URZ, Mem, R, UR
+from warpy.isa.operands import RZ, URZ, Mem, R, RVec, UR
 from warpy.isa.pipes import wait
 from warpy.isa.units.warp import warp_max, warp_sum
 from warpy.mega import fields as F
@@ -99,11 +97,391 @@ def refuse_attention(f: dict[str, int]) -> Optional[str]:
         return "decode-attention K or V boxes that are not k_step rows of one head within a page"
     if f["op1.box_16"] * 16 != rows * d * 2 or rows * d * 2 > PAGE_BYTES:
         return f"decode attention of {rows} query rows whose q box is not those rows within a page"
-    if f["op0.box_16"] * 16 != rows * (d + PARTIAL_EXTRA) * 4:
+    if f["op0.box_16"] * 16 != rows * (d + PARTIAL_EXTRA) * 4 or rows * (d + PARTIAL_EXTRA) * 4 > PAGE_BYTES:
         return f"decode attention whose partial of {rows} rows is more than a page (one box)"
+    if step % (KEY_BLOCK // 2):
+        return f"decode-attention K boxes of {step} rows (the sm_90a body takes multiples of {KEY_BLOCK // 2})"
     if f["group"] < 1 or rows % f["group"]:
         return f"decode attention of {rows} rows in groups of {f['group']}"
     return None
+
+
+#: the consumer warps, and the rows a warp computes at once (a row group): every K and V element a
+#: warp loads from shared memory serves the group's four rows
+WARPS = 8
+RG = 4
+KEY_BLOCK = 32
+#: lid 0 past q (q is below 16 KiB: a partial of T·G rows fits a page, so T·G·D·2 < PAGE_BYTES / 2):
+#: the merge's two areas at MERGE_AT (used only when the keys are split over 2-8 warps, T·G <= 16
+#: rows: q then ends by 4 KiB), each of MERGE_WRITERS records of a row group, and each warp's block
+#: of weights (32 keys x RG rows, fp32) at P_AT + 512·warp
+MERGE_AT = 8192
+MERGE_WRITERS = 4  # (8 / KS) row-group slots x KS / 2 writers a level
+P_AT = PAGE_BYTES - WARPS * KEY_BLOCK * RG * 4
+
+
+def _record_bytes(d: int) -> int:
+    return (d + PARTIAL_EXTRA) * 4
+
+
+def _merge_area(d: int) -> int:
+    return MERGE_WRITERS * RG * _record_bytes(d)
+
+
+assert MERGE_AT + 2 * _merge_area(max(HEAD_DIMS)) <= P_AT
+
+
+class _Ctx:
+    """What both head-dim paths of the compute step share: the instruction's fields, the pages'
+    addresses, this warp's place in the split of the tile (row-group slot, key part)."""
+
+    def __init__(self, ip: Interp, r: Role) -> None:
+        p = self.p = ip.p
+        self.rows = r.field("tile_m", p.r("att_tm"))
+        self.d = r.field("tile_n", p.r("att_d"))
+        self.nbox = r.field("k_stages", p.r("att_nbox"))
+        self.step = r.field("k_step", p.r("att_step_r"))
+        self.kbeg = r.field("k_begin", p.r("att_kbeg"))
+        self.length = r.field("k_end", p.r("att_len"))
+        grp = r.field("group", p.r("att_g"))
+        self.causal = p.p("att_causal")
+        p.emit(alu.isetp("NE", self.causal, r.field("causal", p.r("att_causal_f")), 0))
+        self.scale = F32.of(r.field("scale", p.r("att_scale")))
+        self.rcp_g = F32.of(p.r("att_rcp_g"))
+        p.emit(alu.i2f(self.rcp_g, U32.of(grp)))
+        p.emit(alu.rcp(self.rcp_g, self.rcp_g))
+        tokens = p.r("att_t")
+        _quotient(p, tokens, self.rows, self.rcp_g, "att_tq")
+        self.base_lim = p.r("att_base_lim")  # the causal limit of token 0: length - T + 1
+        p.emit(alu.iadd3(self.base_lim, self.length, 1))
+        neg_t = p.r("att_neg_t")
+        p.emit(alu.imad(neg_t, tokens, -1, RZ))
+        p.emit(alu.iadd3(self.base_lim, self.base_lim, neg_t))
+        self.rows_m1, self.step_m1 = p.r("att_rows_m1"), p.r("att_step_m1")
+        p.emit(alu.iadd3(self.rows_m1, self.rows, -1))
+        p.emit(alu.iadd3(self.step_m1, self.step, -1))
+        self.qbase = _page_base(ip, r, 0, "att_qbase")
+        self.kbase = [_page_base(ip, r, 1, "att_kbase0"), _page_base(ip, r, 2, "att_kbase1")]
+        self.vbase = [_page_base(ip, r, 3, "att_vbase0"), _page_base(ip, r, 4, "att_vbase1")]
+        self.obase = _page_base(ip, r, 5, "att_obase")
+        self.cw, self.lane = p.r("att_warp"), p.r("att_lane")
+        p.emit(alu.shf_r(self.cw, r.ctid, 5))
+        p.emit(alu.lop3(self.lane, r.ctid, 31, RZ, 0xC0))
+        self.lane0 = p.p("att_lane0")
+        p.emit(alu.isetp("EQ", self.lane0, self.lane, 0))
+        self.neg_inf = F32.of(p.r("att_neg_inf"))
+        p.emit(alu.mov(self.neg_inf, NEG_INF))
+        self.zero = F32.of(p.r("att_zero"))
+        p.emit(alu.mov(self.zero, 0))
+        # the split: NG row groups; KS = 8, 4, 2, 1 warps share a group's keys when NG is 1, 2, 3-4, 5+
+        # (warp w: slot w / KS, key part w % KS); the slots take groups slot, slot + 8 / KS, ...
+        self.ng = p.r("att_ng")
+        p.emit(alu.iadd3(self.ng, self.rows, RG - 1))
+        p.emit(alu.shf_r(self.ng, self.ng, 2))
+        self.ks_log = p.r("att_ks_log")
+        p.emit(alu.mov(self.ks_log, 0))
+        few = p.p("att_few")
+        for most, lg in ((4, 1), (2, 2), (1, 3)):
+            p.emit(alu.isetp("LE", few, self.ng, most))
+            p.emit(alu.mov(self.ks_log, lg).guarded(few))
+        self.ks = p.r("att_ks")
+        p.emit(alu.mov(self.ks, 1))
+        p.emit(alu.shf_l(self.ks, self.ks, self.ks_log))
+        self.part, self.slot = p.r("att_part"), p.r("att_slot")
+        km1 = p.r("att_ks_m1")
+        p.emit(alu.iadd3(km1, self.ks, -1))
+        p.emit(alu.lop3(self.part, self.cw, km1, RZ, 0xC0))
+        p.emit(alu.shf_r(self.slot, self.cw, self.ks_log))
+        sl = p.r("att_slots_log")
+        p.emit(alu.imad(sl, self.ks_log, -1, 3))
+        self.slots = p.r("att_slots")
+        p.emit(alu.mov(self.slots, 1))
+        p.emit(alu.shf_l(self.slots, self.slots, sl))
+        self.iters = p.r("att_iters")  # row groups a slot takes (the same loop count in every warp)
+        p.emit(alu.iadd3(self.iters, self.ng, self.slots, -1))
+        p.emit(alu.shf_r(self.iters, self.iters, sl))
+        # this warp's key blocks of a box: part, part + KS, ... below ceil(k_step / 32)
+        nblk = p.r("att_nblk")
+        p.emit(alu.iadd3(nblk, self.step, KEY_BLOCK - 1))
+        p.emit(alu.shf_r(nblk, nblk, 5))
+        self.cnt = p.r("att_cnt")
+        p.emit(alu.iadd3(self.cnt, nblk, self.ks, -1))
+        p.emit(alu.imad(self.cnt, self.part, -1, self.cnt))
+        p.emit(alu.shf_r(self.cnt, self.cnt, self.ks_log))
+        self.xl = p.r("att_xl")  # the lane's rotation of 16-byte chunks: (lane & 7)·16
+        p.emit(alu.lop3(self.xl, self.lane, 7, RZ, 0xC0))
+        p.emit(alu.shf_l(self.xl, self.xl, 4))
+        self.pscr = p.r("att_pscr")  # this warp's weights block
+        p.emit(alu.imad(self.pscr, self.cw, KEY_BLOCK * RG * 4, self.qbase))
+        p.emit(alu.iadd3(self.pscr, self.pscr, P_AT))
+        self.merge = p.r("att_merge")
+        p.emit(alu.iadd3(self.merge, self.qbase, MERGE_AT))
+
+
+def _row_stats(c: _Ctx, s: F32, m: F32, name: str) -> tuple[F32, F32]:
+    """(the new running max M of m and the warp's s, -M where M is finite else -0): exponents taken
+    relative to it never form -inf - -inf."""
+    p = c.p
+    bm = F32.of(p.r(f"{name}_bm"))
+    p.emit(alu.mov(bm, s))
+    warp_max(p, bm)
+    p.emit(alu.fmax(bm, bm, m))
+    return bm, _neg_safe(c, bm, name)
+
+
+def _neg_safe(c: _Ctx, big: F32, name: str) -> F32:
+    p = c.p
+    none = p.p("att_none")
+    p.emit(alu.fsetp("EQ", none, big, c.neg_inf))
+    mu = F32.of(p.r(f"{name}_nmu"))
+    p.emit(alu.fsel(mu, c.zero, big, none))
+    p.emit(alu.lop3(mu, mu, 0x80000000, RZ, 0x3C))  # -mu
+    return mu
+
+
+def _tiles(c: _Ctx, d: int) -> None:
+    """The row groups of this warp's slot at head_dim d: per group, the warp's key blocks (S, the
+    online softmax, P·V), the merge of the group's KS warps, the group's records."""
+    p = c.p
+    na = d // KEY_BLOCK  # the columns a lane owns: na·lane ..
+    rowb, rec = 2 * d, _record_bytes(d)
+    m = [F32.of(p.r(f"att_m{i}")) for i in range(RG)]
+    l_ = [F32.of(p.r(f"att_l{i}")) for i in range(RG)]
+    acc = [[F32.of(p.r(f"att_acc{i}_{j}")) for j in range(na)] for i in range(RG)]
+    qrow = [p.r(f"att_qrow{i}") for i in range(RG)]
+    lim = [p.r(f"att_lim{i}") for i in range(RG)]
+    with p.loop(f"att_it{d}", c.iters, max_count=32) as it:
+        g = p.r("att_grp")
+        p.emit(alu.imad(g, it.reg, c.slots, c.slot))
+        active = p.p("att_active")
+        p.emit(alu.isetp("LT", active, g, c.ng))
+        r0 = p.r("att_r0")
+        p.emit(alu.shf_l(r0, g, 2))
+        for i in range(RG):
+            p.emit(alu.mov(m[i], NEG_INF))
+            p.emit(alu.mov(l_[i], 0))
+            for a in acc[i]:
+                p.emit(alu.mov(a, 0))
+        idle = p.fresh_label("ATT_IDLE")
+        p.emit(control.bra(idle).guarded(~active))  # (the same in every lane of the warp)
+        for i in range(RG):
+            row = p.r("att_row")  # rows past the tile read the last row's q (their results are not written)
+            p.emit(alu.iadd3(row, r0, i))
+            p.emit(alu.imin(row, row, c.rows_m1, unsigned=True, arch=p.sm))
+            p.emit(alu.imad(qrow[i], row, rowb, c.qbase))
+            tok = p.r("att_tok")
+            _quotient(p, tok, row, c.rcp_g, "att_rq")
+            p.emit(alu.mov(lim[i], c.length))
+            p.emit(alu.iadd3(lim[i], c.base_lim, tok).guarded(c.causal))
+        for b in range(MAX_KV_BOXES):
+            has = p.p("att_has_box")
+            p.emit(alu.isetp("GT", has, c.nbox, b))
+            p.emit(alu.isetp("GT", has, c.cnt, 0, c=has))
+            bskip = p.fresh_label("ATT_BOX_OUT")
+            p.emit(control.bra(bskip).guarded(~has))
+            with p.loop(f"att_blk{d}_{b}", c.cnt, max_count=8) as blk:
+                _block(c, d, b, blk.reg, m, l_, acc, qrow, lim)
+            p.label(bskip)
+        p.label(idle)
+        for i in range(RG):
+            warp_sum(p, l_[i])
+        _merge(c, d, m, l_, acc)
+        # the group's records (key part 0): O at columns na·lane.., then m, l, 0, 0
+        first = p.p("att_first")
+        p.emit(alu.isetp("EQ", first, c.part, 0, c=active))
+        with p.when(first):
+            for i in range(RG):
+                row = p.r("att_row")
+                p.emit(alu.iadd3(row, r0, i))
+                inrow, rec0 = p.p("att_inrow"), p.p("att_rec0")
+                p.emit(alu.isetp("LT", inrow, row, c.rows))
+                p.emit(alu.isetp("EQ", rec0, c.lane, 0, c=inrow))
+                orow = p.r("att_orow")
+                p.emit(alu.imad(orow, row, rec, c.obase))
+                oa = p.r("att_oa")
+                p.emit(alu.imad(oa, c.lane, na * 4, orow))
+                o = p.rvec(f"att_o{na}", na)
+                for j in range(na):
+                    p.emit(alu.mov(o[j], acc[i][j]))
+                p.emit(memory.sts(Mem(oa), o).guarded(inrow))
+                stats = p.rvec("att_stats", 4)
+                p.emit(alu.mov(stats[0], m[i]))
+                p.emit(alu.mov(stats[1], l_[i]))
+                p.emit(alu.mov(stats[2], 0))
+                p.emit(alu.mov(stats[3], 0))
+                p.emit(memory.sts(Mem(orow, offset=d * 4), stats).guarded(rec0))
+
+
+def _block(c: _Ctx, d: int, b: int, blk: R, m: list[F32], l_: list[F32], acc: list[list[F32]], qrow: list[R],
+           lim: list[R]) -> None:
+    """One key block of box b (32 keys, lane l the key key0 + l) against the group's rows."""
+    p = c.p
+    na = d // KEY_BLOCK
+    rowb = 2 * d
+    jb = p.r("att_jb")
+    p.emit(alu.imad(jb, blk, c.ks, c.part))
+    key0 = p.r("att_key0")
+    p.emit(alu.shf_l(key0, jb, 5))
+    key = p.r("att_key")
+    p.emit(alu.iadd3(key, key0, c.lane))
+    inbox = p.p("att_inbox")
+    p.emit(alu.isetp("LT", inbox, key, c.step))
+    kcl = p.r("att_kcl")  # keys past the box read its last row (their scores are -inf)
+    p.emit(alu.imin(kcl, key, c.step_m1, unsigned=True, arch=p.sm))
+    krow = p.r("att_krow")
+    p.emit(alu.imad(krow, kcl, rowb, c.kbase[b]))
+    pos = p.r("att_pos")  # the key's cache row, or past every limit when the key is past the box
+    p.emit(alu.imad(pos, c.step, b, c.kbeg))
+    p.emit(alu.iadd3(pos, pos, key))
+    p.emit(alu.sel(pos, pos, 0x7FFFFFFF, inbox))
+    s = [F32.of(p.r(f"att_s{i}")) for i in range(RG)]
+    for x in s:
+        p.emit(alu.mov(x, 0))
+    # S: the key's row in 16-byte chunks (8 dims), chunk (lane & 7) ^ ch so that the 8 lanes of a
+    # quarter warp read 8 different chunks (K's rows and q's rows are 128 or 256 bytes apart: one
+    # chunk of every key would be one bank group); each K chunk serves the RG rows
+    kv, qv = p.rvec("att_kv", 4), p.rvec("att_qv", 4)
+    kf = [F32.of(p.r(f"att_kf{e}")) for e in range(8)]
+    qlo, qhi = F32.of(p.r("att_qlo")), F32.of(p.r("att_qhi"))
+    with p.loop(f"att_dot{d}_{b}", d // 8, max_count=16) as ch:
+        off = p.r("att_off")
+        p.emit(alu.shf_l(off, ch.reg, 4))
+        p.emit(alu.lop3(off, off, c.xl, RZ, 0x3C))
+        ka = p.r("att_ka")
+        p.emit(alu.iadd3(ka, krow, off))
+        p.emit(memory.lds(kv, Mem(ka)))
+        for e in range(4):
+            unpack_bf16(p, kv[e], kf[2 * e], kf[2 * e + 1])
+        for i in range(RG):
+            qa = p.r("att_qa")
+            p.emit(alu.iadd3(qa, qrow[i], off))
+            p.emit(memory.lds(qv, Mem(qa)))
+            for e in range(4):
+                unpack_bf16(p, qv[e], qlo, qhi)
+                p.emit(alu.ffma(s[i], qlo, kf[2 * e], s[i]))
+                p.emit(alu.ffma(s[i], qhi, kf[2 * e + 1], s[i]))
+    # the online softmax, per row: scores in base 2, -inf where not visible; the running max over
+    # the warp's keys; l is kept per lane (summed over the warp once, after the last block)
+    pv = p.rvec("att_pw", RG)
+    for i in range(RG):
+        p.emit(alu.fmul(s[i], s[i], c.scale))
+        vis = p.p("att_vis")
+        p.emit(alu.isetp("LT", vis, pos, lim[i]))
+        p.emit(alu.fsel(s[i], s[i], c.neg_inf, vis))
+        big, nmu = _row_stats(c, s[i], m[i], "att_row")
+        alpha = F32.of(p.r("att_alpha"))
+        p.emit(alu.fadd(alpha, m[i], nmu))
+        p.emit(alu.ex2(alpha, alpha))
+        pw = F32.of(pv[i])
+        p.emit(alu.fadd(pw, s[i], nmu))
+        p.emit(alu.ex2(pw, pw))
+        p.emit(alu.mov(m[i], big))
+        p.emit(alu.ffma(l_[i], l_[i], alpha, pw))
+        for a in acc[i]:
+            p.emit(alu.fmul(a, a, alpha))
+    # P·V: the weights through this warp's block in shared memory (key k's RG weights: 16 bytes,
+    # read by every lane at once), V's row k read once for the RG rows; lane l owns columns na·l..
+    pa = p.r("att_pa")
+    p.emit(alu.imad(pa, c.lane, RG * 4, c.pscr))
+    p.emit(control.warpsync_all())  # (the previous block's reads of the weights are done)
+    p.emit(memory.sts(Mem(pa), pv))
+    p.emit(control.warpsync_all())
+    vrow = p.r("att_vrow")
+    p.emit(alu.imad(vrow, key0, rowb, c.vbase[b]))
+    p.emit(alu.imad(vrow, c.lane, na * 2, vrow))
+    more = p.p("att_more")  # the block's second 16 keys are in the box (k_step is a multiple of 16)
+    p.emit(alu.iadd3(key, key0, 16))
+    p.emit(alu.isetp("LT", more, key, c.step))
+    pk = p.rvec("att_pk", RG)
+    vw: R | RVec = p.r("att_vw") if na == 2 else p.rvec("att_vw2", na // 2)
+    vf = [F32.of(p.r(f"att_vf{j}")) for j in range(na)]
+    out = p.fresh_label("ATT_PV_OUT")
+    for k in range(KEY_BLOCK):
+        if k == 16:
+            p.emit(control.bra(out).guarded(~more))
+        p.emit(memory.lds(pk, Mem(c.pscr, offset=k * RG * 4)))
+        p.emit(memory.lds(vw, Mem(vrow, offset=k * rowb)))
+        words = [vw] if isinstance(vw, R) else [vw[e] for e in range(na // 2)]
+        for e, wd in enumerate(words):
+            unpack_bf16(p, wd, vf[2 * e], vf[2 * e + 1])
+        for i in range(RG):
+            for j in range(na):
+                p.emit(alu.ffma(acc[i][j], F32.of(pk[i]), vf[j], acc[i][j]))
+    p.label(out)
+
+
+def _merge(c: _Ctx, d: int, m: list[F32], l_: list[F32], acc: list[list[F32]]) -> None:
+    """The KS warps of each row group merged into key part 0, in log2 KS levels (h = KS/2 .. 1): the
+    parts h..2h-1 write (O, m, l) of the group's rows to the level's area (two areas, alternating),
+    a named barrier of the consumers, then part i < h takes part i + h's: M = max(m, m'), O and l
+    weighed by 2^(m - M) and 2^(m' - M) (M = -inf taken as 0). A fixed order: the same bits every run."""
+    p = c.p
+    na = d // KEY_BLOCK
+    rec = _record_bytes(d)
+    skip = p.fresh_label("ATT_NO_MERGE")
+    one = p.p("att_one_part")
+    p.emit(alu.isetp("EQ", one, c.ks_log, 0))
+    p.emit(control.bra(skip).guarded(one))
+    half = p.r("att_half_ks")
+    p.emit(alu.shf_r(half, c.ks, 1))
+    with p.loop(f"att_lv{d}", c.ks_log, max_count=3) as lv:
+        h, t = p.r("att_h"), p.r("att_ht")
+        p.emit(alu.iadd3(t, c.ks_log, -1))
+        p.emit(alu.imad(t, lv.reg, -1, t))
+        p.emit(alu.mov(h, 1))
+        p.emit(alu.shf_l(h, h, t))
+        area = p.r("att_area")
+        p.emit(alu.lop3(t, lv.reg, 1, RZ, 0xC0))
+        p.emit(alu.imad(area, t, _merge_area(d), c.merge))
+        idx = p.r("att_midx")  # part + slot·KS/2: the reader's record set; the writer's is idx - h
+        p.emit(alu.imad(idx, c.slot, half, c.part))
+        writer, reader = p.p("att_writer"), p.p("att_reader")
+        h2 = p.r("att_h2")
+        p.emit(alu.shf_l(h2, h, 1))
+        p.emit(alu.isetp("GE", writer, c.part, h))
+        p.emit(alu.isetp("LT", writer, c.part, h2, c=writer))
+        p.emit(alu.isetp("LT", reader, c.part, h))
+        o = p.rvec(f"att_mo{na}", na)
+        st = p.rvec("att_mst", 2)
+        with p.when(writer):
+            wa = p.r("att_wa")
+            p.emit(alu.imad(t, h, -1, idx))
+            p.emit(alu.imad(wa, t, RG * rec, area))
+            wl = p.r("att_wl")
+            p.emit(alu.imad(wl, c.lane, na * 4, wa))
+            for i in range(RG):
+                for j in range(na):
+                    p.emit(alu.mov(o[j], acc[i][j]))
+                p.emit(memory.sts(Mem(wl, offset=i * rec), o))
+                p.emit(alu.mov(st[0], m[i]))
+                p.emit(alu.mov(st[1], l_[i]))
+                p.emit(memory.sts(Mem(wa, offset=i * rec + d * 4), st).guarded(c.lane0))
+        p.emit(sync.bar_sync(1, 256))
+        with p.when(reader):
+            ra = p.r("att_ra")
+            p.emit(alu.imad(ra, idx, RG * rec, area))
+            rl = p.r("att_rl")
+            p.emit(alu.imad(rl, c.lane, na * 4, ra))
+            for i in range(RG):
+                p.emit(memory.lds(st, Mem(ra, offset=i * rec + d * 4)))
+                p.emit(memory.lds(o, Mem(rl, offset=i * rec)))
+                mo, lo = F32.of(st[0]), F32.of(st[1])
+                big = F32.of(p.r("att_mbig"))
+                p.emit(alu.fmax(big, m[i], mo))
+                nmu = _neg_safe(c, big, "att_mg")
+                wa_, wb_ = F32.of(p.r("att_wa_f")), F32.of(p.r("att_wb_f"))
+                p.emit(alu.fadd(wa_, m[i], nmu))
+                p.emit(alu.ex2(wa_, wa_))
+                p.emit(alu.fadd(wb_, mo, nmu))
+                p.emit(alu.ex2(wb_, wb_))
+                p.emit(alu.fmul(l_[i], l_[i], wa_))
+                p.emit(alu.ffma(l_[i], lo, wb_, l_[i]))
+                for j in range(na):
+                    p.emit(alu.fmul(acc[i][j], acc[i][j], wa_))
+                    p.emit(alu.ffma(acc[i][j], F32.of(o[j]), wb_, acc[i][j]))
+                p.emit(alu.mov(m[i], big))
+    p.emit(sync.bar_sync(1, 256))  # (the areas are free for the next row group)
+    p.label(skip)
 
 
 class Attention(Body):
@@ -150,176 +528,18 @@ class Attention(Body):
         p = ip.p
         wait(p, ip.loaded.at(r.cons.ring), r.cons.ring.parity)
         r.wait_page(5)
-        rows = r.field("tile_m", p.r("att_tm"))
-        d = r.field("tile_n", p.r("att_d"))
-        nbox = r.field("k_stages", p.r("att_nbox"))
-        step = r.field("k_step", p.r("att_step_r"))
-        kbeg = r.field("k_begin", p.r("att_kbeg"))
-        length = r.field("k_end", p.r("att_len"))
-        grp = r.field("group", p.r("att_g"))
-        causal = p.p("att_causal")
-        p.emit(alu.isetp("NE", causal, r.field("causal", p.r("att_causal_f")), 0))
-        scale = F32.of(r.field("scale", p.r("att_scale")))
-        wide = p.p("att_wide")  # D 128: two bf16 pairs a lane
-        p.emit(alu.isetp("GT", wide, d, 64))
-        rcp_g = F32.of(p.r("att_rcp_g"))
-        p.emit(alu.i2f(rcp_g, U32.of(grp)))
-        p.emit(alu.rcp(rcp_g, rcp_g))
-        tokens = p.r("att_t")
-        _quotient(p, tokens, rows, rcp_g, "att_tq")
-        base_lim = p.r("att_base_lim")  # the causal limit of token 0: length - T + 1
-        p.emit(alu.iadd3(base_lim, length, 1))
-        neg_t = p.r("att_neg_t")
-        p.emit(alu.imad(neg_t, tokens, -1, RZ))
-        p.emit(alu.iadd3(base_lim, base_lim, neg_t))
-        qbase = _page_base(ip, r, 0, "att_qbase")
-        kbase = [_page_base(ip, r, 1, "att_kbase0"), _page_base(ip, r, 2, "att_kbase1")]
-        vbase = [_page_base(ip, r, 3, "att_vbase0"), _page_base(ip, r, 4, "att_vbase1")]
-        obase = _page_base(ip, r, 5, "att_obase")
-        cw, lane = p.r("att_warp"), p.r("att_lane")
-        p.emit(alu.shf_r(cw, r.ctid, 5))
-        p.emit(alu.lop3(lane, r.ctid, 31, RZ, 0xC0))
-        words = p.r("att_words")  # bf16 pairs a row: D / 2
-        p.emit(alu.shf_r(words, d, 1))
-        wmask = p.r("att_wmask")
-        p.emit(alu.iadd3(wmask, words, -1))
-        rowb = p.r("att_rowb")  # bytes of a bf16 row: 2 D
-        p.emit(alu.shf_l(rowb, d, 1))
-        neg_inf = F32.of(p.r("att_neg_inf"))
-        p.emit(alu.mov(neg_inf, NEG_INF))
-        zero = F32.of(p.r("att_zero"))
-        p.emit(alu.mov(zero, 0))
-        m, l_, s, bm, mu, alpha, pw = (F32.of(p.r(f"att_{n}")) for n in ("m", "l", "s", "bm", "mu", "alpha", "p"))
-        acc = [F32.of(p.r(f"att_acc{i}")) for i in range(4)]
-        qv, kv_, lo, hi, qlo, qhi = (p.r(f"att_{n}") for n in ("qv", "kv", "lo", "hi", "qlo", "qhi"))
-        flo, fhi, fqlo, fqhi = F32.of(lo), F32.of(hi), F32.of(qlo), F32.of(qhi)
-        steps = p.r("att_row_steps")
-        p.emit(alu.iadd3(steps, rows, 7))
-        p.emit(alu.shf_r(steps, steps, 3))
-        blocks = p.r("att_blocks")
-        p.emit(alu.iadd3(blocks, step, 31))
-        p.emit(alu.shf_r(blocks, blocks, 5))
-        with p.loop("att_row", steps, max_count=32) as j:
-            row = p.r("att_r")
-            p.emit(alu.imad(row, j.reg, 8, cw))
-            inside = p.p("att_row_in")
-            p.emit(alu.isetp("LT", inside, row, rows))
-            skip = p.fresh_label("ATT_ROW_OUT")
-            p.emit(control.bra(skip).guarded(~inside))  # (the same in every lane of the warp)
-            tok = p.r("att_tok")
-            _quotient(p, tok, row, rcp_g, "att_rq")
-            lim = p.r("att_lim")
-            p.emit(alu.mov(lim, length))
-            p.emit(alu.iadd3(lim, base_lim, tok).guarded(causal))
-            qrow = p.r("att_qrow")
-            p.emit(alu.imad(qrow, row, rowb, qbase))
-            p.emit(alu.mov(m, NEG_INF))
-            p.emit(alu.mov(l_, 0))
-            for a in acc:
-                p.emit(alu.mov(a, 0))
-            for b in range(MAX_KV_BOXES):
-                has = p.p("att_has_box")
-                p.emit(alu.isetp("GT", has, nbox, b))
-                bskip = p.fresh_label("ATT_BOX_OUT")
-                p.emit(control.bra(bskip).guarded(~has))
-                with p.loop(f"att_blk{b}", blocks, max_count=8) as blk:
-                    key = p.r("att_key")  # this lane's key in the box
-                    p.emit(alu.imad(key, blk.reg, 32, lane))
-                    inbox = p.p("att_inbox")
-                    p.emit(alu.isetp("LT", inbox, key, step))
-                    pos = p.r("att_pos")
-                    p.emit(alu.imad(pos, step, b, kbeg))
-                    p.emit(alu.iadd3(pos, pos, key))
-                    vis = p.p("att_vis")
-                    p.emit(alu.isetp("LT", vis, pos, lim, c=inbox))
-                    krow = p.r("att_krow")
-                    p.emit(alu.imad(krow, key, rowb, kbase[b]))
-                    p.emit(alu.mov(s, 0))
-                    with p.loop(f"att_dot{b}", words, max_count=64) as w:
-                        idx = p.r("att_idx")
-                        p.emit(alu.iadd3(idx, w.reg, lane))
-                        p.emit(alu.lop3(idx, idx, wmask, RZ, 0xC0))
-                        qa, ka = p.r("att_qa"), p.r("att_ka")
-                        p.emit(alu.imad(qa, idx, 4, qrow))
-                        p.emit(alu.imad(ka, idx, 4, krow))
-                        p.emit(memory.lds(qv, Mem(qa)))
-                        p.emit(alu.mov(kv_, 0))
-                        p.emit(memory.lds(kv_, Mem(ka)).guarded(inbox))
-                        unpack_bf16(p, qv, fqlo, fqhi)
-                        unpack_bf16(p, kv_, flo, fhi)
-                        p.emit(alu.ffma(s, fqlo, flo, s))
-                        p.emit(alu.ffma(s, fqhi, fhi, s))
-                    p.emit(alu.fmul(s, s, scale))
-                    p.emit(alu.fsel(s, s, neg_inf, vis))
-                    p.emit(alu.mov(bm, s))
-                    warp_max(p, bm)
-                    p.emit(alu.fmax(bm, bm, m))  # the new running max
-                    none = p.p("att_none")
-                    p.emit(alu.fsetp("EQ", none, bm, neg_inf))
-                    p.emit(alu.fsel(mu, zero, bm, none))
-                    nmu = F32.of(p.r("att_nmu"))
-                    p.emit(alu.lop3(nmu, mu, 0x80000000, RZ, 0x3C))  # -mu
-                    p.emit(alu.fadd(alpha, m, nmu))
-                    p.emit(alu.ex2(alpha, alpha))
-                    p.emit(alu.fadd(pw, s, nmu))
-                    p.emit(alu.ex2(pw, pw))
-                    p.emit(alu.mov(m, bm))
-                    bs = F32.of(p.r("att_bs"))
-                    p.emit(alu.mov(bs, pw))
-                    warp_sum(p, bs)
-                    p.emit(alu.ffma(l_, l_, alpha, bs))
-                    for a in acc:
-                        p.emit(alu.fmul(a, a, alpha))
-                    with p.loop(f"att_pv{b}", 32, max_count=32) as kk:
-                        vkey = p.r("att_vkey")
-                        p.emit(alu.imad(vkey, blk.reg, 32, kk.reg))
-                        vin = p.p("att_vin")
-                        p.emit(alu.isetp("LT", vin, vkey, step))
-                        pk = F32.of(p.r("att_pk"))
-                        p.emit(alu.shfl_idx(pk, pw, kk.reg))
-                        va = p.r("att_va")
-                        p.emit(alu.imad(va, vkey, rowb, vbase[b]))
-                        p.emit(alu.imad(va, lane, 4, va))
-                        for half in range(2):
-                            pv = p.r("att_pv")
-                            p.emit(alu.mov(pv, 0))
-                            if half == 0:
-                                p.emit(memory.lds(pv, Mem(va)).guarded(vin))
-                            else:
-                                both = p.p("att_vin2")
-                                p.emit(alu.plop3_mov(both, vin))
-                                p.emit(alu.isetp("NE", both, d, 64, c=both))
-                                p.emit(memory.lds(pv, Mem(va, offset=128)).guarded(both))
-                            unpack_bf16(p, pv, flo, fhi)
-                            p.emit(alu.ffma(acc[2 * half], pk, flo, acc[2 * half]))
-                            p.emit(alu.ffma(acc[2 * half + 1], pk, fhi, acc[2 * half + 1]))
-                p.label(bskip)
-            # the row's record: O at columns 2l, 2l + 1 (and 64 + 2l, 65 + 2l), then m, l, 0, 0
-            orow = p.r("att_orow")
-            wb = p.r("att_wb")  # bytes of a partial row: 4 (D + 4)
-            p.emit(alu.iadd3(wb, d, PARTIAL_EXTRA))
-            p.emit(alu.shf_l(wb, wb, 2))
-            p.emit(alu.imad(orow, row, wb, obase))
-            oa = p.r("att_oa")
-            p.emit(alu.imad(oa, lane, 8, orow))
-            pair = p.rvec("att_pair", 2)
-            p.emit(alu.mov(pair[0], acc[0]))
-            p.emit(alu.mov(pair[1], acc[1]))
-            p.emit(memory.sts(Mem(oa), pair))
-            p.emit(alu.mov(pair[0], acc[2]))
-            p.emit(alu.mov(pair[1], acc[3]))
-            p.emit(memory.sts(Mem(oa, offset=256), pair).guarded(wide))
-            first = p.p("att_lane0")
-            p.emit(alu.isetp("EQ", first, lane, 0))
-            rec = p.rvec("att_rec", 4)
-            p.emit(alu.mov(rec[0], m))
-            p.emit(alu.mov(rec[1], l_))
-            p.emit(alu.mov(rec[2], 0))
-            p.emit(alu.mov(rec[3], 0))
-            ma = p.r("att_ma")
-            p.emit(alu.imad(ma, d, 4, orow))
-            p.emit(memory.sts(Mem(ma), rec).guarded(first))
-            p.label(skip)
+        p.label(p.fresh_label("ATT_C_BEGIN"))  # (where the compute step starts: for instruction counts)
+        c = _Ctx(ip, r)
+        wide = p.p("att_wide")
+        p.emit(alu.isetp("GT", wide, c.d, 64))
+        d128, done = p.fresh_label("ATT_D128"), p.fresh_label("ATT_DONE")
+        p.emit(control.bra(d128).guarded(wide))
+        _tiles(c, 64)
+        p.emit(control.bra(done))
+        p.label(d128)
+        _tiles(c, 128)
+        p.label(done)
+        p.label(p.fresh_label("ATT_C_END"))
         consumers_done(ip)
         for lid in range(5):
             r.release_page(lid, r.cleader)

@@ -1,16 +1,18 @@
 """The sm_90a decode-attention bodies (kernels/mega_attention.py) on the host: their one-line
-refusals, and the interpreter with them run by the checker on attn-small (every CTA): no protocol,
-ordering or coverage problem. Not yet in `bodies()`: the launch's buffers are declared bf16 and
-the expectation knows no state tensors (kernels/mega.py, kernels/mega_common.py), so
-`warpy check mega attn-small` still refuses the graph; these tests add the bodies to the table
-for their own run. With WARPY_SLOW=1: head_dim 128 (graphs/attn_d128.py) and a combine of three
-boxes (graphs/attn_combine3.py) likewise, and the interpreter's seeded faults still caught on
-attn-small."""
+refusals, and the checker running the interpreter with them on every CTA with values: no protocol,
+ordering or coverage problem, every output value within the tolerance. attn-small (T = 3, G = 2: six
+rows, one row group whose keys four warps split, merged in two levels) in the default run; with
+WARPY_SLOW=1 the other paths of the partials body: one row at T = 1 and G = 1 over a cache of 77 rows
+(graphs/attn_g1.py: a key block past the box, eight warps merged in three levels), T = 16 at G = 4
+(graphs/attn_t16.py: 64 rows, sixteen row groups, no key split, a chunk of 8 visible rows),
+head_dim 128 not causal (graphs/attn_d128.py: 20 rows, five row groups) and a combine of three boxes
+(graphs/attn_combine3.py: 16 rows, two warps a group); and the interpreter's seeded faults still
+caught on attn-small."""
 
 from __future__ import annotations
 
 import os
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -23,19 +25,11 @@ from warpy.mega.examples import decode_attention
 
 SLOW = bool(os.environ.get("WARPY_SLOW"))
 GRAPHS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "graphs")
-#: what the launch still declares wrongly (kernels/mega_common.py declares every buffer bf16; the
-#: partials' buffer holds fp32): the only problems the checker reports, until the lead's fix
-DTYPE = "declares bf16"
 
 
-@pytest.fixture
-def with_bodies(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def test_the_bodies_are_in_the_table() -> None:
     table = mega_ops.bodies()
-    monkeypatch.setitem(table, F.ATTENTION, Attention())
-    monkeypatch.setitem(table, F.ATTENTION_COMBINE, AttentionCombine())
-    mega.plan.cache_clear()
-    yield
-    mega.plan.cache_clear()
+    assert isinstance(table[F.ATTENTION], Attention) and isinstance(table[F.ATTENTION_COMBINE], AttentionCombine)
 
 
 def _fields(**kw: Any) -> dict[str, int]:
@@ -67,25 +61,36 @@ def test_refusals_in_one_line(kw: dict[str, Any], msg: str) -> None:
     assert why is not None and msg in why and "\n" not in why
 
 
+def test_a_box_of_keys_not_a_multiple_of_16_is_refused() -> None:
+    f = dict(_fields())
+    f["k_step"] = 40  # (the split rule makes boxes of multiples of 16 rows: the P·V walk's halves)
+    f["op2.box_16"] = f["op3.box_16"] = 40 * f["tile_n"] * 2 // 16
+    why = refuse_attention(f)
+    assert why == "decode-attention K boxes of 40 rows (the sm_90a body takes multiples of 16)"
+
+
 def _problems(rep: Any) -> list[str]:
-    return [f"{k}: {m}" for k, d in rep.problems.msgs.items() for m in d if DTYPE not in m]
+    return [f"{k}: {m}" for k, d in rep.problems.msgs.items() for m in d]
 
 
-def test_checker_runs_the_bodies_on_every_cta(with_bodies: None) -> None:
-    rep = mega.check_launch(mega.MegaProblem("attn-small"), values=False)
+def test_checker_runs_the_bodies_on_every_cta_with_values() -> None:
+    rep = mega.check_launch(mega.MegaProblem("attn-small"), values=True)
     assert _problems(rep) == [] and rep.stores > 0
+    assert rep.values_checked == 3 * 4 * 64 and rep.values_wrong == 0
 
 
-@pytest.mark.skipif(not SLOW, reason="head_dim 128 and a combine of three boxes: a minute of the checker (WARPY_SLOW=1)")
-@pytest.mark.parametrize("graph", ["attn_d128.py", "attn_combine3.py"])
-def test_checker_runs_the_other_paths(with_bodies: None, graph: str) -> None:
-    rep = mega.check_launch(mega.MegaProblem(os.path.join(GRAPHS, graph)), values=False)
+@pytest.mark.skipif(not SLOW, reason="the other paths of the partials body and the combine: 1-6 min each (WARPY_SLOW=1)")
+@pytest.mark.parametrize("graph,values", [("attn_g1.py", 1 * 2 * 64), ("attn_t16.py", 16 * 8 * 64),
+                                          ("attn_d128.py", 5 * 8 * 128), ("attn_combine3.py", 2 * 8 * 128)])
+def test_checker_runs_the_other_paths_with_values(graph: str, values: int) -> None:
+    rep = mega.check_launch(mega.MegaProblem(os.path.join(GRAPHS, graph)), values=True)
     assert _problems(rep) == [] and rep.stores > 0
+    assert rep.values_checked == values and rep.values_wrong == 0
 
 
 @pytest.mark.skipif(not SLOW, reason="the seeded faults on attn-small take a minute (WARPY_SLOW=1)")
 @pytest.mark.parametrize("fault", ["no-release", "early-page-free", "drop-arrive", "wrong-epoch"])
-def test_seeded_faults_are_caught(with_bodies: None, fault: str) -> None:
+def test_seeded_faults_are_caught(fault: str) -> None:
     problem = mega.MegaProblem("attn-small")
     # (wrong-epoch is seen where the waiter overtakes its producer: CTA 1 runs slowly)
     rep = mega.check_launch(problem, mega.configure(problem, f"fault={fault}"), values=False,

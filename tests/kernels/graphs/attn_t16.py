@@ -1,0 +1,10 @@
+"""Decode attention at T = 16 (64 query rows a KV head: sixteen row groups of four, one a warp's slot
+at a time, no key split): 8 query heads on 2 KV heads, head_dim 64, causal, 200 of a 208-row cache
+(chunks of 16 rows: a last chunk of 8 visible rows), for the sm_90a attention body's tests
+(tests/kernels/test_mega_attention.py)."""
+
+from warpy.mega.examples import decode_attention
+
+
+def build(tokens=None):  # type: ignore[no-untyped-def]
+    return decode_attention(tokens or 16, 8, 2, 64, 200, 208, name="attn-t16")
