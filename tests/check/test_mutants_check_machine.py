@@ -76,13 +76,15 @@ def test_barrier_places_are_named_by_their_coordinates() -> None:
 
 
 def test_a_barrier_address_must_be_an_aligned_word_of_a_barrier_buffer() -> None:
-    """Shared memory in no buffer, in a buffer of another element, or 4 bytes into a barrier: each
+    """Shared memory in no buffer (0xd0: one past a barrier buffer's end), in a buffer of another
+    element, or 4 bytes into a barrier: each
     refused (kind "memory"), and nothing is arrived on."""
-    body = _places_body([0x100, 0x208, 0x14], [])
+    body = _places_body([0x100, 0x208, 0x14, 0xd0], [])
     assert _verdict(PLACES_HEAD + body) == {"memory": _both_warps([
         "CTA 0 warp {w}: SYNCS.ARRIVE.TRANS64.A1T0 uses shared 0x500 as an mbarrier, which no mbarrier buffer declares",
         "CTA 0 warp {w}: SYNCS.ARRIVE.TRANS64.A1T0 uses shared 0x608 as an mbarrier, which no mbarrier buffer declares",
-        "CTA 0 warp {w}: SYNCS.ARRIVE.TRANS64.A1T0 uses shared 0x414 as an mbarrier, which is not 8-byte aligned"])}
+        "CTA 0 warp {w}: SYNCS.ARRIVE.TRANS64.A1T0 uses shared 0x414 as an mbarrier, which is not 8-byte aligned",
+        "CTA 0 warp {w}: SYNCS.ARRIVE.TRANS64.A1T0 uses shared 0x4d0 as an mbarrier, which no mbarrier buffer declares"])}
 
 
 def test_shared_accesses_stay_inside_a_buffer() -> None:
