@@ -403,3 +403,27 @@ def test_header_and_map_problems_are_reported() -> None:
         ".dynsmem 2048 is smaller than the shared buffers: sb ends at byte 2560 of the dynamic shared memory": 1}}
     assert _verdict(GLOBAL_HEAD + "  EXIT\n") == {"memory": {
         "tensor map c_far spans 256 bytes from byte 320 of c, past its 512 declared bytes": 1}}
+
+
+def test_a_flag_left_raised_by_an_earlier_launch() -> None:
+    """The flag lives in scratch memory: left at 1 by an earlier launch, CTA 0's poll passes at once on
+    that stale value and acquires nothing (its read is unordered with CTA 1's store); a word beside
+    the flag left raised changes nothing; the words the launch leaves are handed back."""
+    k = parse(FLAG_HEAD.replace(".param buf u64", ".param buf u64 scratch") + FLAG_BODY)
+    flag = (1 << 40) + 0x80
+    words = {(1 << 40) + 4 * i: 5 for i in range(32)}
+    for scratch, want, left in [({}, {}, {flag: 1}), ({flag + 4: 1}, {}, {flag: 1, flag + 4: 1}),
+                                ({flag: 1}, {"order": {"words: LDG.E, warp 0 reads it and STG.E, warp 0 writes it, and "
+                                                       "nothing orders the two": 1}}, {flag: 2})]:
+        m = Machine(k, scratch=scratch)
+        m.run()
+        assert {a: dict(b) for a, b in m.problems.msgs.items() if b} == want
+        assert m.scratch_words() == {**words, **left}
+
+
+def test_a_poll_through_the_read_only_path_is_weak() -> None:
+    body = FLAG_BODY.replace("LDG.E.STRONG.GPU v", "LDG.E.CONSTANT v")
+    assert _verdict(FLAG_HEAD + body) == {
+        "protocol": {"line 15 (LDG.E.CONSTANT): a loop waits on the word it loads from global memory, through a weak load: "
+                     "it may read a stale value forever (poll with LDG.E.STRONG.GPU, a relaxed GPU-scope load)": 1},
+        "order": {"words: STG.E, warp 0 writes it and LDG.E, warp 0 reads it, and nothing orders the two": 1}}
