@@ -1,7 +1,8 @@
 """Decode attention through the sm_90a megakernel on an H200 (skipped without an sm_90 GPU): the
 cache append and the attention of `warpy.mega.examples.decode_attention` on every SM, at the
 Llama-3.2-1B shape (32 query heads, 8 KV heads, head_dim 64; context 1k, 8k and 32k, T = 1 and 16), the
-small checker graph, head_dim 128 and a combine of three boxes; every output element against an fp32 softmax of the inputs
+small checker graph, head_dim 128, a combine of three boxes, one query row a tile (G = 1, a cache of 77
+rows) and 64 (T = 16); every output element against an fp32 softmax of the inputs
 (the caches with the new rows), and the caches as the launch leaves them: the new rows appended, the
 caller's rows untouched. Three calls in a row (the counters carried over).
 
@@ -22,7 +23,8 @@ from warpy.numeric import from_bits
 GRAPHS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "kernels", "graphs")
 CASES = [("attn-small", None), ("llama-attn-1k", 1), ("llama-attn-1k", 16), ("llama-attn-8k", 1),
          ("llama-attn-8k", 16), ("llama-attn-32k", 1), ("llama-attn-32k", 16), (os.path.join(GRAPHS, "attn_d128.py"), None),
-         (os.path.join(GRAPHS, "attn_combine3.py"), None)]
+         (os.path.join(GRAPHS, "attn_combine3.py"), None), (os.path.join(GRAPHS, "attn_g1.py"), None),
+         (os.path.join(GRAPHS, "attn_t16.py"), None)]
 
 
 def fp32_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, length: int, scale: float, causal: bool) -> np.ndarray:

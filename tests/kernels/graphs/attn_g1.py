@@ -1,7 +1,7 @@
 """Decode attention without grouping (G = 1: one query row a tile at T = 1, the row group's other
 three rows re-read it and are not written) at a cache length that is no multiple of 16 or 32 (77 of
 96 rows), head_dim 64, causal, for the sm_90a attention body's tests
-(tests/kernels/test_mega_attention.py)."""
+(tests/kernels/test_mega_attention.py, tests/gpu/test_mega_attention_gpu.py)."""
 
 from warpy.mega.examples import decode_attention
 
