@@ -240,17 +240,22 @@ def late_kills(group: str, tests: list[str], only: list[str] | None) -> None:
     )
     env = dict(os.environ, HYPOTHESIS_PROFILE="mutation", WARPY_XDIST="0")
     t0 = time.monotonic()
-    r = subprocess.run(["nice", "-n", "10", sys.executable, "-c", driver, json.dumps(names), json.dumps(tests)],
-                       cwd=work, env=env, capture_output=True, text=True)
+    # each verdict printed as it comes (a long run shows its progress)
+    r = subprocess.Popen(["nice", "-n", "10", sys.executable, "-c", driver, json.dumps(names), json.dumps(tests)],
+                         cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     killed = []
-    for line in r.stdout.splitlines():
-        if line.startswith("@@ ") and not line.endswith("(none)"):
-            _, rc, name = line.split(" ", 2)
+    tail: list[str] = []  # the last lines besides the verdicts (the error, if the driver fails)
+    assert r.stdout is not None
+    for line in r.stdout:
+        if not line.startswith("@@ "):
+            tail = (tail + [line])[-40:]
+        elif not line.rstrip().endswith("(none)"):
+            _, rc, name = line.rstrip().split(" ", 2)
             if rc == "1":  # a test failed (2-5: interrupted, usage, collection: not a kill)
                 killed.append(name)
-            print(f"  {'killed' if rc == '1' else f'survives (exit {rc})'}: {name}")
-    if r.returncode != 0:
-        sys.exit(f"mutation: {r.stderr.strip()[-2000:]}")
+            print(f"  {'killed' if rc == '1' else f'survives (exit {rc})'}: {name}", flush=True)
+    if r.wait() != 0:
+        sys.exit(f"mutation: {''.join(tail).strip()[-2000:]}")
     print(f"{group}: {len(killed)} of {len(names)} survivors killed by {' '.join(tests)} in {time.monotonic() - t0:.0f} s")
 
 
