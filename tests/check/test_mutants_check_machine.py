@@ -427,3 +427,46 @@ def test_a_poll_through_the_read_only_path_is_weak() -> None:
         "protocol": {"line 15 (LDG.E.CONSTANT): a loop waits on the word it loads from global memory, through a weak load: "
                      "it may read a stale value forever (poll with LDG.E.STRONG.GPU, a relaxed GPU-scope load)": 1},
         "order": {"words: STG.E, warp 0 writes it and LDG.E, warp 0 reads it, and nothing orders the two": 1}}
+
+
+# -- happens-before regions: 16 KiB chunks, byte masks ---------------------------------------------------
+# Two warps store a word (or a byte) a lane; `big`'s layout names each byte (a "stage" of one byte), so
+# a message says exactly which byte the two accesses share first.
+
+CHUNK_HEAD = """\
+.kernel c
+.sm sm_90a
+.threads 64
+.dynsmem 40960
+.grid 1 1 1
+.cluster 1 1 1
+.mbarriers 0
+.buffer big smem base=0x0 size=0x8000 elem=u8 layout=(32768,1,1):(1,1,1)
+.reg R tid
+.reg R lane
+.reg R v
+.reg R addr
+.reg UR smem
+.reg P w0
+"""
+
+
+def _two_warps(a0: int, a1: int, op: str = "STS", step: int = 4) -> str:
+    return (f"  S2R tid, SR_TID.X\n  S2R lane, SR_LANEID\n  UMOV smem, `(dsmem)\n  ISETP.LT.U32.AND w0, PT, tid, 0x20, PT\n"
+            f"  IMAD addr, lane, {step:#x}, RZ\n  MOV v, 0x1\n  @!w0 BRA W1\n  {op} [addr+smem+{a0:#x}], v\n  EXIT\n"
+            f"W1:\n  {op} [addr+smem+{a1:#x}], v\n  EXIT\n")
+
+
+def _race(byte: int, op: str = "STS") -> Verdict:
+    return {"order": {f"big[{byte}]: {op}, warp 0 writes it and {op}, warp 1 writes it, and nothing orders the two": 1}}
+
+
+@pytest.mark.parametrize("a0,a1,op,step,want", [
+    (0x3fc0, 0x4000, "STS", 4, _race(0x4000)),  # warp 0's stores cross into the second chunk, where warp 1's are
+    (0x3fc0, 0x4040, "STS", 4, {}),  # neighbours across the chunk boundary
+    (0x3fc0, 0x3f40, "STS", 4, {}),
+    (0x4011, 0x4011, "STS.U8", 2, _race(0x4011)),
+    (0x10, 0x11, "STS.U8", 2, {}),  # neighbouring bytes of one word
+    (0x10, 0x10, "STS.U8", 2, _race(0x10))])
+def test_regions_are_chunks_of_bytes(a0: int, a1: int, op: str, step: int, want: Verdict) -> None:
+    assert _verdict(CHUNK_HEAD + _two_warps(a0, a1, op, step)) == want
