@@ -465,8 +465,8 @@ def _race(byte: int, op: str = "STS") -> Verdict:
     (0x3fc0, 0x4000, "STS", 4, _race(0x4000)),  # warp 0's stores cross into the second chunk, where warp 1's are
     (0x3fc0, 0x4040, "STS", 4, {}),  # neighbours across the chunk boundary
     (0x3fc0, 0x3f40, "STS", 4, {}),
-    (0x4011, 0x4011, "STS.U8", 2, _race(0x4011)),
+    (0x4011, 0x4011, "STS.U8", 2, _race(0x4011, "STS.U8")),
     (0x10, 0x11, "STS.U8", 2, {}),  # neighbouring bytes of one word
-    (0x10, 0x10, "STS.U8", 2, _race(0x10))])
+    (0x10, 0x10, "STS.U8", 2, _race(0x10, "STS.U8"))])
 def test_regions_are_chunks_of_bytes(a0: int, a1: int, op: str, step: int, want: Verdict) -> None:
     assert _verdict(CHUNK_HEAD + _two_warps(a0, a1, op, step)) == want
