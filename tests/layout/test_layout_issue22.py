@@ -507,3 +507,35 @@ def test_left_inverse_bounds_say_undecided(monkeypatch: pytest.MonkeyPatch) -> N
     with pytest.raises(LayoutError, match=r"is undecided: .* enumerates at most 5 points \(6 here\)$"):
         left_inverse(P("(2,3):(14,3)"))
     assert str(left_inverse(P("(4,2):(1,5)"))) == "(5,2):(1,4)"  # CuTe's form needs no search
+
+
+@pytest.mark.parametrize(
+    "shape, stride, error",
+    [
+        (((2, 3), 4), ((1, 2),), "not congruent"),
+        (((2, 3), 4), ((1, 2), (8, 1)), "not congruent"),
+        (((2, 3), (4, 5)), ((1, 2), 8), "not congruent"),
+        (((2, True), 4), ((1, 2), 8), "not True"),
+        (((2, 3), 4.0), ((1, 2), 8), "not 4.0"),
+        (((2, 3), (4, 5)), ((1, 2), (8, 3.0)), "not 3.0"),
+        (((2, 3), (4, 5)), ((1, 2.0), (8, 3)), "not 2.0"),
+        (((0, 3), 4), ((1, 2), 8), "extent 0"),
+        (((2, 3), (4, 0)), ((1, 2), (8, 3)), "extent 0"),
+        (((2, 3), 0), ((1, 2), 8), "extent 0"),
+        (((2, 3), (4, 5)), ((1, 2), (8, 24)), None),
+        (((2, 3), 4), ((1, 2), -8), None),
+        (((2, 3), (4, (5, 6))), ((1, 2), (8, (24, 120))), None),
+    ],
+)
+def test_rank2_nested_construction(shape: object, stride: object, error: str | None) -> None:
+    """The unrolled rank-2 nested check refuses what the general validation refuses, word for word."""
+    if error is None:
+        a = Layout(shape, stride)  # type: ignore[arg-type]
+        assert (a.shape, a.stride) == (shape, stride) == _validated(shape, stride)
+        assert Layout(shape, stride) == a  # type: ignore[arg-type]  # seen before: the identity look-up
+        return
+    with pytest.raises(LayoutError, match=error) as got:
+        Layout(shape, stride)  # type: ignore[arg-type]
+    with pytest.raises(LayoutError) as general:
+        _validated(shape, stride)
+    assert str(got.value) == str(general.value)

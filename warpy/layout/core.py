@@ -81,6 +81,32 @@ def _valid_pair(s: object, d: object, depth: int) -> bool:
     return True
 
 
+def _pair2(shape: object, stride: object) -> bool:
+    """A rank-2 pair whose modes are ints or pairs of ints (the common nesting), checked unrolled
+    (exact ints, extents >= 1, congruent); False leaves it to `_valid_pair`."""
+    if type(shape) is not tuple or type(stride) is not tuple or len(shape) != 2 or len(stride) != 2:
+        return False
+    s0, s1 = shape
+    d0, d1 = stride
+    if type(s0) is int:
+        if type(d0) is not int or s0 < 1:
+            return False
+    elif type(s0) is tuple and type(d0) is tuple and len(s0) == 2 == len(d0):
+        a, b = s0
+        c, d = d0
+        if not (type(a) is int is type(b) is type(c) is type(d) and a > 0 and b > 0):
+            return False
+    else:
+        return False
+    if type(s1) is int:
+        return type(d1) is int and s1 > 0
+    if type(s1) is tuple and type(d1) is tuple and len(s1) == 2 == len(d1):
+        a, b = s1
+        c, d = d1
+        return type(a) is int is type(b) is type(c) is type(d) and a > 0 and b > 0
+    return False
+
+
 def _validated(shape: object, stride: object) -> tuple[IntTuple, IntTuple]:
     """The normalized (shape, stride) (lists become tuples, the default stride filled in), or the
     LayoutError naming what is wrong."""
@@ -126,6 +152,7 @@ class Layout:
         # look-up, and no cache entry for each new one. `type(x) is int` leaves bools and int
         # subclasses to the general path, which refuses or normalizes them. Anything else: the
         # identity look-up in _SEEN, else one pass of `_valid_pair` (kept), else `_validated`.
+        n = 0
         if type(shape) is tuple is type(stride):
             n = len(shape)
             if n == 2:
@@ -187,7 +214,27 @@ class Layout:
                 return
             self._shape = shape
             self._stride = prefix_product(shape)
-        elif _valid_pair(shape, stride, 0):  # nested: one pass, its inner level in line
+        elif (
+            n == 2
+            and len(stride) == 2  # type: ignore[arg-type]
+            and type(s0 := shape[0]) is tuple  # type: ignore[index]
+            and type(d0 := stride[0]) is tuple  # type: ignore[index]
+            and len(s0) == 2 == len(d0)
+            and type(a := s0[0]) is int is type(b := s0[1]) is type(d0[0]) is type(d0[1])
+            and a > 0
+            and b > 0
+            and (
+                (type(s1 := shape[1]) is int and type(d1 := stride[1]) is int and s1 > 0)  # type: ignore[index]
+                or (
+                    type(s1) is tuple
+                    and type(d1 := stride[1]) is tuple  # type: ignore[index]
+                    and len(s1) == 2 == len(d1)
+                    and type(a := s1[0]) is int is type(b := s1[1]) is type(d1[0]) is type(d1[1])
+                    and a > 0
+                    and b > 0
+                )
+            )
+        ) or _valid_pair(shape, stride, 0):  # nested: ((a,b),c) and ((a,b),(c,d)) unrolled, else one pass
             key = id(shape)
             self._shape = shape
             self._stride = stride
