@@ -117,28 +117,32 @@ GLOBAL_HEAD = """\
 .kernel g
 .sm sm_90a
 .threads 32
-.dynsmem 0
+.dynsmem 256
 .grid 1 1 1
 .cluster 1 1 1
 .mbarriers 0
 .tmap a dtype=fp32 dims=16,8 strides=64 box=16,8
 .tmap col dtype=bf16 dims=64,4,2 strides=256,128 box=64,4,2
 .tmap v dtype=fp32 dims=100 strides= box=100
+.tmap pitched dtype=fp32 dims=16,8 strides=128 box=16,8
 .param c u64
 .tmap c_tail over=c offset=256 dtype=fp32 dims=16,4 strides=64 box=16,4
 .tmap c_far over=c_tail offset=64 dtype=fp32 dims=16,4 strides=64 box=16,4
 .param flags u64
 .param n u32
 .param tab u64
+.param signed s64
 .tmap s0 table=tab slot=0 dtype=fp32 dims=16 strides= box=16
 .tmap s2 table=tab slot=2 dtype=fp32 dims=16 strides= box=16
 .buffer c_out global base=0x0 size=0x200 elem=fp32 source=c layout=(8,16):(64,4)
-.buffer flag_words global base=0x0 size=0x40 elem=u32 source=flags layout=16:4
+.buffer c_head global base=0x0 size=0x100 elem=s32 source=c layout=64:4
+.buffer flag_words global base=0x0 size=0x40 elem=s32 source=flags layout=16:4
+.buffer stage smem base=0x0 size=0x100 elem=u32 layout=64:4
 """
 
 
 class _Inputs:
-    """An expectation that fills `a` with 0..127 and the flag words with 7, 0, 9, 0, ...; the rest zeros."""
+    """An expectation that fills `a` with 0..127 and the flag words with 7, 0, 9, 0, ..., 0, 4; the rest zeros."""
 
     def __init__(self) -> None:
         self.asked: list[tuple[str, object, int]] = []
@@ -148,7 +152,7 @@ class _Inputs:
         if source == "a":
             return np.arange(nbytes // 4, dtype=np.float32)
         if source == "flags":
-            return np.array([7, 0, 9] + [0] * (nbytes // 4 - 3), dtype=np.uint32)
+            return np.array([7, 0, 9] + [0] * (nbytes // 4 - 4) + [4], dtype=np.uint32)
         return None
 
     def compare(self, run: object) -> object:
@@ -167,48 +171,49 @@ def test_global_sources_and_maps_over_a_parameter() -> None:
     (c_tail ends exactly at c's 512 bytes: not reported)."""
     g, p = _gm(False)
     S = GLOBAL_SPAN
-    assert g.base == {"a": S, "col": 2 * S, "v": 3 * S, "s0": 6 * S, "s2": 7 * S, "c": 8 * S, "flags": 9 * S, "tab": 10 * S,
-                      "c_tail": 8 * S + 256, "c_far": 8 * S + 320}
-    assert g.params == {"c": 8 * S, "flags": 9 * S, "n": 1, "tab": 10 * S}
+    assert g.base == {"a": S, "col": 2 * S, "v": 3 * S, "pitched": 4 * S, "s0": 7 * S, "s2": 8 * S, "c": 9 * S,
+                      "flags": 10 * S, "tab": 11 * S, "signed": 12 * S, "c_tail": 9 * S + 256, "c_far": 9 * S + 320}
+    assert g.params == {"c": 9 * S, "flags": 10 * S, "n": 1, "tab": 11 * S, "signed": 12 * S}
     assert (g.alias, g.offset) == ({"c_tail": "c", "c_far": "c"}, {"c_tail": 256, "c_far": 320})
     assert p.msgs["memory"] == {"tensor map c_far spans 256 bytes from byte 320 of c, past its 512 declared bytes": 1}
     assert p.total() == 1
-    assert g.source(8 * S + 300) == ("c", 300) and g.source(S + 4) == ("a", 4) and g.source(12 * S) == (None, 12 * S)
-    assert g.declared == {"c", "flags", "a", "col", "v", "c_tail", "c_far", "s0", "s2"}
+    assert g.source(9 * S + 300) == ("c", 300) and g.source(S + 4) == ("a", 4) and g.source(13 * S) == (None, 13 * S)
+    assert g.declared == {"c", "flags", "a", "col", "v", "pitched", "c_tail", "c_far", "s0", "s2"}
 
 
 def test_the_bytes_of_each_source_with_values() -> None:
     """A map's bytes run to its last element (a 3-D map whose columns step less than its rows: 1024
-    bytes, not 256); a pointer's at least 64 KiB, or what the expectation gives; a map over a parameter is a view of its memory, and
+    bytes, not 256), or to the end of its last row's pitch (`pitched`: 8 rows of 128 bytes); a pointer's at least 64 KiB, or what the expectation gives; a map over a parameter is a view of its memory, and
     so are its written and reduced marks; the expectation is asked once a source or map, with its box."""
     inputs = _Inputs()
     g, _ = _gm(True, inputs)
     assert {k: v.size for k, v in g.gmem.items()} == {
-        "a": 512, "col": 1024, "v": 400, "s0": 64, "s2": 64, "c": 65536, "flags": 64, "tab": 65536,
-        "c_tail": 65536 - 256, "c_far": 65536 - 320}
+        "a": 512, "col": 1024, "v": 400, "pitched": 1024, "s0": 64, "s2": 64, "c": 65536, "flags": 64, "tab": 65536,
+        "signed": 65536, "c_tail": 65536 - 256, "c_far": 65536 - 320}
     assert all(g.gwritten[k].size == v.size and g.greduced[k].size == v.size and v.dtype == np.uint8
-               for k, v in g.gmem.items())
+               and g.gwritten[k].dtype == bool and g.greduced[k].dtype == bool for k, v in g.gmem.items())
     assert g.gmem["a"].view(np.float32).tolist() == list(range(128))
-    assert g.gmem["flags"][:12].view(np.uint32).tolist() == [7, 0, 9]
+    assert g.gmem["flags"].view(np.uint32).tolist() == [7, 0, 9] + [0] * 12 + [4]
     assert not g.gmem["col"].any()
     g.gmem["c_far"][0] = 5
     g.gwritten["c_tail"][64] = True
     g.greduced["c_far"][1] = True
     assert g.gmem["c"][320] == 5 and g.gwritten["c"][320] and g.greduced["c"][321] and g.greduced["c_tail"][65]
     asked = {s: (box, n) for s, box, n in inputs.asked}
-    assert sorted(asked) == ["a", "c", "c_far", "c_tail", "col", "flags", "s0", "s2", "v"] and len(inputs.asked) == 9
+    assert sorted(asked) == ["a", "c", "c_far", "c_tail", "col", "flags", "pitched", "s0", "s2", "v"]
+    assert len(inputs.asked) == 10  # (not `signed`: no buffer declared behind it, zeros)
     assert asked["a"] == (g.tmaps["a"], 512) and asked["c"] == (None, 512) and asked["flags"] == (None, 64)
     assert isinstance(asked["col"][0], TmaBox) and asked["col"][1] == 1024
 
 
 def test_without_values_the_flag_words_are_kept() -> None:
     """Without values only the u32/s32 words behind pointers are kept, the nonzero ones the
-    expectation gives (flags at 0 and 8); nothing else is asked."""
+    expectation gives (flags at 0, 8 and 60; `c`'s s32 words: none); nothing else is asked."""
     inputs = _Inputs()
     g, _ = _gm(False, inputs)
     base = g.base["flags"]
-    assert g.shadow == {base: 7, base + 8: 9} and g.gmem == {}
-    assert inputs.asked == [("flags", None, 64)]
+    assert g.shadow == {base: 7, base + 8: 9, base + 60: 4} and g.gmem == {}
+    assert inputs.asked == [("c", None, 512), ("flags", None, 64)]
     assert _gm(False)[0].shadow == {}
 
 
@@ -217,11 +222,14 @@ def test_a_word_written_from_outside() -> None:
     past the end of the source's memory)."""
     g, _ = _gm(True)
     base = g.base["flags"]
+    g.write_word(base, 0x0a)
     g.write_word(base + 8, 0x01020304)
+    g.write_word(base + 65532, 0x0b)  # the last word kept
     g.write_word(base + 65536, 9)  # past the 64 KiB kept: only the word
     g.write_word(20 * GLOBAL_SPAN, 3)  # no source
-    assert g.gmem["flags"][8:12].tolist() == [4, 3, 2, 1] and g.gmem["flags"].sum() == 10
-    assert g.shadow == {base + 8: 0x01020304, base + 65536: 9, 20 * GLOBAL_SPAN: 3}
+    assert g.gmem["flags"][8:12].tolist() == [4, 3, 2, 1] and g.gmem["flags"][0] == 10 and g.gmem["flags"][65532] == 11
+    assert g.gmem["flags"].sum() == 31
+    assert g.shadow == {base: 10, base + 8: 0x01020304, base + 65532: 11, base + 65536: 9, 20 * GLOBAL_SPAN: 3}
     h, _ = _gm(False)
     h.write_word(base + 4, 6)
     assert h.shadow == {base + 4: 6} and h.gmem == {}
@@ -395,6 +403,10 @@ def test_values_scratch_and_the_inputs_seed() -> None:
     a, b, c = (Machine(k, values=True, expect=_Drawn(), seed=s) for s in (3, 3, 4))  # type: ignore[arg-type]
     assert (a.gmem["buf"] == b.gmem["buf"]).all() and not (a.gmem["buf"] == c.gmem["buf"]).all()
     assert Machine(k).gmem == {}
+    # without values the flag words are still drawn from the seed
+    d, e = (Machine(k, expect=_Drawn(), seed=3) for _ in range(2))  # type: ignore[arg-type]
+    assert len(d.global_memory.shadow) == 4 and d.global_memory.shadow == e.global_memory.shadow
+    assert check_kernel(k).stores == 1
 
 
 def test_header_and_map_problems_are_reported() -> None:
