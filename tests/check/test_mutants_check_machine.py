@@ -405,7 +405,7 @@ def test_values_scratch_and_the_inputs_seed() -> None:
     assert Machine(k).gmem == {}
     # without values the flag words are still drawn from the seed
     d, e = (Machine(k, expect=_Drawn(), seed=3) for _ in range(2))  # type: ignore[arg-type]
-    assert len(d.global_memory.shadow) == 4 and d.global_memory.shadow == e.global_memory.shadow
+    assert len(d.global_memory.shadow) == 64 + 4 and d.global_memory.shadow == e.global_memory.shadow  # words, flag_words
     assert check_kernel(k).stores == 1
 
 
