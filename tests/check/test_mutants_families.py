@@ -663,3 +663,40 @@ def test_descriptor_tiles_are_integer_addresses() -> None:
             assert umma_tile(0x10010 | (hi & 0x3FFF) << 32 | (hi >> 30) << 62, 64, 32, mn).dtype == np.int64
     words = tmem_words(np.arange(2), np.arange(3))
     assert words.dtype == np.int64 and words.tolist() == [0, 128, 256, 1, 129, 257]
+
+
+# -- shuffles: the lanes that run one are its member mask --------------------------------------------
+
+SHUFFLE = """\
+  S2R lane, SR_LANEID
+  ULDC.64 memdesc, c[0x0][0x208]
+  LDC.64 q, c[0x0][dst]
+  IMAD.WIDE.U32 qa, lane, 0x4, q
+  IADD3 v.0, lane, 0x64, RZ
+  ISETP.LT.U32.AND ok, PT, lane, 0x10, PT
+  MOV u.0, RZ
+  {guard}SHFL.BFLY PT, u.0, v.0, {b}, 0x1f{members}
+  STG.E desc[memdesc][qa.64], u.0
+  EXIT
+"""
+SHFL_WHO = "CTA 0 warp 0: SHFL.BFLY "
+
+
+@pytest.mark.parametrize("guard,b,members,want,values", [
+    ("", "0x1", "", [], [100 + (x ^ 1) for x in range(32)]),
+    # lanes 0..15 run it: their mask says so, or it does not
+    ("@ok ", "0x1", ", 0xffff", [], [100 + (x ^ 1) for x in range(16)] + [0] * 16),
+    ("@ok ", "0x1", "", [SHFL_WHO + "runs on lanes 0x0000ffff, its member mask is 0xffffffff (every member, and only they, "
+                         "must execute it together)"], [100 + (x ^ 1) for x in range(16)] + [0] * 16),
+    # lane 0 reads lane 16, which does not run it
+    ("@ok ", "0x10", ", 0xffff", [SHFL_WHO[:-1] + ": lane 0 reads lane 16, which does not take part (its value is undefined)"],
+     list(range(116, 132)) + [0] * 16),
+    ("", "0x1", ", 0xffff", [SHFL_WHO + "runs on lanes 0xffffffff, its member mask is 0x0000ffff (every member, and only "
+                                        "they, must execute it together)",
+                             SHFL_WHO[:-1] + ": lane 16 reads lane 17, which does not take part (its value is undefined)"],
+     [100 + (x ^ 1) for x in range(32)]),
+])
+def test_a_shuffle_s_members_run_it(guard: str, b: str, members: str, want: list[str], values: list[int]) -> None:
+    msgs, e = _run(SHUFFLE.format(guard=guard, b=b, members=members))
+    assert msgs == want
+    assert e.out[:128].view(np.uint32).tolist() == values
