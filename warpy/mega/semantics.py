@@ -149,7 +149,7 @@ def attention_partial(q: np.ndarray, k: np.ndarray, v: np.ndarray, row0: int, le
     m = np.where(any_vis, np.max(np.where(vis, s, -np.inf), axis=1), -np.inf)
     m = f64(store(m, "fp32"))
     safe = np.where(any_vis, m, 0.0)
-    p = np.where(vis, np.exp2(s - safe[:, None]), 0.0)
+    p = np.exp2(np.where(vis, s - safe[:, None], -np.inf))  # (no exp2 of a hidden score: it may overflow)
     out[:, :d] = p @ vv
     out[:, d] = m
     out[:, d + 1] = p.sum(axis=1)
