@@ -380,3 +380,26 @@ def test_the_interpreter_with_rope_assembles_without_spills() -> None:
         raise
     (res,) = cubin.resources
     assert res.spill_stores == 0 and res.spill_loads == 0 and res.registers <= 168
+
+
+def test_torch_views_and_reshapes_map_to_reshape_views() -> None:
+    """`warpy.mega.compile`: a torch function that views a linear's output as heads and merges a
+    per-head result back (view and reshape) runs as reshape views, equal to torch within bf16 steps."""
+    torch = pytest.importorskip("torch")
+    from warpy.mega import compile as mega_compile
+
+    fn_ = torch.nn.functional
+
+    def heads(x, w, w2):  # type: ignore[no-untyped-def]
+        h = torch.relu(fn_.linear(x, w).view(4, 4, 64))
+        return fn_.linear(h.reshape(4, 256), w2)
+
+    torch.manual_seed(0)
+    bf = torch.bfloat16
+    args = [torch.randn(4, 64, dtype=bf), torch.randn(256, 64, dtype=bf) / 8, torch.randn(32, 256, dtype=bf) / 16]
+    c = mega_compile(heads)
+    got, want = c(*args), heads(*args)
+    assert got.shape == want.shape
+    assert (got.float() - want.float()).abs().max() <= 2 ** -6 * max(1.0, want.float().abs().max().item())
+    relu = next(n for n in c.schedule.program.nodes if n.kind == "unary")
+    assert relu.out_view is not None and relu.out_view.shape == (4, 4, 64)

@@ -3,7 +3,7 @@
 torch is optional (`pip install -e .[torch]`); this module imports it only when `compile` is called.
 The whole function must be one graph (`fullgraph=True`: a graph break is a one-line error), shapes
 are static (a new shape traces again). AOTAutograd gives the aten graph; each node maps to an op of
-the graph API, views stay views, and RMSNorm's decomposition (upcast, pow 2, mean, add eps, rsqrt,
+the graph API, views stay views (view and reshape: `Graph.reshape`), and RMSNorm's decomposition (upcast, pow 2, mean, add eps, rsqrt,
 mul, mul weight, downcast) is recognised as `rmsnorm(x, weight, eps)` with the eps it carries. A node
 with no mapping is a one-line error naming the aten op and the user's source line.
 
@@ -157,9 +157,8 @@ def to_graph(gm: Any, name: str = "torch") -> Graph:
         elif f in (aten.view.default, aten._unsafe_view.default, aten.reshape.default, aten.alias.default,
                    aten.clone.default, aten.detach.default):
             x = val(node, args[0])
-            if tuple(int(n) for n in node.meta["val"].shape) != x.shape:
-                raise fail(node, "a reshape")
-            env[node] = x
+            shape = tuple(int(n) for n in node.meta["val"].shape)
+            env[node] = x if shape == x.shape else g.reshape(x, shape, where=where)  # (a view, or one line)
         else:
             raise fail(node)
     return g
