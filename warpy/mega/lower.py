@@ -9,8 +9,12 @@ Fusion (each fused value has exactly one use and is not an output, so nothing el
   linears read the same value h, have the same shape, and neither has another use nor is an output
   becomes ONE gemm node (`Node.glu`) with operands (h, Wg, Wu) whose value is silu(h·Wgᵀ)·(h·Wuᵀ),
   rounded once (`semantics.gemm_glu`): SwiGLU's first half without the silu_mul level.
-Views are no nodes: an operand is a view of a tensor (`Operand`). An output that is a view or an
-input is copied out by a `unary` node with no activation.
+Views are no nodes: an operand is a view of a tensor (`Operand`; a reshape's split or merge is a
+view with steps, `graph.View`). A tensor a reshape made coarser than the value its node computes
+(`Graph.reshape` merged its dimensions) is written through a view of the value's shape
+(`Node.out_view`, `_coarse_out`), an input of that kind takes the caller's array in the coarser shape
+(`Tensor.given`). An output that is a view or an input is copied out by a `unary` node with no
+activation.
 
 Decode attention: `cache_append` is a `unary` copy whose output is a view of the cache (`Node.out_view`:
 the rows it writes), or, where the rows are a rope used only there, that rope writing the rows itself; the cache's input tensor becomes `state` (the caller's memory, written in place).
