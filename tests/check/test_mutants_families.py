@@ -453,10 +453,10 @@ def _dumps_at(g: np.ndarray, dx: int, dy: int) -> np.ndarray:
     return np.concatenate(out)
 
 
-@pytest.mark.parametrize("dx,dy", [(0, 0), (-8, 0), (8, -3), (0, 96), (-64, 0)])
+@pytest.mark.parametrize("dx,dy", [(0, 0), (-8, 0), (8, -3), (0, 96), (-64, 0), (0, -31)])
 def test_a_box_off_its_place_lands_zeros_outside_the_tensor(dx: int, dy: int) -> None:
     """The boxes moved by (dx, dy) elements (negative coordinates too; (0, 96) and (-64, 0) put every
-    simulated box wholly outside): the dumps are the boxes' elements with zeros outside the tensor,
+    simulated box wholly outside, (0, -31) keeps one row of CTA 0's inside): the dumps are the boxes' elements with zeros outside the tensor,
     and the stores write back what was loaded, clipped to the tensor."""
     pr = PROBES["tma_copy_2d"]
     assert pr.host is not None
@@ -700,3 +700,24 @@ def test_a_shuffle_s_members_run_it(guard: str, b: str, members: str, want: list
     msgs, e = _run(SHUFFLE.format(guard=guard, b=b, members=members))
     assert msgs == want
     assert e.out[:128].view(np.uint32).tolist() == values
+
+
+def _moved(text: str, dx: int, dy: int) -> str:
+    for reg, d, mul in (("crd0", dx, "0x40"), ("crd1", dy, "0x20")):
+        if d:
+            text = _edit(text, (f"IMAD {reg}, cta{reg[-1]}, {mul}, RZ",
+                                f"IMAD {reg}, cta{reg[-1]}, {mul}, RZ\n  IADD3 {reg}, {reg}, {d:#x}, RZ".replace("0x-", "-0x")))
+    return text
+
+
+@pytest.mark.parametrize("dx,dy,want", [
+    # CTA 11's box starts at row 90 (26 down) or 160 (96 down): wholly outside, nothing written, nothing reported
+    (0, 26, []), (0, 96, []),
+    # 32 columns left: CTA 11's box is columns 160..223, across the end at 196
+    (-32, 0, ["CTA 11 warp 0: UTMASTG.2D stores a box of dst at (160, 64) across the end of its rows of 196 fp16 (392 "
+              "bytes, not a whole number of 16): the engine writes a row's last 16 bytes whole, 8 bytes past its end, "
+              "memory the tensor map does not hold"]),
+])
+def test_only_a_store_that_reaches_a_ragged_row_end_writes_past_it(dx: int, dy: int, want: list[str]) -> None:
+    ragged = _edit(TMA, (".tmap dst dtype=fp16 dims=200,90", ".tmap dst dtype=fp16 dims=196,90"))
+    assert _verdict(_moved(ragged, dx, dy)) == want
