@@ -418,15 +418,18 @@ def test_header_and_map_problems_are_reported() -> None:
 
 
 def test_a_flag_left_raised_by_an_earlier_launch() -> None:
-    """The flag lives in scratch memory: left at 1 by an earlier launch, CTA 0's poll passes at once on
-    that stale value and acquires nothing (its read is unordered with CTA 1's store); a word beside
-    the flag left raised changes nothing; the words the launch leaves are handed back."""
-    k = parse(FLAG_HEAD.replace(".param buf u64", ".param buf u64 scratch") + FLAG_BODY)
-    flag = (1 << 40) + 0x80
+    """The flag (here at +0x84) lives in scratch memory; CTA 0 stores the words and raises it, CTA 1
+    polls it. Left at 1 by an earlier launch, CTA 1's poll may pass on that stale value, before CTA 0
+    raised it: it acquires nothing, and its read is unordered with CTA 0's store. A word beside the
+    flag left raised changes nothing; the words the launch leaves are handed back."""
+    body = FLAG_BODY.replace("@c0 BRA READER", "@!c0 BRA READER").replace("p.64+0x80", "p.64+0x84")
+    k = parse(FLAG_HEAD.replace(".param buf u64", ".param buf u64 scratch") + body)
+    flag = (1 << 40) + 0x84
     words = {(1 << 40) + 4 * i: 5 for i in range(32)}
-    for scratch, want, left in [({}, {}, {flag: 1}), ({flag + 4: 1}, {}, {flag: 1, flag + 4: 1}),
-                                ({flag: 1}, {"order": {"words: LDG.E, warp 0 reads it and STG.E, warp 0 writes it, and "
-                                                       "nothing orders the two": 1}}, {flag: 2})]:
+    race = {"order": {"words: STG.E, warp 0 writes it and LDG.E, warp 0 reads it, and nothing orders the two": 1}}
+    for scratch, want, left in [({}, {}, {flag: 1}), ({flag - 4: 1}, {}, {flag: 1, flag - 4: 1}),
+                                ({flag + 4: 1}, {}, {flag: 1, flag + 4: 1}),
+                                ({flag: 1}, race, {flag: 2}), ({flag: 3}, race, {flag: 4})]:
         m = Machine(k, scratch=scratch)
         m.run()
         assert {a: dict(b) for a, b in m.problems.msgs.items() if b} == want
@@ -482,3 +485,90 @@ def _race(byte: int, op: str = "STS") -> Verdict:
     (0x10, 0x10, "STS.U8", 2, _race(0x10, "STS.U8"))])
 def test_regions_are_chunks_of_bytes(a0: int, a1: int, op: str, step: int, want: Verdict) -> None:
     assert _verdict(CHUNK_HEAD + _two_warps(a0, a1, op, step)) == want
+
+
+# -- which loops wait on a flag --------------------------------------------------------------------------
+# CTA 1 stores the words and raises the flag (+0x84); CTA 0 first runs three loops that are not wait
+# loops (one counts, one stores, one sums a word it loads with a count for its exit: none hangs, none
+# stops the search for the next), then polls the flag (with a back-off, exiting by a forward branch),
+# stores right after the loop, acquires and reads the words. With a weak poll the loop is still found.
+
+LOOPS_HEAD = FLAG_HEAD + ".reg R k\n.reg R acc\n.reg R w2\n.reg P more\n"
+LOOPS = """\
+  S2R ctaid, SR_CTAID.X
+  S2R lane, SR_LANEID
+  ULDC.64 memdesc, c[0x0][0x208]
+  LDC.64 p, c[0x0][buf]
+  IMAD.WIDE.U32 q, lane, 0x4, p
+  ISETP.EQ.U32.AND c0, PT, ctaid, 0x0, PT
+  @c0 BRA READER
+  MOV v, 0x5
+  STG.E desc[memdesc][q.64], v
+  MEMBAR.ALL.GPU
+  ELECT leader, URZ, PT
+  MOV one, 0x1
+  @leader REDG.E.ADD.STRONG.GPU desc[memdesc][p.64+0x84], one
+  EXIT
+READER:
+  MOV k, RZ
+COUNT:
+  IADD3 k, k, 0x1, RZ
+  ISETP.LT.U32.AND more, PT, k, 0x2, PT
+  @more BRA COUNT
+  MOV k, RZ
+STORES:
+  STG.E desc[memdesc][p.64+0xe0], k
+  IADD3 k, k, 0x1, RZ
+  ISETP.LT.U32.AND more, PT, k, 0x2, PT
+  @more BRA STORES
+  MOV k, RZ
+  MOV acc, RZ
+SUM:
+  LDG.E.STRONG.GPU w2, desc[memdesc][p.64+0xc0]
+  IADD3 acc, acc, w2, RZ
+  IADD3 k, k, 0x1, RZ
+  ISETP.LT.U32.AND more, PT, k, 0x2, PT
+  @more BRA SUM
+POLL:
+  LDG.E v, desc[memdesc][p.64+0x84]
+  ISETP.NE.U32.AND ready, PT, v, 0x0, PT
+  @ready BRA OUT
+  NANOSLEEP 0x20
+  BRA POLL
+OUT:
+  STG.E desc[memdesc][p.64+0xc4], acc
+  MEMBAR.ALL.GPU
+  LDG.E v, desc[memdesc][q.64]
+  EXIT
+"""
+
+
+def test_which_loops_wait_on_a_flag() -> None:
+    assert _verdict(LOOPS_HEAD + LOOPS.replace("LDG.E v, desc[memdesc][p.64+0x84]", "LDG.E.STRONG.GPU v, desc[memdesc][p.64+0x84]")) == {}
+    assert _verdict(LOOPS_HEAD + LOOPS) == {
+        "protocol": {"line 31 (LDG.E): a loop waits on the word it loads from global memory, through a weak load: it may "
+                     "read a stale value forever (poll with LDG.E.STRONG.GPU, a relaxed GPU-scope load)": 1},
+        "order": {"words: STG.E, warp 0 writes it and LDG.E, warp 0 reads it, and nothing orders the two": 1}}
+
+
+def test_a_flag_raised_by_a_wide_store_and_one_raised_twice() -> None:
+    """The flag is the upper half of a 64-bit store (a write wakes the waiters of every word it
+    covers); then a flag the writer raises twice, the reader waiting for 2."""
+    head = FLAG_HEAD + ".reg R[2] two\n"
+    wide = FLAG_BODY.replace("  @leader REDG.E.ADD.STRONG.GPU desc[memdesc][p.64+0x80], one\n",
+                             "  MOV two.0, RZ\n  MOV two.1, 0x1\n  @leader STG.E.64.STRONG.GPU desc[memdesc][p.64+0x80], two\n"
+                             ).replace("[p.64+0x80]\n  ISETP", "[p.64+0x84]\n  ISETP")
+    assert wide.count("p.64+0x84") == 1
+    # the waiter wakes and reads 1 (with values: without them the words kept of a u32 buffer follow
+    # 32-bit stores only, and the poll reads 0 forever: a false hang; and a release is kept at the
+    # store's first address, so the poll of +0x84 acquires nothing: a false race. Both are reported
+    # in docs/testing.md; only "no hang" is pinned here)
+    assert "protocol" not in _verdict(head + wide, values=True)
+    twice = FLAG_BODY.replace("  @leader REDG.E.ADD.STRONG.GPU desc[memdesc][p.64+0x80], one\n",
+                              "  @leader REDG.E.ADD.STRONG.GPU desc[memdesc][p.64+0x80], one\n" * 2).replace(
+        "ISETP.EQ.U32.AND ready, PT, v, 0x0, PT", "ISETP.NE.U32.AND ready, PT, v, 0x2, PT")
+    assert _verdict(FLAG_HEAD + twice) == {}
+    once = twice.replace("  @leader REDG.E.ADD.STRONG.GPU desc[memdesc][p.64+0x80], one\n" * 2,
+                         "  @leader REDG.E.ADD.STRONG.GPU desc[memdesc][p.64+0x80], one\n")
+    assert _verdict(FLAG_HEAD + once) == {"protocol": {
+        "hang: CTA 0 warp 0 waits on words+0x80 (the loop ending at line 16 polls it and nothing writes it)": 1}}
