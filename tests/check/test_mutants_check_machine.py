@@ -571,4 +571,4 @@ def test_a_flag_raised_by_a_wide_store_and_one_raised_twice() -> None:
     once = twice.replace("  @leader REDG.E.ADD.STRONG.GPU desc[memdesc][p.64+0x80], one\n" * 2,
                          "  @leader REDG.E.ADD.STRONG.GPU desc[memdesc][p.64+0x80], one\n")
     assert _verdict(FLAG_HEAD + once) == {"protocol": {
-        "hang: CTA 0 warp 0 waits on words+0x80 (the loop ending at line 16 polls it and nothing writes it)": 1}}
+        "hang: CTA 0 warp 0 waits on words+0x80 (the loop ending at line 17 polls it and nothing writes it)": 1}}
