@@ -166,6 +166,10 @@ SS_CASES = [
     # B's second K step 32 rows down: past the buffer
     ("b-past-its-buffer", _edit(SS, ("+ UIADD3 gmma_desc.2, sb_gdesc, 0x2, URZ  // gdesc.lo sb[0, 16]", "  UIADD3 gmma_desc.2, sb_gdesc, 0x22, URZ")),
      _per_warp(SS_HEAD + "touches shared 0x1620..0x25e0, outside every shared buffer the kernel declares")),
+    # B's tensor 24 elements of K wide where A's is 32: the maps disagree on K (once an MMA)
+    ("maps-disagree-on-k", _edit(SS, (".tmap b dtype=fp16 dims=32,64", ".tmap b dtype=fp16 dims=24,64")),
+     [SS_HEAD.format(w=0) + "multiplies a, whose rows are 64 bytes of K, with b, whose rows are 48 (the tensor maps "
+      "disagree on K) (2 times)"]),
     ("no-wgmma-wait", _edit(SS, ("  WARPGROUP.DEPBAR.LE gsb0, 0x0\n", "")), _per_warp(EXITS_UNWAITED) + _per_warp(ACC_UNWAITED)),
     ("wgmma-wait-leaves-one", _edit(SS, ("WARPGROUP.DEPBAR.LE gsb0, 0x0", "WARPGROUP.DEPBAR.LE gsb0, 0x1")),
      _per_warp(EXITS_UNWAITED) + _per_warp(ACC_UNWAITED)),
