@@ -32,7 +32,7 @@ PLACES_HEAD = """\
 .grid 1 1 1
 .cluster 1 1 1
 .mbarriers 20
-.buffer stage_bars smem base=0x10 size=0x20 elem=mbarrier layout=(2,2):(8,16)
+.buffer acc_bars smem base=0x10 size=0x20 elem=mbarrier layout=(2,2):(8,16)
 .buffer bars smem base=0x30 size=0x20 elem=mbarrier layout=(2,2):(8,16)
 .buffer holes smem base=0x50 size=0x20 elem=mbarrier layout=2:16
 .buffer nest smem base=0x80 size=0x40 elem=mbarrier layout=((2,2),2):((8,16),32)
@@ -61,14 +61,14 @@ def _both_warps(msgs: list[str]) -> dict[str, int]:
 
 
 def test_barrier_places_are_named_by_their_coordinates() -> None:
-    """A pipe's barrier buffer `stage_bars[i, s]` is `stage_full[s]` (i = 0) or `stage_empty[s]`;
+    """A pipe's barrier buffer `acc_bars[i, s]` is `acc_full[s]` (i = 0) or `acc_empty[s]`;
     another barrier buffer of rank 2 names both coordinates, found through its layout (column-major
     here: the word 8 bytes in is [1, 0]); a word between a layout's elements is named by its 8-byte
     index; a nested mode counts as one coordinate; a pipe's barriers of rank 1 are named as such."""
     body = _places_body([0x18, 0x20, 0x38, 0x68, 0xb8, 0xc8], [])
     assert _verdict(PLACES_HEAD + body) == {"protocol": _both_warps([
-        "CTA 0 warp {w} arrives on stage_empty[0], which is not initialised",
-        "CTA 0 warp {w} arrives on stage_full[1], which is not initialised",
+        "CTA 0 warp {w} arrives on acc_empty[0], which is not initialised",
+        "CTA 0 warp {w} arrives on acc_full[1], which is not initialised",
         "CTA 0 warp {w} arrives on bars[1, 0], which is not initialised",
         "CTA 0 warp {w} arrives on holes[3], which is not initialised",
         "CTA 0 warp {w} arrives on nest[3, 1], which is not initialised",
@@ -273,7 +273,8 @@ GACCESS_HEAD = FLAG_HEAD.replace(".threads 32", ".threads 64").replace(".grid 2 
 
 # warp 0 reads a word a lane before the dependent-launch wait, stores the buffer's last byte, reads
 # through `raw` (a pointer with no buffer declared: unchecked); warp 1 adds to the same words with
-# GPU-scope atomics (no data race), stores the last byte too, and stores across the buffer's end,
+# GPU-scope atomics (no data race), stores the last byte too, and stores (one lane) just past the buffer,
+# (every lane) across the buffer's end,
 # across the end of `buf`'s memory into `raw`'s, past every source, and into `raw`.
 GACCESS = """\
   S2R ctaid, SR_TID.X
@@ -286,6 +287,8 @@ GACCESS = """\
   MOV one, 0x1
   @c0 BRA READER
   ACQBULK
+  ELECT leader, URZ, PT
+  @leader STG.E desc[memdesc][p.64+0x100], one
   ATOMG.E.ADD.STRONG.GPU PT, v, desc[memdesc][q.64], one
   STG.E.U8 desc[memdesc][p.64+0xff], one
   STG.E desc[memdesc][q.64+0xf0], one
@@ -311,7 +314,7 @@ READER:
 def test_global_accesses() -> None:
     outside = "CTA 0 warp 1: STG.E touches global {}, outside every global buffer the kernel declares"
     assert _verdict(GACCESS_HEAD + GACCESS) == {
-        "memory": {outside.format(w): 1 for w in ("buf+0xf0..+0x80", "buf+0x0..+0x10000000080", "buf+0x0..+0x110000000080",
+        "memory": {outside.format(w): 1 for w in ("buf+0x100..+0x4", "buf+0xf0..+0x80", "buf+0x0..+0x10000000080", "buf+0x0..+0x110000000080",
                                                   "0x110000000000..+0x110000000080")},
         "order": {"words: STG.E.U8, warp 0 writes it and STG.E.U8, warp 1 writes it, and nothing orders the two": 1,
                   "raw: LDG.E, warp 0 reads it and STG.E, warp 1 writes it, and nothing orders the two": 1},
