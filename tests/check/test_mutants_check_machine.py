@@ -273,9 +273,9 @@ GACCESS_HEAD = FLAG_HEAD.replace(".threads 32", ".threads 64").replace(".grid 2 
 
 # warp 0 reads a word a lane before the dependent-launch wait, stores the buffer's last byte, reads
 # through `raw` (a pointer with no buffer declared: unchecked); warp 1 adds to the same words with
-# GPU-scope atomics (no data race), stores the last byte too, and stores (one lane) just past the buffer,
-# (every lane) across the buffer's end,
-# across the end of `buf`'s memory into `raw`'s, past every source, and into `raw`.
+# GPU-scope atomics (no data race), stores the last byte too, and stores: one lane just past the buffer,
+# every lane across the buffer's end, across the end of `buf`'s memory into `raw`'s, past every source,
+# and into `raw`.
 GACCESS = """\
   S2R ctaid, SR_TID.X
   S2R lane, SR_LANEID
