@@ -677,7 +677,7 @@ SHUFFLE = """\
   LDC.64 q, c[0x0][dst]
   IMAD.WIDE.U32 qa, lane, 0x4, q
   IADD3 v.0, lane, 0x64, RZ
-  ISETP.LT.U32.AND ok, PT, lane, 0x10, PT
+  ISETP.LT.U32.AND ok, PT, lane, {n}, PT
   MOV u.0, RZ
   {guard}SHFL.BFLY PT, u.0, v.0, {b}, 0x1f{members}
   STG.E desc[memdesc][qa.64], u.0
@@ -699,9 +699,11 @@ SHFL_WHO = "CTA 0 warp 0: SHFL.BFLY "
                                         "they, must execute it together)",
                              SHFL_WHO[:-1] + ": lane 16 reads lane 17, which does not take part (its value is undefined)"],
      [100 + (x ^ 1) for x in range(32)]),
+    # lanes 0..3 and their mask: lane l is bit l
+    ("@ok ", "0x1", ", 0xf", [], [101, 100, 103, 102] + [0] * 28),
 ])
 def test_a_shuffle_s_members_run_it(guard: str, b: str, members: str, want: list[str], values: list[int]) -> None:
-    msgs, e = _run(SHUFFLE.format(guard=guard, b=b, members=members))
+    msgs, e = _run(SHUFFLE.format(guard=guard, b=b, members=members, n="0x4" if members == ", 0xf" else "0x10"))
     assert msgs == want
     assert e.out[:128].view(np.uint32).tolist() == values
 
