@@ -501,7 +501,7 @@ def test_left_inverse_bounds_say_undecided(monkeypatch: pytest.MonkeyPatch) -> N
     import warpy.layout.algebra as algebra
 
     monkeypatch.setattr(algebra, "_LI_WORK", 5)
-    with pytest.raises(LayoutError, match=r"is undecided: .* stopped after 5 equations \(cosize 21, 6 points\)$"):
+    with pytest.raises(LayoutError, match=r"is undecided: .* stopped after 5 steps \(cosize 21, 6 points\)$"):
         left_inverse(P("(2,3):(14,3)"))
     monkeypatch.setattr(algebra, "_LI_POINTS", 5)
     with pytest.raises(LayoutError, match=r"is undecided: .* enumerates at most 5 points \(6 here\)$"):

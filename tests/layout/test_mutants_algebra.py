@@ -517,5 +517,5 @@ def test_left_inverse_search_goldens(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(LayoutError, match=r"^left_inverse\(\(3,3\):\(3,2\)\) is not defined: .*\(2 does not divide 3\), and no strided layout M .* below cosize 11\)$"):
         left_inverse(P("(3,3):(3,2)"))
     monkeypatch.setattr(algebra, "_LI_WORK", 5)
-    with pytest.raises(LayoutError, match=r"undecided: .* stopped after 5 equations \(cosize 21, 6 points\)$"):
+    with pytest.raises(LayoutError, match=r"undecided: .* stopped after 5 steps \(cosize 21, 6 points\)$"):
         left_inverse(P("(2,3):(14,3)"))

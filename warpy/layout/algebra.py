@@ -815,12 +815,13 @@ def right_inverse(layout: Layout | Swizzle) -> Layout | Swizzle:
 #   depends on.
 #
 # Exhausting the search is a proof that no strided left inverse exists. Its cost is bounded by
-# _LI_WORK equations (and _LI_POINTS image points); past it the refusal says "undecided".
+# _LI_WORK steps (and _LI_POINTS image points); past it the refusal says "undecided".
 
 #: Most image points enumerated for the left-inverse search (beyond CuTe's form).
 _LI_POINTS = 1 << 16
-#: Most equations the left-inverse search adds before it gives up ("undecided").
-_LI_WORK = 200_000
+#: Most steps (equations, boundaries tried, look-ups) of the left-inverse search before it gives up
+#: ("undecided"): about a second of a quiet machine.
+_LI_WORK = 100_000
 
 
 class _Undecided(Exception):
@@ -870,7 +871,7 @@ def _li_add_row(lat: _Lattice, a: list[int], b: int) -> _Lattice | None:
 def _li_search(points: list[tuple[int, int]]) -> tuple[list[int], list[int]] | None:
     """A chain 1 = C_0 | C_1 | ... and integer weights with x == sum_j w_j floor(y / C_j) at every
     (y, x) of `points` (sorted by y, (0, 0) first), or None when none exists (proven: the search is
-    exhaustive); _Undecided past _LI_WORK equations.
+    exhaustive); _Undecided past _LI_WORK steps.
 
     A node holds the chain, a particular solution `ws` of the equations so far, a basis `kern` of
     their integer kernel (the free parameters), and the open points (y, r, cv): r is x minus the
@@ -900,6 +901,7 @@ def _li_search(points: list[tuple[int, int]]) -> tuple[list[int], list[int]] | N
             b2 = b * primes[i]
             yield b2
             nxt = far + 1
+            work[0] += far // b2  # the look-ups below count as work too
             for k in range(1, far // b2 + 1):
                 j = bisect_left(ys, b2 * k)
                 nxt = min(nxt, ys[j] // k + 1)
@@ -984,6 +986,7 @@ def _li_search(points: list[tuple[int, int]]) -> tuple[list[int], list[int]] | N
             if key in failed:
                 return None
         for b2 in options(b, pend):
+            work[0] += 1
             if work[0] > _LI_WORK:
                 raise _Undecided
             if b2 is not None and not kern:
@@ -1040,7 +1043,7 @@ def _li_general(layout: Layout, pairs: Pairs, pre: list[int], why: str) -> Layou
     except _Undecided:
         raise LayoutError(
             f"left_inverse({layout}) is undecided: {why}, and the search for another strided left inverse "
-            f"stopped after {_LI_WORK} equations (cosize {top + 1}, {len(points)} points)"
+            f"stopped after {_LI_WORK} steps (cosize {top + 1}, {len(points)} points)"
         ) from None
     if got is None:
         raise LayoutError(
