@@ -170,6 +170,15 @@ SS_CASES = [
     ("maps-disagree-on-k", _edit(SS, (".tmap b dtype=fp16 dims=32,64", ".tmap b dtype=fp16 dims=24,64")),
      [SS_HEAD.format(w=0) + "multiplies a, whose rows are 64 bytes of K, with b, whose rows are 48 (the tensor maps "
       "disagree on K) (2 times)"]),
+    ("a-without-swizzle-for-64", _edit(SS, ("+ UMOV gmma_desc.1, 0x80000020  // gdesc.hi sa[0, 0]", "  UMOV gmma_desc.1, 0x20")),
+     [SS_HEAD.format(w=0) + f"reads its A operand with a no-byte swizzle descriptor whose row 1, K byte 0 is row 0, byte "
+      f"{b} of the box (not row 1, byte {b - 16}); the copy engine landed it through tensor map a (64-byte swizzle, "
+      f"64-byte rows)" for b in (16, 48)]),
+    # the first and the last accumulator register read before the wait: both are the MMA's until it retires
+    ("first-and-last-accumulator-early", _edit(SS, ("  WARPGROUP.DEPBAR.LE gsb0, 0x0\n",
+                                                    "  MOV tx, acc.0\n  MOV tx, acc.31\n  WARPGROUP.DEPBAR.LE gsb0, 0x0\n")),
+     _per_warp("acc: HGMMA.64x64x16.F32.F16, warp {w} writes it and MOV, warp {w} touches it, and nothing orders the two "
+               "(the wgmma group has not been waited for) (2 times)")),
     ("no-wgmma-wait", _edit(SS, ("  WARPGROUP.DEPBAR.LE gsb0, 0x0\n", "")), _per_warp(EXITS_UNWAITED) + _per_warp(ACC_UNWAITED)),
     ("wgmma-wait-leaves-one", _edit(SS, ("WARPGROUP.DEPBAR.LE gsb0, 0x0", "WARPGROUP.DEPBAR.LE gsb0, 0x1")),
      _per_warp(EXITS_UNWAITED) + _per_warp(ACC_UNWAITED)),
