@@ -156,15 +156,23 @@ def test_the_conditions_of_the_fused_value() -> None:
     assert cond[n.out].shape == (5, 40)
 
 
-def test_the_config_takes_glu_on_sm90_only() -> None:
+def test_the_rule_fuses_on_sm90_only() -> None:
+    """The rule fuses on sm_90a (measured faster on the H200), `glu=0` unfuses; sm_100a runs the
+    gemms unfused and refuses `glu=1` in one line."""
     from warpy.kernels import mega
 
     p = mega.MegaProblem("llama-small", 1, units=8)
-    cfg = mega.configure(p, "glu=1")
-    assert cfg.glu and not mega.choose(p).glu
-    assert "gate/up gemms fused" in cfg.describe()
+    assert mega.choose(p).glu and not mega.configure(p, "glu=0").glu
+    assert "gate/up gemms fused" in mega.choose(p).describe()
+    assert "gate/up" not in mega.configure(p, "glu=0").describe()
+    p100 = mega.MegaProblem("llama-small", 1, arch="sm_100a")
+    assert not mega.choose(p100).glu
     with pytest.raises(WarpyError, match="sm_100a runs them unfused"):
-        mega.configure(mega.MegaProblem("llama-small", 1, arch="sm_100a"), "glu=1")
+        mega.configure(p100, "glu=1")
+    # the program's name says whether something was fused, not the flag: a graph with no SwiGLU
+    ew = mega.MegaProblem("ew-chain")
+    assert mega.choose(ew).glu and not mega.build(ew).name.endswith("_glu")
+    assert mega.build(p).name.endswith("_glu")
 
 
 # -- the sm_90a gemm body's fused path ------------------------------------------------------------------

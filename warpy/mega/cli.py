@@ -26,13 +26,20 @@ app = typer.Typer(name="mega", help="The megakernel's host side: graph -> tile i
 GRAPH_HELP = "A named graph (mlp3, llama-mlp, mlp-small, llama-small) or FILE.py defining build() or graph."
 
 
-def _schedule(graph: str, tokens: Optional[int], arch: str, mode: str, units: Optional[int] = None):  # type: ignore[no-untyped-def]
+def _schedule(graph: str, tokens: Optional[int], arch: str, mode: str, units: Optional[int] = None,  # type: ignore[no-untyped-def]
+              glu: Optional[bool] = None):
+    """The schedule the interpreter runs: SwiGLU fused as its rule does (`glu` None) or as asked."""
+    from warpy.kernels.mega import glu_default
     from warpy.mega.examples import load
     from warpy.mega.schedule import build
 
     if tokens is not None and tokens < 1:
         raise WarpyError(f"--tokens {tokens} must be at least 1")
-    return build(load(graph, tokens), arch, mode, units)
+    return build(load(graph, tokens), arch, mode, units, glu=glu_default(arch) if glu is None else glu)
+
+
+GLU_HELP = ("SwiGLU's gate and up gemms and their silu_mul as one gemm (default: as the interpreter's rule runs "
+            "them, fused on sm_90a; sm_100a runs them unfused).")
 
 
 def _box(box: tuple[tuple[int, int], ...]) -> str:
@@ -47,6 +54,7 @@ def show_cmd(
     mode: str = typer.Option("static", "--mode", help="static (per-unit queues) or dynamic (a work counter / CLC)."),
     every: bool = typer.Option(False, "--all", help="Print every instruction (default: the first 24)."),
     png: Optional[str] = typer.Option(None, "--png", help="Draw the per-unit queues and their waits to FILE.png."),
+    glu: Optional[bool] = typer.Option(None, "--glu/--no-glu", help=GLU_HELP),
 ) -> None:
     """Print the schedule: nodes, instructions, waves, counters, buffer reuse, the validator's verdict."""
     from warpy.mega.encode import encode
@@ -57,7 +65,7 @@ def show_cmd(
             import matplotlib  # type: ignore[import-not-found,unused-ignore]  # noqa: F401
         except ImportError:
             raise WarpyError("--png needs matplotlib (pip install matplotlib)") from None
-    s = _schedule(graph, tokens, arch, mode)
+    s = _schedule(graph, tokens, arch, mode, glu=glu)
     for line in describe(s, every):
         typer.echo(line)
     enc = encode(s)
@@ -134,11 +142,12 @@ def check_cmd(
     mode: str = typer.Option("static", "--mode", help="static or dynamic."),
     vm: bool = typer.Option(False, "--vm", help="Also run the reference VM (two calls) and compare with numpy."),
     seed: int = typer.Option(0, "--seed", help="The VM's interleaving and the inputs."),
+    glu: Optional[bool] = typer.Option(None, "--glu/--no-glu", help=GLU_HELP),
 ) -> None:
     """Validate the schedule; with --vm run it on the reference VM against numpy on the whole graph."""
     from warpy.mega.validate import validate
 
-    s = _schedule(graph, tokens, arch, mode)
+    s = _schedule(graph, tokens, arch, mode, glu=glu)
     p = validate(s)
     for line in p.lines():
         typer.echo(line)
@@ -181,7 +190,7 @@ def run_cmd(
     trace: Optional[str] = typer.Option(None, "--trace", help="With the timeline, also write it as a Chrome trace "
                                         "(JSON: chrome://tracing or ui.perfetto.dev)."),
     config: Optional[str] = typer.Option(None, "--config", metavar="KEY=VALUE,...", help="The interpreter's "
-                                         "configuration with fields set by hand (MegaConfig's, e.g. glu=1)."),
+                                         "configuration with fields set by hand (MegaConfig's, e.g. glu=0)."),
 ) -> None:
     """Run the graph on the GPU through the sm_90a megakernel interpreter: every output element of
     every call compared with the reference (numpy on the lowered graph). Exit status 1 on a
