@@ -200,14 +200,23 @@ class _Ctx:
         self.iters = p.r("att_iters")  # row groups a slot takes (the same loop count in every warp)
         p.emit(alu.iadd3(self.iters, self.ng, self.slots, -1))
         p.emit(alu.shf_r(self.iters, self.iters, sl))
-        # this warp's key blocks of a box: part, part + KS, ... below ceil(k_step / 32)
+        # this warp's key blocks: the chunk's blocks numbered across its boxes (box b's block i is
+        # b·nblk + i, nblk = ceil(k_step / 32)), those equal to part mod KS; in box b the first is
+        # i0 = (part - b·nblk) mod KS, then every KS-th below nblk
         nblk = p.r("att_nblk")
         p.emit(alu.iadd3(nblk, self.step, KEY_BLOCK - 1))
         p.emit(alu.shf_r(nblk, nblk, 5))
-        self.cnt = p.r("att_cnt")
-        p.emit(alu.iadd3(self.cnt, nblk, self.ks, -1))
-        p.emit(alu.imad(self.cnt, self.part, -1, self.cnt))
-        p.emit(alu.shf_r(self.cnt, self.cnt, self.ks_log))
+        self.first: list[R] = []
+        self.cnt: list[R] = []
+        for b in range(MAX_KV_BOXES):
+            i0, cnt = p.r(f"att_i0_{b}"), p.r(f"att_cnt{b}")
+            p.emit(alu.imad(i0, nblk, -b, self.part))
+            p.emit(alu.lop3(i0, i0, km1, RZ, 0xC0))
+            p.emit(alu.iadd3(cnt, nblk, self.ks, -1))
+            p.emit(alu.imad(cnt, i0, -1, cnt))
+            p.emit(alu.shf_r(cnt, cnt, self.ks_log))
+            self.first.append(i0)
+            self.cnt.append(cnt)
         self.xl = p.r("att_xl")  # the lane's rotation of 16-byte chunks: (lane & 7)·16
         p.emit(alu.lop3(self.xl, self.lane, 7, RZ, 0xC0))
         p.emit(alu.shf_l(self.xl, self.xl, 4))
@@ -276,10 +285,10 @@ def _tiles(c: _Ctx, d: int) -> None:
         for b in range(MAX_KV_BOXES):
             has = p.p("att_has_box")
             p.emit(alu.isetp("GT", has, c.nbox, b))
-            p.emit(alu.isetp("GT", has, c.cnt, 0, c=has))
+            p.emit(alu.isetp("GT", has, c.cnt[b], 0, c=has))
             bskip = p.fresh_label("ATT_BOX_OUT")
             p.emit(control.bra(bskip).guarded(~has))
-            with p.loop(f"att_blk{d}_{b}", c.cnt, max_count=8) as blk:
+            with p.loop(f"att_blk{d}_{b}", c.cnt[b], max_count=8) as blk:
                 _block(c, d, b, blk.reg, m, l_, acc, qrow, lim)
             p.label(bskip)
         p.label(idle)
@@ -319,7 +328,7 @@ def _block(c: _Ctx, d: int, b: int, blk: R, m: list[F32], l_: list[F32], acc: li
     na = d // KEY_BLOCK
     rowb = 2 * d
     jb = p.r("att_jb")
-    p.emit(alu.imad(jb, blk, c.ks, c.part))
+    p.emit(alu.imad(jb, blk, c.ks, c.first[b]))
     key0 = p.r("att_key0")
     p.emit(alu.shf_l(key0, jb, 5))
     key = p.r("att_key")

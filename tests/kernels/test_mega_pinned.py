@@ -20,11 +20,9 @@ own thread's reads: compute-sanitizer racecheck) and the timeline stopped stampi
 program; a case with the weights prefetched into L2 added), and a case with SwiGLU's gate and up
 gemms fused (`glu=1`: its own program; the others' text unchanged) was added, and again for every
 program when the decode-attention partials body split a tile's keys over the consumer warps, four
-query rows a warp (kernels/mega_attention.py; every program holds every body's code), and again for
-the llama cases when the rule (`kernels.mega.choose`) turned SwiGLU's fusion on for sm_90a (their
-default is now the fused program, the old `glu=1` hash; the unfused one is pinned as `glu=0`, the
-old default's hash; every other program unchanged). About 3 s a
-program: six in the default run, every one with WARPY_SLOW=1."""
+query rows a warp (kernels/mega_attention.py; every program holds every body's code), and again when
+its key blocks were numbered across a chunk's boxes (every program). About 3 s a program: six in the
+default run, every one with WARPY_SLOW=1."""
 
 from __future__ import annotations
 
@@ -40,24 +38,24 @@ SLOW = os.environ.get("WARPY_SLOW") == "1"
 
 #: (graph, tokens, config) -> (named, coloured)
 CASES: dict[tuple[str, Optional[int], str], tuple[str, str]] = {
-    ("ew-small", None, ""): ("73ab8ef936574bea808cadd6", "05fd9097cd0b542cf7649194"),
-    ("ew-chain", None, ""): ("70a48150c68175e42b8e4dea", "88b373aa3901cd878a7b48af"),
-    ("gemm-small", None, ""): ("782ebf86ce6d78b1507b0924", "bbce4896aa1560ec02e62fac"),
-    ("gemm-epi", None, ""): ("83de021f2f2f1aa1a94148d5", "6096077131730691a062f161"),
-    ("acts", None, ""): ("c14a02f7df71035696374f04", "131aa1eef9d1be9350cb51f3"),
-    ("mlp-small", None, ""): ("4741b5326f741a73f856e85e", "43fa29430671060fdebea2d8"),
-    ("mlp-small", 1, ""): ("a76d243f81291bf7a00660df", "81b66ba25b6f8e142f0eb2b7"),
-    ("llama-small", None, ""): ("de1f30a3d4e393b7afd49c20", "0c983042bc929185f25880dc"),
-    ("llama-small", 1, ""): ("7685063d0dc0b15e805915b0", "ac54bf8f156badef91d97324"),
-    ("llama-small", 16, ""): ("23e443db158139f54bcbdb04", "b148db5e426becf25210df6a"),
-    ("mlp-small", None, "fault=no-release"): ("0cb30023115fbafe9d91fba7", "e10bfe7d53ec3c09ed82bf3e"),
-    ("gemm-small", None, "fault=early-page-free"): ("4ff027159978a3454beac3fa", "3563f23279894699f21b45ab"),
-    ("ew-chain", None, "fault=wrong-epoch"): ("81e42f647790cef9bed127d9", "93f0ff139ff93e4d1729262c"),
-    ("ew-small", None, "fault=drop-arrive"): ("9c936a5ec1f39b6c095cbe6f", "22ff1f255d95bba772e38f07"),
-    ("mlp-small", None, "fence=once"): ("fe90c1aa9cd7e4caa5166b3c", "35f7c7aa20f8f5253c1f37cc"),
-    ("mlp3", 1, ""): ("d7e553e07428a60d0ad0b54e", "b8dd36fa36c6a1420c7122ba"),
-    ("llama-small", 1, "prefetch=1"): ("a6c9b2a00f078eb3e8db48c8", "8cc23e7886c6a212c56795b7"),
-    ("llama-small", 1, "glu=0"): ("988e89cc2741fc10c05c24ab", "6694cc2b2a02375ce755a801"),
+    ("ew-small", None, ""): ("d72cb3ced9dc87c9bac48f5d", "010d4e64bf5fd84470dff623"),
+    ("ew-chain", None, ""): ("5e5c8dde15bdd05780f4be68", "536e7abac7ad4a210d8410f5"),
+    ("gemm-small", None, ""): ("34ce367d073665672d6b7d27", "a756c6b6e47c89c005459614"),
+    ("gemm-epi", None, ""): ("6ddc145c108121544be2730d", "f18894476c3fb18c06d19336"),
+    ("acts", None, ""): ("d45917756a79255b204c754b", "48c44d6271224d0a460aa373"),
+    ("mlp-small", None, ""): ("9bc2d349f2d8b5d3e0366738", "59d8c65de4de30d3fcaf6a92"),
+    ("mlp-small", 1, ""): ("24cd118fd8b5500e48a00682", "87a2409f268c74f8352ea130"),
+    ("llama-small", None, ""): ("53ce66ba789961da10278821", "9b6ed766e21997b190bd8fdd"),
+    ("llama-small", 1, ""): ("6c4d84b54957380c53ba0c99", "41cd8af9e6b9b19809593012"),
+    ("llama-small", 16, ""): ("4f9f15e7f09f2546949752b5", "dc90d0767ba6e49c6e9a9841"),
+    ("mlp-small", None, "fault=no-release"): ("6d6632a4334ce5b913adbde0", "8ed36ba8bbf96938bc77117f"),
+    ("gemm-small", None, "fault=early-page-free"): ("7c74afb20c445d10e81d8827", "c36be481ad4c2df746ca6208"),
+    ("ew-chain", None, "fault=wrong-epoch"): ("8689df797d1f8955049b8790", "c5872998060438202eac48e6"),
+    ("ew-small", None, "fault=drop-arrive"): ("927b256571bc942113a60865", "cab65ddfefa5c0715607c892"),
+    ("mlp-small", None, "fence=once"): ("cfb78d004463261dd9a3776f", "a1c0d925e2b9539840910bc3"),
+    ("mlp3", 1, ""): ("d0109561d750b09395591e31", "bdc3f01e31169adda18532e5"),
+    ("llama-small", 1, "prefetch=1"): ("59105f0b804e1635d00b98b8", "edf6ee7b76ac4a238f34d6a9"),
+    ("llama-small", 1, "glu=1"): ("58dbaad8a7be30d9c8d29064", "7d3315d8457138b4a97a6af1"),
 }
 
 #: the default run's (every body, 64-row and decode tiles; ~18 s): the rest with WARPY_SLOW=1
