@@ -308,9 +308,9 @@ class _Bytes:
     def compare(self, run: Any) -> Any:
         from warpy.check.expect import Verdict
 
-        self.out = run.gmem["dst"][:512].copy()
+        self.out = run.gmem["dst"][:1024].copy()
         self.src_after = run.gmem["src"][:512].copy()
-        self.written = run.gwritten["dst"][:512].copy()
+        self.written = run.gwritten["dst"][:1024].copy()
         return Verdict(0, 0)
 
 
@@ -355,6 +355,8 @@ MATRIX = """\
   STSM.16.M88.4 [sa+smem], v
   LDSM.16.M88{t}.4 u, [sa+smem]
   STG.E.128 desc[memdesc][qa.64], u.0
+  LDS.128 v.0, [sa+smem]
+  STG.E.128 desc[memdesc][qa.64+0x200], v.0
   EXIT
 """
 
@@ -374,10 +376,14 @@ def test_the_matrix_forms_move_fragments(trans: bool, count: int) -> None:
     t = np.arange(32)
     for h in range(2):
         mats[:, t // 4, 2 * (t % 4) + h] = held[:, :, h].T
+    # what stmatrix left in shared memory, read as plain rows: row r of matrix j at lane 8 j + r's address
+    stored = e.out[512:].view(np.uint16).reshape(4, 8, 8)
+    np.testing.assert_array_equal(stored[:count], mats[:count])
+    assert not stored[count:].any()
     if trans:
         mats = mats.transpose(0, 2, 1)
     want = np.stack([mats[:, t // 4, 2 * (t % 4) + h].T for h in range(2)], axis=2)
-    got = e.out.view(np.uint16).reshape(32, 4, 2)
+    got = e.out[:512].view(np.uint16).reshape(32, 4, 2)
     np.testing.assert_array_equal(got[:, :count], want[:, :count])
     assert not got[:, count:].any()  # registers past the count: loaded by neither (zeroed before)
     # the fragment is not the identity: the transposed load moves the halves
