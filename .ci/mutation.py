@@ -204,6 +204,9 @@ def run_group(group: str, show: bool, survivors: bool = False, only: list[str] |
         print("  timeout:", name)
 
 
+LATE_LIMIT = 120  # seconds a mutant's tests may run in --late (they take seconds unmutated)
+
+
 def late_kills(group: str, tests: list[str], only: list[str] | None) -> None:
     """Each survivor of the group's last run ("survived" or "no tests", within --only) run against
     `tests` in the group's mutants/ folder (mutmut's trampolines pick the mutant named by
@@ -227,13 +230,20 @@ def late_kills(group: str, tests: list[str], only: list[str] | None) -> None:
             shutil.copy2(f, work / f.relative_to(ROOT))
     # one process for every mutant (pytest.main per mutant, the mutant named in the environment the
     # trampolines read at each call): no interpreter start and import per mutant
+    # a mutant whose tests run past LATE_LIMIT seconds (a wait loop no longer recognised spins until the
+    # scheduler's step limit) is interrupted (pytest's exit 2) and listed as a timeout
     driver = (
-        "import json, os, sys, pytest\n"
-        "names, tests = json.loads(sys.argv[1]), json.loads(sys.argv[2])\n"
+        "import json, os, signal, sys, pytest\n"
+        "names, tests, limit = json.loads(sys.argv[1]), json.loads(sys.argv[2]), int(sys.argv[3])\n"
+        "def stop(*_):\n"
+        "    raise KeyboardInterrupt\n"
+        "signal.signal(signal.SIGALRM, stop)\n"
         "args = ['-x', '-q', '-p', 'no:cacheprovider', '-p', 'no:randomly', '--no-header', '--no-summary', *tests]\n"
         "for name in [''] + names:\n"
         "    os.environ['MUTANT_UNDER_TEST'] = name\n"
+        "    signal.alarm(limit if name else 0)\n"
         "    rc = int(pytest.main(args))\n"
+        "    signal.alarm(0)\n"
         "    print('@@', rc, name or '(none)', flush=True)\n"
         "    if not name and rc != 0:\n"
         "        sys.exit('the tests fail without a mutant')\n"
@@ -241,7 +251,8 @@ def late_kills(group: str, tests: list[str], only: list[str] | None) -> None:
     env = dict(os.environ, HYPOTHESIS_PROFILE="mutation", WARPY_XDIST="0")
     t0 = time.monotonic()
     # each verdict printed as it comes (a long run shows its progress)
-    r = subprocess.Popen(["nice", "-n", "10", sys.executable, "-c", driver, json.dumps(names), json.dumps(tests)],
+    r = subprocess.Popen(["nice", "-n", "10", sys.executable, "-c", driver, json.dumps(names), json.dumps(tests),
+                          str(LATE_LIMIT)],
                          cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     killed = []
     tail: list[str] = []  # the last lines besides the verdicts (the error, if the driver fails)
@@ -253,7 +264,8 @@ def late_kills(group: str, tests: list[str], only: list[str] | None) -> None:
             _, rc, name = line.rstrip().split(" ", 2)
             if rc == "1":  # a test failed (2-5: interrupted, usage, collection: not a kill)
                 killed.append(name)
-            print(f"  {'killed' if rc == '1' else f'survives (exit {rc})'}: {name}", flush=True)
+            what = "killed" if rc == "1" else "timeout" if rc == "2" else f"survives (exit {rc})"
+            print(f"  {what}: {name}", flush=True)
     if r.wait() != 0:
         sys.exit(f"mutation: {''.join(tail).strip()[-2000:]}")
     print(f"{group}: {len(killed)} of {len(names)} survivors killed by {' '.join(tests)} in {time.monotonic() - t0:.0f} s")
