@@ -319,7 +319,7 @@ def _run(body: str, src: np.ndarray = SRC) -> tuple[list[str], _Bytes]:
     return _verdict(MEM_HEAD + body, values=True, expect=e), e
 
 
-@pytest.mark.parametrize("mods,nb", [("", 4), (".64", 8), (".128", 16), (".U16", 2), (".U8", 1)])
+@pytest.mark.parametrize("mods,nb", [("", 4), (".64", 8), (".128", 16), (".U16", 2), (".U8", 1), (".S16", 2), (".S8", 1)])
 def test_loads_and_stores_move_their_width(mods: str, nb: int) -> None:
     msgs, e = _run(ROTATE.format(nb=nb, m=mods))
     assert msgs == []
