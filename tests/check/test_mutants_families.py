@@ -742,3 +742,15 @@ def _moved(text: str, dx: int, dy: int) -> str:
 def test_only_a_store_that_reaches_a_ragged_row_end_writes_past_it(dx: int, dy: int, want: list[str]) -> None:
     ragged = _edit(TMA, (".tmap dst dtype=fp16 dims=200,90", ".tmap dst dtype=fp16 dims=196,90"))
     assert _verdict(_moved(ragged, dx, dy)) == want
+
+
+@pytest.mark.parametrize("mods,nb,word", [(".S16", 2, 0xFFFF8001), (".U16", 2, 0x8001), (".S8", 1, 0xFFFFFF81),
+                                          (".U8", 1, 0x81)])
+def test_a_narrow_load_extends_by_its_sign(mods: str, nb: int, word: int) -> None:
+    """ld.s16 / ld.s8 sign-extend into the 32-bit register, ld.u16 / ld.u8 zero-extend: each lane's
+    narrow element (0x8001 or 0x81, the next lane's) stored back as a whole word."""
+    body = ROTATE.format(nb=nb, m=mods).replace(f"  STG.E{mods} desc[memdesc][qa.64], u.0\n",
+                                                "  IMAD.WIDE.U32 qa, lane, 0x4, q\n  STG.E desc[memdesc][qa.64], u.0\n")
+    src = np.tile(np.frombuffer(np.uint16(0x8001).tobytes() if nb == 2 else b"\x81", dtype=np.uint8), 512 // nb)
+    msgs, e = _run(body, src)
+    assert msgs == [] and e.out[:128].view(np.uint32).tolist() == [word] * 32

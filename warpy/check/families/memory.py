@@ -76,7 +76,7 @@ def _lds(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     _smem_access(m, w, c, addrs, nb, "r")
     smem = w.cta.smem
     if m.values and smem is not None:
-        _load_regs(w, c.instr.ops[0], lambda a, n: smem[a:a + n], c.get[1](w), nb, lanes)
+        _load_regs(w, c.instr.ops[0], lambda a, n: smem[a:a + n], c.get[1](w), nb, lanes, _signed(c.instr.mods))
     elif w.cta.shadow and addrs.size:
         # without values, shared memory holds only the words the machine itself wrote (an allocation's
         # address, a cluster-launch-control answer): an LDS of one reads it
@@ -86,7 +86,13 @@ def _lds(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
                 writer(R(n))(w, w.cta.shadow.get(a0 + 4 * k, 0), lanes)
 
 
-def _load_regs(w: Warp, dst: Operand, fetch: Callable[[int, int], np.ndarray], addr: Val, nb: int, lanes: Lanes) -> None:
+def _signed(mods: tuple[str, ...]) -> bool:
+    """A signed narrow load (.S8, .S16): its value is sign-extended into the 32-bit register."""
+    return "S8" in mods or "S16" in mods
+
+
+def _load_regs(w: Warp, dst: Operand, fetch: Callable[[int, int], np.ndarray], addr: Val, nb: int, lanes: Lanes,
+               signed: bool = False) -> None:
     nregs = max(1, nb // 4)
     names = regs_of(dst, nregs)
     av = lanes_i64(addr)
@@ -99,7 +105,7 @@ def _load_regs(w: Warp, dst: Operand, fetch: Callable[[int, int], np.ndarray], a
         if raw.size < nb:
             continue
         if nb < 4:
-            out[ln, 0] = int.from_bytes(raw.tobytes(), "little")
+            out[ln, 0] = int.from_bytes(raw.tobytes(), "little", signed=signed) & M32
         else:
             out[ln] = raw.view("<u4").astype(np.uint64)
     for k, n in enumerate(names):
@@ -189,7 +195,8 @@ def _ldg(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> Optional[int]:
             offs = offs[(offs >= 0) & (offs < wr.size)]
             if offs.size and not wr[offs].all():
                 w.cta.foreign = True
-        _load_regs(w, c.instr.ops[0], lambda a, n: mem[a - base:a - base + n], _gaddr(w, gop), nb, lanes)
+        _load_regs(w, c.instr.ops[0], lambda a, n: mem[a - base:a - base + n], _gaddr(w, gop), nb, lanes,
+                   _signed(c.instr.mods))
     elif nb == 4 and _shadowed(m, src, addrs):
         av = lanes_i64(_gaddr(w, gop))
         v = np.array([gm.shadow.get(int(a), 0) for a in av], dtype=np.uint64)
