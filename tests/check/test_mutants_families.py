@@ -362,13 +362,15 @@ MATRIX = """\
 
 
 @pytest.mark.parametrize("count", [1, 2, 4])
-@pytest.mark.parametrize("trans", [False, True])
-def test_the_matrix_forms_move_fragments(trans: bool, count: int) -> None:
-    """stmatrix then ldmatrix (.trans) of four 8x8 matrices of 16-bit elements, lane l addressing row
-    l % 8 of matrix l // 8: as the PTX ISA's fragment says, thread t holds row t // 4, elements
-    2 (t % 4) and 2 (t % 4) + 1 of each matrix (register j: matrix j); transposed, element (c, r)
-    where it held (r, c)."""
-    body = MATRIX.format(t=".T" if trans else "").replace("M88.4", f"M88.{count}").replace("M88.T.4", f"M88.T.{count}")
+@pytest.mark.parametrize("store_trans,load_trans", [(False, False), (False, True), (True, False)])
+def test_the_matrix_forms_move_fragments(store_trans: bool, load_trans: bool, count: int) -> None:
+    """stmatrix then ldmatrix (either .trans) of 1, 2 or 4 8x8 matrices of 16-bit elements, lane l
+    addressing row l % 8 of matrix l // 8: as the PTX ISA's fragment says, thread t holds row t // 4,
+    elements 2 (t % 4) and 2 (t % 4) + 1 of each matrix (register j: matrix j); transposed, element
+    (c, r) where it held (r, c). Shared memory is read back plainly too."""
+    body = MATRIX.format(t=".T" if load_trans else "").replace("M88.4", f"M88.{count}").replace("M88.T.4", f"M88.T.{count}")
+    if store_trans:
+        body = body.replace(f"STSM.16.M88.{count}", f"STSM.16.M88.T.{count}")
     msgs, e = _run(body)
     assert msgs == [] and e.written.all()
     held = SRC.view(np.uint16).reshape(32, 4, 2)  # [thread, register (matrix), half]
@@ -376,18 +378,20 @@ def test_the_matrix_forms_move_fragments(trans: bool, count: int) -> None:
     t = np.arange(32)
     for h in range(2):
         mats[:, t // 4, 2 * (t % 4) + h] = held[:, :, h].T
+    if store_trans:
+        mats = mats.transpose(0, 2, 1)
     # what stmatrix left in shared memory, read as plain rows: row r of matrix j at lane 8 j + r's address
     stored = e.out[512:].view(np.uint16).reshape(4, 8, 8)
     np.testing.assert_array_equal(stored[:count], mats[:count])
     assert not stored[count:].any()
-    if trans:
+    if load_trans:
         mats = mats.transpose(0, 2, 1)
     want = np.stack([mats[:, t // 4, 2 * (t % 4) + h].T for h in range(2)], axis=2)
     got = e.out[:512].view(np.uint16).reshape(32, 4, 2)
     np.testing.assert_array_equal(got[:, :count], want[:, :count])
     assert not got[:, count:].any()  # registers past the count: loaded by neither (zeroed before)
-    # the fragment is not the identity: the transposed load moves the halves
-    assert trans == (not np.array_equal(want[:, :count], held[:, :count]))
+    # the fragment is not the identity: one transpose moves the halves
+    assert (store_trans or load_trans) == (not np.array_equal(want[:, :count], held[:, :count]))
 
 
 ATOMIC = """\
