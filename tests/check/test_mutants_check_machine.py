@@ -575,3 +575,18 @@ def test_a_flag_raised_by_a_wide_store_and_one_raised_twice() -> None:
                          "  @leader REDG.E.ADD.STRONG.GPU desc[memdesc][p.64+0x80], one\n")
     assert _verdict(FLAG_HEAD + once) == {"protocol": {
         "hang: CTA 0 warp 0 waits on words+0x80 (the loop ending at line 17 polls it and nothing writes it)": 1}}
+
+
+def test_two_waiters_on_two_flags() -> None:
+    """Every CTA simulated: CTAs 0 and 1 wait on flags +0x80 and +0x84, CTA 2 raises one, then the
+    other: the first write wakes CTA 0 only, and CTA 1 stays a waiter until the second."""
+    body = REST_BODY.replace("ISETP.EQ.U32.AND c0, PT, ctaid, 0x1, PT", "ISETP.EQ.U32.AND c0, PT, ctaid, 0x2, PT").replace(
+        "  @leader REDG.E.ADD.STRONG.GPU desc[memdesc][p.64+0x80], one\n",
+        "  @leader REDG.E.ADD.STRONG.GPU desc[memdesc][p.64+0x80], one\n"
+        "  @leader REDG.E.ADD.STRONG.GPU desc[memdesc][p.64+0x84], one\n").replace(
+        "READER:\nPOLL:\n  LDG.E.STRONG.GPU v, desc[memdesc][p.64+0x80]",
+        "READER:\n  IMAD.WIDE.U32 f, ctaid, 0x4, p\nPOLL:\n  LDG.E.STRONG.GPU v, desc[memdesc][f.64+0x80]")
+    m = Machine(parse(REST_HEAD + ".reg R[2] f\n" + body), all_ctas=True)
+    m.run()
+    flag = m.global_memory.base["buf"] + 0x80
+    assert m.problems.total() == 0 and m.flags.version == {flag: 1, flag + 4: 1} and m.flags.waiters == []
