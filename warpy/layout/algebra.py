@@ -820,8 +820,8 @@ def right_inverse(layout: Layout | Swizzle) -> Layout | Swizzle:
 #: Most image points enumerated for the left-inverse search (beyond CuTe's form).
 _LI_POINTS = 1 << 16
 #: Most steps (equations, boundaries tried, look-ups) of the left-inverse search before it gives up
-#: ("undecided"): about a second of a quiet machine.
-_LI_WORK = 100_000
+#: ("undecided"): 6-20 us a step at a load of 10 on 2 cores, so up to ~8 s there.
+_LI_WORK = 400_000
 
 
 class _Undecided(Exception):
@@ -933,7 +933,7 @@ def _li_search(points: list[tuple[int, int]]) -> tuple[list[int], list[int]] | N
                     keep.append((y, r))
                 elif r0 != r:
                     return None
-        work[0] += len(pend)
+        work[0] += len(pend) // 16 + 1
         if u is None:  # the new weight stays free
             return ws + [0], [[0] * len(ws) + [1]], [(y, r, (y // b2,)) for y, r in keep]
         return ws + [u], [], [(y, r - u * (y // b2), ()) for y, r in keep]
