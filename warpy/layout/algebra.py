@@ -820,7 +820,7 @@ def right_inverse(layout: Layout | Swizzle) -> Layout | Swizzle:
 #: Most image points enumerated for the left-inverse search (beyond CuTe's form).
 _LI_POINTS = 1 << 16
 #: Most steps (equations, boundaries tried, look-ups) of the left-inverse search before it gives up
-#: ("undecided"): 6-20 us a step at a load of 10 on 2 cores, so up to ~8 s there.
+#: ("undecided"): 6-30 us a step at a load of 10 on 2 cores, so up to ~12 s there.
 _LI_WORK = 400_000
 
 
