@@ -758,3 +758,28 @@ def test_a_narrow_load_extends_by_its_sign(mods: str, nb: int, word: int) -> Non
     src = np.tile(np.frombuffer(np.uint16(0x8001).tobytes() if nb == 2 else b"\x81", dtype=np.uint8), 512 // nb)
     msgs, e = _run(body, src)
     assert msgs == [] and e.out[:128].view(np.uint32).tolist() == [word] * 32
+
+
+ATOMIC_NO_VALUES = """\
+  S2R lane, SR_LANEID
+  UMOV smem, `(dsmem)
+  ULDC.64 memdesc, c[0x0][0x208]
+  LDC.64 p, c[0x0][src]
+  MOV u.0, lane
+  ATOMG.E.EXCH.STRONG.GPU ok, v.0, desc[memdesc][p.64], u.0
+  IADD3 next, lane, -0x1, RZ
+  ISETP.EQ.U32.AND ok, PT, lane, RZ, PT
+  SEL next, RZ, next, ok
+  ISETP.NE.U32.AND ok, PT, v.0, {want}, PT
+  @ok STS [smem+0x800], lane
+  EXIT
+"""
+
+
+def test_an_atomic_returns_the_old_word_without_values() -> None:
+    """Without values the words of a u32 buffer are kept: lane l's exchange returns lane l - 1's
+    value (lane 0 the word's initial 0). A lane whose old word is not that stores outside every
+    buffer, which is reported."""
+    assert _verdict(MEM_HEAD + ATOMIC_NO_VALUES.format(want="next")) == []
+    assert _verdict(MEM_HEAD + ATOMIC_NO_VALUES.format(want="lane")) == [
+        "CTA 0 warp 0: STS touches shared 0xc00..0xc04, outside every shared buffer the kernel declares"]
