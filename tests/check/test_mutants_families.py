@@ -758,6 +758,11 @@ def test_a_narrow_load_extends_by_its_sign(mods: str, nb: int, word: int) -> Non
     src = np.tile(np.frombuffer(np.uint16(0x8001).tobytes() if nb == 2 else b"\x81", dtype=np.uint8), 512 // nb)
     msgs, e = _run(body, src)
     assert msgs == [] and e.out[:128].view(np.uint32).tolist() == [word] * 32
+    # the global load alone (a load and a store that both swapped the bytes would pass the round trip)
+    direct = _edit(body, (f"  STS{mods} [sa+smem], v.0\n  BAR.SYNC.DEFER_BLOCKING 0x0\n  LDS{mods} u.0, [sb+smem]\n",
+                          "  MOV u.0, v.0\n"))
+    msgs, e = _run(direct, src)
+    assert msgs == [] and e.out[:128].view(np.uint32).tolist() == [word] * 32
 
 
 ATOMIC_NO_VALUES = """\
