@@ -7,10 +7,16 @@ answer."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
+from tests.check.test_mutants_check import FLAG_BODY, FLAG_HEAD
+from warpy.check.global_memory import GLOBAL_SPAN, GlobalMemory
+from warpy.check.machine import Machine
 from warpy.check.report import check_kernel
+from warpy.check.state import Problems
 from warpy.isa.text import parse
+from warpy.layout.tma import TmaBox
 
 Verdict = dict[str, dict[str, int]]
 
@@ -107,11 +113,6 @@ def test_a_staged_buffer_names_the_stage() -> None:
 
 # -- global memory: sources, maps over other parameters, tables of maps, the bytes with values ---------
 
-import numpy as np  # noqa: E402
-
-from warpy.check.global_memory import GLOBAL_SPAN, GlobalMemory  # noqa: E402
-from warpy.check.state import Problems  # noqa: E402
-from warpy.layout.tma import TmaBox  # noqa: E402
 
 GLOBAL_HEAD = """\
 .kernel g
@@ -266,8 +267,6 @@ def test_global_buffers() -> None:
 
 # -- global accesses: inside declared buffers, after the dependent-launch wait, GPU-scope atomics --------
 
-from tests.check.test_mutants_check import FLAG_BODY, FLAG_HEAD  # noqa: E402
-
 GACCESS_HEAD = FLAG_HEAD.replace(".threads 32", ".threads 64").replace(".grid 2 1 1", ".grid 1 1 1").replace(
     ".param buf u64", ".param buf u64\n.param raw u64").replace(".reg P ready", ".reg P ready\n.reg P hi")
 
@@ -327,8 +326,6 @@ def test_global_accesses() -> None:
 # -- flags raised by the rest of the grid ----------------------------------------------------------------
 # Three CTAs: the checker simulates the first and the last (0 and 2), which poll the flag; CTA 1, not
 # simulated, raises it: the rest of the grid writes each polled word a value that lets its loop exit.
-
-from warpy.check.machine import Machine  # noqa: E402
 
 REST_BODY = FLAG_BODY.replace("ISETP.EQ.U32.AND c0, PT, ctaid, 0x0, PT\n  @c0 BRA READER",
                               "ISETP.EQ.U32.AND c0, PT, ctaid, 0x1, PT\n  @!c0 BRA READER")
