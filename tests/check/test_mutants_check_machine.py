@@ -167,9 +167,9 @@ def _gm(values: bool, expect: object = None) -> tuple[GlobalMemory, Problems]:
 
 
 def test_global_sources_and_maps_over_a_parameter() -> None:
-    """Each map and pointer parameter at (i + 1) << 40, maps first (a map over another keeps its number unused); a map over a map over `c` is `c`'s
-    memory at the sum of the offsets; one that runs past what is declared behind `c` is reported
-    (c_tail ends exactly at c's 512 bytes: not reported)."""
+    """Each map and pointer parameter at (i + 1) << 40, maps first (a map over another keeps its number
+    unused); a map over a map over `c` is `c`'s memory at the sum of the offsets; one that runs past
+    what is declared behind `c` is reported (c_tail ends exactly at c's 512 bytes: not reported)."""
     g, p = _gm(False)
     S = GLOBAL_SPAN
     assert g.base == {"a": S, "col": 2 * S, "v": 3 * S, "pitched": 4 * S, "s0": 7 * S, "s2": 8 * S, "c": 9 * S,
@@ -184,7 +184,8 @@ def test_global_sources_and_maps_over_a_parameter() -> None:
 
 def test_the_bytes_of_each_source_with_values() -> None:
     """A map's bytes run to its last element (a 3-D map whose columns step less than its rows: 1024
-    bytes, not 256), or to the end of its last row's pitch (`pitched`: 8 rows of 128 bytes); a pointer's at least 64 KiB, or what the expectation gives; a map over a parameter is a view of its memory, and
+    bytes, not 256), or to the end of its last row's pitch (`pitched`: 8 rows of 128 bytes); a pointer's
+    at least 64 KiB, or what the expectation gives; a map over a parameter is a view of its memory, and
     so are its written and reduced marks; the expectation is asked once a source or map, with its box."""
     inputs = _Inputs()
     g, _ = _gm(True, inputs)
@@ -313,7 +314,8 @@ READER:
 def test_global_accesses() -> None:
     outside = "CTA 0 warp 1: STG.E touches global {}, outside every global buffer the kernel declares"
     assert _verdict(GACCESS_HEAD + GACCESS) == {
-        "memory": {outside.format(w): 1 for w in ("buf+0x100..+0x4", "buf+0xf0..+0x80", "buf+0x0..+0x10000000080", "buf+0x0..+0x110000000080",
+        "memory": {outside.format(w): 1 for w in ("buf+0x100..+0x4", "buf+0xf0..+0x80", "buf+0x0..+0x10000000080",
+                                                  "buf+0x0..+0x110000000080",
                                                   "0x110000000000..+0x110000000080")},
         "order": {"words: STG.E.U8, warp 0 writes it and STG.E.U8, warp 1 writes it, and nothing orders the two": 1,
                   "raw: LDG.E, warp 0 reads it and STG.E, warp 1 writes it, and nothing orders the two": 1},
@@ -364,7 +366,8 @@ def test_which_ctas_run() -> None:
     assert [w.cta.name for w in one.warps] == ["CTA 1"] and one.problems.total() == 0
 
 
-STORE_HEAD = FLAG_HEAD.replace(".grid 2 1 1", ".grid 1 1 1").replace(".param buf u64", ".param buf u64\n.param flags u64 scratch").replace(
+STORE_HEAD = FLAG_HEAD.replace(".grid 2 1 1", ".grid 1 1 1").replace(
+    ".param buf u64", ".param buf u64\n.param flags u64 scratch").replace(
     ".buffer words", ".buffer flag_words global base=0x0 size=0x10 elem=u32 source=flags layout=4:4\n.buffer words")
 STORE = """\
   S2R lane, SR_LANEID
@@ -544,7 +547,8 @@ OUT:
 
 
 def test_which_loops_wait_on_a_flag() -> None:
-    assert _verdict(LOOPS_HEAD + LOOPS.replace("LDG.E v, desc[memdesc][p.64+0x84]", "LDG.E.STRONG.GPU v, desc[memdesc][p.64+0x84]")) == {}
+    strong = LOOPS.replace("LDG.E v, desc[memdesc][p.64+0x84]", "LDG.E.STRONG.GPU v, desc[memdesc][p.64+0x84]")
+    assert _verdict(LOOPS_HEAD + strong) == {}
     assert _verdict(LOOPS_HEAD + LOOPS) == {
         "protocol": {"line 31 (LDG.E): a loop waits on the word it loads from global memory, through a weak load: it may "
                      "read a stale value forever (poll with LDG.E.STRONG.GPU, a relaxed GPU-scope load)": 1},
