@@ -40,12 +40,7 @@ def test_the_interpreter_prints_and_parses_named_and_coloured() -> None:
 def test_ptxas_assembles_the_interpreter_for_every_sm() -> None:
     from warpy.lift.lifter import build
 
-    try:
-        cubin = build(mega.build(mega.MegaProblem("ew-chain", units=0)).kernel())  # with the disassembly check
-    except WarpyError as e:
-        if "ptxas" in str(e) and "not found" in str(e):
-            pytest.skip(str(e))
-        raise
+    cubin = build(mega.build(mega.MegaProblem("ew-chain", units=0)).kernel())  # with the disassembly check
     (res,) = cubin.resources
     assert res.spill_stores == 0 and res.registers <= 168
 

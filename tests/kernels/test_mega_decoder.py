@@ -372,12 +372,7 @@ def test_the_interpreter_with_rope_assembles_without_spills() -> None:
     from warpy.kernels import mega
     from warpy.lift.lifter import build as assemble
 
-    try:
-        cubin = assemble(mega.build(mega.MegaProblem("llama-decoder-1k", 1, units=0)).kernel())
-    except WarpyError as e:
-        if "ptxas" in str(e) and "not found" in str(e):
-            pytest.skip(str(e))
-        raise
+    cubin = assemble(mega.build(mega.MegaProblem("llama-decoder-1k", 1, units=0)).kernel())
     (res,) = cubin.resources
     assert res.spill_stores == 0 and res.spill_loads == 0 and res.registers <= 168
 

@@ -68,12 +68,7 @@ def test_ptxas_assembles_every_sm(graph: str, tokens: Any, mode: str) -> None:
     from warpy.mega.tiling import gemm_pair_k_boxes
 
     pr = mega.MegaProblem(graph, tokens, arch="sm_100a", units=0)
-    try:
-        cubin = build(mega.build(pr, mega.MegaConfig(mode=mode)).kernel())  # with the disassembly check
-    except WarpyError as e:
-        if "ptxas" in str(e) and "not found" in str(e):
-            pytest.skip(str(e))
-        raise
+    cubin = build(mega.build(pr, mega.MegaConfig(mode=mode)).kernel())  # with the disassembly check
     (res,) = cubin.resources
     assert res.spill_stores == 0 and res.spill_loads == 0 and res.registers <= mega_sm100.MAXNREG
     ops = disassemble(cubin).opcodes()
