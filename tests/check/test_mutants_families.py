@@ -788,3 +788,21 @@ def test_an_atomic_returns_the_old_word_without_values() -> None:
     assert _verdict(MEM_HEAD + ATOMIC_NO_VALUES.format(want="next")) == []
     assert _verdict(MEM_HEAD + ATOMIC_NO_VALUES.format(want="lane")) == [
         "CTA 0 warp 0: STS touches shared 0xc00..0xc04, outside every shared buffer the kernel declares"]
+
+
+# -- UMMA descriptor layout codes the checker does not model ----------------------------------------
+
+UMMA = _probe("umma_1cta", "sm_100a")
+UMMA_B_HI = "+ UMOV umma_b.1, 0x40004040  // udesc.hi sb[0, 0]"
+
+
+@pytest.mark.parametrize("code,what", [(1, "128B with 32B atoms"), (3, "reserved"), (5, "reserved"), (7, "reserved")])
+def test_a_umma_descriptor_with_an_unmodelled_layout_code_is_reported(code: int, what: str) -> None:
+    """B's descriptor with layout code 1 (128-byte swizzle, 32-byte atoms) or a reserved one: every
+    UTCHMMA reading it is reported (it was read as no swizzle), the clean probe is silent."""
+    hi = (0x40004040 & ~(7 << 29)) | code << 29
+    msgs = _verdict(_edit(UMMA, (UMMA_B_HI, f"  UMOV umma_b.1, {hi:#x}")))
+    ours = [x for x in msgs if "layout code" in x]
+    assert ours and all(f"B descriptor 0x{hi:x}" in x and f"layout code {code} ({what})" in x for x in ours), msgs
+    assert len(ours) == 4  # the four K steps' UTCHMMAs
+    assert _verdict(UMMA) == []

@@ -117,6 +117,13 @@ def _utchmma(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     if n == 0 or mm == 0:
         m.problems.add("protocol", f"{w.cta.name} warp {w.wid}: {c.mnem} has instruction descriptor 0x{idesc:x} (M {mm}, N {n})")
         return
+    for which, desc in (() if a_in_tmem else (("A", adesc),)) + (("B", bdesc),):
+        code = (desc >> 61) & 7
+        if code not in _UMMA_SW:  # 1: 128-byte swizzle with 32-byte atoms; 3, 5, 7: reserved
+            m.problems.add("protocol", f"{w.cta.name} warp {w.wid}: {c.mnem}'s {which} descriptor 0x{desc:x} has layout "
+                                       f"code {code} ({'128B with 32B atoms' if code == 1 else 'reserved'}), which the "
+                                       f"checker does not model")
+            return
     ctas = [w.cta]
     if two:
         peer = w.cta.peer(w.cta.rank ^ 1)
