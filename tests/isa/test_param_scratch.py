@@ -163,3 +163,7 @@ def test_a_map_over_another_parameter_round_trips_and_is_checked() -> None:
     h = parse(text).header
     assert [(t.name, t.over) for t in h.tmaps] == [("c", None), ("c_view", "c")]
     assert str(parse(text)) == text
+    # parsed text is checked the same way: over= names a u64 parameter or another map, not itself
+    for bad in ("nothing", "c_view"):
+        with pytest.raises(ParseError, match=f"over={bad} names no `.param {bad} u64` and no other tensor map"):
+            parse(text.replace(".tmap c_view over=c ", f".tmap c_view over={bad} "))

@@ -269,6 +269,16 @@ class Header:
                     raise WarpyError(f".tmap {t.name}: slot {t.slot} of table {table} is also {seen[t.slot]}'s")
                 seen[t.slot] = t.name
 
+    def check_over(self) -> None:
+        """Each map's `over=` names a pointer parameter (u64) or another tensor map: the memory it maps
+        too (a name that is neither would make the map silently its own memory)."""
+        pointers = {p.name for p in self.params if p.type == "u64"}
+        maps = {t.name for t in self.tmaps}
+        for t in self.tmaps:
+            if t.over is not None and (t.over == t.name or (t.over not in pointers and t.over not in maps)):
+                raise WarpyError(f".tmap {t.name}: over={t.over} names no `.param {t.over} u64` and no other "
+                                 f"tensor map (the memory this map is a view of)")
+
 
 @attrs.frozen
 class Kernel:
@@ -666,6 +676,7 @@ def parse(text: str) -> Kernel:
     header = Header(**h)  # type: ignore[arg-type]
     try:
         header.check_tables()
+        header.check_over()
     except WarpyError as e:
         raise ParseError(1, 1, str(e)) from None
     return Kernel(header, tuple(lines))
