@@ -1,0 +1,80 @@
+"""Tests written to kill the tile group's mutants in `configure` (`kernels/gemm.py`): the rule's
+stream-K split kept where the tile set by hand can take it and given again where it cannot (literal
+splits worked by hand from `sm90_split`'s documented grid), clusters and A-B swaps with and without
+the fields they imply, the ring made deepest unless `stages` is given. The hand-fitted model only
+(the sweep's table off), so the rule's picks are the documented model's."""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+import attrs
+import pytest
+
+from warpy.kernels.gemm import GemmProblem, choose, configure, deepest_ring
+from warpy.kernels.gemm_sm90 import Sm90Config, smem_bytes
+from warpy.kernels.gemm_sm100 import Sm100Config
+from warpy.target import SM90A
+
+
+@pytest.fixture(autouse=True)
+def _the_hand_fitted_model(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setenv("WARPY_GEMM_TABLE", "none")
+    yield
+
+
+def _deepest(cfg: Any) -> bool:
+    most = 16 if cfg.swap_ab else 8
+    return smem_bytes(cfg) <= SM90A.max_dynamic_smem and (
+        cfg.stages == most or smem_bytes(attrs.evolve(cfg, stages=cfg.stages + 1)) > SM90A.max_dynamic_smem)
+
+
+def test_the_rule_s_split_kept_or_given_again_for_the_tile_set_by_hand() -> None:
+    """1024 x 1024 x 65536: the rule's 128 x 256 tiles are 32, split 4 ways (128 CTAs). 128 x 64 tiles
+    are 128: 4 ways would be 512 CTAs, and at 128 tiles (more than half the SMs) stream-K shares
+    evenly (split 0); 64 x 256 tiles are 64: split 132 // 64 = 2. A split given by hand stays."""
+    p = GemmProblem(1024, 1024, 65536, out_dtype="bf16")
+    rule = choose(p)
+    assert isinstance(rule, Sm90Config)
+    assert (rule.bm, rule.bn, rule.stream_k, rule.split) == (128, 256, True, 4)
+    narrow = configure(p, {"bn": 64})
+    assert (narrow.bm, narrow.bn, narrow.stream_k, narrow.split) == (128, 64, True, 0)
+    short = configure(p, {"consumers": 1})
+    assert (short.bm, short.bn, short.split) == (64, 256, 2)
+    assert configure(p, {"bn": 64, "split": 3}).split == 3
+    assert all(_deepest(c) for c in (narrow, short))
+    # 256 x 256 x 65536: the rule's 8 tiles of 128 x 64 split 16 ways; 2 tiles of 128 x 256 keep 16
+    # (32 CTAs: the rule's split fits), 16 tiles of 64 x 64 take 132 // 16 = 8
+    q = GemmProblem(256, 256, 65536, out_dtype="bf16")
+    assert (choose(q).bn, choose(q).split) == (64, 16)
+    assert (configure(q, {"bn": 256}).split, configure(q, {"consumers": 1}).split) == (16, 8)
+
+
+def test_clusters_and_swaps_with_and_without_what_they_imply() -> None:
+    p = GemmProblem(1024, 1024, 65536, out_dtype="bf16")
+    both = configure(p, {"cluster_m": 2, "stream_k": True})
+    assert (both.cluster_m, both.stream_k, both.split) == (2, True, 4)      # stream-K asked for: kept
+    one = configure(p, {"cluster_m": 1})
+    assert (one.cluster_m, one.stream_k, one.split) == (1, True, 4)          # no cluster: the rule's schedule
+    two = configure(p, {"cluster_m": 2})
+    assert (two.cluster_m, two.stream_k, two.split) == (2, False, 0)
+    swapped = configure(p, {"swap_ab": True})
+    assert swapped.swap_ab and not swapped.staged_epilogue                    # C^T leaves through the registers
+    kept = configure(p, {"swap_ab": True, "staged_epilogue": True})
+    assert kept.swap_ab and kept.staged_epilogue
+    unswapped = configure(p, {"swap_ab": False})
+    assert not unswapped.swap_ab and unswapped.staged_epilogue
+
+
+def test_stages_given_are_kept_and_otherwise_the_ring_is_deepest() -> None:
+    p = GemmProblem(1024, 1024, 65536, out_dtype="bf16")
+    assert configure(p, {"stages": 3}).stages == 3
+    assert configure(p, {"bn": 64, "stages": 3}).stages == 3
+    wide = configure(p, {"bn": 64})
+    assert wide.stages == deepest_ring(attrs.evolve(wide, stages=3)).stages == 8
+
+
+def test_sm100_overrides_are_the_fields_only() -> None:
+    p = GemmProblem(4096, 4096, 4096, "bf16", "bf16", arch="sm_100a")
+    cfg = configure(p, {"stages": 4})
+    assert isinstance(cfg, Sm100Config) and cfg == attrs.evolve(choose(p), stages=4)
