@@ -6,6 +6,8 @@ B, and the emitted magic-number division with a shift, run by the interpreter.""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from warpy.isa.families import alu
@@ -202,3 +204,66 @@ def test_a_split_tile_s_share_does_not_depend_on_the_tile_count() -> None:
     fifty, sixty_six = GemmProblem(640, 1280, 320), GemmProblem(768, 1408, 320)
     assert sm90_split(fifty, 128, 128) == sm90_split(sixty_six, 128, 128) == 2
     assert sm90_cost(fifty, 128, 128, True) == sm90_cost(sixty_six, 128, 128, True)
+
+
+# -- the whole group (docs/testing.md: tile, the whole group): the emitted schedules' text ------------
+
+def _emitted(build: Any) -> list[str]:
+    p = Program("sched", "sm_90a", threads=32)
+    t = p.r("t")
+    p.emit(alu.s2r(t, "SR_CTAID.X"))
+    build(p, t)
+    return [str(line).strip() for line in p.kernel().lines][1:]
+
+
+def test_the_emitted_tile_order_text_literal() -> None:
+    """TileOrder(10, 3, 4, serpentine): groups of 4 M-blocks over 3 N-blocks (12 tiles a group), two full
+    groups (24 tiles), a tail of 2. Each immediate a 32-bit word worked by hand: ceil(2^32 / 12) =
+    0x15555556, -12, 2^32 / 4, -4, 3 - m, 4 g + m; the tail from t - 24 over 2 rows, from row 8."""
+    assert _emitted(lambda p, t: TileOrder(10, 3, 4, True).emit(p, t)) == [
+        "IMAD.HI.U32 grp, t, 0x15555556, RZ",
+        "IMAD in_grp, grp, 0xfffffff4, t",
+        "IMAD.HI.U32 n_blk, in_grp, 0x40000000, RZ",
+        "IMAD m_blk, n_blk, 0xfffffffc, in_grp",
+        "LOP3.LUT odd_column, RZ, n_blk, 0x1, RZ, 0xc0, !PT",
+        "IMAD flipped, m_blk, 0xffffffff, 0x3",
+        "SEL m_blk, flipped, m_blk, odd_column",
+        "IMAD m_blk, grp, 0x4, m_blk",
+        "IADD3 tail_w, t, 0xffffffe8, RZ",
+        "IMAD.HI.U32 tail_n, tail_w, 0x80000000, RZ",
+        "IMAD tail_m, tail_n, 0xfffffffe, tail_w",
+        "IADD3 tail_m, tail_m, 0x8, RZ",
+        "ISETP.GE.U32.AND in_tail, PT, t, 0x18, PT",
+        "SEL m_blk, tail_m, m_blk, in_tail",
+        "SEL n_blk, tail_n, n_blk, in_tail",
+    ]
+    # groups of one block over one column: divisions by 1 are moves
+    assert _emitted(lambda p, t: TileOrder(5, 1, 1).emit(p, t)) == [
+        "MOV grp, t", "IMAD in_grp, grp, 0xffffffff, t", "MOV n_blk, in_grp", "IMAD m_blk, n_blk, 0xffffffff, in_grp",
+        "IMAD m_blk, grp, 0x1, m_blk"]
+
+
+def test_the_emitted_first_worker_and_shifted_division_text_literal() -> None:
+    """StreamK(3, 5, 4): x = 20 t + 3, divided by W = 15 (ceil(2^32 / 15) = 0x11111112); 7 over 2^31 needs
+    shift 2: ceil(2^34 / 7) = 0x92492493."""
+    assert _emitted(lambda p, t: (StreamK(3, 5, 4).emit_first_worker(p, p.r("q"), t),
+                                  divide(p, p.r("d"), t, 7, 1 << 31))) == [
+        "IMAD sk_first_x, t, 0x14, 0x3",
+        "IMAD.HI.U32 q, sk_first_x, 0x11111112, RZ",
+        "IMAD.HI.U32 d, t, 0x92492493, RZ",
+        "SHF.R.U32.HI d, RZ, 0x2, d",
+    ]
+
+
+def test_the_tile_order_holds_up_to_the_callers_range() -> None:
+    """`emit(p, t, x_max)`: exact for every t up to x_max, not only up to the tile count (a persistent
+    grid's counter runs past it): TileOrder(11, 3, 4)'s tail of 3 rows at t near 2^31."""
+    order = TileOrder(11, 3, 4)
+    p = Program("sched", "sm_90a", threads=32)
+    t = p.r("t")
+    p.emit(alu.s2r(t, "SR_CTAID.X"))
+    m_blk, n_blk = order.emit(p, t, 1 << 31)
+    lines = list(p.kernel().lines)
+    for v in (0, order.tiles - 1, 1_000_003, (1 << 31) - 1, 1 << 31):
+        m = run(lines, Machine(sreg={"SR_CTAID.X": v}))
+        assert (m.v[m_blk.name], m.v[n_blk.name]) == order.tile_of(v), v
