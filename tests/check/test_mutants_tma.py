@@ -182,3 +182,36 @@ def test_a_bulk_copy_from_outside_every_buffer_lands_nothing_it_read() -> None:
             for o in (0x1000, 0x1040)]
     for values in (False, True):
         assert _verdict(HEAD + body, values=values) == want
+
+
+def test_a_bulk_copy_off_16_bytes_in_shared_memory() -> None:
+    """The second bulk copy lands at 8 bytes past a 16-byte boundary: reported with no swizzle's
+    repeat in the message (a bulk copy has none)."""
+    from tests.check.test_mutants_check import HEAD, BODY
+
+    body = _edit(BODY, ("  UIADD3 cp.0, smem, 0xc0, URZ\n", "  UIADD3 cp.0, smem, 0xc8, URZ\n"))
+    assert _verdict(HEAD + body) == ["CTA 0 warp 0: UBLKCP.S.G lands at shared 0x4c8, which is not 16-byte aligned"]
+
+
+def test_a_store_inside_a_ragged_tensor_does_not_reach_its_row_end() -> None:
+    """Rows of 196 fp16 (wider than the 90 rows are many): CTA 0's box at columns 64..127 ends inside
+    its rows (nothing reported), CTA 11's lands wholly outside."""
+    from tests.check.test_mutants_families import TMA as COPY, _moved
+
+    ragged = _edit(COPY, (".tmap dst dtype=fp16 dims=200,90", ".tmap dst dtype=fp16 dims=196,90"))
+    assert _verdict(_moved(ragged, 64, 0)) == []
+
+
+def test_a_table_slot_named_by_its_map_s_name_still_needs_the_fence() -> None:
+    """The relay's load names map x directly (`tmap[x]`, not the slot's descriptor) with no
+    tensor-map proxy fence: the message names the map as its own place; the store through the
+    descriptor names the slot."""
+    from tests.kernels.test_mega_tma_table import relay
+
+    text = _edit(relay(acquire_fence=False).text(), ("  @leader UTMALDG.2D [tma_args2], tmap[map_desc]",
+                                                    "  @leader UTMALDG.2D [tma_args2], tmap[x]"))
+    unfenced = ("CTA {c} warp 0: {op} uses tensor map {m} ({where}) from the table maps the host wrote, without fencing "
+                "the tensor-map proxy on it first (UTMACCTL.IV: fence.proxy.tensormap::generic.acquire)")
+    assert _verdict(text) == [unfenced.format(c=c, op=op, m=mp, where=where) for c, op, mp, where in (
+        (0, "UTMALDG.2D", "x", "x"), (0, "UTMASTG.2D", "y", "maps slot 1"), (1, "UTMALDG.2D", "x", "x"),
+        (1, "UTMASTG.2D", "z", "maps slot 2"))]
