@@ -78,3 +78,31 @@ def test_sm100_overrides_are_the_fields_only() -> None:
     p = GemmProblem(4096, 4096, 4096, "bf16", "bf16", arch="sm_100a")
     cfg = configure(p, {"stages": 4})
     assert isinstance(cfg, Sm100Config) and cfg == attrs.evolve(choose(p), stages=4)
+
+
+def test_sm100_fused_epilogue_takes_whole_tiles_where_the_table_splits() -> None:
+    """The B200 table splits 256 x 256 x 65536 fp32 74 ways (its long-K rule) and runs 1024 x 1024 x 4096
+    by stream-K; a fused epilogue takes whole tiles stored from the registers at both."""
+    from warpy.kernels.gemm_epilogue import Epilogue
+
+    for shape, plain in (((256, 256, 65536), (74, False, True)), ((1024, 1024, 4096), (1, True, True))):
+        c = choose(GemmProblem(*shape, arch="sm_100a"))
+        f = choose(GemmProblem(*shape, arch="sm_100a", epilogue=Epilogue(act="relu")))
+        assert isinstance(c, Sm100Config) and isinstance(f, Sm100Config)
+        assert (c.split, c.stream_k, c.tma_store) == plain
+        assert (f.split, f.stream_k, f.tma_store) == (1, False, False)
+
+
+def test_build_takes_the_configuration_given_else_the_rule_s() -> None:
+    from warpy.errors import WarpyError
+    from warpy.kernels.gemm import build
+
+    p = GemmProblem(256, 256, 512)
+    for stages in (3, 5):
+        cfg = configure(p, {"stages": stages})
+        k = build(p, cfg).kernel()
+        assert k.header.dynsmem == smem_bytes(cfg) and k.header.kernel.endswith(f"_s{stages}_g8")
+    assert build(p).kernel().header.kernel == build(p, choose(p)).kernel().header.kernel
+    with pytest.raises(WarpyError) as e:
+        build(p, choose(GemmProblem(256, 256, 512, arch="sm_100a")))
+    assert str(e.value) == "an sm_100a configuration cannot build for sm_90a"
