@@ -106,3 +106,17 @@ def test_build_takes_the_configuration_given_else_the_rule_s() -> None:
     with pytest.raises(WarpyError) as e:
         build(p, choose(GemmProblem(256, 256, 512, arch="sm_100a")))
     assert str(e.value) == "an sm_100a configuration cannot build for sm_90a"
+
+
+def test_a_swapped_tile_set_by_hand_counts_its_tiles_swapped() -> None:
+    """A and B swapped: tiles of N by BM and M by BN. 320 x 2112 x 65536: the rule's 128 x 192 tiles are
+    3 x 11 = 33, split 4 ways (132 CTAs); swapped they are cdiv(2112, 128) x cdiv(320, 192) = 17 x 2 = 34,
+    4 ways would be 136 CTAs: split again, 132 // 34 = 3. 192 x 640 x 65536: the rule's 64 x 192 tiles
+    are 12, split 11 ways; swapped 64 x 128 tiles are 10 x 2 = 20: 132 // 20 = 6 (unswapped, 15: 8)."""
+    p = GemmProblem(320, 2112, 65536, out_dtype="bf16")
+    assert (choose(p).bm, choose(p).bn, choose(p).split) == (128, 192, 4)
+    assert configure(p, {"swap_ab": True}).split == 3
+    q = GemmProblem(192, 640, 65536, out_dtype="bf16")
+    assert (choose(q).bm, choose(q).bn, choose(q).split) == (64, 192, 11)
+    assert configure(q, {"swap_ab": True, "bn": 128}).split == 6
+    assert configure(q, {"bn": 128}).split == 8
