@@ -76,6 +76,8 @@ def test_literal_picks_worked_by_hand() -> None:
     assert (plain.bm, plain.bn, plain.swap_ab, plain.stream_k, plain.split) == (128, 64, False, False, 0)
     swapped = model_choose(p, {((64, 16, True), True): 0.7, ((128, 64, False), True): 0.6})
     assert (swapped.bm, swapped.bn, swapped.swap_ab, swapped.stream_k) == (64, 16, True, False)
+    assert swapped.stages == 16 and plain.stages == 8   # a swapped ring may be 16 deep (MAX_STAGES_SWAPPED)
+    assert model_config(GemmProblem(64, 8192, 8192), 64, 128, False, swap=True).stages == 9  # past 8, short of 16
     assert not swapped.staged_epilogue and plain.staged_epilogue is False  # fp32 C: from the registers
     # a batch of the same is never swapped (and never stream-K)
     batched = model_choose(GemmProblem(1, 8192, 8192, batch=2), {((64, 16, True), True): 0.7,
@@ -146,3 +148,26 @@ def test_the_pick_is_the_cheapest_allowed_candidate(case: tuple[GemmProblem, dic
     if p.batch > 1:
         assert not cfg.stream_k
     assert cfg == model_config(p, cfg.bm, cfg.bn, cfg.stream_k, cfg.swap_ab)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(1, 4096), st.integers(1, 4096), st.integers(1, 2048), st.sampled_from(sorted(TILE_EFFICIENCY)),
+       st.booleans())
+def test_a_swapped_problem_costs_what_its_transpose_costs(m: int, n: int, k8: int, tile: tuple[int, int],
+                                                          sk: bool) -> None:
+    """A and B swapped, C^T = B A^T: tiles of N by BM and M by BN, the work of the transposed problem
+    (N x M) unswapped, whole tiles or stream-K (the compute-bound model; streaming prices the weight)."""
+    p, t = GemmProblem(m, 8 * n, 8 * k8), GemmProblem(8 * n, m, 8 * k8)
+    bm, bn = tile
+    assert sm90_cost(p, bm, bn, sk, swap=True) == sm90_cost(t, bm, bn, sk)
+    assert sm90_split(p, bm, bn, True) == sm90_split(t, bm, bn)
+
+
+def test_a_swapped_ragged_problem_is_not_its_unswapped_self() -> None:
+    """320 x 2112 x 65536 in 128 x 192 tiles: 33 unswapped (split 4), 34 swapped (split 3): stream-K's
+    share a CTA is 256 or 342 k blocks."""
+    p = GemmProblem(320, 2112, 65536)
+    assert (sm90_split(p, 128, 192), sm90_split(p, 128, 192, True)) == (4, 3)
+    per = 128 * 192 / (128 * 256) / TILE_EFFICIENCY[128, 192]
+    assert sm90_cost(p, 128, 192, True) == pytest.approx((256 + 16) * per / 0.95)
+    assert sm90_cost(p, 128, 192, True, swap=True) == pytest.approx((342 + 16) * per / 0.95)
