@@ -99,6 +99,18 @@ MN_CASES = [
     ("umma-maps-disagree-on-k", _edit(MN100, (".tmap a dtype=bf16 dims=128,64", ".tmap a dtype=bf16 dims=128,48")),
      ["CTA 0 warp 1: UTCHMMA.2CTA multiplies b, whose rows are 128 bytes of K, with a, whose rows are 96 (the tensor "
       "maps disagree on K) (4 times)"]),
+    # A's boxes 32 K rows deep (64 x 32, the expected bytes cut to match): the first two K steps are in
+    # the box, compared as a box of 64-element rows 32 deep; the last two read what nothing landed
+    ("a-boxes-half-as-deep", _edit(MN90, ("box=64,64 swizzle=128 elem_strides=1,1 l2_promotion=256\n.tmap b",
+                                          "box=64,32 swizzle=128 elem_strides=1,1 l2_promotion=256\n.tmap b"),
+                                   ("MOV tx_bytes, 0x6000", "MOV tx_bytes, 0x5000")),
+     [f"sa[0]: {HG}, warp {w} reads it through the async proxy, and nothing has written it (an operand tile never "
+      f"loaded or stored there) (4 times)" for w in range(4, 8)]),
+    # the first MMA's B in the ring's second stage, which nothing loaded (A is in a landed box, B in none)
+    ("b-in-a-stage-never-loaded", _edit(MN90, ("+ UIADD3 gmma_desc.2, sb_gdesc@cs, 0x0, URZ  // gdesc.lo sb[cs_stage, 0, 0]",
+                                               "  UIADD3 gmma_desc.2, sb_gdesc@cs, 0x400, URZ")),
+     [f"sb[1]: {HG}, warp {w} reads it through the async proxy, and nothing has written it (an operand tile never "
+      f"loaded or stored there) (2 times)" for w in range(4, 8)]),
     # the 2-CTA load's barrier in CTA rank 2 of a cluster of 2: refused, nothing lands, everyone waits
     ("barrier-in-a-cta-the-cluster-has-not", _edit(MN100, ("  UPRMT tma_a.1, leader_rank, 0x654, tma_a.1\n",
                                                          "  UPRMT tma_a.1, leader_rank, 0x654, tma_a.1\n"
@@ -149,11 +161,20 @@ OWN = _edit(TMA, ("UTMASTG.2D [tmas_dst], tmap[dst]", "UTMASTG.2D [tmas_dst], tm
 # own store lands wholly outside the tensor)
 SHIFTED = _edit(OWN, ("  R2UR tmas_dst.1, crd0\n", "  IADD3 crd0, crd0, 0xc0, RZ\n  IADD3 crd1, crd1, 0x40, RZ\n"
                                                    "  R2UR tmas_dst.1, crd0\n"))
+# ... then loads it again (the barrier's second phase) after waiting for the store: the load reads
+# what the store wrote, ordered by the bulk-group wait; loaded before that wait, it races the store
+# in global memory and overwrites the tile the store still reads
+AGAIN = ("  @leader SYNCS.ARRIVE.TRANS64 RZ, [full_base], tx\n  UTMALDG.2D [tma_src], tmap[src]\n  MOV phase0, 0x80000000\n"
+         "WAIT_AGAIN:\n  SYNCS.PHASECHK.TRANS64.TRYWAIT waited, [full_base], phase0\n  @!waited BRA WAIT_AGAIN\n")
 HANG_FULL = "hang: CTA {c} warp {w} waits on full[0] for the phase of parity 0: it is in phase 0, 0 of 1 arrivals to come, 4096 bytes"
 TMA_CASES = [
     ("store-over-its-own-box", OWN, []),
     ("store-over-another-cta-s-box", SHIFTED,
      ["src: UTMALDG.2D, warp 0 reads it and UTMASTG.2D, warp 0 writes it, and nothing orders the two (2 times)"]),
+    ("load-after-the-store-s-wait", _edit(OWN, ("  DEPBAR.LE SB0, 0x0\n", "  DEPBAR.LE SB0, 0x0\n" + AGAIN)), []),
+    ("load-before-the-store-s-wait", _edit(OWN, ("  DEPBAR.LE SB0, 0x0\n", AGAIN + "  DEPBAR.LE SB0, 0x0\n")),
+     ["src: UTMASTG.2D, warp 0 writes it and UTMALDG.2D, warp 0 reads it, and nothing orders the two (3 times)",
+      "tile: UTMASTG.2D, warp 0 reads it and UTMALDG.2D, warp 0 writes it, and nothing orders the two (2 times)"]),
     # the load completes on the barrier's second word, or on the tile: refused, nothing lands
     ("barrier-off-its-word", _edit(TMA, ("+ UIADD3 tma_src.1, full_base, 0x0, URZ  // addr full[0]",
                                          "  UIADD3 tma_src.1, full_base, 0x4, URZ")),
