@@ -171,3 +171,12 @@ def test_a_swapped_ragged_problem_is_not_its_unswapped_self() -> None:
     per = 128 * 192 / (128 * 256) / TILE_EFFICIENCY[128, 192]
     assert sm90_cost(p, 128, 192, True) == pytest.approx((256 + 16) * per / 0.95)
     assert sm90_cost(p, 128, 192, True, swap=True) == pytest.approx((342 + 16) * per / 0.95)
+
+
+def test_a_promoted_8_bit_problem_keeps_its_tiles_at_most_192_wide() -> None:
+    """8192^3: 16-bit inputs take 128 x 256 tiles; e4m3 with K above 4096 promotes each k block into a
+    second fp32 accumulator, so BN <= 192 (PROMOTE_MAX_BN), and 192 itself is allowed."""
+    assert model_choose(GemmProblem(8192, 8192, 8192, "bf16", "bf16"), {}).bn == 256
+    f8 = model_choose(GemmProblem(8192, 8192, 8192, "e4m3", "bf16"), {})
+    assert (f8.bm, f8.bn, f8.promote) == (128, 192, True)
+    assert model_choose(GemmProblem(8192, 8192, 4096, "e4m3", "bf16"), {}).promote is False
