@@ -1,0 +1,72 @@
+"""Wait loops on global memory whose flag the rest of the grid raises (issue 24's check-machine mutation
+group, fifth session): the value the unsimulated CTAs write is found by running the loop's body on a copy
+of the waiter's registers with candidates taken from what the body compares with (each, its negation,
+one more and one less; then 0 and 1). Each loop below exits on exactly one kind of candidate, and the
+value raised is pinned. docs/testing.md lists the mutation run these tests answer."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.check.test_mutants_check import FLAG_BODY, FLAG_HEAD
+from tests.check.test_mutants_check_machine import REST_BODY, REST_HEAD
+from warpy.check.machine import Machine
+from warpy.check.report import check_kernel
+from warpy.isa.text import parse
+
+POLL = "POLL:\n  LDG.E.STRONG.GPU v, desc[memdesc][p.64+0x80]\n  ISETP.EQ.U32.AND ready, PT, v, 0x0, PT\n  @ready BRA POLL\n"
+LOAD = "POLL:\n  LDG.E.STRONG.GPU v, desc[memdesc][p.64+0x80]\n"
+HEAD = REST_HEAD + ".reg R t\n.reg UR uv\n.reg UP up\n.reg R target\n.reg P c2\n"
+
+
+def _raised(loop: str, before: str = "", one_waiter: bool = False) -> dict[int, int]:
+    """CTAs 0 and 2 wait (CTA 2 exits at once with `one_waiter`), CTA 1 is not simulated: the words the
+    rest of the grid raised, by their offset in the buffer."""
+    assert REST_BODY.count(POLL) == 1
+    body = REST_BODY.replace(POLL, loop).replace("READER:\n", "READER:\n" + before)
+    if one_waiter:
+        body = body.replace("READER:\n", "READER:\n  ISETP.EQ.U32.AND c2, PT, ctaid, 0x2, PT\n  @c2 EXIT\n")
+    m = Machine(parse(HEAD + body))
+    m.run()
+    assert m.problems.total() == 0, m.problems.msgs
+    assert [w.cta.name for w in m.warps] == ["CTA 0", "CTA 2"]
+    base = m.global_memory.base["buf"]
+    assert m.flags.raised_outside == 1  # (two waiters on one word: one write wakes both)
+    return {a - base: v for a, v in m.global_memory.shadow.items()}
+
+
+@pytest.mark.parametrize("name,loop,before,want", [
+    # a uniform branch back (`BRA.U`: its predicate an operand) on the poll's value moved to a uniform register
+    ("uniform", LOAD + "  R2UR uv, v\n  UISETP.EQ.U32.AND up, UPT, uv, 0x0, UPT\n  BRA.U up, POLL\n", "", 1),
+    # exits when v + 5 == 0: the negation of a value the body adds
+    ("negation", LOAD + "  IADD3 t, v, 0x5, RZ\n  ISETP.NE.U32.AND ready, PT, t, RZ, PT\n  @ready BRA POLL\n", "", 0xfffffffb),
+    # waits while v == 0 or v >= 9: 9 and 10 do not exit, 8 (one less) does
+    ("one-less", LOAD + "  ISETP.GE.U32.AND ready, PT, v, 0x9, PT\n  ISETP.EQ.U32.OR ready, PT, v, RZ, ready\n"
+                        "  @ready BRA POLL\n", "", 8),
+    # compares with a register set before the loop
+    ("register", LOAD + "  ISETP.NE.U32.AND ready, PT, v, target, PT\n  @ready BRA POLL\n", "  MOV target, 0x5\n", 5),
+    # a back-off in the body (its 0x20 is no candidate: it does not use the polled value)
+    ("back-off", LOAD + "  NANOSLEEP 0x20\n  ISETP.LT.U32.AND ready, PT, v, 0x9, PT\n  @ready BRA POLL\n", "", 9),
+    # exits by a forward branch, the branch back unconditional
+    ("forward-exit", LOAD + "  ISETP.NE.U32.AND ready, PT, v, 0x6, PT\n  @!ready BRA OUT\n  NANOSLEEP 0x20\n  BRA POLL\nOUT:\n",
+     "", 6)])
+def test_the_rest_of_the_grid_raises_what_the_loop_waits_for(name: str, loop: str, before: str, want: int) -> None:
+    assert _raised(loop, before) == {0x80: want}
+
+
+def test_a_poll_through_an_atomic() -> None:
+    """One waiter polls with an atomic add of 0 (the atomic's old value is the poll's): it is a wait loop,
+    and the value its body waits for is raised. (Two such waiters would wake each other: see
+    docs/testing.md.)"""
+    loop = ("POLL:\n  ATOMG.E.ADD.STRONG.GPU PT, v, desc[memdesc][p.64+0x80], RZ\n  ISETP.NE.U32.AND ready, PT, v, 0x7, PT\n"
+            "  @ready BRA POLL\n")
+    assert _raised(loop, one_waiter=True) == {0x80: 7}
+
+
+def test_a_strong_load_through_the_read_only_path_is_weak() -> None:
+    """`.CONSTANT` reads through the non-coherent path even with `.STRONG.GPU`: a weak poll (the relaxed
+    load still acquires what the flag released: the data read after the fence is ordered)."""
+    body = FLAG_BODY.replace("LDG.E.STRONG.GPU v", "LDG.E.CONSTANT.STRONG.GPU v")
+    assert check_kernel(parse(FLAG_HEAD + body)).messages(20) == [
+        "line 15 (LDG.E.CONSTANT.STRONG.GPU): a loop waits on the word it loads from global memory, through a weak "
+        "load: it may read a stale value forever (poll with LDG.E.STRONG.GPU, a relaxed GPU-scope load)"]
