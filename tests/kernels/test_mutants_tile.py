@@ -267,3 +267,33 @@ def test_the_tile_order_holds_up_to_the_callers_range() -> None:
     for v in (0, order.tiles - 1, 1_000_003, (1 << 31) - 1, 1 << 31):
         m = run(lines, Machine(sreg={"SR_CTAID.X": v}))
         assert (m.v[m_blk.name], m.v[n_blk.name]) == order.tile_of(v), v
+
+
+def test_the_tile_order_s_tail_division_holds_up_to_the_callers_range() -> None:
+    """TileOrder(15, 2, 8): one full group (16 tiles) and a tail of 7 rows, divided by 7 for t up to
+    2^31. Unshifted, ceil(2^32 / 7) is off for some x near 2^31 with x mod 7 = 6: the tail's
+    (m, n) there must be the model's."""
+    order = TileOrder(15, 2, 8)
+    p = Program("sched", "sm_90a", threads=32)
+    t = p.r("t")
+    p.emit(alu.s2r(t, "SR_CTAID.X"))
+    m_blk, n_blk = order.emit(p, t, 1 << 31)
+    lines = list(p.kernel().lines)
+    top = (1 << 31) - 16
+    tw = top - (top - 6) % 7  # the largest x <= top with x mod 7 = 6
+    for v in (15, 16, 16 + 6, 16 + tw, 1 << 31):
+        m = run(lines, Machine(sreg={"SR_CTAID.X": v}))
+        assert (m.v[m_blk.name], m.v[n_blk.name]) == order.tile_of(v), v
+
+
+def test_the_emitted_first_worker_at_the_last_tile_of_a_long_stream() -> None:
+    """StreamK(22946, 1, 100): x = 100 t + 99 up to 2294599, divided by 22946: the division's range must
+    reach the last tile's x (a range G short of it takes a multiplier that is off there)."""
+    sk = StreamK(22946, 1, 100)
+    p = Program("first", "sm_90a", threads=32)
+    t = p.r("t")
+    p.emit(alu.s2r(t, "SR_CTAID.X"))
+    q = sk.emit_first_worker(p, p.r("first"), t)
+    lines = list(p.kernel().lines)
+    for tile in (0, 1, 11473, 22944, 22945):
+        assert run(lines, Machine(sreg={"SR_CTAID.X": tile})).v[q.name] == sk.first_worker(tile), tile

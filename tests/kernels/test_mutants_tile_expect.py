@@ -18,7 +18,7 @@ import pytest
 from warpy.kernels.gemm import FAMILY, GemmExpectation, GemmProblem, _output_source, _rows
 from warpy.kernels.gemm_epilogue import Epilogue
 from warpy.layout.tma import TmaBox
-from warpy.numeric import bits16, from_bits, round_to
+from warpy.numeric import bits16, from_bits, round_to, to_bits
 from warpy.target import dtype_bytes
 
 
@@ -59,10 +59,10 @@ def _product(a: np.ndarray, b: np.ndarray) -> list[list[int]]:
 
 
 def _raw(values: np.ndarray, dtype: str) -> np.ndarray:
-    """values as the bytes of `dtype` (fp32 or a 16-bit type)."""
+    """values as the bytes of `dtype` (fp32, a 16-bit or an 8-bit type)."""
     if dtype == "fp32":
         return values.astype(np.float32).view(np.uint8)
-    return bits16(values.astype(np.float32), dtype).view(np.uint8)
+    return np.asarray(to_bits(values.astype(np.float32), dtype)).view(np.uint8)
 
 
 def _lay(p: GemmProblem, mats: list[np.ndarray], which: str) -> np.ndarray:
@@ -100,7 +100,7 @@ def _run(p: GemmProblem, c: np.ndarray, written: np.ndarray, reduced: Optional[n
             wmem[at: at + p.N] = written[i, r]
             if reduced is not None:
                 rmem[at: at + p.N] = reduced[i, r]
-    gmem = {"a": _raw(_lay(p, a, "a"), p.dtype), "b": _raw(_lay(p, b, "b"), p.dtype), "out": _raw(cmem, p.out_dtype),
+    gmem = {"a": _raw(_lay(p, a, "a"), p.dtype), "b": _raw(_lay(p, b, "b"), p.b_type), "out": _raw(cmem, p.out_dtype),
             **(extra or {})}
     run = _Run(header or _Header(buffers=(_Buf("c", "global", "out"),)), gmem,
                {"out": np.repeat(wmem, eb)}, {"out": np.repeat(rmem, eb)})
@@ -122,6 +122,8 @@ PROBLEMS = [
     GemmProblem(2, 5, 16, batch=3),
     GemmProblem(2, 5, 16, "bf16", "bf16", batch=2, stride_a=48, stride_b=96, stride_c=24, ldc=16),
     GemmProblem(8, 8, 16, batch=2, a_major="MN", b_major="MN"),
+    GemmProblem(4, 8, 32, "e4m3", "bf16"),
+    GemmProblem(4, 8, 32, "e4m3", "fp32", b_dtype="e5m2", ldc=12),
 ]
 
 
@@ -133,6 +135,7 @@ def test_compare_passes_the_exact_product_wherever_the_layout_puts_it(p: GemmPro
     v = GemmExpectation(p).compare(run)
     assert (v.checked, v.wrong, v.partial, v.messages) == (p.batch * p.M * p.N, 0, 0, [])
     assert np.array_equal(v.data["c"], want.reshape(p.batch * p.M, p.N).astype(np.float32))
+    assert v.data["c"].dtype == np.float32
     assert v.data["written"].shape == (p.batch * p.M, p.N) and v.data["written"].all()
     assert v.data["a"].shape == (p.batch * p.M, p.K)
     assert v.data["b"].shape == ((p.batch if p.batch > 1 else 1) * p.N, p.K)
@@ -165,9 +168,14 @@ def test_compare_literal_products() -> None:
     c[4] = 15.0
     v = GemmExpectation(p).compare(run)
     assert v.messages == ["values: 1 of 6 elements of C differ from numpy, first C[1, 1] = 15.0 where numpy has 16.0"]
-    # B under the name bt (a program that reads B transposed names it so)
+    # B under the name bt (a program that reads B transposed names it so); b first where both are
     run.gmem["bt"] = run.gmem.pop("b")
     assert GemmExpectation(p).compare(run).wrong == 1
+    run.gmem["b"] = run.gmem["bt"]
+    run.gmem["bt"] = np.zeros_like(run.gmem["b"])
+    assert GemmExpectation(p).compare(run).wrong == 1
+    c[4] = 16.0
+    assert GemmExpectation(p).compare(run).wrong == 0
 
 
 def test_unwritten_and_partial_elements_are_counted_not_compared() -> None:
@@ -198,6 +206,30 @@ def test_nothing_written_is_said() -> None:
     # only partial sums written: no message (the other CTAs finish them)
     v = GemmExpectation(p).compare(_run(p, _exact(p), ~none, ~none)[0])
     assert (v.checked, v.partial, v.messages) == (0, 16, [])
+
+
+def test_stray_writes_past_a_memory_that_ends_with_the_last_row() -> None:
+    """C's memory ending where its last row does (M - 1 pitches and N elements): the bytes written past
+    that end are stray; the last row's own are not."""
+    from warpy.kernels.gemm import _stray_writes
+
+    p = GemmProblem(3, 6, 16, "bf16", "bf16", ldc=16)
+    w = np.zeros(2 * 32 + 12 + 4, dtype=bool)
+    for r in range(3):
+        w[r * 32: r * 32 + 12] = True
+    assert _stray_writes(w, p) == 0
+    w[76:] = True
+    assert _stray_writes(w, p) == 4
+    w[50] = True  # row 1's gap
+    assert _stray_writes(w, p) == 5
+    q = GemmProblem(2, 6, 16, "bf16", "bf16", ldc=16, batch=2, stride_c=48)
+    wb = np.zeros(96 + 32 + 12, dtype=bool)
+    for i in range(2):
+        for r in range(2):
+            wb[i * 96 + r * 32: i * 96 + r * 32 + 12] = True
+    assert _stray_writes(wb, q) == 0
+    wb[44:96] = True  # the first matrix's last row's gap and the gap to the next matrix
+    assert _stray_writes(wb, q) == 52
 
 
 def test_stray_writes_are_reported_with_the_rows_geometry() -> None:
@@ -291,8 +323,9 @@ def test_the_output_is_the_first_global_buffer_with_a_source_else_the_map_c() ->
                          _Buf("d", "global", "other")), tmaps=(_Map("c"),))
     assert _output_source(h) == "dst"
     assert _output_source(_Header(buffers=(_Buf("s", "shared", "x"),), tmaps=(_Map("a"), _Map("c")))) == "c"
-    with pytest.raises(KeyError, match="no output buffer"):
+    with pytest.raises(KeyError) as e:
         _output_source(_Header(tmaps=(_Map("a"),)))
+    assert e.value.args == ("no output buffer",)
 
 
 def test_rows_at_a_pitch_literal() -> None:
@@ -326,3 +359,64 @@ def test_initial_memory_literal_kinds(out: str) -> None:
     assert s is not None and s.size == 4 and (np.asarray(s, dtype=np.float64) > 0).all()
     q = fp8.initial("a", TmaBox("e4m3", dims=(64, 64), strides=(64,), box=(128, 64), swizzle=128), 64, rng)
     assert q is not None and q.size == 64 and set(from_bits(q, "e4m3").tolist()) <= set(range(-3, 4))
+
+
+def test_8_bit_products_times_their_scales() -> None:
+    """e4m3 A and B with per-row scales of A (1/2, 2, 4, 1/4) and one of B (8): C = the scales times
+    the products, each summed here."""
+    p = GemmProblem(4, 8, 32, "e4m3", "fp32", scale_a="row", scale_b="tensor")
+    sa = np.array([0.5, 2.0, 4.0, 0.25], dtype=np.float32)
+    sb = np.array([8.0], dtype=np.float32)
+    _, prods = _run(p, np.zeros((1, 4, 8)), np.zeros((1, 4, 8), dtype=bool))
+    want = np.array([[[prods[0][r][c] * float(sa[r]) * 8.0 for c in range(8)] for r in range(4)]])
+    run, _ = _run(p, want, np.ones(want.shape, dtype=bool), extra={"scale_a": sa.view(np.uint8), "scale_b": sb.view(np.uint8)})
+    v = GemmExpectation(p).compare(run)
+    assert (v.checked, v.wrong, v.messages) == (32, 0, [])
+    unscaled, _ = _run(p, np.array(prods, dtype=np.float64), np.ones(want.shape, dtype=bool),
+                       extra={"scale_a": sa.view(np.uint8), "scale_b": sb.view(np.uint8)})
+    assert GemmExpectation(p).compare(unscaled).wrong == sum(1 for row in prods[0] for x in row if x != 0)
+
+
+def _one(a: list[float], b: list[float], c: float, p: GemmProblem, **extra: np.ndarray) -> _Run:
+    run = _literal_run(p, np.array(a), np.array(b), np.array([c]))
+    run.gmem.update(extra)
+    return run
+
+
+def test_the_epilogue_s_fp32_tolerance_literal() -> None:
+    """relu(A·Bᵀ) = 3 into fp32 C: the bound is 2⁻²² |t| for the epilogue's rounding and 2⁻²³ |ref| for
+    C's, 4.5 · 2⁻²² at 3, where an fp32 step is 2⁻²²: 3 + 4 steps passes, 3 + 5 steps is wrong."""
+    p = GemmProblem(1, 1, 8, "bf16", "fp32", epilogue=Epilogue(act="relu"))
+    a, b = [1.0, 1.0, 1.0, 0, 0, 0, 0, 0], [1.0] * 8
+    step = 2.0 ** -22
+    assert GemmExpectation(p).compare(_one(a, b, 3 + 4 * step, p)).wrong == 0
+    v = GemmExpectation(p).compare(_one(a, b, 3 + 5 * step, p))
+    assert v.messages == [f"values: 1 of 1 elements of C differ from numpy, first C[0, 0] = {3 + 5 * step} "
+                          "where numpy has 3.0"]
+
+
+def test_the_epilogue_s_bf16_result_may_take_either_neighbour() -> None:
+    """relu(285) into bf16 C: 284 (rounded to even) or 286 (the other neighbour, within one bf16 step)
+    pass; 282 is wrong. Without an epilogue C must be rounded once: 286 is wrong."""
+    a, b = [3.0] * 32, [3.0] * 32
+    b[5] = 2.0
+    p = GemmProblem(1, 1, 32, "bf16", "bf16", epilogue=Epilogue(act="relu"))
+    assert [GemmExpectation(p).compare(_one(a, b, c, p)).wrong for c in (284.0, 286.0, 282.0)] == [0, 0, 1]
+    plain = GemmProblem(1, 1, 32, "bf16", "bf16")
+    assert GemmExpectation(plain).compare(_one(a, b, 286.0, plain)).wrong == 1
+
+
+def test_a_bf16_bias_of_odd_length_read_from_memory_padded_past_its_end() -> None:
+    """C = relu(A·Bᵀ + bias) in bf16, no C_in or residual in memory: the bias's 7 elements (14 bytes)
+    along N, or its 3 along M, read from buffers longer than the bias."""
+    for along, n in (("n", 7), ("m", 3)):
+        ep = Epilogue(bias=along, act="relu")
+        p = GemmProblem(3, 7, 16, "bf16", "bf16", epilogue=ep)
+        bias = np.arange(1, n + 1, dtype=np.float64) * 4
+        _, prods = _run(p, np.zeros((1, 3, 7)), np.zeros((1, 3, 7), dtype=bool))
+        want = round_to(np.array([[[max(prods[0][r][c] + bias[c if along == "n" else r], 0.0) for c in range(7)]
+                                   for r in range(3)]]), "bf16")
+        padded = np.concatenate([_raw(bias, "bf16"), _raw(np.full(9, 100.0), "bf16")])
+        run, _ = _run(p, want, np.ones(want.shape, dtype=bool), extra={"bias": padded})
+        v = GemmExpectation(p).compare(run)
+        assert (v.checked, v.wrong, v.messages) == (21, 0, []), along

@@ -221,3 +221,16 @@ def test_the_family_delegates_to_the_rule_the_builder_and_the_expectation() -> N
     assert isinstance(e, GemmExpectation) and e.problem is p
     cfg = configure(p, {"bn": 128, "stages": 4})
     assert list(FAMILY.build(p, cfg).kernel().lines) == list(build(p, cfg).kernel().lines)
+
+
+def test_bind_ignores_the_names_a_kernel_does_not_declare() -> None:
+    """A kernel that takes only A, B, C and M: the sizes N, K, m, n, k and the inputs it lacks are not
+    refused (bind is not strict), and nothing else is bound."""
+    from warpy.isa.text import parse
+    from warpy.kernels.gemm import bind
+    from warpy.runtime.bind import Scalar
+
+    h = parse(".kernel g\n.sm sm_90a\n.threads 32\n.dynsmem 0\n.grid 1 1 1\n.cluster 1 1 1\n.mbarriers 0\n"
+              ".param a u64\n.param b u64\n.param c u64\n.param M u32\n").header
+    got = bind(h, 0x1000, 0x2000, 0x3000, 64, 96, 128, bias=0x4000, encode=lambda box, address: None)
+    assert got == [Scalar("u64", 0x1000), Scalar("u64", 0x2000), Scalar("u64", 0x3000), Scalar("u32", 64)]
