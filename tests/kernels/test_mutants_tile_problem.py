@@ -175,6 +175,19 @@ def test_command_line_refusals_word_for_word(dims: list[Any], message: str) -> N
     assert str(e.value) == message
 
 
+@pytest.mark.parametrize("word,message", [
+    # a word's key is what comes before its first "=": the rest is its value, refused as a value
+    ("a=km=1", "a=km=1: a's layout is mk (K contiguous) or km (M contiguous, MN-major)"),
+    ("lda=8=9", "lda=8=9: lda is a whole number of elements"),
+    ("scale_a=row=1", "scale_a='row=1': a scale is none, 'tensor' (one value) or 'row' (one a row of A)"),
+    ("b_dtype=e5m2=x", "input type 'e5m2=x' is not one of bf16, fp16, e4m3, e5m2"),
+])
+def test_a_word_with_two_equals_signs_is_keyed_by_the_first(word: str, message: str) -> None:
+    with pytest.raises(WarpyError) as e:
+        FAMILY.problem([64, 128, 256, word], arch="sm_90a", dtype="e4m3", out_dtype="bf16")
+    assert str(e.value) == message
+
+
 def test_bind_names_the_operands_scalars_and_inputs_literal() -> None:
     """A GEMM header's parameters bound by the family's names: A, B, C, the sizes (either case), the
     epilogue's and the scales' pointers, scratch from scratch only; tensor maps through `encode`
