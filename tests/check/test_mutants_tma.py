@@ -27,8 +27,8 @@ def _edit(text: str, *edits: tuple[str, str]) -> str:
     return text
 
 
-def _verdict(text: str, **kw: Any) -> list[str]:
-    return check_kernel(parse(text), **kw).messages(40)
+def _verdict(text: str, limit: int = 40, **kw: Any) -> list[str]:
+    return check_kernel(parse(text), **kw).messages(limit)
 
 
 @functools.lru_cache(maxsize=None)
@@ -236,3 +236,20 @@ def test_a_table_slot_named_by_its_map_s_name_still_needs_the_fence() -> None:
     assert _verdict(text) == [unfenced.format(c=c, op=op, m=mp, where=where) for c, op, mp, where in (
         (0, "UTMALDG.2D", "x", "x"), (0, "UTMASTG.2D", "y", "maps slot 1"), (1, "UTMALDG.2D", "x", "x"),
         (1, "UTMASTG.2D", "z", "maps slot 2"))]
+
+
+@pytest.mark.parametrize("words", [(), ("a=km", "b=kn")], ids=["k-major", "mn-major"])
+def test_a_box_of_a_64_rows_below_the_stored_tile(words: tuple[str, ...]) -> None:
+    """The producer loads A's box 64 rows (one tile) below the tile the epilogue stores: every store
+    of CTAs 0 and 3 names the rows of A the accumulator holds (the box's rows the descriptor read)."""
+    text = _edit(_one_box_tiles(*words), ("  IMAD m0, m_blk, 0x40, RZ", "  IMAD m0, m_blk, 0x40, 0x40"))
+    want = []
+    for c in (0, 3):
+        t = 64 * (c // 3)  # the tile's first row and column
+        for w in range(4, 8):
+            for j in range(16):  # each store: 8 rows, 7 columns (two fp32 a lane) of the warp's 16 rows
+                r, col = t + 16 * (w - 4) + 8 * (j // 8), t + 8 * (j % 8)
+                want.append(f"line {208 + j} (STG.E.64): CTA {c} warp {w} stores c_out rows {r}..{r + 7}, columns "
+                            f"{col}..{col + 6} from an accumulator of rows {t + 64}..{t + 127} of a times rows "
+                            f"{t}..{t + 63} of b")
+    assert _verdict(text, limit=200) == sorted(want)
