@@ -12,6 +12,7 @@ from tests.check.test_mutants_check import FLAG_BODY, FLAG_HEAD
 from tests.check.test_mutants_check_machine import REST_BODY, REST_HEAD
 from warpy.check.machine import Machine
 from warpy.check.report import check_kernel
+from warpy.check.state import BLOCKED, EXITED
 from warpy.isa.text import parse
 
 POLL = "POLL:\n  LDG.E.STRONG.GPU v, desc[memdesc][p.64+0x80]\n  ISETP.EQ.U32.AND ready, PT, v, 0x0, PT\n  @ready BRA POLL\n"
@@ -32,6 +33,7 @@ def _raised(loop: str, before: str = "", one_waiter: bool = False) -> dict[int, 
     assert [w.cta.name for w in m.warps] == ["CTA 0", "CTA 2"]
     base = m.global_memory.base["buf"]
     assert m.flags.raised_outside == 1  # (two waiters on one word: one write wakes both)
+    assert all(w.state == EXITED for w in m.warps)
     return {a - base: v for a, v in m.global_memory.shadow.items()}
 
 
@@ -70,3 +72,41 @@ def test_a_strong_load_through_the_read_only_path_is_weak() -> None:
     assert check_kernel(parse(FLAG_HEAD + body)).messages(20) == [
         "line 15 (LDG.E.CONSTANT.STRONG.GPU): a loop waits on the word it loads from global memory, through a weak "
         "load: it may read a stale value forever (poll with LDG.E.STRONG.GPU, a relaxed GPU-scope load)"]
+
+
+TWO_HEAD = REST_HEAD + ".reg R t\n.reg R[2] f\n.reg P c2\n"
+
+
+def _run(body: str) -> tuple[Machine, dict[str, dict[str, int]], dict[int, int], dict[int, int]]:
+    m = Machine(parse(TWO_HEAD + body))
+    m.run()
+    base = m.global_memory.base["buf"]
+    return (m, {k: dict(v) for k, v in m.problems.msgs.items() if v},
+            {a - base: v for a, v in m.global_memory.shadow.items()}, {a - base: v for a, v in m.flags.version.items()})
+
+
+def test_two_waiters_on_neighbouring_words_raised_from_outside() -> None:
+    """CTA 0 waits on +0x80, CTA 2 on +0x84: each word is raised once, once written (the write of one
+    word does not touch its neighbour), and both waiters finish."""
+    assert REST_BODY.count("READER:\nPOLL:\n  LDG.E.STRONG.GPU v, desc[memdesc][p.64+0x80]\n") == 1
+    body = REST_BODY.replace("READER:\nPOLL:\n  LDG.E.STRONG.GPU v, desc[memdesc][p.64+0x80]\n",
+                             "READER:\n  IMAD.WIDE.U32 f, ctaid, 0x2, p\nPOLL:\n  LDG.E.STRONG.GPU v, desc[memdesc][f.64+0x80]\n")
+    m, verdict, words, versions = _run(body)
+    assert verdict == {} and m.flags.raised_outside == 2
+    assert words == {0x80: 1, 0x84: 1} and versions == {0x80: 1, 0x84: 1}
+    assert [(w.cta.name, w.state) for w in m.warps] == [("CTA 0", EXITED), ("CTA 2", EXITED)]
+
+
+def test_a_waiter_no_value_releases_hangs_and_the_other_is_raised() -> None:
+    """CTA 0's loop exits only when twice the word is 3 (no 32-bit value): no value is raised for it and
+    its hang is reported; CTA 2, after it, waits on +0x84 and is raised."""
+    body = REST_BODY.replace(
+        "READER:\nPOLL:\n  LDG.E.STRONG.GPU v, desc[memdesc][p.64+0x80]\n",
+        "READER:\n  ISETP.EQ.U32.AND c2, PT, ctaid, 0x2, PT\n  @c2 BRA POLL\nNEVER:\n"
+        "  LDG.E.STRONG.GPU v, desc[memdesc][p.64+0x80]\n  IMAD t, v, 0x2, RZ\n  ISETP.NE.U32.AND ready, PT, t, 0x3, PT\n"
+        "  @ready BRA NEVER\n  EXIT\nPOLL:\n  LDG.E.STRONG.GPU v, desc[memdesc][p.64+0x84]\n")
+    m, verdict, words, versions = _run(body)
+    assert verdict == {"protocol": {
+        "hang: CTA 0 warp 0 waits on words+0x80 (the loop ending at line 20 polls it and nothing writes it)": 1}}
+    assert m.flags.raised_outside == 1 and words == {0x84: 1} and versions == {0x84: 1}
+    assert [(w.cta.name, w.state) for w in m.warps] == [("CTA 0", BLOCKED), ("CTA 2", EXITED)]

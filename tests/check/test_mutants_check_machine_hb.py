@@ -144,6 +144,7 @@ def test_ldtm_registers_before_the_wait() -> None:
 def test_remote_arrivals_before_exit() -> None:
     """The MMA warp skips its drain: the peer CTA's epilogue arrives on its accumulator-empty barrier
     remotely after it may have exited; each remote agent is reported once, for the CTA it reaches."""
+    assert _verdict(base_text("gemm sm_100a 256x256x128 fp32")) == {}  # drained: every remote arrival seen
     got = _case("mma-warp-skips-drain")["order"]
     remote = {m: n for m, n in got.items() if "reaches its shared memory" in m}
     assert remote == {f"CTA {c}: SYNCS.ARRIVE.TRANS64.RED.A1T0, CTA {c + 1} warp {w} reaches its shared memory, and "
@@ -287,3 +288,11 @@ def _pairs(*pairs: tuple[int, str, int, str, int]) -> Verdict:
     (([FOUR, _ld(0x10), BAR1], [FOUR, BAR1, _st(0x10)], [FOUR, _st(0x10)]), _pairs((16, "STS", 1, "STS", 2)))])
 def test_the_records_a_region_keeps(blocks: tuple[list[str], ...], want: Verdict) -> None:
     assert _verdict(_warps(*blocks)) == want
+
+
+def test_refills_are_counted_where_a_ring_wraps() -> None:
+    """A refill is an asynchronous write over shared memory an MMA read (the ring wrapped: only then can an
+    early free race): the sm_90a pipe's 8 k-blocks pass its 4 stages twice; the RS probe's one stage is
+    loaded once."""
+    assert check_kernel(parse(base_text("example example-pipe sm_90a"))).refills > 0
+    assert check_kernel(parse(RS)).refills == 0
