@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 import timeit
 from typing import Any, Callable
 
@@ -34,25 +35,26 @@ def cases(pc: Any) -> list[tuple[str, Callable[[], object], Callable[[], object]
         return (name, w, p if pc is not None else None)
 
     P = wl.Layout.parse
-    Q = pc.Layout if pc is not None else None  # called directly, as warpy's is
+    W = wl.Layout  # both constructors called through a local name (no module attribute look-up)
+    Q = pc.Layout if pc is not None else None
     out = []
     # construction: a layout seen before (the common case in a generator's loop) ...
-    out.append(both("Layout((4,8),(8,1))", lambda: wl.Layout((4, 8), (8, 1)), lambda: Q((4, 8), (8, 1))))
+    out.append(both("Layout((4,8),(8,1))", lambda: W((4, 8), (8, 1)), lambda: Q((4, 8), (8, 1))))
     out.append(
         both(
             "Layout(((2,4),(3,5)),((1,2),(8,24)))",
-            lambda: wl.Layout(((2, 4), (3, 5)), ((1, 2), (8, 24))),
+            lambda: W(((2, 4), (3, 5)), ((1, 2), (8, 24))),
             lambda: Q(((2, 4), (3, 5)), ((1, 2), (8, 24))),
         )
     )
-    out.append(both("Layout((4,8)) (default stride)", lambda: wl.Layout((4, 8)), lambda: Q((4, 8))))
+    out.append(both("Layout((4,8)) (default stride)", lambda: W((4, 8)), lambda: Q((4, 8))))
     # ... and a new one each call (the validation itself)
     counter = iter(range(10**9))
     counter2 = iter(range(10**9))
     out.append(
         both(
             "Layout((n,8),(8,1)), n new each call",
-            lambda: wl.Layout((next(counter) + 1, 8), (8, 1)),
+            lambda: W((next(counter) + 1, 8), (8, 1)),
             lambda: Q((next(counter2) + 1, 8), (8, 1)),
         )
     )
@@ -61,7 +63,7 @@ def cases(pc: Any) -> list[tuple[str, Callable[[], object], Callable[[], object]
     out.append(
         both(
             "Layout((n,4,8),(32,8,1)), n new each call",
-            lambda: wl.Layout((next(counter3) + 1, 4, 8), (32, 8, 1)),
+            lambda: W((next(counter3) + 1, 4, 8), (32, 8, 1)),
             lambda: Q((next(counter4) + 1, 4, 8), (32, 8, 1)),
         )
     )
@@ -70,7 +72,7 @@ def cases(pc: Any) -> list[tuple[str, Callable[[], object], Callable[[], object]
     out.append(
         both(
             "Layout((n,2,4,8),(64,32,8,1)), n new each call",
-            lambda: wl.Layout((next(counter5) + 1, 2, 4, 8), (64, 32, 8, 1)),
+            lambda: W((next(counter5) + 1, 2, 4, 8), (64, 32, 8, 1)),
             lambda: Q((next(counter6) + 1, 2, 4, 8), (64, 32, 8, 1)),
         )
     )
@@ -79,7 +81,7 @@ def cases(pc: Any) -> list[tuple[str, Callable[[], object], Callable[[], object]
     out.append(
         both(
             "Layout(((2,n),8),((1,2),16)), n new each call",
-            lambda: wl.Layout(((2, next(counter7) + 1), 8), ((1, 2), 16)),
+            lambda: W(((2, next(counter7) + 1), 8), ((1, 2), 16)),
             lambda: Q(((2, next(counter8) + 1), 8), ((1, 2), 16)),
         )
     )
@@ -126,13 +128,13 @@ def cases(pc: Any) -> list[tuple[str, Callable[[], object], Callable[[], object]
     return out
 
 
-def best(fs: list[Callable[[], object]], number: int, repeat: int) -> list[float]:
+def best(fs: list[Callable[[], object]], number: int, repeat: int, timer: Callable[[], float] = time.perf_counter) -> list[float]:
     """Microseconds a call, the best of `repeat` runs of `number` calls each; the functions' runs
     interleaved, so that a busy spell of a shared machine slows both sides of a comparison."""
     out = [float("inf")] * len(fs)
     for _ in range(repeat):
         for i, f in enumerate(fs):
-            out[i] = min(out[i], timeit.timeit(f, number=number) / number * 1e6)
+            out[i] = min(out[i], timeit.timeit(f, number=number, timer=timer) / number * 1e6)
     return out
 
 
@@ -141,16 +143,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--number", type=int, default=20000, help="calls per repeat (default 20000)")
     ap.add_argument("--repeat", type=int, default=5, help="runs of N calls, the best counts (default 5)")
     ap.add_argument("--markdown", action="store_true", help="print a Markdown table")
+    ap.add_argument("--cpu-time", action="store_true",
+                    help="time by this process's CPU time (time.process_time), not the wall clock: on a shared machine "
+                    "it leaves out the time other jobs hold the core")
     args = ap.parse_args(argv)
     pc = _pycute()
+    timer = time.process_time if args.cpu_time else time.perf_counter
     if pc is None:
         print("pycute (CuTe's Python reference) is not installed: timings of warpy only, no comparison")
     rows = []
     for name, w, p in cases(pc):
         if p is None:
-            rows.append((name, best([w], args.number, args.repeat)[0], None))
+            rows.append((name, best([w], args.number, args.repeat, timer)[0], None))
         else:
-            tw, tp = best([w, p], args.number, args.repeat)
+            tw, tp = best([w, p], args.number, args.repeat, timer)
             rows.append((name, tw, tp))
     if args.markdown:
         print("| operation | warpy (us) | pycute (us) | ratio |")

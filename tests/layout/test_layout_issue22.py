@@ -35,6 +35,7 @@ from warpy.layout import (
     zipped_divide,
     zipped_product,
 )
+import warpy.layout.core as core
 from warpy.layout.core import _validated
 from warpy.layout.lang import evaluate, show, table
 
@@ -310,6 +311,23 @@ def _built(shape: object, stride: object) -> tuple[object, ...]:
     return ("built", lay.shape, lay.stride, [type(x) for x in _leaves(lay.shape) + _leaves(lay.stride)])
 
 
+def _copy(t: object) -> object:
+    """A new tuple tree equal to t (lists stay lists): passed straight to Layout, it is held by
+    nothing else, so the constructor's fresh path (no identity look-up, no entry) checks it."""
+    return tuple(_copy(x) for x in t) if isinstance(t, tuple) else t
+
+
+def _built_fresh(shape: object, stride: object) -> tuple[object, ...]:
+    kept = len(core._SEEN)
+    try:
+        lay = Layout(_copy(shape), _copy(stride))  # type: ignore[arg-type]
+    except LayoutError as e:
+        return ("refused", str(e))
+    if sys.implementation.name == "cpython" and isinstance(shape, tuple) and stride is not None:
+        assert len(core._SEEN) <= kept, "a fresh shape was kept"
+    return ("built", lay.shape, lay.stride, [type(x) for x in _leaves(lay.shape) + _leaves(lay.stride)])
+
+
 def _reference(shape: object, stride: object) -> tuple[object, ...]:
     try:
         sh, st_ = _validated(shape, stride)
@@ -417,6 +435,7 @@ def test_nested_construction_agrees_with_the_general_path(tree: object, other: o
     elif form == "default":
         stride = None
     expected = _reference(shape, stride)
+    assert _built_fresh(shape, stride) == expected
     assert _built(shape, stride) == expected
     assert _built(shape, stride) == expected
     stride2 = _split(other, 1) if not _is_pair_leaf(other) else (_split(other, 1),)
@@ -529,6 +548,7 @@ def test_left_inverse_bounds_say_undecided(monkeypatch: pytest.MonkeyPatch) -> N
 )
 def test_rank2_nested_construction(shape: object, stride: object, error: str | None) -> None:
     """The unrolled rank-2 nested check refuses what the general validation refuses, word for word."""
+    assert _built_fresh(shape, stride) == _reference(shape, stride)  # a new pair each call: checked in line
     if error is None:
         a = Layout(shape, stride)  # type: ignore[arg-type]
         assert (a.shape, a.stride) == (shape, stride) == _validated(shape, stride)

@@ -9,7 +9,8 @@ skips the checks its own construction already guarantees.
 from __future__ import annotations
 
 import re
-from typing import Iterator, Union, cast, overload
+import sys
+from typing import Callable, Iterator, Union, overload
 
 from warpy.layout.inttuple import (
     IntTuple,
@@ -122,15 +123,34 @@ def _validated(shape: object, stride: object) -> tuple[IntTuple, IntTuple]:
     return sh, st
 
 
-#: Pairs the flat checks in line do not cover (nested, rank 5 and up, a default stride) validated
-#: before, found by identity, so that the same objects again (literals in a generator's loop) cost
-#: one dict look-up: id(shape) -> the first Layout built from (shape, stride), a hit needing both
-#: objects to be its parts; ~id(shape) -> the one built from (shape, None) (a default stride). An
-#: entry holds its objects, so no id is reused while it lives; only inputs of exact ints and tuples
-#: (immutable) are kept. Not by equality: (1, 2.0) == (1, 2) and True == 1 with equal hashes, and
-#: a float or a bool must be refused, not found. Bounded; cleared when full.
-_SEEN: dict[int, "Layout"] = {}
+#: Pairs the flat checks in line do not cover (nested, rank 5 and up, a default stride), validated
+#: before and kept (not when fresh: `_refs`), found by identity, so that the same objects again (literals in a
+#: generator's loop) cost one dict look-up: id(shape) -> the stride it was validated with (or, for a
+#: default stride, ~id(shape) -> the stride filled in). `_KEEP` holds the shapes, so no id is
+#: reused while its entry lives; only inputs of exact ints and tuples (immutable) are kept. Not by
+#: equality: (1, 2.0) == (1, 2) and True == 1 with equal hashes, and a float or a bool must be
+#: refused, not found. Bounded; cleared when full.
+_SEEN: dict[int, IntTuple] = {}
+_KEEP: list[IntTuple] = []
 _SEEN_MAX = 1 << 11
+
+#: CPython's reference count of the shape as `Layout.__init__` sees it: a tuple the caller built
+#: for this call and holds nowhere else (`Layout(((2, n), 8), ...)` in a loop) has no more than
+#: `_FRESH` references (the caller's stack, the argument, getrefcount's own: measured below, once,
+#: the same way); a literal or a variable has more. A fresh shape cannot be seen again, so it is
+#: checked without the look-up and without an entry. Only the speed depends on this (a wrong guess
+#: costs a look-up or an entry). Not CPython (no getrefcount): every shape is looked up.
+_refs: Callable[[object], int] = getattr(sys, "getrefcount", lambda obj: 1 << 30)
+
+
+class _Probe:
+    __slots__ = ("refs",)
+
+    def __init__(self, shape: object, stride: object = None) -> None:
+        self.refs = _refs(shape)
+
+
+_FRESH = _Probe(tuple(range(2)), None).refs if hasattr(sys, "getrefcount") else 0
 
 
 class Layout:
@@ -147,103 +167,110 @@ class Layout:
     _size: int
 
     def __init__(self, shape: IntTuple, stride: IntTuple | None = None) -> None:
-        # Flat layouts (the common case of a generator's loop, new or seen before) are checked in
-        # line, ranks 1-4 unrolled, a nested mode failing at its first type test: cheaper than a
-        # look-up, and no cache entry for each new one. `type(x) is int` leaves bools and int
-        # subclasses to the general path, which refuses or normalizes them. Anything else: the
-        # identity look-up in _SEEN, else one pass of `_valid_pair` (kept), else `_validated`.
-        n = 0
-        if type(shape) is tuple is type(stride):
+        # Flat layouts of rank 1-4 (the common case of a generator's loop, new or seen before) are
+        # checked in line, unrolled. `x.__class__ is int` (as `isinstance` reads it, without a call)
+        # leaves bools and int subclasses to the general path, which refuses or normalizes them.
+        # A rank-2 pair with a nested mode, built fresh for this call (`_refs`), is checked in line
+        # too (modes of ints or pairs of ints); anything else is looked up by identity in _SEEN,
+        # else checked in one pass of `_valid_pair` (and kept unless fresh), else given to
+        # `_validated` (refused or normalized).
+        if shape.__class__ is tuple is stride.__class__:
             n = len(shape)
             if n == 2:
                 s0, s1 = shape
-                if type(s0) is int is type(s1) and len(stride) == 2:
+                if len(stride) == 2:
                     d0, d1 = stride
-                    if type(d0) is int is type(d1) and s0 > 0 and s1 > 0:
-                        self._shape = shape
-                        self._stride = stride
+                    if s0.__class__ is int is s1.__class__ is d0.__class__ is d1.__class__:
+                        if s0 > 0 < s1:
+                            self._shape = shape
+                            self._stride = stride
+                            return
+                    elif _refs(shape) <= _FRESH:
+                        # each mode an int with an int stride, or a pair of them (unrolled)
+                        t = s0.__class__
+                        if t is int:
+                            ok = d0.__class__ is int and s0 > 0
+                        elif t is tuple is d0.__class__ and len(s0) == 2 == len(d0):
+                            a, b = s0
+                            c, e = d0
+                            ok = a.__class__ is int is b.__class__ is c.__class__ is e.__class__ and a > 0 < b
+                        else:
+                            ok = False
+                        if ok:
+                            t = s1.__class__
+                            if t is int:
+                                ok = d1.__class__ is int and s1 > 0
+                            elif t is tuple is d1.__class__ and len(s1) == 2 == len(d1):
+                                a, b = s1
+                                c, e = d1
+                                ok = a.__class__ is int is b.__class__ is c.__class__ is e.__class__ and a > 0 < b
+                            else:
+                                ok = False
+                        if ok or _valid_pair(shape, stride, 0):
+                            self._shape = shape
+                            self._stride = stride
+                        else:  # refused, or normalized
+                            self._shape, self._stride = _validated(shape, stride)
                         return
             elif n == 3:
                 s0, s1, s2 = shape
-                if type(s0) is int is type(s1) is type(s2) and len(stride) == 3:
+                if s0.__class__ is int is s1.__class__ is s2.__class__ and len(stride) == 3:
                     d0, d1, d2 = stride
-                    if type(d0) is int is type(d1) is type(d2) and s0 > 0 and s1 > 0 and s2 > 0:
+                    if d0.__class__ is int is d1.__class__ is d2.__class__ and s0 > 0 < s1 and s2 > 0:
                         self._shape = shape
                         self._stride = stride
                         return
             elif n == 4:
                 s0, s1, s2, s3 = shape
-                if type(s0) is int is type(s1) is type(s2) is type(s3) and len(stride) == 4:
+                if s0.__class__ is int is s1.__class__ is s2.__class__ is s3.__class__ and len(stride) == 4:
                     d0, d1, d2, d3 = stride
-                    if (
-                        type(d0) is int is type(d1) is type(d2) is type(d3)
-                        and s0 > 0
-                        and s1 > 0
-                        and s2 > 0
-                        and s3 > 0
-                    ):
+                    if d0.__class__ is int is d1.__class__ is d2.__class__ is d3.__class__ and s0 > 0 < s1 and s2 > 0 < s3:
                         self._shape = shape
                         self._stride = stride
                         return
             elif n == 1:
                 (s0,) = shape
-                if type(s0) is int and len(stride) == 1:
+                if s0.__class__ is int and len(stride) == 1:
                     (d0,) = stride
-                    if type(d0) is int and s0 > 0:
+                    if d0.__class__ is int and s0 > 0:
                         self._shape = shape
                         self._stride = stride
                         return
-        elif type(shape) is int is type(stride) and shape > 0:
-            self._shape = shape
-            self._stride = stride
-            return
-        seen = _SEEN.get(id(shape), _UNSEEN)
-        if seen._shape is shape and seen._stride is stride:
+        elif shape.__class__ is int is stride.__class__ and shape > 0:
             self._shape = shape
             self._stride = stride
             return
         if stride is None:
             key = ~id(shape)
-            seen = _SEEN.get(key, _UNSEEN)
-            if seen._shape is shape:
+            seen = _SEEN.get(key)
+            if seen is not None:
                 self._shape = shape
-                self._stride = seen._stride
+                self._stride = seen
                 return
             if not _valid_pair(shape, shape, 0):  # not exact ints and tuples, extents >= 1
                 self._shape, self._stride = _validated(shape, stride)  # refused, or normalized
                 return
             self._shape = shape
-            self._stride = prefix_product(shape)
-        elif (
-            n == 2
-            and len(stride) == 2  # type: ignore[arg-type]
-            and type(s0 := shape[0]) is tuple  # type: ignore[index]
-            and type(d0 := stride[0]) is tuple  # type: ignore[index]
-            and len(s0) == 2 == len(d0)
-            and type(a := s0[0]) is int is type(b := s0[1]) is type(d0[0]) is type(d0[1])
-            and a > 0
-            and b > 0
-            and (
-                (type(s1 := shape[1]) is int and type(d1 := stride[1]) is int and s1 > 0)  # type: ignore[index]
-                or (
-                    type(s1) is tuple
-                    and type(d1 := stride[1]) is tuple  # type: ignore[index]
-                    and len(s1) == 2 == len(d1)
-                    and type(a := s1[0]) is int is type(b := s1[1]) is type(d1[0]) is type(d1[1])
-                    and a > 0
-                    and b > 0
-                )
-            )
-        ) or _valid_pair(shape, stride, 0):  # nested: ((a,b),c) and ((a,b),(c,d)) unrolled, else one pass
+            self._stride = stride = prefix_product(shape)
+        else:
             key = id(shape)
+            if _SEEN.get(key) is stride:
+                self._shape = shape
+                self._stride = stride
+                return
+            if not _valid_pair(shape, stride, 0):  # refused, or normalized (not kept: a list may change)
+                self._shape, self._stride = _validated(shape, stride)
+                return
+            fresh = _refs(shape) <= _FRESH  # counted before self holds it
             self._shape = shape
             self._stride = stride
-        else:  # refused, or normalized (not kept: a list may change)
-            self._shape, self._stride = _validated(shape, stride)
-            return
-        if len(_SEEN) >= _SEEN_MAX:
+            if fresh:
+                return
+        if len(_KEEP) >= _SEEN_MAX:
             _SEEN.clear()
-        _SEEN[key] = self
+            _KEEP.clear()
+        _SEEN[key] = stride
+        _KEEP.append(shape)
 
     @property
     def shape(self) -> IntTuple:
@@ -404,10 +431,6 @@ def _make(shape: IntTuple, stride: IntTuple) -> Layout:
     lay._shape = shape
     lay._stride = stride
     return lay
-
-
-#: A miss in `_SEEN`: its parts are an object no caller has (so `is` never matches an input).
-_UNSEEN = _make(cast(IntTuple, object()), cast(IntTuple, object()))
 
 
 _TOKEN = re.compile(r"\(|\)|,|-?\d+")
