@@ -211,7 +211,8 @@ def _ldg(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> Optional[int]:
 
 def _release_flag(m: Machine, w: Warp, c: Compiled, addrs: np.ndarray, nb: int = 4) -> None:
     if "STRONG" in c.instr.mods and addrs.size:
-        m.flags.release(w, addrs)
+        # every 32-bit word the write covers is a flag it may raise (a 64-bit store's upper word too)
+        m.flags.release(w, (addrs[:, None] + np.arange(0, max(nb, 4), 4)[None, :]).ravel())
     if addrs.size:
         m.flags.written(addrs, nb)
 
@@ -229,11 +230,12 @@ def _stg(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
             if r in w.tags:
                 m.prov.store_global(w, c, r, src, addrs)
                 break
-    if not m.values and nb == 4 and _shadowed(m, src, addrs):
+    if not m.values and nb >= 4 and _shadowed(m, src, addrs):  # each 32-bit word of a wider store too
         av = active(_gaddr(w, gop), lanes)
-        v = active(w.regs.get(reg_name(c.instr.ops[1]), 0), lanes)
-        for a, x in zip(av, v):
-            gm.shadow[int(a)] = int(x) & M32
+        for k, r in enumerate(regs_of(c.instr.ops[1], nb // 4)):
+            v = active(w.regs.get(r, 0), lanes)
+            for a, x in zip(av, v):
+                gm.shadow[int(a) + 4 * k] = int(x) & M32
     _release_flag(m, w, c, addrs, nb)
     if m.values and src is not None:
         base = gm.base[src]
