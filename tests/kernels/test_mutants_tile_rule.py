@@ -106,6 +106,11 @@ def test_build_takes_the_configuration_given_else_the_rule_s() -> None:
     with pytest.raises(WarpyError) as e:
         build(p, choose(GemmProblem(256, 256, 512, arch="sm_100a")))
     assert str(e.value) == "an sm_100a configuration cannot build for sm_90a"
+    b200 = GemmProblem(256, 256, 512, arch="sm_100a")
+    cfg100 = configure(b200, {"stages": 3})
+    k100 = build(b200, cfg100).kernel()
+    assert k100.header.sm == "sm_100a" and k100.header.kernel.startswith("gemm_sm100")
+    assert k100.header.kernel != build(b200).kernel().header.kernel  # the stages given, not the rule's
 
 
 def test_a_swapped_tile_set_by_hand_counts_its_tiles_swapped() -> None:
