@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from warpy.check.report import check_kernel
+from warpy.check.report import CheckOptions, check_kernel, options
 from warpy.isa.text import parse
 from warpy.kernels import gemm as G
 from warpy.kernels.probes import PROBES
@@ -78,6 +78,13 @@ MN_CASES = [
      [MEET.format(c=c, w=w, op=HG, a="a", ka=64, b="b", kb=32) for c in (0, 1) for w in range(4, 8)]),
     ("a-sbo-half", _edit(MN90, ("+ UMOV gmma_desc.1, 0x40000040  // gdesc.hi sa[0, 0, 0]", "  UMOV gmma_desc.1, 0x40000020")),
      [s.format(who="CTA 0 warp 4", op=HG, which="A", m="a") for s in SBO_HALF]),
+    # A read through an unswizzled MN-major descriptor: its K rows run past the stage into one nothing loaded
+    ("a-without-swizzle", _edit(MN90, ("+ UMOV gmma_desc.1, 0x40000040  // gdesc.hi sa[0, 0, 0]", "  UMOV gmma_desc.1, 0x40")),
+     [f"sa[1]: {HG}, warp {w} reads it through the async proxy, and nothing has written it (an operand tile never "
+      f"loaded or stored there) (6 times)" for w in range(4, 8)]
+     + [f"CTA 0 warp 4: {HG} reads its A operand with a no-byte swizzle MN-major descriptor whose row 0, K byte 2 is box "
+        f"row 0, inner byte 16 (not box row 1, inner byte 0); the copy engine landed it through tensor map a (128-byte "
+        f"swizzle, 128-byte rows)"]),
     # B's LBO (the stride between its two 64-column boxes) half: N element 64 read from K row 32 of the first box
     ("b-lbo-half", _edit(MN90, ("+ UIADD3 sb_gdesc, sb_gdesc, 0x2000000, URZ  // gdesc.lo sb[0, 0, 0]",
                                 "  UIADD3 sb_gdesc, sb_gdesc, 0x1000000, URZ")),
@@ -253,3 +260,11 @@ def test_a_box_of_a_64_rows_below_the_stored_tile(words: tuple[str, ...]) -> Non
                             f"{col}..{col + 6} from an accumulator of rows {t + 64}..{t + 127} of a times rows "
                             f"{t}..{t + 63} of b")
     assert _verdict(text, limit=200) == sorted(want)
+
+
+@pytest.mark.parametrize("words", [(), ("a=km", "b=kn")], ids=["k-major", "mn-major"])
+def test_every_cta_of_the_one_box_gemm_is_clean(words: tuple[str, ...]) -> None:
+    """All 4 CTAs run (CTAs 1 and 2 multiply rows of A and B from different blocks: each operand's K is
+    its own box's K coordinate, not its row coordinate)."""
+    with options(CheckOptions(all_ctas=True)):
+        assert check_kernel(parse(_one_box_tiles(*words))).messages() == []
