@@ -393,6 +393,9 @@ def test_the_epilogue_s_fp32_tolerance_literal() -> None:
     v = GemmExpectation(p).compare(_one(a, b, 3 + 5 * step, p))
     assert v.messages == [f"values: 1 of 1 elements of C differ from numpy, first C[0, 0] = {3 + 5 * step} "
                           "where numpy has 3.0"]
+    # at 4 = 2^2 the bound, 2⁻²² · 4 + 2⁻²³ · 4, is exactly 3 fp32 steps of 2⁻²¹: the bound itself passes
+    four, step4 = [1.0, 1.0, 1.0, 1.0, 0, 0, 0, 0], 2.0 ** -21
+    assert [GemmExpectation(p).compare(_one(four, b, 4 + k * step4, p)).wrong for k in (3, 4)] == [0, 1]
 
 
 def test_the_epilogue_s_bf16_result_may_take_either_neighbour() -> None:
