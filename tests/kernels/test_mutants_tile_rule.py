@@ -125,3 +125,12 @@ def test_a_swapped_tile_set_by_hand_counts_its_tiles_swapped() -> None:
     assert (choose(q).bm, choose(q).bn, choose(q).split) == (64, 192, 11)
     assert configure(q, {"swap_ab": True, "bn": 128}).split == 6
     assert configure(q, {"bn": 128}).split == 8
+
+
+def test_a_split_equal_to_the_k_blocks_is_kept() -> None:
+    """128 x 128 x 8448: 132 k blocks of 64; the rule's two 128 x 64 tiles split 66 ways. With k blocks
+    of 128 (66 of them) and one 128 x 128 tile, 66 ways is one k block a CTA: kept (not given again,
+    which would be 132 ways, more than the k blocks)."""
+    p = GemmProblem(128, 128, 8448)
+    assert (choose(p).bn, choose(p).split) == (64, 66)
+    assert configure(p, {"bk": 128, "bn": 128}).split == 66
