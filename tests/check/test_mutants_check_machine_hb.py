@@ -122,6 +122,13 @@ def test_an_mma_operand_nothing_wrote() -> None:
     assert _verdict(bad) == {"memory": {
         f"sb: {HGMMA}, warp {w} reads it through the async proxy, and nothing has written it (an operand tile never "
         f"loaded or stored there)": 4 for w in range(4)}}
+    # the same on sm_100a: the UMMA probe without B's load (A's 0x4000 bytes still expected)
+    umma = base_text("probe umma_1cta sm_100a")
+    load_b = "  UTMALDG.2D [tma_args], tmap[b]\n"
+    assert umma.count(load_b) == 1 and umma.count("MOV tx, 0x6000") == 1 and _verdict(umma) == {}
+    assert _verdict(umma.replace(load_b, "").replace("MOV tx, 0x6000", "MOV tx, 0x4000")) == {"memory": {
+        "sb: UTCHMMA, warp 0 reads it through the async proxy, and nothing has written it (an operand tile never loaded "
+        "or stored there)": 4}}
 
 
 # -- an LDTM's registers without tcgen05.wait::ld (the sm_100a pipe example) -------------------------------
