@@ -60,7 +60,9 @@ GROUPS: dict[str, tuple[list[str], list[str], list[str]]] = {
     "tile": (
         ["warpy/kernels/gemm.py", "warpy/kernels/schedule.py"],
         ["tests/kernels/test_configure.py", "tests/kernels/test_schedule.py", "tests/kernels/test_tile_rule.py",
-         "tests/lift/test_meaning.py", "tests/kernels/test_mutants_tile.py"],
+         "tests/lift/test_meaning.py", "tests/kernels/test_mutants_tile.py", "tests/kernels/test_mutants_tile_problem.py",
+         "tests/kernels/test_mutants_tile_expect.py", "tests/kernels/test_mutants_tile_model.py",
+         "tests/kernels/test_mutants_tile_rule.py"],
         [],
     ),
     # the checker: the corpus (a buggy and a correct kernel for every documented check) is its net,
