@@ -7,6 +7,8 @@ drawn problems and tables."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import attrs
 import pytest
 from hypothesis import given, settings
@@ -114,7 +116,8 @@ def _cases(draw: st.DrawFn) -> tuple[GemmProblem, dict[tuple[tuple[int, int, boo
     m = draw(st.one_of(st.integers(1, 64), st.integers(65, 4096)))
     n = 8 * draw(st.integers(1, 2048))
     k = 16 * draw(st.integers(1, 1024))
-    kw = draw(st.sampled_from([{}, {"batch": 2}, {"b_major": "MN"}, {"dtype": "e4m3", "out_dtype": "bf16"}, {}]))
+    options: list[dict[str, Any]] = [{}, {"batch": 2}, {"b_major": "MN"}, {"dtype": "e4m3", "out_dtype": "bf16"}, {}]
+    kw = draw(st.sampled_from(options))
     p = GemmProblem(m, n, k, **kw)
     kinds = [(64, 16, True), (64, 32, True), (128, 64, False), (64, 128, False), (128, 128, False), (128, 256, False),
              (128, 192, False)]

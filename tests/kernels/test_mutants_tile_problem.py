@@ -193,7 +193,8 @@ def test_bind_names_the_operands_scalars_and_inputs_literal() -> None:
     epilogue's and the scales' pointers, scratch from scratch only; tensor maps through `encode`
     (a map declared over C views C's memory); names the header lacks are ignored."""
     from warpy.isa.text import parse
-    from warpy.runtime.bind import DeviceSpan, Scalar
+    from warpy.runtime.bind import DeviceSpan
+    from warpy.runtime.launcher import Scalar
 
     head = (".kernel g\n.sm sm_90a\n.threads 32\n.dynsmem 0\n.grid 1 1 1\n.cluster 1 1 1\n.mbarriers 0\n"
             ".param a u64\n.param b u64\n.param c u64\n.param M u32\n.param n u32\n.param K u32\n.param m u32\n"
@@ -211,7 +212,12 @@ def test_bind_names_the_operands_scalars_and_inputs_literal() -> None:
     mem = {"a": 0x1000, "b": 0x2000, "c": 0x3000, "bias": 0x4000, "scale_b": 0x5000, "c_in": 0x6000,
            "residual": 0x7000, "scale_a": 0x8000, "other": 9}
     got = FAMILY.bind(h, GemmProblem(64, 96, 128), mem, scratch={"flags": DeviceSpan(0x9000, 64)}, encode=encode)
-    u64, u32 = (lambda v: Scalar("u64", v)), (lambda v: Scalar("u32", v))
+    def u64(v: int) -> Scalar:
+        return Scalar("u64", v)
+
+    def u32(v: int) -> Scalar:
+        return Scalar("u32", v)
+
     assert got == ["map@0x3000", u64(0x1000), u64(0x2000), u64(0x3000), u32(64), u32(96), u32(128), u32(64), u32(96), u32(128),
                    u64(0x4000), u64(0x5000), u64(0x6000), u64(0x7000), u64(0x8000), u64(0x9000)]
     assert [a for _, a in seen] == [0x3000] and seen[0][0].dims == (96, 64)
@@ -241,7 +247,7 @@ def test_bind_ignores_the_names_a_kernel_does_not_declare() -> None:
     refused (bind is not strict), and nothing else is bound."""
     from warpy.isa.text import parse
     from warpy.kernels.gemm import bind
-    from warpy.runtime.bind import Scalar
+    from warpy.runtime.launcher import Scalar
 
     h = parse(".kernel g\n.sm sm_90a\n.threads 32\n.dynsmem 0\n.grid 1 1 1\n.cluster 1 1 1\n.mbarriers 0\n"
               ".param a u64\n.param b u64\n.param c u64\n.param M u32\n").header

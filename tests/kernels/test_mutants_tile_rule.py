@@ -23,6 +23,13 @@ def _the_hand_fitted_model(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     yield
 
 
+def _sm90(p: GemmProblem, overrides: Any = None) -> Sm90Config:
+    """The rule's sm_90a configuration, with `overrides` set by hand where given."""
+    cfg = choose(p) if overrides is None else configure(p, overrides)
+    assert isinstance(cfg, Sm90Config)
+    return cfg
+
+
 def _deepest(cfg: Any) -> bool:
     most = 16 if cfg.swap_ab else 8
     return smem_bytes(cfg) <= SM90A.max_dynamic_smem and (
@@ -34,43 +41,43 @@ def test_the_rule_s_split_kept_or_given_again_for_the_tile_set_by_hand() -> None
     are 128: 4 ways would be 512 CTAs, and at 128 tiles (more than half the SMs) stream-K shares
     evenly (split 0); 64 x 256 tiles are 64: split 132 // 64 = 2. A split given by hand stays."""
     p = GemmProblem(1024, 1024, 65536, out_dtype="bf16")
-    rule = choose(p)
+    rule = _sm90(p)
     assert isinstance(rule, Sm90Config)
     assert (rule.bm, rule.bn, rule.stream_k, rule.split) == (128, 256, True, 4)
-    narrow = configure(p, {"bn": 64})
+    narrow = _sm90(p, {"bn": 64})
     assert (narrow.bm, narrow.bn, narrow.stream_k, narrow.split) == (128, 64, True, 0)
-    short = configure(p, {"consumers": 1})
+    short = _sm90(p, {"consumers": 1})
     assert (short.bm, short.bn, short.split) == (64, 256, 2)
-    assert configure(p, {"bn": 64, "split": 3}).split == 3
+    assert _sm90(p, {"bn": 64, "split": 3}).split == 3
     assert all(_deepest(c) for c in (narrow, short))
     # 256 x 256 x 65536: the rule's 8 tiles of 128 x 64 split 16 ways; 2 tiles of 128 x 256 keep 16
     # (32 CTAs: the rule's split fits), 16 tiles of 64 x 64 take 132 // 16 = 8
     q = GemmProblem(256, 256, 65536, out_dtype="bf16")
-    assert (choose(q).bn, choose(q).split) == (64, 16)
-    assert (configure(q, {"bn": 256}).split, configure(q, {"consumers": 1}).split) == (16, 8)
+    assert (_sm90(q).bn, _sm90(q).split) == (64, 16)
+    assert (_sm90(q, {"bn": 256}).split, _sm90(q, {"consumers": 1}).split) == (16, 8)
 
 
 def test_clusters_and_swaps_with_and_without_what_they_imply() -> None:
     p = GemmProblem(1024, 1024, 65536, out_dtype="bf16")
-    both = configure(p, {"cluster_m": 2, "stream_k": True})
+    both = _sm90(p, {"cluster_m": 2, "stream_k": True})
     assert (both.cluster_m, both.stream_k, both.split) == (2, True, 4)      # stream-K asked for: kept
-    one = configure(p, {"cluster_m": 1})
+    one = _sm90(p, {"cluster_m": 1})
     assert (one.cluster_m, one.stream_k, one.split) == (1, True, 4)          # no cluster: the rule's schedule
-    two = configure(p, {"cluster_m": 2})
+    two = _sm90(p, {"cluster_m": 2})
     assert (two.cluster_m, two.stream_k, two.split) == (2, False, 0)
-    swapped = configure(p, {"swap_ab": True})
+    swapped = _sm90(p, {"swap_ab": True})
     assert swapped.swap_ab and not swapped.staged_epilogue                    # C^T leaves through the registers
-    kept = configure(p, {"swap_ab": True, "staged_epilogue": True})
+    kept = _sm90(p, {"swap_ab": True, "staged_epilogue": True})
     assert kept.swap_ab and kept.staged_epilogue
-    unswapped = configure(p, {"swap_ab": False})
+    unswapped = _sm90(p, {"swap_ab": False})
     assert not unswapped.swap_ab and unswapped.staged_epilogue
 
 
 def test_stages_given_are_kept_and_otherwise_the_ring_is_deepest() -> None:
     p = GemmProblem(1024, 1024, 65536, out_dtype="bf16")
-    assert configure(p, {"stages": 3}).stages == 3
-    assert configure(p, {"bn": 64, "stages": 3}).stages == 3
-    wide = configure(p, {"bn": 64})
+    assert _sm90(p, {"stages": 3}).stages == 3
+    assert _sm90(p, {"bn": 64, "stages": 3}).stages == 3
+    wide = _sm90(p, {"bn": 64})
     assert wide.stages == deepest_ring(attrs.evolve(wide, stages=3)).stages == 8
 
 
@@ -99,7 +106,7 @@ def test_build_takes_the_configuration_given_else_the_rule_s() -> None:
 
     p = GemmProblem(256, 256, 512)
     for stages in (3, 5):
-        cfg = configure(p, {"stages": stages})
+        cfg = _sm90(p, {"stages": stages})
         k = build(p, cfg).kernel()
         assert k.header.dynsmem == smem_bytes(cfg) and k.header.kernel.endswith(f"_s{stages}_g8")
     assert build(p).kernel().header.kernel == build(p, choose(p)).kernel().header.kernel
@@ -119,12 +126,12 @@ def test_a_swapped_tile_set_by_hand_counts_its_tiles_swapped() -> None:
     4 ways would be 136 CTAs: split again, 132 // 34 = 3. 192 x 640 x 65536: the rule's 64 x 192 tiles
     are 12, split 11 ways; swapped 64 x 128 tiles are 10 x 2 = 20: 132 // 20 = 6 (unswapped, 15: 8)."""
     p = GemmProblem(320, 2112, 65536, out_dtype="bf16")
-    assert (choose(p).bm, choose(p).bn, choose(p).split) == (128, 192, 4)
-    assert configure(p, {"swap_ab": True}).split == 3
+    assert (_sm90(p).bm, _sm90(p).bn, _sm90(p).split) == (128, 192, 4)
+    assert _sm90(p, {"swap_ab": True}).split == 3
     q = GemmProblem(192, 640, 65536, out_dtype="bf16")
-    assert (choose(q).bm, choose(q).bn, choose(q).split) == (64, 192, 11)
-    assert configure(q, {"swap_ab": True, "bn": 128}).split == 6
-    assert configure(q, {"bn": 128}).split == 8
+    assert (_sm90(q).bm, _sm90(q).bn, _sm90(q).split) == (64, 192, 11)
+    assert _sm90(q, {"swap_ab": True, "bn": 128}).split == 6
+    assert _sm90(q, {"bn": 128}).split == 8
 
 
 def test_a_split_equal_to_the_k_blocks_is_kept() -> None:
@@ -132,5 +139,5 @@ def test_a_split_equal_to_the_k_blocks_is_kept() -> None:
     of 128 (66 of them) and one 128 x 128 tile, 66 ways is one k block a CTA: kept (not given again,
     which would be 132 ways, more than the k blocks)."""
     p = GemmProblem(128, 128, 8448)
-    assert (choose(p).bn, choose(p).split) == (64, 66)
-    assert configure(p, {"bk": 128, "bn": 128}).split == 66
+    assert (_sm90(p).bn, _sm90(p).split) == (64, 66)
+    assert _sm90(p, {"bk": 128, "bn": 128}).split == 66
