@@ -594,3 +594,27 @@ def test_two_waiters_on_two_flags() -> None:
     m.run()
     flag = m.global_memory.base["buf"] + 0x80
     assert m.problems.total() == 0 and m.flags.version == {flag: 1, flag + 4: 1} and m.flags.waiters == []
+
+
+def test_a_3d_map_whose_outer_step_is_the_widest() -> None:
+    """2 planes 1024 bytes apart of 8 rows 64 bytes apart: the map's memory is its outer pitch times its
+    outer extent, 2048 bytes (its last element ends at 1536)."""
+    head = GLOBAL_HEAD.split(".tmap a ")[0] + ".tmap m3 dtype=fp32 dims=16,8,2 strides=64,1024 box=16,8,2\n"
+    g = GlobalMemory(parse(head + "  EXIT\n").header, Problems(), True, None, np.random.default_rng(0))
+    assert {k: v.size for k, v in g.gmem.items()} == {"m3": 2048}
+
+
+def test_an_access_ending_at_its_source_s_end() -> None:
+    """A buffer as large as a source's span (2^40 bytes): a word ending exactly at its end is inside it;
+    one a byte further crosses into the next source and is refused."""
+    head = FLAG_HEAD.replace(
+        ".buffer words global base=0x0 size=0x100 elem=u32 source=buf layout=64:4",
+        ".param next u64\n.buffer words global base=0x0 size=0x10000000000 elem=u32 source=buf layout=274877906944:4\n"
+        ".buffer more global base=0x0 size=0x100 elem=u32 source=next layout=64:4")
+    m = Machine(parse(head + "  EXIT\n"))
+    gm, w, c = m.global_memory, m.warps[0], m.code.instrs[0]
+    assert gm.base == {"buf": GLOBAL_SPAN, "next": 2 * GLOBAL_SPAN}
+    assert [gm.check(w, c, np.array([a]), 4) for a in (2 * GLOBAL_SPAN - 4, 2 * GLOBAL_SPAN - 3, 2 * GLOBAL_SPAN)] == \
+        ["buf", None, "next"]
+    assert m.problems.msgs["memory"] == {
+        "CTA 0 warp 0: EXIT touches global buf+0xfffffffffd..+0x4, outside every global buffer the kernel declares": 1}

@@ -303,3 +303,18 @@ def test_refills_are_counted_where_a_ring_wraps() -> None:
     loaded once."""
     assert check_kernel(parse(base_text("example example-pipe sm_90a"))).refills > 0
     assert check_kernel(parse(RS)).refills == 0
+
+
+def test_tensor_memory_held_at_exit() -> None:
+    """The UMMA probe without its dealloc exits holding its 64 columns; with a second allocation of 32
+    (whose base the probe then uses: the MMA and loads past the first are reported too) both ranges are
+    named."""
+    umma = base_text("probe umma_1cta sm_100a")
+    alloc = "  UTCATOMSWS.FIND_AND_SET.ALIGN [tmem_slot_base], 0x40  // addr tmem_slot[0]\n"
+    free = "  UTCATOMSWS.AND tmem_base, 0x40\n"
+    assert umma.count(alloc) == 1 and umma.count(free) == 1
+    held = "CTA 0 exits with tensor-memory columns {} still allocated (a tcgen05.dealloc must free them: the next CTA on " \
+           "the SM cannot allocate them)"
+    assert _verdict(umma.replace(free, "")) == {"protocol": {held.format("0..63"): 1}}
+    two = _verdict(umma.replace(free, "").replace(alloc, alloc + alloc.replace("0x40", "0x20")))
+    assert [m for m in two["protocol"] if "exits with" in m] == [held.format("0..63, 64..95")]
