@@ -110,3 +110,20 @@ def test_a_waiter_no_value_releases_hangs_and_the_other_is_raised() -> None:
         "hang: CTA 0 warp 0 waits on words+0x80 (the loop ending at line 20 polls it and nothing writes it)": 1}}
     assert m.flags.raised_outside == 1 and words == {0x84: 1} and versions == {0x84: 1}
     assert [(w.cta.name, w.state) for w in m.warps] == [("CTA 0", BLOCKED), ("CTA 2", EXITED)]
+
+
+def test_a_warp_blocked_on_a_barrier_beside_a_flag_waiter() -> None:
+    """Two warps a CTA: warp 0 waits on named barrier 1 (64 threads) that warp 1 never reaches; warp 1
+    polls the flag. The rest of the grid raises the flag for warp 1 (warp 0, first in the list, is no
+    flag waiter), which finishes; warp 0's hang is reported."""
+    head = REST_HEAD.replace(".threads 32", ".threads 64") + ".reg R tid\n.reg P w0\n"
+    body = REST_BODY.replace("READER:\n", "READER:\n  S2R tid, SR_TID.X\n  ISETP.LT.U32.AND w0, PT, tid, 0x20, PT\n"
+                                          "  @w0 BAR.SYNC.DEFER_BLOCKING 0x1, 0x40\n  @w0 EXIT\n")
+    m = Machine(parse(head + body))
+    m.run()
+    assert {k: dict(v) for k, v in m.problems.msgs.items() if v} == {
+        "named": {f"CTA {c}: named barrier 1 ends with 32 of 64 threads arrived (generation 0)": 1 for c in (0, 2)},
+        "protocol": {f"hang: CTA {c} warp 0 waits on named barrier 1 (32 of 64 threads arrived)": 1 for c in (0, 2)}}
+    assert m.flags.raised_outside == 1
+    assert [(w.cta.name, w.wid, w.state) for w in m.warps] == [
+        ("CTA 0", 0, BLOCKED), ("CTA 0", 1, EXITED), ("CTA 2", 0, BLOCKED), ("CTA 2", 1, EXITED)]
