@@ -318,3 +318,42 @@ def test_tensor_memory_held_at_exit() -> None:
     assert _verdict(umma.replace(free, "")) == {"protocol": {held.format("0..63"): 1}}
     two = _verdict(umma.replace(free, "").replace(alloc, alloc + alloc.replace("0x40", "0x20")))
     assert [m for m in two["protocol"] if "exits with" in m] == [held.format("0..63, 64..95")]
+
+
+def test_the_hb_table_of_the_umma_probe() -> None:
+    """`warpy hb`'s pairs for the sm_100a UMMA probe (4 warps; warp 0 initialises the barriers, loads A
+    and B by TMA and issues the MMAs; all four load the accumulator): each barrier's init ordered before
+    warp 0's own uses by program order and before the other warps' waits by the CTA barrier; the
+    copies' landing before the MMAs by the wait on `full`; the MMAs one after the other by the tensor
+    core's program order, before the loads and the dealloc by the wait on `acc_full`; the loads before
+    the dealloc by warp 0's `tcgen05.fence::before_thread_sync` and the CTA barrier; the copies and the
+    commit's arrival ordered after the init by their issue (no label). (Key: buffer, earlier
+    op, its warp, later op, its warp, another CTA, what ordered them, earlier kind, later kind.)"""
+    rep = check_kernel(parse(base_text("probe umma_1cta sm_100a")), hb=True)
+    assert rep.ok and rep.hb_table == {
+        ("acc_full", "SYNCS.EXCH.64", 0, "SYNCS.PHASECHK.TRANS64.TRYWAIT", 0, "", "program order", "w", "red"): 1,
+        ("acc_full", "SYNCS.EXCH.64", 0, "SYNCS.PHASECHK.TRANS64.TRYWAIT", 1, "", "CTA barrier", "w", "red"): 1,
+        ("acc_full", "SYNCS.EXCH.64", 0, "SYNCS.PHASECHK.TRANS64.TRYWAIT", 2, "", "CTA barrier", "w", "red"): 2,
+        ("acc_full", "SYNCS.EXCH.64", 0, "SYNCS.PHASECHK.TRANS64.TRYWAIT", 3, "", "CTA barrier", "w", "red"): 2,
+        ("acc_full", "SYNCS.EXCH.64", 0, "UTCBAR", 0, "", "", "w", "red"): 1,
+        ("full", "SYNCS.EXCH.64", 0, "SYNCS.ARRIVE.TRANS64", 0, "", "program order", "w", "red"): 1,
+        ("full", "SYNCS.EXCH.64", 0, "SYNCS.PHASECHK.TRANS64.TRYWAIT", 0, "", "program order", "w", "red"): 1,
+        ("full", "SYNCS.EXCH.64", 0, "UTMALDG.2D", 0, "", "", "w", "red"): 2,
+        ("sa", "UTMALDG.2D", 0, "UTCHMMA", 0, "", "wait on full", "w", "r"): 8,
+        ("sb", "UTMALDG.2D", 0, "UTCHMMA", 0, "", "wait on full", "w", "r"): 4,
+        ("tensor memory", "LDTM.x32", 0, "UTCATOMSWS.AND", 0, "", "tcgen05.fence::before_thread_sync", "r", "w"): 2,
+        ("tensor memory", "LDTM.x32", 1, "UTCATOMSWS.AND", 0, "", "CTA barrier", "r", "w"): 2,
+        ("tensor memory", "LDTM.x32", 2, "UTCATOMSWS.AND", 0, "", "CTA barrier", "r", "w"): 2,
+        ("tensor memory", "LDTM.x32", 3, "UTCATOMSWS.AND", 0, "", "CTA barrier", "r", "w"): 2,
+        ("tensor memory", "UTCATOMSWS.FIND_AND_SET.ALIGN", 0, "UTCHMMA", 0, "", "", "w", "w"): 2,
+        ("tensor memory", "UTCHMMA", 0, "LDTM.x32", 0, "", "wait on acc_full", "w", "r"): 2,
+        ("tensor memory", "UTCHMMA", 0, "LDTM.x32", 1, "", "wait on acc_full", "w", "r"): 2,
+        ("tensor memory", "UTCHMMA", 0, "LDTM.x32", 2, "", "wait on acc_full", "w", "r"): 2,
+        ("tensor memory", "UTCHMMA", 0, "LDTM.x32", 3, "", "wait on acc_full", "w", "r"): 2,
+        ("tensor memory", "UTCHMMA", 0, "UTCATOMSWS.AND", 0, "", "wait on acc_full", "w", "w"): 2,
+        ("tensor memory", "UTCHMMA", 0, "UTCHMMA", 0, "", "program order", "w", "w"): 6,
+        ("tmem_slot", "UTCATOMSWS.FIND_AND_SET.ALIGN", 0, "LDS", 0, "", "program order", "w", "r"): 1,
+        ("tmem_slot", "UTCATOMSWS.FIND_AND_SET.ALIGN", 0, "LDS", 1, "", "CTA barrier", "w", "r"): 1,
+        ("tmem_slot", "UTCATOMSWS.FIND_AND_SET.ALIGN", 0, "LDS", 2, "", "CTA barrier", "w", "r"): 1,
+        ("tmem_slot", "UTCATOMSWS.FIND_AND_SET.ALIGN", 0, "LDS", 3, "", "CTA barrier", "w", "r"): 1,
+    }
