@@ -49,6 +49,9 @@ def _raised(loop: str, before: str = "", one_waiter: bool = False) -> dict[int, 
     ("register", LOAD + "  ISETP.NE.U32.AND ready, PT, v, target, PT\n  @ready BRA POLL\n", "  MOV target, 0x5\n", 5),
     # a back-off in the body (its 0x20 is no candidate: it does not use the polled value)
     ("back-off", LOAD + "  NANOSLEEP 0x20\n  ISETP.LT.U32.AND ready, PT, v, 0x9, PT\n  @ready BRA POLL\n", "", 9),
+    # a special register read in the body (the body runs on a copy of the waiter's registers, the same
+    # CTA and warp index)
+    ("special-register", LOAD + "  S2R t, SR_TID.X\n  ISETP.NE.U32.AND ready, PT, v, 0x7, PT\n  @ready BRA POLL\n", "", 7),
     # exits by a forward branch, the branch back unconditional
     ("forward-exit", LOAD + "  ISETP.NE.U32.AND ready, PT, v, 0x6, PT\n  @!ready BRA OUT\n  NANOSLEEP 0x20\n  BRA POLL\nOUT:\n",
      "", 6)])
