@@ -268,3 +268,20 @@ def test_every_cta_of_the_one_box_gemm_is_clean(words: tuple[str, ...]) -> None:
     its own box's K coordinate, not its row coordinate)."""
     with options(CheckOptions(all_ctas=True)):
         assert check_kernel(parse(_one_box_tiles(*words))).messages() == []
+
+
+def test_an_unswizzled_operand_s_wrong_lbo_is_caught_by_its_values() -> None:
+    """The `wgmma_fp16_sw0` probe's B read with an LBO of 256 bytes where its two K columns land 1024
+    apart (one 16-byte-wide box each): the layout check compares only tiles inside one box, so the
+    verdict without values is clean (docs/testing.md: a gap); with values the product differs."""
+    import numpy as np
+
+    from warpy.kernels.probes import ProbeExpectation
+
+    pr = PROBES["wgmma_fp16_sw0"]
+    assert pr.host is not None
+    text = _edit(_probe("wgmma_fp16_sw0", "sm_90a"), ("UIADD3 gmma_desc.2, gmma_desc.2, 0x400000, URZ",
+                                                      "UIADD3 gmma_desc.2, gmma_desc.2, 0x100000, URZ"))
+    assert _verdict(text) == []
+    rep = check_kernel(parse(text), values=True, expect=ProbeExpectation(pr.host(np.random.default_rng(7))))
+    assert rep.messages() == ["values: 3996 of 4096 elements of out differ, first [0] = 10.0 where the host expects 33.0"]
