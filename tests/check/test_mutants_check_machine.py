@@ -263,7 +263,8 @@ def test_global_buffers() -> None:
     g, _ = _gm(False)
     assert g.buffer_of("c", 0, 0x200) is not None and g.buffer_of("c", 0x1fc, 0x200) is not None
     assert g.buffer_of("c", 0x1fc, 0x201) is None and g.buffer_of("c", -4, 4) is None
-    assert g.buffer_of("flags", 0, 0x40).name == "flag_words" and g.buffer_of("tab", 0, 4) is None
+    flags = g.buffer_of("flags", 0, 0x40)
+    assert flags is not None and flags.name == "flag_words" and g.buffer_of("tab", 0, 4) is None
 
 
 # -- global accesses: inside declared buffers, after the dependent-launch wait, GPU-scope atomics --------

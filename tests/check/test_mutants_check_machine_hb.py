@@ -9,6 +9,7 @@ mutation run these tests answer."""
 from __future__ import annotations
 
 import re
+import time
 
 import numpy as np
 import pytest
@@ -17,7 +18,6 @@ from tests.check.corpus import base_text
 from tests.check.corpus.cases import CASES
 from tests.check.test_mutants_check import BODY, FLAG_BODY, FLAG_HEAD, HEAD
 from tests.check.test_mutants_check_machine import CHUNK_HEAD, STORE, _two_warps
-from warpy.check import schedule
 from warpy.check.happens_before import (CHUNK_BYTES, HappensBefore, _chunk_addr, _regname, _verb, byte_mask, bytes_of,
                                         masks_of, word_bytes)
 from warpy.check.machine import Machine
@@ -191,13 +191,13 @@ def test_a_hang_on_a_buffer_s_last_word() -> None:
 
 @pytest.fixture
 def slow_clock(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every reading of the run loop's clock 2 s after the last: a progress line every round."""
+    """Every reading of the clock (the run loop's) 2 s after the last: a progress line every round."""
     t = [0.0]
 
     def tick() -> float:
         t[0] += 2.0
         return t[0]
-    monkeypatch.setattr(schedule.time, "monotonic", tick)
+    monkeypatch.setattr(time, "monotonic", tick)
 
 
 LINE = r"\d+ warp instructions, [0-2]/2 warps done, \d+ s"
