@@ -52,6 +52,9 @@ def _raised(loop: str, before: str = "", one_waiter: bool = False) -> dict[int, 
     # a special register read in the body (the body runs on a copy of the waiter's registers, the same
     # CTA and warp index)
     ("special-register", LOAD + "  S2R t, SR_TID.X\n  ISETP.NE.U32.AND ready, PT, v, 0x7, PT\n  @ready BRA POLL\n", "", 7),
+    # a branch inside the body, not taken for 3: the add after it runs and 3 exits (so does 4, tried later)
+    ("inner-branch", LOAD + "  ISETP.NE.U32.AND c2, PT, v, 0x3, PT\n  @c2 BRA SKIP\n  IADD3 v, v, 0x1, RZ\nSKIP:\n"
+                            "  ISETP.NE.U32.AND ready, PT, v, 0x4, PT\n  @ready BRA POLL\n", "", 3),
     # exits by a forward branch, the branch back unconditional
     ("forward-exit", LOAD + "  ISETP.NE.U32.AND ready, PT, v, 0x6, PT\n  @!ready BRA OUT\n  NANOSLEEP 0x20\n  BRA POLL\nOUT:\n",
      "", 6)])
