@@ -44,14 +44,52 @@ def _cells(r: object, decls: dict[str, RegDecl]) -> list[Cell]:
     return [(base, 0)]
 
 
-@attrs.frozen
 class Liveness:
-    instrs: tuple[int, ...]  # indices of instruction lines
-    live_in: dict[int, frozenset[Cell]]
-    live_out: dict[int, frozenset[Cell]]
-    defs: dict[int, frozenset[Cell]]
-    #: line -> cells it reads that no path from the entry has written
-    undefined: dict[int, frozenset[Cell]] = attrs.field(factory=dict)
+    """Per line: the cells live into and out of it, those it writes, and those it reads that no path
+    from the entry has written. Computed as bit sets over `cells` (bit i is cells[i]); the
+    `live_in` / `live_out` / `defs` / `undefined` maps of cell sets are decoded from them on first use."""
+
+    def __init__(self, instrs: tuple[int, ...], cells: list[Cell], live_in: list[int], live_out: list[int],
+                 defs: list[int], undefined: dict[int, int]) -> None:
+        self.instrs = instrs  # indices of instruction lines
+        self.cells = cells
+        self.live_in_bits = live_in
+        self.live_out_bits = live_out
+        self.defs_bits = defs
+        self.undefined_bits = undefined
+        self._decoded: dict[str, dict[int, frozenset[Cell]]] = {}
+
+    def cells_of(self, m: int) -> frozenset[Cell]:
+        out = []
+        while m:
+            low = m & -m
+            out.append(self.cells[low.bit_length() - 1])
+            m ^= low
+        return frozenset(out)
+
+    def _sets(self, key: str, bits: "list[int] | dict[int, int]") -> dict[int, frozenset[Cell]]:
+        got = self._decoded.get(key)
+        if got is None:
+            items = bits.items() if isinstance(bits, dict) else enumerate(bits)
+            got = self._decoded[key] = {n: self.cells_of(m) for n, m in items}
+        return got
+
+    @property
+    def live_in(self) -> dict[int, frozenset[Cell]]:
+        return self._sets("in", self.live_in_bits)
+
+    @property
+    def live_out(self) -> dict[int, frozenset[Cell]]:
+        return self._sets("out", self.live_out_bits)
+
+    @property
+    def defs(self) -> dict[int, frozenset[Cell]]:
+        return self._sets("defs", self.defs_bits)
+
+    @property
+    def undefined(self) -> dict[int, frozenset[Cell]]:
+        """line -> cells it reads that no path from the entry has written"""
+        return self._sets("undefined", self.undefined_bits)
 
 
 def _succ(lines: list[Line]) -> dict[int, list[int]]:
@@ -74,12 +112,25 @@ def _succ(lines: list[Line]) -> dict[int, list[int]]:
 
 def liveness(lines: list[Line], decls: dict[str, RegDecl]) -> Liveness:
     succ = _succ(lines)
-    uses: dict[int, frozenset[Cell]] = {}
-    kills: dict[int, frozenset[Cell]] = {}
-    defs: dict[int, frozenset[Cell]] = {}
+    index: dict[Cell, int] = {}
+    cells: list[Cell] = []
+
+    def bits(cs: set[Cell]) -> int:
+        m = 0
+        for c in cs:
+            i = index.get(c)
+            if i is None:
+                i = index[c] = len(cells)
+                cells.append(c)
+            m |= 1 << i
+        return m
+
+    count = len(lines)
+    uses = [0] * count
+    keeps = [-1] * count  # the complement of the cells a line surely overwrites (an unguarded write)
+    defs = [0] * count
     for n, x in enumerate(lines):
         if not isinstance(x, Instr):
-            uses[n] = kills[n] = defs[n] = frozenset()
             continue
         d, u = defs_uses(x)
         dc = {c for op in d for r in regs_of(op) for c in _cells(r, decls)}
@@ -89,46 +140,53 @@ def liveness(lines: list[Line], decls: dict[str, RegDecl]) -> Liveness:
                 base = nm.split(".", 1)[0]
                 if base in decls:
                     uc.update(_cells(R(nm) if decls[base].kind == "R" else UR(nm), decls))
-        uses[n] = frozenset(uc)
-        defs[n] = frozenset(dc)
-        kills[n] = frozenset(dc) if x.guard is None else frozenset()
-    live_in: dict[int, frozenset[Cell]] = {n: frozenset() for n in range(len(lines))}
-    live_out: dict[int, frozenset[Cell]] = {n: frozenset() for n in range(len(lines))}
+        uses[n] = bits(uc)
+        defs[n] = bits(dc)
+        if x.guard is None:
+            keeps[n] = ~defs[n]
+    # backward: live in = uses | (live out - surely written); to the fixed point
+    live_in = [0] * count
+    live_out = [0] * count
     changed = True
     while changed:
         changed = False
-        for n in range(len(lines) - 1, -1, -1):
-            out: set[Cell] = set()
-            for s in succ[n]:
-                out |= live_in[s]
-            fo = frozenset(out)
-            fi = uses[n] | (fo - kills[n])
-            if fo != live_out[n] or fi != live_in[n]:
-                live_out[n], live_in[n] = fo, fi
+        for n in range(count - 1, -1, -1):
+            ss = succ[n]
+            if len(ss) == 1:
+                out = live_in[ss[0]]
+            else:
+                out = 0
+                for s_ in ss:
+                    out |= live_in[s_]
+            fi = uses[n] | (out & keeps[n])
+            if fi != live_in[n] or out != live_out[n]:
+                live_out[n], live_in[n] = out, fi
                 changed = True
     # a value's range starts where it may have been written: intersect with the cells some path
     # from the entry has defined (a register read before any write, like an accumulator whose
     # first MMA does not add, holds nothing worth a register until then)
-    preds: dict[int, list[int]] = {n: [] for n in range(len(lines))}
+    preds: list[list[int]] = [[] for _ in range(count)]
     for n, ss in succ.items():
         for s_ in ss:
             preds[s_].append(n)
-    maydef_in: dict[int, frozenset[Cell]] = {n: frozenset() for n in range(len(lines))}
-    maydef_out: dict[int, frozenset[Cell]] = {n: frozenset() for n in range(len(lines))}
+    maydef_in = [0] * count
+    maydef_out = [0] * count
     changed = True
     while changed:
         changed = False
-        for n in range(len(lines)):
-            mi: frozenset[Cell] = frozenset().union(*(maydef_out[q] for q in preds[n])) if preds[n] else frozenset()
+        for n in range(count):
+            mi = 0
+            for q in preds[n]:
+                mi |= maydef_out[q]
             mo = mi | defs[n]
             if mi != maydef_in[n] or mo != maydef_out[n]:
                 maydef_in[n], maydef_out[n] = mi, mo
                 changed = True
-    undefined = {n: uses[n] - maydef_in[n] for n in range(len(lines)) if uses[n] - maydef_in[n]}
-    live_in = {n: live_in[n] & maydef_in[n] for n in live_in}
-    live_out = {n: live_out[n] & maydef_out[n] for n in live_out}
+    undefined = {n: uses[n] & ~maydef_in[n] for n in range(count) if uses[n] & ~maydef_in[n]}
+    live_in = [a & b for a, b in zip(live_in, maydef_in)]
+    live_out = [a & b for a, b in zip(live_out, maydef_out)]
     instrs = tuple(n for n, x in enumerate(lines) if isinstance(x, Instr))
-    return Liveness(instrs, live_in, live_out, defs, undefined)
+    return Liveness(instrs, cells, live_in, live_out, defs, undefined)
 
 
 def check_defined(lines: list[Line], decls: dict[str, RegDecl]) -> None:
@@ -150,16 +208,34 @@ def _align(width: int) -> int:
 def assign(lines: list[Line], decls: dict[str, RegDecl]) -> dict[str, int]:
     """Physical base index for each named register (raises naming the point of pressure)."""
     lv = liveness(lines, decls)
-    names = sorted({c[0] for n in lv.instrs for c in lv.defs[n] | lv.live_in[n]})
-    adj: dict[str, set[str]] = {nm: set() for nm in names}
+    cells = lv.cells
+    used = 0
     for n in lv.instrs:
-        for d in lv.defs[n]:
-            for c in lv.live_out[n] | lv.defs[n]:
-                if c[0] != d[0] and decls[c[0]].kind == decls[d[0]].kind:
-                    adj[d[0]].add(c[0])
-                    adj[c[0]].add(d[0])
+        used |= lv.defs_bits[n] | lv.live_in_bits[n]
+    names = sorted({c[0] for c in lv.cells_of(used)})
+    mask: dict[str, int] = {}  # a name's cells
+    for i, c in enumerate(cells):
+        mask[c[0]] = mask.get(c[0], 0) | 1 << i
+    # a name interferes with every name of its kind that has a cell live out of, or written by, a
+    # line that writes it: gather those cells over all its writes, then read the names off once
+    near: dict[str, int] = {}
+    for n in lv.instrs:
+        d = lv.defs_bits[n]
+        if d:
+            here = lv.live_out_bits[n] | d
+            for nm in {c[0] for c in lv.cells_of(d)}:
+                near[nm] = near.get(nm, 0) | here
+    by_kind: dict[str, list[str]] = {}
+    for nm in mask:
+        by_kind.setdefault(decls[nm].kind, []).append(nm)
+    adj: dict[str, set[str]] = {nm: set() for nm in names}
+    for nm, m in near.items():
+        for other in by_kind[decls[nm].kind]:
+            if other != nm and m & mask[other]:
+                adj[nm].add(other)
+                adj.setdefault(other, set()).add(nm)
     # values live on entry (read before any write) interfere with each other
-    entry = lv.live_in[lv.instrs[0]] if lv.instrs else frozenset()
+    entry = lv.cells_of(lv.live_in_bits[lv.instrs[0]]) if lv.instrs else frozenset()
     for a_ in entry:
         for b_ in entry:
             if a_[0] != b_[0] and decls[a_[0]].kind == decls[b_[0]].kind:
