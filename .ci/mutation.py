@@ -71,12 +71,14 @@ GROUPS: dict[str, tuple[list[str], list[str], list[str]]] = {
     "check-machine": (
         ["warpy/check/machine.py", "warpy/check/mbarrier.py", "warpy/check/happens_before.py", "warpy/check/flags.py",
          "warpy/check/obligations.py", "warpy/check/global_memory.py", "warpy/check/places.py"],
-        ["tests/check/test_corpus.py", "tests/check/test_mutants_check.py"],
+        ["tests/check/test_corpus.py", "tests/check/test_mutants_check.py", "tests/check/test_mutants_check_machine.py",
+         "tests/check/test_mutants_check_machine_flags.py", "tests/check/test_mutants_check_machine_hb.py"],
         [],
     ),
     "check-families": (
         ["warpy/check/families/*"],
-        ["tests/check/test_corpus.py", "tests/check/test_mutants_check.py"],
+        ["tests/check/test_corpus.py", "tests/check/test_mutants_check.py", "tests/check/test_mutants_families.py",
+         "tests/check/test_mutants_tma.py"],
         [],
     ),
 }
