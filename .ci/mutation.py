@@ -22,11 +22,20 @@ calls which function; each mutant then runs only the tests that reached its func
 `nice -n 10` with two children (the CI machine's cores). The score printed is killed / (killed +
 survived + "no tests" + timeout); docs/testing.md records each group's score, time and the
 survivors judged equivalent.
+
+mutmut 3 does not mutate a decorated function, and every lift rule (`@rule(...)`) and checker
+handler (`@semantics(...)`) is one. So in the group's copy (never in the working tree) each
+module-level function whose decorators all register it into a table (`REGISTERING`) is rewritten
+as a plain `def` followed by the registration as a call, `name = rule(isa.X)(name)` (stacked
+decorators nested in their order): the same tables, and bodies mutmut mutates. The decorator lines
+become blank lines and the call takes the first blank line after the function, so line numbers
+stay the same where a blank line follows (PEP 8's two). `--keep-decorators` turns it off.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import fnmatch
 import json
 import os
@@ -35,6 +44,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Optional
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -84,11 +94,91 @@ GROUPS: dict[str, tuple[list[str], list[str], list[str]]] = {
 }
 
 
+# the decorators that register the function they decorate into a table (each is the `register`
+# method of a warpy.isa.registry.Registry: `rule` of LIFT_RULES, `semantics` of SEMANTICS);
+# tests/ci/test_mutation_script.py checks that every other decorator the groups' files use is one
+# that does not register (NOT_REGISTERING), so a new registering decorator cannot go unnoticed
+REGISTERING = frozenset({"rule", "semantics"})
+NOT_REGISTERING = frozenset({"property", "staticmethod", "classmethod", "overload", "attrs.frozen",
+                             "attrs.define", "contextlib.contextmanager", "functools.cache"})
+
+
+def decorator_name(d: ast.expr) -> str:
+    """`rule` for `@rule(...)`, `attrs.frozen` for `@attrs.frozen`: the decorator's dotted name."""
+    if isinstance(d, ast.Call):
+        d = d.func
+    parts: list[str] = []
+    while isinstance(d, ast.Attribute):
+        parts.append(d.attr)
+        d = d.value
+    if isinstance(d, ast.Name):
+        parts.append(d.id)
+        return ".".join(reversed(parts))
+    return ast.unparse(d)
+
+
+def undecorate(source: str, registering: frozenset[str] = REGISTERING) -> str:
+    """`source` with each module-level function decorated only by registering decorators rewritten
+    as an undecorated `def` followed by `name = d1(d2(name))` (d1 the outermost decorator: the
+    order Python applies them). A function with any other decorator is left as it is."""
+    tree = ast.parse(source)
+    lines = source.splitlines(keepends=True)
+    edits: list[tuple[int, int, int, str]] = []  # (first decorator line, def line, end line, registration)
+    for node in tree.body:
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or not node.decorator_list:
+            continue
+        if not all(decorator_name(d) in registering for d in node.decorator_list):
+            continue
+        call = node.name
+        for d in reversed(node.decorator_list):
+            call = f"{ast.unparse(d)}({call})"
+        first = min(d.lineno for d in node.decorator_list)
+        assert node.end_lineno is not None
+        edits.append((first, node.lineno, node.end_lineno, f"{node.name} = {call}"))
+    for first, def_line, end, reg in reversed(edits):  # bottom up: the earlier edits' line numbers hold
+        nl = "\r\n" if lines[end - 1].endswith("\r\n") else "\n"
+        if end < len(lines) and not lines[end].strip():
+            lines[end] = reg + nl  # the blank line after the function: no line moves
+        else:
+            if not lines[end - 1].endswith(("\n", "\r")):
+                lines[end - 1] += nl
+            lines.insert(end, reg + nl)
+        for k in range(first - 1, def_line - 1):  # the decorator lines (and comments among them)
+            lines[k] = "\n"
+    out = "".join(lines)
+    ast.parse(out)  # a rewrite that does not parse is a bug here, not a mutant
+    return out
+
+
+def _mutated(group: str, rel: str) -> bool:
+    return rel.endswith(".py") and any(fnmatch.fnmatch(rel, pat) for pat in GROUPS[group][0])
+
+
 def _real_kernels(group: str) -> bool:
     return any(m.startswith("warpy/kernels/") for m in GROUPS[group][0])
 
 
-def _copy_tree(dest: Path, real_kernels: bool = False) -> None:
+def _put(src: Path, dst: Path, text: Optional[bytes]) -> None:
+    """dst made a copy of src, or `text` where given; untouched when it already holds that (it then
+    keeps its mtime, so mutmut's cache stays valid)."""
+    want = src.read_bytes() if text is None else text
+    if dst.exists() and dst.read_bytes() == want:
+        return
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    if text is None:
+        shutil.copy2(src, dst)
+    else:
+        dst.write_bytes(text)
+
+
+def _copy_tree(dest: Path, real_kernels: bool = False, group: Optional[str] = None) -> None:
+    """The working tree's tracked and untracked-not-ignored files copied to dest; with `group`, that
+    group's mutated files undecorated (`undecorate`)."""
+    def text(rel: str, src: Path) -> Optional[bytes]:
+        if group is None or not _mutated(group, rel):
+            return None
+        return undecorate(src.read_text()).encode()
+
     files = subprocess.run(
         ["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, check=True, capture_output=True
     ).stdout.decode().split("\0")
@@ -106,17 +196,11 @@ def _copy_tree(dest: Path, real_kernels: bool = False) -> None:
             continue
         if not src.is_file():
             continue
-        if dst.exists() and dst.read_bytes() == src.read_bytes():
-            continue  # unchanged: keeps its mtime so mutmut's cache stays valid
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(src, dst)
+        _put(src, dst, text(rel, src))
     if real_kernels:
         for rel in files:
             if rel.startswith("kernels/") and (ROOT / rel).is_file() and not (ROOT / rel).is_symlink():
-                dst = dest / "warpy" / rel
-                if not (dst.exists() and dst.read_bytes() == (ROOT / rel).read_bytes()):
-                    dst.parent.mkdir(parents=True, exist_ok=True)
-                    shutil.copy2(ROOT / rel, dst)
+                _put(ROOT / rel, dest / "warpy" / rel, text("warpy/" + rel, ROOT / rel))
 
 
 def _configure(dest: Path, group: str, tests_override: list[str] | None = None) -> None:
@@ -159,7 +243,7 @@ def _results(dest: Path) -> dict[str, list[str]]:
 
 
 def run_group(group: str, show: bool, survivors: bool = False, only: list[str] | None = None,
-              tests: list[str] | None = None) -> None:
+              tests: list[str] | None = None, keep_decorators: bool = False) -> None:
     dest = Path(os.environ.get("WARPY_MUTATION_DIR", "/tmp/warpy-mutation")) / group
     dest.mkdir(parents=True, exist_ok=True)
     if not show:
@@ -178,7 +262,7 @@ def run_group(group: str, show: bool, survivors: bool = False, only: list[str] |
         # update, which traces only the tests added since, passes pytest ids it cannot run
         # (BadTestExecutionCommandsException on tests/lift/test_mutants_lift.py's ids)
         (dest / "mutants" / "mutmut-stats.json").unlink(missing_ok=True)
-        _copy_tree(dest, _real_kernels(group))
+        _copy_tree(dest, _real_kernels(group), None if keep_decorators else group)
         _configure(dest, group, tests)
         t0 = time.monotonic()
         # --only: mutmut runs just the mutants matching the patterns (fnmatch on their names); one
@@ -211,13 +295,13 @@ def run_group(group: str, show: bool, survivors: bool = False, only: list[str] |
 LATE_LIMIT = 120  # seconds a mutant's tests may run in --late (they take seconds unmutated)
 
 
-def late_kills(group: str, tests: list[str], only: list[str] | None) -> None:
+def late_kills(group: str, tests: list[str], only: list[str] | None, keep_decorators: bool = False) -> None:
     """Each survivor of the group's last run ("survived" or "no tests", within --only) run against
     `tests` in the group's mutants/ folder (mutmut's trampolines pick the mutant named by
     MUTANT_UNDER_TEST): a mutant these tests fail is a late kill. Quicker than a mutmut re-run, which
     first traces the whole selection again; the group's score is then (killed + late kills) / checked."""
     dest = Path(os.environ.get("WARPY_MUTATION_DIR", "/tmp/warpy-mutation")) / group
-    _copy_tree(dest, _real_kernels(group))
+    _copy_tree(dest, _real_kernels(group), None if keep_decorators else group)
     _configure(dest, group)
     by = _results(dest)
     names = by.get("survived", []) + by.get("no tests", [])
@@ -290,6 +374,9 @@ def main() -> None:
                          "filter: then --late the survivors against the whole selection)")
     ap.add_argument("--late", nargs="+", metavar="TEST",
                     help="judge the last run's survivors again against these test files (no mutmut re-run)")
+    ap.add_argument("--keep-decorators", action="store_true",
+                    help="mutate the files as they are: the functions registered by a decorator (lift rules, "
+                         "checker handlers) are then not mutated (mutmut 3 skips decorated functions)")
     a = ap.parse_args()
     if a.list or not a.groups:
         for g, (m, t, x) in GROUPS.items():
@@ -300,9 +387,9 @@ def main() -> None:
             sys.exit(f"mutation: no group {g!r}; groups: {', '.join(GROUPS)}")
     for g in a.groups:
         if a.late:
-            late_kills(g, a.late, a.only)
+            late_kills(g, a.late, a.only, a.keep_decorators)
         else:
-            run_group(g, a.show, a.survivors, a.only, a.tests)
+            run_group(g, a.show, a.survivors, a.only, a.tests, a.keep_decorators)
 
 
 if __name__ == "__main__":
