@@ -464,6 +464,20 @@ def encode(x: np.ndarray, fmt: Fmt, mode: str = "RN", ftz: bool = False, e: Opti
     toward zero, RM down, RP up; overflow to infinity or the largest finite value as IEEE 754 says;
     NaN canonical; with `ftz` a subnormal result is zero of its sign."""
     x = np.asarray(x, dtype=np.float64)
+    if fmt is F32 and mode == "RN" and not ftz and (e is None or not np.any(e)):
+        # binary64 -> binary32 in the CPU's IEEE conversion: round to nearest even, gradual underflow,
+        # overflow to infinity, the sign of zero kept (the general path below gives the same bits)
+        with np.errstate(over="ignore"):
+            bits = x.astype(np.float32).view(np.uint32).astype(np.uint64)
+        nan = np.isnan(x)
+        if nan.any():
+            bits[nan] = fmt.nan
+        return bits
+    return _encode_exact(x, fmt, mode, ftz, e)
+
+
+def _encode_exact(x: np.ndarray, fmt: Fmt, mode: str, ftz: bool, e: Optional[np.ndarray]) -> np.ndarray:
+    """`encode`'s general path: the rounding worked out from the exact value."""
     e = np.zeros_like(x) if e is None else np.where(np.isfinite(x), np.asarray(e, dtype=np.float64), 0.0)
     out = np.zeros(x.shape, dtype=np.uint64)
     neg = np.signbit(x)
