@@ -410,6 +410,9 @@ class _Reader:
                 raise bad(".buffer NAME SPACE base=B size=S [elem=E] [source=S] layout=L", len(word) + 2)
             if m.group(2) not in SPACES:
                 raise bad(f"buffer space {m.group(2)!r} is not one of {', '.join(SPACES)}", len(word) + len(m.group(1)) + 3)
+            if m.group(2) == "global" and _int(m.group(3)) != 0:  # (the checker reads a global buffer from 0)
+                raise bad(f"global buffer {m.group(1)}: base={m.group(3)}, but a global buffer starts at byte 0 of its "
+                          f"source ({m.group(6)}): declare base=0x0", line.index(" base=") + 2)
             try:
                 lay = parse_layout_text(m.group(7))
             except LayoutError as e:

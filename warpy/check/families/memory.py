@@ -326,7 +326,9 @@ def atomic_update(op: str, mods: tuple[str, ...], old: int, v: int, cmp: int = 0
 def _atomic(m: Machine, w: Warp, c: Compiled, lanes: Lanes, gop: Union[GMem, Mem], v_op: Operand,
             cmp_op: Optional[Operand]) -> Optional[np.ndarray]:
     """Apply a global atomic lane by lane (lowest lane first, one valid order of the GPU's); the old
-    words, per lane (None where neither values nor a u32 buffer's shadow keep them)."""
+    words, per lane (None where neither values nor a u32 buffer's shadow keep them). Only lanes that
+    change their word (or whose word nothing keeps) wake the word's waiters: an atomic that leaves it
+    as it was (an add of 0, a CAS that fails, a poll through an atomic) is no write a poll could see."""
     src, addrs, nb = _global(m, w, c, lanes, gop, "red")
     gm = m.global_memory
     op = c.instr.mods[1]
@@ -335,6 +337,7 @@ def _atomic(m: Machine, w: Warp, c: Compiled, lanes: Lanes, gop: Union[GMem, Mem
     vv = lanes_u64(w.regs.get(reg_name(v_op), 0))
     cv = lanes_u64(w.regs.get(reg_name(cmp_op), 0)) if cmp_op is not None else np.zeros(32, dtype=np.uint64)
     olds = np.zeros(32, dtype=np.uint64)
+    changed = np.ones(32, dtype=bool)  # lanes whose word may have changed (all, where nothing keeps it)
     kept = False
     if m.values and src is not None:
         base, mem, wr = gm.base[src], gm.gmem[src], gm.gwritten[src]
@@ -344,6 +347,7 @@ def _atomic(m: Machine, w: Warp, c: Compiled, lanes: Lanes, gop: Union[GMem, Mem
                 cur = int(mem[o:o + 4].view("<u4")[0])
                 olds[ln] = cur
                 new = atomic_update(op, c.instr.mods, cur, int(vv[ln]), int(cv[ln]))
+                changed[ln] = new != cur
                 mem[o:o + 4] = np.frombuffer(np.uint32(new).tobytes(), dtype=np.uint8)
                 if cmp_op is not None or c.sem == "atomic-global":
                     wr[o:o + 4] = True
@@ -354,12 +358,18 @@ def _atomic(m: Machine, w: Warp, c: Compiled, lanes: Lanes, gop: Union[GMem, Mem
             cur = gm.shadow.get(a, 0)
             olds[ln] = cur
             gm.shadow[a] = atomic_update(op, c.instr.mods, cur, int(vv[ln]), int(cv[ln]))
+            changed[ln] = gm.shadow[a] != cur
         kept = True
     elif not m.values and op == "ADD" and "F32" not in c.instr.mods:
         for ln in np.nonzero(act)[0]:  # (the REDG counters of programs without u32 buffers)
             a = int(av[ln])
             gm.shadow[a] = (gm.shadow.get(a, 0) + int(vv[ln])) & M32
-    _release_flag(m, w, c, addrs)
+            changed[ln] = (int(vv[ln]) & M32) != 0
+    if "STRONG" in c.instr.mods and addrs.size:  # a release even where the word stays (a release sequence)
+        m.flags.release(w, addrs)
+    moved = av[act & changed]
+    if moved.size:
+        m.flags.written(moved)
     if addrs.size and c.sem == "atomic-global":  # it reads the word: what its writers released, the next fence acquires
         for a in np.unique(addrs):
             m.flags.acquire(w, int(a))
