@@ -124,9 +124,9 @@ def _validated(shape: object, stride: object) -> tuple[IntTuple, IntTuple]:
 
 
 #: Pairs the flat checks in line do not cover (nested, rank 5 and up, a default stride), validated
-#: before and kept (not when fresh: `_refs`), found by identity, so that the same objects again (literals in a
-#: generator's loop) cost one dict look-up: id(shape) -> the stride it was validated with (or, for a
-#: default stride, ~id(shape) -> the stride filled in). `_KEEP` holds the shapes, so no id is
+#: before and kept (not when fresh: `_refs`), found by identity, so that the same objects again
+#: (literals in a generator's loop) cost one dict look-up: id(shape) -> the stride it was validated
+#: with (or, for a default stride, ~id(shape) -> the stride filled in). `_KEEP` holds the shapes, so no id is
 #: reused while its entry lives; only inputs of exact ints and tuples (immutable) are kept. Not by
 #: equality: (1, 2.0) == (1, 2) and True == 1 with equal hashes, and a float or a bool must be
 #: refused, not found. Bounded; cleared when full.
@@ -224,7 +224,8 @@ class Layout:
                 s0, s1, s2, s3 = shape
                 if s0.__class__ is int is s1.__class__ is s2.__class__ is s3.__class__ and len(stride) == 4:
                     d0, d1, d2, d3 = stride
-                    if d0.__class__ is int is d1.__class__ is d2.__class__ is d3.__class__ and s0 > 0 < s1 and s2 > 0 < s3:
+                    if (d0.__class__ is int is d1.__class__ is d2.__class__ is d3.__class__
+                            and s0 > 0 < s1 and s2 > 0 < s3):
                         self._shape = shape
                         self._stride = stride
                         return
