@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.check.test_mutants_check_machine import REST_BODY, REST_HEAD
+from tests.check.test_mutants_check_machine import PLACES_HEAD, REST_BODY, REST_HEAD, _places_body, _verdict as _check
 from warpy.check import schedule
 from warpy.check.machine import Machine
 from warpy.check.state import EXITED
@@ -81,3 +81,34 @@ def test_a_global_buffer_with_a_base_other_than_0_is_refused_by_the_parser() -> 
             parse(REST_HEAD.replace(decl, decl.replace("base=0x0", f"base={base}")) + REST_BODY)
         assert str(e.value) == (f"{line}:{len('.buffer words global ') + 1}: global buffer words: base={base}, "
                                 f"but a global buffer starts at byte 0 of its source (buf): declare base=0x0")
+
+
+# -- a staged buffer's stage mode ------------------------------------------------------------------------
+
+SA = ".buffer sa smem base=0x400 size=0x200 elem=u32 layout=(2,4,16):(256,64,4)\n"
+
+
+@pytest.mark.parametrize("layout,place", [("(2,4,16):(256,64,4)", "sa[1]"), ("(2,(2,2),16):(256,(64,128),4)", "sa[1]"),
+                                          ("(2,4,16):(0,64,4)", "sa")], ids=["flat", "nested-rows", "stride-0"])
+def test_a_staged_buffer_names_its_stage_by_one_stride(layout: str, place: str) -> None:
+    """The clean twin: a shared buffer of rank 3 puts the stage first, with one stride (its other modes
+    may nest): a race in its second stage is named `sa[1]`; with a stage stride of 0 (every stage the
+    same bytes) the buffer is named alone."""
+    assert PLACES_HEAD.count(SA) == 1
+    head = PLACES_HEAD.replace(SA, SA.replace("(2,4,16):(256,64,4)", layout))
+    assert _check(head + _places_body([], [0x500])) == {"order": {
+        f"{place}: STS, warp 0 writes it and STS, warp 1 writes it, and nothing orders the two": 1}}
+
+
+@pytest.mark.parametrize("layout", ["((2,1),4,16):((256,512),64,4)", "((1,2),4,16):((0,256),64,4)"])
+def test_a_staged_buffer_whose_stage_mode_is_hierarchical_is_refused(layout: str) -> None:
+    """A stage mode that nests (no one stride to name the stage by) is refused in one line when the
+    checker reads the declarations, before it runs (it was a TypeError the first time a message named a
+    place in the buffer), whether or not a message would name it."""
+    head = PLACES_HEAD.replace(SA, SA.replace("(2,4,16):(256,64,4)", layout))
+    want = (f"shared buffer sa: its stage mode (mode 0 of {layout}) nests, so no one stride names the "
+            f"stage: declare the stages as one mode")
+    for stores in ([0x500], []):
+        with pytest.raises(WarpyError) as e:
+            _check(head + _places_body([], stores))
+        assert str(e.value) == want

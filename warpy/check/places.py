@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Optional
 
 import numpy as np
 
-from warpy.isa.text import BufferDecl, Header
+from warpy.errors import WarpyError
+from warpy.isa.text import BufferDecl, Header, layout_text
 from warpy.layout.swizzle import SwizzledLayout
 from warpy.check.state import Cta, Problems, Warp
 
@@ -34,6 +35,17 @@ class Places:
         self.problems = problems
         self.smem_bufs = sorted((b for b in header.buffers if b.space == "smem"), key=lambda b: b.base)
         self._coords: dict[tuple[str, int], tuple[int, ...]] = {}
+        self._stage: dict[str, int] = {}  # a staged buffer (rank 3 or more, not mbarriers): its stage's stride
+        for b in self.smem_bufs:
+            lay = b.layout.layout if isinstance(b.layout, SwizzledLayout) else b.layout
+            if b.elem == "mbarrier" or not isinstance(lay.shape, tuple) or len(lay.shape) < 3:
+                continue
+            st = lay.stride[0] if isinstance(lay.stride, tuple) else lay.stride
+            if not isinstance(st, int):
+                raise WarpyError(f"shared buffer {b.name}: its stage mode (mode 0 of {layout_text(b.layout)}) nests, "
+                                 f"so no one stride names the stage: declare the stages as one mode")
+            if st:  # (a stage stride of 0: every stage is the same bytes, named by the buffer alone)
+                self._stage[b.name] = st
 
     def smem_buffer(self, addr: int) -> Optional[BufferDecl]:
         off = addr - DSMEM
@@ -53,14 +65,8 @@ class Places:
                 coords = self._barrier_coords(b, off)
                 nm = pipe_name(b, coords)
                 return nm or f"{b.name}[{', '.join(map(str, coords))}]"
-            lay = b.layout.layout if isinstance(b.layout, SwizzledLayout) else b.layout
-            shape = lay.shape if isinstance(lay.shape, tuple) else (lay.shape,)
-            if len(shape) >= 3:  # a staged buffer: the stage
-                st = lay.stride[0] if isinstance(lay.stride, tuple) else lay.stride
-                if not isinstance(st, int):
-                    raise TypeError(f"{b.name}: a stage stride {st} that is not an integer")
-                return f"{b.name}[{off // st}]"
-            return b.name
+            st = self._stage.get(b.name)
+            return b.name if st is None else f"{b.name}[{off // st}]"  # a staged buffer: the stage
         if space == "global":
             src, off = self.gmem.source(addr)
             if src is None:
