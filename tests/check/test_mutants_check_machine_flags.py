@@ -64,8 +64,7 @@ def test_the_rest_of_the_grid_raises_what_the_loop_waits_for(name: str, loop: st
 
 def test_a_poll_through_an_atomic() -> None:
     """One waiter polls with an atomic add of 0 (the atomic's old value is the poll's): it is a wait loop,
-    and the value its body waits for is raised. (Two such waiters would wake each other: see
-    docs/testing.md.)"""
+    and the value its body waits for is raised. (Two such waiters: tests/check/test_checker_gaps.py.)"""
     loop = ("POLL:\n  ATOMG.E.ADD.STRONG.GPU PT, v, desc[memdesc][p.64+0x80], RZ\n  ISETP.NE.U32.AND ready, PT, v, 0x7, PT\n"
             "  @ready BRA POLL\n")
     assert _raised(loop, one_waiter=True) == {0x80: 7}
