@@ -85,7 +85,8 @@ MORE = [
 ]
 
 
-@pytest.mark.parametrize("sass,sm,want", MORE, ids=[m[0] for m in MORE])
+# ids on one line: mutmut passes a test's id back to pytest, which cannot select one holding a newline
+@pytest.mark.parametrize("sass,sm,want", MORE, ids=[m[0].replace("\n", "; ") for m in MORE])
 def test_more_golden_ptx(sass: str, sm: str, want: list[str]) -> None:
     assert ptx_lines(sass, sm=sm)[: len(want)] == want
 
@@ -269,3 +270,50 @@ def test_named_registers_in_shared_addresses() -> None:
         with pytest.raises(WarpyError) as e:
             _lift_with(f".reg R[{w}] x\n", "LDS R1, [x]")
         assert str(e.value) == "LDS: address [x] is a register tuple, not an address"
+
+
+# the TMA family's rules (brought into the mutation score by .ci/mutation.py's undecorating): the
+# interpreter has no meaning for a copy engine's instruction, so each form is pinned as the PTX ISA
+# spells it (cp.async.bulk.tensor's .multicast::cluster and .cta_group::2 qualifiers, cp.reduce's
+# operation, the L2 prefetch, the tensor-map fence and prefetch, the wait without .read for WRITES);
+# `@%pe` is the elected lane that issues the copy engine's instructions
+TMA_PTX = [
+    ("UTMALDG.2D.MULTICAST.2CTA [UR8], tmap[a], UR12", "sm_100a",
+     ["cvt.u16.u32 %th0, %ur12;",
+      "@%pe cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+      ".multicast::cluster.cta_group::2 [%ur8], [%tm0, {%ur10, %ur11}], [%ur9], %th0;"]),
+    ("UTMALDG.2D.2CTA [UR8], tmap[a]", "sm_100a",
+     ["@%pe cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.cta_group::2 "
+      "[%ur8], [%tm0, {%ur10, %ur11}], [%ur9];"]),
+    *[(f"UTMAREDG.2D.{op} [UR8], tmap[a]", "sm_90a",
+       [f"@%pe cp.reduce.async.bulk.tensor.2d.global.shared::cta.{op.lower()}.tile.bulk_group "
+        "[%tm0, {%ur9, %ur10}], [%ur8];"])
+      for op in ("ADD", "MIN", "MAX", "INC", "DEC", "AND", "OR", "XOR")],
+    ("UTMAPF.L2.2D [UR8], tmap[a]", "sm_90a",
+     ["@%pe cp.async.bulk.prefetch.tensor.2d.L2.global.tile [%tm0, {%ur8, %ur9}];"]),
+    ("UTMAPF.L2.3D [UR8], tmap[a]", "sm_90a",
+     ["@%pe cp.async.bulk.prefetch.tensor.3d.L2.global.tile [%tm0, {%ur8, %ur9, %ur10}];"]),
+    # the fence runs on every lane (no @%pe): whichever lane issues the copies has fenced
+    ("UTMACCTL.IV tmap[a]", "sm_90a", ["fence.proxy.tensormap::generic.acquire.sys [%tm0], 128;"]),
+    ("UTMACCTL.PF tmap[a]", "sm_90a", ["@%pe prefetch.tensormap [%tm0];"]),
+    ("DEPBAR.LE.WRITES SB0, 0x1", "sm_90a",
+     ["@%pe cp.async.bulk.wait_group 1;", "activemask.b32 %t0;", "bar.warp.sync %t0;"]),
+    ("DEPBAR.LE SB0, 0x2", "sm_90a",
+     ["@%pe cp.async.bulk.wait_group.read 2;", "activemask.b32 %t0;", "bar.warp.sync %t0;"]),
+]
+
+
+@pytest.mark.parametrize("sass,sm,want", TMA_PTX, ids=[t[0] for t in TMA_PTX])
+def test_tma_rules_word_for_word(sass: str, sm: str, want: list[str]) -> None:
+    assert ptx_lines(sass, sm=sm)[: len(want) + 1] == want + ["exit;"]
+
+
+@pytest.mark.parametrize("sass,message", [
+    ("UBLKCP.G.S [0x0], [UR4], UR8", "UBLKCP.G.S: a bulk copy's global address is [pair], not [0x0]"),
+    ("UBLKCP.S.S [UR4], [UR6], UR8", "UBLKCP.S.S: UBLKCP copies .S.G (global to shared) or .G.S (shared to global)"),
+    ("UBLKCP.G.G [UR4], [UR6], UR8", "UBLKCP.G.G: UBLKCP copies .S.G (global to shared) or .G.S (shared to global)"),
+])
+def test_bulk_copy_refusals(sass: str, message: str) -> None:
+    with pytest.raises(WarpyError) as e:
+        lift(parse(text(sass)), "sm_90a")
+    assert str(e.value) == message
