@@ -350,6 +350,12 @@ ALU_FORMS = [
     ("ISETP.LT.AND P0, PT, ~RZ, R2, P1", ["setp.lt.and.s32 %p0, -1, %r2, %p1;"]),
     ("IMAD.HI R1, ~RZ, R3, R4", ["mul.hi.s32 %t0, -1, %r3;", "add.u32 %r1, %t0, %r4;"]),
     ("IMAD.WIDE R8, ~RZ, R3, RZ", ["mul.wide.s32 %td0, -1, %r3;", "mov.b64 {%r8, %r9}, %td0;"]),
+    ("VIMNMX R1, R2, -0x3, PT", ["min.s32 %r1, %r2, -3;"]),
+    ("VIMNMX R1, R2, -0x3, !PT", ["max.s32 %r1, %r2, -3;"]),
+    ("VIMNMX.U32 R1, R2, -0x3, PT", ["min.u32 %r1, %r2, 0xFFFFFFFD;"]),
+    ("VIMNMX.U32 R1, R2, R3, !PT", ["max.u32 %r1, %r2, %r3;"]),
+    ("VIMNMX R1, PT, PT, R2, R3, !PT", ["max.s32 %r1, %r2, %r3;"]),
+    ("VIMNMX R1, ~RZ, R3, PT", ["min.s32 %r1, -1, %r3;"]),
     ("PLOP3.LUT P0, PT, P1, PT, !PT, 0x80, 0x0",
      ["selp.b32 %t0, 0xFFFFFFFF, 0, %p1;", "lop3.b32 %t1, %t0, 0xFFFFFFFF, 0, 0x80;", "setp.ne.u32 %p0, %t1, 0;"]),
     ("PLOP3.LUT P0, PT, P1, !PT, PT, 0xfe, 0x0",
@@ -386,8 +392,56 @@ def test_alu_forms_compute_what_the_interpreter_computes(sass: str, want: list[s
     ("IADD3 R1, PT, P1, R2, R3, RZ", "IADD3: the carry-out P1 is not lifted (only PT/UPT)"),
     ("LOP3.LUT R1, R2, R3, R4, 0xfe, P0", "LOP3.LUT: LOP3's predicate input must be !PT, not P0"),
     ("PLOP3.LUT P0, P1, PT, PT, PT, 0x80, 0x0", "PLOP3.LUT: PLOP3's second result is not lifted (only PT)"),
+    ("VIMNMX R1, P0, PT, R2, R3, !PT", "VIMNMX: VIMNMX's predicate P0 is not lifted (only PT)"),
+    ("VIMNMX R1, PT, P0, R2, R3, !PT", "VIMNMX: VIMNMX's predicate P0 is not lifted (only PT)"),
+    ("VIMNMX R1, R2, R3, P0", "VIMNMX: VIMNMX chooses min (PT) or max (!PT) when it is lifted, not by P0"),
+    ("LDC R1, c[0x1][0x10]", "LDC: constant bank 1 is not lifted (only bank 0: kernel parameters)"),
 ])
 def test_alu_refusals_word_for_word(sass: str, message: str) -> None:
     with pytest.raises(WarpyError) as e:
         lift(parse(text(sass)), "sm_90a")
     assert str(e.value) == message
+
+
+# warp-wide rules (one lane's evaluator cannot run them): the PTX ISA's spelling, pinned. `%t0` is
+# the active mask the lifter reads first; a ballot's q of PT writes no predicate
+WARP_PTX = [
+    ("VOTEU.ANY UP0, P1", ["activemask.b32 %t0;", "vote.sync.any.pred %up0, %p1, %t0;"]),
+    ("VOTEU.ALL UP0, !P1", ["activemask.b32 %t0;", "vote.sync.all.pred %up0, !%p1, %t0;"]),
+    ("VOTEU.ANY UR4, P1", ["activemask.b32 %t0;", "vote.sync.ballot.b32 %ur4, %p1, %t0;"]),
+    ("VOTEU.ALL UR4, UP1, P2",
+     ["activemask.b32 %t0;", "vote.sync.ballot.b32 %ur4, %p2, %t0;", "vote.sync.all.pred %up1, %p2, %t0;"]),
+    ("VOTE.ANY P0, P1", ["activemask.b32 %t0;", "vote.sync.any.pred %p0, %p1, %t0;"]),
+    ("VOTE.ALL P0, !P1", ["activemask.b32 %t0;", "vote.sync.all.pred %p0, !%p1, %t0;"]),
+    ("VOTE.ANY R4, PT, P1", ["activemask.b32 %t0;", "vote.sync.ballot.b32 %r4, %p1, %t0;"]),
+    ("VOTE.ALL R4, P3, !P1",
+     ["activemask.b32 %t0;", "vote.sync.ballot.b32 %r4, !%p1, %t0;", "vote.sync.all.pred %p3, !%p1, %t0;"]),
+    ("REDUX.SUM UR4, R2", ["activemask.b32 %t0;", "redux.sync.add.u32 %ur4, %r2, %t0;"]),
+    ("REDUX.SUM.S32 UR4, R2", ["activemask.b32 %t0;", "redux.sync.add.s32 %ur4, %r2, %t0;"]),
+    ("REDUX.MIN UR4, R2", ["activemask.b32 %t0;", "redux.sync.min.u32 %ur4, %r2, %t0;"]),
+    ("REDUX.MAX UR4, R2", ["activemask.b32 %t0;", "redux.sync.max.u32 %ur4, %r2, %t0;"]),
+    ("REDUX.MIN.S32 UR4, R2", ["activemask.b32 %t0;", "redux.sync.min.s32 %ur4, %r2, %t0;"]),
+    ("REDUX UR4, R2", ["activemask.b32 %t0;", "redux.sync.and.b32 %ur4, %r2, %t0;"]),
+    ("REDUX.OR UR4, R2", ["activemask.b32 %t0;", "redux.sync.or.b32 %ur4, %r2, %t0;"]),
+    ("REDUX.XOR UR4, R2", ["activemask.b32 %t0;", "redux.sync.xor.b32 %ur4, %r2, %t0;"]),
+    # the global memory descriptor (sm_90a's c[0x0][0x208]): PTX needs none, the pair reads 0
+    ("LDC.64 R4, c[0x0][0x208]", ["mov.b32 %r4, 0;", "mov.b32 %r5, 0;"]),
+]
+
+
+@pytest.mark.parametrize("sass,want", WARP_PTX, ids=[w[0] for w in WARP_PTX])
+def test_warp_rules_word_for_word(sass: str, want: list[str]) -> None:
+    assert ptx_lines(sass)[: len(want) + 1] == want + ["exit;"]
+
+
+def test_parameters_of_every_type_are_read_at_their_width() -> None:
+    extra = ".param s s32\n.param f f32\n.param w s64\n"
+    assert _lift_with(extra, "LDC R1, c[0x0][s]") == ["ld.param.b32 %r1, [s];"]
+    assert _lift_with(extra, "LDC R1, c[0x0][f]") == ["ld.param.b32 %r1, [f];"]
+    assert _lift_with(extra, "LDC R1, c[0x0][w]") == ["ld.param.b32 %r1, [w];"]  # the low word
+    assert _lift_with(extra, "LDC R1, c[0x0][x]") == ["ld.param.u16 %r1, [x];"]
+    assert _lift_with(extra, "LDC.64 R2, c[0x0][w]") == ["ld.param.u64 %td0, [w];", "mov.b64 {%r2, %r3}, %td0;"]
+    assert _lift_with(extra, "LDC.64 R2, c[0x0][y]") == ["ld.param.u64 %td0, [y];", "mov.b64 {%r2, %r3}, %td0;"]
+    with pytest.raises(WarpyError) as e:
+        _lift_with(extra, "LDC.64 R2, c[0x0][s]")
+    assert str(e.value) == "LDC.64: a 64-bit read of parameter s (s32) at byte 0"
