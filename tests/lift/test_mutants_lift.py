@@ -395,6 +395,8 @@ def test_alu_forms_compute_what_the_interpreter_computes(sass: str, want: list[s
     ("VIMNMX R1, P0, PT, R2, R3, !PT", "VIMNMX: VIMNMX's predicate P0 is not lifted (only PT)"),
     ("VIMNMX R1, PT, P0, R2, R3, !PT", "VIMNMX: VIMNMX's predicate P0 is not lifted (only PT)"),
     ("VIMNMX R1, R2, R3, P0", "VIMNMX: VIMNMX chooses min (PT) or max (!PT) when it is lifted, not by P0"),
+    ("HMNMX2 R1, R2, R3, P0", "HMNMX2: HMNMX2 chooses min (PT) or max (!PT) when it is lifted, not by P0"),
+    ("F2F.F32.F32 R1, R2", "F2F.F32.F32: F2F.F32.F32 converts nothing"),
     ("LDC R1, c[0x1][0x10]", "LDC: constant bank 1 is not lifted (only bank 0: kernel parameters)"),
 ])
 def test_alu_refusals_word_for_word(sass: str, message: str) -> None:
@@ -445,3 +447,47 @@ def test_parameters_of_every_type_are_read_at_their_width() -> None:
     with pytest.raises(WarpyError) as e:
         _lift_with(extra, "LDC.64 R2, c[0x0][s]")
     assert str(e.value) == "LDC.64: a 64-bit read of parameter s (s32) at byte 0"
+
+
+# the float rules (the evaluator has no float): the PTX ISA's spelling, pinned. A negated fp32
+# operand flips bit 31 (`xor 0x80000000`), a negated f16x2/bf16x2 pair both halves' sign bits
+# (`xor 0x80008000`); a 16-bit result is zero-extended into its register (`cvt.u32.u16`)
+FLOAT_PTX = [
+    ("F2FP.F16.F32.PACK_AB R1, R2, R3", ["cvt.rn.f16x2.f32 %r1, %r2, %r3;"]),
+    ("F2FP.BF16.F32.PACK_AB R1, R2, R3", ["cvt.rn.bf16x2.f32 %r1, %r2, %r3;"]),
+    ("F2FP.BF16.F32.PACK_AB.RZ R1, R2, R3", ["cvt.rz.bf16x2.f32 %r1, %r2, %r3;"]),
+    ("FSETP.GT.AND P0, PT, R2, R3, PT", ["setp.gt.f32 %p0, %r2, %r3;"]),
+    ("FSETP.GT.FTZ.AND P0, PT, R2, R3, PT", ["setp.gt.ftz.f32 %p0, %r2, %r3;"]),
+    ("FSETP.LT.AND P0, P1, R2, -R3, P2",
+     ["xor.b32 %t0, %r3, 0x80000000;", "setp.lt.and.f32 %p0|%p1, %r2, %t0, %p2;"]),
+    ("FSETP.GE.OR P0, PT, R2, R3, P1", ["setp.ge.or.f32 %p0, %r2, %r3, %p1;"]),
+    ("FSETP.GE.OR P0, PT, -R2, R3, PT", ["xor.b32 %t0, %r2, 0x80000000;", "setp.ge.or.f32 %p0, %t0, %r3, %pt;"]),
+    ("FSEL R1, -R2, R3, P0", ["xor.b32 %t0, %r2, 0x80000000;", "selp.b32 %r1, %t0, %r3, %p0;"]),
+    ("FSEL R1, R2, R3, !PT", ["mov.b32 %r1, %r3;"]),
+    # FSEL moves bits: -RZ is the integer 0x80000000 of selp.b32, not an fp32 literal
+    ("FSEL R1, -RZ, R3, P0", ["selp.b32 %r1, 0x80000000, %r3, %p0;"]),
+    ("FSEL R1, R2, -RZ, P0", ["selp.b32 %r1, %r2, 0x80000000, %p0;"]),
+    ("FSEL R1, -R2, R3, PT", ["xor.b32 %t0, %r2, 0x80000000;", "mov.b32 %r1, %t0;"]),
+    ("HADD2 R1, -R2, R3", ["xor.b32 %t0, %r2, 0x80008000;", "add.rn.f16x2 %r1, %t0, %r3;"]),
+    ("HADD2.BF16_V2 R1, R2, -R3", ["xor.b32 %t0, %r3, 0x80008000;", "add.rn.bf16x2 %r1, %r2, %t0;"]),
+    ("HMUL2 R1, -R2, R3", ["xor.b32 %t0, %r2, 0x80008000;", "mul.rn.f16x2 %r1, %t0, %r3;"]),
+    ("HMUL2.BF16_V2 R1, R2, -R3", ["xor.b32 %t0, %r3, 0x80008000;", "mul.rn.bf16x2 %r1, %r2, %t0;"]),
+    ("HFMA2 R1, -R2, R3, -R4",
+     ["xor.b32 %t0, %r2, 0x80008000;", "xor.b32 %t1, %r4, 0x80008000;", "fma.rn.f16x2 %r1, %t0, %r3, %t1;"]),
+    ("HMNMX2 R1, -R2, R3, PT", ["xor.b32 %t0, %r2, 0x80008000;", "min.f16x2 %r1, %t0, %r3;"]),
+    ("HMNMX2.NAN R1, R2, -R3, !PT", ["xor.b32 %t0, %r3, 0x80008000;", "max.NaN.f16x2 %r1, %r2, %t0;"]),
+    ("F2F.F16.F32 R1, R2", ["cvt.rn.f16.f32 %th0, %r2;", "cvt.u32.u16 %r1, %th0;"]),
+    ("F2F.F32.F16 R1, R2", ["cvt.u16.u32 %th0, %r2;", "cvt.f32.f16 %r1, %th0;"]),
+    ("I2F R1, R2", ["cvt.rn.f32.s32 %r1, %r2;"]),
+    ("I2F.U32 R1, R2", ["cvt.rn.f32.u32 %r1, %r2;"]),
+    ("I2F.F16 R1, R2", ["cvt.rn.f16.s32 %th0, %r2;", "cvt.u32.u16 %r1, %th0;"]),
+    ("I2F.BF16.U32 R1, R2", ["cvt.rn.bf16.u32 %th0, %r2;", "cvt.u32.u16 %r1, %th0;"]),
+    ("F2I.S32.NTZ R1, R2", ["cvt.rni.s32.f32 %r1, %r2;"]),
+    ("F2I.U32.F16.TRUNC.NTZ R1, R2", ["cvt.u16.u32 %th0, %r2;", "cvt.rzi.u32.f16 %r1, %th0;"]),
+    ("F2I.BF16.FLOOR.NTZ R1, R2", ["cvt.u16.u32 %th0, %r2;", "cvt.rmi.s32.bf16 %r1, %th0;"]),
+]
+
+
+@pytest.mark.parametrize("sass,want", FLOAT_PTX, ids=[f[0] for f in FLOAT_PTX])
+def test_float_rules_word_for_word(sass: str, want: list[str]) -> None:
+    assert ptx_lines(sass)[: len(want) + 1] == want + ["exit;"]
