@@ -491,3 +491,52 @@ FLOAT_PTX = [
 @pytest.mark.parametrize("sass,want", FLOAT_PTX, ids=[f[0] for f in FLOAT_PTX])
 def test_float_rules_word_for_word(sass: str, want: list[str]) -> None:
     assert ptx_lines(sass)[: len(want) + 1] == want + ["exit;"]
+
+
+# fences and warpgroup MMAs, pinned as PTX: MEMBAR's semantics and scope; wgmma's accumulator count
+# (n/2 fp32 or n/4 f16x2 registers), the descriptors' pairs, scale-d (0 for a c of RZ or a false
+# predicate, 1, or the predicate), the transposes (only for 16-bit operands; an RS form's B only)
+GMMA_PTX = [
+    ("MEMBAR.SC.CTA", ["fence.sc.cta;"]),
+    ("MEMBAR.ALL.GPU", ["fence.acq_rel.gpu;"]),
+    ("MEMBAR.SC.SYS", ["fence.sc.sys;"]),
+    ("MEMBAR.ALL.CTA", ["fence.acq_rel.cta;"]),
+    ("HGMMA.64x8x16.F32.BF16 R24, gdesc[UR4].tnspA.tnspB, R24, UP1",
+     ["mov.b64 %td0, {%ur4, %ur5};", "mov.b64 %td1, {%ur6, %ur7};",
+      "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%r24, %r25, %r26, %r27}, %td0, %td1, %up1, 1, 1, 1, 1;"]),
+    ("HGMMA.64x8x16.F32.BF16 R24, gdesc[UR4].tnspA, RZ, !UPT",
+     ["mov.b64 %td0, {%ur4, %ur5};", "mov.b64 %td1, {%ur6, %ur7};",
+      "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%r24, %r25, %r26, %r27}, %td0, %td1, 0, 1, 1, 1, 0;"]),
+    ("HGMMA.64x8x16.F16.F16 R24, gdesc[UR4], R24, UPT",
+     ["mov.b64 %td0, {%ur4, %ur5};", "mov.b64 %td1, {%ur6, %ur7};",
+      "wgmma.mma_async.sync.aligned.m64n8k16.f16.f16.f16 {%r24, %r25}, %td0, %td1, 1, 1, 1, 0, 0;"]),
+    ("HGMMA.64x8x16.F32.BF16 R24, gdesc[UR4], R24, !UPT",
+     ["mov.b64 %td0, {%ur4, %ur5};", "mov.b64 %td1, {%ur6, %ur7};",
+      "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%r24, %r25, %r26, %r27}, %td0, %td1, 0, 1, 1, 0, 0;"]),
+    ("HGMMA.64x16x16.F32.BF16 R24, R8, gdesc[UR4].tnspB, RZ",
+     ["mov.b64 %td1, {%ur6, %ur7};",
+      "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {%r24, %r25, %r26, %r27, %r28, %r29, %r30, %r31}, "
+      "{%r8, %r9, %r10, %r11}, %td1, 0, 1, 1, 1;"]),
+    ("HGMMA.64x8x8.F32.TF32 R24, gdesc[UR4], RZ, !UPT",
+     ["mov.b64 %td0, {%ur4, %ur5};", "mov.b64 %td1, {%ur6, %ur7};",
+      "wgmma.mma_async.sync.aligned.m64n8k8.f32.tf32.tf32 {%r24, %r25, %r26, %r27}, %td0, %td1, 0, 1, 1;"]),
+]
+
+
+@pytest.mark.parametrize("sass,want", GMMA_PTX, ids=[g[0] for g in GMMA_PTX])
+def test_fences_and_gmma_word_for_word(sass: str, want: list[str]) -> None:
+    assert ptx_lines(sass)[: len(want) + 1] == want + ["exit;"]
+
+
+@pytest.mark.parametrize("sass,message", [
+    ("HGMMA.64x8x16.F32.BF16 R24, R8, gdesc[UR4].tnspA, RZ",
+     "HGMMA.64x8x16.F32.BF16: HGMMA with A from registers has no .tnspA (only B is read from shared memory)"),
+    ("HGMMA.64x8x16.F32.BF16 R24, gdesc[UR4], R28, UPT",
+     "HGMMA.64x8x16.F32.BF16: HGMMA accumulates into its destination: c must be d (or RZ)"),
+    ("HGMMA.64x8x8.F32.TF32 R24, gdesc[UR4].tnspB, RZ, !UPT",
+     "HGMMA.64x8x8.F32.TF32: HGMMA transposes (.tnspA/.tnspB) only BF16 and F16 operands, not TF32"),
+])
+def test_gmma_refusals_word_for_word(sass: str, message: str) -> None:
+    with pytest.raises(WarpyError) as e:
+        lift(parse(text(sass)), "sm_90a")
+    assert str(e.value) == message
