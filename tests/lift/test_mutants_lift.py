@@ -520,6 +520,21 @@ GMMA_PTX = [
     ("HGMMA.64x8x8.F32.TF32 R24, gdesc[UR4], RZ, !UPT",
      ["mov.b64 %td0, {%ur4, %ur5};", "mov.b64 %td1, {%ur6, %ur7};",
       "wgmma.mma_async.sync.aligned.m64n8k8.f32.tf32.tf32 {%r24, %r25, %r26, %r27}, %td0, %td1, 0, 1, 1;"]),
+    ("QGMMA.64x8x32.F32.E4M3.E4M3 R24, gdesc[UR4], R24, UP1",
+     ["mov.b64 %td0, {%ur4, %ur5};", "mov.b64 %td1, {%ur6, %ur7};",
+      "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 {%r24, %r25, %r26, %r27}, %td0, %td1, %up1, 1, 1;"]),
+    ("QGMMA.64x8x32.F16.E4M3.E4M3 R24, gdesc[UR4], R24, UPT",
+     ["mov.b64 %td0, {%ur4, %ur5};", "mov.b64 %td1, {%ur6, %ur7};",
+      "wgmma.mma_async.sync.aligned.m64n8k32.f16.e4m3.e4m3 {%r24, %r25}, %td0, %td1, 1, 1, 1;"]),
+    ("QGMMA.64x8x32.F32.E4M3.E4M3 R24, gdesc[UR4], R24, !UPT",
+     ["mov.b64 %td0, {%ur4, %ur5};", "mov.b64 %td1, {%ur6, %ur7};",
+      "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 {%r24, %r25, %r26, %r27}, %td0, %td1, 0, 1, 1;"]),
+    ("LDS R2, [R4]", ["ld.shared.b32 %r2, [%r4];"]),
+    ("LDS.U16 R2, [R4]", ["ld.shared.u16 %r2, [%r4];"]),
+    ("LDS.64 R2, [R4]", ["ld.shared.v2.b32 {%r2, %r3}, [%r4];"]),
+    ("LDS.128 R4, [R8+0x10]", ["ld.shared.v4.b32 {%r4, %r5, %r6, %r7}, [%r8+16];"]),
+    ("LDSM.16.M88.4 R4, [R8]", ["ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%r4, %r5, %r6, %r7}, [%r8];"]),
+    ("LDSM.16.M88.T.2 R4, [R8]", ["ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%r4, %r5}, [%r8];"]),
 ]
 
 
@@ -535,8 +550,20 @@ def test_fences_and_gmma_word_for_word(sass: str, want: list[str]) -> None:
      "HGMMA.64x8x16.F32.BF16: HGMMA accumulates into its destination: c must be d (or RZ)"),
     ("HGMMA.64x8x8.F32.TF32 R24, gdesc[UR4].tnspB, RZ, !UPT",
      "HGMMA.64x8x8.F32.TF32: HGMMA transposes (.tnspA/.tnspB) only BF16 and F16 operands, not TF32"),
+    ("QGMMA.64x8x32.F32.E4M3.E4M3 R24, gdesc[UR4], R28, UPT",
+     "QGMMA.64x8x32.F32.E4M3.E4M3: QGMMA accumulates into its destination: c must be d (or RZ)"),
+    ("QGMMA.64x8x32.F32.E4M3.E4M3 R24, gdesc[UR4].tnspA.tnspB, RZ, !UPT",
+     "QGMMA.64x8x32.F32.E4M3.E4M3: QGMMA reads 8-bit operands K-major only: no tnspA.tnspB"),
 ])
 def test_gmma_refusals_word_for_word(sass: str, message: str) -> None:
     with pytest.raises(WarpyError) as e:
         lift(parse(text(sass)), "sm_90a")
     assert str(e.value) == message
+
+
+def test_cluster_launch_control_word_for_word() -> None:
+    """UGETNEXTWORKID (sm_100a): the response and the barrier in their order, .BROADCAST multicast."""
+    pre = "@%pe clusterlaunchcontrol.try_cancel.async.shared::cta.mbarrier::complete_tx::bytes"
+    assert ptx_lines("UGETNEXTWORKID.BROADCAST [UR4], [UR6]", sm="sm_100a")[:2] == [
+        pre + ".multicast::cluster::all.b128 [%ur4], [%ur6];", "exit;"]
+    assert ptx_lines("UGETNEXTWORKID.SELFCAST [UR4], [UR6]", sm="sm_100a")[:2] == [pre + ".b128 [%ur4], [%ur6];", "exit;"]
