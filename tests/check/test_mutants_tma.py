@@ -39,10 +39,10 @@ def _mn_gemm(arch: str) -> str:
 
 
 @functools.lru_cache(maxsize=None)
-def _one_box_tiles(*words: str) -> str:
-    """A 128 x 128 x 128 GEMM in 64-column tiles on 4 CTAs: each MMA's A and B tiles lie in one box, so
+def _one_box_tiles(*words: str, k: int = 128) -> str:
+    """A 128 x 128 x k GEMM in 64-column tiles on 4 CTAs: each MMA's A and B tiles lie in one box, so
     the accumulator is tagged with their rows, and each CTA's stores are checked against them."""
-    prob = G.FAMILY.problem([128, 128, 128, *words], arch="sm_90a", out_dtype="fp32")
+    prob = G.FAMILY.problem([128, 128, k, *words], arch="sm_90a", out_dtype="fp32")
     return str(G.build(prob, G.configure(prob, "bn=64")).kernel())
 
 
@@ -57,6 +57,8 @@ MN90 = _mn_gemm("sm_90a")
 MN100 = _mn_gemm("sm_100a")
 HG = "HGMMA.64x128x16.F32.BF16"
 MEET = "CTA {c} warp {w}: {op} multiplies {a} at K byte {ka} with {b} at K byte {kb} (the boxes the copy engine landed there disagree)"
+K_UNSUMMED = ("line {line} (STG.E): CTA 0 warp 4 stores c_out rows {r}..{r}, columns 0..31 from an accumulator with "
+              "K bytes 0..31 of 128 (1 of its 4 k-steps of 32 bytes) never summed")
 MN_READ = ("{who}: {op} reads its {which} operand with a 128-byte swizzle MN-major descriptor whose row {r}, K byte {k} is "
            "box row {br}, inner byte {bi} (not box row {wr}, inner byte {wi}); the copy engine landed it through tensor map "
            "{m} (128-byte swizzle, 128-byte rows)")
@@ -100,7 +102,10 @@ MN_CASES = [
     # sm_100a: the operands swapped (the UMMA's A is the tensor's B) and a pair of CTAs
     ("umma-a-one-k-step-on", _edit(MN100, ("+ UIADD3 umma_a.0, UPT, UPT, sbt_udesc@cs, 0x0, URZ  // udesc.lo sbt[cs_stage, 0, 0]",
                                            "  UIADD3 umma_a.0, UPT, UPT, sbt_udesc@cs, 0x80, URZ")),
-     [MEET.format(c=0, w=1, op="UTCHMMA.2CTA", a="b", ka=32, b="a", kb=0)]),
+     [MEET.format(c=0, w=1, op="UTCHMMA.2CTA", a="b", ka=32, b="a", kb=0)]
+     # and every store of the accumulator: its first k-step of the UMMA's A (the tensor b) never summed
+     + [K_UNSUMMED.format(line=356 + 2 * r if r < 32 else 429 + 2 * (r - 32), r=r) for r in range(39)]
+     + ["... and 25 more like these"]),
     ("umma-b-sbo-half", _edit(MN100, ("+ UMOV umma_b.1, 0x40004040  // udesc.hi sa[0, 0, 0]", "  UMOV umma_b.1, 0x40004020")),
      [s.format(who="CTA 0 warp 1", op="UTCHMMA.2CTA", which="B", m="a") for s in SBO_HALF]),
     ("umma-maps-disagree-on-k", _edit(MN100, (".tmap a dtype=bf16 dims=128,64", ".tmap a dtype=bf16 dims=128,48")),
@@ -245,11 +250,14 @@ def test_a_table_slot_named_by_its_map_s_name_still_needs_the_fence() -> None:
         (1, "UTMASTG.2D", "z", "maps slot 2"))]
 
 
+@pytest.mark.parametrize("k", [128, 64])
 @pytest.mark.parametrize("words", [(), ("a=km", "b=kn")], ids=["k-major", "mn-major"])
-def test_a_box_of_a_64_rows_below_the_stored_tile(words: tuple[str, ...]) -> None:
+def test_a_box_of_a_64_rows_below_the_stored_tile(words: tuple[str, ...], k: int) -> None:
     """The producer loads A's box 64 rows (one tile) below the tile the epilogue stores: every store
-    of CTAs 0 and 3 names the rows of A the accumulator holds (the box's rows the descriptor read)."""
-    text = _edit(_one_box_tiles(*words), ("  IMAD m0, m_blk, 0x40, RZ", "  IMAD m0, m_blk, 0x40, 0x40"))
+    of CTAs 0 and 3 names the rows of A the accumulator holds (the box's rows the descriptor read).
+    At K = 64 an MN-major map's rows (its dimension 0, 128) differ from its dimension 1 (K): the
+    output's shape is matched against the rows, not against K (at K = 128 both are 128)."""
+    text = _edit(_one_box_tiles(*words, k=k), ("  IMAD m0, m_blk, 0x40, RZ", "  IMAD m0, m_blk, 0x40, 0x40"))
     want = []
     for c in (0, 3):
         t = 64 * (c // 3)  # the tile's first row and column
@@ -262,12 +270,13 @@ def test_a_box_of_a_64_rows_below_the_stored_tile(words: tuple[str, ...]) -> Non
     assert _verdict(text, limit=200) == sorted(want)
 
 
+@pytest.mark.parametrize("k", [128, 64])
 @pytest.mark.parametrize("words", [(), ("a=km", "b=kn")], ids=["k-major", "mn-major"])
-def test_every_cta_of_the_one_box_gemm_is_clean(words: tuple[str, ...]) -> None:
+def test_every_cta_of_the_one_box_gemm_is_clean(words: tuple[str, ...], k: int) -> None:
     """All 4 CTAs run (CTAs 1 and 2 multiply rows of A and B from different blocks: each operand's K is
     its own box's K coordinate, not its row coordinate)."""
     with options(CheckOptions(all_ctas=True)):
-        assert check_kernel(parse(_one_box_tiles(*words))).messages() == []
+        assert check_kernel(parse(_one_box_tiles(*words, k=k))).messages() == []
 
 
 def test_an_unswizzled_operand_s_wrong_lbo_is_caught_by_its_values() -> None:

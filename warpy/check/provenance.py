@@ -48,13 +48,24 @@ def _k_bits(k0: int, kb: int) -> int:
     return ((1 << (hi - lo + 1)) - 1) << lo
 
 
-def _k_missing(t: Tag, maps: dict[str, TmaBox]) -> Optional[str]:
+def _rows(box: TmaBox, name: str, mn: set[str]) -> int:
+    """The rows (M or N) of an operand's tensor: its dimension 1, or dimension 0 where the MMAs read it
+    MN-major (`mn`: the maps read so; K is then dimension 1)."""
+    return box.dims[0] if name in mn else box.dims[1]
+
+
+def _k_bytes(box: TmaBox, name: str, mn: set[str]) -> int:
+    """The bytes of K of an operand's tensor (dimension 0, or 1 where it is read MN-major)."""
+    return (box.dims[1] if name in mn else box.dims[0]) * box.elem_bytes
+
+
+def _k_missing(t: Tag, maps: dict[str, TmaBox], mn: set[str]) -> Optional[str]:
     """Which K an accumulator stored as a finished product has not summed (None: all of it, or not known)."""
     a, b = maps.get(t[0]), maps.get(t[3])
     if t[6] == -1 or a is None or b is None:
         return None
-    kbytes = a.dims[0] * a.elem_bytes
-    if b.dims[0] * b.elem_bytes != kbytes:
+    kbytes = _k_bytes(a, t[0], mn)
+    if _k_bytes(b, t[3], mn) != kbytes:
         return None  # reported where the MMA multiplies them
     n = -(-kbytes // K_GRANULE)
     full = (1 << n) - 1
@@ -65,14 +76,15 @@ def _k_missing(t: Tag, maps: dict[str, TmaBox]) -> Optional[str]:
             f"({len(miss)} of its {n} k-steps of {K_GRANULE} bytes) never summed")
 
 
-def _orientations(t: Tag, maps: dict[str, TmaBox], shape: tuple[int, ...]) -> tuple[bool, bool]:
+def _orientations(t: Tag, maps: dict[str, TmaBox], shape: tuple[int, ...], mn: set[str]) -> tuple[bool, bool]:
     """Whether an output of this shape (rows, columns) is the product the tag speaks of, as A·Bᵀ
     (rows of A down its rows) and as B·Aᵀ: its extents are the rows of A's tensor and of B's in that
     order. A buffer or map laid out otherwise (a dump of registers, a workspace) is neither."""
     a, b = maps.get(t[0]), maps.get(t[3])
     if a is None or b is None or len(shape) != 2 or a.rank != 2 or b.rank != 2:
         return False, False
-    return tuple(shape) == (a.dims[1], b.dims[1]), tuple(shape) == (b.dims[1], a.dims[1])
+    ra, rb = _rows(a, t[0], mn), _rows(b, t[3], mn)
+    return tuple(shape) == (ra, rb), tuple(shape) == (rb, ra)
 
 
 def _inside(rows: tuple[int, int], cols: tuple[int, int], t: Tag, ways: tuple[bool, bool]) -> bool:
@@ -98,6 +110,7 @@ class Provenance:
         self.tmem: dict[int, dict[int, Tag]] = {}
         self.smem: dict[int, list[tuple[int, int, Tag]]] = {}
         self.reported: set[tuple[int, str]] = set()  # (line, operand) whose layout was reported
+        self.mn: set[str] = set()  # the tensor maps MMAs read as MN-major operands (`operand_layout`)
         self.on = True  # False: the tile pass (coverage only)
         self.region_of: dict[tuple[int, int], int] = {}
         #: the tiles stores wrote from (output source, first row, end row, first column, end column, where
@@ -110,7 +123,8 @@ class Provenance:
         ta, tb = self.gmem.tmaps.get(a), self.gmem.tmaps.get(b)
         if ta is None or tb is None or ta.rank != 2 or tb.rank != 2:
             return False
-        want = {(ta.dims[1], tb.dims[1]), (tb.dims[1], ta.dims[1])}
+        ra, rb = _rows(ta, a, self.mn), _rows(tb, b, self.mn)
+        want = {(ra, rb), (rb, ra)}
         for name, box in self.gmem.tmaps.items():
             if name not in (a, b) and box.rank == 2 and (box.dims[1], box.dims[0]) in want:
                 return True
@@ -195,7 +209,7 @@ class Provenance:
         s0, s1 = stride
         if not isinstance(s0, int) or not isinstance(s1, int) or s0 <= 0 or s1 <= 0:
             return
-        ways = _orientations(tag, self.gmem.tmaps, tuple(x for x in shape if isinstance(x, int)))
+        ways = _orientations(tag, self.gmem.tmaps, tuple(x for x in shape if isinstance(x, int)), self.mn)
         if not any(ways):
             return
         o = off - b.base
@@ -213,7 +227,7 @@ class Provenance:
         if out is not None and out.buf is b:
             self._tile(src, tag, (ways[0] and _inside(r, k, tag, (True, False)), ways[1] and _inside(r, k, tag, (False, True))),
                        at=(0, 0), shape=(out.rows, out.cols), where=f"line {c.pc + 1} ({c.mnem})")
-        miss = _k_missing(tag, self.gmem.tmaps)
+        miss = _k_missing(tag, self.gmem.tmaps, self.mn)
         if miss is not None and (c.pc, "K") not in self.reported:
             self.reported.add((c.pc, "K"))
             self.problems.add("data", f"line {c.pc + 1} ({c.mnem}): {w.cta.name} warp {w.wid} stores {b.name} rows "
@@ -305,7 +319,7 @@ class Provenance:
         if rows[1] < rows[0] or cols[1] < cols[0]:
             return
         for t in tags:
-            ways = _orientations(t, self.gmem.tmaps, (box.dims[1], box.dims[0]))
+            ways = _orientations(t, self.gmem.tmaps, (box.dims[1], box.dims[0]), self.mn)
             if not any(ways):
                 continue
             if not _inside(rows, cols, t, ways):
@@ -321,7 +335,7 @@ class Provenance:
                 self._tile(gsrc, t, (ways[0] and _inside(rows, cols, t, (True, False)),
                                      ways[1] and _inside(rows, cols, t, (False, True))),
                            at=(int(o_r[0]), int(o_c[0])), shape=(box.dims[1], box.dims[0]), where=f"line {c.pc + 1} ({c.mnem})")
-            miss = None if reduce or (c.pc, "K") in self.reported else _k_missing(t, self.gmem.tmaps)
+            miss = None if reduce or (c.pc, "K") in self.reported else _k_missing(t, self.gmem.tmaps, self.mn)
             if miss is not None:
                 self.reported.add((c.pc, "K"))
                 self.problems.add("data", f"line {c.pc + 1} ({c.mnem}): {w.cta.name} warp {w.wid} stores {name} rows "

@@ -505,6 +505,7 @@ def operand_layout(m: Machine, w: Warp, c: Compiled, cta: Cta, key: tuple[object
                                    f"{box.box[0] * box.elem_bytes}-byte rows)")
         return None
     if mn:
+        m.prov.mn.add(name)  # its rows are dimension 0, its K dimension 1 (the provenance's outputs)
         return name, coords[0] + int(rows[0, 0]), coords[1] * box.elem_bytes + int(kb[0, 0])
     return name, coords[1] + int(rows[0, 0]), coords[0] * box.elem_bytes + int(kb[0, 0])
 
