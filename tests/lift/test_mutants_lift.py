@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
+
 import pytest
 
 from warpy.errors import WarpyError
@@ -567,3 +569,28 @@ def test_cluster_launch_control_word_for_word() -> None:
     assert ptx_lines("UGETNEXTWORKID.BROADCAST [UR4], [UR6]", sm="sm_100a")[:2] == [
         pre + ".multicast::cluster::all.b128 [%ur4], [%ur6];", "exit;"]
     assert ptx_lines("UGETNEXTWORKID.SELFCAST [UR4], [UR6]", sm="sm_100a")[:2] == [pre + ".b128 [%ur4], [%ur6];", "exit;"]
+
+
+# a negated float source of a conversion flips the source's sign bit (bit 31 of an fp32, bit 15 of a
+# 16-bit value), as SASS's operand negation does for every float operand: not an integer negation
+# (which turned 1.0 as a half, 0x3C00, into 0xC400, -4.0)
+NEGATED_CONVERSIONS = [
+    ("F2F.F32.F16 R1, -R2", 0x3C00, 0xBF800000, ["xor.b32 %t0, %r2, 0x8000;", "cvt.u16.u32 %th0, %t0;", "cvt.f32.f16 %r1, %th0;"]),
+    ("F2F.F32.BF16 R1, -R2", 0x3FC0, 0xBFC00000, ["xor.b32 %t0, %r2, 0x8000;", "cvt.u16.u32 %th0, %t0;", "cvt.f32.bf16 %r1, %th0;"]),
+    ("F2F.F16.F32 R1, -R2", 0x3F800000, 0xBC00, ["xor.b32 %t0, %r2, 0x80000000;", "cvt.rn.f16.f32 %th0, %t0;", "cvt.u32.u16 %r1, %th0;"]),
+    ("F2I.S32.NTZ R1, -R2", 0x40400000, 0xFFFFFFFD, ["xor.b32 %t0, %r2, 0x80000000;", "cvt.rni.s32.f32 %r1, %t0;"]),
+    ("F2I.F16.TRUNC.NTZ R1, -R2", 0x4200, 0xFFFFFFFD, ["xor.b32 %t0, %r2, 0x8000;", "cvt.u16.u32 %th0, %t0;", "cvt.rzi.s32.f16 %r1, %th0;"]),
+]
+
+
+@pytest.mark.parametrize("sass,a,want,ptx", NEGATED_CONVERSIONS, ids=[n[0] for n in NEGATED_CONVERSIONS])
+def test_a_negated_conversion_source_flips_its_sign(sass: str, a: int, want: int, ptx: list[str]) -> None:
+    """The lifted PTX word for word, and the interpreter's result on one value (-1.5, -1.0, -3.0)."""
+    from warpy.isa import interp
+
+    assert ptx_lines(sass)[: len(ptx) + 1] == ptx + ["exit;"]
+    kernel = parse(text(sass))
+    m = interp.Machine()
+    m.v["R2"] = np.uint64(a)
+    interp.run(kernel, m)
+    assert m.get(kernel.instrs()[0].ops[0]) == want

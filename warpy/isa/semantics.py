@@ -827,7 +827,7 @@ def _hmnmx2(m: Env, w: W, c: ValueInstr[W], lanes: Lanes) -> None:
 def _f2f(m: Env, w: W, c: ValueInstr[W], lanes: Lanes) -> None:
     """d = a converted (16-bit values in bits 0-15; a 16-bit result's bits 16-31 zero)."""
     dst, src = FMTS[c.instr.mods[0]], FMTS[c.instr.mods[1]]
-    a = c.get[1](w)
+    a = fbits(w, c, 1, src.sign)  # `-x`: the source's sign bit flipped
     if src is BF16 and dst is F32:
         # bf16 is fp32's upper half: the widening is exact for every value, and the H200 keeps a NaN's
         # sign and payload (0xffff -> 0xffff0000) rather than writing the canonical NaN
@@ -854,7 +854,7 @@ def _f2i(m: Env, w: W, c: ValueInstr[W], lanes: Lanes) -> None:
     mods = c.instr.mods
     fmt = F16 if "F16" in mods else BF16 if "BF16" in mods else F32
     mode = next((x for x in mods if x in ("TRUNC", "FLOOR", "CEIL")), "RN")
-    a = c.get[1](w)
+    a = fbits(w, c, 1, fmt.sign)  # `-x`: the source's sign bit flipped
     _put_bits(c, 0, w, f_to_int(decode(a, fmt), mode, "U32" in mods), _scalar(a), lanes)
 
 

@@ -380,9 +380,9 @@ _CVT = {"F32": "f32", "F16": "f16", "BF16": "bf16"}
 
 
 def _half_in(c: LiftContext, op: Operand) -> str:
-    """Bits 0-15 of a register as a .b16 temporary."""
+    """Bits 0-15 of a register as a .b16 temporary (`-x`: the half's sign bit flipped)."""
     h = c.tmp("th")
-    c.emit(f"cvt.u16.u32 {h}, {c.src(op)}")
+    c.emit(f"cvt.u16.u32 {h}, {fsrc(c, op, 0x8000, bits=True) if isinstance(op, R) else c.src(op)}")
     return h
 
 
@@ -398,7 +398,8 @@ def _f2f(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     if dst == src:
         raise c.error(f"F2F.{dst}.{src} converts nothing")
     rnd = "" if dst == "F32" else ".rn"  # widening to fp32 is exact; PTX takes no rounding there
-    s = c.src(a) if src == "F32" else _half_in(c, a)
+    # `-x`: the sign flipped, as any float operand (an immediate as written)
+    s = (fsrc(c, a) if isinstance(a, R) else c.src(a)) if src == "F32" else _half_in(c, a)
     if dst == "F32":
         c.emit(f"cvt{rnd}.f32.{_CVT[src]} {c.dst(d)}, {s}")
         return
@@ -440,7 +441,7 @@ def _f2i(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     rnd = next((_F2I_RND[m] for m in rest if m in _F2I_RND), "rni")
     dst = "u32" if "U32" in rest else "s32"
     src = "f16" if "F16" in rest else "bf16" if "BF16" in rest else "f32"
-    s = c.src(a) if src == "f32" else _half_in(c, a)
+    s = (fsrc(c, a) if isinstance(a, R) else c.src(a)) if src == "f32" else _half_in(c, a)  # `-x`: the sign flipped
     c.emit(f"cvt.{rnd}.{dst}.{src} {c.dst(d)}, {s}")
 
 
