@@ -1,0 +1,208 @@
+"""The checker's handlers of `warpy/check/families/sync.py`, `control.py` and `clc.py` on small kernels:
+each breaks one rule beside its clean twin, the checker's whole verdict pinned word for word (the
+corpus matches one message a case), or runs with values and pins the words it wrote. Each case runs
+in well under a second; docs/testing.md ("sync.py, control.py and clc.py: the handlers") lists the
+mutation run these tests answer."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+import pytest
+
+from warpy.check.report import check_kernel
+from warpy.isa.text import parse
+from warpy.kernels.probes import HostCase, ProbeExpectation
+
+# -- setmaxnreg: two warpgroups launched with 128 registers a thread; warpgroup 0 gives its warps' down
+# to 40, warpgroup 1 asks for 216 each, retried until granted. The pool (128 x 256 threads) then holds
+# exactly 4 x 40 + 4 x 216 registers a lane: the last request fits with nothing to spare.
+
+SMR_HEAD = """\
+.kernel r
+.sm sm_90a
+.threads 256
+.maxnreg 128
+.grid 1 1 1
+.cluster 1 1 1
+.mbarriers 0
+.reg R tid
+.reg R warp
+.reg R n
+.reg UP ok
+.reg P wg0
+"""
+
+SMR = """\
+  S2R tid, SR_TID.X
+  SHF.R.U32.HI warp, RZ, 0x7, tid
+  ISETP.EQ.U32.AND wg0, PT, warp, 0x0, PT
+  @!wg0 BRA GROW
+  USETMAXREG.DEALLOC.CTAPOOL 0x28
+  EXIT
+GROW:
+  USETMAXREG.TRY_ALLOC.CTAPOOL ok, 0xd8
+  @!ok BRA GROW
+  EXIT
+"""
+
+# warpgroup 0 first spins a while, so warpgroup 1's requests find the pool full and wait for its
+# DEALLOC to wake them
+LATE_DEALLOC = SMR.replace("  USETMAXREG.DEALLOC", "  MOV n, 0x10\nSPIN:\n  IADD3 n, n, -0x1, RZ\n"
+                           "  ISETP.NE.U32.AND wg0, PT, n, 0x0, PT\n  @wg0 BRA SPIN\n  USETMAXREG.DEALLOC")
+
+
+def _pool_hang(w: int, n: int, free: int, used: int) -> str:
+    return (f"hang: CTA 0 warp {w} waits on setmaxnreg to {n} registers: the CTA's pool of 32768 holds {free} more "
+            f"(its warps hold {used})")
+
+
+SMR_CASES = [
+    ("exactly-the-pool", SMR_HEAD, SMR, []),
+    ("late-dealloc", SMR_HEAD, LATE_DEALLOC, []),
+    # 224 a lane: the last warp finds 4 x 40 + 3 x 224 + 128 = 960 a lane held, 2048 registers free
+    ("one-step-over", SMR_HEAD, SMR.replace("0xd8", "0xe0"), [_pool_hang(7, 224, 2048, 30720)]),
+    # nobody gives registers back: every request waits on a pool with nothing free
+    ("no-dealloc", SMR_HEAD, SMR.replace("  USETMAXREG.DEALLOC.CTAPOOL 0x28\n", ""),
+     [_pool_hang(w, 216, 0, 32768) for w in (4, 5, 6, 7)]),
+    # no .maxnreg: no pool to account against, every request granted (its loop ends)
+    ("no-pool", SMR_HEAD.replace(".maxnreg 128\n", ""), SMR.replace("0xd8", "0xf0"), []),
+    ("dealloc-raises", SMR_HEAD, SMR.replace("DEALLOC.CTAPOOL 0x28", "DEALLOC.CTAPOOL 0x88"),
+     [f"CTA 0 warp {w}: USETMAXREG.DEALLOC.CTAPOOL 136 raises its registers from 128 (setmaxnreg.dec never raises)"
+      for w in range(4)] + [_pool_hang(w, 216, -1024, 33792) for w in (4, 5, 6, 7)]),
+    ("alloc-lowers", SMR_HEAD, SMR.replace("0xd8", "0x78"),
+     [f"CTA 0 warp {w}: USETMAXREG.TRY_ALLOC.CTAPOOL 120 lowers its registers from 128 (setmaxnreg.inc never lowers)"
+      for w in (4, 5, 6, 7)]),
+]
+
+
+@pytest.mark.parametrize("name,head,body,want", SMR_CASES, ids=[c[0] for c in SMR_CASES])
+def test_setmaxnreg_against_the_pool(name: str, head: str, body: str, want: list[str]) -> None:
+    assert check_kernel(parse(head + body)).messages(20) == want
+
+
+# -- cluster launch control: 8 one-CTA clusters (grid 2 x 2 x 2); each CTA adds 1 to its tile's word
+# (x + 2y + 4z), asks for the next cluster (SELFCAST), waits for the 16 bytes and goes on with the tile
+# it took while one was cancelled. With `resident` clusters launched, cluster r takes r + resident,
+# r + 2 resident, ...: every tile is counted once; the simulated clusters' words are pinned.
+
+CLC_HEAD = """\
+.kernel c
+.sm sm_100a
+.threads 32
+.dynsmem 1024
+.grid 2 2 2
+.cluster 1 1 1
+.mbarriers 1
+.param out u64
+.buffer cnt global base=0x0 size=0x20 elem=u32 source=out layout=8:4
+.buffer bars smem base=0x0 size=0x8 elem=mbarrier layout=1:8
+.buffer resp smem base=0x10 size=0x10 elem=b128 layout=1:16
+.reg R x
+.reg R y
+.reg R z
+.reg R idx
+.reg R one
+.reg R par
+.reg R sixteen
+.reg R[2] p
+.reg R[2] q
+.reg R[4] answer
+.reg UR smem
+.reg UR bar
+.reg UR rsp
+.reg UR[2] mbar_init
+.reg UR[2] memdesc
+.reg P leader
+.reg P done
+.reg P got
+"""
+
+CLC = """\
+  S2R x, SR_CTAID.X
+  S2R y, SR_CTAID.Y
+  S2R z, SR_CTAID.Z
+  UMOV smem, `(dsmem)
+  UIADD3 bar, smem, 0x0, URZ
+  UIADD3 rsp, smem, 0x10, URZ
+  ULDC.64 memdesc, c[0x0][0x208]
+  LDC.64 p, c[0x0][out]
+  ELECT leader, URZ, PT
+  @!leader BRA INIT
+  UMOV mbar_init.0, 0x1ffffe
+  UMOV mbar_init.1, 0x7ffff800
+  SYNCS.EXCH.64 URZ, [bar], mbar_init
+  FENCE.MBARRIER_INIT
+INIT:
+  MOV par, RZ
+  MOV one, 0x1
+  MOV sixteen, 0x10
+TILE:
+  IMAD idx, y, 0x2, x
+  IMAD idx, z, 0x4, idx
+  IMAD.WIDE.U32 q, idx, 0x4, p
+  @leader REDG.E.ADD.STRONG.GPU desc[memdesc][q.64], one
+  @leader SYNCS.ARRIVE.TRANS64 RZ, [bar], sixteen
+  @!leader BRA WAIT
+  UGETNEXTWORKID.SELFCAST [rsp], [bar]
+WAIT:
+  SYNCS.PHASECHK.TRANS64.TRYWAIT done, [bar], par
+  @!done BRA WAIT
+  LOP3.LUT par, par, 0x80000000, RZ, 0x3c, !PT
+  LDS.128 answer, [rsp]
+  CLCQUERY.CANCELED got, answer
+  @!got EXIT
+  CLCQUERY.CTAID.X x, answer
+  CLCQUERY.CTAID.Y y, answer
+  CLCQUERY.CTAID.Z z, answer
+  BRA TILE
+"""
+
+
+def _clc_counts(body: str, resident: Optional[int], values: bool) -> tuple[list[str], list[int]]:
+    e = ProbeExpectation(HostCase(arrays={"out": np.zeros(8, np.uint32)}, expected={"out": np.ones(8, np.uint32)}))
+    rep = check_kernel(parse(CLC_HEAD + body), resident=resident, values=values, expect=e if values else None)
+    return rep.messages(20), [int(v) for v in e.outputs["out"]] if values else []
+
+
+@pytest.mark.parametrize("resident,want", [(1, [1] * 8), (3, [1, 0, 1, 1, 0, 1, 1, 0]), (None, [1, 0, 0, 0, 0, 0, 0, 1])])
+def test_cluster_launch_control_hands_out_each_tile_once(resident: Optional[int], want: list[int]) -> None:
+    """resident 1: cluster 0 takes 1..7 in turn; 3: cluster 0 takes 3 and 6, cluster 2 takes 5 (the
+    first and last clusters are the simulated ones); all 8 resident: every request is declined."""
+    assert _clc_counts(CLC, resident, values=True) == ([], want)
+
+
+def test_asking_again_after_a_decline() -> None:
+    again = CLC.replace("  @!got EXIT\n", "  @!got BRA LAST\n") + (
+        "LAST:\n  @!leader EXIT\n  SYNCS.ARRIVE.TRANS64 RZ, [bar], sixteen\n  UGETNEXTWORKID.SELFCAST [rsp], [bar]\n  EXIT\n")
+    assert _clc_counts(again, 3, values=False)[0] == [
+        f"CTA {c} warp 0 asks cluster launch control again after it declined" for c in (0, 2)] + [
+        f"CTA {c}: UGETNEXTWORKID.SELFCAST, warp 0 completes bytes on bars[0] asynchronously, and nothing orders that "
+        f"before CTA {c} exits (no wait of its warps sees it done: its shared memory may be gone)" for c in (0, 2)]
+
+
+# clusters of two CTAs (grid 4 x 2 x 2: 8 clusters, 16 tiles x + 4y + 8z): rank 0 asks for both, the
+# BROADCAST response lands in each CTA and completes 16 bytes on its own barrier; each CTA takes the
+# first CTA's x plus its rank. A cluster barrier after the init and after each read of the response.
+CLC2_HEAD = (CLC_HEAD.replace(".grid 2 2 2", ".grid 4 2 2").replace(".cluster 1 1 1", ".cluster 2 1 1")
+             .replace("size=0x20 elem=u32 source=out layout=8:4", "size=0x40 elem=u32 source=out layout=16:4")
+             + ".reg R rank\n.reg P r0\n")
+CLC2 = (CLC.replace("  IMAD idx, y, 0x2, x\n  IMAD idx, z, 0x4, idx\n", "  IMAD idx, y, 0x4, x\n  IMAD idx, z, 0x8, idx\n")
+        .replace("  @!leader BRA WAIT\n  UGETNEXTWORKID.SELFCAST",
+                 "  S2R rank, SR_CTAID.X\n  LOP3.LUT rank, rank, 0x1, RZ, 0xc0, !PT\n  ISETP.NE.U32.AND r0, PT, rank, 0x0, PT\n"
+                 "  @r0 BRA WAIT\n  @!leader BRA WAIT\n  UGETNEXTWORKID.BROADCAST")
+        .replace("  CLCQUERY.CTAID.X x, answer\n", "  CLCQUERY.CTAID.X x, answer\n  IADD3 x, x, rank, RZ\n")
+        .replace("INIT:\n", "INIT:\n  UCGABAR_ARV\n  UCGABAR_WAIT\n")
+        .replace("  LDS.128 answer, [rsp]\n", "  LDS.128 answer, [rsp]\n  UCGABAR_ARV\n  UCGABAR_WAIT\n"))
+
+
+@pytest.mark.parametrize("resident", [1, 3])
+def test_a_broadcast_response_lands_in_each_cta_of_the_cluster(resident: int) -> None:
+    e = ProbeExpectation(HostCase(arrays={"out": np.zeros(16, np.uint32)}, expected={"out": np.ones(16, np.uint32)}))
+    rep = check_kernel(parse(CLC2_HEAD + CLC2), resident=resident, values=True, expect=e)
+    assert rep.messages(20) == [] and [int(v) for v in e.outputs["out"]] == [1] * 16
+    # SELFCAST: rank 1's barrier never gets its 16 bytes
+    assert check_kernel(parse(CLC2_HEAD + CLC2.replace("BROADCAST", "SELFCAST")), resident=resident).messages(20) == [
+        "hang: CTA 0 warp 0 waits on the cluster barrier",
+        "hang: CTA 1 warp 0 waits on bars[0] for the phase of parity 0: it is in phase 0, 0 of 1 arrivals to come, 16 bytes"]
