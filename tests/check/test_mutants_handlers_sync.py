@@ -15,6 +15,8 @@ from warpy.check.report import check_kernel
 from warpy.isa.text import parse
 from warpy.kernels.probes import HostCase, ProbeExpectation
 
+from test_mutants_check import FLAG_BODY, FLAG_HEAD, HEAD, RACE, UNORDERED, _edit, _flag_edit
+
 # -- setmaxnreg: two warpgroups launched with 128 registers a thread; warpgroup 0 gives its warps' down
 # to 40, warpgroup 1 asks for 216 each, retried until granted. The pool (128 x 256 threads) then holds
 # exactly 4 x 40 + 4 x 216 registers a lane: the last request fits with nothing to spare.
@@ -206,3 +208,57 @@ def test_a_broadcast_response_lands_in_each_cta_of_the_cluster(resident: int) ->
     assert check_kernel(parse(CLC2_HEAD + CLC2.replace("BROADCAST", "SELFCAST")), resident=resident).messages(20) == [
         "hang: CTA 0 warp 0 waits on the cluster barrier",
         "hang: CTA 1 warp 0 waits on bars[0] for the phase of parity 0: it is in phase 0, 0 of 1 arrivals to come, 16 bytes"]
+
+
+# -- mbarrier invalidation (SYNCS.CCTL.IV), on test_mutants_check.py's base program -------------------------
+
+INIT = "  SYNCS.EXCH.64 URZ, [bar], mbar_init\n"
+EXIT_COPY = ("CTA 0: UBLKCP.S.G, warp 0 completes bytes on bars[0] asynchronously, and nothing orders that before CTA 0 "
+             "exits (no wait of its warps sees it done: its shared memory may be gone)")
+INVAL_CASES = [
+    # invalidated, then initialised again: no "again without invalidating it"
+    ("inval-then-init", HEAD, _edit(INIT, INIT + "  SYNCS.CCTL.IV [bar]\n" + INIT), []),
+    # each lane's register holds another address (lane x 8); only the elected lane runs the inval:
+    # its address (bars[0]) is invalidated, the other lanes' are no barrier and not reported
+    ("inval-at-the-running-lane-s-address", HEAD.replace(".reg P done\n", ".reg P done\n.reg R baddr\n"),
+     _edit(INIT, INIT + "  IMAD baddr, lane, 0x8, RZ\n  SYNCS.CCTL.IV [baddr+bar]\n" + INIT), []),
+    # invalidated and used: every use is of a barrier not initialised
+    ("inval-then-use", HEAD, _edit(INIT, INIT + "  SYNCS.CCTL.IV [bar]\n"),
+     ["CTA 0 warp 0 arrives on bars[0], which is not initialised", "CTA 0 warp 0 waits on bars[0], which is not initialised",
+      "CTA 0 warp 1 waits on bars[0], which is not initialised",
+      "a copy completes 64 bytes on bars[0], which is not initialised (2 times)", EXIT_COPY, RACE + " (2 times)"]),
+    ("inval-of-data", HEAD, _edit(INIT, INIT + "  SYNCS.CCTL.IV [bar+0x80]\n"),
+     ["CTA 0 warp 0: SYNCS.CCTL.IV uses shared 0x480 as an mbarrier, which no mbarrier buffer declares"]),
+]
+
+
+@pytest.mark.parametrize("name,head,body,want", INVAL_CASES, ids=[c[0] for c in INVAL_CASES])
+def test_an_invalidated_barrier(name: str, head: str, body: str, want: list[str]) -> None:
+    assert check_kernel(parse(head + body)).messages(20) == want
+
+
+# -- fences on test_mutants_check.py's flag between two CTAs: the scope decides (MEMBAR.*.CTA orders
+# nothing across CTAs), and a warp acquires twice (a flag read after the first acquire)
+
+ACQUIRE = "  MEMBAR.ALL.GPU\n  LDG.E v, desc[memdesc][q.64]\n"
+FENCE_CASES = [
+    ("sys", FLAG_BODY.replace("MEMBAR.ALL.GPU", "MEMBAR.ALL.SYS"), []),
+    ("sc-gpu", FLAG_BODY.replace("MEMBAR.ALL.GPU", "MEMBAR.SC.GPU"), []),
+    ("cta", FLAG_BODY.replace("MEMBAR.ALL.GPU", "MEMBAR.ALL.CTA"), [UNORDERED]),
+    ("release-sys-acquire-cta", _flag_edit(ACQUIRE, ACQUIRE.replace("GPU", "CTA")).replace("MEMBAR.ALL.GPU", "MEMBAR.ALL.SYS"),
+     [UNORDERED]),
+    ("acquire-twice", _flag_edit(ACQUIRE, "  MEMBAR.ALL.GPU\n  LDG.E.STRONG.GPU v, desc[memdesc][p.64+0x80]\n" + ACQUIRE), []),
+    ("acquire-twice-by-cctl", _flag_edit(ACQUIRE, "  CCTL.IVALL\n  LDG.E.STRONG.GPU v, desc[memdesc][p.64+0x80]\n"
+                                                  "  CCTL.IVALL\n  LDG.E v, desc[memdesc][q.64]\n"), []),
+]
+
+
+@pytest.mark.parametrize("name,body,want", FENCE_CASES, ids=[c[0] for c in FENCE_CASES])
+def test_fence_scopes_and_acquires(name: str, body: str, want: list[str]) -> None:
+    assert check_kernel(parse(FLAG_HEAD + body)).messages(20) == want
+
+
+def test_the_hb_table_names_an_acquire_by_cctl() -> None:
+    body = _flag_edit(ACQUIRE, "  CCTL.IVALL\n  LDG.E v, desc[memdesc][q.64]\n")
+    assert check_kernel(parse(FLAG_HEAD + body), hb=True).hb_table == {
+        ("words", "STG.E", 0, "LDG.E", 0, " of another CTA", "GPU-scope flag", "w", "r"): 1}
