@@ -262,3 +262,34 @@ def test_the_hb_table_names_an_acquire_by_cctl() -> None:
     body = _flag_edit(ACQUIRE, "  CCTL.IVALL\n  LDG.E v, desc[memdesc][q.64]\n")
     assert check_kernel(parse(FLAG_HEAD + body), hb=True).hb_table == {
         ("words", "STG.E", 0, "LDG.E", 0, " of another CTA", "GPU-scope flag", "w", "r"): 1}
+
+
+# -- the proxy fence: one warp stores a word a lane to shared memory and copies the 128 bytes to global
+# memory with a bulk copy (the async proxy), waiting for it before it exits
+
+PROXY_HEAD = HEAD.replace(".threads 64", ".threads 32").replace(".reg UR[2] cp\n", ".reg UR[2] cp\n.reg UR sa\n")
+PROXY = """\
+  S2R lane, SR_LANEID
+  UMOV smem, `(dsmem)
+  IMAD addr, lane, 0x4, RZ
+  MOV v, 0x7
+  STS [addr+smem+0x80], v
+  FENCE.VIEW.ASYNC.S
+  ELECT leader, URZ, PT
+  ULDC.64 gsrc, c[0x0][src]
+  UMOV size, 0x80
+  UIADD3 sa, smem, 0x80, URZ
+  @leader UBLKCP.G.S [gsrc], [sa], size
+  @leader UTMACMDFLUSH
+  @leader DEPBAR.LE SB0, 0x0
+  EXIT
+"""
+NO_PROXY_FENCE = ("data: UBLKCP.G.S, warp 0 reads it through the async proxy and STS, warp 0 writes it through the generic "
+                  "proxy, and no proxy fence orders the two")
+
+
+@pytest.mark.parametrize("fence,want", [("FENCE.VIEW.ASYNC.S", []), ("FENCE.VIEW.ASYNC.T", [NO_PROXY_FENCE]),
+                                        ("NOP", [NO_PROXY_FENCE]), ("FENCE.MBARRIER_INIT", [NO_PROXY_FENCE])])
+def test_a_shared_write_read_by_a_bulk_copy_needs_the_proxy_fence(fence: str, want: list[str]) -> None:
+    """.T (ptxas's fence around tcgen05 stores) and the mbarrier-init fence do not order the store."""
+    assert check_kernel(parse(PROXY_HEAD + PROXY.replace("FENCE.VIEW.ASYNC.S", fence))).messages(20) == want
