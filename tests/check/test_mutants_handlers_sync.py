@@ -175,6 +175,39 @@ def test_cluster_launch_control_hands_out_each_tile_once(resident: Optional[int]
     assert _clc_counts(CLC, resident, values=True) == ([], want)
 
 
+def _grid(gx: int, gy: int, gz: int) -> tuple[str, str]:
+    """The 8 tiles as another grid: the word of tile (x, y, z) is x + gx y + gx gy z."""
+    return (CLC_HEAD.replace(".grid 2 2 2", f".grid {gx} {gy} {gz}"),
+            CLC.replace("IMAD idx, y, 0x2, x", f"IMAD idx, y, 0x{gx:x}, x").replace("IMAD idx, z, 0x4, idx",
+                                                                                  f"IMAD idx, z, 0x{gx * gy:x}, idx"))
+
+
+@pytest.mark.parametrize("grid", [(1, 8, 1), (2, 1, 4), (1, 1, 8), (8, 1, 1)])
+def test_each_tile_once_in_other_grids(grid: tuple[int, int, int]) -> None:
+    head, body = _grid(*grid)
+    e = ProbeExpectation(HostCase(arrays={"out": np.zeros(8, np.uint32)}, expected={"out": np.ones(8, np.uint32)}))
+    rep = check_kernel(parse(head + body), resident=1, values=True, expect=e)
+    assert rep.messages(20) == [] and [int(v) for v in e.outputs["out"]] == [1] * 8
+
+
+# without values an LDS reads what the response wrote in the model's record of shared words: a taken
+# tile is never tile 0 (launched first), so a response read wrong (tile 0) stores out of bounds
+TRAP = CLC.replace("  BRA TILE\n", "  IMAD idx, y, 0x2, x\n  IMAD idx, z, 0x4, idx\n  ISETP.EQ.U32.AND got, PT, idx, 0x0, PT\n"
+                   "  @got STG.E desc[memdesc][p.64+0x40], one\n  BRA TILE\n")
+
+
+OUTSIDE = "CTA {c} warp 0: STG.E touches global out+0x40..+0x4, outside every global buffer the kernel declares"
+
+
+@pytest.mark.parametrize("resident,sprung", [(1, [OUTSIDE.format(c=0) + " (7 times)"]),
+                                             (3, [OUTSIDE.format(c=0) + " (2 times)", OUTSIDE.format(c=2)])])
+def test_the_response_read_without_values(resident: int, sprung: list[str]) -> None:
+    assert _clc_counts(TRAP, resident, values=False)[0] == []
+    # the trap springs at every taken tile when the tile read is 0
+    zero = TRAP.replace("  CLCQUERY.CTAID.Z z, answer\n", "  CLCQUERY.CTAID.Z z, answer\n  MOV x, RZ\n  MOV y, RZ\n  MOV z, RZ\n")
+    assert _clc_counts(zero, resident, values=False)[0] == sprung
+
+
 def test_asking_again_after_a_decline() -> None:
     again = CLC.replace("  @!got EXIT\n", "  @!got BRA LAST\n") + (
         "LAST:\n  @!leader EXIT\n  SYNCS.ARRIVE.TRANS64 RZ, [bar], sixteen\n  UGETNEXTWORKID.SELFCAST [rsp], [bar]\n  EXIT\n")
