@@ -254,7 +254,8 @@ INVAL_CASES = [
     # each lane's register holds another address (lane x 8); only the elected lane runs the inval:
     # its address (bars[0]) is invalidated, the other lanes' are no barrier and not reported
     ("inval-at-the-running-lane-s-address", HEAD.replace(".reg P done\n", ".reg P done\n.reg R baddr\n"),
-     _edit(INIT, INIT + "  IMAD baddr, lane, 0x8, RZ\n  SYNCS.CCTL.IV [baddr+bar]\n" + INIT), []),
+     _edit(INIT, INIT + "  SYNCS.CCTL.IV [baddr+bar]\n" + INIT).replace(
+         "  S2R lane, SR_LANEID\n", "  S2R lane, SR_LANEID\n  IMAD baddr, lane, 0x8, RZ\n"), []),
     # invalidated and used: every use is of a barrier not initialised
     ("inval-then-use", HEAD, _edit(INIT, INIT + "  SYNCS.CCTL.IV [bar]\n"),
      ["CTA 0 warp 0 arrives on bars[0], which is not initialised", "CTA 0 warp 0 waits on bars[0], which is not initialised",
