@@ -327,3 +327,15 @@ NO_PROXY_FENCE = ("data: UBLKCP.G.S, warp 0 reads it through the async proxy and
 def test_a_shared_write_read_by_a_bulk_copy_needs_the_proxy_fence(fence: str, want: list[str]) -> None:
     """.T (ptxas's fence around tcgen05 stores) and the mbarrier-init fence do not order the store."""
     assert check_kernel(parse(PROXY_HEAD + PROXY.replace("FENCE.VIEW.ASYNC.S", fence))).messages(20) == want
+
+
+def test_a_query_of_the_ctaid_without_an_axis_reads_x() -> None:
+    body = TRAP.replace("CLCQUERY.CTAID.X x", "CLCQUERY.CTAID x")
+    assert _clc_counts(body, 1, values=False)[0] == [] and _clc_counts(body, 1, values=True) == ([], [1] * 8)
+
+
+def test_a_second_cluster_wait_without_arriving() -> None:
+    head = (CLC_HEAD.replace(".grid 2 2 2", ".grid 2 1 1").replace(".cluster 1 1 1", ".cluster 2 1 1"))
+    body = "  S2R x, SR_TID.X\n  UCGABAR_ARV\n  UCGABAR_WAIT\n  UCGABAR_WAIT\n  EXIT\n"
+    assert check_kernel(parse(head + body)).messages(20) == [
+        f"CTA {c} warp 0 waits at the cluster barrier without arriving" for c in (0, 1)]
