@@ -1,0 +1,155 @@
+"""The checker's opcode handlers of `warpy/check/families/{memory,wgmma,alu}.py` (the `@semantics`
+bodies, mutated since `.ci/mutation.py` undecorates them in its copy): small kernels run with and
+without values, the checker's whole verdict and the bytes it moved pinned. Each answers survivors
+of the handlers' mutation run (docs/testing.md, "the memory, wgmma and ALU handlers")."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tests.check.test_mutants_families import MEM_HEAD, SRC, _Bytes, _verdict
+
+HEAD = MEM_HEAD + ".reg R b\n.reg R cl\n.reg P g\n"
+
+
+def _run(body: str, src: np.ndarray = SRC) -> tuple[list[str], _Bytes]:
+    e = _Bytes(src)
+    return _verdict(HEAD + body, values=True, expect=e), e
+
+GUARDED_STS = """\
+  S2R lane, SR_LANEID
+  UMOV smem, `(dsmem)
+  ULDC.64 memdesc, c[0x0][0x208]
+  LDC.64 q, c[0x0][dst]
+  IMAD.WIDE.U32 qa, lane, 0x4, q
+  IMAD sa, lane, 0x4, RZ
+  IMAD sb, lane, 0x40, RZ
+  MOV u.0, 0x11
+  STS [sa+smem], u.0
+  IADD3 v.0, lane, 0x64, RZ
+  ISETP.LT.U32.AND g, PT, lane, 0x10, PT
+  @g STS [{addr}+smem], v.0
+  LDS u.1, [sa+smem]
+  STG.E desc[memdesc][qa.64], u.1
+  EXIT
+"""
+
+
+def test_a_guarded_store_to_shared_writes_and_checks_its_lanes_only() -> None:
+    """Lanes 0..15 store 100 + l over the 0x11 every lane stored; lanes 16..31 keep 0x11. At 64
+    bytes a lane the idle lanes' addresses (the buffer's 0x400 on) are past the shared buffer: not checked."""
+    msgs, e = _run(GUARDED_STS.format(addr="sa"))
+    assert msgs == []
+    assert e.out[:128].view(np.uint32).tolist() == [100 + x for x in range(16)] + [0x11] * 16
+    assert _verdict(HEAD + GUARDED_STS.format(addr="sb")) == []
+    assert _verdict(HEAD + GUARDED_STS.format(addr="sb").replace("@g STS", "STS")) == [
+        "CTA 0 warp 0: STS touches shared 0x400..0xbc4, outside every shared buffer the kernel declares"]
+
+
+LAST_WORD = """\
+  S2R lane, SR_LANEID
+  UMOV smem, `(dsmem)
+  ULDC.64 memdesc, c[0x0][0x208]
+  LDC.64 q, c[0x0][dst]
+  IMAD.WIDE.U32 qa, lane, 0x4, q
+  IADD3 v.0, lane, 0x64, RZ
+  ISETP.EQ.U32.AND g, PT, lane, 0x5, PT
+  @g STS [smem+{off}], v.0
+  LDS u.1, [smem+0x3fc]
+  STG.E desc[memdesc][qa.64], u.1
+  EXIT
+"""
+
+
+def test_a_store_to_the_last_word_of_shared_memory_lands_and_one_past_is_reported() -> None:
+    """Lane 5 stores 105 to the last word of the 1024 bytes (every lane reads it back); one word
+    further is outside the buffer: reported, and nothing written."""
+    msgs, e = _run(LAST_WORD.format(off="0x3fc"))
+    assert msgs == [] and e.out[:128].view(np.uint32).tolist() == [105] * 32
+    msgs, e = _run(LAST_WORD.format(off="0x400"))
+    assert msgs == ["CTA 0 warp 0: STS touches shared 0x800..0x804, outside every shared buffer the kernel declares"]
+    assert e.out[:128].view(np.uint32).tolist() == [0] * 32
+
+
+SHFL_DOWN = """\
+  S2R lane, SR_LANEID
+  ULDC.64 memdesc, c[0x0][0x208]
+  LDC.64 q, c[0x0][dst]
+  IMAD.WIDE.U32 qa, lane, 0x4, q
+  IADD3 v.0, lane, 0x64, RZ
+  ISETP.LT.U32.AND g, PT, lane, 0x10, PT
+  MOV u.0, RZ
+  MOV b, 0x1
+  MOV cl, 0x1f
+  @g SHFL.DOWN PT, u.0, v.0, {b}, {c}, 0xffff
+  STG.E desc[memdesc][qa.64], u.0
+  EXIT
+"""
+
+
+def test_a_shuffle_down_past_its_members_and_register_operands() -> None:
+    """Lanes 0..15 shuffle down by one: lane 15 reads lane 16, which does not run it (only lane 15
+    does so); the offset and clamp read from registers give the same as immediates."""
+    want = ["CTA 0 warp 0: SHFL.DOWN: lane 15 reads lane 16, which does not take part (its value is undefined)"]
+    for b, c in (("0x1", "0x1f"), ("b", "cl"), ("b", "0x1f"), ("0x1", "cl")):
+        msgs, e = _run(SHFL_DOWN.format(b=b, c=c))
+        assert msgs == want, (b, c)
+        assert e.out[:60].view(np.uint32).tolist() == [101 + x for x in range(15)], (b, c)
+        assert e.out[64:128].view(np.uint32).tolist() == [0] * 16
+
+
+ATOMIC_GUARDED = """\
+  S2R lane, SR_LANEID
+  UMOV smem, `(dsmem)
+  ULDC.64 memdesc, c[0x0][0x208]
+  LDC.64 p, c[0x0][src]
+  LDC.64 q, c[0x0][dst]
+  IMAD.WIDE.U32 qa, lane, 0x4, q
+  MOV v.0, 0x5a
+  MOV u.0, 0x1
+  PLOP3.LUT ok, PT, PT, PT, PT, 0x0, 0x0
+  ISETP.LT.U32.AND g, PT, lane, 0x10, PT
+  @g ATOMG.E.ADD.STRONG.GPU ok, v.0, desc[memdesc][p.64], u.0
+  SEL v.1, v.0, 0x99, ok
+  STG.E desc[memdesc][qa.64], v.1
+  STG.E desc[memdesc][qa.64+0x80], v.0
+  EXIT
+"""
+
+
+def test_a_guarded_atomic_writes_its_lanes_old_words_and_predicate_only() -> None:
+    """Lanes 0..15 add 1 to a word from 7: each gets the old word and its predicate set; lanes
+    16..31 keep v.0 = 0x5a but their predicate false, so they store 0x99."""
+    src = np.zeros(512, dtype=np.uint8)
+    src[0] = 7
+    msgs, e = _run(ATOMIC_GUARDED, src)
+    assert msgs == []
+    assert e.out[:128].view(np.uint32).tolist() == [7 + x for x in range(16)] + [0x99] * 16
+    assert e.out[128:256].view(np.uint32).tolist() == [7 + x for x in range(16)] + [0x5A] * 16
+    assert int(e.src_after[:4].view(np.uint32)[0]) == 23
+
+
+ATOMIC_FP32_NO_VALUES = """\
+  S2R lane, SR_LANEID
+  UMOV smem, `(dsmem)
+  ULDC.64 memdesc, c[0x0][0x208]
+  LDC.64 p, c[0x0][src]
+  MOV v.0, 0x5a
+  MOV u.0, 0x3f800000
+  PLOP3.LUT ok, PT, PT, PT, PT, 0x0, 0x0
+  ATOMG.E.ADD.F32.FTZ.RN.STRONG.GPU ok, v.0, desc[memdesc][p.64], u.0
+  @!ok STS [smem+0x800], lane
+  ISETP.NE.U32.AND g, PT, v.0, RZ, PT
+  @g STS [smem+0x900], lane
+  EXIT
+"""
+
+
+def test_an_atomic_on_a_word_nothing_keeps_returns_zero_and_sets_its_predicate() -> None:
+    """Without values the words of an fp32 buffer are not kept: the atomic's old word is 0 (not
+    the 0x5a v.0 held) and its predicate is set; either wrong stores outside every buffer."""
+    head = HEAD.replace(".buffer src global base=0x0 size=0x400 elem=u32", ".buffer src global base=0x0 size=0x400 elem=fp32")
+    assert head != HEAD
+    assert _verdict(head + ATOMIC_FP32_NO_VALUES) == []
+    assert _verdict(head + ATOMIC_FP32_NO_VALUES.replace("@!ok STS", "@ok STS")) == [
+        "CTA 0 warp 0: STS touches shared 0xc00..0xc04, outside every shared buffer the kernel declares"]
