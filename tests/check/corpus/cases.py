@@ -345,6 +345,9 @@ CASES: list[Case] = [
     case("staged-no-proxy-fence-sm90", "proxy", G90S, drop_all(r"FENCE.VIEW.ASYNC.S"),
          expect="order", match=r"c_stage\[\d\]: UTMASTG.2D, warp \d+ reads it through the async proxy and STSM",
          why="the STSM staging is never proxy-fenced before the TMA store"),
+    case("staged-proxy-fence-global", "proxy", G90S, sub_all(r"FENCE.VIEW.ASYNC.S", r"ASYNC\.S", "ASYNC.G"),
+         expect="order", match=r"c_stage\[\d\]: UTMASTG.2D, warp \d+ reads it through the async proxy and STSM",
+         why="the staging's proxy fence names the global state space (fence.proxy.async.global): it orders no shared-memory write"),
     case("acc-through-temporary", "provenance", G90, declare("R scaled"),
          insert_before(r"STG.E.64 desc\[memdesc\]\[c_addr0.64\], acc.0", "  MOV scaled, acc.0\n  MOV acc.0, scaled", nth=0),
          expect="clean", why="the epilogue moves an accumulator register through a temporary before storing it: its K "

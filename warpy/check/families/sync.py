@@ -317,7 +317,10 @@ def _nothing(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
 
 @semantics(isa.FENCE_VIEW_ASYNC)
 def _fence_async(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
-    if "S" in c.instr.mods or "G" in c.instr.mods:
+    """`.S` (fence.proxy.async.shared::cta): this warp's generic shared-memory writes so far become
+    visible to the async proxy. `.G` (fence.proxy.async.global) orders global memory only: no
+    shared-memory write."""
+    if "S" in c.instr.mods:
         now = w.vc[w.agent]
         for a in w.unfenced:
             a.fenced = True
