@@ -39,6 +39,7 @@ from warpy.target import target
 from .family import checked_overrides
 from .mega_sm90 import SM90_FAULTS as FAULTS, ROLE_CODES, STATUS_ROLE_WORDS, STATUS_WORDS, Launch
 from .mega_sm90 import build as build_sm90
+from .mega_common import BACKOFF_FIRST_NS, BACKOFF_MAX_NS
 
 #: the targets with an interpreter: sm_90a (`kernels/mega_sm90.py`) and sm_100a (`kernels/mega_sm100.py`)
 ARCHS = ("sm_90a", "sm_100a")
@@ -136,12 +137,17 @@ class MegaConfig:
     #: on for sm_90a: on the H200 the Llama MLP ran 11-15% faster with it at T = 1, 16 and 128
     #: (docs/performance.md); `--config glu=0` runs the gemms unfused
     glu: bool = False
+    #: sm_90a: the ceiling (ns, a power of two from BACKOFF_FIRST_NS to BACKOFF_MAX_NS) of the NANOSLEEP back-off between
+    #: two polls of a counter that has not reached its target (`InterpBase.counter_wait`); the wait
+    #: writes its status words for the host once the back-off reaches BACKOFF_MAX_NS whatever the ceiling
+    backoff: int = BACKOFF_MAX_NS
 
     def describe(self) -> str:
         f = f", seeded fault {self.fault}" if self.fault else ""
         t = ", a timeline of each instruction's steps" if self.timeline else ""
         t += ", the weights prefetched into L2" if self.prefetch else ""
         t += ", gate/up gemms fused with their silu_mul" if self.glu else ""
+        t += f", counter polls backing off up to {self.backoff} ns" if self.backoff != BACKOFF_MAX_NS else ""
         return (f"sm_90a megakernel interpreter: {self.mode} queues, 7 pages of 32 KiB, two instruction slots, "
                 f"descriptors fenced {'once a CTA' if self.fence == 'once' else 'each instruction'}{f}{t}")
 
@@ -173,6 +179,8 @@ def configure(problem: MegaProblem, overrides: Union[str, Mapping[str, object], 
             raise WarpyError("the timeline is the sm_90a interpreter's (sm_100a runs on no GPU here to time)")
         if out.glu:
             raise WarpyError("glu: the fused gate/up gemm is the sm_90a interpreter's; sm_100a runs them unfused")
+        if out.backoff != cfg.backoff:
+            raise WarpyError("backoff: the poll back-off's ceiling is the sm_90a interpreter's (sm_100a runs on no GPU here)")
         return out
     if out.mode != "static":
         raise WarpyError(f"mode {out.mode!r}: the sm_90a interpreter runs static queues (dynamic mode is not written yet)")
@@ -180,6 +188,9 @@ def configure(problem: MegaProblem, overrides: Union[str, Mapping[str, object], 
         raise WarpyError(f"fault {out.fault!r} is not one of {', '.join(FAULTS)}")
     if out.fence not in FENCES:
         raise WarpyError(f"fence {out.fence!r} is not one of {', '.join(FENCES)}")
+    if not BACKOFF_FIRST_NS <= out.backoff <= BACKOFF_MAX_NS or out.backoff & (out.backoff - 1):
+        raise WarpyError(f"backoff={out.backoff}: the poll back-off's ceiling is a power of two from "
+                         f"{BACKOFF_FIRST_NS} to {BACKOFF_MAX_NS} ns")
     return out
 
 
@@ -263,7 +274,7 @@ def plan(problem: MegaProblem, config: MegaConfig) -> Plan:
     launch = Launch(name, units, max(s.waves, 1), len(s.counters), maps, bufs, config.fault or None,
                     gemm_tiles=tiles, fence_once=config.fence == "once",
                     instructions=len(s.instrs), timeline=config.timeline, prefetch=config.prefetch,
-                    rope=any(n.kind == "rope" for n in s.program.nodes))
+                    rope=any(n.kind == "rope" for n in s.program.nodes), backoff_ns=config.backoff)
     return Plan(problem, config, s, enc, launch)
 
 

@@ -131,6 +131,8 @@ class Launch:
     #: sm_90a: the queue has rope instructions, so the interpreter has the rope body (else not: the
     #: programs of graphs without one keep their text)
     rope: bool = False
+    #: sm_90a: the ceiling of a counter poll's NANOSLEEP back-off, ns (`MegaConfig.backoff`)
+    backoff_ns: int = BACKOFF_MAX_NS
 
     @property
     def grid_ctas(self) -> int:
@@ -554,9 +556,15 @@ class Role:
         p.emit(alu.mov(ns, BACKOFF_FIRST_NS))
         p.emit(control.bra(poll))
         p.label(backoff)
-        p.emit(sync.nanosleep(ns))
+        cap = self.ip.launch.backoff_ns
+        if cap < BACKOFF_MAX_NS:  # the sleep capped lower than the status flush's point
+            nap = p.r("backoff_nap")
+            p.emit(alu.imin(nap, ns, cap, unsigned=True, arch=p.sm))
+            p.emit(sync.nanosleep(nap))
+        else:
+            p.emit(sync.nanosleep(ns))
         p.emit(alu.shf_l(ns, ns, 1))
-        # the first time the back-off reaches its ceiling (a wait of a microsecond or more), make
+        # the first time the back-off reaches BACKOFF_MAX_NS (a wait of a microsecond or more), make
         # the status words reach the host (they are in host-visible memory)
         capped = p.p("backoff_capped")
         p.emit(alu.isetp("EQ", capped, ns, BACKOFF_MAX_NS))

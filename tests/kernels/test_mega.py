@@ -358,3 +358,25 @@ def test_a_hang_leaves_without_the_interpreters_exit(monkeypatch: pytest.MonkeyP
         cli.run_cmd("ew-small", None, 0, 1, 5.0, True, 0, False, None)
     assert e.value.args == (1,)
     assert capsys.readouterr().out.splitlines() == ["hang: kernel k did not finish within 5 s", "SM 0: the loader waits"]
+
+
+def test_a_lower_poll_back_off_is_clean_and_sleeps_at_most_its_ceiling() -> None:
+    """`backoff=64`: the counter polls sleep min(back-off, 64) ns (`NANOSLEEP` of a capped register),
+    while the status words still reach the host when the back-off reaches 1024 ns; the protocol is
+    the same, proven on two units with values. Values the interpreter cannot take are refused."""
+    p = mega.MegaProblem("ew-chain", units=2)
+    cfg = mega.configure(p, "backoff=64")
+    text = mega.build(p, cfg).text()
+    base = mega.build(p).text()
+    assert "backoff_nap" not in base and "NANOSLEEP backoff_ns" in base
+    lines = [line.split() for line in text.splitlines()]
+    sleeps = [w[1] for w in lines if w[:1] == ["NANOSLEEP"]]
+    assert sleeps and set(sleeps) == {"backoff_nap"}  # every poll sleeps the capped register
+    caps = {(w[1], w[3]) for w in lines if w[:1] == ["VIMNMX.U32"] and w[1].startswith("backoff_")}
+    assert caps == {("backoff_nap,", "0x40,"), ("backoff_ns,", "0x400,")}  # the ceiling; the flush's point
+    rep = mega.check_launch(p, cfg, coloured=False)
+    assert rep.ok, rep.text()
+    assert rep.values_checked > 0 and rep.values_wrong == 0
+    for bad in ("backoff=48", "backoff=16", "backoff=2048"):
+        with pytest.raises(WarpyError, match="power of two from 32 to 1024"):
+            mega.configure(p, bad)
