@@ -594,3 +594,137 @@ def test_a_negated_conversion_source_flips_its_sign(sass: str, a: int, want: int
     m.v["R2"] = np.uint64(a)
     interp.run(kernel, m)
     assert m.get(kernel.instrs()[0].ops[0]) == want
+
+
+# the memory, sync, tcgen05, wgmma, control and clc rules' forms no other test lifts (brought into
+# the mutation score by .ci/mutation.py's undecorating), pinned as the PTX ISA spells them: an
+# arrive whose count is RZ is a plain arrive (an expect_tx of 0 bytes adds nothing), .A1T0 arrives
+# once and expects no bytes whatever its count operand holds (as the checker's SYNCS.ARRIVE does),
+# .A0TR only expects bytes (a CTA's own barrier: .cta.shared::cta); a named-barrier arrive; a
+# register sleep time; the global proxy fence; a load into RZ (the sink %tz, not the literal 0); the
+# sub-word stores untyped (.b8/.b16: a store has no signedness); STSM's transpose; CLCQUERY's y and
+# z axes; USETMAXREG.TRY_ALLOC (setmaxnreg.inc returns once the registers are granted: its
+# predicate is true); an RS-form TF32 wgmma (no imm-trans-b: the transpose is for 16-bit types
+# only); an FP8 wgmma whose c is RZ (scale-d 0: d = A·B whatever the predicate); an allocation
+# whose column count a register holds; the fences and barriers that take no operand
+OTHER_PTX = [
+    ("SYNCS.ARRIVE.TRANS64 RZ, [UR4], RZ", "sm_90a", ["mbarrier.arrive.shared::cta.b64 _, [%ur4];"]),
+    ("SYNCS.ARRIVE.TRANS64.A1T0 RZ, [UR4], R5", "sm_90a", ["mbarrier.arrive.shared::cta.b64 _, [%ur4];"]),
+    ("SYNCS.ARRIVE.TRANS64.A0TR RZ, [UR4], R5", "sm_90a", ["mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%ur4], %r5;"]),
+    ("SYNCS.ARRIVE.TRANS64.A0TR RZ, [UR4], RZ", "sm_90a", ["mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%ur4], 0;"]),
+    ("SYNCS.ARRIVE.TRANS64.RED.A0TR RZ, [UR4], RZ", "sm_90a",
+     ["mbarrier.expect_tx.relaxed.cluster.shared::cluster.b64 [%ur4], 0;"]),
+    ("SYNCS.CCTL.IV [UR4+0x8]", "sm_90a", ["mbarrier.inval.shared::cta.b64 [%ur4+8];"]),
+    ("ELECT P0, UR4, PT", "sm_90a", ["activemask.b32 %t0;", "elect.sync %ur4|%p0, %t0;"]),
+    ("ELECT P0, URZ, PT", "sm_90a", ["activemask.b32 %t0;", "elect.sync _|%p0, %t0;"]),
+    ("BAR.ARV 0x1, 0x40", "sm_90a", ["barrier.arrive.aligned 1, 0x40;"]),
+    ("BAR.SYNC.DEFER_BLOCKING 0x1, 0x40", "sm_90a", ["barrier.sync.aligned 1, 0x40;"]),
+    ("UCGABAR_WAIT", "sm_90a", ["barrier.cluster.wait.acquire.aligned;"]),
+    ("NANOSLEEP R2", "sm_90a", ["nanosleep.u32 %r2;"]),
+    ("FENCE.VIEW.ASYNC.G", "sm_90a", ["fence.proxy.async.global;"]),
+    ("FENCE.VIEW.ASYNC.S", "sm_90a", ["fence.proxy.async.shared::cta;"]),
+    ("FENCE.MBARRIER_INIT", "sm_90a", ["fence.mbarrier_init.release.cluster;"]),
+    ("WARPSYNC.ALL", "sm_90a", ["bar.warp.sync 0xffffffff;"]),
+    ("LDS RZ, [R4]", "sm_90a", ["ld.shared.b32 %tz, [%r4];"]),
+    ("STS.U8 [R2], R3", "sm_90a", ["st.shared.b8 [%r2], %r3;"]),
+    ("STS.S16 [R2], R3", "sm_90a", ["st.shared.b16 [%r2], %r3;"]),
+    ("STG.E.U8 desc[UR4][R6.64], R3", "sm_90a", ["mov.b64 %td0, {%r6, %r7};", "st.global.b8 [%td0], %r3;"]),
+    ("STG.E.S16.STRONG.GPU desc[UR4][R6.64], R3", "sm_90a",
+     ["mov.b64 %td0, {%r6, %r7};", "st.relaxed.gpu.global.b16 [%td0], %r3;"]),
+    ("STSM.16.M88.T.2 [R8], R4", "sm_90a", ["stmatrix.sync.aligned.m8n8.x2.trans.shared.b16 [%r8], {%r4, %r5};"]),
+    ("STSM.16.M88.4 [R8], R4", "sm_90a", ["stmatrix.sync.aligned.m8n8.x4.shared.b16 [%r8], {%r4, %r5, %r6, %r7};"]),
+    *[(f"CLCQUERY.CTAID.{ax} R1, R4", "sm_100a",
+       ["mov.b64 %td0, {%r4, %r5};", "mov.b64 %td1, {%r6, %r7};", "mov.b128 %tq0, {%td0, %td1};",
+        f"clusterlaunchcontrol.query_cancel.get_first_ctaid::{ax.lower()}.b32.b128 %r1, %tq0;"])
+      for ax in ("X", "Y", "Z")],
+    ("USETMAXREG.TRY_ALLOC.CTAPOOL UP0, 0xe8", "sm_90a", ["setmaxnreg.inc.sync.aligned.u32 232;", "mov.pred %up0, 1;"]),
+    ("USETMAXREG.TRY_ALLOC.CTAPOOL 0xe8", "sm_90a", ["setmaxnreg.inc.sync.aligned.u32 232;"]),
+    ("USETMAXREG.DEALLOC.CTAPOOL 0x28", "sm_90a", ["setmaxnreg.dec.sync.aligned.u32 40;"]),
+    ("HGMMA.64x8x8.F32.TF32 R24, R8, gdesc[UR4], RZ", "sm_90a",
+     ["mov.b64 %td1, {%ur6, %ur7};",
+      "wgmma.mma_async.sync.aligned.m64n8k8.f32.tf32.tf32 {%r24, %r25, %r26, %r27}, {%r8, %r9, %r10, %r11}, %td1, 0, 1, 1;"]),
+    ("QGMMA.64x8x32.F32.E4M3.E4M3 R24, gdesc[UR4], RZ", "sm_90a",
+     ["mov.b64 %td0, {%ur4, %ur5};", "mov.b64 %td1, {%ur6, %ur7};",
+      "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 {%r24, %r25, %r26, %r27}, %td0, %td1, 0, 1, 1;"]),
+    ("QGMMA.64x8x32.F32.E4M3.E4M3 R24, gdesc[UR4], RZ, UPT", "sm_90a",
+     ["mov.b64 %td0, {%ur4, %ur5};", "mov.b64 %td1, {%ur6, %ur7};",
+      "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 {%r24, %r25, %r26, %r27}, %td0, %td1, 0, 1, 1;"]),
+    ("WARPGROUP.ARRIVE", "sm_90a", ["wgmma.fence.sync.aligned;"]),
+    ("UTCATOMSWS.FIND_AND_SET.ALIGN [UR4], UR5", "sm_100a",
+     ["tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [%ur4], %ur5;"]),
+    ("TCGEN05.FENCE.BEFORE", "sm_100a", ["tcgen05.fence::before_thread_sync;"]),
+    ("TCGEN05.FENCE.AFTER", "sm_100a", ["tcgen05.fence::after_thread_sync;"]),
+]
+
+
+@pytest.mark.parametrize("sass,sm,want", OTHER_PTX, ids=[o[0] for o in OTHER_PTX])
+def test_other_rules_word_for_word(sass: str, sm: str, want: list[str]) -> None:
+    assert ptx_lines(sass, sm=sm)[: len(want) + 1] == want + ["exit;"]
+
+
+@pytest.mark.parametrize("sass,sm,message", [
+    ("SYNCS.EXCH.64 UR4, [UR5], UR6", "sm_90a",
+     "SYNCS.EXCH.64: mbarrier.init returns nothing: the first operand must be URZ"),
+    ("ELECT P0, URZ, P1", "sm_90a", "ELECT: ELECT's lane mask must be PT"),
+    ("ATOMG.E.ADD.STRONG.GPU P0, R1, [R6], R3", "sm_90a",
+     "ATOMG.E.ADD.STRONG.GPU: ATOMG's predicate P0 is not lifted (only PT)"),
+    ("STTM.16dp256bit.x4 tmem[UR4], R8", "sm_100a",
+     "STTM.16dp256bit.x4: LDTM/STTM .16dp256bit needs more registers than the text's x4 names; not lifted"),
+    ("STTM.16dp128bit.x4 tmem[UR4], R8", "sm_100a",
+     "STTM.16dp128bit.x4: LDTM/STTM .16dp128bit needs more registers than the text's x4 names; not lifted"),
+])
+def test_other_refusals_word_for_word(sass: str, sm: str, message: str) -> None:
+    with pytest.raises(WarpyError) as e:
+        lift(parse(text(sass, sm)), sm)
+    assert str(e.value) == message
+
+
+# BRA.U with its uniform predicate as an operand: a guarded branch (`@!%up0 bra`), an unconditional
+# one for UPT, nothing for !UPT; each run by the interpreter and the PTX evaluator for both values
+# of UP0 (the add is skipped exactly when the branch is taken), and pinned as PTX (UPT's and !UPT's
+# guards `@%pt` / `@%pf` would compute the same but are not what the lifter writes)
+BRANCHES = [
+    ("!UP0", ["@!%up0 bra skip;"]),
+    ("UP0", ["@%up0 bra skip;"]),
+    ("UPT", ["bra skip;"]),
+    ("!UPT", []),
+]
+
+
+@pytest.mark.parametrize("guard,want", BRANCHES, ids=[b[0] for b in BRANCHES])
+def test_uniform_branches_compute_what_the_interpreter_computes(guard: str, want: list[str]) -> None:
+    from ptx_eval import run_ptx
+    from warpy.isa import interp
+
+    sass = f"BRA.U {guard}, skip\nIADD3 R1, R1, 0x1, RZ\nskip:"
+    assert ptx_lines(sass)[: len(want) + 3] == want + ["add.u32 %r1, %r1, 1;", "skip:", "exit;"]
+    kernel = parse(text(sass))
+    body = lift(kernel, "sm_90a").split("// --- the program ---\n")[1].splitlines()
+    taken = []
+    for up in (0, 1):
+        m = interp.Machine()
+        m.v = {"R1": 5, "UP0": up}
+        interp.run(kernel, m)
+        got = run_ptx(body, {"%r1": 5, "%up0": up})
+        assert got["%r1"] == m.v["R1"], (guard, up, body)
+        taken.append(m.v["R1"] == 5)
+    assert taken == {"!UP0": [True, False], "UP0": [False, True], "UPT": [True, True], "!UPT": [False, False]}[guard]
+
+
+def test_nop_lifts_to_a_comment() -> None:
+    """NOP does nothing: its PTX is the source line's comment and the rule's `// NOP`, no instruction."""
+    body = lift(parse(text("NOP")), "sm_90a").split("// --- the program ---\n")[1]
+    assert body.splitlines()[:3] == ["    // NOP", "    // NOP", "    // EXIT"]
+
+
+# the declarations end at the highest register the instruction's operands span: SYNCS.EXCH's init
+# word is the pair UR6:UR7 (only UR6's low word is read), HGMMA's and QGMMA's descriptor operand the
+# four UR4..UR7; a rule that took one register more would declare %ur<9>
+@pytest.mark.parametrize("sass", [
+    "SYNCS.EXCH.64 URZ, [UR4], UR6",
+    "HGMMA.64x8x16.F32.BF16 R24, gdesc[UR4], R24, UPT",
+    "QGMMA.64x8x32.F32.E4M3.E4M3 R24, gdesc[UR4], R24, UPT",
+])
+def test_declarations_end_at_the_operands_last_register(sass: str) -> None:
+    ptx = lift(parse(text(sass)), "sm_90a")
+    assert [ln.strip() for ln in ptx.splitlines() if ln.strip().startswith(".reg .b32 %ur")] == [".reg .b32 %ur<8>;"]
