@@ -153,3 +153,51 @@ def test_an_atomic_on_a_word_nothing_keeps_returns_zero_and_sets_its_predicate()
     assert _verdict(head + ATOMIC_FP32_NO_VALUES) == []
     assert _verdict(head + ATOMIC_FP32_NO_VALUES.replace("@!ok STS", "@ok STS")) == [
         "CTA 0 warp 0: STS touches shared 0xc00..0xc04, outside every shared buffer the kernel declares"]
+
+
+# a 2 x 32 fp32 output (rows 128 bytes apart): the launch must write each element once, or add into it
+OUT2D = HEAD.replace(".buffer dst global base=0x0 size=0x400 elem=u32 source=dst layout=256:4",
+                     ".buffer dst global base=0x0 size=0x100 elem=fp32 source=dst layout=(2,32):(128,4)")
+REDUCE_ROW = """\
+  S2R lane, SR_LANEID
+  ULDC.64 memdesc, c[0x0][0x208]
+  LDC.64 q, c[0x0][dst]
+  IMAD.WIDE.U32 qa, lane, 0x4, q
+  MOV u.0, 0x3f800000
+  ISETP.{cmp}.U32.AND g, PT, lane, 0x{n:x}, PT
+  STG.E desc[memdesc][qa.64], u.0
+  @g REDG.E.ADD.F32.FTZ.RN.STRONG.GPU desc[memdesc][qa.64+0x80], u.0
+  @g REDG.E.ADD.F32.FTZ.RN.STRONG.GPU desc[memdesc][qa.64+0x80], u.0
+  EXIT
+"""
+
+
+def test_reduce_adds_cover_their_lanes_elements_of_an_output() -> None:
+    """Row 0 stored, row 1 added into twice (an add is no second store): covered whole. Where only
+    lanes 0..15, or only lane 0, add, the rest of row 1 is reported unwritten; with or without values."""
+    assert OUT2D != HEAD
+    e = _Bytes(SRC)
+    assert _verdict(OUT2D + REDUCE_ROW.format(cmp="LT", n=16), values=True, expect=e) == [
+        "dst: no store or reduce-add writes 16 of its 64 elements (rows 1..1, columns 16..31; the first at row 1, column 16)"]
+    assert e.out[:256].view(np.float32).tolist() == [1.0] * 32 + [2.0] * 16 + [0.0] * 16  # the idle lanes add nothing
+    for values in (False, True):
+        assert _verdict(OUT2D + REDUCE_ROW.format(cmp="LT", n=32), values=values) == []
+        assert _verdict(OUT2D + REDUCE_ROW.format(cmp="LT", n=16), values=values) == [
+            "dst: no store or reduce-add writes 16 of its 64 elements (rows 1..1, columns 16..31; the first at row 1, "
+            "column 16)"]
+        assert _verdict(OUT2D + REDUCE_ROW.format(cmp="EQ", n=0), values=values) == [
+            "dst: no store or reduce-add writes 31 of its 64 elements (rows 1..1, columns 1..31; the first at row 1, "
+            "column 1)"]
+        assert _verdict(OUT2D + REDUCE_ROW.format(cmp="LT", n=0), values=values) == [
+            "dst: no store or reduce-add writes 32 of its 64 elements (rows 1..1, columns 0..31; the first at row 1, "
+            "column 0)"]
+
+
+def test_a_reduce_add_outside_every_buffer_is_reported_and_covers_nothing() -> None:
+    """A REDG through a null pointer (pa = 0) is reported; the other one covers row 1 as before."""
+    body = REDUCE_ROW.format(cmp="LT", n=32).replace(
+        "desc[memdesc][qa.64+0x80], u.0\n  @g", "desc[memdesc][pa.64], u.0\n  @g", 1).replace(
+        "  MOV u.0,", "  MOV pa.0, RZ\n  MOV pa.1, RZ\n  MOV u.0,")
+    assert _verdict(OUT2D + body) == [
+        "CTA 0 warp 0: REDG.E.ADD.F32.FTZ.RN.STRONG.GPU touches global 0x0..+0x4, outside every global buffer the kernel "
+        "declares"]
