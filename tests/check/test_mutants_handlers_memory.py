@@ -5,7 +5,13 @@ of the handlers' mutation run (docs/testing.md, "the memory, wgmma and ALU handl
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
+
+from warpy.check.report import check_kernel
+from warpy.isa.text import parse
+from warpy.kernels import gemm as G
 
 from tests.check.test_mutants_families import MEM_HEAD, SRC, _Bytes, _verdict
 
@@ -201,3 +207,34 @@ def test_a_reduce_add_outside_every_buffer_is_reported_and_covers_nothing() -> N
     assert _verdict(OUT2D + body) == [
         "CTA 0 warp 0: REDG.E.ADD.F32.FTZ.RN.STRONG.GPU touches global 0x0..+0x4, outside every global buffer the kernel "
         "declares"]
+
+
+@functools.lru_cache(maxsize=None)
+def _staged_gemm() -> str:
+    """A 256 x 128 x 64 bf16 GEMM on sm_100a (4 CTAs, clusters of 2): each epilogue warp reads its
+    accumulator rows from tensor memory (LDTM, tagged with the rows of A and B the MMA multiplied),
+    stages them in shared memory with STS.U16 and stores each 32 x 32 chunk with a TMA store."""
+    prob = G.FAMILY.problem([256, 128, 64], arch="sm_100a", out_dtype="bf16")
+    return str(G.build(prob, G.configure(prob, "tma_store=true")).kernel())
+
+
+def test_a_staged_tile_keeps_the_rows_it_was_computed_from() -> None:
+    """The STS.U16 staging carries the accumulator's tag to shared memory: the TMA store of each
+    warp's first chunk, moved 32 columns right, is reported where the chunk leaves the CTA's 64 rows
+    of B (warps 5 and 7, whose chunk held columns 32..63; off the tensor in CTAs 1 and 3: clipped),
+    and the tiles those stores came from have holes. Unmoved: clean."""
+    text = _staged_gemm()
+    old = "  IADD3 n_crd, PT, PT, n_warp0, 0x0, RZ\n"
+    assert text.count(old) == 2
+    assert check_kernel(parse(text)).messages(40) == []
+    moved = text.replace(old, "  IADD3 n_crd, PT, PT, n_warp0, 0x20, RZ\n", 1)
+    tile = "from a staged tile of rows 0..63 of b times rows {a} of a"
+    assert check_kernel(parse(moved)).messages(40) == [
+        f"line 345 (UTMASTG.2D): CTA {c} warp {w} stores c rows {m + r}..{m + r + 31}, columns 64..95 "
+        + tile.format(a=f"{m}..{m + 127}") for c, m in ((0, 0), (2, 128)) for w, r in ((5, 0), (7, 64))] + [
+        "c_out: no store or reduce-add writes 4096 of its 32768 elements (rows 0..223, columns 0..31; the first at row 0, "
+        "column 0)",
+        "c_out: the tile of rows 0..127, columns 0..63 (line 345 (UTMASTG.2D) stores from it) has 2048 elements no store "
+        "wrote (the first at row 0, column 0)",
+        "c_out: the tile of rows 128..255, columns 0..63 (line 345 (UTMASTG.2D) stores from it) has 2048 elements no "
+        "store wrote (the first at row 128, column 0)"]
