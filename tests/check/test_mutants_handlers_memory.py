@@ -6,6 +6,7 @@ of the handlers' mutation run (docs/testing.md, "the memory, wgmma and ALU handl
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 import numpy as np
 
@@ -238,3 +239,83 @@ def test_a_staged_tile_keeps_the_rows_it_was_computed_from() -> None:
         "wrote (the first at row 0, column 0)",
         "c_out: the tile of rows 128..255, columns 0..63 (line 345 (UTMASTG.2D) stores from it) has 2048 elements no "
         "store wrote (the first at row 128, column 0)"]
+
+
+class _Partial(_Bytes):
+    """`_Bytes`, and which bytes of dst the run marked partial sums (`greduced`: a write by a CTA
+    that read global memory the launch never wrote, whose values are then not compared)."""
+
+    def compare(self, run: Any) -> Any:
+        v = super().compare(run)
+        self.reduced = run.greduced["dst"][:1024].copy()
+        return v
+
+
+RAW = HEAD.replace(".param dst u64\n", ".param dst u64\n.param raw u64\n") + ".reg R[2] ra\n"
+LOAD_AFTER = """\
+  S2R lane, SR_LANEID
+  ULDC.64 memdesc, c[0x0][0x208]
+  LDC.64 p, c[0x0][src]
+  LDC.64 q, c[0x0][dst]
+  LDC.64 ra, c[0x0][raw]
+  IMAD.WIDE.U32 qa, lane, 0x4, q
+  IMAD.WIDE.U32 pa, lane, 0x40, p
+  ISETP.LT.U32.AND g, PT, lane, 0x10, PT
+  MOV u.0, 0x7
+  MOV u.1, 0x11
+  STG.E desc[memdesc][qa.64+{w}], u.0
+  {load}
+  STG.E desc[memdesc][qa.64+{o}], u.1
+  EXIT
+"""
+SRC_WORD0 = int(SRC[:4].view(np.uint32)[0])
+
+
+def _load_after(w: int, o: int, load: str, values: bool = True) -> tuple[list[str], _Partial]:
+    e = _Partial(SRC)
+    kw: dict[str, Any] = {"values": True, "expect": e} if values else {}
+    return _verdict(RAW + LOAD_AFTER.format(w=hex(w), o=hex(o), load=load), **kw), e
+
+
+def test_a_load_of_memory_the_launch_never_wrote_makes_the_ctas_later_stores_partial() -> None:
+    """A CTA that reads global memory no simulated CTA wrote (an input, a partial sum of another CTA)
+    may compute from what the CTAs outside the simulation left: its later stores are marked partial
+    (not compared). Reading back its own store, or through a GPU-scope load (a flag), does not."""
+    msgs, e = _load_after(0x80, 0, "LDG.E.U8 u.1, desc[memdesc][p.64]")  # one byte, the source's first
+    assert msgs == []
+    assert e.out[:128].view(np.uint32).tolist() == [int(SRC[0])] * 32
+    assert e.reduced[:128].all() and not e.reduced[128:].any()  # the store before the load is whole
+    msgs, e = _load_after(0x80, 0, "LDG.E u.1, desc[memdesc][qa.64+0x80]")  # its own words, one lane off the start
+    assert msgs == [] and e.out[:128].view(np.uint32).tolist() == [7] * 32 and not e.reduced.any()
+    msgs, e = _load_after(0x80, 0, "LDG.E.STRONG.GPU u.1, desc[memdesc][p.64]")
+    assert msgs == [] and e.out[:128].view(np.uint32).tolist() == [SRC_WORD0] * 32 and not e.reduced.any()
+    # past the 64 KiB the checker keeps of a pointer with no declared buffer: nothing read (0), nothing partial
+    msgs, e = _load_after(0x80, 0, "LDG.E u.1, desc[memdesc][ra.64+0x10000]")
+    assert msgs == [] and e.out[:128].view(np.uint32).tolist() == [0] * 32 and not e.reduced.any()
+    for load in ("LDG.E.U8 u.1, desc[memdesc][p.64]", "LDG.E u.1, desc[memdesc][qa.64+0x80]"):
+        assert _load_after(0x80, 0, load, values=False)[0] == []
+
+
+def test_a_guarded_load_reads_and_checks_its_lanes_only() -> None:
+    """Lanes 0..15 load the source's words 64 bytes apart; lanes 16..31 (their addresses past the
+    0x400 bytes of src: not checked) keep 0x11."""
+    msgs, e = _load_after(0x80, 0, "@g LDG.E u.1, desc[memdesc][pa.64]")
+    assert msgs == []
+    src = np.zeros(1024, dtype=np.uint8)
+    src[:SRC.size] = SRC  # (the rest of src starts zero)
+    assert e.out[:128].view(np.uint32).tolist() == src.view(np.uint32)[:256:16].tolist() + [0x11] * 16
+    assert _load_after(0x80, 0, "LDG.E u.1, desc[memdesc][pa.64]", values=False)[0] == [
+        "CTA 0 warp 0: LDG.E touches global src+0x0..+0x7c4, outside every global buffer the kernel declares"]
+
+
+def test_a_read_only_load_of_bytes_the_launch_wrote_is_reported() -> None:
+    """LDG.CONSTANT (the non-coherent path) of a word this launch stored may read the old bytes:
+    reported at the first byte written (one byte at offset 0, or a word at 0x80); of the source, which
+    nothing wrote, or past the bytes kept of an undeclared pointer: clean."""
+    warn = "CTA 0 warp 0: {op} reads dst+0x{at:x} through the read-only path, and this launch wrote there (it may read the old bytes)"
+    assert _load_after(0x80, 0x100, "LDG.E.CONSTANT u.1, desc[memdesc][qa.64+0x80]")[0] == [warn.format(op="LDG.E.CONSTANT", at=0x80)]
+    assert _load_after(0, 0x100, "LDG.E.U8.CONSTANT u.1, desc[memdesc][q.64]")[0] == [warn.format(op="LDG.E.U8.CONSTANT", at=0)]
+    msgs, e = _load_after(0x80, 0x100, "LDG.E.CONSTANT u.1, desc[memdesc][p.64]")
+    assert msgs == [] and e.out[256:384].view(np.uint32).tolist() == [SRC_WORD0] * 32
+    assert _load_after(0x80, 0, "LDG.E.CONSTANT u.1, desc[memdesc][ra.64+0x10000]")[0] == []
+    assert _load_after(0x80, 0x100, "LDG.E.CONSTANT u.1, desc[memdesc][qa.64+0x80]", values=False)[0] == []
