@@ -137,9 +137,10 @@ class MegaConfig:
     #: on for sm_90a: on the H200 the Llama MLP ran 11-15% faster with it at T = 1, 16 and 128
     #: (docs/performance.md); `--config glu=0` runs the gemms unfused
     glu: bool = False
-    #: sm_90a: the ceiling (ns, a power of two from BACKOFF_FIRST_NS to BACKOFF_MAX_NS) of the NANOSLEEP back-off between
-    #: two polls of a counter that has not reached its target (`InterpBase.counter_wait`); the wait
-    #: writes its status words for the host once the back-off reaches BACKOFF_MAX_NS whatever the ceiling
+    #: the ceiling (ns, a power of two from BACKOFF_FIRST_NS to BACKOFF_MAX_NS) of the NANOSLEEP
+    #: back-off between two polls of a counter that has not reached its target
+    #: (`InterpBase.counter_wait`); the wait writes its status words for the host once the back-off
+    #: reaches BACKOFF_MAX_NS whatever the ceiling. The rule (`backoff_default`) takes 128 on sm_90a
     backoff: int = BACKOFF_MAX_NS
 
     def describe(self) -> str:
@@ -154,8 +155,17 @@ class MegaConfig:
 
 def choose(problem: MegaProblem) -> MegaConfig:
     """The rule: static queues, descriptors fenced each instruction, SwiGLU fused where the target
-    has the fused body (sm_90a)."""
-    return MegaConfig(glu=glu_default(problem.arch))
+    has the fused body (sm_90a), the counter polls' back-off ceiling the target's (`backoff_default`)."""
+    return MegaConfig(glu=glu_default(problem.arch), backoff=backoff_default(problem.arch))
+
+
+def backoff_default(arch: str) -> int:
+    """The counter polls' back-off ceiling the rule takes, ns: 128 on sm_90a, where a dependency
+    between SMs is a poll of a counter in L2 and the waiter had backed off to 1 µs before the level
+    it waits for ended (on the H200, 2026-12-02, CUDA graphs of calls: the Llama decoder stack at
+    context 8k 1660 -> 1554 µs, 1k 1538 -> 1433, the Llama MLP at T = 1 730 -> 703; 32 and 64 ns within
+    1 % of 128; docs/performance.md); BACKOFF_MAX_NS elsewhere (sm_100a: not measured)."""
+    return 128 if arch == "sm_90a" else BACKOFF_MAX_NS
 
 
 def glu_default(arch: str) -> bool:

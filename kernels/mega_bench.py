@@ -562,8 +562,7 @@ def bench_job(names: Sequence[str], iters: int = 30, seed: int = 0, compile_budg
             base = choose(gp)
             tried = [("warpy-fence1", attrs.evolve(base, fence="once"), "descriptors fenced once a CTA"),
                      ("warpy-pf", attrs.evolve(base, prefetch=True), "the weights prefetched into L2 before the waits"),
-                     ("warpy-poll256", attrs.evolve(base, backoff=256), "counter polls backing off up to 256 ns"),
-                     ("warpy-poll64", attrs.evolve(base, backoff=64), "counter polls backing off up to 64 ns")]
+                     ("warpy-poll1024", attrs.evolve(base, backoff=1024), "counter polls backing off up to 1024 ns")]
             if base.glu and any(n.glu for n in plan(gp, base).schedule.program.nodes):  # a SwiGLU fused
                 tried.append(("warpy-unfused", attrs.evolve(base, glu=False),
                               "gate and up gemms and their silu_mul unfused (three nodes)"))

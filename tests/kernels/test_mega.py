@@ -360,23 +360,28 @@ def test_a_hang_leaves_without_the_interpreters_exit(monkeypatch: pytest.MonkeyP
     assert capsys.readouterr().out.splitlines() == ["hang: kernel k did not finish within 5 s", "SM 0: the loader waits"]
 
 
-def test_a_lower_poll_back_off_is_clean_and_sleeps_at_most_its_ceiling() -> None:
-    """`backoff=64`: the counter polls sleep min(back-off, 64) ns (`NANOSLEEP` of a capped register),
-    while the status words still reach the host when the back-off reaches 1024 ns; the protocol is
-    the same, proven on two units with values. Values the interpreter cannot take are refused."""
+def test_the_poll_back_off_ceiling_is_the_rules_and_the_programs() -> None:
+    """The rule's ceiling on sm_90a is 128 ns: the counter polls sleep min(back-off, 128) ns
+    (`NANOSLEEP` of a capped register), while the status words still reach the host when the back-off
+    reaches 1024 ns; `backoff=1024` is the program without the cap. Each proven on two units with
+    values (`backoff=64` too); values the interpreter cannot take are refused."""
     p = mega.MegaProblem("ew-chain", units=2)
-    cfg = mega.configure(p, "backoff=64")
-    text = mega.build(p, cfg).text()
-    base = mega.build(p).text()
-    assert "backoff_nap" not in base and "NANOSLEEP backoff_ns" in base
-    lines = [line.split() for line in text.splitlines()]
-    sleeps = [w[1] for w in lines if w[:1] == ["NANOSLEEP"]]
-    assert sleeps and set(sleeps) == {"backoff_nap"}  # every poll sleeps the capped register
-    caps = {(w[1], w[3]) for w in lines if w[:1] == ["VIMNMX.U32"] and w[1].startswith("backoff_")}
-    assert caps == {("backoff_nap,", "0x40,"), ("backoff_ns,", "0x400,")}  # the ceiling; the flush's point
-    rep = mega.check_launch(p, cfg, coloured=False)
-    assert rep.ok, rep.text()
-    assert rep.values_checked > 0 and rep.values_wrong == 0
+    assert mega.choose(p).backoff == 128
+    assert mega.choose(mega.MegaProblem("ew-chain", units=2, arch="sm_100a")).backoff == 1024
+    base = [line.split() for line in mega.build(p, mega.configure(p, "backoff=1024")).text().splitlines()]
+    assert {w[1] for w in base if w[:1] == ["NANOSLEEP"]} == {"backoff_ns"}
+    for config, cap in (("", "0x80,"), ("backoff=64", "0x40,")):
+        cfg = mega.configure(p, config)
+        lines = [line.split() for line in mega.build(p, cfg).text().splitlines()]
+        sleeps = [w[1] for w in lines if w[:1] == ["NANOSLEEP"]]
+        assert sleeps and set(sleeps) == {"backoff_nap"}  # every poll sleeps the capped register
+        caps = {(w[1], w[3]) for w in lines if w[:1] == ["VIMNMX.U32"] and w[1].startswith("backoff_")}
+        assert caps == {("backoff_nap,", cap), ("backoff_ns,", "0x400,")}  # the ceiling; the flush's point
+        rep = mega.check_launch(p, cfg, coloured=False)
+        assert rep.ok, rep.text()
+        assert rep.values_checked > 0 and rep.values_wrong == 0
     for bad in ("backoff=48", "backoff=16", "backoff=2048"):
         with pytest.raises(WarpyError, match="power of two from 32 to 1024"):
             mega.configure(p, bad)
+    with pytest.raises(WarpyError, match="sm_90a interpreter's"):
+        mega.configure(mega.MegaProblem("ew-chain", units=2, arch="sm_100a"), "backoff=128")
