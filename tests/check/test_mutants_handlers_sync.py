@@ -15,7 +15,119 @@ from warpy.check.report import check_kernel
 from warpy.isa.text import parse
 from warpy.kernels.probes import HostCase, ProbeExpectation
 
-from test_mutants_check import FLAG_BODY, FLAG_HEAD, HEAD, RACE, UNORDERED, _edit, _flag_edit
+from test_mutants_check import FLAG_BODY, FLAG_HEAD, HANG, HEAD, RACE, UNORDERED, _edit, _flag_edit
+
+
+# -- mbarrier init and wait (SYNCS.EXCH, SYNCS.PHASECHK), on test_mutants_check.py's base program (first in
+# the file: a mutant that makes a wait loop spin hangs a case below until the scheduler's step limit,
+# so the cases that kill it quickly run before)
+
+INIT = "  SYNCS.EXCH.64 URZ, [bar], mbar_init\n"
+MBAR_INIT = "  UMOV mbar_init.0, 0x1ffffe\n  UMOV mbar_init.1, 0x7ffff800\n"
+LANES_HEAD = HEAD.replace(".reg P done\n", ".reg P done\n.reg R baddr\n.reg P l0\n")
+# bars[0] at shared 0x8: address 0 is no barrier (below it, so first among a warp's sorted addresses)
+BARS_AT_8 = LANES_HEAD.replace("bars smem base=0x0 size=0x8", "bars smem base=0x8 size=0x8")
+# two barriers: bars[1] initialised only where a case says
+TWO_BARS = LANES_HEAD.replace(".mbarriers 1", ".mbarriers 2").replace(
+    "bars smem base=0x0 size=0x8 elem=mbarrier layout=1:8", "bars smem base=0x0 size=0x10 elem=mbarrier layout=2:8")
+NOT_A_BARRIER = "CTA 0 warp {w}: {op} uses shared 0x{a:x} as an mbarrier, which no mbarrier buffer declares"
+CONSUMER = "CONSUMER:\n  MOV par, RZ\nWAIT:\n  SYNCS.PHASECHK.TRANS64.TRYWAIT done, [bar], par\n"
+CONSUMER_READS = CONSUMER + "  @!done BRA WAIT\n  IMAD addr, lane, 0x4, RZ\n  LDS v, [addr+smem+0x80]\n"
+# only the consumer's lane 0 waits, once (no loop); the lanes whose `done` is then false leave, the
+# others store a word a lane past every buffer: the store's extent counts the lanes the wait set
+ONE_LANE_WAITS = _edit(CONSUMER_READS, "CONSUMER:\n  ISETP.EQ.U32.AND l0, PT, lane, 0x0, PT\n"
+                       "  ISETP.NE.U32.AND done, PT, RZ, RZ, PT\n  MOV par, RZ\n"
+                       "  @l0 SYNCS.PHASECHK.TRANS64.TRYWAIT done, [bar+0x80], par\n  @!done EXIT\n"
+                       "  IMAD addr, lane, 0x4, RZ\n  STS [addr+smem+0x400], lane\n")
+PAST = "CTA 0 warp 1: STS touches shared 0x800..0x804, outside every shared buffer the kernel declares"
+FRESH = """\
+  S2R tid, SR_TID.X
+  S2R lane, SR_LANEID
+  SHF.R.U32.HI warp, RZ, 0x5, tid
+  UMOV smem, `(dsmem)
+  UIADD3 bar, smem, 0x0, URZ
+  ISETP.EQ.U32.AND w0, PT, warp, 0x0, PT
+  IMAD addr, lane, 0x4, RZ
+  @!w0 BRA CONSUMER
+  MOV v, 0x7
+  STS [addr+smem+0x80], v
+  ELECT leader, URZ, PT
+  @!leader EXIT
+  UMOV mbar_init.0, 0x1ffffe
+  UMOV mbar_init.1, 0x7ffff800
+  SYNCS.EXCH.64 URZ, [bar], mbar_init
+  EXIT
+CONSUMER:
+  MOV par, 0x80000000
+WAIT:
+  SYNCS.PHASECHK.TRANS64.TRYWAIT done, [bar], par
+  @!done BRA WAIT
+  LDS v, [addr+smem+0x80]
+  EXIT
+"""
+COPY_BARS = _edit("  @!done BRA WAITP\n  EXIT\n", "  @!done BRA WAITP\n  UMOV size, 0x10\n  @leader UBLKCP.G.S [gsrc], [bar], size\n"
+                  "  @leader UTMACMDFLUSH\n  @leader DEPBAR.LE SB0, 0x0\n  EXIT\n")
+INIT_WAIT_CASES = [
+    ("init-of-data", HEAD, _edit(INIT, INIT + "  SYNCS.EXCH.64 URZ, [bar+0x80], mbar_init\n"),
+     [NOT_A_BARRIER.format(w=0, op="SYNCS.EXCH.64", a=0x480)]),
+    # the init word never written: a count of 2^20 (the register file's zeros), never reached
+    ("init-word-never-written", HEAD, _edit(MBAR_INIT, ""),
+     [HANG.format(w=w, pending=(1 << 20) - 1, count=1 << 20, tx=0) for w in (0, 1)]
+     + ["line 10 (SYNCS.EXCH.64): CTA 0 warp 0 reads mbar_init.0, mbar_init.1 before any instruction wrote it (the "
+        "register holds whatever the register file had)"]),
+    # warp 1 invalidates the barrier warp 0 initialised and initialises it again, a CTA barrier between
+    ("init-again-by-another-warp", HEAD, _edit("INIT:\n  BAR.SYNC.DEFER_BLOCKING 0x0\n",
+                                               "INIT:\n  BAR.SYNC.DEFER_BLOCKING 0x0\n  @w0 BRA SKIP\n  @!leader BRA SKIP\n"
+                                               "  SYNCS.CCTL.IV [bar]\n" + MBAR_INIT + INIT + "  FENCE.MBARRIER_INIT\n"
+                                               "SKIP:\n  BAR.SYNC.DEFER_BLOCKING 0x0\n"), []),
+    # lanes 0 and 1 initialise shared 0x0 and 0x8 (each lane's register holds lane x 8): 0x0 is
+    # reported, bars[0] initialised all the same; the other lanes' addresses are not used
+    ("init-at-the-running-lanes-addresses", BARS_AT_8,
+     _edit("  @!leader BRA INIT\n" + MBAR_INIT + INIT,
+           "  IMAD baddr, lane, 0x8, RZ\n  ISETP.LT.U32.AND l0, PT, lane, 0x2, PT\n  @!l0 BRA INIT\n" + MBAR_INIT
+           + "  SYNCS.EXCH.64 URZ, [baddr+smem], mbar_init\n").replace(
+               "  UIADD3 bar, smem, 0x0, URZ\n", "  UIADD3 bar, smem, 0x8, URZ\n"),
+     [NOT_A_BARRIER.format(w=0, op="SYNCS.EXCH.64", a=0x400)]),
+    # the consumer's lane 0 leaves first; its address (a data word) and parity (1) are not the wait's
+    ("wait-at-the-running-lanes-address-and-parity", LANES_HEAD,
+     _edit(CONSUMER, "CONSUMER:\n  ISETP.EQ.U32.AND l0, PT, lane, 0x0, PT\n  MOV par, RZ\n  MOV baddr, RZ\n"
+                     "  @l0 MOV par, 0x80000000\n  @l0 MOV baddr, 0x80\n  @l0 EXIT\nWAIT:\n"
+                     "  SYNCS.PHASECHK.TRANS64.TRYWAIT done, [baddr+bar], par\n"), []),
+    # one lane's wait on a data word, or on a barrier never initialised, passes for that lane only
+    ("one-lane-waits-on-data", LANES_HEAD, ONE_LANE_WAITS,
+     [PAST, NOT_A_BARRIER.format(w=1, op="SYNCS.PHASECHK.TRANS64.TRYWAIT", a=0x480)]),
+    ("one-lane-waits-on-a-barrier-not-initialised", TWO_BARS, ONE_LANE_WAITS.replace("[bar+0x80]", "[bar+0x8]"),
+     ["CTA 0 warp 1 waits on bars[1], which is not initialised", PAST]),
+    # on bars[0], not passed and no loop: every lane leaves
+    ("one-lane-waits-once", LANES_HEAD, ONE_LANE_WAITS.replace("[bar+0x80]", "[bar]"), []),
+    # lane 0 waits for parity 1 on bars[1], initialised and never arrived on: passed, for lane 0 only
+    ("one-lane-waits-on-a-fresh-phase", TWO_BARS,
+     ONE_LANE_WAITS.replace("[bar+0x80], par", "[bar+0x8], par").replace("  MOV par, RZ\n  @l0", "  MOV par, 0x80000000\n  @l0")
+     .replace(INIT, INIT + "  SYNCS.EXCH.64 URZ, [bar+0x8], mbar_init\n"), [PAST]),
+    # a wait on a data word: reported, and passes (what it should order is not)
+    ("wait-on-data", HEAD, _edit(CONSUMER, CONSUMER.replace("[bar]", "[bar+0x80]")),
+     [NOT_A_BARRIER.format(w=1, op="SYNCS.PHASECHK.TRANS64.TRYWAIT", a=0x480), RACE + " (2 times)"]),
+    # warp 0 stores the data, then initialises the barrier and leaves (no CTA barrier); warp 1's wait
+    # for parity 1 passes on the fresh barrier and orders nothing: neither the init nor the store
+    ("fresh-parity-1-orders-nothing", HEAD, FRESH,
+     ["bars[0]: SYNCS.EXCH.64, warp 0 writes it and SYNCS.PHASECHK.TRANS64.TRYWAIT, warp 1 waits on it, and nothing "
+      "orders the two", "data: STS, warp 0 writes it and LDS, warp 1 reads it, and nothing orders the two"]),
+    # the producer, after its wait, copies the barrier's words out with a bulk copy (the async proxy):
+    # its own wait touched them through the generic proxy, and no proxy fence is between
+    ("bulk-copy-of-the-barrier-word", TWO_BARS, COPY_BARS, [
+        "bars[0]: SYNCS.PHASECHK.TRANS64.TRYWAIT, warp 1 waits on it and UBLKCP.G.S, warp 0 reads it, and nothing orders "
+        "the two",
+        "bars[0]: UBLKCP.G.S, warp 0 reads it and SYNCS.PHASECHK.TRANS64.TRYWAIT, warp 1 waits on it, and nothing orders "
+        "the two",
+        "bars[0]: UBLKCP.G.S, warp 0 reads it through the async proxy and SYNCS.PHASECHK.TRANS64.TRYWAIT, warp 0 waits on "
+        "it through the generic proxy, and no proxy fence orders the two"]),
+]
+
+
+@pytest.mark.parametrize("name,head,body,want", INIT_WAIT_CASES, ids=[c[0] for c in INIT_WAIT_CASES])
+def test_mbarrier_init_and_wait(name: str, head: str, body: str, want: list[str]) -> None:
+    assert check_kernel(parse(head + body)).messages(20) == want
+
 
 # -- setmaxnreg: two warpgroups launched with 128 registers a thread; warpgroup 0 gives its warps' down
 # to 40, warpgroup 1 asks for 216 each, retried until granted. The pool (128 x 256 threads) then holds
@@ -245,7 +357,6 @@ def test_a_broadcast_response_lands_in_each_cta_of_the_cluster(resident: int) ->
 
 # -- mbarrier invalidation (SYNCS.CCTL.IV), on test_mutants_check.py's base program -------------------------
 
-INIT = "  SYNCS.EXCH.64 URZ, [bar], mbar_init\n"
 EXIT_COPY = ("CTA 0: UBLKCP.S.G, warp 0 completes bytes on bars[0] asynchronously, and nothing orders that before CTA 0 "
              "exits (no wait of its warps sees it done: its shared memory may be gone)")
 INVAL_CASES = [
@@ -339,3 +450,4 @@ def test_a_second_cluster_wait_without_arriving() -> None:
     body = "  S2R x, SR_TID.X\n  UCGABAR_ARV\n  UCGABAR_WAIT\n  UCGABAR_WAIT\n  EXIT\n"
     assert check_kernel(parse(head + body)).messages(20) == [
         f"CTA {c} warp 0 waits at the cluster barrier without arriving" for c in (0, 1)]
+
