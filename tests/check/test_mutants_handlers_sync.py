@@ -18,7 +18,7 @@ from warpy.kernels.probes import HostCase, ProbeExpectation
 from test_mutants_check import FLAG_BODY, FLAG_HEAD, HANG, HEAD, RACE, UNORDERED, _edit, _flag_edit
 
 
-# -- mbarrier init and wait (SYNCS.EXCH, SYNCS.PHASECHK), on test_mutants_check.py's base program (first in
+# -- mbarrier init, arrive and wait (SYNCS.EXCH, SYNCS.ARRIVE, SYNCS.PHASECHK), on test_mutants_check.py's base program (first in
 # the file: a mutant that makes a wait loop spin hangs a case below until the scheduler's step limit,
 # so the cases that kill it quickly run before)
 
@@ -67,6 +67,9 @@ WAIT:
 """
 COPY_BARS = _edit("  @!done BRA WAITP\n  EXIT\n", "  @!done BRA WAITP\n  UMOV size, 0x10\n  @leader UBLKCP.G.S [gsrc], [bar], size\n"
                   "  @leader UTMACMDFLUSH\n  @leader DEPBAR.LE SB0, 0x0\n  EXIT\n")
+ARRIVE = "  MOV nbytes, 0x80\n  @leader SYNCS.ARRIVE.TRANS64 RZ, [bar], nbytes\n"
+ARRIVE_LANE_1 = ("  MOV nbytes, 0x80\n  @leader MOV nbytes, 0x40\n  ISETP.EQ.U32.AND l0, PT, lane, 0x1, PT\n"
+                 "  @l0 SYNCS.ARRIVE.TRANS64{} RZ, [bar], nbytes\n")
 INIT_WAIT_CASES = [
     ("init-of-data", HEAD, _edit(INIT, INIT + "  SYNCS.EXCH.64 URZ, [bar+0x80], mbar_init\n"),
      [NOT_A_BARRIER.format(w=0, op="SYNCS.EXCH.64", a=0x480)]),
@@ -104,6 +107,17 @@ INIT_WAIT_CASES = [
     ("one-lane-waits-on-a-fresh-phase", TWO_BARS,
      ONE_LANE_WAITS.replace("[bar+0x80], par", "[bar+0x8], par").replace("  MOV par, RZ\n  @l0", "  MOV par, 0x80000000\n  @l0")
      .replace(INIT, INIT + "  SYNCS.EXCH.64 URZ, [bar+0x8], mbar_init\n"), [PAST]),
+    # one lane's arrive declares the bytes in its own register (lane 0's holds half); an expect-only
+    # arrive (A0TR) the same; an arrival without bytes (A1T0) ignores its register
+    ("arrive-with-the-running-lane-s-bytes", LANES_HEAD, _edit(ARRIVE, ARRIVE_LANE_1.format("")), []),
+    ("expect-tx-with-the-running-lane-s-bytes", LANES_HEAD,
+     _edit(ARRIVE, ARRIVE_LANE_1.format(".RED.A0TR") + "  @leader SYNCS.ARRIVE.TRANS64.A1T0 RZ, [bar], RZ\n"), []),
+    ("arrival-ignores-its-register", LANES_HEAD,
+     _edit(ARRIVE, "  MOV nbytes, 0x80\n  @leader SYNCS.ARRIVE.TRANS64.RED.A0TR RZ, [bar], nbytes\n"
+                   "  @leader SYNCS.ARRIVE.TRANS64.A1T0 RZ, [bar], nbytes\n"), []),
+    # a second init after the warp's mbarrier-init fence, and a second fence
+    ("init-fence-init-fence", TWO_BARS, _edit(INIT + "  FENCE.MBARRIER_INIT\n", INIT + "  FENCE.MBARRIER_INIT\n"
+                                              "  SYNCS.EXCH.64 URZ, [bar+0x8], mbar_init\n  FENCE.MBARRIER_INIT\n"), []),
     # a wait on a data word: reported, and passes (what it should order is not)
     ("wait-on-data", HEAD, _edit(CONSUMER, CONSUMER.replace("[bar]", "[bar+0x80]")),
      [NOT_A_BARRIER.format(w=1, op="SYNCS.PHASECHK.TRANS64.TRYWAIT", a=0x480), RACE + " (2 times)"]),
@@ -172,8 +186,39 @@ def _pool_hang(w: int, n: int, free: int, used: int) -> str:
             f"(its warps hold {used})")
 
 
+# one request each, no retry loop: a request not granted goes on to name barrier 16 (reported)
+ONCE = SMR.replace("  @!ok BRA GROW\n  EXIT\n", "  @ok EXIT\n  BAR.SYNC.DEFER_BLOCKING 0x10\n  EXIT\n")
+# warpgroup 1 waits at named barrier 1 (both warpgroups) while warpgroup 0 spins, then gives its
+# registers back: a DEALLOC wakes the warps waiting for registers, not those at a barrier
+WAKE = LATE_DEALLOC.replace("  USETMAXREG.DEALLOC.CTAPOOL 0x28\n  EXIT\n",
+                            "  USETMAXREG.DEALLOC.CTAPOOL 0x28\n  BAR.SYNC.DEFER_BLOCKING 0x1, 0x100\n  EXIT\n").replace(
+    "GROW:\n  USETMAXREG.TRY_ALLOC.CTAPOOL ok, 0xd8\n  @!ok BRA GROW\n  EXIT\n", "GROW:\n  BAR.SYNC.DEFER_BLOCKING 0x1, 0x100\n  EXIT\n")
+# .maxnreg 256: warp 0 alone raises its registers to 264 (reported), the pool is then 256 registers
+# over; warpgroup 1 asks for the 256 it has and waits (the pool does not hold what is already used)
+OVER = SMR.replace("DEALLOC.CTAPOOL 0x28", "DEALLOC.CTAPOOL 0x108").replace("0xd8", "0x100").replace(
+    "  @!wg0 BRA GROW\n", "  @!wg0 BRA GROW\n  SHF.R.U32.HI n, RZ, 0x5, tid\n  ISETP.EQ.U32.AND wg0, PT, n, 0x0, PT\n  @!wg0 EXIT\n")
+
 SMR_CASES = [
+    ("once-granted", SMR_HEAD, ONCE, []),
+    ("once-without-a-pool", SMR_HEAD.replace(".maxnreg 128\n", ""), ONCE, []),
     ("exactly-the-pool", SMR_HEAD, SMR, []),
+    # each gives back or asks for the registers it has: neither raises nor lowers
+    ("the-same-count", SMR_HEAD, SMR.replace("DEALLOC.CTAPOOL 0x28", "DEALLOC.CTAPOOL 0x80").replace("0xd8", "0x80"), []),
+    # a second DEALLOC (to 80, from 40) raises; a second TRY_ALLOC (to 200, from 216) lowers
+    ("dealloc-twice", SMR_HEAD, SMR.replace("  USETMAXREG.DEALLOC.CTAPOOL 0x28\n",
+                                            "  USETMAXREG.DEALLOC.CTAPOOL 0x28\n  USETMAXREG.DEALLOC.CTAPOOL 0x50\n"),
+     [f"CTA 0 warp {w}: USETMAXREG.DEALLOC.CTAPOOL 80 raises its registers from 40 (setmaxnreg.dec never raises)"
+      for w in range(4)] + [_pool_hang(w, 216, 512, 32256) for w in (6, 7)]),
+    ("alloc-twice", SMR_HEAD, SMR.replace("  @!ok BRA GROW\n  EXIT\n", "  @!ok BRA GROW\n  USETMAXREG.TRY_ALLOC.CTAPOOL ok, 0xc8\n  EXIT\n"),
+     [f"CTA 0 warp {w}: USETMAXREG.TRY_ALLOC.CTAPOOL 200 lowers its registers from 216 (setmaxnreg.inc never lowers)"
+      for w in (4, 5, 6, 7)]),
+    ("dealloc-wakes-only-register-waits", SMR_HEAD, WAKE, []),
+    ("pool-over-by-one-step", SMR_HEAD.replace(".maxnreg 128", ".maxnreg 256"), OVER,
+     ["CTA 0 warp 0: USETMAXREG.DEALLOC.CTAPOOL 264 raises its registers from 256 (setmaxnreg.dec never raises)",
+      "CTA 0 warpgroup 0: its warpgroup-collective instruction 1 differs: warps 1,2,3 run none; warp 0 run line 8 "
+      "(USETMAXREG.DEALLOC.CTAPOOL) (all four warps must run each one together)"]
+     + [f"hang: CTA 0 warp {w} waits on setmaxnreg to 256 registers: the CTA's pool of 65536 holds -256 more (its warps "
+        f"hold 65792)" for w in (4, 5, 6, 7)]),
     ("late-dealloc", SMR_HEAD, LATE_DEALLOC, []),
     # 224 a lane: the last warp finds 4 x 40 + 3 x 224 + 128 = 960 a lane held, 2048 registers free
     ("one-step-over", SMR_HEAD, SMR.replace("0xd8", "0xe0"), [_pool_hang(7, 224, 2048, 30720)]),
