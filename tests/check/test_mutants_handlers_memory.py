@@ -319,3 +319,31 @@ def test_a_read_only_load_of_bytes_the_launch_wrote_is_reported() -> None:
     assert msgs == [] and e.out[256:384].view(np.uint32).tolist() == [SRC_WORD0] * 32
     assert _load_after(0x80, 0, "LDG.E.CONSTANT u.1, desc[memdesc][ra.64+0x10000]")[0] == []
     assert _load_after(0x80, 0x100, "LDG.E.CONSTANT u.1, desc[memdesc][qa.64+0x80]", values=False)[0] == []
+
+
+SHADOW_LOAD = """\
+  S2R lane, SR_LANEID
+  UMOV smem, `(dsmem)
+  ULDC.64 memdesc, c[0x0][0x208]
+  LDC.64 p, c[0x0][src]
+  IMAD.WIDE.U32 pa, lane, 0x4, p
+  ISETP.LT.U32.AND g, PT, lane, 0x10, PT
+  MOV u.1, 0x11
+  @g LDG.E u.1, desc[memdesc][pa.64]
+  ISETP.EQ.U32.AND g, PT, u.1, {w5}, PT
+  @g STS [smem+0x900], lane
+  ISETP.EQ.U32.AND g, PT, u.1, {w20}, PT
+  @g STS [smem+0xa00], lane
+  EXIT
+"""
+
+
+def test_without_values_a_guarded_load_of_flag_words_gives_each_lane_its_word() -> None:
+    """Without values the u32 words of src are still kept (from the expectation): lanes 0..15 load
+    their own word, lanes 16..31 keep 0x11. Lane 5 finds its word and stores outside shared memory
+    (reported: 0x900 past the window at 0x400); lane 20, which did not load, does not."""
+    words = SRC.view(np.uint32)
+    w5, w20 = int(words[5]), int(words[20])
+    assert list(words).count(w5) == 1 and list(words).count(w20) == 1 and 0x11 not in (w5, w20)
+    assert _verdict(HEAD + SHADOW_LOAD.format(w5=hex(w5), w20=hex(w20)), expect=_Bytes(SRC)) == [
+        "CTA 0 warp 0: STS touches shared 0xd00..0xd04, outside every shared buffer the kernel declares"]
