@@ -347,3 +347,31 @@ def test_without_values_a_guarded_load_of_flag_words_gives_each_lane_its_word() 
     assert list(words).count(w5) == 1 and list(words).count(w20) == 1 and 0x11 not in (w5, w20)
     assert _verdict(HEAD + SHADOW_LOAD.format(w5=hex(w5), w20=hex(w20)), expect=_Bytes(SRC)) == [
         "CTA 0 warp 0: STS touches shared 0xd00..0xd04, outside every shared buffer the kernel declares"]
+
+
+GUARDED_LDS = """\
+  S2R lane, SR_LANEID
+  UMOV smem, `(dsmem)
+  ULDC.64 memdesc, c[0x0][0x208]
+  LDC.64 q, c[0x0][dst]
+  IMAD.WIDE.U32 qa, lane, 0x4, q
+  IMAD sa, lane, 0x4, RZ
+  IMAD sb, lane, 0x40, RZ
+  IADD3 v.0, lane, 0x64, RZ
+  STS [sa+smem], v.0
+  MOV u.1, 0x11
+  ISETP.LT.U32.AND g, PT, lane, 0x10, PT
+  @g LDS u.1, [{addr}+smem]
+  STG.E desc[memdesc][qa.64], u.1
+  EXIT
+"""
+
+
+def test_a_guarded_load_from_shared_reads_and_checks_its_lanes_only() -> None:
+    """Lanes 0..15 read back the 100 + l they stored; lanes 16..31 keep 0x11. At 64 bytes a lane the
+    idle lanes' addresses are past the shared buffer: not checked."""
+    msgs, e = _run(GUARDED_LDS.format(addr="sa"))
+    assert msgs == [] and e.out[:128].view(np.uint32).tolist() == [100 + x for x in range(16)] + [0x11] * 16
+    assert _verdict(HEAD + GUARDED_LDS.format(addr="sb")) == []
+    assert _verdict(HEAD + GUARDED_LDS.format(addr="sb").replace("@g LDS", "LDS")) == [
+        "CTA 0 warp 0: LDS touches shared 0x400..0xbc4, outside every shared buffer the kernel declares"]
