@@ -375,3 +375,48 @@ def test_a_guarded_load_from_shared_reads_and_checks_its_lanes_only() -> None:
     assert _verdict(HEAD + GUARDED_LDS.format(addr="sb")) == []
     assert _verdict(HEAD + GUARDED_LDS.format(addr="sb").replace("@g LDS", "LDS")) == [
         "CTA 0 warp 0: LDS touches shared 0x400..0xbc4, outside every shared buffer the kernel declares"]
+
+
+ALLOC_SLOT = """\
+.kernel t
+.sm sm_100a
+.threads 32
+.dynsmem 1024
+.grid 1 1 1
+.cluster 1 1 1
+.mbarriers 0
+.buffer tmem_slot smem base=0x0 size=0x8 elem=u32 layout=2:4
+.reg R lane
+.reg UR smem
+.reg UR slot
+.reg UR tb
+.reg P leader
+.reg P bad
+.reg R[2] w
+  S2R lane, SR_LANEID
+  UMOV smem, `(dsmem)
+  UIADD3 slot, UPT, UPT, smem, 0x0, URZ
+  UTCATOMSWS.FIND_AND_SET.ALIGN [slot], 0x20
+  UVIRTCOUNT.DEALLOC.SMPOOL 0x20
+  ISETP.EQ.U32.AND leader, PT, lane, 0x0, PT
+  MOV w.0, 0x1
+  MOV w.1, 0x77
+  @leader LDS w.0, [slot{off}]
+  R2UR tb, w.0
+  ISETP.NE.U32.AND bad, PT, w.1, 0x77, PT
+  @bad STS [smem+0x900], lane
+  UTCATOMSWS.AND tb, 0x20
+  EXIT
+"""
+
+
+def test_without_values_one_lane_reads_the_allocations_address_from_shared_memory() -> None:
+    """Without values shared memory keeps only the words the machine wrote: lane 0's LDS of the slot
+    the allocation wrote reads its columns' address (0), and the free matches; the word after it was
+    never written (the register keeps 1: columns 1..32 freed, 0..31 left). A 32-bit LDS writes one
+    register: w.1 keeps 0x77 (else an STS outside shared memory is reported)."""
+    assert _verdict(ALLOC_SLOT.format(off="")) == []
+    assert _verdict(ALLOC_SLOT.format(off="+0x4")) == [
+        "CTA 0 exits with tensor-memory columns 0..31 still allocated (a tcgen05.dealloc must free them: the next CTA on "
+        "the SM cannot allocate them)",
+        "CTA 0 warp 0 frees tensor-memory columns 1..32, which no allocation returned"]
