@@ -15,7 +15,7 @@ from warpy.check.report import check_kernel
 from warpy.isa.text import parse
 from warpy.kernels.probes import HostCase, ProbeExpectation
 
-from test_mutants_check import FLAG_BODY, FLAG_HEAD, HANG, HEAD, RACE, UNORDERED, _edit, _flag_edit
+from test_mutants_check import EXIT_COPY, FLAG_BODY, FLAG_HEAD, HANG, HEAD, RACE, UNORDERED, _edit, _flag_edit
 
 
 # -- mbarrier init, arrive and wait (SYNCS.EXCH, SYNCS.ARRIVE, SYNCS.PHASECHK), on test_mutants_check.py's base program (first in
@@ -34,11 +34,13 @@ NOT_A_BARRIER = "CTA 0 warp {w}: {op} uses shared 0x{a:x} as an mbarrier, which 
 CONSUMER = "CONSUMER:\n  MOV par, RZ\nWAIT:\n  SYNCS.PHASECHK.TRANS64.TRYWAIT done, [bar], par\n"
 CONSUMER_READS = CONSUMER + "  @!done BRA WAIT\n  IMAD addr, lane, 0x4, RZ\n  LDS v, [addr+smem+0x80]\n"
 # only the consumer's lane 0 waits, once (no loop); the lanes whose `done` is then false leave, the
-# others store a word a lane past every buffer: the store's extent counts the lanes the wait set
+# others store a word a lane past every buffer: the store's extent counts the lanes the wait set. The
+# producer does not wait either (no loop in the kernel: a mutant whose wait never passes ends at once)
 ONE_LANE_WAITS = _edit(CONSUMER_READS, "CONSUMER:\n  ISETP.EQ.U32.AND l0, PT, lane, 0x0, PT\n"
                        "  ISETP.NE.U32.AND done, PT, RZ, RZ, PT\n  MOV par, RZ\n"
                        "  @l0 SYNCS.PHASECHK.TRANS64.TRYWAIT done, [bar+0x80], par\n  @!done EXIT\n"
-                       "  IMAD addr, lane, 0x4, RZ\n  STS [addr+smem+0x400], lane\n")
+                       "  IMAD addr, lane, 0x4, RZ\n  STS [addr+smem+0x400], lane\n").replace(
+    "WAITP:\n  SYNCS.PHASECHK.TRANS64.TRYWAIT done, [bar], par\n  @!done BRA WAITP\n", "")
 PAST = "CTA 0 warp 1: STS touches shared 0x800..0x804, outside every shared buffer the kernel declares"
 FRESH = """\
   S2R tid, SR_TID.X
@@ -71,6 +73,25 @@ ARRIVE = "  MOV nbytes, 0x80\n  @leader SYNCS.ARRIVE.TRANS64 RZ, [bar], nbytes\n
 ARRIVE_LANE_1 = ("  MOV nbytes, 0x80\n  @leader MOV nbytes, 0x40\n  ISETP.EQ.U32.AND l0, PT, lane, 0x1, PT\n"
                  "  @l0 SYNCS.ARRIVE.TRANS64{} RZ, [bar], nbytes\n")
 INIT_WAIT_CASES = [
+    # one lane's wait on a data word, or on a barrier never initialised, passes for that lane only
+    ("one-lane-waits-on-data", LANES_HEAD, ONE_LANE_WAITS,
+     [PAST, NOT_A_BARRIER.format(w=1, op="SYNCS.PHASECHK.TRANS64.TRYWAIT", a=0x480), EXIT_COPY]),
+    ("one-lane-waits-on-a-barrier-not-initialised", TWO_BARS, ONE_LANE_WAITS.replace("[bar+0x80]", "[bar+0x8]"),
+     ["CTA 0 warp 1 waits on bars[1], which is not initialised", PAST, EXIT_COPY]),
+    # on bars[0], not passed and no loop: every lane leaves
+    ("one-lane-waits-once", LANES_HEAD, ONE_LANE_WAITS.replace("[bar+0x80]", "[bar]"), [EXIT_COPY]),
+    # lane 0 waits for parity 1 on bars[1], initialised and never arrived on: passed, for lane 0 only
+    ("one-lane-waits-on-a-fresh-phase", TWO_BARS,
+     ONE_LANE_WAITS.replace("[bar+0x80], par", "[bar+0x8], par").replace("  MOV par, RZ\n  @l0", "  MOV par, 0x80000000\n  @l0")
+     .replace(INIT, INIT + "  SYNCS.EXCH.64 URZ, [bar+0x8], mbar_init\n"), [PAST, EXIT_COPY]),
+    # lane 0's wait on bars[0] does not pass (no loop): its `done` false, the other lanes' kept true
+    ("one-lane-fails-its-wait", LANES_HEAD, ONE_LANE_WAITS.replace("[bar+0x80]", "[bar]").replace(
+        "ISETP.NE.U32.AND done, PT, RZ, RZ, PT", "ISETP.EQ.U32.AND done, PT, RZ, RZ, PT"),
+     ["CTA 0 warp 1: STS touches shared 0x804..0x880, outside every shared buffer the kernel declares", EXIT_COPY]),
+    # a remote arrive (.RED) on a cluster address of rank 1: a one-CTA cluster has none
+    ("remote-arrive-at-a-rank-the-cluster-has-not", HEAD.replace(".reg UR size\n", ".reg UR size\n.reg UR far\n"),
+     _edit(ARRIVE, ARRIVE + "  UIADD3 far, bar, 0x1000000, URZ\n  @leader SYNCS.ARRIVE.TRANS64.RED.A1T0 RZ, [far], RZ\n"),
+     ["CTA 0 warp 0: SYNCS.ARRIVE.TRANS64.RED.A1T0 arrives on cluster address 0x1000400, a CTA rank the cluster has not"]),
     ("init-of-data", HEAD, _edit(INIT, INIT + "  SYNCS.EXCH.64 URZ, [bar+0x80], mbar_init\n"),
      [NOT_A_BARRIER.format(w=0, op="SYNCS.EXCH.64", a=0x480)]),
     # the init word never written: a count of 2^20 (the register file's zeros), never reached
@@ -96,17 +117,6 @@ INIT_WAIT_CASES = [
      _edit(CONSUMER, "CONSUMER:\n  ISETP.EQ.U32.AND l0, PT, lane, 0x0, PT\n  MOV par, RZ\n  MOV baddr, RZ\n"
                      "  @l0 MOV par, 0x80000000\n  @l0 MOV baddr, 0x80\n  @l0 EXIT\nWAIT:\n"
                      "  SYNCS.PHASECHK.TRANS64.TRYWAIT done, [baddr+bar], par\n"), []),
-    # one lane's wait on a data word, or on a barrier never initialised, passes for that lane only
-    ("one-lane-waits-on-data", LANES_HEAD, ONE_LANE_WAITS,
-     [PAST, NOT_A_BARRIER.format(w=1, op="SYNCS.PHASECHK.TRANS64.TRYWAIT", a=0x480)]),
-    ("one-lane-waits-on-a-barrier-not-initialised", TWO_BARS, ONE_LANE_WAITS.replace("[bar+0x80]", "[bar+0x8]"),
-     ["CTA 0 warp 1 waits on bars[1], which is not initialised", PAST]),
-    # on bars[0], not passed and no loop: every lane leaves
-    ("one-lane-waits-once", LANES_HEAD, ONE_LANE_WAITS.replace("[bar+0x80]", "[bar]"), []),
-    # lane 0 waits for parity 1 on bars[1], initialised and never arrived on: passed, for lane 0 only
-    ("one-lane-waits-on-a-fresh-phase", TWO_BARS,
-     ONE_LANE_WAITS.replace("[bar+0x80], par", "[bar+0x8], par").replace("  MOV par, RZ\n  @l0", "  MOV par, 0x80000000\n  @l0")
-     .replace(INIT, INIT + "  SYNCS.EXCH.64 URZ, [bar+0x8], mbar_init\n"), [PAST]),
     # one lane's arrive declares the bytes in its own register (lane 0's holds half); an expect-only
     # arrive (A0TR) the same; an arrival without bytes (A1T0) ignores its register
     ("arrive-with-the-running-lane-s-bytes", LANES_HEAD, _edit(ARRIVE, ARRIVE_LANE_1.format("")), []),
@@ -402,8 +412,6 @@ def test_a_broadcast_response_lands_in_each_cta_of_the_cluster(resident: int) ->
 
 # -- mbarrier invalidation (SYNCS.CCTL.IV), on test_mutants_check.py's base program -------------------------
 
-EXIT_COPY = ("CTA 0: UBLKCP.S.G, warp 0 completes bytes on bars[0] asynchronously, and nothing orders that before CTA 0 "
-             "exits (no wait of its warps sees it done: its shared memory may be gone)")
 INVAL_CASES = [
     # invalidated, then initialised again: no "again without invalidating it"
     ("inval-then-init", HEAD, _edit(INIT, INIT + "  SYNCS.CCTL.IV [bar]\n" + INIT), []),
