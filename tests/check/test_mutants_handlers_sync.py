@@ -88,10 +88,17 @@ INIT_WAIT_CASES = [
     ("one-lane-fails-its-wait", LANES_HEAD, ONE_LANE_WAITS.replace("[bar+0x80]", "[bar]").replace(
         "ISETP.NE.U32.AND done, PT, RZ, RZ, PT", "ISETP.EQ.U32.AND done, PT, RZ, RZ, PT"),
      ["CTA 0 warp 1: STS touches shared 0x804..0x880, outside every shared buffer the kernel declares", EXIT_COPY]),
-    # a remote arrive (.RED) on a cluster address of rank 1: a one-CTA cluster has none
-    ("remote-arrive-at-a-rank-the-cluster-has-not", HEAD.replace(".reg UR size\n", ".reg UR size\n.reg UR far\n"),
-     _edit(ARRIVE, ARRIVE + "  UIADD3 far, bar, 0x1000000, URZ\n  @leader SYNCS.ARRIVE.TRANS64.RED.A1T0 RZ, [far], RZ\n"),
-     ["CTA 0 warp 0: SYNCS.ARRIVE.TRANS64.RED.A1T0 arrives on cluster address 0x1000400, a CTA rank the cluster has not"]),
+    # lanes 0 and 1 arrive remotely (.RED) on cluster addresses of ranks 1 and 2: a one-CTA cluster has
+    # neither, each reported; then at two data words, each reported
+    ("remote-arrives-at-ranks-the-cluster-has-not", LANES_HEAD.replace(".reg UR size\n", ".reg UR size\n.reg UR far\n"),
+     _edit(ARRIVE, ARRIVE + "  IMAD baddr, lane, 0x1000000, RZ\n  UIADD3 far, bar, 0x1000000, URZ\n"
+                            "  ISETP.LT.U32.AND l0, PT, lane, 0x2, PT\n  @l0 SYNCS.ARRIVE.TRANS64.RED.A1T0 RZ, [baddr+far], RZ\n"),
+     [f"CTA 0 warp 0: SYNCS.ARRIVE.TRANS64.RED.A1T0 arrives on cluster address 0x{r}000400, a CTA rank the cluster has not"
+      for r in (1, 2)]),
+    ("arrives-at-two-data-words", LANES_HEAD,
+     _edit(ARRIVE, ARRIVE + "  IMAD baddr, lane, 0x8, RZ\n  ISETP.LT.U32.AND l0, PT, lane, 0x2, PT\n"
+                            "  @l0 SYNCS.ARRIVE.TRANS64.A1T0 RZ, [baddr+bar+0x80], RZ\n"),
+     [NOT_A_BARRIER.format(w=0, op="SYNCS.ARRIVE.TRANS64.A1T0", a=a) for a in (0x480, 0x488)]),
     ("init-of-data", HEAD, _edit(INIT, INIT + "  SYNCS.EXCH.64 URZ, [bar+0x80], mbar_init\n"),
      [NOT_A_BARRIER.format(w=0, op="SYNCS.EXCH.64", a=0x480)]),
     # the init word never written: a count of 2^20 (the register file's zeros), never reached
