@@ -1,0 +1,67 @@
+"""The checker's wgmma handlers (`warpy/check/families/wgmma.py`: `_hgmma`, `_fence`, `_commit`,
+`_wait`, mutated since `.ci/mutation.py` undecorates them in its copy) on the smallest wgmma probe
+(one warpgroup, one 64 x 64 x 32 product in two MMAs, waited for and stored): the tile pass (what
+`--all-ctas` runs on a large launch: groups and pending accumulators only), the happens-before table
+of what orders an MMA's operand reads before a later write. Each case answers survivors of the
+handlers' mutation run (docs/testing.md, "the memory, wgmma and ALU handlers")."""
+
+from __future__ import annotations
+
+import functools
+
+from warpy.check.machine import Machine
+from warpy.check.report import check_kernel
+from warpy.isa.text import parse
+from warpy.kernels.probes import PROBES
+
+
+@functools.lru_cache(maxsize=None)
+def _ss() -> str:
+    return str(PROBES["wgmma_fp16_sw64"].build("sm_90a").kernel())
+
+
+def _edit(text: str, *edits: tuple[str, str]) -> str:
+    """Each (old, new) replaced once; `old` must occur exactly once."""
+    for old, new in edits:
+        assert text.count(old) == 1, old
+        text = text.replace(old, new)
+    return text
+
+
+def _tile_pass(text: str) -> list[str]:
+    """The messages of the tile pass's run of cluster 0 (no ordering, provenance or derived checks)."""
+    m = Machine(parse(text), values=False, fast=True, chosen=[0])
+    m.run()
+    return [msg if n == 1 else f"{msg} ({n} times)" for msgs in m.problems.msgs.values() for msg, n in msgs.items()]
+
+
+WAIT = "  WARPGROUP.DEPBAR.LE gsb0, 0x0\n"
+EARLY = "acc: HGMMA.64x64x16.F32.F16, warp {w} writes it and {op}, warp {w} touches it, and nothing orders the two (the wgmma group has not been waited for){n}"
+# a second accumulator, written by a third MMA in the same group after the two into acc
+ACC2 = (".reg R[32] acc\n", ".reg R[32] acc\n.reg R[32] acc2\n")
+THIRD = ("  HGMMA.64x64x16.F32.F16 acc, gdesc[gmma_desc], acc, gsb0\n",
+         "  HGMMA.64x64x16.F32.F16 acc, gdesc[gmma_desc], acc, gsb0\n  HGMMA.64x64x16.F32.F16 acc2, gdesc[gmma_desc], RZ, !UPT\n")
+
+
+def test_the_tile_pass_keeps_each_accumulator_pending_until_its_group_is_waited_for() -> None:
+    """In the tile pass too, an accumulator is the MMAs' until the wait retires their group: read
+    before the wait (its first and last register), or never waited for, each warp is reported; after
+    the wait, clean. A second accumulator's MMA does not end the first one's pending."""
+    ss = _ss()
+    assert _tile_pass(ss) == []
+    early = _edit(ss, (WAIT, "  MOV tx, acc.0\n  MOV tx, acc.31\n" + WAIT))
+    assert _tile_pass(early) == [EARLY.format(w=w, op="MOV", n=" (2 times)") for w in range(4)]
+    assert _tile_pass(_edit(ss, (WAIT, ""))) == [EARLY.format(w=w, op="STG.E.128", n=" (8 times)") for w in range(4)]
+    two = _edit(ss, ACC2, THIRD, (WAIT, "  MOV tx, acc.0\n" + WAIT))
+    assert _tile_pass(two) == [EARLY.format(w=w, op="MOV", n="") for w in range(4)]
+    assert _tile_pass(_edit(ss, ACC2, THIRD)) == []
+
+
+def test_the_hb_table_names_the_wgmma_wait_that_orders_an_operand_read_before_a_write() -> None:
+    """After the wait and a CTA barrier each warp overwrites A's first word: its own MMAs' reads of A
+    are ordered by its wgmma wait, the other warps' by the barrier."""
+    text = _edit(_ss(), (WAIT, WAIT + "  BAR.SYNC.DEFER_BLOCKING 0x0\n  STS [sa_base], RZ\n"))
+    table = check_kernel(parse(text), hb=True).hb_table
+    reads = {k: n for k, n in table.items() if k[0] == "sa" and k[1] == "HGMMA.64x64x16.F32.F16" and k[3] == "STS"}
+    assert reads == {("sa", "HGMMA.64x64x16.F32.F16", r, "STS", w, "", "wgmma wait" if r == w else "CTA barrier", "r", "w"): 1
+                     for r in range(4) for w in range(4)}
