@@ -55,6 +55,10 @@ def test_the_tile_pass_keeps_each_accumulator_pending_until_its_group_is_waited_
     two = _edit(ss, ACC2, THIRD, (WAIT, "  MOV tx, acc.0\n" + WAIT))
     assert _tile_pass(two) == [EARLY.format(w=w, op="MOV", n="") for w in range(4)]
     assert _tile_pass(_edit(ss, ACC2, THIRD)) == []
+    # the two accumulators halves of one vector: the MMA into acc.32 does not end acc.0's pending either
+    halves = _edit(ss, (".reg R[32] acc\n", ".reg R[64] acc\n"), (THIRD[0], THIRD[1].replace("acc2,", "acc.32,")),
+                   (WAIT, "  MOV tx, acc.0\n" + WAIT))
+    assert _tile_pass(halves) == [EARLY.format(w=w, op="MOV", n="") for w in range(4)]
 
 
 def test_the_hb_table_names_the_wgmma_wait_that_orders_an_operand_read_before_a_write() -> None:
