@@ -511,3 +511,51 @@ def test_a_second_cluster_wait_without_arriving() -> None:
     assert check_kernel(parse(head + body)).messages(20) == [
         f"CTA {c} warp 0 waits at the cluster barrier without arriving" for c in (0, 1)]
 
+
+# -- ELECT and a named barrier's id in a register, on one warp: lane 0 leaves (or branches) first ---------
+
+ONE_WARP = """\
+.kernel e
+.sm sm_90a
+.threads 32
+.dynsmem 256
+.grid 1 1 1
+.cluster 1 1 1
+.mbarriers 0
+.buffer data smem base=0x0 size=0x100 elem=u32 layout=64:4
+.reg R lane
+.reg R addr
+.reg R id
+.reg UR smem
+.reg UR ul
+.reg P l0
+.reg P leader
+"""
+LANE_0_LEAVES = "  S2R lane, SR_LANEID\n  UMOV smem, `(dsmem)\n  IMAD addr, lane, 0x4, RZ\n  ISETP.EQ.U32.AND l0, PT, lane, 0x0, PT\n"
+ELECT_CASES = [
+    # lanes 1..31 elect lane 1: it stores its word past the buffer (at lane x 4)
+    ("the-first-running-lane", LANE_0_LEAVES + "  @l0 EXIT\n  ELECT leader, URZ, PT\n  @leader STS [addr+smem+0x400], lane\n  EXIT\n",
+     ["CTA 0 warp 0: STS touches shared 0x804..0x808, outside every shared buffer the kernel declares"]),
+    # lane 0 set its `leader` before and skips the ELECT: it keeps it, and stores beside lane 1
+    ("a-lane-not-running-keeps-its-predicate",
+     LANE_0_LEAVES + "  ISETP.EQ.U32.AND leader, PT, lane, 0x0, PT\n  @l0 BRA SKIP\n  ELECT leader, URZ, PT\nSKIP:\n"
+     "  @leader STS [addr+smem+0x400], lane\n  EXIT\n",
+     ["CTA 0 warp 0: STS touches shared 0x800..0x808, outside every shared buffer the kernel declares"]),
+    # the elected lane's id in a uniform register (1): every lane stores at 0x800 + 4 x 1
+    ("the-elected-lane-s-id", LANE_0_LEAVES + "  @l0 EXIT\n  ELECT leader, ul, PT\n  USHF.L.U32 ul, ul, 0x2, URZ\n"
+     "  STS [RZ+ul+0x800], lane\n  EXIT\n",
+     ["CTA 0 warp 0: STS touches shared 0x804..0x808, outside every shared buffer the kernel declares"]),
+    # named barrier 1 for 64 threads, its id in a register (lane 0's, 2, not the running lanes'): it
+    # never completes, the hang names barrier 1
+    ("a-named-barrier-s-id-in-a-register",
+     LANE_0_LEAVES + "  MOV id, 0x1\n  @l0 MOV id, 0x2\n  @l0 EXIT\n  BAR.SYNC.DEFER_BLOCKING id, 0x40\n  EXIT\n",
+     ["CTA 0: named barrier 1 ends with 31 of 64 threads arrived (generation 0)",
+      "hang: CTA 0 warp 0 waits on named barrier 1 (31 of 64 threads arrived)",
+      "line 8 (BAR.SYNC.DEFER_BLOCKING): CTA 0 warp 0 runs it on 31 of its 32 lanes; it is warp-aligned (.sync.aligned): "
+      "every lane must run it together"]),
+]
+
+
+@pytest.mark.parametrize("name,body,want", ELECT_CASES, ids=[c[0] for c in ELECT_CASES])
+def test_elect_and_a_barrier_id_among_the_running_lanes(name: str, body: str, want: list[str]) -> None:
+    assert check_kernel(parse(ONE_WARP + body)).messages(20) == want
