@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import functools
 
+import numpy as np
+
 from warpy.check.machine import Machine
 from warpy.check.report import check_kernel
 from warpy.isa.text import parse
-from warpy.kernels.probes import PROBES
+from warpy.kernels.probes import PROBES, ProbeExpectation
 
 
 @functools.lru_cache(maxsize=None)
@@ -69,3 +71,31 @@ def test_the_hb_table_names_the_wgmma_wait_that_orders_an_operand_read_before_a_
     reads = {k: n for k, n in table.items() if k[0] == "sa" and k[1] == "HGMMA.64x64x16.F32.F16" and k[3] == "STS"}
     assert reads == {("sa", "HGMMA.64x64x16.F32.F16", r, "STS", w, "", "wgmma wait" if r == w else "CTA barrier", "r", "w"): 1
                      for r in range(4) for w in range(4)}
+
+
+def test_a_descriptor_word_nothing_wrote_reads_as_zero() -> None:
+    """B's descriptor high word never written: reported (once, the first warp), and read as 0, a
+    descriptor without swizzle whose 8-row groups are 0 bytes apart: rows 0 and 1 of the 64-byte
+    swizzled box are read 16 bytes apart in one row."""
+    text = _edit(_ss(), ("+ UMOV gmma_desc.3, 0x80000020  // gdesc.hi sb[0, 0]\n", ""))
+    read = ("CTA 0 warp 0: HGMMA.64x64x16.F32.F16 reads its B operand with a no-byte swizzle descriptor whose row 1, K byte "
+            "0 is row 0, byte {b} of the box (not row 1, byte {k}); the copy engine landed it through tensor map b (64-byte "
+            "swizzle, 64-byte rows)")
+    undef = ("line {line} (HGMMA.64x64x16.F32.F16): CTA 0 warp 0 reads gmma_desc.3 before any instruction wrote it (the "
+             "register holds whatever the register file had)")
+    assert check_kernel(parse(text)).messages(40) == [read.format(b=16, k=0), read.format(b=48, k=32)] + [
+        undef.format(line=line) for line in (42, 45)]
+
+
+
+def test_with_values_a_descriptor_word_nothing_wrote_is_the_word_zero() -> None:
+    """The product computed through that descriptor is the one an explicit zero word gives (and not
+    the probe's: B's rows 8..63 are read from the wrong bytes)."""
+    text = _edit(_ss(), ("+ UMOV gmma_desc.3, 0x80000020  // gdesc.hi sb[0, 0]\n", ""))
+    zero = _edit(_ss(), ("+ UMOV gmma_desc.3, 0x80000020  // gdesc.hi sb[0, 0]\n", "  UMOV gmma_desc.3, 0x0\n"))
+    outs = []
+    for t in (text, zero, _ss()):
+        e = ProbeExpectation(PROBES["wgmma_fp16_sw64"].host(np.random.default_rng(7)))
+        check_kernel(parse(t), values=True, expect=e)
+        outs.append(e.outputs["out"])
+    assert np.array_equal(outs[0], outs[1]) and not np.array_equal(outs[0], outs[2])
