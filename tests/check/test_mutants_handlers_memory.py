@@ -420,3 +420,21 @@ def test_without_values_one_lane_reads_the_allocations_address_from_shared_memor
         "CTA 0 exits with tensor-memory columns 0..31 still allocated (a tcgen05.dealloc must free them: the next CTA on "
         "the SM cannot allocate them)",
         "CTA 0 warp 0 frees tensor-memory columns 1..32, which no allocation returned"]
+
+
+def test_a_gpu_scope_store_is_a_flag_not_an_output_element_and_a_null_store_is_reported() -> None:
+    """Row 1 written by GPU-scope stores (flags between CTAs, `.STRONG.GPU`): not counted as output
+    elements, so the row is reported unwritten; written plainly, covered. A store through a null
+    pointer is reported and covers nothing."""
+    plain = REDUCE_ROW.format(cmp="LT", n=32).replace(
+        "  @g REDG.E.ADD.F32.FTZ.RN.STRONG.GPU desc[memdesc][qa.64+0x80], u.0\n" * 2,
+        "  STG.E{s} desc[memdesc][qa.64+0x80], u.0\n")
+    assert plain != REDUCE_ROW.format(cmp="LT", n=32)
+    assert _verdict(OUT2D + plain.format(s="")) == []
+    assert _verdict(OUT2D + plain.format(s=".STRONG.GPU")) == [
+        "dst: no store or reduce-add writes 32 of its 64 elements (rows 1..1, columns 0..31; the first at row 1, column 0)"]
+    null = plain.format(s="").replace("  MOV u.0,", "  MOV pa.0, RZ\n  MOV pa.1, RZ\n  MOV u.0,") + ""
+    null = null.replace("STG.E desc[memdesc][qa.64+0x80], u.0", "STG.E desc[memdesc][pa.64], u.0")
+    assert _verdict(OUT2D + null) == [
+        "CTA 0 warp 0: STG.E touches global 0x0..+0x4, outside every global buffer the kernel declares",
+        "dst: no store or reduce-add writes 32 of its 64 elements (rows 1..1, columns 0..31; the first at row 1, column 0)"]

@@ -99,3 +99,59 @@ def test_with_values_a_descriptor_word_nothing_wrote_is_the_word_zero() -> None:
         check_kernel(parse(t), values=True, expect=e)
         outs.append(e.outputs["out"])
     assert np.array_equal(outs[0], outs[1]) and not np.array_equal(outs[0], outs[2])
+
+
+FIRST = "  HGMMA.64x64x16.F32.F16 acc, gdesc[gmma_desc], RZ, !UPT\n"
+
+
+class _Zeros:
+    """An `Expectation` whose inputs are all zero; it keeps the `out` bytes the run wrote."""
+
+    out = np.zeros(0, dtype=np.uint8)
+
+    def initial(self, source, box, nbytes, rng):  # type: ignore[no-untyped-def]
+        return None
+
+    def compare(self, run):  # type: ignore[no-untyped-def]
+        from warpy.check.expect import Verdict
+
+        self.out = run.gmem["out"][:128 * 128].copy()
+        return Verdict(0, 0)
+
+
+def test_an_mma_accumulates_only_where_its_c_operand_is_a_register() -> None:
+    """The first MMA's C is RZ: it does not accumulate, even with its scale-d predicate true (UPT):
+    clean. Given acc instead, it reads 32 registers nothing wrote (reported once), taken as 0: with
+    zero operands every output word is 0 (the bits, not only the value)."""
+    ss = _ss()
+    assert check_kernel(parse(_edit(ss, (FIRST, FIRST.replace("!UPT", "UPT"))))).messages(40) == []
+    acc = _edit(ss, (FIRST, FIRST.replace("RZ, !UPT", "acc, UPT")))
+    regs = ", ".join(f"acc.{j}" for j in sorted(range(32), key=str))
+    assert check_kernel(parse(acc)).messages(40) == [
+        f"line 43 (HGMMA.64x64x16.F32.F16): CTA 0 warp 0 reads {regs} before any instruction wrote it (the register "
+        "holds whatever the register file had)"]
+    e = _Zeros()
+    check_kernel(parse(acc), values=True, expect=e)
+    assert e.out.size == 128 * 128 and not e.out.any()
+
+
+ARRIVE = "  WARPGROUP.ARRIVE\n"
+
+
+def test_the_mmas_read_their_operands_through_the_async_proxy() -> None:
+    """Warp 0 overwrites A's first word with a plain STS before the MMAs (a CTA barrier orders it for
+    the other warps): without a proxy fence every warp's MMA reads it through the async proxy
+    unordered; FENCE.VIEW.ASYNC.S after the store orders it."""
+    ss = _ss()
+    store = "  @is_w0 STS [sa_base], RZ\n{fence}  BAR.SYNC.DEFER_BLOCKING 0x0\n"
+    assert check_kernel(parse(_edit(ss, (ARRIVE, store.format(fence="  FENCE.VIEW.ASYNC.S\n") + ARRIVE)))).messages(40) == []
+    assert check_kernel(parse(_edit(ss, (ARRIVE, store.format(fence="") + ARRIVE)))).messages(40) == [
+        f"sa: HGMMA.64x64x16.F32.F16, warp {w} reads it through the async proxy and STS, warp 0 writes it through the "
+        "generic proxy, and no proxy fence orders the two" for w in range(4)]
+
+
+def test_a_second_accumulator_does_not_end_the_first_ones_pending() -> None:
+    """The full check as the tile pass above: acc.0 read before the wait is reported in every warp
+    though a later MMA of the group wrote acc2."""
+    two = _edit(_ss(), ACC2, THIRD, (WAIT, "  MOV tx, acc.0\n" + WAIT))
+    assert check_kernel(parse(two)).messages(40) == [EARLY.format(w=w, op="MOV", n="") for w in range(4)]
