@@ -1,0 +1,200 @@
+"""The copy engine's handlers (`_tma_load`, `_tma_store`, `_tma_prefetch`, `_tmap_control`, `_bulk_copy`,
+`_commit`, `_wait` of `warpy/check/families/tma.py`) on small kernels: each breaks one rule beside its
+clean twin, the checker's whole verdict pinned word for word, or runs with values and pins the words
+it wrote. Each case runs in well under a second; docs/testing.md ("check-families: the handlers of
+`tma.py`") lists the mutation run these tests answer."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from warpy.check.report import check_kernel
+from warpy.isa.text import parse
+from warpy.kernels.probes import HostCase, ProbeExpectation
+
+from test_mutants_check import BODY, HEAD
+from test_mutants_families import TMA
+
+
+def _edit(text: str, old: str, new: str) -> str:
+    assert text.count(old) == 1, old
+    return text.replace(old, new)
+
+
+def _verdict(text: str, **kw: object) -> list[str]:
+    return check_kernel(parse(text), **kw).messages(20)  # type: ignore[arg-type]
+
+
+# -- bulk copies (UBLKCP), shared -> global: one warp writes a word a lane into `data`, fences the proxy,
+# copies the 128 bytes to `dst` and waits for the copy's reads
+
+OUT_HEAD = HEAD.replace(".param src u64\n", ".param src u64\n.param dst u64\n").replace(
+    ".buffer bars smem", ".buffer dst global base=0x0 size=0x100 elem=u32 source=dst layout=64:4\n.buffer bars smem").replace(
+    ".reg UR[2] cp\n", ".reg UR[2] cp\n.reg UR sa\n.reg UR[2] gdst\n.reg R[2] q\n.reg UR[2] memdesc\n")
+ONE_WARP = OUT_HEAD.replace(".threads 64", ".threads 32")
+STORE = """\
+  S2R lane, SR_LANEID
+  UMOV smem, `(dsmem)
+  IMAD addr, lane, 0x4, RZ
+  MOV v, 0x7
+  STS [addr+smem+0x80], v
+  FENCE.VIEW.ASYNC.S
+  ELECT leader, URZ, PT
+  ULDC.64 gdst, c[0x0][dst]
+  UMOV size, 0x80
+  UIADD3 sa, smem, 0x80, URZ
+  @leader UBLKCP.G.S [gdst], [sa], size
+  @leader UTMACMDFLUSH
+  @leader DEPBAR.LE SB0, 0x0
+  EXIT
+"""
+GS = "CTA 0 warp 0: UBLKCP.G.S "
+# two warps: each copies the 64 bytes of its own words to dst + 64 x warp (apart), or to the same
+# 64 bytes; or warp 1 stores one word of dst with an STG
+TWO = """\
+  S2R tid, SR_TID.X
+  S2R lane, SR_LANEID
+  SHF.R.U32.HI warp, RZ, 0x5, tid
+  UMOV smem, `(dsmem)
+  IMAD addr, tid, 0x4, RZ
+  MOV v, 0x7
+  STS [addr+smem+0x80], v
+  FENCE.VIEW.ASYNC.S
+  ELECT leader, URZ, PT
+  ULDC.64 gdst, c[0x0][dst]
+  UMOV size, 0x40
+  IMAD addr, warp, 0x40, RZ
+  R2UR cp.0, addr
+  UIADD3 gdst.0, gdst.0, cp.0, URZ
+  IMAD addr, warp, 0x80, RZ
+  R2UR cp.1, addr
+  UIADD3 sa, smem, cp.1, URZ
+  UIADD3 sa, sa, 0x80, URZ
+  @leader UBLKCP.G.S [gdst], [sa], size
+  @leader UTMACMDFLUSH
+  @leader DEPBAR.LE SB0, 0x0
+  EXIT
+"""
+ONE_WORD = _edit(TWO, "  ELECT leader, URZ, PT\n",
+                 "  ELECT leader, URZ, PT\n  ISETP.EQ.U32.AND w0, PT, warp, 0x0, PT\n  @w0 BRA COPY\n"
+                 "  LDC.64 q, c[0x0][dst]\n  ULDC.64 memdesc, c[0x0][0x208]\n  STG.E desc[memdesc][q.64+0x3c], v\n  EXIT\nCOPY:\n")
+BOTH = "dst: UBLKCP.G.S, warp 0 writes it and {}, warp 1 writes it, and nothing orders the two"
+
+STORE_CASES = [
+    ("clean", ONE_WARP, STORE, []),
+    ("size-not-16", ONE_WARP, _edit(STORE, "UMOV size, 0x80", "UMOV size, 0x48"),
+     [GS + "copies 72 bytes: a bulk copy moves a positive multiple of 16 bytes"]),
+    ("size-0", ONE_WARP, _edit(STORE, "UMOV size, 0x80", "UMOV size, 0x0"),
+     [GS + "copies 0 bytes: a bulk copy moves a positive multiple of 16 bytes",
+      GS + "touches global dst+0x0..+0x0, outside every global buffer the kernel declares"]),
+    ("global-off-16", ONE_WARP, _edit(STORE, "  UMOV size, 0x80\n", "  UMOV size, 0x80\n  UIADD3 gdst.0, gdst.0, 0x8, URZ\n"),
+     [GS + "writes global 0x20000000008, which is not 16-byte aligned"]),
+    ("global-past-the-buffer", ONE_WARP, _edit(STORE, "  UMOV size, 0x80\n", "  UMOV size, 0x80\n  UIADD3 gdst.0, gdst.0, 0x100, URZ\n"),
+     [GS + "touches global dst+0x100..+0x80, outside every global buffer the kernel declares"]),
+    ("shared-off-16", ONE_WARP, _edit(STORE, "UIADD3 sa, smem, 0x80, URZ", "UIADD3 sa, smem, 0x88, URZ"),
+     [GS + "stores from shared 0x488, which is not 16-byte aligned"]),
+    ("shared-past-the-buffer", ONE_WARP, _edit(STORE, "UIADD3 sa, smem, 0x80, URZ", "UIADD3 sa, smem, 0x180, URZ"),
+     [GS + "touches shared 0x580..0x600, outside every shared buffer the kernel declares"]),
+    # a dependent launch's wait (ACQBULK) after the copy
+    ("before-the-dependent-launch-wait", ONE_WARP, _edit(STORE, "  EXIT\n", "  ACQBULK\n  EXIT\n"),
+     [GS + "reaches global memory before the dependent-launch wait (ACQBULK)"]),
+    ("two-warps-apart", OUT_HEAD, TWO, []),
+    ("two-warps-same-bytes", OUT_HEAD, _edit(TWO, "IMAD addr, warp, 0x40, RZ", "IMAD addr, warp, 0x0, RZ"),
+     [BOTH.format("UBLKCP.G.S")]),
+    ("a-word-of-the-copy-s-last-16-bytes", OUT_HEAD, ONE_WORD, [BOTH.format("STG.E")]),
+    ("the-word-after-the-copy", OUT_HEAD, _edit(ONE_WORD, "q.64+0x3c", "q.64+0x40"), []),
+]
+
+
+@pytest.mark.parametrize("name,head,body,want", STORE_CASES, ids=[c[0] for c in STORE_CASES])
+def test_a_bulk_copy_to_global_memory(name: str, head: str, body: str, want: list[str]) -> None:
+    assert _verdict(head + body) == want
+
+
+# -- bulk copies, global -> shared: test_mutants_check.py's base program (two copies of 64 bytes into
+# `data`, completing on a barrier the consumer waits on)
+
+LOAD_CASES = [
+    ("size-not-16", _edit(BODY, "UMOV size, 0x40", "UMOV size, 0x48"),
+     # (144 bytes land for the 128 declared: the count goes past zero, and the copies overlap)
+     [f"hang: CTA 0 warp {w} waits on bars[0] for the phase of parity 0: it is in phase 0, 0 of 1 arrivals to come, -16 "
+      f"bytes" for w in (0, 1)]
+     + ["CTA 0 warp 0: UBLKCP.S.G copies 72 bytes: a bulk copy moves a positive multiple of 16 bytes (2 times)",
+        "data: UBLKCP.S.G, warp 0 writes it and UBLKCP.S.G, warp 0 writes it, and nothing orders the two"]),
+    ("global-off-16", _edit(BODY, "  UIADD3 gsrc.0, gsrc.0, 0x40, URZ\n", "  UIADD3 gsrc.0, gsrc.0, 0x48, URZ\n"),
+     ["CTA 0 warp 0: UBLKCP.S.G reads global 0x10000000048, which is not 16-byte aligned"]),
+    ("before-the-dependent-launch-wait", _edit(BODY, "  MOV par, RZ\nWAITP:", "  ACQBULK\n  MOV par, RZ\nWAITP:"),
+     ["CTA 0 warp 0: UBLKCP.S.G reaches global memory before the dependent-launch wait (ACQBULK) (2 times)"]),
+]
+
+
+@pytest.mark.parametrize("name,body,want", LOAD_CASES, ids=[c[0] for c in LOAD_CASES])
+def test_a_bulk_copy_to_shared_memory(name: str, body: str, want: list[str]) -> None:
+    assert _verdict(HEAD + body) == want
+
+
+def test_a_bulk_copy_lands_the_words_it_read() -> None:
+    """With values: the consumer stores the 32 words it read from `data` to `dst`, each the one the
+    copies brought from `src`."""
+    body = _edit(BODY, "  LDS v, [addr+smem+0x80]\n",
+                 "  LDS v, [addr+smem+0x80]\n  LDC.64 q, c[0x0][dst]\n  ULDC.64 memdesc, c[0x0][0x208]\n"
+                 "  IMAD.WIDE.U32 q, lane, 0x4, q\n  STG.E desc[memdesc][q.64], v\n")
+    src = (np.arange(64, dtype=np.uint32) * 0x01010101 + 0x10).astype(np.uint32)
+    want = np.concatenate([src[:32], np.zeros(32, np.uint32)])
+    e = ProbeExpectation(HostCase(arrays={"src": src, "dst": np.zeros(64, np.uint32)}, expected={"dst": want}))
+    assert check_kernel(parse(OUT_HEAD + body), values=True, expect=e).messages(20) == []
+    assert e.outputs["dst"].tolist() == want.tolist()
+
+
+def test_without_values_a_bulk_copy_lands_the_words_kept_of_a_u32_buffer() -> None:
+    """Without values the 32-bit words of a u32 buffer are kept (an instruction queue): the copies land
+    them in shared memory, the consumer reads words 5, 31 and 7 (0) back and stores at the address each
+    holds (two past every buffer, reported; the third inside `data`)."""
+    src = (0x400 + 4 * np.arange(64)).astype(np.uint32)
+    src[7] = 0
+    body = _edit(BODY, "  LDS v, [addr+smem+0x80]\n",
+                 "".join(f"  LDS v, [smem+0x{0x80 + 4 * k:x}]\n  STS [v+smem+0x100], lane\n" for k in (5, 31, 7)))
+    e = ProbeExpectation(HostCase(arrays={"src": src}, expected={}))
+    assert check_kernel(parse(HEAD + body), expect=e).messages(20) == [
+        f"CTA 0 warp 1: STS touches shared 0x{a:x}..0x{a + 4:x}, outside every shared buffer the kernel declares"
+        for a in (0x914, 0x97c)]
+
+
+# -- tensor-map stores on tma_copy_2d (test_mutants_families.py: 12 CTAs, each loads its box, dumps it
+# and stores it back through `dst`)
+
+TMA_ST = "+ UIADD3 tmas_dst.0, tile_base, 0x0, URZ  // addr tile[0, 0]"
+DUMP = "  LDS.128 v, [soff+tile_base+0x800]\n  STG.E.128 desc[memdesc][gaddr.64+0x800], v\n"
+ST = "CTA {c} warp 0: UTMASTG.2D "
+TMA_STORE_CASES = [
+    ("from-shared-off-the-swizzle-repeat", _edit(TMA, TMA_ST, "  UIADD3 tmas_dst.0, tile_base, 0x80, URZ"),
+     [m for c in (0, 11) for m in (
+         ST.format(c=c) + "stores a box from shared 0x480, which is not 1024-byte aligned (a 128-byte swizzle repeats "
+                          "every 1024 bytes)",
+         ST.format(c=c) + "touches shared 0x480..0x1480, outside every shared buffer the kernel declares")]),
+    ("from-past-shared-memory", _edit(TMA, TMA_ST, "  UIADD3 tmas_dst.0, tile_base, 0x1000, URZ"),
+     [ST.format(c=c) + "touches shared 0x1400..0x2400, outside every shared buffer the kernel declares" for c in (0, 11)]),
+    # the store's box (not the load's) 4 elements right
+    ("starting-off-16-bytes", _edit(TMA, "  R2UR tmas_dst.1, crd0\n", "  IADD3 crd0, crd0, 0x4, RZ\n  R2UR tmas_dst.1, crd0\n"),
+     [ST.format(c=c) + f"copies a box of dst starting at element {e} of its innermost dimension ({2 * e} bytes, not a "
+                       f"multiple of 16): the engine raises an illegal instruction" for c, e in ((0, 4), (11, 196))]),
+    # each thread writes its 16 bytes of the tile back (STS) before the proxy fence: clean; after it,
+    # the store reads them through the async proxy unordered
+    ("generic-writes-fenced", _edit(TMA, DUMP, DUMP + "  STS.128 [soff+tile_base], v\n"), []),
+    ("generic-writes-not-fenced", _edit(TMA, DUMP + "  FENCE.VIEW.ASYNC.S\n", DUMP + "  STS.128 [soff+tile_base], v\n"),
+     [f"tile: UTMASTG.2D, warp 0 reads it through the async proxy and STS.128, warp {w} writes it through the generic "
+      f"proxy, and no proxy fence orders the two (2 times)" for w in range(4)]),
+]
+
+
+@pytest.mark.parametrize("name,text,want", TMA_STORE_CASES, ids=[c[0] for c in TMA_STORE_CASES])
+def test_a_tensor_map_store(name: str, text: str, want: list[str]) -> None:
+    assert _verdict(text) == want
+
+
+def test_tensor_copies_before_the_dependent_launch_wait() -> None:
+    msgs = _verdict(_edit(TMA, "SKIP_4:\n  EXIT\n", "SKIP_4:\n  ACQBULK\n  EXIT\n"))
+    assert [m for m in msgs if "UTMA" in m] == [
+        f"CTA {c} warp 0: {op} reaches global memory before the dependent-launch wait (ACQBULK)"
+        for c in (0, 11) for op in ("UTMALDG.2D", "UTMASTG.2D")]
