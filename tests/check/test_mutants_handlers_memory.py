@@ -438,3 +438,37 @@ def test_a_gpu_scope_store_is_a_flag_not_an_output_element_and_a_null_store_is_r
     assert _verdict(OUT2D + null) == [
         "CTA 0 warp 0: STG.E touches global 0x0..+0x4, outside every global buffer the kernel declares",
         "dst: no store or reduce-add writes 32 of its 64 elements (rows 1..1, columns 0..31; the first at row 1, column 0)"]
+
+
+SHADOW_STORE = """\
+  S2R lane, SR_LANEID
+  UMOV smem, `(dsmem)
+  ULDC.64 memdesc, c[0x0][0x208]
+  LDC.64 q, c[0x0][dst]
+  IMAD.WIDE.U32 qa, lane, 0x4, q
+  ISETP.GE.U32.AND g, PT, lane, 0x10, PT
+  IADD3 v.0, lane, 0x64, RZ
+  @g STG.E desc[memdesc][qa.64], {reg}
+  LDG.E u.1, desc[memdesc][qa.64]
+  ISETP.EQ.U32.AND g, PT, u.1, {want}, PT
+  @g STS [smem+0x900], lane
+  EXIT
+"""
+
+
+def test_without_values_a_guarded_store_keeps_each_lanes_word() -> None:
+    """Without values the u32 words of dst are kept: lanes 16..31 store 100 + l, every lane reads its
+    word back; lane 20 finds 120 and stores outside shared memory (reported). A register nothing
+    wrote is stored as 0 (reported as undefined; no lane finds 1)."""
+    assert _verdict(HEAD + SHADOW_STORE.format(reg="v.0", want="0x78")) == [
+        "CTA 0 warp 0: STS touches shared 0xd00..0xd04, outside every shared buffer the kernel declares"]
+    assert _verdict(HEAD + SHADOW_STORE.format(reg="v.3", want="0x1")) == [
+        "line 8 (STG.E): CTA 0 warp 0 reads v.3 before any instruction wrote it (the register holds whatever the "
+        "register file had)"]
+
+
+def test_with_values_a_store_past_the_bytes_kept_of_an_undeclared_pointer_is_dropped() -> None:
+    """The checker keeps 64 KiB behind a pointer with no declared buffer: a store past them lands
+    nowhere (no report: the extent is unknown), and the run goes on."""
+    msgs, e = _load_after(0x80, 0, "STG.E desc[memdesc][ra.64+0x10000], u.0")
+    assert msgs == [] and e.out[:128].view(np.uint32).tolist() == [0x11] * 32
