@@ -198,3 +198,31 @@ def test_tensor_copies_before_the_dependent_launch_wait() -> None:
     assert [m for m in msgs if "UTMA" in m] == [
         f"CTA {c} warp 0: {op} reaches global memory before the dependent-launch wait (ACQBULK)"
         for c in (0, 11) for op in ("UTMALDG.2D", "UTMASTG.2D")]
+
+
+# -- reduce-add stores (UTMAREDG.ADD) with values: the box added into dst, fp16 and bf16 (small
+# integers: every sum exact); the same kernel storing (UTMASTG) leaves the sums wrong
+
+RED = _edit(TMA, "UTMASTG.2D [tmas_dst], tmap[dst]", "UTMAREDG.2D.ADD [tmas_dst], tmap[dst]")
+
+
+def _bits(x: np.ndarray, dt: str) -> np.ndarray:
+    if dt == "fp16":
+        return x.astype(np.float16).view(np.uint16)
+    return (x.astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
+
+
+@pytest.mark.parametrize("dt", ["fp16", "bf16"])
+@pytest.mark.parametrize("op,wrong", [("UTMAREDG.2D.ADD", 0), ("UTMASTG.2D", 2116)])
+def test_a_reduce_add_store_adds_the_box(dt: str, op: str, wrong: int) -> None:
+    rng = np.random.default_rng(5)
+    a, b = rng.integers(0, 16, (90, 200)), rng.integers(0, 16, (90, 208))
+    want = _bits(b, dt)
+    want[:, :200] = _bits(a + b[:, :200], dt)
+    e = ProbeExpectation(HostCase(arrays={"src": _bits(a, dt), "dst": _bits(b, dt), "dump": np.zeros(49152, np.uint8)},
+                                  expected={"dst": want}))
+    text = RED.replace("UTMAREDG.2D.ADD", op).replace("dtype=fp16", f"dtype={dt}")
+    rep = check_kernel(parse(text), values=True, expect=e)
+    # CTAs 0 and 11 are simulated: their boxes' 2256 elements inside the tensor
+    assert (rep.values_checked, rep.values_wrong) == (2256, wrong)
+    assert len(rep.messages(20)) == (1 if wrong else 0)
