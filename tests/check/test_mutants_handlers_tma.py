@@ -6,6 +6,8 @@ it wrote. Each case runs in well under a second; docs/testing.md ("check-familie
 
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 import pytest
 
@@ -226,3 +228,60 @@ def test_a_reduce_add_store_adds_the_box(dt: str, op: str, wrong: int) -> None:
     # CTAs 0 and 11 are simulated: their boxes' 2256 elements inside the tensor
     assert (rep.values_checked, rep.values_wrong) == (2256, wrong)
     assert len(rep.messages(20)) == (1 if wrong else 0)
+
+
+# -- a prefetch (UTMAPF) and the tensor-map fence (UTMACCTL) on test_mega_tma_table.py's relay: two CTAs
+# copy through maps that are slots of a table in global memory (CTA 0: x to y, CTA 1: y to z)
+
+UNFENCED = ("CTA {c} warp 0: {op} uses tensor map {m} (maps slot {s}) from the table maps the host wrote, without fencing "
+            "the tensor-map proxy on it first (UTMACCTL.IV: fence.proxy.tensormap::generic.acquire)")
+NO_SLOT = "CTA {c} warp 0: {op} takes its tensor map from maps+0x{a:x}, no slot of its table (slots at maps + 0x80 k, k < 3)"
+LOAD_ARGS = "  UMOV tma_args2.2, 0x0\n"
+# the two maps each CTA uses, (name, slot), its load's and its store's
+MAPS = {0: (("x", 0), ("y", 1)), 1: (("y", 1), ("z", 2))}
+
+
+def _relay(fence: bool) -> str:
+    from tests.kernels.test_mega_tma_table import relay
+
+    return relay(acquire_fence=fence).text()
+
+
+def _prefetch(text: str, c0: int = 0) -> str:
+    """A prefetch of the load's box (at (c0, 0)) through the load's map, just before the load."""
+    text = text.replace(".reg R tid\n", ".reg R tid\n.reg UR[2] pfa\n", 1)
+    return _edit(text, LOAD_ARGS, LOAD_ARGS + f"  UMOV pfa.0, 0x{c0:x}\n  UMOV pfa.1, 0x0\n  UTMAPF.L2.2D [pfa], tmap[map_desc]\n")
+
+
+def _off_slot(text: str, line: str) -> str:
+    """`line` (naming tmap[map_desc]) run with the descriptor's address 8 bytes into its slot."""
+    return _edit(text, line, "  UIADD3 map_desc.0, map_desc.0, 0x8, URZ\n" + line + "  UIADD3 map_desc.0, map_desc.0, -0x8, URZ\n")
+
+
+def _unfenced(*ops: str) -> list[str]:
+    return [UNFENCED.format(c=c, op=op, m=MAPS[c][op == "UTMASTG.2D"][0], s=MAPS[c][op == "UTMASTG.2D"][1])
+            for c in (0, 1) for op in ops]
+
+
+TABLE_CASES = [
+    ("prefetch", lambda: _prefetch(_relay(True)), []),
+    ("prefetch-without-the-fence", lambda: _prefetch(_relay(False)), _unfenced("UTMALDG.2D", "UTMAPF.L2.2D", "UTMASTG.2D")),
+    ("prefetch-off-16-bytes", lambda: _prefetch(_relay(True), 4),
+     [f"CTA {c} warp 0: UTMAPF.L2.2D copies a box of {MAPS[c][0][0]} starting at element 4 of its innermost dimension "
+      f"(8 bytes, not a multiple of 16): the engine raises an illegal instruction" for c in (0, 1)]),
+    ("prefetch-off-its-slot", lambda: _off_slot(_prefetch(_relay(True)), "  UTMAPF.L2.2D [pfa], tmap[map_desc]\n"),
+     [NO_SLOT.format(c=c, op="UTMAPF.L2.2D", a=0x80 * c + 8) for c in (0, 1)]),
+    # UTMACCTL.PF fences nothing
+    ("control-pf-is-no-fence", lambda: _edit(_relay(False), "  MOV tx, 0x800\n", "  UTMACCTL.PF tmap[map_desc]\n  MOV tx, 0x800\n"),
+     _unfenced("UTMALDG.2D", "UTMASTG.2D")),
+    # the load's fence 8 bytes into the slot: refused, and the load is then unfenced
+    ("control-iv-off-its-slot",
+     lambda: _off_slot(_relay(True), "  UTMACCTL.IV tmap[map_desc]\n  MOV tx, 0x800\n"),
+     [m for c in (0, 1) for m in (NO_SLOT.format(c=c, op="UTMACCTL.IV", a=0x80 * c + 8),
+                                  UNFENCED.format(c=c, op="UTMALDG.2D", m=MAPS[c][0][0], s=MAPS[c][0][1]))]),
+]
+
+
+@pytest.mark.parametrize("name,text,want", TABLE_CASES, ids=[c[0] for c in TABLE_CASES])
+def test_a_prefetch_and_the_tensor_map_fence(name: str, text: Callable[[], str], want: list[str]) -> None:
+    assert _verdict(text()) == want
