@@ -285,3 +285,53 @@ TABLE_CASES = [
 @pytest.mark.parametrize("name,text,want", TABLE_CASES, ids=[c[0] for c in TABLE_CASES])
 def test_a_prefetch_and_the_tensor_map_fence(name: str, text: Callable[[], str], want: list[str]) -> None:
     assert _verdict(text()) == want
+
+
+# -- bulk groups: two copies of 64 bytes in two groups (DEPBAR.LE SB0, 0x1 then waits for the first
+# only), or in one; the leader then writes a word of a copy's source, and waits for everything
+
+GROUPS = _edit(STORE, """  UMOV size, 0x80
+  UIADD3 sa, smem, 0x80, URZ
+  @leader UBLKCP.G.S [gdst], [sa], size
+  @leader UTMACMDFLUSH
+  @leader DEPBAR.LE SB0, 0x0
+""", """  UMOV size, 0x40
+  UIADD3 sa, smem, 0x80, URZ
+  @leader UBLKCP.G.S [gdst], [sa], size
+  @leader UTMACMDFLUSH
+  UIADD3 sa, smem, 0xc0, URZ
+  UIADD3 gdst.0, gdst.0, 0x40, URZ
+  @leader UBLKCP.G.S [gdst], [sa], size
+  @leader UTMACMDFLUSH
+  @leader DEPBAR.LE SB0, 0x1
+  @leader STS [smem+0x80], v
+  @leader DEPBAR.LE SB0, 0x0
+""")
+SOURCE_WRITTEN = "data: UBLKCP.G.S, warp 0 reads it and STS, warp 0 writes it, and nothing orders the two"
+
+
+@pytest.mark.parametrize("name,body,want", [
+    ("the-first-group-s-source", GROUPS, []),
+    ("the-second-group-s-source", _edit(GROUPS, "STS [smem+0x80]", "STS [smem+0xc0]"), [SOURCE_WRITTEN]),
+    ("one-group", _edit(GROUPS, "  @leader UTMACMDFLUSH\n  UIADD3 sa, smem, 0xc0", "  UIADD3 sa, smem, 0xc0"), [SOURCE_WRITTEN]),
+])
+def test_a_wait_for_all_groups_but_one(name: str, body: str, want: list[str]) -> None:
+    assert _verdict(ONE_WARP + body) == want
+
+
+def test_two_ctas_reduce_into_one_box_unordered_but_do_not_store_into_it() -> None:
+    """CTAs 0 and 11 both put their box at (0, 0) of dst: two reduce-adds need no order, two stores do."""
+    same = _edit(RED, "  R2UR tmas_dst.1, crd0\n  R2UR tmas_dst.2, crd1\n", "  UMOV tmas_dst.1, 0x0\n  UMOV tmas_dst.2, 0x0\n")
+    assert _verdict(same) == []
+    assert _verdict(same.replace("UTMAREDG.2D.ADD", "UTMASTG.2D")) == [
+        "dst: UTMASTG.2D, warp 0 writes it and UTMASTG.2D, warp 0 writes it, and nothing orders the two"]
+
+
+def test_two_stores_of_one_box_in_one_group() -> None:
+    """The copies of one bulk group are not ordered with each other; the report counts each store run."""
+    twice = _edit(TMA, "  UTMASTG.2D [tmas_dst], tmap[dst]\n", "  UTMASTG.2D [tmas_dst], tmap[dst]\n" * 2)
+    rep = check_kernel(parse(twice))
+    assert rep.messages(20) == [
+        "dst: UTMASTG.2D, warp 0 writes it and UTMASTG.2D, warp 0 writes it, and nothing orders the two (3 times)"]
+    # the two CTAs the main run simulates store once more each
+    assert rep.stores - check_kernel(parse(TMA)).stores == 2
