@@ -335,3 +335,9 @@ def test_two_stores_of_one_box_in_one_group() -> None:
         "dst: UTMASTG.2D, warp 0 writes it and UTMASTG.2D, warp 0 writes it, and nothing orders the two (3 times)"]
     # the two CTAs the main run simulates store once more each
     assert rep.stores - check_kernel(parse(TMA)).stores == 2
+
+
+def test_the_hb_table_names_the_bulk_group_wait() -> None:
+    """The leader's write of the first copy's source is ordered after that copy's read by the wait."""
+    table = check_kernel(parse(ONE_WARP + GROUPS), hb=True).hb_table
+    assert table[("data", "UBLKCP.G.S", 0, "STS", 0, "", "bulk-group wait", "r", "w")] == 1
