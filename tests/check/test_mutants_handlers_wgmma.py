@@ -155,3 +155,20 @@ def test_a_second_accumulator_does_not_end_the_first_ones_pending() -> None:
     though a later MMA of the group wrote acc2."""
     two = _edit(_ss(), ACC2, THIRD, (WAIT, "  MOV tx, acc.0\n" + WAIT))
     assert check_kernel(parse(two)).messages(40) == [EARLY.format(w=w, op="MOV", n="") for w in range(4)]
+
+
+SECOND_A = "+ UIADD3 gmma_desc.0, sa_gdesc, 0x2, URZ  // gdesc.lo sa[0, 16]"
+SECOND_B = "+ UIADD3 gmma_desc.2, sb_gdesc, 0x2, URZ  // gdesc.lo sb[0, 16]"
+
+
+def test_an_operand_tile_is_known_by_all_of_its_descriptor() -> None:
+    """The second MMA reads the first one's K step again, A through a descriptor that differs only in
+    its high word (a 32-byte swizzle): a tile of its own, compared with the box (reported), not the
+    first MMA's tile remembered. With the same high word: clean."""
+    again = _edit(_ss(), (SECOND_A, "  UIADD3 gmma_desc.0, sa_gdesc, 0x0, URZ\n{hi}"),
+                  (SECOND_B, "  UIADD3 gmma_desc.2, sb_gdesc, 0x0, URZ"))
+    assert check_kernel(parse(again.format(hi=""))).messages(40) == []
+    assert check_kernel(parse(again.format(hi="  UMOV gmma_desc.1, 0xc0000020\n"))).messages(40) == [
+        "CTA 0 warp 0: HGMMA.64x64x16.F32.F16 reads its A operand with a 32-byte swizzle descriptor whose row 1, K byte 0 "
+        "is row 0, byte 32 of the box (not row 1, byte 0); the copy engine landed it through tensor map a (64-byte "
+        "swizzle, 64-byte rows)"]
