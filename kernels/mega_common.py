@@ -700,7 +700,16 @@ def conditions(prog: Any, inputs: Mapping[str, Any]) -> dict[int, Any]:
     for n in prog.nodes:
         a = [np.asarray(o.array(vals), dtype=np.float64) for o in n.operands]
         c = [np.asarray(o.array(cond), dtype=np.float64) for o in n.operands]
-        if n.kind == "gemm" and n.glu:  # silu(g)·u of two sums: silu_mul's slopes on the sums' conditions
+        if n.kind == "gemm" and n.norm:  # A is rmsnorm(x, w) (the last operand): the normalised |x·w|
+            rstd = 1.0 / np.sqrt(np.mean(a[0] * a[0], axis=-1, keepdims=True) + n.eps)
+            an, xn = np.abs(a[0] * a[-1]) * rstd, a[0] * a[-1] * rstd
+            if n.glu:
+                cg, cu = an @ np.abs(a[1]).T, an @ np.abs(a[2]).T
+                gv, uv = xn @ a[1].T, xn @ a[2].T
+                out = LIPSCHITZ["silu"] * cg * np.abs(uv) + np.abs(activation(gv, "silu")) * cu
+            else:
+                out = LIPSCHITZ[n.act] * (an @ np.abs(a[1]).T + (c[2] if n.bias else 0.0))
+        elif n.kind == "gemm" and n.glu:  # silu(g)·u of two sums: silu_mul's slopes on the sums' conditions
             cg, cu = np.abs(a[0]) @ np.abs(a[1]).T, np.abs(a[0]) @ np.abs(a[2]).T
             gv, uv = a[0] @ a[1].T, a[0] @ a[2].T
             out = LIPSCHITZ["silu"] * cg * np.abs(uv) + np.abs(activation(gv, "silu")) * cu

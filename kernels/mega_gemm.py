@@ -51,17 +51,19 @@ import attrs
 from warpy.isa.buffers import SmemBuffer
 from warpy.isa.families import alu, control, memory, sync, tma, wgmma
 from warpy.isa.families._util import ins
-from warpy.isa.families.typed import F32
+from warpy.isa.families.typed import F32, U32
 from warpy.isa.index import Uniform
 from warpy.isa.operands import RZ, URZ, Mem, P, R, RVec, UP, UR
 from warpy.isa.pipes import ConsumerEnd, Pipe, ProducerEnd, wait
 from warpy.isa.units.dispatch import dispatch
+from warpy.isa.units.warp import warp_sum
 from warpy.isa.units.wgmma import hgmma
 from warpy.layout import Layout, Swizzle, SwizzledLayout
 from warpy.mega import fields as F
-from warpy.mega.tiling import GEMM_K_STEP, GEMM_MAX_K_BOXES, PAGE_BYTES, gemm_k_boxes, gemm_tile_ok
+from warpy.mega.tiling import (BOX_MAX, GEMM_K_STEP, GEMM_MAX_K_BOXES, NORM_SCRATCH, PAGE_BYTES, gemm_k_boxes,
+                               gemm_tile_ok)
 
-from .mega_math import Activation
+from .mega_math import Activation, pack_bf16, unpack_bf16
 from .mega_ops import (Body, MapOp, branch_on_fields, consumers_done, descriptor, expect, out_ready, page_addr,
                        store_output)
 
@@ -75,6 +77,18 @@ ROW_BYTES = 128  # a swizzled row: 64 bf16 of K
 PAGE_ROWS = PAGE_BYTES // ROW_BYTES
 CONSUMER_WARPS = 8
 MAX_STAGES = 4095  # the k_stages field's bits
+#: a normed gemm's (`norm`) norm weight: boxes of BOX_MAX bf16 elements into the epilogue page
+NORM_BOX_BYTES = BOX_MAX * 2
+MAX_NORM_BOXES = PAGE_BYTES // NORM_BOX_BYTES
+
+
+def norm_boxes(ip: Interp, r: Role, dst: R) -> R:
+    """dst = the norm weight's boxes: K (`k_end`) in boxes of BOX_MAX, the last one partly past K."""
+    p = ip.p
+    r.field("k_end", dst)
+    p.emit(alu.iadd3(dst, dst, BOX_MAX - 1))
+    p.emit(alu.shf_r(dst, dst, BOX_MAX.bit_length() - 1))
+    return dst
 
 
 @attrs.frozen
@@ -186,6 +200,132 @@ class _Loading:
         m.copy(dst, bar, s0, guard=guard, shift2=s2)
 
 
+class _Norm:
+    """A normed gemm's consumer side (`norm`: A is rmsnorm(a, w)). Each stage, before its wgmmas,
+    every consumer warp transforms A's rows in place: warp w (of 8) takes the A boxes' rows w, w + 8,
+    ... (`ar` rows a box), lane l the 16-byte chunk l % 8 of boxes l / 8, l / 8 + 4, ... (128-byte
+    swizzled rows: a row's chunk c lies at chunk c ^ (row % 8), and every row of a box starts on a
+    multiple of 8 rows, so a thread's chunk is the same in every box); each element a becomes
+    bf16(a·w) (w from the epilogue page, at the element's K) and a² joins the row's sum (fp32). Then
+    the proxy fence (generic writes before the tensor core's async reads) and a barrier of the 256
+    consumer threads. After the last stage `finish` turns each row's sum (a warp sum) into rstd =
+    MUFU.RSQ(sum · MUFU.RCP(K) + eps) in the epilogue page after the weight (rows past `ar`: 0), and
+    the epilogue scales its accumulator rows by it (`row_scale`). Elements at K past `k_end` (the last
+    stage's, zero-filled by the copy) are left as they are."""
+
+    def __init__(self, ip: Interp, r: Role, ar: int, ks: int) -> None:
+        p = self.p = ip.p
+        self.ip, self.r, self.ar, self.ks = ip, r, ar, ks
+        # the page is the loaded[slot] copies': the norm weight (the epilogue operands' barrier)
+        wait(p, ip.loaded.at(r.cons.ring), r.cons.ring.parity)
+        self.k_end = r.field("k_end", p.r("gn_k"))
+        cw, lane = p.r("gn_warp"), p.r("gn_lane")
+        p.emit(alu.shf_r(cw, r.ctid, 5))
+        p.emit(alu.lop3(lane, r.ctid, 31, RZ, 0xC0))
+        self.cw, self.lane = cw, lane
+        # the weight's place: the epilogue page after the bias box (128-byte aligned); the rows'
+        # rstd after the weight's boxes
+        epi = p.r("gn_epi")
+        reg, off = p.derive.value_reg("addr", ip.pages.at(EPI, 0))
+        p.emit(alu.mov(epi, reg))
+        p.emit(alu.iadd3(epi, epi, off))
+        nb = r.field("op3.box_16", p.r("gn_nb"))
+        has_bias = p.p("gn_bias")
+        p.emit(alu.isetp("NE", has_bias, r.field("bias", p.r("gn_has_bias")), 0))
+        p.emit(alu.mov(nb, 0).guarded(~has_bias))
+        p.emit(alu.imad(nb, nb, 16, 127))
+        p.emit(alu.lop3(nb, nb, 0xFFFFFF80, RZ, 0xC0))
+        self.wbase = p.r("gn_wbase")
+        p.emit(alu.iadd3(self.wbase, epi, nb))
+        self.scratch = p.r("gn_scratch")
+        nbox = norm_boxes(ip, r, p.r("gn_boxes"))
+        p.emit(alu.imad(self.scratch, nbox, NORM_BOX_BYTES, self.wbase))
+        # this thread's chunk in every row (the swizzle's XOR with the row's place in its 8), and
+        # its first box and K within a stage: box lane / 8, K 64 box + 8 (lane % 8)
+        c = p.r("gn_chunk")
+        p.emit(alu.lop3(c, lane, 7, RZ, 0xC0))
+        self.swz = p.r("gn_swz")
+        p.emit(alu.lop3(self.swz, c, cw, RZ, 0x3C))  # c ^ warp (the rows a warp takes are warp mod 8)
+        p.emit(alu.shf_l(self.swz, self.swz, 4))
+        self.kin = p.r("gn_kin")  # K of this thread's first element in its first box of a stage
+        box0 = p.r("gn_box0")
+        p.emit(alu.shf_r(box0, lane, 3))
+        p.emit(alu.imad(self.kin, box0, GEMM_K_STEP, RZ))
+        p.emit(alu.imad(self.kin, c, 8, self.kin))
+        self.rowoff = p.r("gn_rowoff")  # bytes to row `warp` of box lane / 8 in a stage
+        p.emit(alu.imad(self.rowoff, box0, ar, cw))
+        p.emit(alu.imad(self.rowoff, self.rowoff, ROW_BYTES, self.swz))
+        self.sums = [F32.of(p.r(f"gn_sum{q}")) for q in range(ar // 8)]
+        for s_ in self.sums:
+            p.emit(alu.mov(s_, 0))
+        self.rstd = F32.of(p.r("gn_rstd"))
+
+    def transform(self, page: Any, it: R) -> None:
+        """The stage's A boxes (in `page`, the ring's) as the docstring says; `it` the stage's index
+        in the instruction (its first K is it x ks x 64)."""
+        p = self.p
+        base, k0 = p.r("gn_page"), p.r("gn_k0")
+        reg, off = p.derive.value_reg("addr", page)
+        p.emit(alu.mov(base, reg))
+        p.emit(alu.iadd3(base, base, off))
+        p.emit(alu.iadd3(base, base, self.rowoff))
+        p.emit(alu.imad(k0, it, self.ks * GEMM_K_STEP, self.kin))
+        v, w = p.rvec("gn_v", 4), p.rvec("gn_w", 4)
+        lo, hi = F32.of(p.r("gn_lo")), F32.of(p.r("gn_hi"))
+        wlo, whi = F32.of(p.r("gn_wlo")), F32.of(p.r("gn_whi"))
+        k, a, wa = p.r("gn_kk"), p.r("gn_a"), p.r("gn_wa")
+        ok = p.p("gn_ok")
+        for i in range(-(-self.ks * 8 // 32)):  # the thread's boxes lane / 8 + 4i
+            p.emit(alu.iadd3(k, k0, 4 * GEMM_K_STEP * i))
+            p.emit(alu.isetp("LT", ok, k, self.k_end))
+            if (i + 1) * 32 > self.ks * 8:  # past the stage's last box
+                p.emit(alu.isetp("LT", ok, self.lane, self.ks * 8 - 32 * i, c=ok))
+            p.emit(alu.imad(wa, k, 2, self.wbase))
+            p.emit(memory.lds(w, Mem(wa)).guarded(ok))
+            for q, s_ in enumerate(self.sums):  # rows warp + 8q
+                p.emit(alu.iadd3(a, base, (4 * i * self.ar + 8 * q) * ROW_BYTES))
+                p.emit(memory.lds(v, Mem(a)).guarded(ok))
+                for e in range(4):
+                    unpack_bf16(p, v[e], lo, hi)
+                    unpack_bf16(p, w[e], wlo, whi)
+                    p.emit(alu.ffma(s_, lo, lo, s_).guarded(ok))
+                    p.emit(alu.ffma(s_, hi, hi, s_).guarded(ok))
+                    p.emit(alu.fmul(lo, lo, wlo))
+                    p.emit(alu.fmul(hi, hi, whi))
+                    pack_bf16(p, v[e], hi, lo)
+                p.emit(memory.sts(Mem(a), v).guarded(ok))
+        if self.ip.fault != "norm-no-fence":  # (seeded: the fence left out)
+            p.emit(sync.fence_proxy_async())  # the writes before the wgmmas' async-proxy reads
+        p.emit(sync.bar_sync(1, 256))
+
+    def finish(self) -> None:
+        """Each row's rstd into the epilogue page (lane 0 of the row's warp; rows past `ar` 0)."""
+        p = self.p
+        inv_k = F32.of(p.r("gn_inv_k"))
+        p.emit(alu.i2f(inv_k, U32.of(self.k_end)))
+        p.emit(alu.rcp(inv_k, inv_k))
+        eps = F32.of(self.r.field("eps", p.r("gn_eps")))
+        lead, a = p.p("gn_lane0"), p.r("gn_ra")
+        p.emit(alu.isetp("EQ", lead, self.lane, 0))
+        p.emit(alu.imad(a, self.cw, 4, self.scratch))
+        for q in range(8):  # rows warp + 8q of the 64
+            if q < len(self.sums):
+                s_ = self.sums[q]
+                warp_sum(p, s_)
+                p.emit(alu.ffma(self.rstd, s_, inv_k, eps))
+                p.emit(alu.rsq(self.rstd, self.rstd))
+                p.emit(memory.sts(Mem(a, offset=32 * q), self.rstd).guarded(lead))
+            else:
+                p.emit(memory.sts(Mem(a, offset=32 * q), RZ).guarded(lead))
+
+    def row_scale(self, row: R) -> None:
+        """rstd = the rstd of the tile's row `row` (after the barrier that follows `finish`)."""
+        p = self.p
+        a = p.r("gn_ra")
+        p.emit(alu.imad(a, row, 4, self.scratch))
+        p.emit(memory.lds(self.rstd, Mem(a)))
+
+
 class Gemm(Body):
     opcode: int = F.GEMM
     name: str = "gemm"
@@ -232,7 +372,16 @@ class Gemm(Body):
         epi = 0
         if fields["bias"]:
             epi = epi_offset(fields["op3.box_16"] * 16)
-        if fields["residual"]:
+        if fields["norm"]:
+            if fields["residual"]:
+                return "a normed gemm with a residual (its norm weight takes the residual's slot)"
+            if tm != 64:
+                return f"a normed gemm of {tm}-row tiles (the decode tiles of 64 rows normalise their A)"
+            if fields["op4.box_16"] * 16 != NORM_BOX_BYTES or (fields["op4.axes"] & 7) != F.AXIS_K:
+                return (f"a normed gemm whose norm weight's box is {fields['op4.box_16'] * 16} bytes (the body takes "
+                        f"boxes of {BOX_MAX} along K)")
+            epi += -(-fields["k_end"] // BOX_MAX) * NORM_BOX_BYTES + NORM_SCRATCH
+        elif fields["residual"]:
             epi += fields["op4.box_16"] * 16
         if epi > PAGE_BYTES:
             return f"a gemm epilogue whose bias and residual boxes take {epi} bytes, more than a page"
@@ -361,6 +510,13 @@ class Gemm(Body):
         st = _Loading(ip, r, carry)
         a, b = st.a, st.b
         g = _shared(ip)
+        # a normed gemm (`norm`): its epilogue page (the norm weight) first, read by every stage's transform
+        normed = any(len(t) > 4 and t[4] for t in ip.launch.gemm_tiles)
+        if normed:
+            norm_p = p.p("g_norm")
+            p.emit(alu.isetp("NE", norm_p, r.field("norm", p.r("g_norm_r")), 0))
+            with p.when(norm_p):
+                self.epilogue_loads(ip, r, norm=True)
         # the A boxes of the stages `load_early` armed (their B boxes are on the way), in ring order
         # from the position it started at
         has_pre = p.p("g_has_pre")
@@ -418,23 +574,54 @@ class Gemm(Body):
                             st.copy(ip, src, du, ring.full, st.shift, st.u_guard)
                             p.emit(alu.uiadd3(du, du, st.b.bytes))
                         p.emit(alu.uiadd3(st.shift, st.shift, st.kstep))
-        # the epilogue's operands, into their page, completing on loaded[slot]
+        if normed:
+            norm_p = p.p("g_norm")
+            p.emit(alu.isetp("NE", norm_p, r.field("norm", p.r("g_norm_r")), 0))
+            with p.when(~norm_p):
+                self.epilogue_loads(ip, r, norm=False)
+        else:
+            self.epilogue_loads(ip, r, norm=False)
+
+    def epilogue_loads(self, ip: Interp, r: Role, norm: bool) -> None:
+        """The epilogue's operands, into their page, completing on loaded[slot]: the bias box, then
+        the residual box (128-byte aligned); with `norm` (an instruction's `norm`: no residual) the
+        norm weight's row after the bias instead, box after box (`norm_boxes`)."""
+        p = ip.p
         bias_p, res_p = p.p("g_bias"), p.p("g_res")
         p.emit(alu.isetp("NE", bias_p, r.field("bias", p.r("g_has_bias")), 0))
-        p.emit(alu.isetp("NE", res_p, r.field("residual", p.r("g_has_res")), 0))
+        if not norm:
+            p.emit(alu.isetp("NE", res_p, r.field("residual", p.r("g_has_res")), 0))
         r.wait_pid(EPI)
         nb, nr = p.r("g_bias_bytes"), p.r("g_res_bytes")
         r.field("op3.box_16", nb)
-        r.field("op4.box_16", nr)
-        p.emit(alu.mov(nb, 0).guarded(~bias_p))
-        p.emit(alu.mov(nr, 0).guarded(~res_p))
-        p.emit(alu.imad(nb, nb, 16, RZ))
-        p.emit(alu.imad(nr, nr, 16, RZ))
+        if norm:
+            nbox = norm_boxes(ip, r, p.r("g_norm_boxes"))
+            p.emit(alu.mov(nb, 0).guarded(~bias_p))
+            p.emit(alu.imad(nb, nb, 16, RZ))
+            p.emit(alu.imad(nr, nbox, NORM_BOX_BYTES, RZ))
+        else:
+            r.field("op4.box_16", nr)
+            p.emit(alu.mov(nb, 0).guarded(~bias_p))
+            p.emit(alu.mov(nr, 0).guarded(~res_p))
+            p.emit(alu.imad(nb, nb, 16, RZ))
+            p.emit(alu.imad(nr, nr, 16, RZ))
         total = p.r("g_epi_bytes")
         p.emit(alu.iadd3(total, nb, nr))
         expect(ip, r, total)
         with p.when(bias_p):
             MapOp(ip, r, 3, "gbias").copy(phys_addr(ip, EPI, "g_epi"), ip.loaded.at(r.cons.ring), guard=r.leader)
+        if norm:  # the norm weight's boxes one after the other from epi_offset(bias bytes)
+            roff = p.r("g_res_off")
+            p.emit(alu.iadd3(roff, nb, 127))
+            p.emit(alu.lop3(roff, roff, 0xFFFFFF80, RZ, 0xC0))
+            g = MapOp(ip, r, 4, "gnorm")
+            dst, shift = phys_addr(ip, EPI, "g_norm_dst", roff), p.ur("g_norm_shift")
+            p.emit(alu.umov(shift, 0))
+            with p.loop("gnb", nbox, max_count=MAX_NORM_BOXES):
+                g.copy(dst, ip.loaded.at(r.cons.ring), shift, guard=r.leader)
+                p.emit(alu.uiadd3(dst, dst, NORM_BOX_BYTES))
+                p.emit(alu.uiadd3(shift, shift, BOX_MAX))
+            return
         with p.when(res_p):
             roff = p.r("g_res_off")  # epi_offset(bias bytes)
             p.emit(alu.iadd3(roff, nb, 127))
@@ -458,8 +645,12 @@ class Gemm(Body):
         a16 = r.field("op1.box_16", p.r("g_a16")) if split else RZ
         kstep = r.field("k_step", p.r("g_kstep_c")) if split else RZ
         glu_c = r.field("glu", p.r("g_glu_c")) if glu_any else RZ
+        # and the norm flag ((tm, tn, ar, glu, 1): a normed gemm's)
+        norm_any = any(len(t) > 4 and t[4] for t in shapes)
+        norm_c = r.field("norm", p.r("g_norm_c")) if norm_any else RZ
         labels = [p.fresh_label(f"GEMM_{t[0]}x{t[1]}" + (f"_A{t[2]}" if t[2] != t[0] else "")
-                                + ("_GLU" if len(t) > 3 and t[3] else "")) for t in shapes]
+                                + ("_GLU" if len(t) > 3 and t[3] else "") + ("_NORM" if len(t) > 4 and t[4] else ""))
+                  for t in shapes]
         done = p.fresh_label("GEMM_DONE")
         if len(shapes) > 1:
             cases: list[tuple[str, list[tuple[R, int]]]] = []
@@ -476,20 +667,24 @@ class Gemm(Body):
                         conds += [(a16, a_rows * ROW_BYTES // 16), (kstep, GEMM_K_STEP * per_copy)]
                     if glu_any:
                         conds.append((glu_c, int(glu)))
+                    if norm_any:
+                        conds.append((norm_c, int(len(shape) > 4 and shape[4] != 0)))
                     cases.append((label, conds))
             branch_on_fields(p, p.p("g_shape"), cases, labels[-1])
         for shape, label in zip(shapes, labels):
             p.label(label)
-            self.tile(ip, r, shape[0], shape[1], shape[2], len(shape) > 3 and shape[3] != 0)
+            self.tile(ip, r, shape[0], shape[1], shape[2], len(shape) > 3 and shape[3] != 0,
+                      len(shape) > 4 and shape[4] != 0)
             p.emit(control.bra(done))
         p.label(done)
 
-    def tile(self, ip: Interp, r: Role, tm: int, tn: int, ar: int, glu: bool = False) -> None:
+    def tile(self, ip: Interp, r: Role, tm: int, tn: int, ar: int, glu: bool = False, norm: bool = False) -> None:
         """The consumers' code for tiles of tm x tn whose A boxes have `ar` rows (`gemm_a_rows`: wgmma
         reads 64 from a box's start, what follows a shorter box is the stage's next boxes): the
         mainloop, the ring pages released, the epilogue. `glu`: the fused gate/up gemm: a second
         accumulator (up's, the same fragment layout as gate's) from the up weight's boxes, which
-        follow the gate's in the stage; two wgmmas a K step."""
+        follow the gate's in the stage; two wgmmas a K step. `norm`: a normed gemm (`_Norm`): each
+        stage's A boxes are transformed in place before its wgmmas, the rows scaled in the epilogue."""
         p = ip.p
         g = _shared(ip)
         ends = r.state["gemm"]
@@ -508,12 +703,15 @@ class Gemm(Body):
         a_row = (64 * wg) if tm == 128 else 0  # this warpgroup's rows of A
         b_row = 0 if tm == 128 else (tn // 2) * wg  # and of B (its columns of the tile)
         ns = r.field("k_stages", p.r("g_stages"))
+        nrm = _Norm(ip, r, ar, ks) if norm else None
         first, accumulate = p.ur("g_first"), p.up("g_accumulate")
         p.emit(alu.umov(first, 0))
-        with p.loop("gc", ns, max_count=MAX_STAGES):
+        with p.loop("gc", ns, max_count=MAX_STAGES) as gl:
             with cons.stage():
                 p.emit(alu.uisetp("NE", accumulate, first, URZ))
                 cons.wait_full()
+                if nrm is not None:
+                    nrm.transform(ip.pages.at(cons.ring, 0), gl.reg)
                 p.emit(wgmma.warpgroup_arrive())
                 steps = [(j, q) for j in range(ks) for q in range(4)]
                 for n, (j, q) in enumerate(steps):
@@ -532,6 +730,8 @@ class Gemm(Body):
             with rel.stage():
                 rel.free(r.leader)
         p.emit(wgmma.warpgroup_wait(0))
+        if nrm is not None:
+            nrm.finish()  # the rows' rstd, read by the epilogue after the barrier below
         # both warpgroups' MMAs are done: the ring's pages go to the next instruction (each waited
         # for first, by every thread: the previous instruction's release of a page this one's
         # stages did not use; then no thread waits on a page once one is released)
@@ -540,10 +740,10 @@ class Gemm(Body):
         p.emit(sync.bar_sync(1, 256))
         for q in range(RING):
             r.release_pid(q, r.cleader)
-        self.epilogue(ip, r, tm, tn, wn, wg_r, acc, up)
+        self.epilogue(ip, r, tm, tn, wn, wg_r, acc, up, nrm)
 
     def epilogue(self, ip: Interp, r: Role, tm: int, tn: int, wn: int, wg: R, acc: RVec,
-                 up: Optional[RVec] = None) -> None:
+                 up: Optional[RVec] = None, nrm: Optional["_Norm"] = None) -> None:
         p = ip.p
         wait(p, ip.loaded.at(r.cons.ring), r.cons.ring.parity)  # the bias and residual boxes landed
         r.wait_pid(OUT)
@@ -628,8 +828,16 @@ class Gemm(Body):
             p.emit(alu.iadd3(oh, wrow, 8 * h))
             p.emit(alu.imad(oh, oh, wn, wcol))
             p.emit(alu.imad(oh, oh, 2, outb))
+            if nrm is not None:
+                nrm.row_scale(rr)
             for j in range(wn // 8):
                 v0, v1 = F32.of(acc[4 * j + 2 * h]), F32.of(acc[4 * j + 2 * h + 1])
+                if nrm is not None:  # the row's rstd: (a·w)·Bᵀ scaled as rmsnorm(a)·Bᵀ is
+                    for v in (v0, v1):
+                        p.emit(alu.fmul(v, v, nrm.rstd))
+                    if up is not None:
+                        for v in (F32.of(up[4 * j + 2 * h]), F32.of(up[4 * j + 2 * h + 1])):
+                            p.emit(alu.fmul(v, v, nrm.rstd))
                 if up is not None:
                     act.apply(v0)
                     act.apply(v1)

@@ -172,7 +172,8 @@ def test_the_rule_fuses_on_sm90_only() -> None:
     # the program's name says whether something was fused, not the flag: a graph with no SwiGLU
     ew = mega.MegaProblem("ew-chain")
     assert mega.choose(ew).glu and not mega.build(ew).name.endswith("_glu")
-    assert mega.build(p).name.endswith("_glu")
+    assert mega.build(p).name.endswith("_glu_norm")  # (its rmsnorms fused too: `norm`)
+    assert mega.build(p, mega.configure(p, "norm=0")).name.endswith("_glu")
 
 
 # -- the sm_90a gemm body's fused path ------------------------------------------------------------------

@@ -88,6 +88,8 @@ class Encoded:
 def _axes(node: Node, role: int, view: View, out_rank: int) -> list[int]:
     """The tile axis of each view dimension of operand `role` (0 is the output)."""
     r = len(view.shape)
+    if node.kind == "gemm" and node.norm and role == len(node.operands):  # the norm weight: a row of K
+        return [F.AXIS_K]
     if node.kind == "gemm" and role in (1, 2):
         if role == 1:
             return [1, F.AXIS_K]
@@ -126,6 +128,8 @@ def _box(node: Node, role: int, axis: int, innermost: bool, tiling: NodeTiling, 
     ext = tiling.extents
     if axis == F.AXIS_FIXED:
         b = 1
+    elif axis == F.AXIS_K and node.kind == "gemm" and node.norm and role == len(node.operands):
+        b = BOX_MAX  # the norm weight: its row in boxes as wide as a box may be (`tiling.gemm_norm_bytes`)
     elif axis == F.AXIS_K:
         b = tiling.k_step
     elif node.kind == "gemm" and role == 1 and axis == 1 and unit == "wgmma":
@@ -261,9 +265,9 @@ def _slots(s: Schedule) -> tuple[list[list[_Slot]], list[TensorMap]]:
 
 def operand_slots(node: Node, n: int) -> list[int]:
     """The instruction slot of each of a node's n operands (the output first): their order, except a
-    gemm's residual, which is slot 4 whether or not there is a bias (slot 3)."""
-    if node.kind == "gemm" and node.residual and not node.bias:
-        return [0, 1, 2, 4][:n]
+    gemm's residual or norm weight, which is slot 4 whether or not there is a bias (slot 3)."""
+    if node.kind == "gemm" and (node.residual or node.norm) and n == len(node.operands) + 1:
+        return list(range(n - 1)) + [4]
     return list(range(n))
 
 
@@ -285,7 +289,7 @@ def instruction_fields(s: Schedule, ins: Instr, slots: Sequence[_Slot], maps: Se
         "n_operands": max(used) + 1, "n_waits": len(ins.waits), "n_arrives": len(ins.arrives),
         "activation": F.ACTIVATIONS[node.act], "binop": F.BINOPS[node.binop], "bias": int(node.bias),
         "residual": int(node.residual), "b_kmajor": int(node.b_kmajor), "eps": F.fp32_bits(node.eps),
-        "glu": int(node.glu),
+        "glu": int(node.glu), "norm": int(node.norm),
         "tile_m": ext[-2] if len(ext) >= 2 else 1, "tile_n": ext[-1],
         # read k is operand slot used[k + 1] (slot 0 is the output)
         "early": sum(1 << used[k + 1] for k in ins.early),

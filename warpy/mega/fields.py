@@ -59,7 +59,7 @@ AXIS_FIXED = 7
 #: operand slot roles per opcode (slot 0 is always the output)
 OPERAND_ROLES: dict[int, tuple[str, ...]] = {
     NOOP: (),
-    GEMM: ("out", "a", "b", "bias", "residual"),
+    GEMM: ("out", "a", "b", "bias", "residual"),  # with `norm`: slot 4 is the norm weight
     UNARY: ("out", "x"),
     BINARY: ("out", "a", "b"),
     SILU_MUL: ("out", "gate", "up"),
@@ -110,7 +110,10 @@ def _header() -> list[Field]:
         Field("group", 3, 15, 8, "attention, attention_combine: query heads a KV head (G; a tile's rows are T x G)"),
         Field("glu", 3, 23, 1, "gemm: operand 3 is a second weight of B's shape (up; SwiGLU's first half fused): "
               "out = silu(a·Bᵀ)·(a·B3ᵀ), rounded once; no bias, residual or activation"),
-        Field("eps", 4, 0, 32, "rmsnorm: eps as fp32 bits, taken from the graph"),
+        Field("norm", 3, 24, 1, "gemm: the rmsnorm of A's rows fused (decode tiles): operand 4 is the norm weight w "
+              "(a row of K), eps its epsilon; A's elements become bf16(a·w) in shared memory and each output row is "
+              "scaled by rstd = 1/sqrt(mean(a²) + eps) before the epilogue; no residual"),
+        Field("eps", 4, 0, 32, "rmsnorm, a gemm with `norm`: eps as fp32 bits, taken from the graph"),
         Field("tile_m", 5, 0, 16, "rows of the tile (gemm: M extent; elementwise, rmsnorm: rows; attention: T x G "
               "query rows; attention_combine: G)"),
         Field("tile_n", 5, 16, 16, "columns of the tile (gemm: N extent; elementwise: columns; attention, "

@@ -9,6 +9,11 @@ Fusion (each fused value has exactly one use and is not an output, so nothing el
   linears read the same value h, have the same shape, and neither has another use nor is an output
   becomes ONE gemm node (`Node.glu`) with operands (h, Wg, Wu) whose value is silu(h·Wgᵀ)·(h·Wuᵀ),
   rounded once (`semantics.gemm_glu`): SwiGLU's first half without the silu_mul level.
+- with `norm` (`MegaConfig.norm`, sm_90a only): an rmsnorm whose every use is the A operand of a
+  linear that takes no residual (after the fusions above), with at most `NORM_ROWS` rows and not an
+  output, is no node of its own: each of those gemms reads the rmsnorm's input and weight instead
+  (`Node.norm`, the weight its last operand) and computes `semantics.gemm_norm` (the decode tiles
+  normalise the rows of A they load anyway; a dependency level less each time).
 Views are no nodes: an operand is a view of a tensor (`Operand`; a reshape's split or merge is a
 view with steps, `graph.View`). A tensor a reshape made coarser than the value its node computes
 (`Graph.reshape` merged its dimensions) is written through a view of the value's shape
@@ -130,6 +135,8 @@ class Node:
     splits: int = 0
     #: gemm: operands (a, gate weight, up weight), value silu(a·Wgᵀ)·(a·Wuᵀ) (no bias, residual, act)
     glu: bool = False
+    #: gemm: A is rmsnorm(a, w) with `eps`: the norm weight w is the last operand (no residual)
+    norm: bool = False
 
     @property
     def head_dim(self) -> int:
@@ -138,10 +145,11 @@ class Node:
         return op - S.PARTIAL_EXTRA if self.kind == "attention_combine" else op
 
     def describe(self) -> str:
+        x = f"rmsnorm(x, eps={self.eps:g})" if self.norm else "x"
         if self.kind == "gemm" and self.glu:
-            return "gemm silu(x·Wgᵀ)·(x·Wuᵀ)"
+            return f"gemm silu({x}·Wgᵀ)·({x}·Wuᵀ)"
         if self.kind == "gemm":
-            s = f"gemm x·W{'ᵀ' if self.b_kmajor else ''}"
+            s = f"gemm {x}·W{'ᵀ' if self.b_kmajor else ''}"
             s += " + bias" if self.bias else ""
             s += f", {self.act}" if self.act != "none" else ""
             return s + (" + residual" if self.residual else "")
@@ -212,6 +220,9 @@ def compute(n: Node, args: list[np.ndarray], dtype: str, box: Optional[tuple[tup
         return _attention(n, args, box)
     if n.kind == "attention_combine":
         return _combine(n, args[0], dtype, box)
+    if n.kind == "gemm" and n.norm:
+        return S.gemm_norm(args[0], args[-1], n.eps, args[1], args[2] if n.bias else None, n.act,
+                           args[2] if n.glu else None, dtype, n.operands[0].view.dtype)
     if n.kind == "gemm" and n.glu:
         return S.gemm_glu(args[0], args[1], args[2], dtype)
     if n.kind == "gemm":
@@ -274,10 +285,16 @@ def _rows(view: View, lo: int, hi: int) -> View:
     return View(view.base_shape, view.dtype, view.dims, start, (hi - lo,) + view.shape[1:], view.steps)
 
 
-def lower(graph: Graph, target: Optional["Target | str"] = None, glu: bool = False) -> Program:
+#: the most rows an rmsnorm fused into the gemms after it (`lower(norm=True)`) may have: the decode
+#: tiles (one 64-row tile's A box holds them), where the rmsnorm's level costs most against its work
+NORM_ROWS = 64
+
+
+def lower(graph: Graph, target: Optional["Target | str"] = None, glu: bool = False, norm: bool = False) -> Program:
     """The nodes that compute `graph`'s outputs, epilogues and SwiGLU fused; `target` (sm_90a by
     default) sizes the split of decode attention over its SMs; `glu`: gate and up gemms fused with
-    their silu_mul into one gemm node (sm_90a only: elsewhere a one-line refusal)."""
+    their silu_mul into one gemm node; `norm`: an rmsnorm of at most NORM_ROWS rows fused into the
+    gemms that read it (both sm_90a only: elsewhere a one-line refusal)."""
     graph.check()
     live = graph.live()
     uses: dict[int, int] = {v.id: 0 for v in live}
@@ -324,12 +341,61 @@ def lower(graph: Graph, target: Optional["Target | str"] = None, glu: bool = Fal
     tgt = get_target(target or "sm_90a")
     if glu and tgt.unit != "wgmma":
         raise WarpyError(f"glu: the fused gate/up gemm is the sm_90a interpreter's; {tgt.name} runs them unfused")
+    if norm and tgt.unit != "wgmma":
+        raise WarpyError(f"norm: the rmsnorm fused into its gemms is the sm_90a interpreter's; {tgt.name} runs it "
+                         f"as a node")
     fused = _glu_pairs(live, uses, out_ids) if glu else {}
+    glu_of = {x.id: first for first, trio in fused.items() for x in trio}
+
+    def epilogue(v: Value) -> tuple[list[Value], dict[str, object], list[Value]]:
+        """A matmul's or linear's fused epilogue: (its operands after A and B, the node's flags, the
+        values it absorbs after v)."""
+        extra: list[Value] = []
+        kw: dict[str, object] = {}
+        chain: list[Value] = []
+        cur = v
+        u = sole_user(cur)
+        o = other(u, cur) if u is not None else None
+        if u is not None and o is not None:
+            kw["bias"] = True
+            extra.append(o)
+            cur = u
+            chain.append(u)
+        u = sole_user(cur)
+        if u is not None and u.op in ACTIVATION_OPS:
+            kw["act"] = u.op
+            cur = u
+            chain.append(u)
+        u = sole_user(cur)
+        o = other(u, cur) if u is not None else None
+        if u is not None and o is not None:
+            kw["residual"] = True
+            extra.append(o)
+            cur = u
+            chain.append(u)
+        elif kw.get("bias") and "act" not in kw and extra[0].shape == v.shape:
+            # one add of a whole tensor and no activation: it is a residual (the same arithmetic)
+            kw["bias"], kw["residual"] = False, True
+        return extra, kw, chain
+
+    def normable(v: Value) -> bool:
+        """An rmsnorm the gemms reading it take in (`norm`): every use the A of a linear (or of a
+        fused gate/up pair) that takes no residual."""
+        if v.op != "rmsnorm" or v.id in out_ids or len(v.shape) != 2 or v.shape[0] > NORM_ROWS or not users[v.id]:
+            return False
+        for u in users[v.id]:
+            if u.op != "linear" or u.args[0] is not v or u.args[1] is v:
+                return False
+            if u.id not in glu_of and epilogue(u)[1].get("residual"):
+                return False
+        return True
+
+    normed = {v.id: v for v in live if norm and normable(v)}
     # a rope whose one use is a cache append writes the cache's rows itself (no copy node after it)
     rope_rows = {v.args[1].id for v in live if v.op == "cache_append" and v.args[1].op == "rope"
                  and uses[v.args[1].id] == 1 and v.args[1].id not in out_ids}
     for v in live:
-        if v.op == "input" or v.is_view or v.id in absorbed or v.id in rope_rows:
+        if v.op == "input" or v.is_view or v.id in absorbed or v.id in rope_rows or v.id in normed:
             continue
         chain = [v]
         kw: dict[str, object] = {}
@@ -342,31 +408,10 @@ def lower(graph: Graph, target: Optional["Target | str"] = None, glu: bool = Fal
             chain = [v, up if v is gate else gate, sm]
         elif v.op in ("matmul", "linear"):
             kind = "gemm"
-            operands = [v.args[0], v.args[1]]
+            extra, kw, after = epilogue(v)
+            operands = [v.args[0], v.args[1]] + extra
             kw["b_kmajor"] = v.op == "linear"
-            cur = v
-            u = sole_user(cur)
-            o = other(u, cur) if u is not None else None
-            if u is not None and o is not None:
-                kw["bias"] = True
-                operands.append(o)
-                cur = u
-                chain.append(u)
-            u = sole_user(cur)
-            if u is not None and u.op in ACTIVATION_OPS:
-                kw["act"] = u.op
-                cur = u
-                chain.append(u)
-            u = sole_user(cur)
-            o = other(u, cur) if u is not None else None
-            if u is not None and o is not None:
-                kw["residual"] = True
-                operands.append(o)
-                cur = u
-                chain.append(u)
-            elif kw.get("bias") and "act" not in kw and operands[2].shape == v.shape:
-                # one add of a whole tensor and no activation: it is a residual (the same arithmetic)
-                kw["bias"], kw["residual"] = False, True
+            chain += after
         elif v.op == "silu" and (u := sole_user(v)) is not None and u.op == "mul" and \
                 u.shape == np.broadcast_shapes(v.shape, u.shape):
             kind = "silu_mul"
@@ -414,6 +459,10 @@ def lower(graph: Graph, target: Optional["Target | str"] = None, glu: bool = Fal
             continue
         else:
             raise WarpyError(f"{v.where}: internal: no lowering for {v.op}")
+        if kind == "gemm" and operands[0].id in normed:  # A is an rmsnorm the gemm takes in: its x, w last
+            rn = normed[operands[0].id]
+            operands = [rn.args[0]] + operands[1:] + [rn.args[1]]
+            kw["norm"], kw["eps"] = True, rn.attrs["eps"]
         last = chain[-1]
         absorbed.update(c.id for c in chain)
         t = new_tensor(last.name, base_shape(last), last.dtype, "output" if last.id in out_ids else "temp")

@@ -67,6 +67,24 @@ def gemm_glu(a: np.ndarray, wg: np.ndarray, wu: np.ndarray, dtype: str) -> np.nd
     return store(activation(f64(a) @ f64(wg).T, "silu") * (f64(a) @ f64(wu).T), dtype)
 
 
+def gemm_norm(a: np.ndarray, w: np.ndarray, eps: float, b: np.ndarray, bias: Optional[np.ndarray], act: str,
+              up: Optional[np.ndarray], dtype: str, a_dtype: str) -> np.ndarray:
+    """A gemm whose A is rmsnorm(a, w) (`Node.norm`), as the device computes it: A's elements
+    a·w rounded to A's type (what the tensor core reads), the products summed, each row scaled by
+    rstd = 1/sqrt(mean(a²) + eps) of the unnormalised row, then the epilogue: act(rstd·(a·w)·Bᵀ +
+    bias), or with `up` (the fused gate/up gemm) silu(rstd·(a·w)·Bᵀ)·(rstd·(a·w)·Upᵀ); rounded once.
+    (The unfused program rounds rmsnorm(a)·w itself before the gemm: the two differ by that rounding.)"""
+    af = f64(a)
+    rstd = 1.0 / np.sqrt(np.mean(af * af, axis=-1, keepdims=True) + eps)
+    an = f64(store(af * f64(w), a_dtype))
+    acc = (an @ f64(b).T) * rstd
+    if up is not None:
+        return store(activation(acc, "silu") * ((an @ f64(up).T) * rstd), dtype)
+    if bias is not None:
+        acc = acc + f64(bias)
+    return store(activation(acc, act), dtype)
+
+
 def unary(x: np.ndarray, act: str, dtype: str) -> np.ndarray:
     return store(activation(f64(x), act), dtype)
 
@@ -228,6 +246,6 @@ def random_values(rng: np.random.Generator, shape: tuple[int, ...], dtype: str, 
     return store(rng.standard_normal(shape, dtype=np.float32) * scale, dtype)
 
 
-__all__ = ["store", "activation", "gemm", "gemm_glu", "unary", "binary", "silu_mul", "rmsnorm", "rope", "rotate_half", "evaluate_value", "attention",
+__all__ = ["store", "activation", "gemm", "gemm_glu", "gemm_norm", "unary", "binary", "silu_mul", "rmsnorm", "rope", "rotate_half", "evaluate_value", "attention",
            "attention_partial", "attention_combine", "cache_append", "PARTIAL_EXTRA", "LOG2E",
            "random_values", "view_array"]

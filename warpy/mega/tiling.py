@@ -140,6 +140,17 @@ def gemm_stage(unit: str, tile_m: int, tile_n: int, rows: int, b_ops: int = 1) -
     return ar, gemm_k_boxes(tile_m, tile_n, a_rows=ar, b_ops=b_ops)
 
 
+#: a normed gemm's (`Node.norm`) rstd of each of a tile's 64 rows, fp32, after the norm weight in the
+#: epilogue page
+NORM_SCRATCH = 64 * 4
+
+
+def gemm_norm_bytes(k: int, esz: int = 2) -> int:
+    """What a normed gemm adds to the sm_90a epilogue page: the norm weight's row of K (boxes of
+    BOX_MAX elements, the last one whole), 128-byte aligned, then the rows' rstd."""
+    return -(-k // BOX_MAX) * BOX_MAX * esz + NORM_SCRATCH
+
+
 def gemm_tile_ok(tile_m: int, tile_n: int, esz: int = 2, b_ops: int = 1) -> Optional[str]:
     """Why the sm_90a gemm body cannot compute a tile of this shape, or None: each warpgroup computes
     64 rows (tile_m 128) or half the columns of 64 rows (tile_m 64) with wgmma (N a multiple of 8),
@@ -302,7 +313,9 @@ def operand_boxes(prog: Program, node: Node, out_box: Box) -> list[Box]:
     out: list[Box] = []
     for role, op in enumerate(node.operands):
         shape = op.view.shape
-        if node.kind == "gemm" and (role < 2 or node.glu):  # glu: role 2 is the up weight, B's box
+        if node.kind == "gemm" and node.norm and role == len(node.operands) - 1:  # the norm weight: the row of K
+            out.append(((0, shape[0]),))
+        elif node.kind == "gemm" and (role < 2 or node.glu):  # glu: role 2 is the up weight, B's box
             (m0, m1), (n0, n1) = out_box
             if role == 0:
                 out.append(((m0, m1), (0, shape[1])))
@@ -344,7 +357,7 @@ def _gemm(prog: Program, node: Node, target: Target) -> NodeTiling:
         return max(flops / cm.flops, moved / (cm.bytes * cl)) + cm.overhead
 
     # the epilogue's operands share a page on sm_90a: a bias row and a residual box together
-    epi_rows = [] if node.glu else [op.view.shape for op in node.operands[2:]]
+    epi_rows = [] if node.glu else [op.view.shape for op in node.operands[2:len(node.operands) - int(node.norm)]]
     best: tuple[float, int, int, int, int] | None = None
     for bm in GEMM_M_CHOICES[target.unit]:
         for bn in GEMM_N_CHOICES[target.unit]:
@@ -358,6 +371,10 @@ def _gemm(prog: Program, node: Node, target: Target) -> NodeTiling:
                 for shape in epi_rows:
                     box = project(shape, ((0, bm), (0, bn)))
                     epi = -(-epi // 128) * 128 + _elems(box) * esz
+                if node.norm:  # the norm weight's row and the rows' rstd after the bias (`gemm_norm_bytes`)
+                    if bm != 64:
+                        continue
+                    epi = -(-epi // 128) * 128 + gemm_norm_bytes(K, esz)
                 if epi > PAGE_BYTES:
                     continue
             t = cdiv(M, bm) * cdiv(N, bn)
@@ -494,7 +511,7 @@ def tile_node(prog: Program, node: Node, target: Target) -> NodeTiling:
     return _elementwise(prog, node, target)
 
 
-__all__ = ["Box", "Tile", "NodeTiling", "tile_node", "out_shape", "operand_boxes", "project", "units", "CLUSTER", "COSTS",
+__all__ = ["Box", "Tile", "NodeTiling", "tile_node", "gemm_norm_bytes", "NORM_SCRATCH", "out_shape", "operand_boxes", "project", "units", "CLUSTER", "COSTS",
            "GEMM_K_STEP", "BOX_MAX", "cdiv", "CostModel", "PAGE_BYTES", "gemm_k_boxes", "gemm_a_rows",
            "GEMM_MAX_K_BOXES", "gemm_tile_ok", "gemm_pair_k_boxes", "gemm_pair_a_rows", "gemm_stage",
            "AttentionSplit", "attention_split", "ATTENTION_ROW_ALIGN", "ATTENTION_MAX_BOXES", "COMBINE_MAX_BOXES"]
