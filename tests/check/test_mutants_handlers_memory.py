@@ -14,7 +14,7 @@ from warpy.check.report import check_kernel
 from warpy.isa.text import parse
 from warpy.kernels import gemm as G
 
-from tests.check.test_mutants_families import MEM_HEAD, SRC, _Bytes, _verdict
+from tests.check.test_mutants_families import MATRIX, MEM_HEAD, SRC, _Bytes, _verdict
 
 HEAD = MEM_HEAD + ".reg R b\n.reg R cl\n.reg P g\n"
 
@@ -472,3 +472,25 @@ def test_with_values_a_store_past_the_bytes_kept_of_an_undeclared_pointer_is_dro
     nowhere (no report: the extent is unknown), and the run goes on."""
     msgs, e = _load_after(0x80, 0, "STG.E desc[memdesc][ra.64+0x10000], u.0")
     assert msgs == [] and e.out[:128].view(np.uint32).tolist() == [0x11] * 32
+
+
+def test_a_guarded_ldmatrix_writes_its_lanes_registers_only() -> None:
+    """stmatrix then ldmatrix of four 8x8 matrices, the load run by lanes 0..15 only (reported: it is
+    warp-aligned): they get their fragment (thread t: row t // 4, elements 2 (t % 4) and + 1 of each
+    matrix), lanes 16..31 keep the 0x11 their four registers held."""
+    body = MATRIX.format(t="").replace("  MOV u.1, RZ\n  MOV u.2, RZ\n  MOV u.3, RZ\n",
+                                       "".join(f"  MOV u.{j}, 0x11\n" for j in range(4))
+                                       + "  ISETP.LT.U32.AND g, PT, lane, 0x10, PT\n").replace("  LDSM", "  @g LDSM")
+    assert body.count("@g LDSM") == 1 and body.count("0x11") == 4
+    msgs, e = _run(body)
+    assert msgs == ["line 16 (LDSM.16.M88.4): CTA 0 warp 0 runs it on 16 of its 32 lanes; it is warp-aligned "
+                    "(.sync.aligned): every lane must run it together"]
+    held = SRC.view(np.uint16).reshape(32, 4, 2)  # [thread, register (matrix), half]: what each lane stored
+    mats = np.zeros((4, 8, 8), dtype=np.uint16)
+    t = np.arange(32)
+    for h in range(2):
+        mats[:, t // 4, 2 * (t % 4) + h] = held[:, :, h].T
+    want = np.stack([mats[:, t // 4, 2 * (t % 4) + h].T for h in range(2)], axis=2)
+    got = e.out[:512].view(np.uint16).reshape(32, 4, 2)
+    np.testing.assert_array_equal(got[:16], want[:16])
+    assert e.out[256:512].view(np.uint32).tolist() == [0x11] * 64
