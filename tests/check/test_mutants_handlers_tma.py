@@ -341,3 +341,12 @@ def test_the_hb_table_names_the_bulk_group_wait() -> None:
     """The leader's write of the first copy's source is ordered after that copy's read by the wait."""
     table = check_kernel(parse(ONE_WARP + GROUPS), hb=True).hb_table
     assert table[("data", "UBLKCP.G.S", 0, "STS", 0, "", "bulk-group wait", "r", "w")] == 1
+
+
+def test_a_store_twice_in_one_group_before_any_other_global_write() -> None:
+    """The relay's store issued twice in its group: the two copies are unordered with each other; the
+    second one's write merges into the first's record (the warp has no other global write to hold back
+    until its bulk-group wait)."""
+    store = "  UTMASTG.2D [tmas_args2], tmap[map_desc]\n"
+    assert _verdict(_edit(_relay(True), store, store * 2)) == [
+        "mem_words: UTMASTG.2D, warp 0 writes it and UTMASTG.2D, warp 0 writes it, and nothing orders the two (2 times)"]
