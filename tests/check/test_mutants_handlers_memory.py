@@ -401,10 +401,14 @@ ALLOC_SLOT = """\
   ISETP.EQ.U32.AND leader, PT, lane, 0x0, PT
   MOV w.0, 0x1
   MOV w.1, 0x77
-  @leader LDS w.0, [slot{off}]
+  @leader LDS{wide} w.0, [slot{off}]
   R2UR tb, w.0
-  ISETP.NE.U32.AND bad, PT, w.1, 0x77, PT
+  ISETP.NE.U32.AND bad, PT, w.1, {w1}, leader
   @bad STS [smem+0x900], lane
+  ISETP.NE.U32.AND bad, PT, w.0, 0x1, !leader
+  @bad STS [smem+0xa00], lane
+  ISETP.NE.U32.AND bad, PT, w.1, 0x77, !leader
+  @bad STS [smem+0xb00], lane
   UTCATOMSWS.AND tb, 0x20
   EXIT
 """
@@ -414,9 +418,11 @@ def test_without_values_one_lane_reads_the_allocations_address_from_shared_memor
     """Without values shared memory keeps only the words the machine wrote: lane 0's LDS of the slot
     the allocation wrote reads its columns' address (0), and the free matches; the word after it was
     never written (the register keeps 1: columns 1..32 freed, 0..31 left). A 32-bit LDS writes one
-    register: w.1 keeps 0x77 (else an STS outside shared memory is reported)."""
-    assert _verdict(ALLOC_SLOT.format(off="")) == []
-    assert _verdict(ALLOC_SLOT.format(off="+0x4")) == [
+    register (w.1 keeps 0x77); an LDS.64 two, the second word 0 (nothing wrote it); the other lanes
+    keep theirs (any other value stores outside shared memory: reported)."""
+    assert _verdict(ALLOC_SLOT.format(off="", wide="", w1="0x77")) == []
+    assert _verdict(ALLOC_SLOT.format(off="", wide=".64", w1="0x0")) == []
+    assert _verdict(ALLOC_SLOT.format(off="+0x4", wide="", w1="0x77")) == [
         "CTA 0 exits with tensor-memory columns 0..31 still allocated (a tcgen05.dealloc must free them: the next CTA on "
         "the SM cannot allocate them)",
         "CTA 0 warp 0 frees tensor-memory columns 1..32, which no allocation returned"]
