@@ -350,3 +350,33 @@ def test_a_store_twice_in_one_group_before_any_other_global_write() -> None:
     store = "  UTMASTG.2D [tmas_args2], tmap[map_desc]\n"
     assert _verdict(_edit(_relay(True), store, store * 2)) == [
         "mem_words: UTMASTG.2D, warp 0 writes it and UTMASTG.2D, warp 0 writes it, and nothing orders the two (2 times)"]
+
+
+# -- a multicast load: tma_copy_2d in clusters of two (a cluster barrier after the init); rank 0 loads its
+# box into the CTAs of the mask, each of which waits on its own barrier for 4096 bytes
+
+def _multicast(mask: int, pair: bool = False) -> str:
+    text = TMA.replace(".cluster 1 1 1", ".cluster 2 1 1").replace(".reg R tid\n", ".reg R tid\n.reg R rank\n.reg P r1\n"
+                                                                   ".reg UR mcmask\n", 1)
+    text = _edit(text, "INIT_DONE_1:\n  BAR.SYNC.DEFER_BLOCKING 0x0\n",
+                 "INIT_DONE_1:\n  BAR.SYNC.DEFER_BLOCKING 0x0\n  UCGABAR_ARV\n  UCGABAR_WAIT\n")
+    return _edit(text, "  UTMALDG.2D [tma_src], tmap[src]\n",
+                 f"  S2R rank, SR_CgaCtaId\n  ISETP.NE.U32.AND r1, PT, rank, 0x0, PT\n  @r1 BRA SKIP_2\n  UMOV mcmask, 0x{mask:x}\n"
+                 f"  UTMALDG.2D.MULTICAST{'.2CTA' if pair else ''} [tma_src], tmap[src], mcmask\n")
+
+
+FULL_HANG = "hang: CTA {c} warp {w} waits on full[0] for the phase of parity 0: it is in phase 0, 0 of 1 arrivals to come, 4096 bytes"
+
+
+@pytest.mark.parametrize("mask,hung", [(0b11, ()), (0b01, (1, 11)), (0b10, (0, 10))])
+def test_a_multicast_lands_in_the_ctas_of_its_mask(mask: int, hung: tuple[int, ...]) -> None:
+    """The simulated clusters are CTAs 0, 1 and 10, 11: a CTA outside the mask never gets its bytes."""
+    assert _verdict(_multicast(mask)) == [FULL_HANG.format(c=c, w=w) for c in hung for w in range(4)]
+
+
+def test_a_2cta_multicast_completes_on_the_pair_s_even_barrier() -> None:
+    """.2CTA: both boxes complete on rank 0's barrier (8192 bytes where 4096 are expected: it completes,
+    the second half unwaited at exit), rank 1's never gets its bytes."""
+    assert _verdict(_multicast(0b11, pair=True)) == [FULL_HANG.format(c=c, w=w) for c in (1, 11) for w in range(4)] + [
+        f"CTA {c}: UTMALDG.2D.MULTICAST.2CTA, warp 0 completes bytes on full[0] asynchronously, and nothing orders that "
+        f"before CTA {c} exits (no wait of its warps sees it done: its shared memory may be gone)" for c in (0, 10)]
