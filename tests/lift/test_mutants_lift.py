@@ -666,6 +666,8 @@ def test_other_rules_word_for_word(sass: str, sm: str, want: list[str]) -> None:
     ("SYNCS.EXCH.64 UR4, [UR5], UR6", "sm_90a",
      "SYNCS.EXCH.64: mbarrier.init returns nothing: the first operand must be URZ"),
     ("ELECT P0, URZ, P1", "sm_90a", "ELECT: ELECT's lane mask must be PT"),
+    ("FENCE.VIEW.ASYNC.T", "sm_100a", "FENCE.VIEW.ASYNC.T: FENCE.VIEW.ASYNC.T has no PTX of its own: ptxas emits it "
+     "after a tcgen05.st; write the tcgen05 wait or fence the kernel needs instead"),
     ("ATOMG.E.ADD.STRONG.GPU P0, R1, [R6], R3", "sm_90a",
      "ATOMG.E.ADD.STRONG.GPU: ATOMG's predicate P0 is not lifted (only PT)"),
     ("STTM.16dp256bit.x4 tmem[UR4], R8", "sm_100a",

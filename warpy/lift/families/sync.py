@@ -119,6 +119,9 @@ def _nanosleep(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
 
 @rule(isa.FENCE_VIEW_ASYNC)
 def _fence_async(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
+    if "T" in rest:  # (lifted as .global once: a fence the text did not have)
+        raise c.error("FENCE.VIEW.ASYNC.T has no PTX of its own: ptxas emits it after a tcgen05.st; "
+                      "write the tcgen05 wait or fence the kernel needs instead")
     c.emit("fence.proxy.async.shared::cta" if "S" in rest else "fence.proxy.async.global")
 
 
