@@ -333,8 +333,13 @@ ALU_FORMS = [
     ("IADD3 R1, R2, 0x1, RZ", ["add.u32 %r1, %r2, 1;"]),
     ("IMAD.WIDE R8, R2, R3, 0x1",
      ["mul.wide.s32 %td0, %r2, %r3;", "add.u64 %td0, %td0, 1;", "mov.b64 {%r8, %r9}, %td0;"]),
-    # (a negative immediate addend is left out: the lifter sign-extends it to 64 bits, the interpreter
-    # does not; docs/testing.md, "Rule and handler bodies in the score")
+    # a negative immediate addend: the integer written, as 64 bits (the interpreter added it as 32 bits once)
+    ("IMAD.WIDE R8, R2, R3, -0x1",
+     ["mul.wide.s32 %td0, %r2, %r3;", "add.u64 %td0, %td0, 18446744073709551615;", "mov.b64 {%r8, %r9}, %td0;"]),
+    ("IMAD.WIDE.U32 R8, R2, R3, -0x5",
+     ["mul.wide.u32 %td0, %r2, %r3;", "add.u64 %td0, %td0, 18446744073709551611;", "mov.b64 {%r8, %r9}, %td0;"]),
+    ("IMAD.WIDE.U32 R8, R2, R3, 0xFFFFFFFF",
+     ["mul.wide.u32 %td0, %r2, %r3;", "add.u64 %td0, %td0, 4294967295;", "mov.b64 {%r8, %r9}, %td0;"]),
     ("IMAD.WIDE R8, R2, -0x3, RZ", ["mul.wide.s32 %td0, %r2, -3;", "mov.b64 {%r8, %r9}, %td0;"]),
     ("IMAD.WIDE.U32 R8, R2, -0x3, RZ", ["mul.wide.u32 %td0, %r2, 0xFFFFFFFD;", "mov.b64 {%r8, %r9}, %td0;"]),
     ("IMAD.HI R1, R2, -0x3, R4", ["mul.hi.s32 %t0, %r2, -3;", "add.u32 %r1, %t0, %r4;"]),

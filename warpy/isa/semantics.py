@@ -196,6 +196,8 @@ def _imad(m: Env, w: W, c: ValueInstr[W], lanes: Lanes) -> None:
         cc = i.ops[3]
         # a register c is 64-bit (a pair: the vector, or its first register in a parsed coloured text)
         c64 = _pair(w, cc) if isinstance(cc, (RVec, URVec)) or (isinstance(cc, (R, UR)) and cc.name not in ("RZ", "URZ")) else g[3](w)
+        if isinstance(cc, Imm):  # an immediate addend is the integer written, as 64 bits (-0x1: all ones), as lifted
+            c64 = cc.value & ((1 << 64) - 1)
         if signed:
             sa, sb = _s32(a), _s32(b)
             if isinstance(sa, V) or isinstance(sb, V):
