@@ -456,18 +456,20 @@ SHADOW_STORE = """\
   IADD3 v.0, lane, 0x64, RZ
   @g STG.E desc[memdesc][qa.64], {reg}
   LDG.E u.1, desc[memdesc][qa.64]
+  IMAD sb, lane, 0x4, RZ
+  IADD3 sb, sb, 0x900, RZ
   ISETP.EQ.U32.AND g, PT, u.1, {want}, PT
-  @g STS [smem+0x900], lane
+  @g STS [sb+smem], lane
   EXIT
 """
 
 
 def test_without_values_a_guarded_store_keeps_each_lanes_word() -> None:
     """Without values the u32 words of dst are kept: lanes 16..31 store 100 + l, every lane reads its
-    word back; lane 20 finds 120 and stores outside shared memory (reported). A register nothing
-    wrote is stored as 0 (reported as undefined; no lane finds 1)."""
+    word back; lane 20 finds 120 and stores outside shared memory at 0x900 + 4 l (reported). A register
+    nothing wrote is stored as 0 (reported as undefined; no lane finds 1)."""
     assert _verdict(HEAD + SHADOW_STORE.format(reg="v.0", want="0x78")) == [
-        "CTA 0 warp 0: STS touches shared 0xd00..0xd04, outside every shared buffer the kernel declares"]
+        "CTA 0 warp 0: STS touches shared 0xd50..0xd54, outside every shared buffer the kernel declares"]
     assert _verdict(HEAD + SHADOW_STORE.format(reg="v.3", want="0x1")) == [
         "line 8 (STG.E): CTA 0 warp 0 reads v.3 before any instruction wrote it (the register holds whatever the "
         "register file had)"]
@@ -478,6 +480,20 @@ def test_with_values_a_store_past_the_bytes_kept_of_an_undeclared_pointer_is_dro
     nowhere (no report: the extent is unknown), and the run goes on."""
     msgs, e = _load_after(0x80, 0, "STG.E desc[memdesc][ra.64+0x10000], u.0")
     assert msgs == [] and e.out[:128].view(np.uint32).tolist() == [0x11] * 32
+    # the last word kept lands, and reads back
+    last = "STG.E desc[memdesc][ra.64+0xfffc], u.0\n  LDG.E u.1, desc[memdesc][ra.64+0xfffc]"
+    msgs, e = _load_after(0x80, 0, last)
+    assert msgs == [] and e.out[:128].view(np.uint32).tolist() == [7] * 32
+
+
+def test_a_guarded_store_checks_its_lanes_only_and_every_store_is_counted() -> None:
+    """Lanes 0..15 store into src 64 bytes apart; the idle lanes' addresses (past its 0x400 bytes) are
+    not checked; unguarded they are reported. The report counts each STG line run (3 here)."""
+    assert _load_after(0x80, 0, "@g STG.E desc[memdesc][pa.64], u.0")[0] == []
+    assert _load_after(0x80, 0, "STG.E desc[memdesc][pa.64], u.0")[0] == [
+        "CTA 0 warp 0: STG.E touches global src+0x0..+0x7c4, outside every global buffer the kernel declares"]
+    text = RAW + LOAD_AFTER.format(w="0x80", o="0x0", load="@g STG.E desc[memdesc][pa.64], u.0")
+    assert check_kernel(parse(text)).stores == 3
 
 
 def test_a_guarded_ldmatrix_writes_its_lanes_registers_only() -> None:

@@ -172,3 +172,11 @@ def test_an_operand_tile_is_known_by_all_of_its_descriptor() -> None:
         "CTA 0 warp 0: HGMMA.64x64x16.F32.F16 reads its A operand with a 32-byte swizzle descriptor whose row 1, K byte 0 "
         "is row 0, byte 32 of the box (not row 1, byte 0); the copy engine landed it through tensor map a (64-byte "
         "swizzle, 64-byte rows)"]
+
+
+
+def test_the_other_half_of_an_accumulator_vector_does_not_end_the_first_halfs_pending() -> None:
+    """The full check as the tile pass: an MMA into acc.32 leaves acc.0..31 pending."""
+    halves = _edit(_ss(), (".reg R[32] acc\n", ".reg R[64] acc\n"), (THIRD[0], THIRD[1].replace("acc2,", "acc.32,")),
+                   (WAIT, "  MOV tx, acc.0\n" + WAIT))
+    assert check_kernel(parse(halves)).messages(40) == [EARLY.format(w=w, op="MOV", n="") for w in range(4)]
