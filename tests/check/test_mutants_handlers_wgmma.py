@@ -180,3 +180,15 @@ def test_the_other_half_of_an_accumulator_vector_does_not_end_the_first_halfs_pe
     halves = _edit(_ss(), (".reg R[32] acc\n", ".reg R[64] acc\n"), (THIRD[0], THIRD[1].replace("acc2,", "acc.32,")),
                    (WAIT, "  MOV tx, acc.0\n" + WAIT))
     assert check_kernel(parse(halves)).messages(40) == [EARLY.format(w=w, op="MOV", n="") for w in range(4)]
+
+
+
+def test_an_accumulator_half_written_first_stays_pending_after_the_other_halfs_mma() -> None:
+    """The MMA into acc.32 first, then the two into acc.0: acc.32 read before the wait is reported,
+    in the tile pass and the full check."""
+    first = _edit(_ss(), (".reg R[32] acc\n", ".reg R[64] acc\n"),
+                  (FIRST, "  HGMMA.64x64x16.F32.F16 acc.32, gdesc[gmma_desc], RZ, !UPT\n" + FIRST),
+                  (WAIT, "  MOV tx, acc.32\n" + WAIT))
+    want = [EARLY.format(w=w, op="MOV", n="") for w in range(4)]
+    assert _tile_pass(first) == want
+    assert check_kernel(parse(first)).messages(40) == want
