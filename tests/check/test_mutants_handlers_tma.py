@@ -380,3 +380,31 @@ def test_a_2cta_multicast_completes_on_the_pair_s_even_barrier() -> None:
     assert _verdict(_multicast(0b11, pair=True)) == [FULL_HANG.format(c=c, w=w) for c in (1, 11) for w in range(4)] + [
         f"CTA {c}: UTMALDG.2D.MULTICAST.2CTA, warp 0 completes bytes on full[0] asynchronously, and nothing orders that "
         f"before CTA {c} exits (no wait of its warps sees it done: its shared memory may be gone)" for c in (0, 10)]
+
+
+def _relay_y_at(yoff: int, writes: bool, read: int) -> str:
+    """The relay with y (and z after it) moved to byte `yoff` of mem, CTA 1 reading y's word at byte `read`
+    of mem with an LDG after its acquire (besides its TMA load of y)."""
+    from tests.kernels.test_mega_tma_table import relay
+
+    t = relay(writes=writes).text()
+    t = _edit(t, ".tmap y table=maps slot=1 over=mem offset=2048", f".tmap y table=maps slot=1 over=mem offset={yoff}")
+    t = _edit(t, ".tmap z table=maps slot=2 over=mem offset=4096", f".tmap z table=maps slot=2 over=mem offset={yoff + 4096}")
+    t = _edit(t, "size=0x1800 elem=bf16 source=mem layout=3072:2", f"size=0x{yoff + 6144:x} elem=bf16 source=mem "
+                                                                  f"layout={(yoff + 6144) // 2}:2")
+    t = t.replace(".reg R tid\n", ".reg R tid\n.reg R[2] yp\n.reg R yv\n", 1)
+    return _edit(t, "  CCTL.IVALL\n  FENCE.VIEW.ASYNC.G\n",
+                 f"  CCTL.IVALL\n  FENCE.VIEW.ASYNC.G\n  LDC.64 yp, c[0x0][mem]\n  LDG.E yv, desc[memdesc][yp.64+0x{read:x}]\n")
+
+
+@pytest.mark.parametrize("read", [15360, 15360 + 0x7fc], ids=["first-word", "last-word"])
+def test_every_word_of_a_store_across_16_kib_waits_for_the_bulk_group(read: int) -> None:
+    """y at byte 15360 of mem: CTA 0's store of its 2 KiB box crosses the model's 16 KiB chunk boundary.
+    Without `.WRITES` the wait does not release the store's writes: CTA 1 reads y's first word and its
+    last unordered, each reported (before the fix the first was not: the store held back only its last
+    chunk's record until the bulk-group wait, CTA 0's MEMBAR released the others); with `.WRITES` both
+    are ordered."""
+    late = "mem_words: {}, warp 0 of CTA 1 reads it and UTMASTG.2D, warp 0 of another CTA writes it, with no GPU-scope fence after the write"
+    # (the TMA load meets both chunks' writes: two reports)
+    assert _verdict(_relay_y_at(15360, False, read)) == [late.format("LDG.E"), late.format("UTMALDG.2D") + " (2 times)"]
+    assert _verdict(_relay_y_at(15360, True, read)) == []

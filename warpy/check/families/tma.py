@@ -290,8 +290,10 @@ def _tma_store(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     kind = "red" if c.sem == "tma-reduce" else "w"
     before = len(w.gunfenced)
     m.order.access("global", None, words, kind, w.vc, agent, clock, c.mnem, w, proxy="async")
-    if len(w.gunfenced) > before:  # released only after a wait for the group's writes (DEPBAR.LE.WRITES)
-        gm.bulk_writes.setdefault(w.gid, []).append((clock, w.gunfenced.pop()))
+    new = w.gunfenced[before:]  # one record a 16 KiB chunk the box's words touch
+    if new:  # released only after a wait for the group's writes (DEPBAR.LE.WRITES)
+        del w.gunfenced[before:]
+        gm.bulk_writes.setdefault(w.gid, []).extend((clock, rec) for rec in new)
     gm.stores_seen += 1
     smem = w.cta.smem
     if m.values and smem is not None:
