@@ -408,3 +408,14 @@ def test_every_word_of_a_store_across_16_kib_waits_for_the_bulk_group(read: int)
     # (the TMA load meets both chunks' writes: two reports)
     assert _verdict(_relay_y_at(15360, False, read)) == [late.format("LDG.E"), late.format("UTMALDG.2D") + " (2 times)"]
     assert _verdict(_relay_y_at(15360, True, read)) == []
+
+
+def test_a_multicast_box_off_the_swizzle_repeat_is_reported_for_each_cta() -> None:
+    """Rank 0's multicast lands at 0x80 past its tile in both CTAs of the cluster: each landing is checked."""
+    text = _edit(_multicast(0b11), "+ UIADD3 tma_src.0, tile_base, 0x0, URZ  // addr tile[0, 0]",
+                 "  UIADD3 tma_src.0, tile_base, 0x80, URZ")
+    assert _verdict(text) == [m for c in (0, 10) for m in (
+        f"CTA {c} warp 0: UTMALDG.2D.MULTICAST lands its box at shared 0x480, which is not 1024-byte aligned (a 128-byte "
+        f"swizzle repeats every 1024 bytes) (2 times)",
+        f"CTA {c} warp 0: UTMALDG.2D.MULTICAST touches shared 0x480..0x1480, outside every shared buffer the kernel declares "
+        f"(2 times)")]
