@@ -6,6 +6,7 @@ of the handlers' mutation run (docs/testing.md, "the memory, wgmma and ALU handl
 from __future__ import annotations
 
 import functools
+import re
 from typing import Any
 
 import numpy as np
@@ -516,3 +517,28 @@ def test_a_guarded_ldmatrix_writes_its_lanes_registers_only() -> None:
     got = e.out[:512].view(np.uint16).reshape(32, 4, 2)
     np.testing.assert_array_equal(got[:16], want[:16])
     assert e.out[256:512].view(np.uint32).tolist() == [0x11] * 64
+
+
+@functools.lru_cache(maxsize=None)
+def _staged_gemm_fp32() -> str:
+    """The fp32 twin of `_staged_gemm`: the staging stores are 32-bit STS."""
+    prob = G.FAMILY.problem([256, 128, 64], arch="sm_100a", out_dtype="fp32")
+    return str(G.build(prob, G.configure(prob, "tma_store=true")).kernel())
+
+
+def test_a_wide_staging_store_carries_the_accumulators_tag_as_the_narrow_ones() -> None:
+    """Each epilogue warp first stages its first two accumulator registers with one STS.64 (then the
+    plain STSs overwrite them): the verdict is the narrow staging's, clean, or with the first chunk's
+    TMA store moved 32 columns the same reports."""
+    text = _staged_gemm_fp32()
+    first = "  DEPBAR.LE SB0, 0x0\n  STS [c_stage@lane], v.0  // addr c_stage[quarter_u, 0, lane]\n"
+    assert text.count(first) == 2
+    wide = text.replace(".reg R lane\n", ".reg R lane\n.reg R wide\n", 1).replace(
+        first, "  DEPBAR.LE SB0, 0x0\n  IMAD wide, lane, 0x8, c_stage@quarter\n  STS.64 [wide], v.0\n"
+        "  STS [c_stage@lane], v.0  // addr c_stage[quarter_u, 0, lane]\n", 1)
+    move = ("  IADD3 n_crd, PT, PT, n_warp0, 0x0, RZ\n", "  IADD3 n_crd, PT, PT, n_warp0, 0x20, RZ\n")
+    assert check_kernel(parse(wide)).messages(40) == []
+    def unlined(msgs: list[str]) -> list[str]:  # the two inserted lines move the later line numbers by 2
+        return [re.sub(r"line (\d+)", lambda g: f"line {int(g.group(1)) - 2}", x) for x in msgs]
+    narrow = check_kernel(parse(text.replace(*move, 1))).messages(40)
+    assert len(narrow) > 3 and unlined(check_kernel(parse(wide.replace(*move, 1))).messages(40)) == narrow
