@@ -542,3 +542,25 @@ def test_a_wide_staging_store_carries_the_accumulators_tag_as_the_narrow_ones() 
         return [re.sub(r"line (\d+)", lambda g: f"line {int(g.group(1)) - 2}", x) for x in msgs]
     narrow = check_kernel(parse(text.replace(*move, 1))).messages(40)
     assert len(narrow) > 3 and unlined(check_kernel(parse(wide.replace(*move, 1))).messages(40)) == narrow
+
+
+@functools.lru_cache(maxsize=None)
+def _stg_gemm() -> str:
+    """A 256 x 128 x 64 fp32 GEMM on sm_90a whose epilogue stores accumulator pairs with STG.E.64."""
+    prob = G.FAMILY.problem([256, 128, 64], arch="sm_90a", out_dtype="fp32")
+    return str(G.build(prob).kernel())
+
+
+def test_a_wide_store_takes_the_tag_of_any_of_its_registers() -> None:
+    """The last STG.E.64 of each warp moved one row down (warp 7's rows leave its accumulator's 64:
+    reported, with the coverage it breaks); with its first register overwritten by a MOV (no tag
+    left there) the second register's tag is checked: the same verdict."""
+    text = _stg_gemm()
+    last = "  STG.E.64 desc[memdesc][c_addr1.64+0x1e0], acc.62\n"
+    assert text.count(last) == 1
+    moved = text.replace(last, "  STG.E.64 desc[memdesc][c_addr1.64+0x3e0], acc.62\n")
+    cleared = text.replace(last, "  MOV acc.62, RZ\n  STG.E.64 desc[memdesc][c_addr1.64+0x3e0], acc.62\n")
+    want = check_kernel(parse(moved)).messages(40)
+    assert any("from an accumulator of rows 0..63 of a" in x for x in want)
+    got = [re.sub(r"line (2[3-9]\d)", lambda g: f"line {int(g.group(1)) - 1}", x) for x in check_kernel(parse(cleared)).messages(40)]
+    assert got == want
