@@ -192,3 +192,31 @@ def test_an_accumulator_half_written_first_stays_pending_after_the_other_halfs_m
     want = [EARLY.format(w=w, op="MOV", n="") for w in range(4)]
     assert _tile_pass(first) == want
     assert check_kernel(parse(first)).messages(40) == want
+
+
+@functools.lru_cache(maxsize=None)
+def _fp8_gemm() -> str:
+    """A 128 x 128 x 128 e4m3 GEMM on sm_90a (QGMMA, 128-byte swizzled operands, two consumer warpgroups)."""
+    from warpy.kernels import gemm as G
+
+    prob = G.FAMILY.problem([128, 128, 128], arch="sm_90a", dtype="e4m3", out_dtype="fp32")
+    return str(G.build(prob).kernel())
+
+
+def test_an_fp8_operand_read_with_the_wrong_swizzle_names_its_bytes() -> None:
+    """QGMMA's operands are one byte an element: a descriptor saying 64-byte swizzle where the map
+    lands 128-byte swizzled rows is reported per warp at the first four K-byte groups that disagree,
+    A's rows 64 on for the second warpgroup."""
+    text = _fp8_gemm()
+    assert check_kernel(parse(text)).messages(40) == []
+    msg = ("CTA 0 warp {w}: QGMMA.64x64x32.F32.E4M3.E4M3 reads its {op} operand with a 64-byte swizzle descriptor whose "
+           "row 1, K byte 0 is row {r}, byte {b} of the box (not row {wr}, byte {wb}); the copy engine landed it through "
+           "tensor map {m} (128-byte swizzle, 128-byte rows)")
+    for which, m in (("3", "b"), ("1", "a")):
+        hi = f"+ UMOV gmma_desc.{which}, 0x40000040  // gdesc.hi s{m}[0, 0, 0]"
+        bad = text.replace(hi, f"  UMOV gmma_desc.{which}, 0x80000040")
+        assert bad.count("0x80000040") == 2
+        want = [msg.format(w=w, op=m.upper(), m=m, r=r + (64 if m == "a" and w == 8 else 0), b=b,
+                           wr=1 + (64 if m == "a" and w == 8 else 0), wb=wb)
+                for w in (4, 8) for r, b, wb in ((0, 64, 0), (0, 96, 32), (1, 0, 64), (1, 32, 96))]
+        assert check_kernel(parse(bad)).messages(40) == want
