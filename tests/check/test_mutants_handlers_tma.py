@@ -419,3 +419,26 @@ def test_a_multicast_box_off_the_swizzle_repeat_is_reported_for_each_cta() -> No
         f"swizzle repeats every 1024 bytes) (2 times)",
         f"CTA {c} warp 0: UTMALDG.2D.MULTICAST touches shared 0x480..0x1480, outside every shared buffer the kernel declares "
         f"(2 times)")]
+
+
+def _relay_two_groups(waits: str) -> str:
+    """The relay with a first store, through the load's map (x, or y for CTA 1), in a group of its own
+    before the store of y (z): `waits` in place of the one wait for all the groups' writes."""
+    from tests.kernels.test_mega_tma_table import relay
+
+    t = _edit(relay().text(), "  ULDC.64 maps_addr, c[0x0][maps]\n  R2UR map_desc_slot, dst\n",
+              "  UIADD3 tmas_args2.0, page_base, 0x0, URZ\n  UMOV tmas_args2.1, 0x0\n  UMOV tmas_args2.2, 0x0\n"
+              "  UTMASTG.2D [tmas_args2], tmap[map_desc]\n  UTMACMDFLUSH\n  ULDC.64 maps_addr, c[0x0][maps]\n"
+              "  R2UR map_desc_slot, dst\n")
+    return _edit(t, "  DEPBAR.LE.WRITES SB0, 0x0\n", waits)
+
+
+def test_the_writes_of_the_group_a_partial_wait_leaves_are_released_by_the_next() -> None:
+    """`.WRITES` with one group left, then with none: both groups' writes are released before the flag;
+    with the first wait alone, y's store is neither waited for nor released."""
+    assert _verdict(_relay_two_groups("  DEPBAR.LE.WRITES SB0, 0x1\n  DEPBAR.LE.WRITES SB0, 0x0\n")) == []
+    assert _verdict(_relay_two_groups("  DEPBAR.LE.WRITES SB0, 0x1\n")) == [
+        f"CTA {c}: UTMASTG.2D, warp 0 reads page asynchronously, and nothing orders that before CTA {c} exits (no wait of "
+        f"its warps sees it done: its shared memory may be gone)" for c in (0, 1)] + [
+        "mem_words: UTMASTG.2D, warp 0 writes it and UTMALDG.2D, warp 0 reads it, and nothing orders the two",
+        "mem_words: UTMASTG.2D, warp 0 writes it and UTMASTG.2D, warp 0 writes it, and nothing orders the two"]
