@@ -1,5 +1,5 @@
 """The checker's tcgen05 handlers (`warpy/check/families/tcgen05.py`: UMMA, its commit, tensor-memory
-allocation and free) on edits of the `umma_1cta` probe that break exactly one rule, beside the clean
+allocation and free) on edits of the `umma_1cta` and `umma_2cta` probes that break exactly one rule, beside the clean
 probe: the checker's whole verdict pinned, and how many problems of each kind (a message filed under
 another kind, or reworded, or a second one, fails). Written against the survivors of a sampled
 mutation run of the handlers' bodies (docs/testing.md: "The tcgen05 handlers, a sample"). Each case
@@ -19,6 +19,11 @@ from warpy.kernels.probes import PROBES
 @functools.lru_cache(maxsize=None)
 def _umma() -> str:
     return str(PROBES["umma_1cta"].build("sm_100a").kernel())
+
+
+@functools.lru_cache(maxsize=None)
+def _pair() -> str:
+    return str(PROBES["umma_2cta"].build("sm_100a").kernel())
 
 
 def _edit(text: str, old: str, new: str) -> str:
@@ -69,6 +74,35 @@ CASES = {
                         "the next CTA on the SM cannot allocate them)",
                         "CTA 0 warp 0 frees tensor-memory columns 0..31, which no allocation returned"], {"protocol": 2}),
 }
+
+
+# the pair probe (`umma_2cta`: M = 256, N = 128, one commit multicast to both CTAs' acc_full)
+HANG_ACC = "hang: CTA {r} warp {w} waits on acc_full[0] for the phase of parity 0: it is in phase 0, 1 of 1 arrivals to come, 0 bytes"
+HANG_CLUSTER = "hang: CTA {r} warp {w} waits on the cluster barrier"
+PAIR_CASES = {
+    "clean": (None, [], {}),
+    # M = 128 over the pair: each CTA's 64 rows fold into lanes 0..127 of the first N / 2 = 64 columns,
+    # so each warp's loads of columns 64..127 read what no MMA wrote
+    "pair-m-128-folds": (("UMOV zero_idesc.1, 0x10200490", "UMOV zero_idesc.1, 0x8200490"),
+                         [f"CTA {r} warp {w}: LDTM.x32 reads tensor-memory columns {c} that no MMA wrote"
+                          for r in (0, 1) for w in range(4) for c in ("64..95", "96..127")], {"protocol": 16}),
+    # the commit's multicast mask names one CTA: the other's acc_full never completes
+    "commit-to-rank-0-only": (("UMOV cta_mask, 0x3", "UMOV cta_mask, 0x1"),
+                              [HANG_CLUSTER.format(r=0, w=w) for w in range(4)] + [HANG_ACC.format(r=1, w=w) for w in range(4)],
+                              {"protocol": 8}),
+    "commit-to-rank-1-only": (("UMOV cta_mask, 0x3", "UMOV cta_mask, 0x2"),
+                              [HANG_CLUSTER.format(r=1, w=w) for w in range(4)] + [HANG_ACC.format(r=0, w=w) for w in range(4)],
+                              {"protocol": 8}),
+}
+
+
+@pytest.mark.parametrize("name", list(PAIR_CASES))
+def test_one_tcgen05_pair_rule_broken(name: str) -> None:
+    edit, want, kinds = PAIR_CASES[name]
+    text = _pair() if edit is None else _edit(_pair(), *edit)
+    rep = check_kernel(parse(text))
+    assert rep.messages(40) == want
+    assert {k: rep.problems.count(k) for k in rep.problems.KINDS if rep.problems.count(k)} == kinds
 
 
 @pytest.mark.parametrize("name", list(CASES))
