@@ -413,22 +413,6 @@ def test_values_scratch_and_the_inputs_seed() -> None:
     assert check_kernel(k).stores == 1
 
 
-def test_values_hand_back_the_scratch_words_the_launch_stored() -> None:
-    """With values a store lands in the bytes, not in the shadow words: the words the launch stored
-    into scratch memory are handed back all the same (the second launch of `check_kernel` starts from
-    them), beside the ones given at launch; a word only partly written is not."""
-    body = ("  S2R lane, SR_LANEID\n  ULDC.64 memdesc, c[0x0][0x208]\n  LDC.64 p, c[0x0][flags]\n  MOV v, 0x5\n"
-            "  STG.E desc[memdesc][p.64+0x4], v\n  MOV v, 0x7\n  STG.E.U16 desc[memdesc][p.64+0x8], v\n  EXIT\n")
-    for values in (False, True):
-        m = Machine(parse(STORE_HEAD + body), values=values, scratch={(0x2 << 40) + 12: 9})
-        m.run()
-        assert m.problems.total() == 0
-        want = {(0x2 << 40) + 4: 5, (0x2 << 40) + 12: 9}
-        assert {a: v for a, v in m.scratch_words().items() if a != (0x2 << 40) + 8} == want, values
-        if values:
-            assert (0x2 << 40) + 8 not in m.scratch_words()
-
-
 def test_header_and_map_problems_are_reported() -> None:
     """The header's check and the global memory's (a map past its parameter) report through the run."""
     assert _verdict(PLACES_HEAD.replace(".dynsmem 4096", ".dynsmem 2048") + "  EXIT\n") == {"memory": {

@@ -117,18 +117,8 @@ class Machine:
         """The 32-bit words of scratch memory (`.param NAME u64 scratch`) the launch left, as kept
         without values (u32/s32 buffers: flags, counters, epochs)."""
         gm = self.global_memory
-        names = [p.name for p in self.h.params if p.scratch and p.name in gm.base]
-        bases = [gm.base[n] for n in names]
-        out = {a: v for a, v in gm.shadow.items() if any(b <= a < b + GLOBAL_SPAN for b in bases)}
-        if gm.values:  # with values a store lands in the bytes, not in the shadow words: each word all written
-            for n in names:
-                if n not in gm.gmem:
-                    continue
-                k = gm.gmem[n].size // 4
-                words = gm.gmem[n][:4 * k].view(np.uint32)
-                for j in np.flatnonzero(gm.gwritten[n][:4 * k].reshape(k, 4).all(axis=1)):
-                    out[gm.base[n] + 4 * int(j)] = int(words[j])
-        return out
+        bases = [gm.base[p.name] for p in self.h.params if p.scratch and p.name in gm.base]
+        return {a: v for a, v in gm.shadow.items() if any(b <= a < b + GLOBAL_SPAN for b in bases)}
 
     def run(self) -> None:
         self.launch.run(self, self.progress, self.label)
