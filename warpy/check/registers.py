@@ -45,6 +45,8 @@ def lanes_u64(v: Val) -> np.ndarray:
 
 def lanes_i64(v: Val) -> np.ndarray:
     """A lane value (an address) as a vector of 32 int64 lanes."""
+    if isinstance(v, np.ndarray) and v.shape == (LANES,):
+        return v.astype(np.int64)
     return np.broadcast_to(np.asarray(v, dtype=np.int64), (LANES,))
 
 

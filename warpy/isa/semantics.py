@@ -258,11 +258,33 @@ def _shf(m: Env, w: W, c: ValueInstr[W], lanes: Lanes) -> None:
     mods = c.instr.mods
     a, s, b = g[1](w), g[2](w), g[3](w)
     if isinstance(a, V) or isinstance(s, V) or isinstance(b, V):
-        av, sv, bv = (np.broadcast_to(np.asarray(x, dtype=np.uint64), (32,)).astype(object) for x in (a, s, b))
-        out = np.array([_shf1(mods, int(x), int(y), int(z)) for x, y, z in zip(av, sv, bv)], dtype=np.uint64)
-        c.put[0](w, out, lanes)
+        c.put[0](w, _shf_lanes(mods, a, s, b), lanes)
         return
     c.put[0](w, _shf1(mods, a, s, b), lanes)
+
+
+def _shf_lanes(mods: tuple[str, ...], a: Val, s: Val, b: Val) -> np.ndarray:
+    """`_shf1` on 32 lanes at once, in uint64 (32-bit operands: the 64-bit pair and any shift of it
+    up to 32 keep the bits the result takes)."""
+    av, sv, bv = (np.asarray(x, dtype=np.uint64) for x in (a, s, b))
+    m32 = np.uint64(M32)
+    sv = np.minimum(sv & m32, np.uint64(32))
+    if "HI" in mods and "L" not in mods:
+        if "S32" in mods:
+            bi = np.asarray(bv & m32).astype(np.int64)
+            out = ((bi - ((bi >> 31) & 1) * (1 << 32)) >> sv.astype(np.int64)) & M32
+            return _lanes32(out.astype(np.uint64))
+        return _lanes32((bv >> sv) & m32)
+    if "L" in mods and "HI" not in mods:
+        return _lanes32((av << sv) & m32)
+    wide = (bv << np.uint64(32)) | av
+    out = ((wide << sv) >> np.uint64(32)) & m32 if "L" in mods else (wide >> sv) & m32
+    return _lanes32(out)
+
+
+def _lanes32(x: np.ndarray) -> np.ndarray:
+    """A fresh result as 32 lanes (one value for every lane, when no operand was a lane vector)."""
+    return x if x.shape == (32,) else np.full(32, x, dtype=np.uint64)
 
 
 def _shf1(mods: tuple[str, ...], a: int, s: int, b: int) -> int:
@@ -475,6 +497,20 @@ def encode(x: np.ndarray, fmt: Fmt, mode: str = "RN", ftz: bool = False, e: Opti
         if nan.any():
             bits[nan] = fmt.nan
         return bits
+    if fmt is BF16 and mode == "RN" and not ftz and (e is None or not np.any(e)):
+        # values exact in binary32 (an fp32 register's): bf16 is binary32's upper half, so round to
+        # nearest even on the low 16 bits of the binary32 bits (a carry runs into the exponent, up to
+        # infinity past the largest finite value; subnormals alike); NaN canonical
+        with np.errstate(over="ignore", invalid="ignore"):
+            f = x.astype(np.float32)
+            exact = bool(np.all((f == x) | np.isnan(x)))
+        if exact:
+            b = f.view(np.uint32).astype(np.uint64)
+            half = (b + _U64(0x7FFF) + ((b >> _U64(16)) & _U64(1))) >> _U64(16)
+            nan = np.isnan(x)
+            if nan.any():
+                half[nan] = fmt.nan
+            return half
     return _encode_exact(x, fmt, mode, ftz, e)
 
 

@@ -7,7 +7,7 @@ access by the warp, stamped with the warp's clock. With values, the bytes move. 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Optional, Union
+from typing import TYPE_CHECKING, Optional, Union
 
 import numpy as np
 
@@ -76,7 +76,7 @@ def _lds(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     _smem_access(m, w, c, addrs, nb, "r")
     smem = w.cta.smem
     if m.values and smem is not None:
-        _load_regs(w, c.instr.ops[0], lambda a, n: smem[a:a + n], c.get[1](w), nb, lanes, _signed(c.instr.mods))
+        _load_regs(w, c.instr.ops[0], smem, 0, c.get[1](w), nb, lanes, _signed(c.instr.mods))
     elif w.cta.shadow and addrs.size:
         # without values, shared memory holds only the words the machine itself wrote (an allocation's
         # address, a cluster-launch-control answer): an LDS of one reads it
@@ -91,25 +91,31 @@ def _signed(mods: tuple[str, ...]) -> bool:
     return "S8" in mods or "S16" in mods
 
 
-def _load_regs(w: Warp, dst: Operand, fetch: Callable[[int, int], np.ndarray], addr: Val, nb: int, lanes: Lanes,
+def _load_regs(w: Warp, dst: Operand, buf: np.ndarray, base: int, addr: Val, nb: int, lanes: Lanes,
                signed: bool = False) -> None:
+    """Each taking lane's nb bytes at its address (`buf` the bytes from address `base` on) into the
+    destination registers, little-endian; a narrow load zero- or sign-extended to 32 bits. A lane
+    whose bytes are not all inside `buf` reads zeros (the access itself is reported elsewhere)."""
     nregs = max(1, nb // 4)
     names = regs_of(dst, nregs)
-    av = lanes_i64(addr)
-    act = all_lanes(lanes)
+    off = lanes_i64(addr) - base
+    take = all_lanes(lanes) & (off >= 0) & (off + nb <= buf.size)
     out = np.zeros((32, nregs), dtype=np.uint64)
-    for ln in range(32):
-        if not act[ln]:
-            continue
-        raw = np.asarray(fetch(int(av[ln]), nb), dtype=np.uint8)
-        if raw.size < nb:
-            continue
+    if take.any():
+        raw = buf[off[take][:, None] + np.arange(nb)]  # [lanes taking part, nb] bytes
         if nb < 4:
-            out[ln, 0] = int.from_bytes(raw.tobytes(), "little", signed=signed) & M32
+            v = np.zeros(raw.shape[0], dtype=np.uint64)
+            for i in range(nb):
+                v |= raw[:, i].astype(np.uint64) << np.uint64(8 * i)
+            if signed:
+                top = (v >> np.uint64(8 * nb - 1)) & np.uint64(1)
+                v |= top * np.uint64(M32 ^ ((1 << (8 * nb)) - 1))
+            out[take, 0] = v
         else:
-            out[ln] = raw.view("<u4").astype(np.uint64)
+            out[take] = np.ascontiguousarray(raw).view("<u4").astype(np.uint64)
+    cols = out.T.copy()  # a register's 32 lanes contiguous
     for k, n in enumerate(names):
-        writer(R(n))(w, out[:, k].copy(), lanes)
+        writer(R(n))(w, cols[k], lanes)
 
 
 def _store_bytes(w: Warp, src: Operand, nb: int) -> np.ndarray:
@@ -195,7 +201,7 @@ def _ldg(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> Optional[int]:
             offs = offs[(offs >= 0) & (offs < wr.size)]
             if offs.size and not wr[offs].all():
                 w.cta.foreign = True
-        _load_regs(w, c.instr.ops[0], lambda a, n: mem[a - base:a - base + n], _gaddr(w, gop), nb, lanes,
+        _load_regs(w, c.instr.ops[0], mem, base, _gaddr(w, gop), nb, lanes,
                    _signed(c.instr.mods))
     elif nb == 4 and _shadowed(m, src, addrs):
         av = lanes_i64(_gaddr(w, gop))

@@ -12,7 +12,7 @@ value and every product of two is exact in fp32) and the products summed in fp32
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
 import numpy as np
 
@@ -201,20 +201,32 @@ def _hgmma(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     wq = w.wid % 4
     a_rows = register_a(w, i.ops[1], wq, k, dtype) if rs else read_matrix(smem, fa[0], dtype, eb)[16 * wq:16 * wq + 16]
     prod = a_rows @ b.T  # [16, n]
-    names = [elem_name(reg_name(acc), j) for j in range(n // 2)]
-    lane = np.arange(LANES)
-    vals = np.zeros((LANES, n // 2), dtype=np.float32)
-    for v in range(n // 2):
-        j, h, ii = v // 4, (v // 2) % 2, v % 2
-        rows = lane // 4 + 8 * h
-        cols = 8 * j + 2 * (lane % 4) + ii
-        vals[:, v] = prod[rows, cols]
+    out = c.extra.get("wg_out")
+    if not isinstance(out, tuple):
+        out = c.extra["wg_out"] = _accumulator_out(reg_name(acc), n)
+    names, writers, rows, cols = out
+    vals = prod[rows, cols].astype(np.float32)  # [32 lanes, n / 2 registers]
     if accumulate:
-        cur = np.stack([lanes_u64(w.regs.get(nm, 0)) for nm in names], axis=1)
+        regs = w.regs
+        cur = np.empty((LANES, len(names)), dtype=np.uint64)
+        for v, nm in enumerate(names):
+            cur[:, v] = regs.get(nm, 0)  # (a lane vector, or one value for every lane)
         vals = vals + cur.astype(np.uint32).view(np.float32)
-    bits = vals.astype(np.float32).view(np.uint32).astype(np.uint64)
-    for v, nm in enumerate(names):
-        writer(R(nm))(w, bits[:, v].copy(), lanes)
+    bits = vals.view(np.uint32).astype(np.uint64).T.copy()  # a register's 32 lanes contiguous
+    for v, put in enumerate(writers):
+        put(w, bits[v], lanes)
+
+
+def _accumulator_out(acc: str, n: int) -> tuple[list[str], list[Any], np.ndarray, np.ndarray]:
+    """An m64nNk16 accumulator's registers (N / 2 a thread), their writers, and where each lane's
+    register v sits in a warp's 16 x N rows of the product: row lane / 4 + 8 ((v / 2) mod 2), column
+    8 (v / 4) + 2 (lane mod 4) + v mod 2 (the PTX ISA's wgmma D fragment), as [32, N / 2] indices."""
+    names = [elem_name(acc, j) for j in range(n // 2)]
+    lane = np.arange(LANES)[:, None]
+    v = np.arange(n // 2)[None, :]
+    rows = np.broadcast_to(lane // 4 + 8 * ((v // 2) % 2), (LANES, n // 2))
+    cols = 8 * (v // 4) + 2 * (lane % 4) + v % 2
+    return names, [writer(R(nm)) for nm in names], rows, cols
 
 
 def register_a(w: Warp, op: Operand, wq: int, k: int, dtype: str) -> np.ndarray:
@@ -226,12 +238,24 @@ def register_a(w: Warp, op: Operand, wq: int, k: int, dtype: str) -> np.ndarray:
     regs = np.stack([lanes_u64(w.regs.get(nm, 0)) for nm in names], axis=1).astype(np.uint32)  # [32, 4]
     halves = np.stack([regs & 0xFFFF, regs >> 16], axis=2).reshape(32, 2 * isa.A_REGS).astype(np.uint16)
     vals = from_bits(halves, dtype)
+    rows, cols = _a_places(wq)
     out = np.zeros((16, k), dtype=np.float32)
-    for lane in range(32):
-        for v in range(2 * isa.A_REGS):
-            idx = int(frag((32 * wq + lane, v)))
-            out[idx % 64 - 16 * wq, idx // 64] = vals[lane, v]
+    out[rows, cols] = vals
     return out
+
+
+_A_PLACES: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+
+def _a_places(wq: int) -> tuple[np.ndarray, np.ndarray]:
+    """Where warp wq's lanes' A values sit in its 16 rows: [32, 2 A_REGS] row and column indices
+    (element idx of the atom: row idx mod 64 - 16 wq, column idx / 64)."""
+    got = _A_PLACES.get(wq)
+    if got is None:
+        frag = wgmma_a_register_layout()
+        idx = np.array([[int(frag((32 * wq + lane, v))) for v in range(2 * isa.A_REGS)] for lane in range(32)])
+        got = _A_PLACES[wq] = (idx % 64 - 16 * wq, idx // 64)
+    return got
 
 
 def _fence_rule(m: Machine, w: Warp, c: Compiled, acc: Operand, a_regs: Optional[Operand], accumulate: bool) -> None:
