@@ -61,6 +61,32 @@ def test_uploaded_once_per_distinct_binding() -> None:
     assert isinstance(first[3], Scalar) and first[3].value == 3
 
 
+def test_rebinding_a_scalar_keeps_the_rest_and_encodes_nothing() -> None:
+    encoded: list[int] = []
+
+    def counting(box: TmaBox, address: int) -> TensorMap:
+        encoded.append(address)
+        return encode(box, address)
+
+    first = B.bind_params(HEADER, {"mem": 0x1000, "c": 0x8000}, {"n": 3}, encode=counting, upload=lambda d: 0xA000)
+    n = len(encoded)
+    again = B.rebind_scalars(HEADER, first, {"n": 7})
+    assert len(encoded) == n  # no map encoded again, no table uploaded
+    assert again[:3] == first[:3] and isinstance(again[3], Scalar) and again[3].value == 7
+    assert first[3].value == 3  # the first binding is not changed
+    # the same bytes as binding afresh with n = 7
+    fresh = B.bind_params(HEADER, {"mem": 0x1000, "c": 0x8000}, {"n": 7}, encode=encode, upload=lambda d: 0xA000)
+    assert [p.value if isinstance(p, Scalar) else p.address for p in again] == \
+        [p.value if isinstance(p, Scalar) else p.address for p in fresh]
+
+
+@pytest.mark.parametrize("name", ["c", "maps", "nothing"])
+def test_rebinding_what_is_not_a_scalar_is_refused(name: str) -> None:
+    first = B.bind_params(HEADER, {"mem": 0x1000, "c": 0x8000}, {"n": 3}, encode=encode, upload=lambda d: 0xA000)
+    with pytest.raises(WarpyError, match=rf"^kernel k has no scalar parameter '{name}'$"):
+        B.rebind_scalars(HEADER, first, {name: 1})
+
+
 @pytest.mark.parametrize("memory,what", [
     ({"mem": B.DeviceSpan(0x1000, 1024), "c": 0x8000}, "spans bytes 0..2048 of 'mem', but the memory given holds 1024"),
     ({"mem": 0x1000, "c": 0x8000, "maps": 0x5000}, "'maps' is the table of its tensor maps"),

@@ -383,6 +383,24 @@ def bind_params(
     return params
 
 
+def rebind_scalars(header: Header, params: Sequence[Any], scalars: Mapping[str, Any]) -> list[Any]:
+    """`params` (what `bind_params` gave for the same header) with the named scalar parameters set
+    anew: a kernel launched again and again over the same memory with only a scalar changing (the
+    megakernel's call number) binds once and pays this per launch, not the tensor maps and their
+    table again. Raises a one-line WarpyError for a name that is not one of the header's scalars."""
+    declared = header.kernel_params()
+    if len(params) != len(declared):
+        raise WarpyError(f"kernel {header.kernel}: {len(params)} bound parameters, but the kernel takes {len(declared)}")
+    out = list(params)
+    index = {n: (i, t) for i, (n, t) in enumerate(declared)}
+    for name, value in scalars.items():
+        hit = index.get(name)
+        if hit is None or hit[1] == "tmap" or name in header.tables():
+            raise WarpyError(f"kernel {header.kernel} has no scalar parameter {name!r}")
+        out[hit[0]] = _scalar(name, hit[1], value)
+    return out
+
+
 def _names(m: Mapping[str, Any]) -> str:
     return ", ".join(sorted(m)) or "nothing"
 
@@ -508,5 +526,5 @@ def _capturing(stream: Any) -> bool:
 
 __all__ = [
     "DeviceSpan", "FastLaunch", "ScratchPool", "alloc_scratch", "bind_params", "encode_cached", "free_scratch",
-    "launch_header", "map_table", "run_header", "stream_key", "table_bytes", "tmap_extent_bytes",
+    "launch_header", "map_table", "rebind_scalars", "run_header", "stream_key", "table_bytes", "tmap_extent_bytes",
 ]
