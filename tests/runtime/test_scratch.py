@@ -58,6 +58,25 @@ def test_checker_starts_scratch_at_zero() -> None:
     assert (m.gmem["epochs"][: 4 * WORDS].view(np.uint32) == 1).all()
 
 
+@pytest.mark.parametrize("values", [False, True])
+def test_a_second_launch_starts_from_the_scratch_the_first_left(values: bool) -> None:
+    """With values and without, the words the first launch left in its u32 scratch (each thread's
+    epoch, now 1) are what the second launch finds: it copies 1 to `out` and leaves 2."""
+    from warpy.check.machine import Machine
+
+    first = Machine(scratch_counter().kernel(), values=values)
+    first.run()
+    left = first.scratch_words()
+    base = first.global_memory.base["epochs"]
+    assert left == {base + 4 * k: 1 for k in range(WORDS)}
+    second = Machine(scratch_counter().kernel(), values=values, scratch=left)
+    second.run()
+    assert not second.problems.count("memory")
+    assert second.scratch_words() == {base + 4 * k: 2 for k in range(WORDS)}
+    if values:
+        assert (second.gmem["out"][: 4 * WORDS].view(np.uint32) == 1).all()
+
+
 def test_checker_catches_too_little_scratch() -> None:
     from warpy.check.report import check_kernel
 

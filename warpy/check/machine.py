@@ -114,11 +114,29 @@ class Machine:
         return self.global_memory.greduced
 
     def scratch_words(self) -> dict[int, int]:
-        """The 32-bit words of scratch memory (`.param NAME u64 scratch`) the launch left, as kept
-        without values (u32/s32 buffers: flags, counters, epochs)."""
+        """The 32-bit words of scratch memory (`.param NAME u64 scratch`) the launch left in its
+        u32/s32 buffers (flags, counters, epochs), the nonzero ones (scratch starts zeroed): the
+        words kept without values, and with values what those buffers hold at the end, however the
+        launch wrote them (stores, atomics, reductions). Other scratch (fp32 partials of a split K)
+        is a workspace each launch writes before it reads, and is not handed on."""
         gm = self.global_memory
-        bases = [gm.base[p.name] for p in self.h.params if p.scratch and p.name in gm.base]
-        return {a: v for a, v in gm.shadow.items() if any(b <= a < b + GLOBAL_SPAN for b in bases)}
+        scratch = {p.name for p in self.h.params if p.scratch and p.name in gm.base}
+        bases = [gm.base[n] for n in scratch]
+        out = {a: v for a, v in gm.shadow.items() if any(b <= a < b + GLOBAL_SPAN for b in bases)}
+        if self.values:
+            for b in gm.buffers:
+                if b.elem not in ("u32", "s32") or b.source not in scratch or b.source not in gm.gmem:
+                    continue
+                mem = gm.gmem[b.source]
+                lo = -(-b.base // 4) * 4
+                hi = min(b.base + b.size, mem.size) // 4 * 4
+                if hi <= lo:
+                    continue
+                words = mem[lo:hi].view(np.uint32)
+                base = gm.base[b.source] + lo
+                for k in np.nonzero(words)[0]:
+                    out[base + 4 * int(k)] = int(words[k])
+        return out
 
     def run(self) -> None:
         self.launch.run(self, self.progress, self.label)
