@@ -114,6 +114,35 @@ def test_a_bulk_copy_to_global_memory(name: str, head: str, body: str, want: lis
     assert _verdict(head + body) == want
 
 
+def test_a_bulk_copy_to_global_memory_writes_its_bytes_with_values() -> None:
+    """With values the copy's 128 bytes land in `dst` (32 words of 7), marked written; the rest of
+    `dst` is untouched."""
+    from warpy.check.machine import Machine
+
+    m = Machine(parse(ONE_WARP + STORE), values=True)
+    m.run()
+    assert m.problems.total() == 0
+    words = m.gmem["dst"][:256].view(np.uint32)
+    assert (words[:32] == 7).all() and (words[32:64] == 0).all()
+    assert m.gwritten["dst"][:128].all() and not m.gwritten["dst"][128:256].any()
+
+
+def test_a_bulk_copy_s_writes_are_released_only_after_a_writes_wait() -> None:
+    """Like a TMA store's: the copy's global writes join the warp's GPU-scope release (its MEMBAR.GPU
+    before a flag) only once a `DEPBAR.LE.WRITES` wait for the group's writes has passed;
+    a plain wait (the copy's reads done) leaves them out of the release."""
+    from warpy.check.machine import Machine
+
+    for wait, released in (("@leader DEPBAR.LE SB0, 0x0\n", False), ("@leader DEPBAR.LE.WRITES SB0, 0x0\n", True)):
+        body = _edit(STORE, "  @leader DEPBAR.LE SB0, 0x0\n", "  " + wait)
+        m = Machine(parse(ONE_WARP + body))
+        m.run()
+        w = m.warps[0]
+        pending = m.global_memory.bulk_writes.get(w.gid, [])
+        assert (not pending) == released, wait
+        assert bool(w.gunfenced) == released, wait
+
+
 # -- bulk copies, global -> shared: test_mutants_check.py's base program (two copies of 64 bytes into
 # `data`, completing on a barrier the consumer waits on)
 

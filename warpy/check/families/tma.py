@@ -385,9 +385,25 @@ def _bulk_copy(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     w.bulk_open = True
     if m.places.check_smem_range(w, c, saddr, saddr + size):
         m.order.access("smem", w.cta, None, "r", w.vc, agent, clock, c.mnem, w, proxy="async", footprint=_fp(m, saddr, size))
-    if gm.check(w, c, np.array([gaddr]), size) is not None:
-        m.order.access("global", None, np.arange(gaddr >> 2, (gaddr + size + 3) >> 2), "w", w.vc, agent, clock, c.mnem, w,
-                       proxy="async")
+    dsrc = gm.check(w, c, np.array([gaddr]), size)
+    if dsrc is None:
+        return
+    before = len(w.gunfenced)
+    m.order.access("global", None, np.arange(gaddr >> 2, (gaddr + size + 3) >> 2), "w", w.vc, agent, clock, c.mnem, w,
+                   proxy="async")
+    new = w.gunfenced[before:]
+    if new:  # like a TMA store's: released only after a wait for the group's writes (DEPBAR.LE.WRITES)
+        del w.gunfenced[before:]
+        gm.bulk_writes.setdefault(w.gid, []).extend((clock, rec) for rec in new)
+    smem = w.cta.smem
+    if m.values and smem is not None and dsrc in gm.gmem:
+        o = gaddr - gm.base[dsrc]
+        n = max(0, min(size, gm.gmem[dsrc].size - o, smem.size - saddr))
+        if o >= 0 and saddr >= 0 and n:
+            gm.gmem[dsrc][o:o + n] = smem[saddr:saddr + n]
+            gm.gwritten[dsrc][o:o + n] = True
+            if w.cta.foreign:
+                gm.greduced[dsrc][o:o + n] = True
 
 
 @semantics(isa.UTMACMDFLUSH)
