@@ -73,10 +73,11 @@ FAULTS = ("no-release", "early-page-free", "wrong-epoch", "drop-arrive")
 #: its counter waits passed, when its copies are issued; the consumers when they have the slot and
 #: when they computed; the storer when it has the slot, when its stores' writes are done, when it
 #: arrived on the counters
-TIME_WORDS = 8
+TIME_WORDS = 9
 STAMPS = {("loader", "start"): 0, ("loader", "waits"): 1, ("loader", "end"): 2,
           ("consumers", "start"): 3, ("consumers", "end"): 4,
-          ("storer", "start"): 5, ("storer", "written"): 6, ("storer", "end"): 7}
+          ("storer", "start"): 5, ("storer", "written"): 6, ("storer", "end"): 7,
+          ("consumers", "data"): 8}  # (a gemm's consumers, each stage: what is left is the last stage's)
 
 
 def release_word(release: Sequence[int]) -> int:

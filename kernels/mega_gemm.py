@@ -710,6 +710,7 @@ class Gemm(Body):
             with cons.stage():
                 p.emit(alu.uisetp("NE", accumulate, first, URZ))
                 cons.wait_full()
+                r.stamp("data")  # (the timeline: when the last stage's bytes had landed)
                 if nrm is not None:
                     nrm.transform(ip.pages.at(cons.ring, 0), gl.reg)
                 p.emit(wgmma.warpgroup_arrive())

@@ -3,8 +3,8 @@
 With `MegaConfig.timeline` the sm_90a interpreter's roles stamp each instruction's steps with
 %globaltimer (ns, its low 32 bits) into a `times` buffer, `TIME_WORDS` words an instruction
 (`kernels.mega_common.STAMPS`): the loader when it has the instruction's slot, when its counter
-waits passed and when its copies are issued; the consumers when they have the slot and when they
-computed; the storer when it has the slot, when its stores' writes are done and when it arrived on
+waits passed and when its copies are issued; the consumers when they have the slot, when they
+computed and (a gemm's) when each stage's bytes had landed (the last stage's stays); the storer when it has the slot, when its stores' writes are done and when it arrived on
 the counters. This module turns one call's words into
 
 - per instruction, its steps in µs from the call's first stamp (`Timeline`);
@@ -29,6 +29,9 @@ STEPS = (
     ("wait", ("loader", "start"), ("loader", "waits")),
     ("issue", ("loader", "waits"), ("loader", "end")),
     ("compute", ("consumers", "start"), ("consumers", "end")),
+    # a gemm's: from the consumers' start to its last stage's bytes landing, and from there to their end
+    ("data", ("consumers", "start"), ("consumers", "data")),
+    ("tail", ("consumers", "data"), ("consumers", "end")),
     ("store", ("storer", "start"), ("storer", "written")),
     ("arrive", ("storer", "written"), ("storer", "end")),
     ("slot to arrive", ("loader", "start"), ("storer", "end")),

@@ -60,10 +60,16 @@ def test_no_stamps_is_refused() -> None:
         Timeline.from_words(s, np.zeros(len(s.instrs) * TIME_WORDS, np.uint32))
 
 
-def test_the_checker_proves_the_stamping_interpreter() -> None:
+@pytest.mark.parametrize("graph,values", [("ew-small", 440), ("gemm-small", 2880)])
+def test_the_checker_proves_the_stamping_interpreter(graph: str, values: int) -> None:
+    """Elementwise bodies, and a gemm's, whose consumers also stamp each stage's landing."""
     from warpy.kernels.mega import check_launch
 
-    pr = mega.MegaProblem("ew-small")
-    rep = check_launch(pr, mega.configure(pr, "timeline=1"), coloured=False)
+    pr = mega.MegaProblem(graph)
+    cfg = mega.configure(pr, "timeline=1")
+    rep = check_launch(pr, cfg, coloured=False)
     assert rep.ok, rep.text()
-    assert rep.values_checked == 440 and rep.values_wrong == 0
+    assert rep.values_checked == values and rep.values_wrong == 0
+    if graph == "gemm-small":  # every stamp in one place, the gemm consumers' stage stamp among them
+        assert str(mega.build(pr, cfg).kernel()).count("SR_GLOBALTIMERLO") == len(STAMPS)
+        assert "SR_GLOBALTIMERLO" not in str(mega.build(pr, mega.configure(pr, "")).kernel())
