@@ -211,6 +211,13 @@ def test_the_pairs_b_rows_are_one_run(name: str, edit: tuple[str, str] | None, w
     assert rep.problems.count("data") == len(want)
 
 
+def test_b_rows_not_one_run_without_a_declared_output_are_not_reported() -> None:
+    """The same B rows taken twice, in the probe as it is (no output declared): the provenance cannot say the
+    product is an output's, so nothing is reported (the report needs both A's layout and the output)."""
+    rep = check_kernel(parse(_edit(_pair(), B_ROWS, B_ROWS.replace("0x40", "0x0"))))
+    assert rep.messages(40) == [] and rep.problems.total() == 0
+
+
 @contextlib.contextmanager
 def _within(seconds: int) -> Iterator[None]:
     """Fails the test (TimeoutError) where the block runs past `seconds`: a checker that spins."""
