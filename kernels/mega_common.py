@@ -70,14 +70,15 @@ IDENTITY_ORDER = sum(q << (3 * q) for q in range(PAGES))
 FAULTS = ("no-release", "early-page-free", "wrong-epoch", "drop-arrive")
 #: the timeline (`Launch.timeline`): words an instruction has in the `times` buffer, and which word
 #: each role's stamp writes (%globaltimer's low 32 bits, ns): the loader when it has the slot, when
-#: its counter waits passed, when its copies are issued; the consumers when they have the slot and
-#: when they computed; the storer when it has the slot, when its stores' writes are done, when it
+#: its counter waits passed, when its copies are issued; the consumers when they have the slot,
+#: when they computed and (a gemm's, each stage, so the last stage's is what stays) when a stage's
+#: bytes had landed; the storer when it has the slot, when its stores' writes are done, when it
 #: arrived on the counters
 TIME_WORDS = 9
 STAMPS = {("loader", "start"): 0, ("loader", "waits"): 1, ("loader", "end"): 2,
           ("consumers", "start"): 3, ("consumers", "end"): 4,
           ("storer", "start"): 5, ("storer", "written"): 6, ("storer", "end"): 7,
-          ("consumers", "data"): 8}  # (a gemm's consumers, each stage: what is left is the last stage's)
+          ("consumers", "data"): 8}
 
 
 def release_word(release: Sequence[int]) -> int:

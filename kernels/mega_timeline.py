@@ -4,8 +4,8 @@ With `MegaConfig.timeline` the sm_90a interpreter's roles stamp each instruction
 %globaltimer (ns, its low 32 bits) into a `times` buffer, `TIME_WORDS` words an instruction
 (`kernels.mega_common.STAMPS`): the loader when it has the instruction's slot, when its counter
 waits passed and when its copies are issued; the consumers when they have the slot, when they
-computed and (a gemm's) when each stage's bytes had landed (the last stage's stays); the storer when it has the slot, when its stores' writes are done and when it arrived on
-the counters. This module turns one call's words into
+computed and (a gemm's) when each stage's bytes had landed (the last stage's stays); the storer
+when it has the slot, when its stores' writes are done and when it arrived on the counters. This module turns one call's words into
 
 - per instruction, its steps in µs from the call's first stamp (`Timeline`);
 - a report: each node's span (first slot to last arrive), the mean of each step per op kind, and the

@@ -233,7 +233,6 @@ def register_a(w: Warp, op: Operand, wq: int, k: int, dtype: str) -> np.ndarray:
     """Rows 16wq..16wq+15 of A (16 x k) as warp wq of the warpgroup holds them in registers: thread
     t's value v (register v // 2, half v % 2) is element `wgmma(..., a_from_registers=True).a(t, v)`
     (row + 64 * k) of the layout atom."""
-    frag = wgmma_a_register_layout()
     names = regs_of(op, isa.A_REGS)
     regs = np.stack([lanes_u64(w.regs.get(nm, 0)) for nm in names], axis=1).astype(np.uint32)  # [32, 4]
     halves = np.stack([regs & 0xFFFF, regs >> 16], axis=2).reshape(32, 2 * isa.A_REGS).astype(np.uint16)
