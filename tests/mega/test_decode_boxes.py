@@ -102,3 +102,32 @@ def test_a_store_through_rows_off_16_bytes_is_refused() -> None:
     with pytest.raises(WarpyError, match="rows of 66 bytes, not a whole number of 16") as e:
         encode(build(g, "sm_90a", "static", units=2))
     assert "\n" not in str(e.value)
+
+
+def test_show_prints_the_encoded_stage_of_every_gemm() -> None:
+    """`warpy mega show`'s decode text for each gemm node is what the node's instructions carry: the
+    fused gate/up gemm's stage holds a gate and an up box per K box, so 1 K box where the plain 64x64
+    tile holds 3 (show once printed the plain tile's 3 for it)."""
+    import re
+
+    from warpy.kernels import mega
+    from warpy.mega.cli import describe
+    from warpy.mega.fields import unpack
+
+    problem = mega.MegaProblem("llama-mlp", 1, units=0)
+    pl = mega.plan(problem, mega.configure(problem, None))
+    shown = {}
+    for ln in describe(pl.schedule):
+        m = re.match(r"\s*(\d+) gemm.*decode: A boxes of (\d+) rows, (\d+) K box(?:es)? a stage", ln)
+        if m:
+            shown[int(m.group(1))] = (int(m.group(2)), int(m.group(3)))
+    encoded = {}
+    for q in range(pl.per_unit.shape[1]):
+        for row in pl.per_unit[:, q]:
+            f = unpack([int(x) for x in row])
+            if f["opcode"] == 1 and f["tile_m"]:
+                encoded.setdefault(f["node"], set()).add((f["glu"], f["k_boxes"]))
+    assert shown and set(shown) == set(encoded)
+    for node, (_, kb) in shown.items():
+        assert {k for _, k in encoded[node]} == {kb}, node
+    assert {kb for _, kb in shown.values()} == {1, 10}  # glu 64x64: 1; down 64x16: 10

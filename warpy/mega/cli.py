@@ -85,15 +85,16 @@ def show_cmd(
 
 def _decode(s, n, til) -> str:  # type: ignore[no-untyped-def]
     """A gemm's decode tiles (A's box shorter than a CTA's rows: `warpy.mega.tiling.gemm_stage`)."""
-    from warpy.mega.tiling import CLUSTER, gemm_stage
+    from warpy.mega.encode import gemm_stage_of
+    from warpy.mega.tiling import CLUSTER
 
     if n.kind != "gemm":
         return ""
-    tm, tn = til.extents[-2], til.extents[-1]
-    ar, kb = gemm_stage(s.target.unit, tm, tn, n.operands[0].view.shape[0])
+    tm = til.extents[-2]
+    ar, kb = gemm_stage_of(n, til, s.target.unit)
     if ar >= tm // CLUSTER[s.target.unit]:
         return ""
-    return f" (decode: A boxes of {ar} rows, {kb} K boxes a stage)"
+    return f" (decode: A boxes of {ar} rows, {kb} K box{'es' if kb != 1 else ''} a stage)"
 
 
 def describe(s, every: bool = False) -> list[str]:  # type: ignore[no-untyped-def]

@@ -135,7 +135,7 @@ def _box(node: Node, role: int, axis: int, innermost: bool, tiling: NodeTiling, 
     elif node.kind == "gemm" and role == 1 and axis == 1 and unit == "wgmma":
         b = _a_rows(node, tiling)
     elif node.kind == "gemm" and role == 1 and axis == 1:  # sm_100a: a CTA's A box (`gemm_pair_a_rows`)
-        b = _stage(node, tiling, unit)[0]
+        b = gemm_stage_of(node, tiling, unit)[0]
     elif node.kind == "gemm" and role == 2 and node.b_kmajor and axis == 0 and unit == "tcgen05":
         b = cdiv(ext[-1], cluster)  # sm_100a: a CTA's half of the tile's weight rows (the pair MMA's B)
     elif node.kind == "gemm" and role == 2 and not node.b_kmajor:
@@ -161,7 +161,7 @@ def _a_rows(node: Node, tiling: NodeTiling) -> int:
     return gemm_a_rows(tiling.extents[-2], tiling.extents[-1], node.operands[0].view.shape[0], 2 if node.glu else 1)
 
 
-def _stage(node: Node, tiling: NodeTiling, unit: str) -> tuple[int, int]:
+def gemm_stage_of(node: Node, tiling: NodeTiling, unit: str) -> tuple[int, int]:
     """(A box rows, K boxes a stage) of a gemm tile on the target (`warpy.mega.tiling.gemm_stage`;
     the fused gate/up gemm's stage holds two B boxes a K box)."""
     return gemm_stage(unit, tiling.extents[-2], tiling.extents[-1], node.operands[0].view.shape[0],
@@ -177,7 +177,7 @@ def _k_chunk(node: Node, tiling: NodeTiling, unit: str) -> int:
     20 KiB of weight, not 10 of 2); else 1 (a copy a K box)."""
     if node.kind != "gemm":
         return 1
-    kb = _stage(node, tiling, unit)[1]
+    kb = gemm_stage_of(node, tiling, unit)[1]
     k = node.operands[0].view.shape[1]
     if kb < 2 or k % tiling.k_step or k // tiling.k_step < kb:
         return 1
@@ -296,7 +296,7 @@ def instruction_fields(s: Schedule, ins: Instr, slots: Sequence[_Slot], maps: Se
     }
     if node.kind == "gemm":
         k = node.operands[0].view.shape[1]
-        kb = _stage(node, tiling, s.target.unit)[1]
+        kb = gemm_stage_of(node, tiling, s.target.unit)[1]
         # k_step: the K one copy moves (a box, or a stage's boxes through chunked maps)
         step = tiling.k_step * _k_chunk(node, tiling, s.target.unit)
         v.update(k_begin=0, k_end=k, k_step=step, k_boxes=kb, k_stages=cdiv(k, tiling.k_step * kb))
