@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 
 import numpy as np
 
 from warpy.kernels.gemm import GemmProblem, build
+from warpy_in_process import run_cli
 
 
 def _warpy(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "warpy.cli", *args], capture_output=True, text=True, timeout=300)
+    """`python -m warpy.cli ARGS`'s result, from its entry point in this process."""
+    return run_cli(*args, timeout=300)
 
 
 def test_check_gemm_clean_and_progress() -> None:

@@ -5,7 +5,6 @@ colouring tracer's inactive lanes, the interpreter's atomics (docs/checker.md)."
 from __future__ import annotations
 
 import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -21,7 +20,10 @@ from tests.check.corpus.cases import CASES, G90M
 
 
 def _warpy(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "warpy.cli", *args], capture_output=True, text=True, timeout=300)
+    """`python -m warpy.cli ARGS`'s result, from its entry point in this process."""
+    from warpy_in_process import run_cli
+
+    return run_cli(*args, timeout=300)
 
 
 def test_all_ctas_finds_two_ctas_on_one_tile(tmp_path) -> None:  # type: ignore[no-untyped-def]

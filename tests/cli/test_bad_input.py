@@ -1,7 +1,12 @@
-"""Bad input, and the edges a new user hits (issue 20), through the real `warpy` command and through
-the Python API. Every refusal is one line `error: ...` on stderr naming the problem (and the fix
-where there is one), nothing on stdout, never "internal error" or a traceback; the exit status is 2
-for refused input, 1 for a failed check, 0 for success."""
+"""Bad input, and the edges a new user hits (issue 20), through the `warpy` command and through the
+Python API. Every refusal is one line `error: ...` on stderr naming the problem (and the fix where
+there is one), nothing on stdout, never "internal error" or a traceback; the exit status is 2 for
+refused input, 1 for a failed check, 0 for success.
+
+The table's cases run the command's entry point in this process (`run_warpy_here`: the same exit
+status, stdout and stderr, without a Python start and warpy's imports per case);
+`test_in_process_runs_are_the_commands_runs` runs one case of each kind through the real `warpy`
+command too and compares, and the traceback switch and the pipe run the real command."""
 
 from __future__ import annotations
 
@@ -16,7 +21,7 @@ import pytest
 
 from warpy.errors import WarpyError
 
-from warpy_command import run_warpy
+from warpy_command import run_warpy, run_warpy_here
 
 DEEP = "(" * 2000 + "4" + ")" * 2000
 
@@ -182,7 +187,7 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.parametrize("name", list(CASES))
 def test_cli(name: str, folder: Path) -> None:
     case = CASES[name]
-    r = run_warpy(*case.args, cwd=folder, stdin=case.stdin)
+    r = run_warpy_here(*case.args, cwd=folder, stdin=case.stdin)
     assert r.returncode == case.code, (case.args, r.returncode, r.stdout[-2000:], r.stderr[-2000:])
     assert "internal error" not in r.stderr and "Traceback" not in r.stderr, r.stderr
     if case.code == 0:
@@ -196,6 +201,22 @@ def test_cli(name: str, folder: Path) -> None:
         assert text in r.stderr, (text, r.stderr)
 
 
+# one case of each kind: output on stdout, a usage error (click's), a refusal (WarpyError), standard
+# input, a user's file that raises, the help laid out (its width), the no-GPU path, empty input
+BOTH_WAYS = ["layout-make_layout", "gemm-not-an-integer", "gemm-k-not-a-multiple-of-8", "check-standard-input-not-sass",
+             "expand-user-build-raises", "no-arguments-is-help", "bench-without-a-gpu-suggests-static",
+             "lift-empty-standard-input"]
+
+
+def test_in_process_runs_are_the_commands_runs(folder: Path) -> None:
+    """The real `warpy` command and `run_warpy_here` give the same exit status, stdout and stderr."""
+    for name in BOTH_WAYS:
+        case = CASES[name]
+        real = run_warpy(*case.args, cwd=folder, stdin=case.stdin)
+        here = run_warpy_here(*case.args, cwd=folder, stdin=case.stdin)
+        assert (here.returncode, here.stdout, here.stderr) == (real.returncode, real.stdout, real.stderr), name
+
+
 def test_the_table_is_as_large_as_the_issue_asks() -> None:
     assert len(CASES) + len(API_CASES) >= 25 + 30
 
@@ -204,14 +225,14 @@ def test_help_has_no_type_tags_and_whole_sentences() -> None:
     """Every command's -h: no `<bool>`/`<str>`/`<int>` tags, and the command list carries each
     docstring's first paragraph whole (no line ends in the middle of a sentence and then a gap)."""
     for cmd in ("layout", "expand", "lift", "gemm", "bench", "check", "hb", "doctor"):
-        r = run_warpy(cmd, "-h")
+        r = run_warpy_here(cmd, "-h")
         assert r.returncode == 0 and r.stdout.startswith(f"Usage: warpy {cmd} [OPTIONS]"), (cmd, r.stderr)
         for tag in ("<bool>", "<str>", "<int>", "<list"):
             assert tag not in r.stdout, (cmd, tag)
-    top = run_warpy("--help").stdout
+    top = run_warpy_here("--help").stdout
     assert re.search(r"\n  gemm +C = A·Bᵀ: pick the program, build, lift and assemble it; on a GPU\n", top), top
     for cmd in ("gemm", "bench", "check"):  # one default output type, spelled one way
-        flat = " ".join(run_warpy(cmd, "-h").stdout.split())
+        flat = " ".join(run_warpy_here(cmd, "-h").stdout.split())
         assert "fp32 (also f32), bf16 or fp16." in flat and "[default: fp32]" in flat, cmd
 
 
@@ -232,30 +253,30 @@ def test_text_warpy_prints_reads_back_through_a_pipe(folder: Path) -> None:
 
 
 def test_json_outputs_parse(folder: Path) -> None:
-    g = run_warpy("gemm", "256", "256", "64", "--no-run", "--json", cwd=folder)
+    g = run_warpy_here("gemm", "256", "256", "64", "--no-run", "--json", cwd=folder)
     assert g.returncode == 0, g.stderr
     gj = json.loads(g.stdout)
     assert gj["ok"] and gj["problem"] == {"M": 256, "N": 256, "K": 64, "dtype": "bf16", "out_dtype": "fp32",
                                           "arch": "sm_90a"}
     assert gj["registers"] > 0 and gj["ran"] is False and gj["kernel"].startswith("gemm_sm90_256x256x64")
-    c = run_warpy("check", "gemm", "128", "128", "64", "--json", cwd=folder)
+    c = run_warpy_here("check", "gemm", "128", "128", "64", "--json", cwd=folder)
     assert c.returncode == 0, c.stderr
     cj = json.loads(c.stdout)
     assert cj["ok"] is True and set(cj["problems"]) >= {"wrong", "protocol", "order"} and cj["steps"] > 0
-    f = run_warpy("check", "gemm", "128", "128", "64", "--json", "--fault", "drop-arrive", cwd=folder)
+    f = run_warpy_here("check", "gemm", "128", "128", "64", "--json", "--fault", "drop-arrive", cwd=folder)
     assert f.returncode == 1 and json.loads(f.stdout)["ok"] is False
-    s = run_warpy("bench", "gemm", "256", "--static", "--json", cwd=folder)
+    s = run_warpy_here("bench", "gemm", "256", "--static", "--json", cwd=folder)
     assert s.returncode == 0, s.stderr
     sj = json.loads(s.stdout)
     assert sj["ok"] and sj["shapes"][0]["shape"] == "256³" and sj["shapes"][0]["registers"] > 0
 
 
 def test_doctor_says_what_runs_here(folder: Path) -> None:
-    r = run_warpy("doctor", cwd=folder)
+    r = run_warpy_here("doctor", cwd=folder)
     assert r.returncode == 0, r.stderr
     assert "ptxas:" in r.stdout and "can run here:" in r.stdout and "GPU:" in r.stdout
     assert "gemm (run, check, time), warpy.gemm" in r.stdout
-    j = json.loads(run_warpy("doctor", "--json", cwd=folder).stdout)
+    j = json.loads(run_warpy_here("doctor", "--json", cwd=folder).stdout)
     assert set(j) >= {"tools", "gpu", "extras", "commands"} and "torch" in j["extras"]
 
 

@@ -1,12 +1,12 @@
 """warpy bench / warpy gemm without a GPU: shape parsing, the tables, the exact-check arithmetic
-(bf16 rounding, output spacing), L2 rotation, progress, and the CLI's no-GPU path in a subprocess."""
+(bf16 rounding, output spacing), L2 rotation, progress, and the CLI's no-GPU path (`python -m warpy.cli`'s
+result, from its entry point in this process: `tests/warpy_in_process.py`)."""
 
 from __future__ import annotations
 
 import io
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -20,6 +20,7 @@ import warpy.numeric as N
 import warpy.plan as plan
 from warpy.kernels import gemm_bench as G
 from warpy.errors import WarpyError
+from warpy_in_process import run_cli
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -178,8 +179,7 @@ def test_progress_prints_only_slow_steps() -> None:
 
 def _warpy(*args: str) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, PYTHONPATH=str(REPO), CUDA_VISIBLE_DEVICES="")
-    return subprocess.run([sys.executable, "-m", "warpy.cli", *args], capture_output=True, text=True, timeout=240,
-                          env=env, cwd=str(REPO))
+    return run_cli(*args, timeout=240, env=env, cwd=str(REPO))
 
 
 def test_cli_gemm_no_run_builds() -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 import textwrap
 
 import pytest
@@ -13,7 +12,10 @@ from warpy.isa.text import parse
 
 
 def _warpy(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "warpy.cli", *args], capture_output=True, text=True, timeout=120)
+    """`python -m warpy.cli ARGS`'s result, from its entry point in this process."""
+    from warpy_in_process import run_cli
+
+    return run_cli(*args, timeout=120)
 
 
 @pytest.mark.parametrize("arch", ["sm_90a", "sm_100a"])

@@ -15,8 +15,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -153,7 +151,8 @@ def test_the_rule_fills_shared_memory_and_counts_flops() -> None:
 
 def test_warpy_check_attention_goes_through_the_family_seam() -> None:
     """(also the value case of head_dim 64, a ragged second tile, the bshd layout)"""
-    p = subprocess.run([sys.executable, "-m", "warpy.cli", "check", "attention", "1", "1", "200", "64", "--values",
-                        "--no-colour"], capture_output=True, text=True, timeout=300)
+    from warpy_in_process import run_cli
+
+    p = run_cli("check", "attention", "1", "1", "200", "64", "--values", "--no-colour", timeout=300)
     assert p.returncode == 0, p.stdout + p.stderr
     assert "output values computed, 0 differ" in p.stdout

@@ -204,8 +204,10 @@ def test_the_rule_picks_two_tiles_and_the_deepest_rings_and_refuses_in_one_line(
 
 def test_warpy_check_attention_sm100a_goes_through_the_family_seam() -> None:
     """(also the value case of head_dim 64, causal, a ragged second tile, the bshd layout)"""
-    p = subprocess.run([sys.executable, "-m", "warpy.cli", "check", "attention", "1", "1", "200", "64", "causal",
-                        "--arch", "sm_100a", "--values", "--no-colour"], capture_output=True, text=True, timeout=300)
+    from warpy_in_process import run_cli
+
+    p = run_cli("check", "attention", "1", "1", "200", "64", "causal", "--arch", "sm_100a", "--values", "--no-colour",
+                timeout=300)
     assert p.returncode == 0, p.stdout + p.stderr
     assert "output values computed, 0 differ" in p.stdout and "attention_sm100_" in p.stdout + p.stderr
 

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 
 import attrs
 import pytest
@@ -60,7 +59,10 @@ def test_bad_fields_are_refused_in_one_line(text: str, match: str) -> None:
 
 
 def _warpy(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "warpy.cli", *args], capture_output=True, text=True, timeout=300)
+    """`python -m warpy.cli ARGS`'s result, from its entry point in this process."""
+    from warpy_in_process import run_cli
+
+    return run_cli(*args, timeout=300)
 
 
 def test_gemm_and_check_take_a_configuration() -> None:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
-import sys
 from typing import Iterator
 
 import attrs
@@ -227,7 +226,10 @@ def test_the_standard_faults_are_caught(fault: str) -> None:
 
 
 def _warpy(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "warpy.cli", *args], capture_output=True, text=True, timeout=300)
+    """`python -m warpy.cli ARGS`'s result, from its entry point in this process."""
+    from warpy_in_process import run_cli
+
+    return run_cli(*args, timeout=300)
 
 
 def test_the_cli_checks_a_cluster_program() -> None:

@@ -321,15 +321,12 @@ def test_the_gpu_runner_up_to_the_launch_and_a_hang(monkeypatch: pytest.MonkeyPa
 
 def test_the_command_line_takes_a_graph() -> None:
     """`warpy check mega GRAPH`: the check verb passes a family a word that is no size."""
-    import subprocess
-    import sys
+    from warpy_in_process import run_cli
 
-    out = subprocess.run([sys.executable, "-m", "warpy.cli", "check", "mega", "ew-small"], capture_output=True,
-                         text=True, timeout=300)
+    out = run_cli("check", "mega", "ew-small", timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "0 protocol problems" in out.stdout and "0 accesses nothing orders" in out.stdout
-    bad = subprocess.run([sys.executable, "-m", "warpy.cli", "check", "gemm", "abc", "1", "1"], capture_output=True,
-                         text=True, timeout=120)
+    bad = run_cli("check", "gemm", "abc", "1", "1", timeout=120)
     err = bad.stderr.strip()  # (the gemm family's own wording: one line naming the word)
     assert bad.returncode == 2 and err.startswith("error: ") and "'abc'" in err and "\n" not in err, err
 

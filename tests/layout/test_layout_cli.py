@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,9 +17,9 @@ ROOT = Path(__file__).resolve().parents[2]
 def run(*args: str) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     env.pop("WARPY_TRACEBACK", None)
-    return subprocess.run(
-        [sys.executable, "-m", "warpy.cli", "layout", *args], capture_output=True, text=True, cwd=ROOT, env=env
-    )
+    from warpy_in_process import run_cli
+
+    return run_cli("layout", *args, cwd=ROOT, env=env)
 
 
 @pytest.mark.parametrize(

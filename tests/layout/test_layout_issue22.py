@@ -1,5 +1,6 @@
 """Golden values for issue 22 (CuTe's answers on the inputs warpy refused or got wrong) and for the
-layout rough edges of issue 20; the CLI cases run the real `warpy` command in a subprocess."""
+layout rough edges of issue 20; the CLI cases run `python -m warpy.cli layout`'s entry point in this
+process (`tests/warpy_in_process.py`: its exit status, stdout and stderr, without a Python start)."""
 
 from __future__ import annotations
 
@@ -246,9 +247,9 @@ def test_table_is_bounded() -> None:
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     env.pop("WARPY_TRACEBACK", None)
-    return subprocess.run(
-        [sys.executable, "-m", "warpy.cli", "layout", *args], capture_output=True, text=True, cwd=ROOT, env=env, timeout=60
-    )
+    from warpy_in_process import run_cli
+
+    return run_cli("layout", *args, cwd=ROOT, env=env, timeout=60)
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,6 @@
 """`warpy lift FILE.sass [-o out.ptx|out.cubin] [--no-check]` through the installed entry point's code
-path (subprocess of `python -m warpy.cli`): PTX to stdout, a .ptx file, a checked cubin, and the
+path (`python -m warpy.cli`'s result, from its entry point in this process: `tests/warpy_in_process.py`;
+the pipe case runs a real subprocess): PTX to stdout, a .ptx file, a checked cubin, and the
 one-line `FILE:line:col: message` of a parse error."""
 
 from __future__ import annotations
@@ -17,9 +18,10 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def warpy(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    from warpy_in_process import run_cli
+
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    return subprocess.run([sys.executable, "-m", "warpy.cli", *args], capture_output=True, text=True, cwd=cwd, env=env,
-                          timeout=120)
+    return run_cli(*args, cwd=cwd, env=env, timeout=120)
 
 
 @pytest.fixture()

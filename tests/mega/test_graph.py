@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -109,6 +107,7 @@ def test_fusion_golden() -> None:
 def test_cli_bad_graph_is_one_line(tmp_path, body: str, msg: str) -> None:  # type: ignore[no-untyped-def]
     f = tmp_path / ("bad.py" if "bad" in body else "nothing.py")
     f.write_text("from warpy.mega import Graph\n" + body)
-    r = subprocess.run([sys.executable, "-m", "warpy.cli", "mega", "show", str(f)], capture_output=True, text=True,
-                       env=dict(os.environ, WARPY_TRACEBACK=""))
+    from warpy_in_process import run_cli
+
+    r = run_cli("mega", "show", str(f), env=dict(os.environ, WARPY_TRACEBACK=""))
     assert r.returncode == 2 and r.stderr.strip().count("\n") == 0 and r.stderr.startswith(msg), r.stderr
