@@ -15,6 +15,7 @@ plain `UTCBAR`. The guard predicate and the operands never take part.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -264,9 +265,15 @@ def find_disassembler() -> Disassembler:
 
 
 def disassemble(cubin: Cubin | bytes, tool: Disassembler | None = None) -> Disassembly:
-    """Disassemble a cubin (a `Cubin` or its bytes) into per-function instruction lists."""
+    """Disassemble a cubin (a `Cubin` or its bytes) into per-function instruction lists. The same
+    bytes by the same tool give the same (frozen) `Disassembly`, kept for the recent cubins of this
+    process: building a program checks its disassembly, and callers then read it again."""
     data = cubin.data if isinstance(cubin, Cubin) else bytes(cubin)
-    tool = tool or find_disassembler()
+    return _disassemble(data, tool or find_disassembler())
+
+
+@functools.lru_cache(maxsize=32)
+def _disassemble(data: bytes, tool: Disassembler) -> Disassembly:
     with tempfile.TemporaryDirectory(prefix="warpy-disasm-") as d:
         path = Path(d) / "kernel.cubin"
         path.write_bytes(data)
