@@ -419,6 +419,11 @@ def _upload(r: MegaRunner, args: Mapping[str, Any]) -> None:
 
     d = cuda()
     prog, s = r.plan.schedule.program, r.plan.schedule
+    # the tensors may still be in the making on torch's stream, which does not order against the
+    # legacy stream of cuMemcpyDtoD (torch's streams are non-blocking): a copy issued before they are
+    # done copies whatever the memory held (a harness timing two runners saw the first one's inputs
+    # uninitialised and its outputs all inf)
+    check(d.cuCtxSynchronize(), "cuCtxSynchronize")
     for t in prog.tensors:
         if t.kind in ("input", "state") and s.buffer_of[t.id] in r.buffers:
             a = args[t.name].contiguous()
