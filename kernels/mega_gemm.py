@@ -23,9 +23,12 @@ both consumer warpgroups have finished their MMAs), then 5, then 6, so the next 
 copies land in the pages freed first and overlap this one's epilogue and store.
 
 The decode shapes are tiles of 64 rows: A's box is 64 rows even when x has one (TMA fills the rows
-past the tensor with zeros and the store clips them), both warpgroups take the 64 rows and half the
-tile's columns each (`wgmma 64 x tile_n/2`), and a stage holds up to three K boxes so that a page
-carries 6-16 KiB of the weight. Bigger tiles (128 rows) give each warpgroup 64 rows and every column.
+past the tensor with zeros and the store clips them), both warpgroups take the 64 rows, and a stage
+holds as many K boxes as fit a page so that it carries mostly weight. Where a stage holds an even
+number of K boxes (`k_split`: the decode tiles, whose A boxes are 8 rows) each warpgroup takes half of
+them at the tile's full N (`wgmma 64 x tile_n`, two partial sums that the epilogue adds through the
+output page: `Gemm.exchange`); otherwise each takes half the tile's columns (`wgmma 64 x tile_n/2`)
+over every K box. Bigger tiles (128 rows) give each warpgroup 64 rows and every column.
 
 The consumers have one code path per tile shape of the launch (`Launch.gemm_tiles`: wgmma's N and
 the accumulator's registers are fixed by the shape), chosen by the instruction's tile_m and tile_n.
@@ -52,7 +55,7 @@ from warpy.isa.buffers import SmemBuffer
 from warpy.isa.families import alu, control, memory, sync, tma, wgmma
 from warpy.isa.families._util import ins
 from warpy.isa.families.typed import F32, U32
-from warpy.isa.index import Uniform
+from warpy.isa.index import Coord, Uniform
 from warpy.isa.operands import RZ, URZ, Mem, P, R, RVec, UP, UR
 from warpy.isa.pipes import ConsumerEnd, Pipe, ProducerEnd, wait
 from warpy.isa.units.dispatch import dispatch
@@ -80,6 +83,16 @@ MAX_STAGES = 4095  # the k_stages field's bits
 #: a normed gemm's (`norm`) norm weight: boxes of BOX_MAX bf16 elements into the epilogue page
 NORM_BOX_BYTES = BOX_MAX * 2
 MAX_NORM_BOXES = PAGE_BYTES // NORM_BOX_BYTES
+
+
+def k_split(tm: int, tn: int, ks: int, glu: bool) -> bool:
+    """Whether a tile's two warpgroups split each stage's K boxes (each the first or second half,
+    64 x tn each, the partial sums added in the epilogue: `Gemm.exchange`) rather than its columns
+    (64 x tn / 2 each over every K box): 64-row tiles of a plain gemm whose stage holds an even
+    number of K boxes. The same multiply-adds in half as many wgmmas of twice the N: on the H200 the
+    narrow decode tiles (64 x 16, 10 K boxes a stage: 80 wgmmas of N = 8 a stage) were bound by the
+    wgmma count, not by the bytes (docs/performance.md)."""
+    return tm == 64 and not glu and ks % 2 == 0
 
 
 def norm_boxes(ip: Interp, r: Role, dst: R) -> R:
@@ -691,17 +704,25 @@ class Gemm(Body):
         assert isinstance(ends, tuple)
         cons, rel = ends
         assert isinstance(cons, ConsumerEnd) and isinstance(rel, ConsumerEnd)
-        wn = tn if tm == 128 else tn // 2  # each warpgroup: 64 rows x wn columns
+        wn = tn if tm == 128 else tn // 2  # each warpgroup's columns of the epilogue: 64 rows x wn
         ks = gemm_k_boxes(tm, tn, a_rows=ar, b_ops=2 if glu else 1)
-        acc = p.rvec(f"acc{wn}", wn // 2)
+        ksplit = k_split(tm, tn, ks, glu)
+        an = tn if ksplit else wn  # the accumulator's columns (wgmma's N)
+        acc = p.rvec(f"acck{tn}" if ksplit else f"acc{wn}", an // 2)
         up = p.rvec(f"accu{wn}", wn // 2) if glu else None
         wg_r = p.r("g_wg")
         p.emit(alu.shf_r(wg_r, r.ctid, 7))
         wg_u = p.ur("g_wg_u")
         p.emit(alu.r2ur(wg_u, wg_r))
         wg = Uniform("g_wg_u", wg_u, 2)
-        a_row = (64 * wg) if tm == 128 else 0  # this warpgroup's rows of A
-        b_row = 0 if tm == 128 else (tn // 2) * wg  # and of B (its columns of the tile)
+        half = ks // 2
+        a_row: Coord
+        b_row: Coord
+        if ksplit:  # this warpgroup's K boxes of a stage: the first or the second half
+            a_row, b_row = (half * ar) * wg, (half * tn) * wg
+        else:
+            a_row = (64 * wg) if tm == 128 else 0  # this warpgroup's rows of A
+            b_row = 0 if tm == 128 else (tn // 2) * wg  # and of B (its columns of the tile)
         ns = r.field("k_stages", p.r("g_stages"))
         nrm = _Norm(ip, r, ar, ks) if norm else None
         first, accumulate = p.ur("g_first"), p.up("g_accumulate")
@@ -714,12 +735,12 @@ class Gemm(Body):
                 if nrm is not None:
                     nrm.transform(ip.pages.at(cons.ring, 0), gl.reg)
                 p.emit(wgmma.warpgroup_arrive())
-                steps = [(j, q) for j in range(ks) for q in range(4)]
+                steps = [(j, q) for j in range(half if ksplit else ks) for q in range(4)]
                 for n, (j, q) in enumerate(steps):
                     at = g.view.at(cons.ring, a_row + j * ar, 16 * q)
                     bt = g.view.at(cons.ring, b_row + ks * ar + j * tn, 16 * q)
                     last = n == len(steps) - 1
-                    hgmma(p, acc, at, bt, wn, accumulate if n == 0 else True, end=last and up is None)
+                    hgmma(p, acc, at, bt, an, accumulate if n == 0 else True, end=last and up is None)
                     if up is not None:
                         ut = g.view.at(cons.ring, b_row + ks * ar + ks * tn + j * tn, 16 * q)
                         hgmma(p, up, at, ut, wn, accumulate if n == 0 else True, end=last)
@@ -741,13 +762,54 @@ class Gemm(Body):
         p.emit(sync.bar_sync(1, 256))
         for q in range(RING):
             r.release_pid(q, r.cleader)
-        self.epilogue(ip, r, tm, tn, wn, wg_r, acc, up, nrm)
+        self.epilogue(ip, r, tm, tn, wn, wg_r, acc, up, nrm, ksplit)
+
+    def exchange(self, ip: Interp, r: Role, tn: int, wg: R, acc: RVec) -> RVec:
+        """A K-split tile's (`k_split`) two partial sums made one: each warpgroup holds 64 x tn over
+        half of every stage's K boxes and keeps the columns its epilogue writes (warpgroup w: wn =
+        tn / 2 from w wn; in the m64nNk16 fragment, values 4j.. of column block j, so the first or
+        second half of a thread's values). Each thread stores the other half to the output page past
+        the output tile (thread t's 16-byte chunk c of warpgroup w's region at 16 (128 c + t): a
+        warp's 32 chunks in a row), the 256 consumer threads meet (barrier 1), and each adds the
+        same thread of the other warpgroup's chunks to its own half. Returns the kept half (tn / 4
+        registers, what `epilogue` reads as a 64 x wn block's accumulator)."""
+        p = ip.p
+        keep = tn // 4  # values a thread keeps, and sends
+        region = 128 * keep * 4
+        xoff = 64 * tn * 2  # the output page's bytes the output tile takes (both blocks)
+        assert keep % 4 == 0 and xoff + 2 * region <= PAGE_BYTES, (tn, xoff, region)
+        t, base, mine, theirs, other = (p.r(f"gx_{n}") for n in ("t", "base", "mine", "theirs", "other"))
+        p.emit(alu.lop3(t, r.ctid, 127, RZ, 0xC0))
+        reg, off = p.derive.value_reg("addr", ip.pages.at(OUT, 0))
+        p.emit(alu.mov(base, reg))
+        p.emit(alu.iadd3(base, base, off + xoff))
+        p.emit(alu.imad(base, t, 16, base))
+        p.emit(alu.imad(mine, wg, region, base))
+        p.emit(alu.lop3(other, wg, 1, RZ, 0x3C))
+        p.emit(alu.imad(theirs, other, region, base))
+        wg0 = p.p("gx_wg0")
+        p.emit(alu.isetp("EQ", wg0, wg, 0))
+        send, recv = p.rvec(f"gx_send{tn}", keep), p.rvec(f"gx_recv{tn}", keep)
+        for k in range(keep):  # warpgroup 0 sends its second half, warpgroup 1 its first
+            p.emit(alu.sel(send[k], acc[keep + k], acc[k], wg0))
+        for c in range(keep // 4):
+            p.emit(memory.sts(Mem(mine, offset=16 * 128 * c), send.sub(4 * c, 4)))
+        for k in range(keep):  # and keeps the other half, in the first registers
+            p.emit(alu.sel(acc[k], acc[k], acc[keep + k], wg0))
+        p.emit(sync.bar_sync(1, 256))
+        for c in range(keep // 4):
+            p.emit(memory.lds(recv.sub(4 * c, 4), Mem(theirs, offset=16 * 128 * c)))
+        for k in range(keep):
+            p.emit(alu.fadd(F32.of(acc[k]), F32.of(acc[k]), F32.of(recv[k])))
+        return acc.sub(0, keep)
 
     def epilogue(self, ip: Interp, r: Role, tm: int, tn: int, wn: int, wg: R, acc: RVec,
-                 up: Optional[RVec] = None, nrm: Optional["_Norm"] = None) -> None:
+                 up: Optional[RVec] = None, nrm: Optional["_Norm"] = None, ksplit: bool = False) -> None:
         p = ip.p
         wait(p, ip.loaded.at(r.cons.ring), r.cons.ring.parity)  # the bias and residual boxes landed
         r.wait_pid(OUT)
+        if ksplit:  # (the exchange's area is the output page's: after the previous store released it)
+            acc = self.exchange(ip, r, tn, wg, acc)
         has_bias, has_res = r.field("bias", p.r("g_has_bias")), r.field("residual", p.r("g_has_res"))
         bias_p, res_p = p.p("g_bias"), p.p("g_res")
         p.emit(alu.isetp("NE", bias_p, has_bias, 0))

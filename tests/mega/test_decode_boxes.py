@@ -131,3 +131,21 @@ def test_show_prints_the_encoded_stage_of_every_gemm() -> None:
     for node, (_, kb) in shown.items():
         assert {k for _, k in encoded[node]} == {kb}, node
     assert {kb for _, kb in shown.values()} == {1, 10}  # glu 64x64: 1; down 64x16: 10
+
+
+def test_narrow_decode_tiles_split_k_between_the_warpgroups() -> None:
+    """`k_split`: a 64-row plain gemm tile whose stage holds an even number of K boxes has each
+    warpgroup take half the K boxes at the tile's full N (half as many wgmmas, twice as wide), so the
+    decode 64x16 tile's program issues wgmmas of N = 16 and none of N = 8; the fused gate/up tile and
+    odd stages keep the column split."""
+    from warpy.kernels import mega
+    from warpy.kernels.mega_gemm import k_split
+
+    assert [k_split(*c) for c in ((64, 16, 10, False), (64, 32, 6, False), (64, 16, 3, False), (128, 16, 2, False),
+                                  (64, 64, 1, True), (64, 64, 2, True))] == [True, True, False, False, False, False]
+    problem = mega.MegaProblem("mlp3", 1)
+    text = str(mega.build(problem, mega.configure(problem, None)).kernel())
+    assert "HGMMA.64x16x16" in text and "HGMMA.64x8x16" not in text
+    problem = mega.MegaProblem("mlp-small", None)  # 64-row A boxes: 3 K boxes a stage, the columns split
+    text = str(mega.build(problem, mega.configure(problem, None)).kernel())
+    assert "HGMMA.64x8x16" in text and "HGMMA.64x16x16" not in text
