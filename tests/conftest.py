@@ -56,5 +56,5 @@ def pytest_configure(config: pytest.Config) -> None:
     n = _workers(config)
     if n:
         config.option.numprocesses = n
-        config.option.dist = "worksteal"
+        config.option.dist = "load"
         config.option.tx = ["popen"] * n
