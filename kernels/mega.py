@@ -33,6 +33,7 @@ from warpy.errors import WarpyError
 from warpy.isa.program import Program
 from warpy.layout.tma import TmaBox
 from warpy.mega.fields import OPCODES
+from warpy.mega.schedule import Counter
 from warpy.numeric import from_bits, to_bits
 from warpy.target import target
 
@@ -374,6 +375,8 @@ class MegaExpectation:
     def __init__(self, pl: Plan, seed: int = 0) -> None:
         self.pl = pl
         self.values = inputs(pl, seed)
+        self._unit_of: Optional[dict[int, int]] = None  # (`outside_share`) instruction -> its unit
+        self._counter: dict[int, Counter] = {}
         self.images = buffer_images(pl, self.values)
         #: the checker runs the first and last CTA only (sm_90a, more than 2 units): the others'
         #: counters are modelled by the checker (raised flags) and their data here: every buffer that
@@ -414,6 +417,22 @@ class MegaExpectation:
             out[: img.size] = img[: out.size]
             return out
         return None
+
+    def outside_share(self, source: str, offset: int, want: int, ctas: Sequence[int]) -> Optional[int]:
+        """What the units other than `ctas` add to a counter by the time its waiter may pass on
+        `want` (target x call): one arrival an instruction of theirs that arrives on it, each call
+        (`warpy.check.flags`). sm_90a static queues only (a CTA is a unit); None elsewhere."""
+        s = self.pl.schedule
+        if source != "counters" or offset % 4 or s.queues is None or self.pl.problem.arch != "sm_90a":
+            return None
+        if self._unit_of is None:
+            self._unit_of = {i: u for u, q in enumerate(s.queues) for i in q}
+            self._counter = {c.id: c for c in s.counters}
+        c = self._counter.get(offset // 4)
+        if c is None or c.target <= 0 or want % c.target or c.target != len(c.members):
+            return None
+        sim = set(ctas)
+        return sum(1 for i in c.members if self._unit_of[i] not in sim) * (want // c.target)
 
     def compare(self, run: Any) -> Verdict:
         pl = self.pl

@@ -10,7 +10,11 @@ it an `Expectation`:
 - `compare(run)`: after the run, the verdict on what the simulated CTAs wrote (`run` is the
   checker's machine, seen as `RunData`: `gmem` / `gwritten` / `greduced` hold each source's bytes,
   which of them were written, and which hold partial sums added by CTAs outside the simulated
-  clusters; `h` is the kernel's header).
+  clusters; `h` is the kernel's header);
+- optionally `outside_share(source, offset, want, ctas)`: what the CTAs other than `ctas` (linear
+  ids: the simulated ones) add to the flag word at `offset` of `source` by the time a waiter's loop
+  may exit on the value `want`, or None where the family does not know. Without it the rest of the
+  grid raises a flag straight to `want` (`warpy.check.flags`).
 """
 
 from __future__ import annotations

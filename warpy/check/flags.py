@@ -21,7 +21,11 @@ scratch memory) may read that stale value: it acquires nothing of this launch's 
 **The rest of the grid**: when no simulated warp can run and some wait in such loops, and the launch
 has CTAs outside the simulated ones, those CTAs raise the flags (`raise_outside`): each polled word
 gets a value that lets its loop exit, found by running the loop's body on a copy of the warp's
-registers with candidate values (the values the body compares with, and their neighbours). A launch
+registers with candidate values (the values the body compares with, and their neighbours). Where
+the kernel family knows what the rest adds to the word (`Expectation.outside_share`: the megakernel's
+counters, whose arrivals it places on units), the rest adds that and no more: a counter that
+simulated CTAs arrive on too passes only once they have (else the waiter would pass before a
+simulated producer's arrival, and its reads race that producer's writes: a false report). A launch
 whose every CTA is simulated has no rest: a wait nobody ends is a hang. How many flags the rest of
 the grid raised is reported with the summary.
 
@@ -116,6 +120,7 @@ class Flags:
         self.outside = True  # the launch has CTAs the machine does not simulate
         self.weak_seen: set[int] = set()
         self.initial: dict[int, int] = {}  # the 32-bit words kept at launch (set once memory is filled)
+        self.added: dict[int, int] = {}  # what the rest of the grid has added to a word whose share is known
 
     # -- release and acquire ---------------------------------------------------------------------
     def acquire(self, w: Warp, addr: int) -> None:
@@ -219,6 +224,7 @@ class Flags:
         if not self.outside:
             return False
         woke = False
+        simulated = [c.linear for c in m.launch.ctas]
         for w in warps:
             if not (w.state == BLOCKED and isinstance(w.block, FlagWait)):
                 continue
@@ -226,11 +232,24 @@ class Flags:
             v = self.escape(m, w, blk.back)
             if v is None:
                 continue
+            raised = []
             for a in blk.addrs:
-                self.gmem.write_word(a, v)
+                share = self.gmem.outside_share(int(a), v, simulated)
+                if share is None:  # what the rest adds is unknown: the value that lets the loop exit
+                    self.gmem.write_word(a, v)
+                elif share > self.added.get(int(a), 0):  # the rest's arrivals, and no more: the
+                    # simulated CTAs' own arrivals are still theirs to make (else a waiter would pass
+                    # before a simulated producer arrived, and its reads race that producer's writes)
+                    cur = self.gmem.read_word(int(a))
+                    self.gmem.write_word(a, (cur + share - self.added.get(int(a), 0)) & M32)
+                    self.added[int(a)] = share
+                else:
+                    continue
                 self.raised_outside += 1
-            self.written(np.asarray(blk.addrs, dtype=np.int64))
-            woke = True
+                raised.append(int(a))
+            if raised:
+                self.written(np.asarray(raised, dtype=np.int64))
+                woke = True
         return woke
 
     def escape(self, m: Machine, w: Warp, back: int) -> Optional[int]:

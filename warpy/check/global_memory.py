@@ -20,6 +20,7 @@ they hold at launch, when it says.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Optional
 
 import numpy as np
@@ -53,6 +54,7 @@ class GlobalMemory:
                  rng: np.random.Generator) -> None:
         self.problems = problems
         self.values = values
+        self.expect = expect
         self.uses_pdl = False  # set once the code is compiled: the kernel has a dependent-launch wait
         self.stores_seen = 0
         self.base: dict[str, int] = {}
@@ -218,6 +220,26 @@ class GlobalMemory:
         if self.uses_pdl and not w.acq_done:
             self.problems.add("pdl", f"{w.cta.name} warp {w.wid}: {c.mnem} reaches global memory before the "
                                      f"dependent-launch wait (ACQBULK)")
+
+    def read_word(self, addr: int) -> int:
+        """A 32-bit word as the simulated CTAs left it (the bytes with values, else the flag shadow)."""
+        src, off = self.source(addr)
+        if self.values and src is not None and 0 <= off and off + 4 <= self.gmem[src].size:
+            return int(np.frombuffer(self.gmem[src][off:off + 4].tobytes(), dtype=np.uint32)[0])
+        return int(self.shadow.get(addr, 0))
+
+    def outside_share(self, addr: int, want: int, ctas: Sequence[int]) -> Optional[int]:
+        """What the CTAs other than `ctas` (linear ids) add to the flag word at `addr` by the time a
+        waiter's loop may exit on `want`, where the kernel family knows it (`Expectation`'s optional
+        `outside_share`); None: unknown."""
+        fn = getattr(self.expect, "outside_share", None)
+        if fn is None:
+            return None
+        src, off = self.source(addr)
+        if src is None:
+            return None
+        share = fn(src, off, want, ctas)
+        return None if share is None else int(share)
 
     def write_word(self, addr: int, value: int) -> None:
         """A 32-bit word written from outside the simulated clusters (a flag the rest of the grid raises)."""
