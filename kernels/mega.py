@@ -147,6 +147,11 @@ class MegaConfig:
     #: (`InterpBase.counter_wait`); the wait writes its status words for the host once the back-off
     #: reaches BACKOFF_MAX_NS whatever the ceiling. The rule (`backoff_default`) takes 128 on sm_90a
     backoff: int = BACKOFF_MAX_NS
+    #: sm_90a: the fused gate/up gemm's two warpgroups split each stage's k16 steps (alternate ones)
+    #: rather than its columns: each a 64 x tile_n accumulator pair, half as many wgmmas of twice the
+    #: N, the partial sums added in the epilogue (`kernels.mega_gemm.k_split`). Off: built and proven
+    #: on the host, not yet timed on the H200 (docs/performance.md)
+    glu_split: bool = False
 
     def describe(self) -> str:
         f = f", seeded fault {self.fault}" if self.fault else ""
@@ -155,6 +160,7 @@ class MegaConfig:
         t += ", gate/up gemms fused with their silu_mul" if self.glu else ""
         t += ", decode rmsnorms fused into their gemms" if self.norm else ""
         t += f", counter polls backing off up to {self.backoff} ns" if self.backoff != BACKOFF_MAX_NS else ""
+        t += ", the fused gate/up gemm's K steps split between its warpgroups" if self.glu_split else ""
         return (f"sm_90a megakernel interpreter: {self.mode} queues, 7 pages of 32 KiB, two instruction slots, "
                 f"descriptors fenced {'once a CTA' if self.fence == 'once' else 'each instruction'}{f}{t}")
 
@@ -208,6 +214,8 @@ def configure(problem: MegaProblem, overrides: Union[str, Mapping[str, object], 
             raise WarpyError("norm: the rmsnorm fused into its gemms is the sm_90a interpreter's; sm_100a runs it as a node")
         if out.backoff != cfg.backoff:
             raise WarpyError("backoff: the poll back-off's ceiling is the sm_90a interpreter's (sm_100a runs on no GPU here)")
+        if out.glu_split:
+            raise WarpyError("glu_split: the fused gate/up gemm is the sm_90a interpreter's; sm_100a runs them unfused")
         return out
     if out.mode != "static":
         raise WarpyError(f"mode {out.mode!r}: the sm_90a interpreter runs static queues (dynamic mode is not written yet)")
@@ -302,7 +310,7 @@ def plan(problem: MegaProblem, config: MegaConfig) -> Plan:
     launch = Launch(name, units, max(s.waves, 1), len(s.counters), maps, bufs, config.fault or None,
                     gemm_tiles=tiles, fence_once=config.fence == "once",
                     instructions=len(s.instrs), timeline=config.timeline, prefetch=config.prefetch,
-                    rope=any(n.kind == "rope" for n in s.program.nodes), backoff_ns=config.backoff)
+                    glu_split=config.glu_split, rope=any(n.kind == "rope" for n in s.program.nodes), backoff_ns=config.backoff)
     return Plan(problem, config, s, enc, launch)
 
 

@@ -130,6 +130,8 @@ class Launch:
     timeline: bool = False
     #: sm_90a: a gemm prefetches the rest of its early weight into L2 before its waits (`MegaConfig`)
     prefetch: bool = False
+    #: sm_90a: the fused gate/up gemm's warpgroups split its K steps (`MegaConfig.glu_split`)
+    glu_split: bool = False
     #: sm_90a: the queue has rope instructions, so the interpreter has the rope body (else not: the
     #: programs of graphs without one keep their text)
     rope: bool = False

@@ -27,8 +27,9 @@ past the tensor with zeros and the store clips them), both warpgroups take the 6
 holds as many K boxes as fit a page so that it carries mostly weight. Where a stage holds an even
 number of K boxes (`k_split`: the decode tiles, whose A boxes are 8 rows) each warpgroup takes half of
 them at the tile's full N (`wgmma 64 x tile_n`, two partial sums that the epilogue adds through the
-output page: `Gemm.exchange`); otherwise each takes half the tile's columns (`wgmma 64 x tile_n/2`)
-over every K box. Bigger tiles (128 rows) give each warpgroup 64 rows and every column.
+output page: `Gemm.exchange`); the fused gate/up tile (one K box a stage) does the same with every
+other k16 step of each box where `MegaConfig.glu_split` asks; otherwise each takes half the tile's
+columns (`wgmma 64 x tile_n/2`) over every K box. Bigger tiles (128 rows) give each warpgroup 64 rows and every column.
 
 The consumers have one code path per tile shape of the launch (`Launch.gemm_tiles`: wgmma's N and
 the accumulator's registers are fixed by the shape), chosen by the instruction's tile_m and tile_n.
@@ -85,14 +86,20 @@ NORM_BOX_BYTES = BOX_MAX * 2
 MAX_NORM_BOXES = PAGE_BYTES // NORM_BOX_BYTES
 
 
-def k_split(tm: int, tn: int, ks: int, glu: bool) -> bool:
-    """Whether a tile's two warpgroups split each stage's K boxes (each the first or second half,
-    64 x tn each, the partial sums added in the epilogue: `Gemm.exchange`) rather than its columns
-    (64 x tn / 2 each over every K box): 64-row tiles of a plain gemm whose stage holds an even
-    number of K boxes. The same multiply-adds in half as many wgmmas of twice the N: on the H200 the
-    narrow decode tiles (64 x 16, 10 K boxes a stage: 80 wgmmas of N = 8 a stage) were bound by the
-    wgmma count, not by the bytes (docs/performance.md)."""
-    return tm == 64 and not glu and ks % 2 == 0
+def k_split(tm: int, tn: int, ks: int, glu: bool, glu_split: bool = False) -> Optional[str]:
+    """How a 64-row tile's two warpgroups split a stage's K rather than its columns, or None (the
+    column split: each 64 x tn / 2 over every K box). "boxes": a plain gemm whose stage holds an even
+    number of K boxes, each warpgroup the first or second half of them; "steps": the fused gate/up
+    gemm with `glu_split` (`MegaConfig.glu_split`), each warpgroup every other k16 step of every K
+    box. Either way each computes 64 x tn partial sums with half as many wgmmas of twice the N as the
+    column split, and the epilogue adds the two (`Gemm.exchange`). On the H200 the narrow decode
+    tiles (64 x 16, 10 K boxes a stage: 80 wgmmas of N = 8 a stage) were bound by the wgmma count,
+    not by the bytes (docs/performance.md)."""
+    if tm != 64 or 64 * tn * 2 + 2 * 128 * (tn // 4) * 4 > PAGE_BYTES:  # (the exchange fits the output page)
+        return None
+    if glu:
+        return "steps" if glu_split else None
+    return "boxes" if ks % 2 == 0 else None
 
 
 def norm_boxes(ip: Interp, r: Role, dst: R) -> R:
@@ -706,10 +713,10 @@ class Gemm(Body):
         assert isinstance(cons, ConsumerEnd) and isinstance(rel, ConsumerEnd)
         wn = tn if tm == 128 else tn // 2  # each warpgroup's columns of the epilogue: 64 rows x wn
         ks = gemm_k_boxes(tm, tn, a_rows=ar, b_ops=2 if glu else 1)
-        ksplit = k_split(tm, tn, ks, glu)
-        an = tn if ksplit else wn  # the accumulator's columns (wgmma's N)
-        acc = p.rvec(f"acck{tn}" if ksplit else f"acc{wn}", an // 2)
-        up = p.rvec(f"accu{wn}", wn // 2) if glu else None
+        split = k_split(tm, tn, ks, glu, ip.launch.glu_split)
+        an = tn if split else wn  # the accumulator's columns (wgmma's N)
+        acc = p.rvec(f"acck{tn}" if split else f"acc{wn}", an // 2)
+        up = p.rvec(f"accku{tn}" if split else f"accu{wn}", an // 2) if glu else None
         wg_r = p.r("g_wg")
         p.emit(alu.shf_r(wg_r, r.ctid, 7))
         wg_u = p.ur("g_wg_u")
@@ -718,8 +725,11 @@ class Gemm(Body):
         half = ks // 2
         a_row: Coord
         b_row: Coord
-        if ksplit:  # this warpgroup's K boxes of a stage: the first or the second half
+        kcol: Coord = 0  # this warpgroup's first K column of a box ("steps": every other k16 step)
+        if split == "boxes":  # this warpgroup's K boxes of a stage: the first or the second half
             a_row, b_row = (half * ar) * wg, (half * tn) * wg
+        elif split == "steps":
+            a_row, b_row, kcol = 0, 0, 16 * wg
         else:
             a_row = (64 * wg) if tm == 128 else 0  # this warpgroup's rows of A
             b_row = 0 if tm == 128 else (tn // 2) * wg  # and of B (its columns of the tile)
@@ -735,15 +745,18 @@ class Gemm(Body):
                 if nrm is not None:
                     nrm.transform(ip.pages.at(cons.ring, 0), gl.reg)
                 p.emit(wgmma.warpgroup_arrive())
-                steps = [(j, q) for j in range(half if ksplit else ks) for q in range(4)]
-                for n, (j, q) in enumerate(steps):
-                    at = g.view.at(cons.ring, a_row + j * ar, 16 * q)
-                    bt = g.view.at(cons.ring, b_row + ks * ar + j * tn, 16 * q)
+                if split == "steps":  # the k16 steps 2q + wg of every K box
+                    steps = [(j, 32 * q + kcol) for j in range(ks) for q in range(2)]
+                else:
+                    steps = [(j, 16 * q) for j in range(half if split == "boxes" else ks) for q in range(4)]
+                for n, (j, k) in enumerate(steps):
+                    at = g.view.at(cons.ring, a_row + j * ar, k)
+                    bt = g.view.at(cons.ring, b_row + ks * ar + j * tn, k)
                     last = n == len(steps) - 1
                     hgmma(p, acc, at, bt, an, accumulate if n == 0 else True, end=last and up is None)
                     if up is not None:
-                        ut = g.view.at(cons.ring, b_row + ks * ar + ks * tn + j * tn, 16 * q)
-                        hgmma(p, up, at, ut, wn, accumulate if n == 0 else True, end=last)
+                        ut = g.view.at(cons.ring, b_row + ks * ar + ks * tn + j * tn, k)
+                        hgmma(p, up, at, ut, an, accumulate if n == 0 else True, end=last)
                 p.emit(wgmma.wgmma_commit())
                 p.emit(wgmma.warpgroup_wait(1))
                 p.emit(alu.umov(first, 1))
@@ -762,9 +775,9 @@ class Gemm(Body):
         p.emit(sync.bar_sync(1, 256))
         for q in range(RING):
             r.release_pid(q, r.cleader)
-        self.epilogue(ip, r, tm, tn, wn, wg_r, acc, up, nrm, ksplit)
+        self.epilogue(ip, r, tm, tn, wn, wg_r, acc, up, nrm, split is not None)
 
-    def exchange(self, ip: Interp, r: Role, tn: int, wg: R, acc: RVec) -> RVec:
+    def exchange(self, ip: Interp, r: Role, tn: int, wg: R, acc: RVec, again: bool = False) -> RVec:
         """A K-split tile's (`k_split`) two partial sums made one: each warpgroup holds 64 x tn over
         half of every stage's K boxes and keeps the columns its epilogue writes (warpgroup w: wn =
         tn / 2 from w wn; in the m64nNk16 fragment, values 4j.. of column block j, so the first or
@@ -772,8 +785,14 @@ class Gemm(Body):
         the output tile (thread t's 16-byte chunk c of warpgroup w's region at 16 (128 c + t): a
         warp's 32 chunks in a row), the 256 consumer threads meet (barrier 1), and each adds the
         same thread of the other warpgroup's chunks to its own half. Returns the kept half (tn / 4
-        registers, what `epilogue` reads as a 64 x wn block's accumulator)."""
+        registers, what `epilogue` reads as a 64 x wn block's accumulator). `again`: a second
+        accumulator through the same area (the fused gemm's up): a barrier first, so that the other
+        warpgroup has read the first one's chunks before they are overwritten."""
         p = ip.p
+        # seeded (`exchange-no-barrier`): the second accumulator's chunks stored over the first's
+        # while the other warpgroup may still be reading them
+        if again and ip.fault != "exchange-no-barrier":
+            p.emit(sync.bar_sync(1, 256))
         keep = tn // 4  # values a thread keeps, and sends
         region = 128 * keep * 4
         xoff = 64 * tn * 2  # the output page's bytes the output tile takes (both blocks)
@@ -810,6 +829,8 @@ class Gemm(Body):
         r.wait_pid(OUT)
         if ksplit:  # (the exchange's area is the output page's: after the previous store released it)
             acc = self.exchange(ip, r, tn, wg, acc)
+            if up is not None:
+                up = self.exchange(ip, r, tn, wg, up, again=True)
         has_bias, has_res = r.field("bias", p.r("g_has_bias")), r.field("residual", p.r("g_has_res"))
         bias_p, res_p = p.p("g_bias"), p.p("g_res")
         p.emit(alu.isetp("NE", bias_p, has_bias, 0))

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 #: copies the gate weight's boxes where the up weight's belong), `glu-up-early` (it copies the up
 #: weight before the waits where only the gate weight is early) and `norm-no-fence` (a normed gemm's
 #: consumers rewrite A in shared memory and the wgmmas read it with no proxy fence between)
-SM90_FAULTS = FAULTS + ("early-all", "glu-up-offset", "glu-up-early", "norm-no-fence")
+SM90_FAULTS = FAULTS + ("early-all", "glu-up-offset", "glu-up-early", "norm-no-fence", "exchange-no-barrier")
 
 #: the register split (sm_90a's own: the loader's copies and the storer's stores keep more live than
 #: the sm_100a roles do)
