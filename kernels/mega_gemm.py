@@ -808,18 +808,20 @@ class Gemm(Body):
         p.emit(alu.imad(theirs, other, region, base))
         wg0 = p.p("gx_wg0")
         p.emit(alu.isetp("EQ", wg0, wg, 0))
-        send, recv = p.rvec(f"gx_send{tn}", keep), p.rvec(f"gx_recv{tn}", keep)
-        for k in range(keep):  # warpgroup 0 sends its second half, warpgroup 1 its first
-            p.emit(alu.sel(send[k], acc[keep + k], acc[k], wg0))
-        for c in range(keep // 4):
-            p.emit(memory.sts(Mem(mine, offset=16 * 128 * c), send.sub(4 * c, 4)))
+        chunk = p.rvec("gx_chunk", 4)  # a 16-byte chunk at a time (the registers stay few)
+        for c in range(keep // 4):  # warpgroup 0 sends its second half, warpgroup 1 its first
+            for i in range(4):
+                k = 4 * c + i
+                p.emit(alu.sel(chunk[i], acc[keep + k], acc[k], wg0))
+            p.emit(memory.sts(Mem(mine, offset=16 * 128 * c), chunk))
         for k in range(keep):  # and keeps the other half, in the first registers
             p.emit(alu.sel(acc[k], acc[k], acc[keep + k], wg0))
         p.emit(sync.bar_sync(1, 256))
         for c in range(keep // 4):
-            p.emit(memory.lds(recv.sub(4 * c, 4), Mem(theirs, offset=16 * 128 * c)))
-        for k in range(keep):
-            p.emit(alu.fadd(F32.of(acc[k]), F32.of(acc[k]), F32.of(recv[k])))
+            p.emit(memory.lds(chunk, Mem(theirs, offset=16 * 128 * c)))
+            for i in range(4):
+                k = 4 * c + i
+                p.emit(alu.fadd(F32.of(acc[k]), F32.of(acc[k]), F32.of(chunk[i])))
         return acc.sub(0, keep)
 
     def epilogue(self, ip: Interp, r: Role, tm: int, tn: int, wn: int, wg: R, acc: RVec,
