@@ -29,7 +29,8 @@ number of K boxes (`k_split`: the decode tiles, whose A boxes are 8 rows) each w
 them at the tile's full N (`wgmma 64 x tile_n`, two partial sums that the epilogue adds through the
 output page: `Gemm.exchange`); the fused gate/up tile (one K box a stage) does the same with every
 other k16 step of each box where `MegaConfig.glu_split` asks; otherwise each takes half the tile's
-columns (`wgmma 64 x tile_n/2`) over every K box. Bigger tiles (128 rows) give each warpgroup 64 rows and every column.
+columns (`wgmma 64 x tile_n/2`) over every K box. Bigger tiles (128 rows) give each warpgroup 64 rows
+and every column.
 
 The consumers have one code path per tile shape of the launch (`Launch.gemm_tiles`: wgmma's N and
 the accumulator's registers are fixed by the shape), chosen by the instruction's tile_m and tile_n.
@@ -779,7 +780,7 @@ class Gemm(Body):
 
     def exchange(self, ip: Interp, r: Role, tn: int, wg: R, acc: RVec, again: bool = False) -> RVec:
         """A K-split tile's (`k_split`) two partial sums made one: each warpgroup holds 64 x tn over
-        half of every stage's K boxes and keeps the columns its epilogue writes (warpgroup w: wn =
+        half of every stage's K and keeps the columns its epilogue writes (warpgroup w: wn =
         tn / 2 from w wn; in the m64nNk16 fragment, values 4j.. of column block j, so the first or
         second half of a thread's values). Each thread stores the other half to the output page past
         the output tile (thread t's 16-byte chunk c of warpgroup w's region at 16 (128 c + t): a
