@@ -467,7 +467,8 @@ def _median_us(times: Sequence[float]) -> float:
 
 def bench_job(names: Sequence[str], iters: int = 30, seed: int = 0, compile_budget_s: float = 150.0,
               json_path: Optional[str] = None, png_path: Optional[str] = None, variants: bool = False,
-              echo: Callable[[str], None] = print, timeline: Optional[str] = None) -> list[BenchRow]:
+              echo: Callable[[str], None] = print, timeline: Optional[str] = None,
+              config: Optional[str] = None) -> list[BenchRow]:
     """`warpy mega bench`: each workload through warpy's megakernel (launches on a stream, and a CUDA
     graph of calls) and through torch eager, a CUDA graph of eager, torch.compile and
     torch.compile(mode="reduce-overhead"), on the same bf16 inputs; each method's output against
@@ -477,9 +478,16 @@ def bench_job(names: Sequence[str], iters: int = 30, seed: int = 0, compile_budg
     Llama workloads' VARIANTS through warpy too (rows named after the variant's graph). `timeline`: a
     folder; each workload also runs once through the interpreter built with the timeline, its report
     printed and its Chrome trace written there (`kernels/mega_timeline.py`), a row `warpy-timeline`
-    holding the stamped call's span."""
+    holding the stamped call's span. `config`: the interpreter's fields set by hand for warpy's rows
+    (`KEY=VALUE,...`, MegaConfig's, as `warpy mega run --config`; checked on every workload before
+    any is timed); the variants still change one field of the rule's configuration."""
     import importlib
 
+    unknown = [n for n in names if n not in WORKLOADS]
+    if unknown:
+        raise WarpyError(f"no workload {unknown[0]!r} (workloads: {', '.join(WORKLOADS)})")
+    configs = {name: configure(MegaProblem(WORKLOADS[name][0], WORKLOADS[name][1], units=0), config)
+               for name in names}  # (a bad field refused in one line before anything is built)
     try:
         torch: Any = importlib.import_module("torch")
     except ImportError:
@@ -487,9 +495,6 @@ def bench_job(names: Sequence[str], iters: int = 30, seed: int = 0, compile_budg
     from warpy.bench import gpu_times_us
     from warpy.runtime.launcher import synchronize
 
-    unknown = [n for n in names if n not in WORKLOADS]
-    if unknown:
-        raise WarpyError(f"no workload {unknown[0]!r} (workloads: {', '.join(WORKLOADS)})")
     if not torch.cuda.is_available():
         raise WarpyError("warpy mega bench needs a CUDA GPU for torch")
     torch.cuda.set_stream(torch.cuda.Stream())  # one stream for everything (not the legacy default stream)
@@ -500,7 +505,7 @@ def bench_job(names: Sequence[str], iters: int = 30, seed: int = 0, compile_budg
     for name in names:
         graph, tokens, base_us, target_us = WORKLOADS[name]
         t_start = time.perf_counter()
-        r = MegaRunner(MegaProblem(graph, tokens, units=0), deadline=30.0, stream=stream)
+        r = MegaRunner(MegaProblem(graph, tokens, units=0), configs[name], deadline=30.0, stream=stream)
         pl = r.plan
         fn = torch_function(graph)
         args16 = _gpu_inputs(torch, pl.schedule.program.graph, seed, cache)
@@ -524,7 +529,8 @@ def bench_job(names: Sequence[str], iters: int = 30, seed: int = 0, compile_budg
         got = _outputs(r)
         us = _median_us(gpu_times_us(lambda i: r.launch(), stream, iters))
         r.wait()
-        judge("warpy", _outputs(r), us, f"{pl.launch.units} SMs, {len(pl.schedule.instrs)} instructions, "
+        judge("warpy", _outputs(r), us, (f"--config {config}: " if config else "") +
+              f"{pl.launch.units} SMs, {len(pl.schedule.instrs)} instructions, "
                                            f"{pl.launch.waves} waves; first call max "
                                            f"{bf16_error(got, ref)[0]:.2f} steps")
         # warpy: a CUDA graph of `calls` calls (the counters zeroed at its start, calls 1..n)
@@ -592,7 +598,7 @@ def bench_job(names: Sequence[str], iters: int = 30, seed: int = 0, compile_budg
             from .mega_timeline import report, write_trace
 
             tp = MegaProblem(graph, tokens, units=0)
-            rt = MegaRunner(tp, attrs.evolve(choose(tp), timeline=True), deadline=30.0,
+            rt = MegaRunner(tp, attrs.evolve(configs[name], timeline=True), deadline=30.0,
                             stream=stream)
             _upload(rt, args16)
             rt.launch()

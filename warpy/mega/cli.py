@@ -237,6 +237,8 @@ def bench_cmd(
     timeline: Optional[str] = typer.Option(None, "--timeline", help="Also run each workload once with the "
                                            "roles' stamps: its report printed, its Chrome trace written to "
                                            "DIR/WORKLOAD.json."),
+    config: Optional[str] = typer.Option(None, "--config", metavar="KEY=VALUE,...", help="warpy's rows with the "
+                                         "interpreter's fields set by hand (MegaConfig's, e.g. glu_split=1)."),
 ) -> None:
     """The workloads on an sm_90 GPU through the megakernel and through torch eager, a CUDA graph of
     eager, torch.compile and torch.compile(mode="reduce-overhead"): same inputs, every output against
@@ -246,7 +248,7 @@ def bench_cmd(
     if iters < 1:
         raise WarpyError("--iters must be at least 1")
     rows = bench_job(workloads or list(DEFAULT_WORKLOADS), iters, seed, compile_budget, json_out, png, variants,
-                     echo=typer.echo, timeline=timeline)
+                     echo=typer.echo, timeline=timeline, config=config)
     raise typer.Exit(1 if any(r.over for r in rows) else 0)
 
 
