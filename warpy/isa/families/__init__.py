@@ -13,7 +13,7 @@ from warpy.target import ARCHS
 from warpy.isa.families import alu, clc, control, memory, sync, tcgen05, tma, wgmma
 from warpy.isa.families.base import SEM_CLASSES, Arg, Opcode, describe, operand_fits
 from warpy.isa.instr import Instr
-from warpy.isa.operands import Imm, Operand, P, R, RVec, UP, UR, URVec
+from warpy.isa.operands import Desc, Imm, Operand, P, R, RVec, UP, UR, URVec
 
 MODULES = (alu, control, memory, sync, tma, wgmma, tcgen05, clc)
 FAMILIES: dict[str, list[Opcode]] = {m.__name__.rsplit(".", 1)[1]: m.OPCODES for m in MODULES}
@@ -32,8 +32,21 @@ for _lst in _BY_NAME.values():
     _lst.sort(key=lambda o: -len(o.key_words))
 
 
+_LOOKED_UP: dict[tuple[str, tuple[str, ...]], tuple[Opcode, tuple[str, ...]]] = {}
+
+
 def lookup(name: str, mods: tuple[str, ...] = ()) -> tuple[Opcode, tuple[str, ...]]:
-    """The record of an instruction, and its modifiers other than the key's words."""
+    """The record of an instruction, and its modifiers other than the key's words (remembered by
+    name and modifiers: the records never change)."""
+    hit = _LOOKED_UP.get((name, mods))
+    if hit is not None:
+        return hit
+    found = _lookup(name, mods)
+    _LOOKED_UP[(name, mods)] = found
+    return found
+
+
+def _lookup(name: str, mods: tuple[str, ...]) -> tuple[Opcode, tuple[str, ...]]:
     for op in _BY_NAME.get(name, []):
         rest = list(mods)
         ok = True
@@ -57,8 +70,23 @@ def fits(op: Operand, arg: Arg) -> bool:
     return any(operand_fits(op, k) for k in arg.kinds())
 
 
+#: form_of's answers by what they depend on: the name, the modifiers and each operand's class (and a
+#: descriptor's kind: `operand_fits` reads nothing else); a refusal is never kept
+_FORMS: dict[tuple[object, ...], tuple[Opcode, tuple[Arg, ...]]] = {}
+
+
 def form_of(i: Instr) -> tuple[Opcode, tuple[Arg, ...]]:
     """The record and the operand signature an instruction uses (raises naming the bad operand)."""
+    key = (i.name, i.mods) + tuple(op.kind if op.__class__ is Desc else op.__class__ for op in i.ops)
+    hit = _FORMS.get(key)
+    if hit is not None:
+        return hit
+    found = _form_of(i)
+    _FORMS[key] = found
+    return found
+
+
+def _form_of(i: Instr) -> tuple[Opcode, tuple[Arg, ...]]:
     rec, rest = lookup(i.name, i.mods)
     where = i.mnemonic
     rec.check_mods(rest, where)
