@@ -129,12 +129,21 @@ def liveness(lines: list[Line], decls: dict[str, RegDecl]) -> Liveness:
     uses = [0] * count
     keeps = [-1] * count  # the complement of the cells a line surely overwrites (an unguarded write)
     defs = [0] * count
+    seen: dict[tuple[object, str, int], list[Cell]] = {}  # a register's cells, by class, name and width
+
+    def cells_of(r: object) -> list[Cell]:
+        key = (r.__class__, getattr(r, "name"), getattr(r, "width", 0))
+        got = seen.get(key)
+        if got is None:
+            got = seen[key] = _cells(r, decls)
+        return got
+
     for n, x in enumerate(lines):
         if not isinstance(x, Instr):
             continue
         d, u = defs_uses(x)
-        dc = {c for op in d for r in regs_of(op) for c in _cells(r, decls)}
-        uc = {c for op in u for r in regs_of(op) for c in _cells(r, decls)}
+        dc = {c for op in d for r in regs_of(op) for c in cells_of(r)}
+        uc = {c for op in u for r in regs_of(op) for c in cells_of(r)}
         for note in x.notes:
             for nm in note.names():
                 base = nm.split(".", 1)[0]
