@@ -6,7 +6,7 @@ the colouring check records of it) and the loops the machine recognises: a barri
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, NoReturn, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, NoReturn, Optional, Union
 
 import numpy as np
 
@@ -16,7 +16,7 @@ from warpy.isa.families import defs_uses, lookup, record
 from warpy.isa.families.wgmma import A_REGS, WGMMA_KEYS
 from warpy.isa.families.base import Opcode
 from warpy.isa.instr import Instr, Label, Note
-from warpy.isa.operands import GMem, Desc, LabelRef, Mem, Operand, P, R, RVec, SReg, TmapRef, UP, UR, URVec, elem_name
+from warpy.isa.operands import GMem, Desc, Imm, LabelRef, Mem, Operand, P, R, RVec, SReg, TmapRef, UP, UR, URVec, elem_name
 from warpy.isa.text import Header, Kernel
 from warpy.isa.values import Val
 from warpy.check.families import SEMANTICS
@@ -85,6 +85,10 @@ class Code:
                 instrs.append(x)
         self.labels = labels
         self.instrs: list[Compiled] = []
+        # an operand's reader and writer depend on the operand alone (and this Code's parameters):
+        # made once per distinct operand of the kernel, not per use
+        getters: dict[object, Reader] = {}
+        putters: dict[object, Writer] = {}
         for pc, i in enumerate(instrs):
             rec, _ = lookup(i.name, i.mods)
             handler = SEMANTICS.get(rec)
@@ -94,8 +98,8 @@ class Code:
             c.guard = None if i.guard is None else self.read(i.guard)
             if i.guard is not None and i.guard.name not in CONSTANT_REGS:
                 c.guard_uses = frozenset({i.guard.name})
-            c.get = [self._reader_or_refusal(op) for op in i.ops]
-            c.put = [self._writer_or_refusal(op) for op in i.ops]
+            c.get = [self._cached(getters, op, self._reader_or_refusal) for op in i.ops]
+            c.put = [self._cached(putters, op, self._writer_or_refusal) for op in i.ops]
             d, u = defs_uses(i)
             ids: list[tuple[str, int]] = []
             for op in u + d:
@@ -166,6 +170,18 @@ class Code:
         if isinstance(op, Mem):
             return L.mem_addr(op, self.read)
         return L.reader(op, self._sreg, self._cbank, self._sym)
+
+    @staticmethod
+    def _cached(cache: dict[object, Any], op: Operand, make: Callable[[Operand], Any]) -> Any:
+        # (an immediate's key holds its value's type: Imm(True) == Imm(1), and each reads as itself)
+        key: object = (op, op.value.__class__) if op.__class__ is Imm else op
+        try:
+            hit = cache.get(key)
+        except TypeError:  # (an operand that cannot be hashed: made each time)
+            return make(op)
+        if hit is None:
+            hit = cache[key] = make(op)
+        return hit
 
     def _reader_or_refusal(self, op: Operand) -> Reader:
         try:
