@@ -149,8 +149,9 @@ class MegaConfig:
     backoff: int = BACKOFF_MAX_NS
     #: sm_90a: the fused gate/up gemm's two warpgroups split each stage's k16 steps (alternate ones)
     #: rather than its columns: each a 64 x tile_n accumulator pair, half as many wgmmas of twice the
-    #: N, the partial sums added in the epilogue (`kernels.mega_gemm.k_split`). Off: built and proven
-    #: on the host, not yet timed on the H200 (docs/performance.md)
+    #: N, the partial sums added in the epilogue (`kernels.mega_gemm.k_split`). Off: on the H200 the
+    #: Llama MLP ran 1.5 % faster with it (T = 1, 603 -> 594 µs) and the decoder stack's interpreter
+    #: spills with it (refused by the build); the fused tiles are bound by the HBM (docs/performance.md)
     glu_split: bool = False
 
     def describe(self) -> str:
