@@ -12,7 +12,7 @@ import numpy as np
 
 from warpy.errors import WarpyError
 from warpy.isa import values as L
-from warpy.isa.families import defs_uses, lookup, record
+from warpy.isa.families import defs_uses, form_of, lookup, record
 from warpy.isa.families.wgmma import A_REGS, WGMMA_KEYS
 from warpy.isa.families.base import Opcode
 from warpy.isa.instr import Instr, Label, Note
@@ -37,6 +37,7 @@ class Compiled:
     """One instruction, ready to run: its record, handler, operand readers/writers and notes."""
 
     __slots__ = ("pc", "instr", "rec", "sem", "mnem", "handler", "guard", "guard_uses", "get", "put", "notes", "note_modes",
+                 "note_names",
                  "regids", "wait_loop", "trace", "target", "cond", "span", "extra", "uses", "defs", "loop",
                  "collective", "mma_touch")
 
@@ -53,6 +54,7 @@ class Compiled:
         self.put: list[Writer] = []
         self.notes: tuple[Note, ...] = instr.notes
         self.note_modes: list[bool] = []  # per note: the operand is a register the line writes (read after it)
+        self.note_names: tuple[str, ...] = ()  # the registers the notes' coordinates read
         self.regids: list[tuple[str, int]] = []  # the registers it reads and writes, as (base, element)
         self.wait_loop = False  # a barrier wait whose loop branches back: a wait that fails blocks the warp
         self.trace: Optional[Callable[[Warp, Lanes], Traced]] = None
@@ -89,40 +91,26 @@ class Code:
         # made once per distinct operand of the kernel, not per use
         getters: dict[object, Reader] = {}
         putters: dict[object, Writer] = {}
+        statics: list[_Static] = []
         for pc, i in enumerate(instrs):
-            rec, _ = lookup(i.name, i.mods)
-            handler = SEMANTICS.get(rec)
-            if handler is None:
-                raise WarpyError(f"the checker has no semantics for {rec.key}")
-            c = Compiled(pc, i, rec, handler)
+            st = _static(i, pc)
+            statics.append(st)
+            c = Compiled(pc, i, st.rec, st.handler)
             c.guard = None if i.guard is None else self.read(i.guard)
-            if i.guard is not None and i.guard.name not in CONSTANT_REGS:
-                c.guard_uses = frozenset({i.guard.name})
+            c.guard_uses = st.guard_uses
             c.get = [self._cached(getters, op, self._reader_or_refusal) for op in i.ops]
             c.put = [self._cached(putters, op, self._writer_or_refusal) for op in i.ops]
-            d, u = defs_uses(i)
-            ids: list[tuple[str, int]] = []
-            for op in u + d:
-                if isinstance(op, (R, RVec)):
-                    ids.extend(L.reg_ids(op))
-                elif isinstance(op, Mem):
-                    for r in op.regs():
-                        if isinstance(r, (R, RVec)):
-                            ids.extend(L.reg_ids(r))
-            c.regids = ids
-            c.defs = tuple(n for op in d for n in _names(op))
-            uses = {n for op in u for n in _names(op)}
-            if rec.key in WGMMA_KEYS:  # its accumulator input is read only when it accumulates (its handler asks)
-                uses -= set(_names(i.ops[0]))
-                uses |= set(_rs_a(i))
-            c.uses = frozenset(uses)
-            for op in i.ops:
-                if isinstance(op, SReg) and op.name not in KNOWN_SREGS:
-                    raise WarpyError(f"line {pc + 1} ({i.mnemonic}): the checker does not model {op.name}")
-            for note in i.notes:
-                op = i.ops[note.operand]
-                c.note_modes.append(any(x is op for x in d) and not isinstance(op, Mem))
-            c.trace = _tracer(i)
+            c.regids = st.regids
+            c.defs = st.defs
+            c.uses = st.uses
+            if i.notes:  # (by identity: this line's operand objects, not those of an equal line decoded first)
+                d = [i.ops[k] for k in st.def_at]
+                for note in i.notes:
+                    op = i.ops[note.operand]
+                    c.note_modes.append(any(x is op for x in d) and not isinstance(op, Mem))
+            c.note_names = st.note_names
+            c.trace = st.trace
+            c.collective = st.collective
             self.instrs.append(c)
         code = self.instrs
         mma_regs: set[str] = set()
@@ -130,12 +118,10 @@ class Code:
             if c.rec.key in WGMMA_KEYS:
                 mma_regs.update(_names(c.instr.ops[0]))
                 mma_regs.update(_rs_a(c.instr))
-            key = c.rec.key
-            c.collective = 2 if key in WARPGROUP_KEYS else 1 if (key in ALIGNED_KEYS or key.startswith(
-                ("BAR.", "UCGABAR"))) else 0
-        for c in code:
-            if c.rec.key not in WGMMA_KEYS and mma_regs:
-                c.mma_touch = tuple(sorted((c.uses | set(c.defs)) & mma_regs))
+        if mma_regs:
+            for c in code:
+                if c.rec.key not in WGMMA_KEYS:
+                    c.mma_touch = tuple(sorted(statics[c.pc].touched & mma_regs))
         self.uses_pdl = any(c.sem == "dependent-wait" for c in code)
         self.uses_clc = any(c.sem == "clc-try-cancel" for c in code)
         for c in code:
@@ -229,6 +215,75 @@ class Code:
         if name == "dsmem":
             return DSMEM
         raise WarpyError(f"unknown symbol `({name})")
+
+
+class _Static:
+    """What `Code` makes of one instruction that depends on the instruction alone: its record and
+    handler, the registers its guard, reads and writes name, its tracer, whether it is collective.
+    Kept by the instruction's value (`_STATIC`): a kernel's text repeats instructions, and the
+    checks of one program (or of programs built the same way) decode the same ones again."""
+
+    __slots__ = ("rec", "handler", "guard_uses", "regids", "defs", "uses", "touched", "def_at", "note_names", "trace",
+                 "collective")
+
+    def __init__(self, i: Instr, pc: int) -> None:
+        rec, _ = lookup(i.name, i.mods)
+        handler = SEMANTICS.get(rec)
+        if handler is None:
+            raise WarpyError(f"the checker has no semantics for {rec.key}")
+        self.rec = rec
+        self.handler: CheckHandler = handler
+        self.guard_uses: frozenset[str] = frozenset()
+        if i.guard is not None and i.guard.name not in CONSTANT_REGS:
+            self.guard_uses = frozenset({i.guard.name})
+        d, u = defs_uses(i)
+        ids: list[tuple[str, int]] = []
+        for op in u + d:
+            if isinstance(op, (R, RVec)):
+                ids.extend(L.reg_ids(op))
+            elif isinstance(op, Mem):
+                for r in op.regs():
+                    if isinstance(r, (R, RVec)):
+                        ids.extend(L.reg_ids(r))
+        self.regids = ids  # (never changed: every Compiled of an equal instruction holds this list)
+        self.defs = tuple(n for op in d for n in _names(op))
+        uses = {n for op in u for n in _names(op)}
+        if rec.key in WGMMA_KEYS:  # its accumulator input is read only when it accumulates (its handler asks)
+            uses -= set(_names(i.ops[0]))
+            uses |= set(_rs_a(i))
+        self.uses = frozenset(uses)
+        self.touched = self.uses | set(self.defs)
+        # where the written operands are (the positions `defs_uses` takes them from)
+        _, form = form_of(i)
+        self.def_at = tuple(k for k, (op, arg) in enumerate(zip(i.ops, form))
+                            if isinstance(op, (R, UR, P, UP, RVec, URVec)) and "d" in arg.role)
+        self.note_names = tuple(sorted({n for note in i.notes for n in note.names()}))
+        for op in i.ops:
+            if isinstance(op, SReg) and op.name not in KNOWN_SREGS:
+                raise WarpyError(f"line {pc + 1} ({i.mnemonic}): the checker does not model {op.name}")
+        self.trace = _tracer(i)
+        key = rec.key
+        self.collective = 2 if key in WARPGROUP_KEYS else 1 if (key in ALIGNED_KEYS or key.startswith(
+            ("BAR.", "UCGABAR"))) else 0
+
+
+#: `_Static` by instruction (equal instructions decode alike; an instruction that is refused is
+#: never kept, so its error names the line each time); emptied when it grows past `_STATIC_MAX`
+_STATIC: dict[Instr, _Static] = {}
+_STATIC_MAX = 200_000
+
+
+def _static(i: Instr, pc: int) -> _Static:
+    try:
+        hit = _STATIC.get(i)
+    except TypeError:  # (an instruction that cannot be hashed: decoded each time)
+        return _Static(i, pc)
+    if hit is None:
+        hit = _Static(i, pc)
+        if len(_STATIC) >= _STATIC_MAX:
+            _STATIC.clear()
+        _STATIC[i] = hit
+    return hit
 
 
 def _label(i: Instr) -> str:

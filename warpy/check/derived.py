@@ -30,8 +30,9 @@ class DerivedOperands:
         self._vec: dict[tuple[int, bytes, bytes, int], np.ndarray] = {}
 
     def check(self, w: Warp, c: Compiled, before: dict[str, Val], mask: Lanes, pre: list[Optional[Val]]) -> None:
-        """The notes of a line the warp ran: `before` its registers before the line, `pre` the noted
-        operands read before it (None where the operand is a register the line writes)."""
+        """The notes of a line the warp ran: `before` its registers before the line (at least those the
+        notes' coordinates read: `Compiled.note_names`), `pre` the noted operands read before it (None
+        where the operand is a register the line writes)."""
         for k, note in enumerate(c.notes):
             env = before
             coords: list[Union[int, np.ndarray]] = []

@@ -162,13 +162,15 @@ class HappensBefore:
             reg = self.regions.get(key)
             if reg is None:
                 reg = self.regions[key] = Region()
-            written = 0
             for a in reg.writes:
-                written |= a.mask
                 if a.mask & mask and not (kind == "red" and a.kind == "red"):
                     self._ordered(a, vc, agent, kind, op, w, space, cta, chunk, mask, via, proxy)
-            if kind == "r" and space == "smem" and agent[0] in ("wg", "tc") and mask & ~written:
-                self._unwritten(op, w, cta, chunk, mask & ~written)
+            if kind == "r" and space == "smem" and agent[0] in ("wg", "tc"):
+                written = 0  # (the union of the writes only where it is asked: a 16384-bit or per record)
+                for a in reg.writes:
+                    written |= a.mask
+                if mask & ~written:
+                    self._unwritten(op, w, cta, chunk, mask & ~written)
             if kind != "r":
                 for a in reg.reads:
                     if a.mask & mask:

@@ -193,7 +193,8 @@ class Scheduler:
             if c.trace is not None:
                 w.trace.append((pc, c.trace(w, lanes)))
             if c.notes and not fast:
-                before = dict(w.regs)
+                regs = w.regs  # (the registers the notes' coordinates read, as they were before the line)
+                before = {n: regs[n] for n in c.note_names if n in regs}
                 pre = [None if c.note_modes[k] else c.get[nt.operand](w) for k, nt in enumerate(c.notes)]
                 res = c.handler(m, w, c, lanes)
                 if res == BLOCK:
