@@ -110,7 +110,31 @@ def _succ(lines: list[Line]) -> dict[int, list[int]]:
     return out
 
 
+#: the last few `Liveness` answers, by the lines and the declarations (both frozen values): a
+#: program's named form is checked by `Program.kernel()` and coloured by `assign`, and the tests build
+#: the same programs again; a Liveness is never changed after it is made (its decoded sets are
+#: filled on first use, the same each time)
+_LIVENESS: dict[tuple[tuple[Line, ...], tuple[tuple[str, RegDecl], ...]], Liveness] = {}
+_LIVENESS_KEPT = 8
+
+
 def liveness(lines: list[Line], decls: dict[str, RegDecl]) -> Liveness:
+    """Each line's live cells, the cells it writes and those it reads unwritten (remembered for the
+    last few kernels; an error is raised each time)."""
+    key = (tuple(lines), tuple(decls.items()))
+    try:
+        hit = _LIVENESS.get(key)
+    except TypeError:  # (a line that cannot be hashed: computed each time)
+        return _liveness(lines, decls)
+    if hit is None:
+        hit = _liveness(lines, decls)
+        if len(_LIVENESS) >= _LIVENESS_KEPT:
+            del _LIVENESS[next(iter(_LIVENESS))]
+        _LIVENESS[key] = hit
+    return hit
+
+
+def _liveness(lines: list[Line], decls: dict[str, RegDecl]) -> Liveness:
     succ = _succ(lines)
     index: dict[Cell, int] = {}
     cells: list[Cell] = []
@@ -287,8 +311,27 @@ def phys(kind: str, idx: int) -> str:
     return f"{kind}{idx}"
 
 
+#: the coloured forms of the last few named kernels (frozen values both): the tests colour the same
+#: programs again
+_COLOURED: dict[Kernel, Kernel] = {}
+_COLOURED_KEPT = 8
+
+
 def colour(k: Kernel) -> Kernel:
     """The coloured form of a named kernel."""
+    try:
+        hit = _COLOURED.get(k)
+    except TypeError:  # (a kernel that cannot be hashed: coloured each time)
+        return _colour(k)
+    if hit is None:
+        hit = _colour(k)
+        if len(_COLOURED) >= _COLOURED_KEPT:
+            del _COLOURED[next(iter(_COLOURED))]
+        _COLOURED[k] = hit
+    return hit
+
+
+def _colour(k: Kernel) -> Kernel:
     decls = {d.name: d for d in k.header.regs}
     lines = list(k.lines)
     base = assign(lines, decls)
