@@ -1,7 +1,8 @@
 """warpy's disk caches: where they live and how an entry is written.
 
 Everything cached lies under `$WARPY_CACHE` (default `~/.cache/warpy`): `cubin/` (ptxas's output
-by PTX, version and flags: `warpy.lift.ptxas`) and one folder a kernel family (plans: `warpy.plan`).
+by PTX, version and flags: `warpy.lift.ptxas`), `disasm/` (nvdisasm's listings by cubin and tool:
+`warpy.lift.disasm`) and one folder a kernel family (plans: `warpy.plan`).
 An entry is written to a temporary file in its folder and renamed into place, so a reader sees the
 old entry, no entry, or the whole new one; a cache that cannot be written only costs speed.
 """

@@ -24,8 +24,9 @@ NOT_PROBED = {
 
 def _disassemble(ptx: pathlib.Path, tmp: pathlib.Path) -> list[str]:
     """The instruction texts nvdisasm prints for a probe (ptxas and nvdisasm found as warpy finds them;
-    the probe is assembled directly, not through warpy's lifter or cache)."""
-    from warpy.lift.disasm import find_disassembler
+    the probe is assembled directly, not through warpy's lifter or cubin cache; the listing comes
+    through `warpy.lift.disasm.listing`, which keeps nvdisasm's output on disk)."""
+    from warpy.lift.disasm import find_disassembler, listing
     from warpy.lift.ptxas import find_ptxas
 
     # ptxas and nvdisasm are dependencies (nvidia-cuda-nvcc-cu12, nvidia-cuda-nvdisasm): a missing
@@ -36,8 +37,7 @@ def _disassemble(ptx: pathlib.Path, tmp: pathlib.Path) -> list[str]:
     arch = re.search(r"sm_\d+a", ptx.name).group(0)  # type: ignore[union-attr]
     cubin = tmp / (ptx.stem + ".cubin")
     subprocess.run([ptxas, f"-arch={arch}", str(ptx), "-o", str(cubin)], check=True, capture_output=True, timeout=120)
-    out = subprocess.run([nvdisasm.path, "-c", str(cubin)], check=True, capture_output=True, text=True,
-                         timeout=120).stdout
+    out = listing(cubin.read_bytes(), nvdisasm)  # (`nvdisasm -c`; kept on disk by the cubin's and the tool's bytes)
     lines = []
     for line in out.splitlines():
         m = re.match(r"\s+/\*[0-9a-f]+\*/\s+(?:@!?U?P[0-9T]\s+)?(.*?)\s*;", line)

@@ -279,3 +279,46 @@ def test_garbage_cubin_is_one_line_error() -> None:
     with pytest.raises(WarpyError) as e:
         D.disassemble(b"not an elf file at all")
     assert "\n" not in str(e.value) and str(e.value).startswith("nvdisasm failed on the cubin")
+
+
+def test_listings_are_kept_on_disk_by_cubin_and_tool(_cache: None, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A listing nvdisasm printed is read back from `$WARPY_CACHE/disasm/` in a later process (here:
+    the memory cache emptied) without running the tool, by another copy of the same tool too; a
+    different tool, another cubin and a damaged entry run it again."""
+    cubin = P.assemble(LOOP_PTX, "sm_90a")
+    tool = D.find_disassembler()
+    D._disassemble.cache_clear()  # (an earlier test may have disassembled the same cubin)
+    first = D.disassemble(cubin, tool)
+    (entry,) = (tmp_path / "disasm").iterdir()
+    runs: list[bytes] = []
+    real_run = D._run_tool
+
+    def counted(data: bytes, t: D.Disassembler) -> str:
+        runs.append(data)
+        return real_run(data, t)
+
+    monkeypatch.setattr(D, "_run_tool", counted)
+    D._disassemble.cache_clear()
+    assert D.disassemble(cubin, tool) == first and runs == []
+    copy = tmp_path / "bin" / "nvdisasm"
+    copy.parent.mkdir()
+    copy.write_bytes(Path(tool.path).read_bytes())
+    copy.chmod(0o755)
+    other = D.Disassembler(str(copy), tool.kind, "test")
+    got = D.disassemble(cubin, other)
+    assert got.kernels == first.kernels and got.tool == str(copy) and runs == []  # the same tool's bytes: a hit
+    with copy.open("ab") as f:  # another build of the tool: a miss, then its own entry
+        f.write(b"\0")
+    D._disassemble.cache_clear()
+    assert D.disassemble(cubin, other).kernels == first.kernels and len(runs) == 1
+    assert len(list((tmp_path / "disasm").iterdir())) == 2
+    entry.write_bytes(entry.read_bytes()[:-8])  # damaged: a miss, rewritten
+    D._disassemble.cache_clear()
+    assert D.disassemble(cubin, tool) == first and len(runs) == 2
+    D._disassemble.cache_clear()
+    assert D.disassemble(cubin, tool) == first and len(runs) == 2
+    two = P.assemble(LOOP_PTX.replace("add.u32", "sub.u32"), "sm_90a")
+    assert two.data != cubin.data
+    D.disassemble(two, tool)
+    assert runs[-1] == two.data and len(runs) == 3

@@ -16,17 +16,21 @@ plain `UTCBAR`. The guard predicate and the operands never take part.
 from __future__ import annotations
 
 import functools
+import hashlib
+import json
 import os
 import re
 import shutil
 import subprocess
 import tempfile
+import zlib
 from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 
 import attrs
 
+from warpy.cache import atomic_write, cache_root
 from warpy.errors import WarpyError
 from warpy.lift.ptxas import Cubin
 
@@ -274,6 +278,26 @@ def disassemble(cubin: Cubin | bytes, tool: Disassembler | None = None) -> Disas
 
 @functools.lru_cache(maxsize=32)
 def _disassemble(data: bytes, tool: Disassembler) -> Disassembly:
+    kernels = parse_disassembly(listing(data, tool))
+    if not kernels:
+        raise WarpyError(f"{tool.kind} printed no functions for the cubin")
+    return Disassembly(tool=tool.path, kernels=kernels)
+
+
+def listing(data: bytes, tool: Disassembler | None = None) -> str:
+    """What the disassembler prints for a cubin's bytes (`nvdisasm -c`, `cuobjdump -sass`), read
+    from the disk cache where an earlier run kept it."""
+    tool = tool or find_disassembler()
+    key = _disk_key(data, tool)
+    text = _disk_read(key) if key is not None else None
+    if text is None:
+        text = _run_tool(data, tool)
+        if key is not None:
+            _disk_write(key, text)
+    return text
+
+
+def _run_tool(data: bytes, tool: Disassembler) -> str:
     with tempfile.TemporaryDirectory(prefix="warpy-disasm-") as d:
         path = Path(d) / "kernel.cubin"
         path.write_bytes(data)
@@ -285,10 +309,67 @@ def _disassemble(data: bytes, tool: Disassembler) -> Disassembly:
     if r.returncode != 0:
         err = next((ln for ln in r.stderr.splitlines() if "error" in ln.lower()), r.stderr.strip()[:200])
         raise WarpyError(f"{tool.kind} failed on the cubin: {err}")
-    kernels = parse_disassembly(r.stdout)
-    if not kernels:
-        raise WarpyError(f"{tool.kind} printed no functions for the cubin")
-    return Disassembly(tool=tool.path, kernels=kernels)
+    return r.stdout
+
+
+# The disk cache of listings (`$WARPY_CACHE/disasm/`): the tool's output for a cubin, keyed by a hash
+# of the cubin's bytes, the tool's kind and the tool's own bytes (so a new venv's copy of the same
+# nvdisasm hits, and another build of it misses). Only a run that succeeded is kept; an entry is
+# its magic line, the listing's length and hash (a damaged entry is a miss), then the listing,
+# compressed. Each run of nvdisasm costs ~0.5 s whatever the cubin.
+
+_DISK_MAGIC = b"WARPYSASS1\n"
+
+
+def disk_cache_dir() -> Path:
+    return cache_root() / "disasm"
+
+
+@functools.lru_cache(maxsize=8)
+def _tool_digest(path: str, size: int, mtime_ns: int) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _disk_key(data: bytes, tool: Disassembler) -> str | None:
+    """The entry's name, or None where the tool cannot be read (then nothing is cached)."""
+    try:
+        st = os.stat(tool.path)
+        digest = _tool_digest(tool.path, st.st_size, st.st_mtime_ns)
+    except OSError:
+        return None
+    h = hashlib.sha256()
+    for part in (tool.kind.encode(), digest.encode(), data):
+        h.update(len(part).to_bytes(8, "little"))
+        h.update(part)
+    return h.hexdigest()
+
+
+def _disk_read(key: str) -> str | None:
+    try:
+        raw = (disk_cache_dir() / f"{key}.sass").read_bytes()
+    except OSError:
+        return None
+    if not raw.startswith(_DISK_MAGIC):
+        return None
+    try:
+        head_end = raw.index(b"\n", len(_DISK_MAGIC))
+        meta = json.loads(raw[len(_DISK_MAGIC):head_end])
+        text = zlib.decompress(raw[head_end + 1:])
+        if len(text) != meta["bytes"] or hashlib.sha256(text).hexdigest() != meta["sha256"]:
+            return None
+        return text.decode()
+    except (ValueError, KeyError, TypeError, zlib.error, UnicodeDecodeError):
+        return None
+
+
+def _disk_write(key: str, text: str) -> None:
+    b = text.encode()
+    meta = json.dumps({"bytes": len(b), "sha256": hashlib.sha256(b).hexdigest()}).encode()
+    atomic_write(disk_cache_dir() / f"{key}.sass", _DISK_MAGIC + meta + b"\n" + zlib.compress(b, 6))
 
 
 # ---------------------------------------------------------------------------------------------
