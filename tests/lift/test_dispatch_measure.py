@@ -52,6 +52,7 @@ def kernel(n: int, mode: str) -> str:
 
 def sass(ptx: str) -> list[str]:
     from warpy.lift.disasm import find_disassembler
+    from warpy.lift.disasm import listing as disasm_listing
     from warpy.lift.ptxas import find_ptxas
 
     ptxas, dis = find_ptxas().path, find_disassembler()  # dependencies: missing, they fail naming themselves
@@ -61,7 +62,7 @@ def sass(ptx: str) -> list[str]:
         src, cubin = Path(tmp) / "k.ptx", Path(tmp) / "k.cubin"
         src.write_text(ptx)
         subprocess.run([ptxas, "-arch=sm_90a", str(src), "-o", str(cubin)], check=True, capture_output=True, timeout=120)
-        listing = subprocess.run([dis.path, "-c", str(cubin)], check=True, capture_output=True, text=True, timeout=120).stdout
+        listing = disasm_listing(cubin.read_bytes(), dis)  # (`nvdisasm -c`, kept on disk by the cubin's and the tool's bytes)
     lines = [m.group(1) for m in re.finditer(r"/\*[0-9a-f]+\*/\s+(.*?)\s*;", listing)]
     return [ln for ln in lines if ln != "NOP"]
 
