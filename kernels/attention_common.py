@@ -25,9 +25,8 @@ from warpy.isa.instr import Instr
 from warpy.isa.operands import RZ, Mem, P, R, RVec, UP, UR
 from warpy.isa.pipes import ConsumerEnd, Pipe, ProducerEnd
 from warpy.isa.program import Program
-from warpy.isa.units.tma import TmaCoord, tma_load, tma_store
+from warpy.isa.units.tma import TmaCoord, tma_box, tma_load, tma_store
 from warpy.layout import Layout
-from warpy.layout.desc import tma_box
 from warpy.layout.smem import smem_tile
 from warpy.target import Target
 

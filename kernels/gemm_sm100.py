@@ -53,9 +53,9 @@ from warpy.isa.operands import RZ, UP, URZ, CBank, GMem, Mem, P, R, RVec, UR, UR
 from warpy.isa.pipes import ConsumerEnd, Pipe, init_barriers, wait
 from warpy.isa.program import Program
 from warpy.isa.units.tcgen05 import utchmma
-from warpy.isa.units.tma import tma_load, tma_store
+from warpy.isa.units.tma import tma_box, tma_load, tma_multicast_slices, tma_store
 from warpy.layout import Layout
-from warpy.layout.desc import tma_box, tma_multicast_slices, umma_idesc
+from warpy.layout.desc import umma_idesc
 from warpy.layout.smem import SmemTile, smem_tile
 from warpy.layout.tma import TmaBox, store_clips_exactly
 from warpy.target import SM100A, dtype_bytes

@@ -48,10 +48,9 @@ from warpy.isa.buffers import Param, SmemBuffer, TensorMap, Tile, TileRing
 from warpy.isa.index import Coord, Ix, Lane, Uniform
 from warpy.isa.pipes import ConsumerEnd, Pipe, ProducerEnd, init_barriers
 from warpy.isa.program import Program
-from warpy.isa.units.tma import tma_load, tma_store
+from warpy.isa.units.tma import tma_box, tma_load, tma_multicast_slices, tma_store
 from warpy.isa.units.wgmma import hgmma
 from warpy.layout import Layout, LayoutError, Swizzle, SwizzledLayout
-from warpy.layout.desc import tma_box, tma_multicast_slices
 from warpy.layout.tma import store_clips_exactly
 from warpy.layout.smem import SmemTile as SmemTileT, smem_tile
 from warpy.target import SM90A, dtype_bytes

@@ -5,6 +5,7 @@ maps in global memory (`Program.map_table`), through the descriptor a run-time i
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Optional, Sequence, Union
 
 from warpy.errors import WarpyError
@@ -13,11 +14,31 @@ from warpy.isa.families import alu, tma
 from warpy.isa.families._util import ins
 from warpy.isa.index import Coord, Counter, as_ix
 from warpy.isa.operands import P, R, UP, UR, Mem, URVec
+from warpy.layout import desc as _desc
+from warpy.layout.core import Layout
+from warpy.layout.desc import TmaSlice
+from warpy.layout.smem import SmemTile
+from warpy.layout.tma import TmaBox
 
 if TYPE_CHECKING:
     from warpy.isa.program import Program
 
 TmaCoord = Union[int, R, UR, Coord]
+
+
+@functools.lru_cache(maxsize=256)
+def tma_box(global_layout: Layout, smem_tile: SmemTile, multicast: int = 1, oob_fill: str = "zero",
+            l2_promotion: int = 0) -> TmaBox:
+    """`warpy.layout.desc.tma_box` (the tensor map of one tile's box, proven by its decider, which
+    walks every byte of the box), remembered by its arguments (frozen values, as is the answer; a
+    refusal is raised each time): the programs of a process build the same maps again."""
+    return _desc.tma_box(global_layout, smem_tile, multicast, oob_fill, l2_promotion)
+
+
+@functools.lru_cache(maxsize=64)
+def tma_multicast_slices(global_layout: Layout, smem_tile: SmemTile, multicast: int) -> tuple[TmaSlice, ...]:
+    """`warpy.layout.desc.tma_multicast_slices`, remembered likewise."""
+    return _desc.tma_multicast_slices(global_layout, smem_tile, multicast)
 
 
 def tma_load(p: Program, dst: Tile, tmap: TensorMap, coords: Sequence[TmaCoord], bar: Barrier,
