@@ -1,7 +1,7 @@
 """The Layout value: a shape and a stride (CuTe notation, mode 0 fastest).
 
 `Layout` is immutable and hashable. Its constructor validates (ints or nested tuples of ints,
-congruent shape and stride, extents >= 1) with a fast path for the common flat cases, because code
+congruent shape and stride, extents >= 1) with fast paths for the common cases, because code
 generators construct layouts in inner loops; the algebra builds its results with `_make`, which
 skips the checks its own construction already guarantees.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import sys
-from typing import Callable, Iterator, Union, overload
+from typing import Any, Callable, Iterator, Union, overload
 
 from warpy.layout.inttuple import (
     IntTuple,
@@ -82,32 +82,6 @@ def _valid_pair(s: object, d: object, depth: int) -> bool:
     return True
 
 
-def _pair2(shape: object, stride: object) -> bool:
-    """A rank-2 pair whose modes are ints or pairs of ints (the common nesting), checked unrolled
-    (exact ints, extents >= 1, congruent); False leaves it to `_valid_pair`."""
-    if type(shape) is not tuple or type(stride) is not tuple or len(shape) != 2 or len(stride) != 2:
-        return False
-    s0, s1 = shape
-    d0, d1 = stride
-    if type(s0) is int:
-        if type(d0) is not int or s0 < 1:
-            return False
-    elif type(s0) is tuple and type(d0) is tuple and len(s0) == 2 == len(d0):
-        a, b = s0
-        c, d = d0
-        if not (type(a) is int is type(b) is type(c) is type(d) and a > 0 and b > 0):
-            return False
-    else:
-        return False
-    if type(s1) is int:
-        return type(d1) is int and s1 > 0
-    if type(s1) is tuple and type(d1) is tuple and len(s1) == 2 == len(d1):
-        a, b = s1
-        c, d = d1
-        return type(a) is int is type(b) is type(c) is type(d) and a > 0 and b > 0
-    return False
-
-
 def _validated(shape: object, stride: object) -> tuple[IntTuple, IntTuple]:
     """The normalized (shape, stride) (lists become tuples, the default stride filled in), or the
     LayoutError naming what is wrong."""
@@ -144,13 +118,66 @@ _refs: Callable[[object], int] = getattr(sys, "getrefcount", lambda obj: 1 << 30
 
 
 class _Probe:
-    __slots__ = ("refs",)
+    """Calibrates `_FRESH` and `_FRESH_GENERAL`: called exactly as `Layout(...)` is, it reads the
+    reference count of a fresh tuple in `__init__` and one call further down (`_general`)."""
+
+    __slots__ = ("refs", "general_refs")
+    refs: int
+    general_refs: int
 
     def __init__(self, shape: object, stride: object = None) -> None:
         self.refs = _refs(shape)
+        _probe_general(self, shape, stride, False)
 
 
-_FRESH = _Probe(tuple(range(2)), None).refs if hasattr(sys, "getrefcount") else 0
+def _probe_general(probe: _Probe, shape: object, stride: object, looked: bool) -> None:
+    probe.general_refs = _refs(shape)
+
+
+_probe = _Probe(tuple(range(2)), None)
+_FRESH = _probe.refs if hasattr(sys, "getrefcount") else 0
+_FRESH_GENERAL = _probe.general_refs if hasattr(sys, "getrefcount") else 0
+del _probe
+
+
+def _general(lay: "Layout", shape: object, stride: object, looked: bool) -> None:
+    """What `Layout.__init__` does not check in line: a default stride, nesting it does not unroll,
+    rank 5 and up, and every refusal or normalization. A pair seen before (not fresh) is found by
+    identity in `_SEEN` (unless `looked`: the caller has looked it up already); a pair new here is
+    checked in one pass (`_valid_pair`) and kept unless fresh; anything that pass rejects goes to
+    `_validated` (refused, or normalized: lists, int subclasses)."""
+    if stride is None:
+        key = ~id(shape)
+        seen = _SEEN.get(key)
+        if seen is not None:
+            lay._shape = shape  # type: ignore[assignment]
+            lay._stride = seen
+            return
+        if not _valid_pair(shape, shape, 0):  # not exact ints and tuples, extents >= 1
+            lay._shape, lay._stride = _validated(shape, stride)  # refused, or normalized
+            return
+        assert isinstance(shape, (int, tuple))
+        lay._shape = shape
+        lay._stride = stride = prefix_product(shape)
+    else:
+        fresh = _refs(shape) <= _FRESH_GENERAL  # counted before lay holds it
+        key = id(shape)
+        if not fresh and not looked and _SEEN.get(key) is stride:
+            lay._shape = shape  # type: ignore[assignment]
+            lay._stride = stride  # type: ignore[assignment]
+            return
+        if not _valid_pair(shape, stride, 0):  # refused, or normalized (not kept: a list may change)
+            lay._shape, lay._stride = _validated(shape, stride)
+            return
+        lay._shape = shape  # type: ignore[assignment]
+        lay._stride = stride  # type: ignore[assignment]
+        if fresh:
+            return
+    if len(_KEEP) >= _SEEN_MAX:
+        _SEEN.clear()
+        _KEEP.clear()
+    _SEEN[key] = stride  # type: ignore[assignment]
+    _KEEP.append(shape)  # type: ignore[arg-type]
 
 
 class Layout:
@@ -167,111 +194,127 @@ class Layout:
     _size: int
 
     def __init__(self, shape: IntTuple, stride: IntTuple | None = None) -> None:
-        # Flat layouts of rank 1-4 (the common case of a generator's loop, new or seen before) are
-        # checked in line, unrolled. `x.__class__ is int` (as `isinstance` reads it, without a call)
-        # leaves bools and int subclasses to the general path, which refuses or normalizes them.
-        # A rank-2 pair with a nested mode, built fresh for this call (`_refs`), is checked in line
-        # too (modes of ints or pairs of ints); anything else is looked up by identity in _SEEN,
-        # else checked in one pass of `_valid_pair` (and kept unless fresh), else given to
-        # `_validated` (refused or normalized).
-        if shape.__class__ is tuple is stride.__class__:
-            n = len(shape)
-            if n == 2:
-                s0, s1 = shape
-                if len(stride) == 2:
-                    d0, d1 = stride
-                    if s0.__class__ is int is s1.__class__ is d0.__class__ is d1.__class__:
-                        if s0 > 0 < s1:
+        # Checked in line (a call costs about a quarter of pycute's whole constructor), in the
+        # fewest bytecodes measured (docs/performance.md, issue 22):
+        # - a flat layout of rank 1-4, new or seen before: `x.__class__ is int` for every leaf (as
+        #   `isinstance` reads it, without a call; bools and int subclasses fail it), extents >= 1;
+        # - a rank-2 pair with a nested mode, seen before (a literal or a variable: not fresh by
+        #   `_refs`): one identity look-up in `_SEEN`, no check;
+        # - a rank-2 pair with a nested mode built fresh for this call (`Layout(((2, n), 8), ...)`):
+        #   each mode an int or a pair of ints, unrolled;
+        # - any other shape: not fresh (rank 5 and up, deeper nesting), the identity look-up; fresh,
+        #   one pass of `_valid_pair` (no entry: a fresh shape cannot be seen again).
+        # The first mode's type picks the path (`shape[0]` before `len`: a nested literal reaches
+        # its look-up without unpacking). Leaf tests are `and` chains in an `if` (each `is` with its
+        # own jump: faster than a chained `a is b is c`). A stride (or a stride's mode) of another
+        # length fails its unpacking: a ValueError, free in CPython 3.11+ until raised, and the
+        # refusal is `_general`'s. Everything else, every refusal and every normalization (lists,
+        # int subclasses) goes to `_general`, which has the one message for each.
+        a: Any  # the leaves and modes in hand (annotations only: no code)
+        b: Any
+        c: Any
+        e: Any
+        x: Any
+        y: Any
+        if shape.__class__ is tuple and stride.__class__ is tuple:
+            try:
+                a = shape[0]
+                if a.__class__ is int:
+                    n = len(shape)
+                    if n == 2:
+                        a, b = shape
+                        c, e = stride
+                        if b.__class__ is int:
+                            if c.__class__ is int and e.__class__ is int and a > 0 and b > 0:
+                                self._shape = shape
+                                self._stride = stride
+                                return
+                        elif _refs(shape) > _FRESH:  # a literal or a variable: seen before?
+                            if _SEEN.get(id(shape)) is stride:
+                                self._shape = shape
+                                self._stride = stride
+                                return
+                            _general(self, shape, stride, True)
+                            return
+                        elif b.__class__ is tuple and e.__class__ is tuple and len(b) == 2:  # (int, pair)
+                            x, y = b
+                            b, e = e
+                            if (c.__class__ is int and x.__class__ is int and y.__class__ is int and b.__class__ is int
+                                    and e.__class__ is int and a > 0 and x > 0 and y > 0):
+                                self._shape = shape
+                                self._stride = stride
+                                return
+                    elif n == 3:
+                        a, b, c = shape
+                        if b.__class__ is int and c.__class__ is int and a > 0 and b > 0 and c > 0:
+                            a, b, c = stride
+                            if a.__class__ is int and b.__class__ is int and c.__class__ is int:
+                                self._shape = shape
+                                self._stride = stride
+                                return
+                    elif n == 4:
+                        a, b, c, e = shape
+                        if (b.__class__ is int and c.__class__ is int and e.__class__ is int
+                                and a > 0 and b > 0 and c > 0 and e > 0):
+                            a, b, c, e = stride
+                            if a.__class__ is int and b.__class__ is int and c.__class__ is int and e.__class__ is int:
+                                self._shape = shape
+                                self._stride = stride
+                                return
+                    elif n == 1:
+                        (c,) = stride
+                        if c.__class__ is int and a > 0:
                             self._shape = shape
                             self._stride = stride
                             return
-                    elif _refs(shape) <= _FRESH:
-                        # each mode an int with an int stride, or a pair of them (unrolled)
-                        t = s0.__class__
-                        if t is int:
-                            ok = d0.__class__ is int and s0 > 0
-                        elif t is tuple is d0.__class__ and len(s0) == 2 == len(d0):
-                            a, b = s0
-                            c, e = d0
-                            ok = a.__class__ is int is b.__class__ is c.__class__ is e.__class__ and a > 0 < b
-                        else:
-                            ok = False
-                        if ok:
-                            t = s1.__class__
-                            if t is int:
-                                ok = d1.__class__ is int and s1 > 0
-                            elif t is tuple is d1.__class__ and len(s1) == 2 == len(d1):
-                                a, b = s1
-                                c, e = d1
-                                ok = a.__class__ is int is b.__class__ is c.__class__ is e.__class__ and a > 0 < b
-                            else:
-                                ok = False
-                        if ok or _valid_pair(shape, stride, 0):
-                            self._shape = shape
-                            self._stride = stride
-                        else:  # refused, or normalized
-                            self._shape, self._stride = _validated(shape, stride)
-                        return
-            elif n == 3:
-                s0, s1, s2 = shape
-                if s0.__class__ is int is s1.__class__ is s2.__class__ and len(stride) == 3:
-                    d0, d1, d2 = stride
-                    if d0.__class__ is int is d1.__class__ is d2.__class__ and s0 > 0 < s1 and s2 > 0:
+                elif _refs(shape) > _FRESH:  # a literal or a variable: seen before?
+                    if _SEEN.get(id(shape)) is stride:
                         self._shape = shape
                         self._stride = stride
                         return
-            elif n == 4:
-                s0, s1, s2, s3 = shape
-                if s0.__class__ is int is s1.__class__ is s2.__class__ is s3.__class__ and len(stride) == 4:
-                    d0, d1, d2, d3 = stride
-                    if (d0.__class__ is int is d1.__class__ is d2.__class__ is d3.__class__
-                            and s0 > 0 < s1 and s2 > 0 < s3):
-                        self._shape = shape
-                        self._stride = stride
-                        return
-            elif n == 1:
-                (s0,) = shape
-                if s0.__class__ is int and len(stride) == 1:
-                    (d0,) = stride
-                    if d0.__class__ is int and s0 > 0:
-                        self._shape = shape
-                        self._stride = stride
-                        return
-        elif shape.__class__ is int is stride.__class__ and shape > 0:
-            self._shape = shape
-            self._stride = stride
-            return
-        if stride is None:
-            key = ~id(shape)
-            seen = _SEEN.get(key)
-            if seen is not None:
-                self._shape = shape
-                self._stride = seen
+                    _general(self, shape, stride, True)
+                    return
+                elif a.__class__ is tuple and len(a) == 2 and len(shape) == 2:  # (pair, int or pair)
+                    b = shape[1]
+                    c, e = stride
+                    if c.__class__ is tuple:
+                        x, y = a
+                        a, c = c
+                        if (x.__class__ is int and y.__class__ is int and a.__class__ is int and c.__class__ is int
+                                and x > 0 and y > 0):
+                            if b.__class__ is int:
+                                if e.__class__ is int and b > 0:
+                                    self._shape = shape
+                                    self._stride = stride
+                                    return
+                            elif b.__class__ is tuple and e.__class__ is tuple and len(b) == 2:
+                                x, y = b
+                                a, c = e
+                                if (x.__class__ is int and y.__class__ is int and a.__class__ is int
+                                        and c.__class__ is int and x > 0 and y > 0):
+                                    self._shape = shape
+                                    self._stride = stride
+                                    return
+            except LayoutError:  # `_general`'s refusal
+                raise
+            except (ValueError, IndexError):  # a stride (or a mode's) of another length, or shape (): `_general`
+                pass
+            if _refs(shape) > _FRESH:  # rank 5 and up, deeper nesting, a refusal, a miss above: seen before?
+                if _SEEN.get(id(shape)) is stride:
+                    self._shape = shape
+                    self._stride = stride
+                    return
+                _general(self, shape, stride, True)
                 return
-            if not _valid_pair(shape, shape, 0):  # not exact ints and tuples, extents >= 1
-                self._shape, self._stride = _validated(shape, stride)  # refused, or normalized
-                return
-            self._shape = shape
-            self._stride = stride = prefix_product(shape)
-        else:
-            key = id(shape)
-            if _SEEN.get(key) is stride:
+            if _valid_pair(shape, stride, 0):  # fresh, not unrolled above: one pass, no entry
                 self._shape = shape
                 self._stride = stride
                 return
-            if not _valid_pair(shape, stride, 0):  # refused, or normalized (not kept: a list may change)
-                self._shape, self._stride = _validated(shape, stride)
-                return
-            fresh = _refs(shape) <= _FRESH  # counted before self holds it
+        elif shape.__class__ is int and stride.__class__ is int and shape > 0:
             self._shape = shape
             self._stride = stride
-            if fresh:
-                return
-        if len(_KEEP) >= _SEEN_MAX:
-            _SEEN.clear()
-            _KEEP.clear()
-        _SEEN[key] = stride
-        _KEEP.append(shape)
+            return
+        _general(self, shape, stride, False)
 
     @property
     def shape(self) -> IntTuple:
