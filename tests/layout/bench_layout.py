@@ -85,6 +85,47 @@ def cases(pc: Any) -> list[tuple[str, Callable[[], object], Callable[[], object]
             lambda: Q(((2, next(counter8) + 1), 8), ((1, 2), 16)),
         )
     )
+    # ... and the constructor's other paths (none in line: the identity look-up or one general pass)
+    c9, c10, c11, c12, c13, c14 = (iter(range(1, 10**9)) for _ in range(6))
+
+    def held(make: Any, counter: Any) -> Callable[[], object]:
+        def call() -> object:
+            shape = ((2, next(counter)), 8)  # held by a variable: not fresh, and new each call
+            return make(shape, ((1, 2), 16))
+
+        return call
+
+    out.append(both("Layout(((2,n),8),((1,2),16)), shape in a variable", held(W, c9), held(Q, c10)))
+    out.append(
+        both(
+            "Layout((((2,n),2),8),(((1,2),4),16)), n new each call",
+            lambda: W((((2, next(c11)), 2), 8), (((1, 2), 4), 16)),
+            lambda: Q((((2, next(c12)), 2), 8), (((1, 2), 4), 16)),
+        )
+    )
+    out.append(
+        both(
+            "Layout(((2,n,3),8),((1,2,4),16)), n new each call",
+            lambda: W(((2, next(c13), 3), 8), ((1, 2, 4), 16)),
+            lambda: Q(((2, next(c14), 3), 8), ((1, 2, 4), 16)),
+        )
+    )
+    c15, c16, c17, c18 = (iter(range(1, 10**9)) for _ in range(4))
+    out.append(
+        both(
+            "Layout((n,2,3,4,5),(1,2,3,4,5)), n new each call",
+            lambda: W((next(c15), 2, 3, 4, 5), (1, 2, 3, 4, 5)),
+            lambda: Q((next(c16), 2, 3, 4, 5), (1, 2, 3, 4, 5)),
+        )
+    )
+    out.append(both("Layout((2,2,3,4,5),(1,2,3,4,5))", lambda: W((2, 2, 3, 4, 5), (1, 2, 3, 4, 5)), lambda: Q((2, 2, 3, 4, 5), (1, 2, 3, 4, 5))))
+    out.append(
+        both(
+            "Layout((n,(2,4)),(8,(1,2))), n new each call",
+            lambda: W((next(c17), (2, 4)), (8, (1, 2))),
+            lambda: Q((next(c18), (2, 4)), (8, (1, 2))),
+        )
+    )
     a, ap = wl.Layout((4, 8), (8, 1)), (Q((4, 8), (8, 1)) if pc else None)
     out.append(both("layout(13)", lambda: a(13), lambda: ap(13)))
     out.append(both("layout((1,3))", lambda: a((1, 3)), lambda: ap((1, 3))))
