@@ -38,3 +38,13 @@ def test_a_partly_simulated_launch_reports_no_race() -> None:
     rep = check_kernel(mega.build(problem, cfg).kernel(), expect=mega.MegaExpectation(mega.plan(problem, cfg)))
     assert rep.raised_outside > 0  # the rest of the grid did raise flags
     assert rep.ok, rep.text()
+
+
+def test_check_launch_reports_no_hang_where_the_rest_of_the_grid_arrives() -> None:
+    """`mega.check_launch` on a partly simulated launch: a counter wait the rest of the grid's
+    arrivals let pass is no hang (it reported one each time every simulated warp waited, before
+    letting the rest arrive: the Llama decoder layer on 132 units was "8 protocol problems")."""
+    problem = mega.MegaProblem("llama-small", 1, units=6)
+    rep = mega.check_launch(problem, values=False, coloured=False)
+    assert not any("hang:" in m for msgs in rep.problems.msgs.values() for m in msgs), rep.text()
+    assert rep.ok, rep.text()
