@@ -34,7 +34,8 @@ from warpy.isa.pipes import wait
 from warpy.isa.units.warp import warp_max, warp_sum
 from warpy.mega import fields as F
 from warpy.mega.semantics import PARTIAL_EXTRA
-from warpy.mega.tiling import ATTENTION_MAX_BOXES, COMBINE_MAX_BOXES, PAGE_BYTES
+from warpy.mega.tiling import (ATTENTION_KEY_SPLITS, ATTENTION_MAX_BOXES, ATTENTION_ROW_GROUP, ATTENTION_WARPS,
+                                COMBINE_MAX_BOXES, PAGE_BYTES)
 
 from .mega_math import pack_bf16, unpack_bf16
 from .mega_ops import Body, MapOp, consumers_done, expect, out_ready, page_addr, store_output
@@ -108,8 +109,8 @@ def refuse_attention(f: dict[str, int]) -> Optional[str]:
 
 #: the consumer warps, and the rows a warp computes at once (a row group): every K and V element a
 #: warp loads from shared memory serves the group's four rows
-WARPS = 8
-RG = 4
+WARPS = ATTENTION_WARPS
+RG = ATTENTION_ROW_GROUP
 KEY_BLOCK = 32
 #: lid 0 past q (q is below 16 KiB: a partial of T·G rows fits a page, so T·G·D·2 < PAGE_BYTES / 2):
 #: the merge's two areas at MERGE_AT (used only when the keys are split over 2-8 warps, T·G <= 16
@@ -174,16 +175,17 @@ class _Ctx:
         self.zero = F32.of(p.r("att_zero"))
         p.emit(alu.mov(self.zero, 0))
         # the split: NG row groups; KS = 8, 4, 2, 1 warps share a group's keys when NG is 1, 2, 3-4, 5+
-        # (warp w: slot w / KS, key part w % KS); the slots take groups slot, slot + 8 / KS, ...
+        # (`warpy.mega.tiling.ATTENTION_KEY_SPLITS`, which the split rule's cost model reads too;
+        # warp w: slot w / KS, key part w % KS); the slots take groups slot, slot + 8 / KS, ...
         self.ng = p.r("att_ng")
         p.emit(alu.iadd3(self.ng, self.rows, RG - 1))
         p.emit(alu.shf_r(self.ng, self.ng, 2))
         self.ks_log = p.r("att_ks_log")
         p.emit(alu.mov(self.ks_log, 0))
         few = p.p("att_few")
-        for most, lg in ((4, 1), (2, 2), (1, 3)):
+        for most, ks in reversed(ATTENTION_KEY_SPLITS):  # (the last that holds: the fewest groups')
             p.emit(alu.isetp("LE", few, self.ng, most))
-            p.emit(alu.mov(self.ks_log, lg).guarded(few))
+            p.emit(alu.mov(self.ks_log, ks.bit_length() - 1).guarded(few))
         self.ks = p.r("att_ks")
         p.emit(alu.mov(self.ks, 1))
         p.emit(alu.shf_l(self.ks, self.ks, self.ks_log))

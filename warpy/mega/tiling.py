@@ -69,9 +69,17 @@ class CostModel:
     flops: float  # dense bf16 tensor-core flop/s
     bytes: float  # HBM bytes/s when every SM streams
     overhead: float  # seconds an instruction costs regardless of size
+    #: seconds a warp of the decode-attention partial body spends on one key of one row group (its
+    #: math on CUDA cores: `attention_warp_keys`), and a combine tile on one chunk's partial per row
+    #: group (its warps take a row each and walk the chunks in turn). sm_90a: fitted to the H200's
+    #: Llama decoder stack at context 1k with T = 1 and 16 and 4-32 chunks (docs/performance.md),
+    #: where the bytes alone had made 16 chunks of 64 rows look best at T = 1 (6-8 chunks ran ~2 %
+    #: faster); sm_100a: not measured (0: the bytes alone)
+    attention_key: float = 0.0
+    combine_chunk: float = 0.0
 
 
-COSTS = {"wgmma": CostModel(7.5e12, 36e9, 1.0e-6), "tcgen05": CostModel(15e12, 54e9, 1.0e-6)}
+COSTS = {"wgmma": CostModel(7.5e12, 36e9, 1.0e-6, 68e-9, 0.29e-6), "tcgen05": CostModel(15e12, 54e9, 1.0e-6)}
 
 
 #: the most K boxes a stage of the sm_90a gemm holds (what its consumers unroll; the field has 4 bits)
@@ -167,6 +175,12 @@ def gemm_tile_ok(tile_m: int, tile_n: int, esz: int = 2, b_ops: int = 1) -> Opti
 
 #: attention chunks are whole multiples of this many cache rows
 ATTENTION_ROW_ALIGN = 16
+#: the sm_90a decode-attention bodies' warps (partials and combine), and the partial body's split of
+#: a tile's rows: row groups of ATTENTION_ROW_GROUP rows, and (at most this many groups, KS): KS of
+#: the warps share a group's keys, the first entry that holds, else 1 (`kernels/mega_attention.py`)
+ATTENTION_WARPS = 8
+ATTENTION_ROW_GROUP = 4
+ATTENTION_KEY_SPLITS = ((1, 8), (2, 4), (4, 2))
 #: what the sm_90a bodies hold in their pages (kernels/mega_attention.py): a chunk of at most two K
 #: (and V) boxes, a combine of the partials in at most six boxes; the split rule prefers splits that fit
 ATTENTION_MAX_BOXES = 2
@@ -189,15 +203,44 @@ class AttentionSplit:
     cost: float
 
 
+def attention_key_split(rows: int) -> int:
+    """KS: how many of the partial body's warps share a row group's keys, for a tile of `rows` rows."""
+    ng = cdiv(rows, ATTENTION_ROW_GROUP)
+    return next((ks for most, ks in ATTENTION_KEY_SPLITS if ng <= most), 1)
+
+
+def attention_warp_keys(rows: int, keys: int) -> float:
+    """The row groups x keys one warp of the partial body walks for a tile of `rows` rows and `keys`
+    cache rows (each warp: its share of the groups, its share of their keys)."""
+    ks = attention_key_split(rows)
+    return cdiv(cdiv(rows, ATTENTION_ROW_GROUP), ATTENTION_WARPS // ks) * keys / ks
+
+
+def combine_cost(cm: CostModel, splits: int, g: int, d: int, esz: int) -> float:
+    """A combine tile's estimated time: the overhead, its bytes (the `splits` partials of the G rows,
+    the output rows) and its walk over the chunks (`CostModel.combine_chunk` a chunk a row group)."""
+    return (cm.overhead + (splits * g * (d + PARTIAL_EXTRA) * PARTIAL_BYTES + g * d * esz) / cm.bytes
+            + splits * cdiv(g, ATTENTION_WARPS) * cm.combine_chunk)
+
+
+def partial_cost(cm: CostModel, rows: int, keys: int, d: int, esz: int) -> float:
+    """A partial tile's estimated time: the overhead, its bytes (`keys` K and V rows, the rows' queries,
+    its partial) and its math (`CostModel.attention_key` a key a row group of a warp's share)."""
+    return (cm.overhead + (2 * keys * d * esz + rows * d * esz + rows * (d + PARTIAL_EXTRA) * PARTIAL_BYTES) / cm.bytes
+            + attention_warp_keys(rows, keys) * cm.attention_key)
+
+
 def attention_split(tokens: int, hq: int, hkv: int, d: int, length: int, target: Target, esz: int = 2) -> AttentionSplit:
     """The split rule. A K or V box is at most a page (`PAGE_BYTES // (d·esz)` rows, at most 256: 256
     rows at head_dim 64, 128 at 128); a chunk is `boxes` such boxes of equal rows, a multiple of
     ATTENTION_ROW_ALIGN. Among every chunk count S (1 .. 256, and no chunk below ATTENTION_ROW_ALIGN
     rows) the rule takes the one minimising the cost model's makespan: waves of the Hkv·S partial tiles
-    over the units x one tile's time (the overhead plus its bytes: K and V chunks, the group's queries,
-    its partial, at the per-SM bandwidth) plus the combine's waves x its tile's time (S partials of a
-    group's rows); the fewer chunks on a tie. So a short cache is cut until Hkv·S fills the SMs (a
-    tile's overhead then dominates its bytes), a long one into one wave of chunks of many pages.
+    over the units x one tile's time (`partial_cost`: the overhead, its bytes at the per-SM bandwidth,
+    its math) plus the combine's waves x its tile's time (`combine_cost`: S partials of a group's rows,
+    its walk over them); the fewer chunks on a tie. Where the model has no cost for the math and the
+    walk (sm_100a, not measured) a short cache is cut until Hkv·S fills the SMs (a tile's overhead
+    then dominates its bytes); on sm_90a a short cache with few query rows takes a few chunks of a
+    box, one with many rows smaller chunks; a long one goes into one wave of chunks of many pages.
     Splits whose chunks are at most ATTENTION_MAX_BOXES boxes and whose combine reads at most
     COMBINE_MAX_BOXES boxes (what the sm_90a bodies hold) come first: a long cache then takes more
     waves of two-box chunks (32k at Llama-3.2-1B's shape: 64 chunks of 512 rows, four waves)."""
@@ -218,9 +261,9 @@ def attention_split(tokens: int, hq: int, hkv: int, d: int, length: int, target:
         if chunk in seen or splits > BOX_MAX:
             continue
         seen.add(chunk)
-        tile = cm.overhead + (2 * chunk * d * esz + rows * d * esz + rows * width * PARTIAL_BYTES) / cm.bytes
+        tile = partial_cost(cm, rows, chunk, d, esz)
         combine_box = max(1, min(splits, BOX_MAX, PAGE_BYTES // (g * width * PARTIAL_BYTES)))
-        comb = cm.overhead + (splits * g * width * PARTIAL_BYTES + g * d * esz) / cm.bytes
+        comb = combine_cost(cm, splits, g, d, esz)
         span = cdiv(hkv * splits, n_units) * tile + cdiv(hkv * tokens, n_units) * comb
         cand = AttentionSplit(splits, chunk, box_rows, boxes, combine_box, span)
         key = (boxes > ATTENTION_MAX_BOXES or cdiv(splits, combine_box) > COMBINE_MAX_BOXES, span, splits)
@@ -239,7 +282,7 @@ def _attention(prog: Program, node: Node, target: Target) -> NodeTiling:
     tiles = []
     for s in range(splits):
         n = min(node.length, (s + 1) * node.chunk) - s * node.chunk
-        cost = cm.overhead + (2 * n * d * esz + rows * d * esz + rows * width * PARTIAL_BYTES) / cm.bytes
+        cost = partial_cost(cm, rows, n, d, esz)
         for h in range(hkv):
             tiles.append(Tile(node.id, ((h, h + 1), (s, s + 1), (0, rows), (0, width)), cost))
     tiles.sort(key=lambda t: -t.cost)
@@ -256,8 +299,7 @@ def _combine(prog: Program, node: Node, target: Target) -> NodeTiling:
     tokens, hq, d = out_shape(prog, node)
     g = node.group
     hkv, splits, _, width = prog.tensors[node.operands[0].tensor].shape
-    cm = COSTS[target.unit]
-    cost = cm.overhead + (splits * g * width * PARTIAL_BYTES + g * d * 2) / cm.bytes
+    cost = combine_cost(COSTS[target.unit], splits, g, d, 2)
     tiles = [Tile(node.id, ((t, t + 1), (h * g, (h + 1) * g), (0, d)), cost) for h in range(hkv) for t in range(tokens)]
     per_box = max(1, min(splits, BOX_MAX, PAGE_BYTES // (g * width * PARTIAL_BYTES)))
     return NodeTiling(node.id, (1, g, d), per_box, tuple(tiles))
