@@ -70,8 +70,8 @@ class CostModel:
     bytes: float  # HBM bytes/s when every SM streams
     overhead: float  # seconds an instruction costs regardless of size
     #: seconds a warp of the decode-attention partial body spends on one key of one row group (its
-    #: math on CUDA cores: `attention_warp_keys`), and a combine tile on one chunk's partial per row
-    #: group (its warps take a row each and walk the chunks in turn). sm_90a: fitted to the H200's
+    #: math on CUDA cores: `attention_warp_keys`), and a combine tile on one chunk's partial for each
+    #: row a warp takes (its warps a row each, walking the chunks in turn). sm_90a: fitted to the H200's
     #: Llama decoder stack at context 1k with T = 1 and 16 and 4-32 chunks (docs/performance.md),
     #: where the bytes alone had made 16 chunks of 64 rows look best at T = 1 (6-8 chunks ran ~2 %
     #: faster); sm_100a: not measured (0: the bytes alone)
@@ -218,7 +218,8 @@ def attention_warp_keys(rows: int, keys: int) -> float:
 
 def combine_cost(cm: CostModel, splits: int, g: int, d: int, esz: int) -> float:
     """A combine tile's estimated time: the overhead, its bytes (the `splits` partials of the G rows,
-    the output rows) and its walk over the chunks (`CostModel.combine_chunk` a chunk a row group)."""
+    the output rows) and its walk over the chunks (`CostModel.combine_chunk` a chunk for each row a
+    warp takes)."""
     return (cm.overhead + (splits * g * (d + PARTIAL_EXTRA) * PARTIAL_BYTES + g * d * esz) / cm.bytes
             + splits * cdiv(g, ATTENTION_WARPS) * cm.combine_chunk)
 
