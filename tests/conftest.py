@@ -19,8 +19,16 @@ from __future__ import annotations
 
 import os
 
-import pytest
-from hypothesis import HealthCheck, Phase, settings
+# One BLAS thread a process (unless the environment says otherwise): OpenBLAS starts a thread per
+# core for each matrix product and its threads spin while they wait, so two workers on two cores
+# (or one beside other work) took turns spinning: the Llama MLP's VM test at T = 16 ran 65 s beside
+# a twin of itself, 2.9 s with one thread each. Read when numpy is first imported, which no plugin
+# does before this file; the workers and the commands the tests start inherit it.
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+import pytest  # noqa: E402
+from hypothesis import HealthCheck, Phase, settings  # noqa: E402
 
 _QUIET = [HealthCheck.filter_too_much, HealthCheck.too_slow, HealthCheck.data_too_large]
 settings.register_profile("warpy", suppress_health_check=_QUIET, derandomize=True, database=None)
