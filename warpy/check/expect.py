@@ -38,6 +38,9 @@ class Verdict:
     partial: int = 0
     messages: list[str] = attrs.field(factory=list)
     data: dict[str, np.ndarray] = attrs.field(factory=dict)
+    #: elements a simulated CTA wrote but not compared: computed from data the rest of the grid
+    #: writes where the family cannot model it (a megakernel's buffers that hold several tensors)
+    unmodelled: int = 0
 
 
 class RunData(Protocol):

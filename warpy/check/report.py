@@ -53,6 +53,7 @@ class Report:
     values_checked: int = 0
     values_wrong: int = 0
     values_partial: int = 0
+    values_unmodelled: int = 0
     values_on: bool = False
     refills: int = 0
     stores: int = 0
@@ -94,6 +95,9 @@ class Report:
             if self.values_partial:
                 s += (f" ({self.values_partial} more hold partial sums the rest of the grid completes, "
                       f"or sums of them, not compared)")
+            if self.values_unmodelled:
+                s += (f" ({self.values_unmodelled} more computed from what the rest of the grid writes where "
+                      f"the checker does not model it, not compared: run every CTA to compare them)")
         return s
 
     def messages(self, limit: int = MAX_LINES) -> list[str]:
@@ -184,7 +188,7 @@ def check_kernel(named: Kernel, coloured: Optional[Kernel] = None, *, values: bo
         verdict = expect.compare(m)
         rep.values_checked, rep.values_wrong = verdict.checked, verdict.wrong
         rep.data = verdict.data
-        rep.values_partial = verdict.partial
+        rep.values_partial, rep.values_unmodelled = verdict.partial, verdict.unmodelled
         for vmsg in verdict.messages:
             problems.add("values", vmsg)
     return rep
