@@ -19,16 +19,8 @@ from __future__ import annotations
 
 import os
 
-# One BLAS thread a process (unless the environment says otherwise): OpenBLAS starts a thread per
-# core for each matrix product and its threads spin while they wait, so two workers on two cores
-# (or one beside other work) took turns spinning: the Llama MLP's VM test at T = 16 ran 65 s beside
-# a twin of itself, 2.9 s with one thread each. Read when numpy is first imported, which no plugin
-# does before this file; the workers and the commands the tests start inherit it.
-for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_var, "1")
-
-import pytest  # noqa: E402
-from hypothesis import HealthCheck, Phase, settings  # noqa: E402
+import pytest
+from hypothesis import HealthCheck, Phase, settings
 
 _QUIET = [HealthCheck.filter_too_much, HealthCheck.too_slow, HealthCheck.data_too_large]
 settings.register_profile("warpy", suppress_health_check=_QUIET, derandomize=True, database=None)
@@ -53,10 +45,36 @@ def _workers(config: pytest.Config) -> int:
     return DEFAULT_WORKERS if whole_suite and (os.cpu_count() or 1) >= 2 else 0
 
 
+BLAS_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def _blas_threads(config: pytest.Config) -> None:
+    """BLAS threads a test process: the cores shared among the run's processes (unless the
+    environment sets them). OpenBLAS starts a thread per core for each matrix product and its threads
+    spin while they wait, so two workers on two cores (or one beside other work) took turns
+    spinning: the Llama MLP's VM test at T = 16 ran 65 s beside a twin of itself, 2.9 s with one
+    thread each. numpy reads these on its first import, which nothing does before the tests are
+    collected; the workers and the commands the tests start inherit them."""
+    n = config.getoption("numprocesses", None) if config.pluginmanager.hasplugin("xdist") else None
+    cores = os.cpu_count() or 1
+    processes = (n if n > 0 else 1) if isinstance(n, int) else (cores if n is not None else 1)
+    for var in BLAS_VARS:
+        os.environ.setdefault(var, str(max(1, cores // processes)))
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
-    if not config.pluginmanager.hasplugin("xdist") or hasattr(config, "workerinput"):
-        return  # no xdist here (it is optional), or this is already one of its workers
+    if hasattr(config, "workerinput"):
+        return  # one of xdist's workers: as its controller set up
+    try:
+        _spread(config)
+    finally:
+        _blas_threads(config)
+
+
+def _spread(config: pytest.Config) -> None:
+    if not config.pluginmanager.hasplugin("xdist"):
+        return  # no xdist here (it is optional)
     if config.getoption("numprocesses", None) is not None or config.getoption("dist", "no") != "no":
         return  # -n / --dist given: as asked
     if config.getoption("collectonly", False) or config.getoption("usepdb", False):
