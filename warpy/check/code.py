@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Callable, NoReturn, Optional, Union
 import numpy as np
 
 from warpy.errors import WarpyError
+from warpy.memo import remembered
 from warpy.isa import values as L
 from warpy.isa.families import defs_uses, form_of, lookup, record
 from warpy.isa.families.wgmma import A_REGS, WGMMA_KEYS
@@ -268,22 +269,13 @@ class _Static:
 
 
 #: `_Static` by instruction (equal instructions decode alike; an instruction that is refused is
-#: never kept, so its error names the line each time); emptied when it grows past `_STATIC_MAX`
+#: never kept, so its error names the line each time), at most `_STATIC_MAX` of them
 _STATIC: dict[Instr, _Static] = {}
 _STATIC_MAX = 200_000
 
 
 def _static(i: Instr, pc: int) -> _Static:
-    try:
-        hit = _STATIC.get(i)
-    except TypeError:  # (an instruction that cannot be hashed: decoded each time)
-        return _Static(i, pc)
-    if hit is None:
-        hit = _Static(i, pc)
-        if len(_STATIC) >= _STATIC_MAX:
-            _STATIC.clear()
-        _STATIC[i] = hit
-    return hit
+    return remembered(_STATIC, i, lambda: _Static(i, pc), _STATIC_MAX)
 
 
 def _label(i: Instr) -> str:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import attrs
 
 from warpy.errors import WarpyError
+from warpy.memo import remembered
 from warpy.isa.families import defs_uses
 from warpy.isa.instr import Instr, Label, Line
 from warpy.isa.operands import LabelRef, P, R, RVec, UP, UR, URVec, physical_kind, regs_of
@@ -121,17 +122,7 @@ _LIVENESS_KEPT = 8
 def liveness(lines: list[Line], decls: dict[str, RegDecl]) -> Liveness:
     """Each line's live cells, the cells it writes and those it reads unwritten (remembered for the
     last few kernels; an error is raised each time)."""
-    key = (tuple(lines), tuple(decls.items()))
-    try:
-        hit = _LIVENESS.get(key)
-    except TypeError:  # (a line that cannot be hashed: computed each time)
-        return _liveness(lines, decls)
-    if hit is None:
-        hit = _liveness(lines, decls)
-        if len(_LIVENESS) >= _LIVENESS_KEPT:
-            del _LIVENESS[next(iter(_LIVENESS))]
-        _LIVENESS[key] = hit
-    return hit
+    return remembered(_LIVENESS, (tuple(lines), tuple(decls.items())), lambda: _liveness(lines, decls), _LIVENESS_KEPT)
 
 
 def _liveness(lines: list[Line], decls: dict[str, RegDecl]) -> Liveness:
@@ -319,16 +310,7 @@ _COLOURED_KEPT = 8
 
 def colour(k: Kernel) -> Kernel:
     """The coloured form of a named kernel."""
-    try:
-        hit = _COLOURED.get(k)
-    except TypeError:  # (a kernel that cannot be hashed: coloured each time)
-        return _colour(k)
-    if hit is None:
-        hit = _colour(k)
-        if len(_COLOURED) >= _COLOURED_KEPT:
-            del _COLOURED[next(iter(_COLOURED))]
-        _COLOURED[k] = hit
-    return hit
+    return remembered(_COLOURED, k, lambda: _colour(k), _COLOURED_KEPT)
 
 
 def _colour(k: Kernel) -> Kernel:
