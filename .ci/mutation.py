@@ -317,7 +317,8 @@ def late_kills(group: str, tests: list[str], only: list[str] | None, keep_decora
             (work / f.relative_to(ROOT)).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(f, work / f.relative_to(ROOT))
     # one process for every mutant (pytest.main per mutant, the mutant named in the environment the
-    # trampolines read at each call): no interpreter start and import per mutant
+    # trampolines read at each call): no interpreter start and import per mutant; the library's process
+    # memos are emptied before each (`warpy.memo.forget_all`)
     # a mutant whose tests run past LATE_LIMIT seconds (a wait loop no longer recognised spins until the
     # scheduler's step limit) is interrupted (pytest's exit 2) and listed as a timeout
     driver = (
@@ -327,8 +328,10 @@ def late_kills(group: str, tests: list[str], only: list[str] | None, keep_decora
         "    raise KeyboardInterrupt\n"
         "signal.signal(signal.SIGALRM, stop)\n"
         "args = ['-x', '-q', '-p', 'no:cacheprovider', '-p', 'no:randomly', '--no-header', '--no-summary', *tests]\n"
+        "import warpy.memo\n"
         "for name in [''] + names:\n"
         "    os.environ['MUTANT_UNDER_TEST'] = name\n"
+        "    warpy.memo.forget_all()  # (what the previous run remembered is not this mutant's)\n"
         "    signal.alarm(limit if name else 0)\n"
         "    rc = int(pytest.main(args))\n"
         "    signal.alarm(0)\n"

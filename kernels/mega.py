@@ -30,6 +30,7 @@ import numpy as np
 
 from warpy.check.expect import Verdict
 from warpy.errors import WarpyError
+from warpy.memo import forgettable
 from warpy.isa.program import Program
 from warpy.layout.tma import TmaBox
 from warpy.mega.fields import OPCODES
@@ -313,6 +314,9 @@ def plan(problem: MegaProblem, config: MegaConfig) -> Plan:
                     instructions=len(s.instrs), timeline=config.timeline, prefetch=config.prefetch,
                     glu_split=config.glu_split, rope=any(n.kind == "rope" for n in s.program.nodes), backoff_ns=config.backoff)
     return Plan(problem, config, s, enc, launch)
+
+
+forgettable(plan.cache_clear)
 
 
 def build(problem: MegaProblem, config: Optional[MegaConfig] = None) -> Program:

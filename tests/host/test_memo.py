@@ -58,3 +58,47 @@ def test_an_error_is_raised_each_time_and_nothing_kept() -> None:
             remembered(cache, "k", bad, 4)
     assert cache == {}
     assert remembered(cache, "k", lambda: 3, 4) == 3 and cache == {"k": 3}
+
+
+def test_forget_all_empties_every_registered_memo() -> None:
+    import functools
+
+    from warpy.memo import forget_all, forgettable, new_cache
+
+    d = new_cache()
+    d["a"] = 1
+
+    @functools.lru_cache(maxsize=4)
+    def twice(x: int) -> int:
+        return 2 * x
+
+    forgettable(twice.cache_clear)
+    twice(3)
+    forget_all()
+    assert d == {} and twice.cache_info().currsize == 0
+
+
+def test_the_librarys_memos_are_registered() -> None:
+    """What mutation testing's one-process driver relies on: after `forget_all`, the colouring, the
+    checker's decoding, the opcode look-ups, the tensor maps, the descriptor word and the megakernel
+    plans are all empty (an answer the unmutated code left would stand in for a mutant's)."""
+    from warpy.check import code
+    from warpy.isa.instr import Instr
+    from warpy.isa import colour, descriptors, families
+    from warpy.isa.units import tma
+    from warpy.kernels import mega
+    from warpy.lift import disasm
+    from warpy.memo import forget_all
+
+    p = mega.MegaProblem("ew-small")
+    prog = mega.build(p)
+    prog.coloured()
+    first = next(line for line in prog.kernel().lines if isinstance(line, Instr))
+    code._static(first, 0)
+    descriptors.low_word("sm_90a")
+    assert colour._COLOURED and colour._LIVENESS and code._STATIC and families._FORMS and families._LOOKED_UP
+    assert mega.plan.cache_info().currsize and descriptors.low_word.cache_info().currsize
+    forget_all()
+    assert not (colour._COLOURED or colour._LIVENESS or code._STATIC or families._FORMS or families._LOOKED_UP)
+    for fn in (mega.plan, descriptors.low_word, tma.tma_box, tma.tma_multicast_slices, disasm._disassemble):
+        assert fn.cache_info().currsize == 0

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Callable, NoReturn, Optional, Union
 import numpy as np
 
 from warpy.errors import WarpyError
-from warpy.memo import remembered
+from warpy.memo import new_cache, remembered
 from warpy.isa import values as L
 from warpy.isa.families import defs_uses, form_of, lookup, record
 from warpy.isa.families.wgmma import A_REGS, WGMMA_KEYS
@@ -270,7 +270,7 @@ class _Static:
 
 #: `_Static` by instruction (equal instructions decode alike; an instruction that is refused is
 #: never kept, so its error names the line each time), at most `_STATIC_MAX` of them
-_STATIC: dict[Instr, _Static] = {}
+_STATIC: dict[Instr, _Static] = new_cache()
 _STATIC_MAX = 200_000
 
 

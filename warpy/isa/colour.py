@@ -15,7 +15,7 @@ from __future__ import annotations
 import attrs
 
 from warpy.errors import WarpyError
-from warpy.memo import remembered
+from warpy.memo import new_cache, remembered
 from warpy.isa.families import defs_uses
 from warpy.isa.instr import Instr, Label, Line
 from warpy.isa.operands import LabelRef, P, R, RVec, UP, UR, URVec, physical_kind, regs_of
@@ -115,7 +115,7 @@ def _succ(lines: list[Line]) -> dict[int, list[int]]:
 #: program's named form is checked by `Program.kernel()` and coloured by `assign`, and the tests build
 #: the same programs again; a Liveness is never changed after it is made (its decoded sets are
 #: filled on first use, the same each time)
-_LIVENESS: dict[tuple[tuple[Line, ...], tuple[tuple[str, RegDecl], ...]], Liveness] = {}
+_LIVENESS: dict[tuple[tuple[Line, ...], tuple[tuple[str, RegDecl], ...]], Liveness] = new_cache()
 _LIVENESS_KEPT = 8
 
 
@@ -304,7 +304,7 @@ def phys(kind: str, idx: int) -> str:
 
 #: the coloured forms of the last few named kernels (frozen values both): the tests colour the same
 #: programs again
-_COLOURED: dict[Kernel, Kernel] = {}
+_COLOURED: dict[Kernel, Kernel] = new_cache()
 _COLOURED_KEPT = 8
 
 

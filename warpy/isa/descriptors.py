@@ -17,6 +17,7 @@ import functools
 from typing import TYPE_CHECKING
 
 from warpy.errors import WarpyError
+from warpy.memo import forgettable
 from warpy.isa.buffers import Buffer
 from warpy.isa.families import alu
 from warpy.isa.operands import URVec
@@ -45,6 +46,9 @@ def _fields(arch: str, sbo: int = UNUSED_FIELD_BYTES, swizzle: int = 0) -> SmemD
 def low_word(arch: str) -> tuple[int, int]:
     """`(shift, rest)`: a tile's low descriptor word is (its shared-memory address >> shift) + rest."""
     return smem_desc_low_word(_fields(arch))
+
+
+forgettable(low_word.cache_clear)
 
 
 def mn_fields(buf: Buffer) -> tuple[int, int] | None:

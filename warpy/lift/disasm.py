@@ -32,6 +32,7 @@ import attrs
 
 from warpy.cache import atomic_write, cache_root
 from warpy.errors import WarpyError
+from warpy.memo import forgettable
 from warpy.lift.ptxas import Cubin
 
 
@@ -282,6 +283,9 @@ def _disassemble(data: bytes, tool: Disassembler) -> Disassembly:
     if not kernels:
         raise WarpyError(f"{tool.kind} printed no functions for the cubin")
     return Disassembly(tool=tool.path, kernels=kernels)
+
+
+forgettable(_disassemble.cache_clear)
 
 
 def listing(data: bytes, tool: Disassembler | None = None) -> str:

@@ -9,6 +9,7 @@ over must match the record's modifier groups.
 from __future__ import annotations
 
 from warpy.errors import WarpyError
+from warpy.memo import new_cache
 from warpy.target import ARCHS
 from warpy.isa.families import alu, clc, control, memory, sync, tcgen05, tma, wgmma
 from warpy.isa.families.base import SEM_CLASSES, Arg, Opcode, describe, operand_fits
@@ -32,7 +33,7 @@ for _lst in _BY_NAME.values():
     _lst.sort(key=lambda o: -len(o.key_words))
 
 
-_LOOKED_UP: dict[tuple[str, tuple[str, ...]], tuple[Opcode, tuple[str, ...]]] = {}
+_LOOKED_UP: dict[tuple[str, tuple[str, ...]], tuple[Opcode, tuple[str, ...]]] = new_cache()
 
 
 def lookup(name: str, mods: tuple[str, ...] = ()) -> tuple[Opcode, tuple[str, ...]]:
@@ -72,7 +73,7 @@ def fits(op: Operand, arg: Arg) -> bool:
 
 #: form_of's answers by what they depend on: the name, the modifiers and each operand's class (and a
 #: descriptor's kind: `operand_fits` reads nothing else); a refusal is never kept
-_FORMS: dict[tuple[object, ...], tuple[Opcode, tuple[Arg, ...]]] = {}
+_FORMS: dict[tuple[object, ...], tuple[Opcode, tuple[Arg, ...]]] = new_cache()
 
 
 def form_of(i: Instr) -> tuple[Opcode, tuple[Arg, ...]]:

@@ -9,6 +9,7 @@ import functools
 from typing import TYPE_CHECKING, Optional, Sequence, Union
 
 from warpy.errors import WarpyError
+from warpy.memo import forgettable
 from warpy.isa.buffers import Barrier, MapTable, TensorMap, Tile, TileRing
 from warpy.isa.families import alu, tma
 from warpy.isa.families._util import ins
@@ -35,10 +36,16 @@ def tma_box(global_layout: Layout, smem_tile: SmemTile, multicast: int = 1, oob_
     return _desc.tma_box(global_layout, smem_tile, multicast, oob_fill, l2_promotion)
 
 
+forgettable(tma_box.cache_clear)
+
+
 @functools.lru_cache(maxsize=64)
 def tma_multicast_slices(global_layout: Layout, smem_tile: SmemTile, multicast: int) -> tuple[TmaSlice, ...]:
     """`warpy.layout.desc.tma_multicast_slices`, remembered likewise."""
     return _desc.tma_multicast_slices(global_layout, smem_tile, multicast)
+
+
+forgettable(tma_multicast_slices.cache_clear)
 
 
 def tma_load(p: Program, dst: Tile, tmap: TensorMap, coords: Sequence[TmaCoord], bar: Barrier,
