@@ -165,6 +165,10 @@ def fake_driver(on_call: OnCall | None = None, *, name: bytes = b"Fake H200\0",
     def pointer_attribute(attr: Any, ptr: int) -> Any:
         return (CUresult.CUDA_SUCCESS, pointer_device(int(ptr)))
 
+    def memcpy_dtoh(dst: int, src: int, n: int) -> Any:  # the device holds zeros (a download is defined)
+        ctypes.memset(dst, 0, n)
+        return OK
+
     def mem_alloc(n: int) -> Any:  # distinct addresses, 64 KiB apart at the least
         ptr = next_ptr[0]
         next_ptr[0] += (n + 0xFFFF) // 0x10000 * 0x10000
@@ -193,7 +197,7 @@ def fake_driver(on_call: OnCall | None = None, *, name: bytes = b"Fake H200\0",
         cuMemsetD8Async=lambda ptr, value, n, stream: OK,
         cuMemsetD8=lambda ptr, value, n: OK,
         cuMemcpyHtoD=lambda *a: OK,
-        cuMemcpyDtoH=lambda *a: OK,
+        cuMemcpyDtoH=memcpy_dtoh,
         cuGetErrorName=lambda e: (CUresult.CUDA_SUCCESS, CUresult(e).name.encode()),
         cuGetErrorString=lambda e: (CUresult.CUDA_SUCCESS, b"fake description"),
     )
