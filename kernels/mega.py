@@ -115,7 +115,7 @@ class MegaProblem:
                 + (f"{self.units} units" if self.units else "every SM"))
 
 
-FENCES = ("each", "once")
+FENCES = ("each", "once", "ahead")
 
 
 @attrs.frozen
@@ -290,7 +290,7 @@ def plan(problem: MegaProblem, config: MegaConfig) -> Plan:
             raise WarpyError(f"{problem.graph}: instruction {ins.index} ({node.describe()}): {why}")
     name = re.sub(r"\W", "_", f"mega_{target(problem.arch).short}_{problem.graph.rsplit('/', 1)[-1].removesuffix('.py')}"
                   f"_t{problem.tokens or 0}_u{units}" + (f"_{config.fault}" if config.fault else "")
-                  + ("_fence1" if config.fence == "once" else "") + ("_tl" if config.timeline else "")
+                  + ("_fence1" if config.fence == "once" else "_fenceA" if config.fence == "ahead" else "") + ("_tl" if config.timeline else "")
                   + ("_glu" if any(n.glu for n in s.program.nodes) else "")  # (a graph with nothing to fuse: no suffix)
                   + ("_norm" if any(n.norm for n in s.program.nodes) else ""))
     maps = tuple((m.index, m.buffer, m.offset, m.tma) for m in enc.maps)
@@ -310,7 +310,7 @@ def plan(problem: MegaProblem, config: MegaConfig) -> Plan:
                            gemm_a_rows(t.extents[-2], t.extents[-1], n.operands[0].view.shape[0], 2 if n.glu else 1))
                           + ((int(n.glu), 1) if n.norm else (1,) if n.glu else ()) for n, t in gemms}))
     launch = Launch(name, units, max(s.waves, 1), len(s.counters), maps, bufs, config.fault or None,
-                    gemm_tiles=tiles, fence_once=config.fence == "once",
+                    gemm_tiles=tiles, fence_once=config.fence == "once", fence_ahead=config.fence == "ahead",
                     instructions=len(s.instrs), timeline=config.timeline, prefetch=config.prefetch,
                     glu_split=config.glu_split, rope=any(n.kind == "rope" for n in s.program.nodes), backoff_ns=config.backoff)
     return Plan(problem, config, s, enc, launch)

@@ -20,7 +20,10 @@ the rows' records: O (unnormalised), m, l, 0, 0.
 Combine (opcode 7). Pages: lids 0-5 the partials of one head's G rows of one token, `k_step` chunks a
 box (chunk c of a box, row g at (c·G + g)·(D + 4) fp32), `k_stages` boxes of the six; lid 6 the output
 (G rows of D bf16). Warp w takes rows w, w + 8,
-...: M = the chunks' largest m, then Σ 2^(m_c - M)·O_c / Σ 2^(m_c - M)·l_c, rounded once to bf16.
+...: M = the chunks' largest m, then Σ 2^(m_c - M)·O_c / Σ 2^(m_c - M)·l_c, rounded once to bf16. Its
+lanes take 32 chunks at once for M (a warp maximum) and for each chunk's weight 2^(m_c - M); the sums
+then walk the chunks in order, each chunk's weight and l shuffled from its lane: the operations and
+their order are one lane's walk over the chunks, so the result is the reference's to the bit.
 """
 
 from __future__ import annotations
@@ -633,19 +636,30 @@ class AttentionCombine(Body):
         count = p.r("acp_count")
         roff = p.r("acp_roff")
 
-        def each_chunk(tag: str, body: Callable[[R], None]) -> None:
-            """body(the row's record in chunk c), for every chunk in order, box by box."""
+        def each_group(tag: str, body: Callable[[R, R, R], None]) -> None:
+            """body(chunks in the group, the group's first record, this lane's chunk's record) for every
+            group of 32 chunks in order, box by box: lane l takes the group's chunk l."""
             p.emit(alu.mov(left, chunks))
             for b in range(COMBINE_MAX_BOXES):
                 has = p.p("acp_has")
                 p.emit(alu.isetp("GT", has, nbox, b))
-                with p.when(has):
+                with p.when(has):  # (every box holds at least one chunk: `refuse`)
                     p.emit(alu.imin(count, left, per, unsigned=True, arch=p.sm))
-                    with p.loop(f"acp_{tag}{b}", count, max_count=256) as c:
-                        rec = p.r("acp_rec")
-                        p.emit(alu.imad(rec, c.reg, cb, roff))
-                        p.emit(alu.iadd3(rec, rec, pbase[b]))
-                        body(rec)
+                    groups = p.r("acp_groups")
+                    p.emit(alu.iadd3(groups, count, 31))
+                    p.emit(alu.shf_r(groups, groups, 5))
+                    with p.loop(f"acp_{tag}{b}", groups, max_count=8) as g:
+                        first, n = p.r("acp_first"), p.r("acp_n")
+                        p.emit(alu.imad(first, g.reg, -32, count))  # chunks from the group's first on
+                        p.emit(alu.imin(n, first, 32, unsigned=True, arch=p.sm))
+                        p.emit(alu.shf_l(first, g.reg, 5))
+                        mine = p.r("acp_mine")
+                        p.emit(alu.iadd3(mine, first, lane))
+                        p.emit(alu.imad(first, first, cb, roff))
+                        p.emit(alu.iadd3(first, first, pbase[b]))
+                        p.emit(alu.imad(mine, mine, cb, roff))
+                        p.emit(alu.iadd3(mine, mine, pbase[b]))
+                        body(n, first, mine)
                     p.emit(alu.imad(left, per, -1, left))
 
         with p.loop("acp_row", steps, max_count=32) as j:
@@ -658,39 +672,57 @@ class AttentionCombine(Body):
             p.emit(alu.imad(roff, row, wb, RZ))
             p.emit(alu.mov(big, NEG_INF))
 
-            def biggest(rec: R) -> None:
+            def biggest(n: R, first: R, rec: R) -> None:
+                """The lanes' chunks' m at once (a lane past the group's chunks reads none)."""
+                valid = p.p("acp_valid")
+                p.emit(alu.isetp("LT", valid, lane, n))
                 ma = p.r("acp_ma")
                 p.emit(alu.imad(ma, d, 4, rec))
-                p.emit(memory.lds(mc, Mem(ma)))
+                p.emit(alu.mov(mc, NEG_INF))
+                p.emit(memory.lds(mc, Mem(ma)).guarded(valid))
                 p.emit(alu.fmax(big, big, mc))
 
-            each_chunk("max", biggest)
+            each_group("max", biggest)
+            warp_max(p, big, tmp="acp_xchg")  # M: exact in any order
             p.emit(alu.lop3(nbig, big, 0x80000000, RZ, 0x3C))  # -M
             p.emit(alu.mov(den, 0))
             for a in num:
                 p.emit(alu.mov(a, 0))
 
-            def weigh(rec: R) -> None:
+            def weigh(n: R, first: R, rec: R) -> None:
+                """Each lane its chunk's weight 2^(m - M) and l; then, chunk after chunk in order, the
+                sums (the weight and l from the chunk's lane): the same operations in the same order
+                as one lane walking the chunks."""
+                valid = p.p("acp_valid")
+                p.emit(alu.isetp("LT", valid, lane, n))
                 ma = p.r("acp_ma")
                 p.emit(alu.imad(ma, d, 4, rec))
                 stats = p.rvec("acp_stats", 2)
-                p.emit(memory.lds(stats, Mem(ma)))
+                p.emit(alu.mov(stats[0], NEG_INF))
+                p.emit(alu.mov(stats[1], 0))
+                p.emit(memory.lds(stats, Mem(ma)).guarded(valid))
                 p.emit(alu.fadd(w, F32.of(stats[0]), nbig))
                 p.emit(alu.ex2(w, w))
-                p.emit(alu.ffma(den, w, F32.of(stats[1]), den))
                 oa = p.r("acp_oa")
-                p.emit(alu.imad(oa, lane, 8, rec))
-                o = p.rvec("acp_o", 2)
-                p.emit(memory.lds(o, Mem(oa)))
-                p.emit(alu.ffma(num[0], w, F32.of(o[0]), num[0]))
-                p.emit(alu.ffma(num[1], w, F32.of(o[1]), num[1]))
-                p.emit(alu.mov(o[0], 0))
-                p.emit(alu.mov(o[1], 0))
-                p.emit(memory.lds(o, Mem(oa, offset=256)).guarded(wide))
-                p.emit(alu.ffma(num[2], w, F32.of(o[0]), num[2]))
-                p.emit(alu.ffma(num[3], w, F32.of(o[1]), num[3]))
+                p.emit(alu.imad(oa, lane, 8, first))
+                with p.loop("acp_k", n, max_count=32) as k:
+                    wk, lk = F32.of(p.r("acp_wk")), F32.of(p.r("acp_lk"))
+                    p.emit(alu.shfl("IDX", wk, w, k.reg))
+                    p.emit(alu.shfl("IDX", lk, F32.of(stats[1]), k.reg))
+                    o = p.rvec("acp_o", 2)
+                    p.emit(memory.lds(o, Mem(oa)))
+                    o2 = p.rvec("acp_o2", 2)
+                    p.emit(alu.mov(o2[0], 0))
+                    p.emit(alu.mov(o2[1], 0))
+                    p.emit(memory.lds(o2, Mem(oa, offset=256)).guarded(wide))
+                    p.emit(alu.ffma(den, wk, lk, den))
+                    p.emit(alu.ffma(num[0], wk, F32.of(o[0]), num[0]))
+                    p.emit(alu.ffma(num[1], wk, F32.of(o[1]), num[1]))
+                    p.emit(alu.ffma(num[2], wk, F32.of(o2[0]), num[2]))
+                    p.emit(alu.ffma(num[3], wk, F32.of(o2[1]), num[3]))
+                    p.emit(alu.iadd3(oa, oa, cb))
 
-            each_chunk("sum", weigh)
+            each_group("sum", weigh)
             inv = F32.of(p.r("acp_inv"))
             p.emit(alu.rcp(inv, den))
             for a in num:

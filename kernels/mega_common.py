@@ -125,6 +125,10 @@ class Launch:
     #: sm_90a: fence each tensor map's descriptor once per CTA and role (a bitmap of the maps fenced
     #: so far) rather than before each instruction's copies
     fence_once: bool = False
+    #: sm_90a: the loader fences its operands' maps and fetches their descriptors as it takes an
+    #: instruction's slot, the storer its output's (`kernels.mega_ops.fence_ahead`), rather than
+    #: before each copy after the counter waits
+    fence_ahead: bool = False
     #: the roles stamp each instruction's steps into a `times` buffer (`STAMPS`, TIME_WORDS words an
     #: instruction, by its index): `warpy mega run --timeline` reads them
     timeline: bool = False
@@ -255,8 +259,13 @@ class InterpBase:
     # -- storer --------------------------------------------------------------------------------------
     def storer_step(self, r: "Role") -> None:
         p = self.p
+        if self.launch.fence_ahead:  # the output's map fenced and its descriptor fetched while the consumers work
+            from .mega_ops import fence_ahead
+
+            fence_ahead(self, r, (0,))
         r.counter_waits(STAGE_STORE)
         r.dispatch(lambda body: body.store(self, r))
+        r.fenced_ahead = frozenset()
         r.stamp("written")
         self.arrive_counters(r)
 
@@ -333,6 +342,9 @@ class Role:
         p = self.p = ip.p
         self.code = ROLE_CODES.get(name, 0)
         self.fence_row = 1 if name == "storer" else 0  # this role's row of a fenced-maps bitmap (sm_90a)
+        #: operand slots whose maps this role fenced as it took the current instruction's slot
+        #: (`kernels.mega_ops.fence_ahead`): `descriptor` skips their fence
+        self.fenced_ahead: frozenset[int] = frozenset()
         self.cons: ConsumerEnd = ip.slot.consumer(self.SHORT[name])
         self.it: R = RZ
         self.stamp_addr: Optional[RVec] = None

@@ -31,6 +31,7 @@ from warpy.isa.operands import RZ, P
 from warpy.isa.pipes import init_barriers
 from warpy.isa.program import Program
 from warpy.target import SM90A
+from warpy.mega import fields as F
 
 from .mega_common import (CONSUMER_WARPS, DONE, FAULTS, IDENTITY_ORDER, PAGE_BYTES, PAGES, ROLE_CODES, SLOTS,
                           STAGE_LOAD, STAGE_STORE, STATUS_ROLE_WORDS, STATUS_WORDS, THREADS, InterpBase, Launch, Role,
@@ -161,6 +162,10 @@ class Interp(InterpBase):
         load-stage counter waits (acquire), the proxy fence, and the body's other copies: the next
         instruction's weights stream while the current one computes (docs/megakernel.md)."""
         p = self.p
+        if self.launch.fence_ahead:
+            from .mega_ops import fence_ahead
+
+            fence_ahead(self, r, range(1, F.OPERANDS))
         for code, body in sorted(self.bodies.items()):
             early = getattr(body, "load_early", None)
             if early is not None:
@@ -169,6 +174,7 @@ class Interp(InterpBase):
                 with p.when(hit):
                     early(self, r)
         super().loader_step(r)
+        r.fenced_ahead = frozenset()
 
     # -- recycler -------------------------------------------------------------------------------
     def recycler_step(self, r: "Role") -> None:

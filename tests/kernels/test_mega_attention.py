@@ -96,3 +96,28 @@ def test_seeded_faults_are_caught(fault: str) -> None:
     rep = mega.check_launch(problem, mega.configure(problem, f"fault={fault}"), values=False,
                             slow=1 if fault == "wrong-epoch" else None)
     assert _problems(rep), fault
+
+
+@pytest.mark.parametrize("per_box", [40, 17])
+def test_the_combine_walks_more_chunks_than_a_warp_has_lanes(monkeypatch: pytest.MonkeyPatch, per_box: int) -> None:
+    """The combine's lanes take a group of 32 chunks at once (the maximum, each chunk's weight) and
+    its sums walk the group's chunks in order: 40 chunks of 32 rows in one box (a group of 32, then
+    one of 8), or in three boxes of 17, 17 and 6; every CTA with values against numpy."""
+    from warpy.memo import forget_all
+    from warpy.mega import tiling
+
+    def forced(*args: Any) -> tiling.AttentionSplit:
+        boxes = -(-40 // per_box)
+        return tiling.AttentionSplit(40, 32, 32, 1, per_box if boxes > 1 else 40, 0.0)
+
+    monkeypatch.setattr(tiling, "attention_split", forced)
+    forget_all()
+    try:
+        problem = mega.MegaProblem(os.path.join(GRAPHS, "attn_chunks40.py"))
+        node = [n for n in mega.plan(problem, mega.choose(problem)).schedule.program.nodes
+                if n.kind == "attention_combine"][0]
+        assert node.splits == 40
+        rep = mega.check_launch(problem, values=True)
+        assert _problems(rep) == [] and rep.values_checked == 1 * 2 * 64 and rep.values_wrong == 0
+    finally:
+        forget_all()
