@@ -129,6 +129,13 @@ class Launch:
     #: instruction's slot, the storer its output's (`kernels.mega_ops.fence_ahead`), rather than
     #: before each copy after the counter waits
     fence_ahead: bool = False
+    #: sm_90a: the loader issues an instruction's early copies only once the storer has issued the
+    #: previous instruction's store (`store_issued`), so that the store is not queued behind them
+    store_first: bool = False
+    #: sm_90a: the queue has decode-attention partials of two K (and V) boxes: their second box
+    #: completes on a barrier of its own (`loaded2`), so that the consumers compute the first box's
+    #: keys while the second lands; every other instruction completes that barrier's phase at once
+    split_loads: bool = False
     #: the roles stamp each instruction's steps into a `times` buffer (`STAMPS`, TIME_WORDS words an
     #: instruction, by its index): `warpy mega run --timeline` reads them
     timeline: bool = False
@@ -289,6 +296,14 @@ class InterpBase:
             addr = r.counter_addr(ctr)
             p.emit(memory.red_add(GMem(r.memdesc, addr), one).guarded(r.leader))
 
+    def store_issued(self, r: "Role") -> None:
+        """The storer has issued the instruction's store (every body's `store` calls it once, after
+        its copies are committed, or at once when it stores nothing): with the launch's
+        `store_first`, the loader's next early copies may go (sm_90a)."""
+        stored = getattr(self, "stored", None)
+        if stored is not None:
+            self.p.derive.emit_at(stored.at(r.cons.ring), lambda m: sync.arrive(m), guard=r.leader)
+
     # -- page recycling ----------------------------------------------------------------------------
     def recycler_start(self) -> None:
         """Every page's first phase: free for the first instruction."""
@@ -316,8 +331,12 @@ class InterpBase:
         # the body ended with every consumer thread at the consumers' named barrier: all are done
         # with the slot, and the target frees it (`free_slot`: one thread, or every thread)
         r.dispatch(lambda body: body.compute(self, r))
+        self.consumers_end(r)
         r.stamp("end")
         self.free_slot(r, r.cleader)
+
+    def consumers_end(self, r: "Role") -> None:
+        """What the consumers do after any body's compute, before freeing the slot (a target's)."""
 
     #: arrivals that free an instruction slot: one a worker role (its leader's, after the role's
     #: threads are done with the slot); a target whose every reading thread arrives says so

@@ -286,6 +286,7 @@ def store_output(ip: Interp, r: Role, lid: int, count: Optional[R] = None, step:
             p.emit(alu.uiadd3(dst, dst, m.bytes))
             p.emit(alu.uiadd3(shift, shift, step))
     p.emit(tma.bulk_commit())
+    ip.store_issued(r)
     if ip.fault == "early-page-free":  # seeded: the page goes back before the store has read it
         r.release_page(lid)
         p.emit(tma.bulk_wait(0, writes=True))
@@ -446,7 +447,7 @@ class Noop(Body):
         out_ready(ip, r)
 
     def store(self, ip: Interp, r: Role) -> None:
-        return None
+        ip.store_issued(r)
 
 
 def refuse_elementwise(fields: dict[str, int]) -> Optional[str]:
