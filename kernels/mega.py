@@ -158,6 +158,10 @@ class MegaConfig:
     #: the storer has issued the previous instruction's store, so that the store's request is not
     #: queued in the SM's TMA unit behind them (`InterpBase.store_issued`)
     store_first: bool = False
+    #: sm_90a: a decode-attention partial of two K/V boxes completes its second box on a barrier of
+    #: its own and computes the first box's keys while it lands (`Launch.split_loads`; `split_loads=0`
+    #: waits for both boxes at once)
+    split_loads: bool = True
 
     def describe(self) -> str:
         f = f", seeded fault {self.fault}" if self.fault else ""
@@ -168,6 +172,7 @@ class MegaConfig:
         t += f", counter polls backing off up to {self.backoff} ns" if self.backoff != BACKOFF_MAX_NS else ""
         t += ", the fused gate/up gemm's K steps split between its warpgroups" if self.glu_split else ""
         t += ", each store issued before the next instruction's early copies" if self.store_first else ""
+        t += ", two-box attention partials waiting for both boxes at once" if not self.split_loads else ""
         return (f"sm_90a megakernel interpreter: {self.mode} queues, 7 pages of 32 KiB, two instruction slots, "
                 f"descriptors fenced {'once a CTA' if self.fence == 'once' else 'each instruction'}{f}{t}")
 
@@ -286,7 +291,7 @@ def plan(problem: MegaProblem, config: MegaConfig) -> Plan:
     names = {v: k for k, v in OPCODES.items()}
     split_loads = False
     for ins, f in zip(s.instrs, decode(enc.words)):
-        split_loads |= f["opcode"] == OPCODES["attention"] and f["k_stages"] > 1
+        split_loads |= config.split_loads and f["opcode"] == OPCODES["attention"] and f["k_stages"] > 1
         body = table.get(f["opcode"])
         node = s.program.nodes[ins.node]
         if body is None:
@@ -298,7 +303,7 @@ def plan(problem: MegaProblem, config: MegaConfig) -> Plan:
     name = re.sub(r"\W", "_", f"mega_{target(problem.arch).short}_{problem.graph.rsplit('/', 1)[-1].removesuffix('.py')}"
                   f"_t{problem.tokens or 0}_u{units}" + (f"_{config.fault}" if config.fault else "")
                   + ("_fence1" if config.fence == "once" else "_fenceA" if config.fence == "ahead" else "")
-                  + ("_sf" if config.store_first else "") + ("_tl" if config.timeline else "")
+                  + ("_sf" if config.store_first else "") + ("" if config.split_loads else "_nosplit") + ("_tl" if config.timeline else "")
                   + ("_glu" if any(n.glu for n in s.program.nodes) else "")  # (a graph with nothing to fuse: no suffix)
                   + ("_norm" if any(n.norm for n in s.program.nodes) else ""))
     maps = tuple((m.index, m.buffer, m.offset, m.tma) for m in enc.maps)
