@@ -115,7 +115,7 @@ class MegaProblem:
                 + (f"{self.units} units" if self.units else "every SM"))
 
 
-FENCES = ("each", "once", "ahead")
+FENCES = ("each", "once")
 
 
 @attrs.frozen
@@ -154,14 +154,6 @@ class MegaConfig:
     #: Llama MLP ran 1.5 % faster with it (T = 1, 603 -> 594 µs) and the decoder stack's interpreter
     #: spills with it (refused by the build); the fused tiles are bound by the HBM (docs/performance.md)
     glu_split: bool = False
-    #: sm_90a: the loader issues an instruction's early copies (its weight's first stages) only once
-    #: the storer has issued the previous instruction's store, so that the store's request is not
-    #: queued in the SM's TMA unit behind them (`InterpBase.store_issued`)
-    store_first: bool = False
-    #: sm_90a: a decode-attention partial of two K/V boxes completes its second box on a barrier of
-    #: its own and computes the first box's keys while it lands (`Launch.split_loads`; `split_loads=0`
-    #: waits for both boxes at once)
-    split_loads: bool = True
 
     def describe(self) -> str:
         f = f", seeded fault {self.fault}" if self.fault else ""
@@ -171,8 +163,6 @@ class MegaConfig:
         t += ", decode rmsnorms fused into their gemms" if self.norm else ""
         t += f", counter polls backing off up to {self.backoff} ns" if self.backoff != BACKOFF_MAX_NS else ""
         t += ", the fused gate/up gemm's K steps split between its warpgroups" if self.glu_split else ""
-        t += ", each store issued before the next instruction's early copies" if self.store_first else ""
-        t += ", two-box attention partials waiting for both boxes at once" if not self.split_loads else ""
         return (f"sm_90a megakernel interpreter: {self.mode} queues, 7 pages of 32 KiB, two instruction slots, "
                 f"descriptors fenced {'once a CTA' if self.fence == 'once' else 'each instruction'}{f}{t}")
 
@@ -289,9 +279,7 @@ def plan(problem: MegaProblem, config: MegaConfig) -> Plan:
     s = schedule(problem.load(), problem.arch, config.mode, units=units, glu=config.glu, norm=config.norm)
     enc = encode(s)
     names = {v: k for k, v in OPCODES.items()}
-    split_loads = False
     for ins, f in zip(s.instrs, decode(enc.words)):
-        split_loads |= config.split_loads and f["opcode"] == OPCODES["attention"] and f["k_stages"] > 1
         body = table.get(f["opcode"])
         node = s.program.nodes[ins.node]
         if body is None:
@@ -302,8 +290,7 @@ def plan(problem: MegaProblem, config: MegaConfig) -> Plan:
             raise WarpyError(f"{problem.graph}: instruction {ins.index} ({node.describe()}): {why}")
     name = re.sub(r"\W", "_", f"mega_{target(problem.arch).short}_{problem.graph.rsplit('/', 1)[-1].removesuffix('.py')}"
                   f"_t{problem.tokens or 0}_u{units}" + (f"_{config.fault}" if config.fault else "")
-                  + ("_fence1" if config.fence == "once" else "_fenceA" if config.fence == "ahead" else "")
-                  + ("_sf" if config.store_first else "") + ("" if config.split_loads else "_nosplit") + ("_tl" if config.timeline else "")
+                  + ("_fence1" if config.fence == "once" else "") + ("_tl" if config.timeline else "")
                   + ("_glu" if any(n.glu for n in s.program.nodes) else "")  # (a graph with nothing to fuse: no suffix)
                   + ("_norm" if any(n.norm for n in s.program.nodes) else ""))
     maps = tuple((m.index, m.buffer, m.offset, m.tma) for m in enc.maps)
@@ -323,7 +310,7 @@ def plan(problem: MegaProblem, config: MegaConfig) -> Plan:
                            gemm_a_rows(t.extents[-2], t.extents[-1], n.operands[0].view.shape[0], 2 if n.glu else 1))
                           + ((int(n.glu), 1) if n.norm else (1,) if n.glu else ()) for n, t in gemms}))
     launch = Launch(name, units, max(s.waves, 1), len(s.counters), maps, bufs, config.fault or None,
-                    gemm_tiles=tiles, fence_once=config.fence == "once", fence_ahead=config.fence == "ahead", store_first=config.store_first, split_loads=split_loads,
+                    gemm_tiles=tiles, fence_once=config.fence == "once",
                     instructions=len(s.instrs), timeline=config.timeline, prefetch=config.prefetch,
                     glu_split=config.glu_split, rope=any(n.kind == "rope" for n in s.program.nodes), backoff_ns=config.backoff)
     return Plan(problem, config, s, enc, launch)

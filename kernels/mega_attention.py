@@ -141,7 +141,6 @@ class _Ctx:
 
     def __init__(self, ip: Interp, r: Role) -> None:
         p = self.p = ip.p
-        self.ip, self.r = ip, r
         self.rows = r.field("tile_m", p.r("att_tm"))
         self.d = r.field("tile_n", p.r("att_d"))
         self.nbox = r.field("k_stages", p.r("att_nbox"))
@@ -291,8 +290,6 @@ def _tiles(c: _Ctx, d: int) -> None:
         for b in range(MAX_KV_BOXES):
             has = p.p("att_has_box")
             p.emit(alu.isetp("GT", has, c.nbox, b))
-            if b == 1 and c.ip.loaded2 is not None:  # the second box lands on its own barrier
-                wait(p, c.ip.loaded2.at(c.r.cons.ring), c.r.cons.ring.parity)
             p.emit(alu.isetp("GT", has, c.cnt[b], 0, c=has))
             bskip = p.fresh_label("ATT_BOX_OUT")
             p.emit(control.bra(bskip).guarded(~has))
@@ -522,9 +519,7 @@ class Attention(Body):
         p.emit(alu.uiadd3(kv, kk.bytes, vv.bytes))
         total = p.r("att_tx")
         p.emit(alu.mov(total, kv))
-        split = ip.loaded2 is not None  # the second box on a barrier of its own (`Launch.split_loads`)
-        if not split:
-            p.emit(alu.imad(total, total, nbox, RZ))
+        p.emit(alu.imad(total, total, nbox, RZ))
         qb = p.r("att_qb")
         p.emit(alu.mov(qb, q.bytes))
         p.emit(alu.iadd3(total, total, qb))
@@ -537,19 +532,11 @@ class Attention(Body):
         vv.copy(page_addr(ip, r, 3, "att_v0"), bar, guard=r.leader)
         two = p.p("att_two")
         p.emit(alu.isetp("GE", two, nbox, 2))
-        bar2 = bar
-        if split:
-            assert ip.loaded2 is not None
-            bar2 = ip.loaded2.at(r.cons.ring)
-            kv_r = p.r("att_kv_r")
-            p.emit(alu.mov(kv_r, kv))
-            p.emit(alu.mov(kv_r, 0).guarded(~two))  # one box: the phase completes at once
-            p.derive.emit_at(bar2, lambda m: sync.arrive_expect_tx(m, kv_r), guard=r.leader)
         with p.when(two):
             _shift_rows(ip, r, 2, kk, step)
             _shift_rows(ip, r, 3, vv, step)
-            kk.copy(page_addr(ip, r, 2, "att_k1"), bar2, guard=r.leader)
-            vv.copy(page_addr(ip, r, 4, "att_v1"), bar2, guard=r.leader)
+            kk.copy(page_addr(ip, r, 2, "att_k1"), bar, guard=r.leader)
+            vv.copy(page_addr(ip, r, 4, "att_v1"), bar, guard=r.leader)
 
     def compute(self, ip: Interp, r: Role) -> None:
         p = ip.p

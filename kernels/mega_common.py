@@ -125,17 +125,6 @@ class Launch:
     #: sm_90a: fence each tensor map's descriptor once per CTA and role (a bitmap of the maps fenced
     #: so far) rather than before each instruction's copies
     fence_once: bool = False
-    #: sm_90a: the loader fences its operands' maps and fetches their descriptors as it takes an
-    #: instruction's slot, the storer its output's (`kernels.mega_ops.fence_ahead`), rather than
-    #: before each copy after the counter waits
-    fence_ahead: bool = False
-    #: sm_90a: the loader issues an instruction's early copies only once the storer has issued the
-    #: previous instruction's store (`store_issued`), so that the store is not queued behind them
-    store_first: bool = False
-    #: sm_90a: the queue has decode-attention partials of two K (and V) boxes: their second box
-    #: completes on a barrier of its own (`loaded2`), so that the consumers compute the first box's
-    #: keys while the second lands; every other instruction completes that barrier's phase at once
-    split_loads: bool = False
     #: the roles stamp each instruction's steps into a `times` buffer (`STAMPS`, TIME_WORDS words an
     #: instruction, by its index): `warpy mega run --timeline` reads them
     timeline: bool = False
@@ -266,13 +255,8 @@ class InterpBase:
     # -- storer --------------------------------------------------------------------------------------
     def storer_step(self, r: "Role") -> None:
         p = self.p
-        if self.launch.fence_ahead:  # the output's map fenced and its descriptor fetched while the consumers work
-            from .mega_ops import fence_ahead
-
-            fence_ahead(self, r, (0,))
         r.counter_waits(STAGE_STORE)
         r.dispatch(lambda body: body.store(self, r))
-        r.fenced_ahead = frozenset()
         r.stamp("written")
         self.arrive_counters(r)
 
@@ -295,14 +279,6 @@ class InterpBase:
             r.lds_at(ctr, F.BY_NAME["arrive0"].word, k, 1)
             addr = r.counter_addr(ctr)
             p.emit(memory.red_add(GMem(r.memdesc, addr), one).guarded(r.leader))
-
-    def store_issued(self, r: "Role") -> None:
-        """The storer has issued the instruction's store (every body's `store` calls it once, after
-        its copies are committed, or at once when it stores nothing): with the launch's
-        `store_first`, the loader's next early copies may go (sm_90a)."""
-        stored = getattr(self, "stored", None)
-        if stored is not None:
-            self.p.derive.emit_at(stored.at(r.cons.ring), lambda m: sync.arrive(m), guard=r.leader)
 
     # -- page recycling ----------------------------------------------------------------------------
     def recycler_start(self) -> None:
@@ -331,12 +307,8 @@ class InterpBase:
         # the body ended with every consumer thread at the consumers' named barrier: all are done
         # with the slot, and the target frees it (`free_slot`: one thread, or every thread)
         r.dispatch(lambda body: body.compute(self, r))
-        self.consumers_end(r)
         r.stamp("end")
         self.free_slot(r, r.cleader)
-
-    def consumers_end(self, r: "Role") -> None:
-        """What the consumers do after any body's compute, before freeing the slot (a target's)."""
 
     #: arrivals that free an instruction slot: one a worker role (its leader's, after the role's
     #: threads are done with the slot); a target whose every reading thread arrives says so
@@ -361,9 +333,6 @@ class Role:
         p = self.p = ip.p
         self.code = ROLE_CODES.get(name, 0)
         self.fence_row = 1 if name == "storer" else 0  # this role's row of a fenced-maps bitmap (sm_90a)
-        #: operand slots whose maps this role fenced as it took the current instruction's slot
-        #: (`kernels.mega_ops.fence_ahead`): `descriptor` skips their fence
-        self.fenced_ahead: frozenset[int] = frozenset()
         self.cons: ConsumerEnd = ip.slot.consumer(self.SHORT[name])
         self.it: R = RZ
         self.stamp_addr: Optional[RVec] = None

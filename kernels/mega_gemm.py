@@ -965,7 +965,6 @@ class Gemm(Body):
         p.emit(alu.umov(d1, 64).guarded(wide_u))
         m.copy(second, None, d0, guard=r.leader, shift1=d1)
         p.emit(tma.bulk_commit())
-        ip.store_issued(r)
         p.emit(tma.bulk_wait(0, writes=True))
         r.release_pid(OUT)
 

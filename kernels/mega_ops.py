@@ -123,8 +123,6 @@ def descriptor(ip: Interp, r: Role, k: int, d: Optional[URVec] = None) -> URVec:
     d = d if d is not None else p.urvec("map_desc", 2)
     idx = r.field(f"op{k}.tmap", p.r("map_index"))
     table_entry(p, ip.table, idx, d)
-    if k in r.fenced_ahead:  # fenced (and its descriptor fetched) when the role took the slot
-        return d
     if ip.fenced is None:
         p.emit(tma.tmap_acquire(d))
         return d
@@ -147,25 +145,6 @@ def descriptor(ip: Interp, r: Role, k: int, d: Optional[URVec] = None) -> URVec:
         p.emit(alu.lop3(word, word, bit, RZ, 0xFC))
         p.emit(memory.sts(Mem(addr), word))
     return d
-
-
-def fence_ahead(ip: Interp, r: Role, ops: Sequence[int]) -> None:
-    """The launch's `fence_ahead`: as the role takes an instruction's slot, before its counter waits,
-    fence each of operand slots `ops` in use (`n_operands`) for the tensor-map proxy and fetch its
-    descriptor (UTMACCTL.PF), so that the role's first copy through it after the waits finds the
-    descriptor at hand rather than fetching it then; the role's `descriptor` reads of those slots
-    skip their fence until `r.fenced_ahead` is emptied (the end of the role's step)."""
-    p = ip.p
-    n = r.field("n_operands", p.r("ahead_n"))
-    for k in ops:
-        used = p.p("ahead_used")
-        p.emit(alu.isetp("GT", used, n, k))
-        with p.when(used):
-            d = p.urvec("ahead_desc", 2)
-            table_entry(p, ip.table, r.field(f"op{k}.tmap", p.r("ahead_index")), d)
-            p.emit(tma.tmap_acquire(d))
-            p.emit(tma.tmap_prefetch(d).guarded(r.leader))
-    r.fenced_ahead = frozenset(ops)
 
 
 class MapOp:
@@ -286,7 +265,6 @@ def store_output(ip: Interp, r: Role, lid: int, count: Optional[R] = None, step:
             p.emit(alu.uiadd3(dst, dst, m.bytes))
             p.emit(alu.uiadd3(shift, shift, step))
     p.emit(tma.bulk_commit())
-    ip.store_issued(r)
     if ip.fault == "early-page-free":  # seeded: the page goes back before the store has read it
         r.release_page(lid)
         p.emit(tma.bulk_wait(0, writes=True))
@@ -447,7 +425,7 @@ class Noop(Body):
         out_ready(ip, r)
 
     def store(self, ip: Interp, r: Role) -> None:
-        ip.store_issued(r)
+        return None
 
 
 def refuse_elementwise(fields: dict[str, int]) -> Optional[str]:

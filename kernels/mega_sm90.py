@@ -25,14 +25,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable, Optional
 
-from warpy.isa.buffers import BarrierArray, SmemBuffer
+from warpy.isa.buffers import SmemBuffer
 from warpy.isa.families import alu, control, memory, sync
-from warpy.isa.operands import RZ, URZ, P
-from warpy.isa.index import Uniform
-from warpy.isa.pipes import init_barriers, wait
+from warpy.isa.operands import RZ, P
+from warpy.isa.pipes import init_barriers
 from warpy.isa.program import Program
 from warpy.target import SM90A
-from warpy.mega import fields as F
 
 from .mega_common import (CONSUMER_WARPS, DONE, FAULTS, IDENTITY_ORDER, PAGE_BYTES, PAGES, ROLE_CODES, SLOTS,
                           STAGE_LOAD, STAGE_STORE, STATUS_ROLE_WORDS, STATUS_WORDS, THREADS, InterpBase, Launch, Role,
@@ -75,12 +73,6 @@ class Interp(InterpBase):
         self.fence_words = max(1, -(-len(launch.maps) // 32))
         self.fenced: Optional[SmemBuffer] = (p.smem_words("fenced", 2 * self.fence_words) if launch.fence_once
                                              else None)
-        # with store_first: the storer's word to the loader that an instruction's store is issued
-        # (`store_issued`), a barrier a slot: its phases are the slot's instructions, like `out_ready`'s
-        self.stored: Optional[BarrierArray] = p.barriers("stored", SLOTS, 1) if launch.store_first else None
-        # with split_loads: the second K/V box of a decode-attention partial completes here (its
-        # phases are the slot's instructions: every other instruction's loader arrives at once)
-        self.loaded2: Optional[BarrierArray] = p.barriers("loaded2", SLOTS, 1) if launch.split_loads else None
         # what the bodies declare for themselves (a gemm's stage ring and its views of the pages)
         self.decl: dict[str, object] = {}
         for body in sorted(bodies.values(), key=lambda b: b.opcode):
@@ -146,7 +138,6 @@ class Interp(InterpBase):
                                  lambda m: memory.sts(m, RZ), guard=r.leader)
         for body in sorted(self.bodies.values(), key=lambda b: b.opcode):
             body.start(self, r)  # per-role state a body keeps across instructions (its ring's position)
-
         with p.loop("it", self.launch.waves) as it:
             r.it = it.reg
             with r.cons.stage():
@@ -170,23 +161,6 @@ class Interp(InterpBase):
         load-stage counter waits (acquire), the proxy fence, and the body's other copies: the next
         instruction's weights stream while the current one computes (docs/megakernel.md)."""
         p = self.p
-        if self.launch.fence_ahead:
-            from .mega_ops import fence_ahead
-
-            fence_ahead(self, r, range(1, F.OPERANDS))
-        if self.stored is not None:  # the previous instruction's store issued before this one's early copies
-            later = p.p("sf_later")
-            p.emit(alu.isetp("NE", later, r.it, 0))
-            with p.when(later):
-                # the previous instruction had the other slot: this lap's (slot 1) or the last (slot 0)
-                ring = r.cons.ring
-                prev = p.ur("sf_prev")
-                p.emit(alu.ulop3(prev, ring.stage, 1, URZ, 0x3C))
-                par = p.r("sf_parity")  # this one's parity, flipped where the previous was the last lap's
-                p.emit(alu.mov(par, prev))
-                p.emit(alu.shf_l(par, par, 31))
-                p.emit(alu.lop3(par, par, ring.parity, RZ, 0x3C))
-                wait(p, self.stored.at(Uniform("sf_prev", prev, SLOTS)), par)
         for code, body in sorted(self.bodies.items()):
             early = getattr(body, "load_early", None)
             if early is not None:
@@ -195,19 +169,6 @@ class Interp(InterpBase):
                 with p.when(hit):
                     early(self, r)
         super().loader_step(r)
-        r.fenced_ahead = frozenset()
-        if self.loaded2 is not None:  # (the attention body arms it with its second box's copies)
-            other = p.p("not_attention")
-            p.emit(alu.isetp("NE", other, r.opcode, F.ATTENTION))
-            with p.when(other):
-                p.derive.emit_at(self.loaded2.at(r.cons.ring), lambda m: sync.arrive(m), guard=r.leader)
-
-    def consumers_end(self, r: "Role") -> None:
-        """With split_loads, every instruction's consumers wait for `loaded2`'s phase (the attention
-        body waited already; for the others the loader completed it), so that no phase of it goes
-        unwaited before the slot's next instruction arms it."""
-        if self.loaded2 is not None:
-            wait(self.p, self.loaded2.at(r.cons.ring), r.cons.ring.parity)
 
     # -- recycler -------------------------------------------------------------------------------
     def recycler_step(self, r: "Role") -> None:

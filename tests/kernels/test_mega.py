@@ -84,21 +84,6 @@ def test_the_weights_prefetch_into_l2_is_clean_with_values() -> None:
     assert rep.values_checked > 0 and rep.values_wrong == 0
 
 
-@pytest.mark.parametrize("config", ["fence=ahead", "store_first=1"])
-def test_the_issue_order_options_are_clean_with_values(config: str) -> None:
-    """`fence=ahead` (the maps fenced and their descriptors fetched as a role takes the slot, the
-    descriptor reads after the waits unfenced) and `store_first=1` (the loader's early copies wait
-    for the previous instruction's store: a barrier a slot, its parity derived from the slot ring's)
-    on the decode MLP with every CTA, with values: no copy through an unfenced map, no hang."""
-    p = mega.MegaProblem("llama-small", 1)
-    prog = mega.build(p, mega.configure(p, config))
-    text = prog.text()
-    assert ("UTMACCTL.PF" in text) == (config == "fence=ahead")
-    rep = mega.check_launch(p, mega.configure(p, config), coloured=False)
-    assert rep.ok, rep.text()
-    assert rep.values_checked > 0 and rep.values_wrong == 0
-
-
 @pytest.mark.parametrize("graph", ["gemm-small", "gemm-epi", "acts", CHUNKED, SPLIT] + [
     pytest.param(g, marks=pytest.mark.skipif(not SLOW, reason="WARPY_SLOW=1")) for g in ("mlp-small", "llama-small")])
 def test_the_op_bodies_are_clean_with_values(graph: str) -> None:

@@ -121,29 +121,3 @@ def test_the_combine_walks_more_chunks_than_a_warp_has_lanes(monkeypatch: pytest
         assert _problems(rep) == [] and rep.values_checked == 1 * 2 * 64 and rep.values_wrong == 0
     finally:
         forget_all()
-
-
-@pytest.mark.parametrize("chunk,box", [(256, 128), (160, 80)])
-def test_a_partial_of_two_boxes_computes_the_first_while_the_second_lands(monkeypatch: pytest.MonkeyPatch,
-                                                                         chunk: int, box: int) -> None:
-    """A chunk of two K (and V) boxes: the launch's `split_loads`, the second box on `loaded2` (the
-    consumers wait for it before its key blocks; every other instruction completes its phase at once);
-    the cache of 1275 rows in chunks of 256 (two boxes of 128: the last chunk ragged, its second box
-    partly past the rows) or 160 (two of 80); every CTA with values against numpy."""
-    from warpy.memo import forget_all
-    from warpy.mega import tiling
-
-    def forced(*args: Any) -> tiling.AttentionSplit:
-        splits = -(-1275 // chunk)
-        return tiling.AttentionSplit(splits, chunk, box, 2, splits, 0.0)
-
-    monkeypatch.setattr(tiling, "attention_split", forced)
-    forget_all()
-    try:
-        problem = mega.MegaProblem(os.path.join(GRAPHS, "attn_chunks40.py"))
-        assert mega.plan(problem, mega.choose(problem)).launch.split_loads
-        assert "loaded2" in mega.build(problem).text()
-        rep = mega.check_launch(problem, values=True)
-        assert _problems(rep) == [] and rep.values_checked == 1 * 2 * 64 and rep.values_wrong == 0
-    finally:
-        forget_all()

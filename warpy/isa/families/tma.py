@@ -101,10 +101,9 @@ def tmap_acquire(tmap: MapOperand) -> Instr:
     return ins(UTMACCTL, "IV", _map(tmap))
 
 
-def tmap_prefetch(tmap: MapOperand) -> Instr:
-    """Fetch a tensor map's descriptor (a `.tmap` name, or the address in a uniform register pair)
-    ahead of its first copy (ptxas: UTMACCTL.PF [UR])."""
-    return ins(UTMACCTL, "PF", _map(tmap))
+def tmap_prefetch(tmap: str) -> Instr:
+    """Fetch a tensor map's descriptor ahead of its first copy (ptxas: UTMACCTL.PF [UR])."""
+    return ins(UTMACCTL, "PF", TmapRef(tmap))
 
 
 def tma_prefetch(args: Mem, tmap: MapOperand) -> Instr:
