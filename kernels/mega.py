@@ -154,6 +154,10 @@ class MegaConfig:
     #: Llama MLP ran 1.5 % faster with it (T = 1, 603 -> 594 µs) and the decoder stack's interpreter
     #: spills with it (refused by the build); the fused tiles are bound by the HBM (docs/performance.md)
     glu_split: bool = False
+    #: sm_90a: decode attention whose caches' last rows were just appended runs two partial nodes, one
+    #: over the old rows (which nothing in the launch writes: its K and V copies are early, issued
+    #: before the tile's counter waits) and one over the appended rows (`warpy.mega.lower.fresh_rows`)
+    fresh: bool = False
 
     def describe(self) -> str:
         f = f", seeded fault {self.fault}" if self.fault else ""
@@ -163,6 +167,7 @@ class MegaConfig:
         t += ", decode rmsnorms fused into their gemms" if self.norm else ""
         t += f", counter polls backing off up to {self.backoff} ns" if self.backoff != BACKOFF_MAX_NS else ""
         t += ", the fused gate/up gemm's K steps split between its warpgroups" if self.glu_split else ""
+        t += ", decode attention's old and appended rows as two partial nodes" if self.fresh else ""
         return (f"sm_90a megakernel interpreter: {self.mode} queues, 7 pages of 32 KiB, two instruction slots, "
                 f"descriptors fenced {'once a CTA' if self.fence == 'once' else 'each instruction'}{f}{t}")
 
@@ -218,6 +223,9 @@ def configure(problem: MegaProblem, overrides: Union[str, Mapping[str, object], 
             raise WarpyError("backoff: the poll back-off's ceiling is the sm_90a interpreter's (sm_100a runs on no GPU here)")
         if out.glu_split:
             raise WarpyError("glu_split: the fused gate/up gemm is the sm_90a interpreter's; sm_100a runs them unfused")
+        if out.fresh:
+            raise WarpyError("fresh: decode attention's old and appended rows as two partial nodes is the sm_90a "
+                             "interpreter's; sm_100a runs one")
         return out
     if out.mode != "static":
         raise WarpyError(f"mode {out.mode!r}: the sm_90a interpreter runs static queues (dynamic mode is not written yet)")
@@ -276,7 +284,8 @@ def plan(problem: MegaProblem, config: MegaConfig) -> Plan:
 
         table = sm100_bodies()
     units = problem.n_units
-    s = schedule(problem.load(), problem.arch, config.mode, units=units, glu=config.glu, norm=config.norm)
+    s = schedule(problem.load(), problem.arch, config.mode, units=units, glu=config.glu, norm=config.norm,
+                 fresh=config.fresh)
     enc = encode(s)
     names = {v: k for k, v in OPCODES.items()}
     for ins, f in zip(s.instrs, decode(enc.words)):

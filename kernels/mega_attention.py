@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from warpy.isa.families import alu, control, memory, sync
 from warpy.isa.families.typed import F32, S32, U32
-from warpy.isa.operands import RZ, URZ, Mem, R, RVec, UR
+from warpy.isa.operands import RZ, URZ, Mem, P, R, RVec, UR
 from warpy.isa.pipes import wait
 from warpy.isa.units.warp import warp_max, warp_sum
 from warpy.mega import fields as F
@@ -507,7 +507,37 @@ class Attention(Body):
     def refuse(self, fields: dict[str, int]) -> Optional[str]:
         return refuse_attention(fields)
 
+    @staticmethod
+    def _kv_early(ip: Interp, r: Role) -> P:
+        """Whether the instruction's K and V are early (its `early` bits 2 and 3: cache rows nothing
+        in the launch writes, the old rows of `warpy.mega.lower.fresh_rows`)."""
+        p = ip.p
+        e = r.field("early", p.r("att_early"))
+        p.emit(alu.lop3(e, e, 0xC, RZ, 0xC0))
+        kv_early = p.p("att_kv_early")
+        p.emit(alu.isetp("EQ", kv_early, e, 0xC))
+        return kv_early
+
+    def load_early(self, ip: Interp, r: Role) -> None:
+        """Before the counter waits, where K and V are early: their pages, the instruction's one
+        arrival on `loaded[slot]` with every copy's bytes (q's too), the K and V copies; `load` then
+        copies q alone. The chunk's keys stream while the instructions before it run."""
+        with ip.p.when(self._kv_early(ip, r)):
+            self._copies(ip, r, with_q=False)
+
     def load(self, ip: Interp, r: Role) -> None:
+        p = ip.p
+        done = p.fresh_label("ATT_LOADED")
+        with p.when(self._kv_early(ip, r)):  # (K and V on the way: `load_early`)
+            q = MapOp(ip, r, 1, "aq")
+            q.copy(page_addr(ip, r, 0, "att_qpage"), ip.loaded.at(r.cons.ring), guard=r.leader)
+            p.emit(control.bra(done))
+        self._copies(ip, r, with_q=True)
+        p.label(done)
+
+    def _copies(self, ip: Interp, r: Role, with_q: bool) -> None:
+        """The pages, the arrival on `loaded[slot]` with the bytes of q and the chunk's K and V boxes,
+        and the copies (q's only `with_q`)."""
         p = ip.p
         nbox = r.field("k_stages", p.r("att_nbox"))
         step = p.ur("att_step")
@@ -527,7 +557,8 @@ class Attention(Body):
             r.wait_page(lid)
         expect(ip, r, total)
         bar = ip.loaded.at(r.cons.ring)
-        q.copy(page_addr(ip, r, 0, "att_qpage"), bar, guard=r.leader)
+        if with_q:
+            q.copy(page_addr(ip, r, 0, "att_qpage"), bar, guard=r.leader)
         kk.copy(page_addr(ip, r, 1, "att_k0"), bar, guard=r.leader)
         vv.copy(page_addr(ip, r, 3, "att_v0"), bar, guard=r.leader)
         two = p.p("att_two")

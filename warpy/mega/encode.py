@@ -204,7 +204,9 @@ class _Maps:
         if node.kind == "gemm" and node.glu and role == 3:
             role = 2  # the up weight: mapped and boxed as B (the gate weight) is
         view_axes = _attention_axes(node, role, view) if attn else _axes(node, role, view, out_rank)
-        keep = node.kind == "gemm" and role in (0, 1, 2)  # the output, A and B: boxes of the tile's rows
+        # the output, A and B of a gemm: boxes of the tile's rows; K and V of attention partials: boxes of
+        # k_step cache rows, also where the node's rows are one (the appended row, `lower.fresh_rows`)
+        keep = (node.kind == "gemm" and role in (0, 1, 2)) or (node.kind == "attention" and role in (2, 3))
         mdims, offset = map_dims(view, keep=keep)
         if len(mdims) == 1:
             # the H200's driver refused a rank-1 map (cuTensorMapEncodeTiled: CUDA_ERROR_INVALID_VALUE

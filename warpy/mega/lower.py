@@ -278,11 +278,12 @@ def _combine(n: Node, part: np.ndarray, dtype: str, box: Optional[tuple[tuple[in
     return out
 
 
-def _rows(view: View, lo: int, hi: int) -> View:
-    """Rows lo..hi of a view's first dimension."""
-    d0 = view.dims[0]
-    start = view.start[:d0] + (view.start[d0] + lo * view.step(0),) + view.start[d0 + 1:]
-    return View(view.base_shape, view.dtype, view.dims, start, (hi - lo,) + view.shape[1:], view.steps)
+def _rows(view: View, lo: int, hi: int, axis: int = 0) -> View:
+    """Indices lo..hi of a view's dimension `axis` (its rows by default)."""
+    d = view.dims[axis]
+    start = view.start[:d] + (view.start[d] + lo * view.step(axis),) + view.start[d + 1:]
+    return View(view.base_shape, view.dtype, view.dims, start, view.shape[:axis] + (hi - lo,) + view.shape[axis + 1:],
+                view.steps)
 
 
 #: the most rows an rmsnorm fused into the gemms after it (`lower(norm=True)`) may have: the decode
@@ -290,7 +291,8 @@ def _rows(view: View, lo: int, hi: int) -> View:
 NORM_ROWS = 64
 
 
-def lower(graph: Graph, target: Optional["Target | str"] = None, glu: bool = False, norm: bool = False) -> Program:
+def lower(graph: Graph, target: Optional["Target | str"] = None, glu: bool = False, norm: bool = False,
+          fresh: bool = False) -> Program:
     """The nodes that compute `graph`'s outputs, epilogues and SwiGLU fused; `target` (sm_90a by
     default) sizes the split of decode attention over its SMs; `glu`: gate and up gemms fused with
     their silu_mul into one gemm node; `norm`: an rmsnorm of at most NORM_ROWS rows fused into the
@@ -341,6 +343,9 @@ def lower(graph: Graph, target: Optional["Target | str"] = None, glu: bool = Fal
     tgt = get_target(target or "sm_90a")
     if glu and tgt.unit != "wgmma":
         raise WarpyError(f"glu: the fused gate/up gemm is the sm_90a interpreter's; {tgt.name} runs them unfused")
+    if fresh and tgt.unit != "wgmma":
+        raise WarpyError(f"fresh: decode attention's old and appended rows as two partial nodes is the sm_90a "
+                         f"interpreter's; {tgt.name} runs one")
     if norm and tgt.unit != "wgmma":
         raise WarpyError(f"norm: the rmsnorm fused into its gemms is the sm_90a interpreter's; {tgt.name} runs it "
                          f"as a node")
@@ -453,7 +458,7 @@ def lower(graph: Graph, target: Optional["Target | str"] = None, glu: bool = Fal
             tensor_of[v.id] = t.id
             continue
         elif v.op == "attention":
-            _lower_attention(prog, v, operand, tgt, "output" if v.id in out_ids else "temp")
+            _lower_attention(prog, v, operand, tgt, "output" if v.id in out_ids else "temp", fresh)
             absorbed.add(v.id)
             tensor_of[v.id] = prog.nodes[-1].out
             continue
@@ -528,29 +533,56 @@ def _glu_pairs(live: list[Value], uses: Mapping[int, int], out_ids: set[int]) \
     return out
 
 
-def _lower_attention(prog: Program, v: Value, operand: Callable[[Value], Operand], tgt: "Target", kind: str) -> None:
+def fresh_rows(v: Value) -> int:
+    """Where attention `v` reads caches that appends wrote the last rows of, both at one row `at` and
+    every earlier row visible to every query: `at` (the rows before it are the old rows, which nothing
+    in the launch writes); else 0."""
+    q, k, vv = v.args
+    if k.op != "cache_append" or vv.op != "cache_append":
+        return 0
+    at, length, t = k.attrs["at"], v.attrs["length"], q.shape[0]
+    if vv.attrs["at"] != at or at + k.args[1].shape[0] != length or vv.args[1].shape[0] != k.args[1].shape[0]:
+        return 0
+    if v.attrs["causal"] and at > length - t + 1:  # (query 0 sees the rows below length - T + 1)
+        return 0
+    return at if at > 0 else 0
+
+
+def _lower_attention(prog: Program, v: Value, operand: Callable[[Value], Operand], tgt: "Target", kind: str,
+                     fresh: bool = False) -> None:
     from warpy.mega.tiling import attention_split
 
     q, k, vv = v.args
     t, hq, d = q.shape
     hkv = k.shape[1]
     length = v.attrs["length"]
-    split = attention_split(t, hq, hkv, d, length, tgt)
     ko, vo = operand(k), operand(vv)
-    # only the first `length` rows: a box past them is zero-filled by TMA, never another call's rows
-    ko, vo = Operand(ko.tensor, _rows(ko.view, 0, length)), Operand(vo.tensor, _rows(vo.view, 0, length))
+    at = fresh_rows(v) if fresh else 0
+    # (first row, rows, causal) of each partial node: one over the cache's first `length` rows, or
+    # with `fresh` one over the old rows (every query sees them all) and one over the appended rows
+    parts = [(0, at, False), (at, length - at, v.attrs["causal"])] if at else [(0, length, v.attrs["causal"])]
+    splits = [attention_split(t, hq, hkv, d, n, tgt) for _, n, _ in parts]
+    total = sum(sp.splits for sp in splits)
     attrs: dict[str, Any] = dict(length=length, scale=v.attrs["scale"], causal=v.attrs["causal"], group=hq // hkv,
-                                 tokens=t, chunk=split.chunk, splits=split.splits, where=v.where)
-    part = Tensor(len(prog.tensors), f"{v.name}_part", (hkv, split.splits, t * (hq // hkv), d + S.PARTIAL_EXTRA),
+                                 tokens=t, where=v.where)
+    part = Tensor(len(prog.tensors), f"{v.name}_part", (hkv, total, t * (hq // hkv), d + S.PARTIAL_EXTRA),
                   "fp32", "temp")
     prog.tensors.append(part)
-    n1 = Node(len(prog.nodes), "attention", part.id, (operand(q), ko, vo), values=(v.name,), **attrs)
-    part.producer = n1.id
-    prog.nodes.append(n1)
+    first_chunk = 0
+    for (r0, n, causal), sp in zip(parts, splits):
+        # only the node's rows: a box past them is zero-filled by TMA, never another call's rows
+        kr, vr = Operand(ko.tensor, _rows(ko.view, r0, r0 + n)), Operand(vo.tensor, _rows(vo.view, r0, r0 + n))
+        out_view = None if not at else _rows(View.whole(part.shape, "fp32"), first_chunk, first_chunk + sp.splits, 1)
+        n1 = Node(len(prog.nodes), "attention", part.id, (operand(q), kr, vr), values=(v.name,), out_view=out_view,
+                  **{**attrs, "length": n, "causal": causal, "chunk": sp.chunk, "splits": sp.splits})
+        part.producer = n1.id
+        prog.nodes.append(n1)
+        first_chunk += sp.splits
     out = Tensor(len(prog.tensors), v.name, base_shape(v), v.dtype, kind)
     prog.tensors.append(out)
     n2 = Node(len(prog.nodes), "attention_combine", out.id, (Operand(part.id, View.whole(part.shape, "fp32")),),
-              values=(v.name,), out_view=_coarse_out(v, "attention_combine"), **attrs)
+              values=(v.name,), out_view=_coarse_out(v, "attention_combine"), chunk=splits[0].chunk, splits=total,
+              **attrs)
     out.producer = n2.id
     prog.nodes.append(n2)
 

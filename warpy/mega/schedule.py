@@ -184,15 +184,16 @@ def _dependency_sets(prog: Program, instrs: list[Instr]) -> dict[tuple[int, int]
 
 
 def build(graph: Graph, arch: str | Target = "sm_90a", mode: str = "static", units: Optional[int] = None,
-          glu: bool = False, norm: bool = False) -> Schedule:
+          glu: bool = False, norm: bool = False, fresh: bool = False) -> Schedule:
     """Lower, tile and schedule `graph` for `arch`; a one-line error for what cannot be scheduled.
     `units`: schedule for fewer units than the target has (small tests that want reuse and long
     queues from small graphs); tile rules still use the target's. `glu`: SwiGLU's gate and up
-    gemms fused with their silu_mul, `norm`: a decode rmsnorm fused into the gemms reading it (`lower`; sm_90a)."""
+    gemms fused with their silu_mul, `norm`: a decode rmsnorm fused into the gemms reading it, `fresh`: decode
+    attention's old and appended cache rows as two partial nodes (`lower`; sm_90a)."""
     tgt = get_target(arch)
     if mode not in MODES:
         raise WarpyError(f"schedule mode {mode!r} is not one of {', '.join(MODES)}")
-    prog = lower(graph, tgt, glu, norm)
+    prog = lower(graph, tgt, glu, norm, fresh)
     cl = CLUSTER[tgt.unit]
     n_units = units_of(tgt) if units is None else units
     if n_units < 1:

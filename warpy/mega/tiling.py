@@ -275,7 +275,7 @@ def attention_split(tokens: int, hq: int, hkv: int, d: int, length: int, target:
 
 
 def _attention(prog: Program, node: Node, target: Target) -> NodeTiling:
-    hkv, splits, rows, width = prog.tensors[node.out].shape
+    hkv, splits, rows, width = out_shape(prog, node)  # (a node of the old or the appended rows: its chunks' view)
     d = node.head_dim
     esz = element_type(prog.tensors[node.operands[1].tensor].dtype).bytes
     split = attention_split(node.tokens, hkv * node.group, hkv, d, node.length, target, esz)
