@@ -568,16 +568,17 @@ def _lower_attention(prog: Program, v: Value, operand: Callable[[Value], Operand
     part = Tensor(len(prog.tensors), f"{v.name}_part", (hkv, total, t * (hq // hkv), d + S.PARTIAL_EXTRA),
                   "fp32", "temp")
     prog.tensors.append(part)
-    first_chunk = 0
-    for (r0, n, causal), sp in zip(parts, splits):
+    firsts = [sum(sp.splits for sp in splits[:i]) for i in range(len(parts))]
+    # the appended rows' node first: the schedule places it before the old rows' tiles (onto the
+    # least loaded units), its chunk still the last of the partials
+    for (r0, n, causal), sp, c0 in reversed(list(zip(parts, splits, firsts))):
         # only the node's rows: a box past them is zero-filled by TMA, never another call's rows
         kr, vr = Operand(ko.tensor, _rows(ko.view, r0, r0 + n)), Operand(vo.tensor, _rows(vo.view, r0, r0 + n))
-        out_view = None if not at else _rows(View.whole(part.shape, "fp32"), first_chunk, first_chunk + sp.splits, 1)
+        out_view = None if not at else _rows(View.whole(part.shape, "fp32"), c0, c0 + sp.splits, 1)
         n1 = Node(len(prog.nodes), "attention", part.id, (operand(q), kr, vr), values=(v.name,), out_view=out_view,
                   **{**attrs, "length": n, "causal": causal, "chunk": sp.chunk, "splits": sp.splits})
         part.producer = n1.id
         prog.nodes.append(n1)
-        first_chunk += sp.splits
     out = Tensor(len(prog.tensors), v.name, base_shape(v), v.dtype, kind)
     prog.tensors.append(out)
     n2 = Node(len(prog.nodes), "attention_combine", out.id, (Operand(part.id, View.whole(part.shape, "fp32")),),

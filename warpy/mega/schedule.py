@@ -281,7 +281,8 @@ def build(graph: Graph, arch: str | Target = "sm_90a", mode: str = "static", uni
         nbytes = t.size * element_type(t.dtype).bytes
         if t.kind == "temp" and t.id in first:
             start = first[t.id]
-            writers = node_members[t.producer or 0]
+            # (every node writing it: decode attention's partials may come from two, `lower.fresh_rows`)
+            writers = [i for n in prog.nodes if n.out == t.id for i in node_members[n.id]]
             # a buffer a full wave behind, whose users can take one more arrive and whose reuser one more wait
             fits = [b for b in free if buffers[b].nbytes >= nbytes and start - last[buffers[b].tensors[-1]] >= n_units
                     and prog.tensors[buffers[b].tensors[-1]].dtype == t.dtype  # (a buffer holds one element type)
