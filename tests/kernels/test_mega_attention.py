@@ -121,3 +121,29 @@ def test_the_combine_walks_more_chunks_than_a_warp_has_lanes(monkeypatch: pytest
         assert _problems(rep) == [] and rep.values_checked == 1 * 2 * 64 and rep.values_wrong == 0
     finally:
         forget_all()
+
+
+def test_a_chunk_nothing_writes_copies_its_keys_before_the_waits() -> None:
+    """attn-small's chunks below the appended rows read K and V that nothing in the launch writes
+    (their `early` bits 2 and 3), the last chunk not; the attention body's `load_early` copies the
+    early chunks' K and V boxes before the counter waits (and q after them), which the checker's run
+    of every CTA with values (the test above) proves ordered."""
+    from warpy.mega.encode import decode
+
+    problem = mega.MegaProblem("attn-small")
+    pl = mega.plan(problem, mega.choose(problem))
+    early = sorted({f["early"] & 0xC for f in decode(pl.encoded.words) if f["opcode"] == F.ATTENTION})
+    assert early == [0, 0xC]
+
+
+@pytest.mark.parametrize("graph,values", [("attn-small", 3 * 4 * 64), pytest.param(
+    os.path.join(GRAPHS, "attn_t16.py"), 16 * 8 * 64, marks=pytest.mark.skipif(not SLOW, reason="WARPY_SLOW=1 (25 s)"))])
+def test_fresh_rows_are_clean_with_values(graph: str, values: int) -> None:
+    """`fresh=1`: the old rows' partial node (every K and V copy early) and the appended rows' node
+    writing one partials tensor, the combine over both; every CTA with values."""
+    problem = mega.MegaProblem(graph)
+    cfg = mega.configure(problem, "fresh=1")
+    kinds = [n.kind for n in mega.plan(problem, cfg).schedule.program.nodes]
+    assert kinds.count("attention") == 2
+    rep = mega.check_launch(problem, cfg, values=True)
+    assert _problems(rep) == [] and rep.values_checked == values and rep.values_wrong == 0

@@ -41,8 +41,9 @@ def _softmax_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, length: int,
     return out
 
 
-def _run(g: Graph, mode: str = "static", seed: int = 0, units: int | None = None):  # type: ignore[no-untyped-def]
-    s = build(g, "sm_90a", mode, units)
+def _run(g: Graph, mode: str = "static", seed: int = 0, units: int | None = None,  # type: ignore[no-untyped-def]
+         fresh: bool = False):
+    s = build(g, "sm_90a", mode, units, fresh=fresh)
     assert validate(s).ok, validate(s).lines()
     inputs = g.random_inputs(seed)
     out = vm.run(s, inputs, seed=seed + 1, calls=2)
@@ -297,3 +298,55 @@ def test_old_cache_reads_refused() -> None:
     s, inputs, out = _run(g, units=4)
     assert all(np.array_equal(a, b) for a, b in zip(out.outputs, s.program.reference(inputs)))
     assert np.array_equal(out.state["ks"][1, 6:8], inputs["kn"]) and np.array_equal(out.state["ks"][0], inputs["ks"][0])
+
+
+@settings(derandomize=True, max_examples=20, deadline=None)
+@given(st.integers(1, 5), st.sampled_from([(2, 1), (4, 2), (3, 3)]), st.sampled_from([8, 64]),
+       st.integers(1, 60), st.integers(0, 9), st.booleans(), st.integers(0, 3))
+def test_fresh_rows_split_equals_softmax(tokens: int, heads: tuple[int, int], d: int, past: int, spare: int,
+                                         causal: bool, seed: int) -> None:
+    """`fresh`: the old rows (every query sees them all: not causal) and the appended rows (causal among
+    themselves) as two partial nodes writing one partials tensor, the combine over both; the VM equals
+    Program.reference exactly and both are within a bf16 step of the float64 softmax; the old rows'
+    K and V reads are early (nothing in the launch writes them), the appended rows' are not."""
+    hq, hkv = heads
+    length = past + tokens
+    g = decode_attention(tokens, hq, hkv, d, length, length + spare, causal, name="p")
+    s, inputs, out = _run(g, "static", seed, units=4, fresh=True)
+    parts = [n for n in s.program.nodes if n.kind == "attention"]
+    assert [(n.length, n.causal) for n in parts] == [(past, False), (tokens, causal)]
+    comb = [n for n in s.program.nodes if n.kind == "attention_combine"][0]
+    assert comb.splits == parts[0].splits + parts[1].splits == s.program.tensors[comb.operands[0].tensor].shape[1]
+    for ins in s.instrs:
+        if ins.node == parts[0].id:
+            assert {1, 2} <= set(ins.early)
+        elif ins.node == parts[1].id:
+            assert not {1, 2} & set(ins.early)
+    assert np.array_equal(out.outputs[0], s.program.reference(inputs)[0])
+    direct = _softmax_attention(inputs["q"], out.state["k_cache"], out.state["v_cache"], length, 1 / math.sqrt(d),
+                                causal)
+    assert np.max(np.abs(out.outputs[0] - direct)) <= 2 ** -8 * max(1.0, float(np.abs(direct).max()))
+
+
+def test_fresh_rows_only_where_every_old_row_is_seen() -> None:
+    """`lower.fresh_rows`: the row the appends start at where both caches were appended there, the
+    appended rows end the attended ones and every query sees every row before them; else 0 (one
+    partial node): causal attention of more queries than appended rows (query 0 does not see the
+    last old row), or a cache never appended to."""
+    from warpy.mega.lower import fresh_rows
+
+    def attention(tokens: int, new: int, causal: bool, append: bool = True):  # type: ignore[no-untyped-def]
+        g = Graph("f")
+        q = g.input("q", (tokens, 2, 8))
+        kc, vc = g.input("k_cache", (32, 1, 8)), g.input("v_cache", (32, 1, 8))
+        if append:
+            kc = g.cache_append(kc, g.input("k_new", (new, 1, 8)), at=20)
+            vc = g.cache_append(vc, g.input("v_new", (new, 1, 8)), at=20)
+        return g.attention(q, kc, vc, length=20 + new, causal=causal)
+
+    assert fresh_rows(attention(3, 3, True)) == 20
+    assert fresh_rows(attention(3, 3, False)) == 20
+    assert fresh_rows(attention(2, 4, True)) == 20  # query 0 sees the rows below 20 + 4 - 2 + 1 = 23
+    assert fresh_rows(attention(3, 1, False)) == 20  # not causal: every query sees every row
+    assert fresh_rows(attention(3, 1, True)) == 0  # query 0 sees the rows below 20 + 1 - 3 + 1 = 19
+    assert fresh_rows(attention(3, 3, True, append=False)) == 0
