@@ -227,6 +227,7 @@ def _xw_graph() -> str:
     (lambda: mega.MegaProblem("nope"), None, "no graph called 'nope'"),
     (lambda: SMALL, "mode=dynamic", "runs static queues"),
     (lambda: SMALL, "fault=nope", "fault 'nope' is not one of"),
+    (lambda: mega.MegaProblem("attn-small", arch="sm_100a"), "fresh=1", "fresh: decode attention's old and appended"),
 ])
 def test_refused_in_one_line(problem: Any, config: Any, what: str) -> None:
     with pytest.raises(WarpyError) as e:

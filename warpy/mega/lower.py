@@ -28,6 +28,10 @@ value would depend on whether it ran before the write). `attention` becomes two 
 (one tile per KV head and chunk of the cache, writing the fp32 partial of `semantics.attention_partial`
 into a temp of (Hkv, S, T·G, D + 4)) and `attention_combine` (the partials of each head reduced to the
 bf16 output); the split S and the chunk rows come from `tiling.attention_split` (the target's SMs).
+With `fresh` (sm_90a) an attention whose caches' last rows were just appended (`fresh_rows`) has two
+partial nodes writing one partials tensor through views of its chunk axis: the old rows (every query
+sees them: not causal; nothing in the launch writes them) and the appended rows (causal among
+themselves); the combine reads the chunks of both.
 
 `Program.reference` runs the nodes on whole tensors with `warpy.mega.semantics`; the reference VM
 must give exactly the same values tile by tile.
@@ -296,7 +300,8 @@ def lower(graph: Graph, target: Optional["Target | str"] = None, glu: bool = Fal
     """The nodes that compute `graph`'s outputs, epilogues and SwiGLU fused; `target` (sm_90a by
     default) sizes the split of decode attention over its SMs; `glu`: gate and up gemms fused with
     their silu_mul into one gemm node; `norm`: an rmsnorm of at most NORM_ROWS rows fused into the
-    gemms that read it (both sm_90a only: elsewhere a one-line refusal)."""
+    gemms that read it; `fresh`: decode attention's old and appended cache rows as two partial nodes
+    (all three sm_90a only: elsewhere a one-line refusal)."""
     graph.check()
     live = graph.live()
     uses: dict[int, int] = {v.id: 0 for v in live}
