@@ -8,7 +8,8 @@ computed and (a gemm's) when each stage's bytes had landed (the last stage's sta
 when it has the slot, when its stores' writes are done and when it arrived on the counters. This module turns one call's words into
 
 - per instruction, its steps in µs from the call's first stamp (`Timeline`);
-- a report: each node's span (first slot to last arrive), the mean of each step per op kind, and the
+- a report: each node's span (first slot to last arrive) and the medians of its tiles' steps after
+  each tile's own counter waits (copies issued, consumers done, arrived), the mean of each step per op kind, and the
   *hop* of each counter wait (the waiter's waits passed minus the last arrival of what it waits
   for: the cost of one dependency between SMs, which the schedule's model takes as free);
 - a Chrome trace (chrome://tracing or ui.perfetto.dev): a process per SM, a thread per role.
@@ -17,7 +18,7 @@ when it has the slot, when its stores' writes are done and when it arrived on th
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Sequence
 
 import attrs
 import numpy as np
@@ -107,13 +108,30 @@ def _fmt(x: float) -> str:
     return "-" if x != x else f"{x:.1f}"
 
 
+def after_waits(tl: Timeline, idx: Sequence[int]) -> tuple[float, float, float, float]:
+    """Medians over instructions `idx` (a node's tiles) of each tile's own steps from its counter
+    waits passing: its copies issued, its consumers done, its arrival; and its consumers done to its
+    arrival (the store and the release). Where a level's time goes, whatever the tiles' skew."""
+    passed = tl.stamp("loader", "waits")[list(idx)]
+
+    def med(x: np.ndarray) -> float:
+        x = x[np.isfinite(x)]
+        return float(np.median(x)) if x.size else float("nan")
+
+    issued, computed, arrived = (tl.stamp(*k)[list(idx)] for k in (("loader", "end"), ("consumers", "end"),
+                                                                     ("storer", "end")))
+    return med(issued - passed), med(computed - passed), med(arrived - passed), med(arrived - computed)
+
+
 def report(tl: Timeline) -> str:
-    """The nodes' spans, the steps per op kind and the hops, as text tables (µs)."""
+    """The nodes' spans and each tile's steps after its waits (medians), the steps per op kind and the
+    hops, as text tables (µs)."""
     s = tl.schedule
     lines = [f"timeline of one call: {tl.total_us:.1f} µs from the first instruction's slot to the last stamp"]
     lines.append("")
     lines.append(f"{'node':>4}  {'what':<34} {'tiles':>5}  {'first slot':>10}  {'waits passed':>12}  "
-                 f"{'last arrive':>11}  {'span':>6}")
+                 f"{'last arrive':>11}  {'span':>6}   after a tile's waits (medians): {'issued':>6}  "
+                 f"{'computed':>8}  {'arrived':>7}  {'store+arrive':>12}")
     start, passed, done = tl.stamp("loader", "start"), tl.stamp("loader", "waits"), tl.stamp("storer", "end")
     by_node: dict[int, list[int]] = {}
     for ins in s.instrs:
@@ -121,8 +139,9 @@ def report(tl: Timeline) -> str:
     for node, idx in by_node.items():
         n = s.program.nodes[node]
         a, p, d = (float(np.nanmin(start[idx])), float(np.nanmin(passed[idx])), float(np.nanmax(done[idx])))
+        steps = after_waits(tl, idx)
         lines.append(f"{node:>4}  {n.describe()[:34]:<34} {len(idx):>5}  {a:>10.1f}  {p:>12.1f}  {d:>11.1f}  "
-                     f"{d - a:>6.1f}")
+                     f"{d - a:>6.1f}   {'':>31} " + "  ".join(f"{_fmt(v):>{w}}" for v, w in zip(steps, (6, 8, 7, 12))))
     lines.append("")
     names = [st[0] for st in STEPS]
     lines.append(f"{'op kind':<16} {'tiles':>5}  " + "  ".join(f"{nm + ' µs':>16}" for nm in names)

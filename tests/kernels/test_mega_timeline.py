@@ -11,7 +11,7 @@ import pytest
 
 from warpy.kernels import mega
 from warpy.kernels.mega_common import STAMPS, TIME_WORDS
-from warpy.kernels.mega_timeline import Timeline, chrome_trace, report
+from warpy.kernels.mega_timeline import Timeline, after_waits, chrome_trace, report
 
 
 def _plan() -> mega.Plan:
@@ -41,6 +41,13 @@ def test_stamps_become_steps_and_hops(base: int) -> None:
         assert h == pytest.approx(want)
     text = report(tl)
     assert "hops" in text and "gemm 64x16" in text
+    # each tile's steps after its own waits: the stamps' word offsets apart, 10 ns a word here
+    w = STAMPS[("loader", "waits")]
+    steps = after_waits(tl, range(n))
+    assert steps == pytest.approx((0.01 * (STAMPS[("loader", "end")] - w), 0.01 * (STAMPS[("consumers", "end")] - w),
+                                   0.01 * (STAMPS[("storer", "end")] - w),
+                                   0.01 * (STAMPS[("storer", "end")] - STAMPS[("consumers", "end")])))
+    assert "store+arrive" in text
 
 
 def test_chrome_trace_has_an_event_per_instruction_and_role() -> None:
