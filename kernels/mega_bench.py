@@ -656,6 +656,97 @@ def _warpy_graph(r: MegaRunner, torch: Any, stream: int, iters: int, calls: int 
     return _median_us(times) / calls, out
 
 
+@attrs.frozen
+class ABRow:
+    """One configuration of one workload in `ab_job`: its per-call times (µs) round by round, the
+    largest error of its outputs (bf16 steps against the fp32 reference) and how many were over."""
+
+    workload: str
+    config: str
+    times: tuple[float, ...]
+    steps: float
+    over: int
+
+    @property
+    def best(self) -> float:
+        return min(self.times)
+
+
+def ab_job(names: Sequence[str], configs: Sequence[str], rounds: int = 3, iters: int = 20, seed: int = 0,
+           echo: Callable[[str], None] = print) -> list[ABRow]:
+    """`warpy mega ab`: per workload, the rule's configuration and each of `configs` (MegaConfig's
+    fields set by hand, `KEY=VALUE,...`), each built once, on the same inputs; then `rounds` rounds,
+    each timing every configuration in turn as a CUDA graph of 8 calls (`_warpy_graph`, the
+    `warpy-graph` row of `warpy mega bench`), every output against the fp32 reference; a table last:
+    the best and the median round, and the best against the rule's best. Interleaved rounds put the
+    GPU's drift on every configuration alike: the way the megakernel's changes were measured
+    (docs/performance.md). Every workload and configuration is checked before anything is built."""
+    import importlib
+
+    unknown = [n for n in names if n not in WORKLOADS]
+    if unknown:
+        raise WarpyError(f"no workload {unknown[0]!r} (workloads: {', '.join(WORKLOADS)})")
+    if not configs:
+        raise WarpyError("warpy mega ab compares configurations with the rule's: give at least one --config")
+    if rounds < 1 or iters < 1:
+        raise WarpyError("--rounds and --iters must be at least 1")
+    todo = {name: [("rule", None)] + [(c, configure(MegaProblem(WORKLOADS[name][0], WORKLOADS[name][1], units=0), c))
+                                      for c in configs] for name in names}  # (a bad field: refused here, in one line)
+    try:
+        torch: Any = importlib.import_module("torch")
+    except ImportError:
+        raise WarpyError("warpy mega ab needs torch with CUDA (pip install -e .[bench])") from None
+    if not torch.cuda.is_available():
+        raise WarpyError("warpy mega ab needs a CUDA GPU for torch")
+    torch.cuda.set_stream(torch.cuda.Stream())
+    stream = torch.cuda.current_stream().cuda_stream
+    cache: dict[Any, Any] = {}
+    rows: list[ABRow] = []
+    for name in names:
+        graph, tokens, _, _ = WORKLOADS[name]
+        problem = MegaProblem(graph, tokens, units=0)
+        runners = []
+        for label, cfg in todo[name]:
+            t0 = time.perf_counter()
+            r = MegaRunner(problem, cfg if cfg is not None else choose(problem), deadline=30.0, stream=stream)
+            args16 = _gpu_inputs(torch, r.plan.schedule.program.graph, seed, cache)
+            _upload(r, args16)
+            runners.append((label, r))
+            echo(f"{name} [{label}]: built in {time.perf_counter() - t0:.1f} s")
+        fn = torch_function(graph)
+        with torch.no_grad():
+            ref = fn(**{k: t.float() for k, t in args16.items()}).float().cpu().numpy()
+        tol = TOL_STEPS * float(np.sqrt(LAYERS[graph]))
+        times: dict[str, list[float]] = {label: [] for label, _ in runners}
+        worst: dict[str, tuple[float, int]] = {label: (0.0, 0) for label, _ in runners}
+        for k in range(rounds):
+            for label, r in runners:
+                us, out = _warpy_graph(r, torch, stream, iters)
+                e, over = bf16_error(out, ref, tol)
+                times[label].append(us)
+                worst[label] = (max(worst[label][0], e), max(worst[label][1], over))
+                echo(f"{name} [{label}] round {k + 1}: {us:.1f} us, max {e:.2f} bf16 steps, {over} over {tol:g}")
+        for label, _ in runners:
+            rows.append(ABRow(name, label, tuple(times[label]), *worst[label]))
+        del runners
+    echo("")
+    echo(ab_table(rows))
+    return rows
+
+
+def ab_table(rows: Sequence[ABRow]) -> str:
+    """`ab_job`'s rows as a table: per workload the rule first, each configuration's best and median
+    round (µs a call) and its best against the rule's."""
+    head = f"{'workload':<24} {'configuration':<32} {'best µs':>9} {'median µs':>10} {'vs rule':>8} {'max steps':>10}"
+    lines = [head, "-" * len(head)]
+    rule = {r.workload: r.best for r in rows if r.config == "rule"}
+    for r in rows:
+        rel = f"{r.best / rule[r.workload] - 1:+.1%}" if r.workload in rule and r.config != "rule" else "-"
+        lines.append(f"{r.workload:<24} {r.config:<32} {r.best:>9.1f} {statistics.median(r.times):>10.1f} {rel:>8} "
+                     f"{r.steps:>10.2f}" + (f"  {r.over} OVER" if r.over else ""))
+    return "\n".join(lines)
+
+
 def write_rows(rows: Sequence[BenchRow], path: str) -> None:
     import json
     from pathlib import Path
@@ -739,6 +830,7 @@ def bench_png(rows: Sequence[BenchRow], path: str) -> str:
 
 
 __all__ = ["MegaRunner", "status_lines", "run_job", "first_wait", "WORKLOADS", "METHODS", "bench_job", "bench_table",
+           "ab_job", "ab_table", "ABRow",
            "bench_png", "bench_inputs", "bf16_error", "torch_function", "BenchRow", "TOL_STEPS", "write_rows", "read_rows",
            "LAYERS", "VARIANTS", "DECODER_SPEEDUP", "DEFAULT_WORKLOADS", "decoder_function", "rope_inputs", "attention_length"]
 

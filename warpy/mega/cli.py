@@ -252,6 +252,25 @@ def bench_cmd(
     raise typer.Exit(1 if any(r.over for r in rows) else 0)
 
 
+@app.command("ab")
+def ab_cmd(
+    workloads: list[str] = typer.Argument(..., help="Workloads (as `warpy mega bench` names them, e.g. "
+                                          "llama-decoder-1k llama-decoder-8k llama-1)."),
+    config: list[str] = typer.Option(..., "--config", metavar="KEY=VALUE,...", help="A configuration to time "
+                                     "against the rule's (MegaConfig's fields, e.g. fresh=1); repeat for more."),
+    rounds: int = typer.Option(3, "--rounds", help="Rounds, each timing every configuration in turn."),
+    iters: int = typer.Option(20, "--iters", help="Replays of the CUDA graph of 8 calls a round (median)."),
+    seed: int = typer.Option(0, "--seed", help="The inputs."),
+) -> None:
+    """Time configurations of the megakernel against the rule's on an sm_90 GPU: CUDA graphs of 8
+    calls, interleaved rounds, every output against the fp32 reference; a table last (best and median
+    round, best against the rule's). Exit status 1 if any output is off."""
+    from warpy.kernels.mega_bench import ab_job
+
+    rows = ab_job(workloads, config, rounds, iters, seed, echo=typer.echo)
+    raise typer.Exit(1 if any(r.over for r in rows) else 0)
+
+
 @app.command("mutate")
 def mutate_cmd(
     graphs: Optional[list[str]] = typer.Argument(None, help="Graphs to mutate (default: mlp-small llama-small)."),
