@@ -690,6 +690,9 @@ def ab_job(names: Sequence[str], configs: Sequence[str], rounds: int = 3, iters:
         raise WarpyError("warpy mega ab compares configurations with the rule's: give at least one --config")
     if rounds < 1 or iters < 1:
         raise WarpyError("--rounds and --iters must be at least 1")
+    twice = [c for i, c in enumerate(configs) if c in configs[:i]]
+    if twice:
+        raise WarpyError(f"--config {twice[0]} is given twice: each configuration once")
     todo = {name: [("rule", None)] + [(c, configure(MegaProblem(WORKLOADS[name][0], WORKLOADS[name][1], units=0), c))
                                       for c in configs] for name in names}  # (a bad field: refused here, in one line)
     try:

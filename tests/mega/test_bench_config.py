@@ -27,7 +27,8 @@ def test_ab_refuses_in_one_line_before_anything_runs() -> None:
     for args, msg in (((["nope"], ["fresh=1"]), "no workload 'nope'"),
                       ((["llama-decoder-1k"], []), "give at least one --config"),
                       ((["llama-decoder-1k"], ["nonsense=1"]), "MegaConfig has no field 'nonsense'"),
-                      ((["llama-1"], ["fresh=1"], 0), "--rounds and --iters must be at least 1")):
+                      ((["llama-1"], ["fresh=1"], 0), "--rounds and --iters must be at least 1"),
+                      ((["llama-1"], ["fresh=1", "fresh=1"]), "--config fresh=1 is given twice")):
         with pytest.raises(WarpyError, match=msg) as e:
             ab_job(*args)  # type: ignore[arg-type]
         assert "\n" not in str(e.value)
