@@ -9,8 +9,9 @@ Attention (opcode 6). Pages: lid 0 q (the T·G rows of D, packed as its box land
 lids 1-2 K (one box of `k_step` cache rows each; the second only when `k_stages` is 2), lids 3-4 V
 likewise, lid 5 the partial (T·G rows of D + 4 fp32). Every copy completes on `loaded[slot]`. The
 consumers split the tile's keys, not its rows: the rows in groups of RG = 4, KS of the 8 warps sharing
-a group's keys (8, 4, 2, 1 for 1, 2, 3-4, more groups), each warp's key blocks of 32 (a lane a key)
-against the group's 4 rows at once: S from 16-byte chunks of K and q read with a lane rotation (no
+a group's keys (8, 4, 2, 1 for 1, 2, 3-4, more groups; 1 for a chunk of one key block), each warp's
+key blocks of 32 (a lane a key) against the group's 4 rows at once: S from 16-byte chunks of K and q
+read with a lane rotation (no
 bank conflict), each K chunk multiplied into the 4 rows; the online softmax in base 2 (exponents
 relative to the running max, or 0 while it is -inf: no -inf - -inf); P·V with the block's weights
 broadcast from shared memory and each V row read once for the 4 rows. Then the KS warps' (m, l, O)
@@ -189,6 +190,12 @@ class _Ctx:
         for most, ks in reversed(ATTENTION_KEY_SPLITS):  # (the last that holds: the fewest groups')
             p.emit(alu.isetp("LE", few, self.ng, most))
             p.emit(alu.mov(self.ks_log, ks.bit_length() - 1).guarded(few))
+        # a chunk of one key block (one box of at most KEY_BLOCK rows: the appended rows of
+        # `lower.fresh_rows`, a short cache's chunk) is one warp's: no other warp has keys, no merge
+        one = p.p("att_one_block")
+        p.emit(alu.isetp("LE", one, self.step, KEY_BLOCK))
+        p.emit(alu.isetp("EQ", one, self.nbox, 1, c=one))
+        p.emit(alu.mov(self.ks_log, 0).guarded(one))
         self.ks = p.r("att_ks")
         p.emit(alu.mov(self.ks, 1))
         p.emit(alu.shf_l(self.ks, self.ks, self.ks_log))
