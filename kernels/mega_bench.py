@@ -465,6 +465,28 @@ def _median_us(times: Sequence[float]) -> float:
     return float(statistics.median(times))
 
 
+def _check_workloads(names: Sequence[str]) -> None:
+    """Refuse an unknown workload name in one line."""
+    unknown = [n for n in names if n not in WORKLOADS]
+    if unknown:
+        raise WarpyError(f"no workload {unknown[0]!r} (workloads: {', '.join(WORKLOADS)})")
+
+
+def _cuda_torch(command: str) -> tuple[Any, int]:
+    """torch with a CUDA GPU (a one-line refusal naming `command` otherwise), switched to a stream of
+    its own for everything that follows (not the legacy default stream), and that stream's handle."""
+    import importlib
+
+    try:
+        torch: Any = importlib.import_module("torch")
+    except ImportError:
+        raise WarpyError(f"{command} needs torch with CUDA (pip install -e .[bench])") from None
+    if not torch.cuda.is_available():
+        raise WarpyError(f"{command} needs a CUDA GPU for torch")
+    torch.cuda.set_stream(torch.cuda.Stream())
+    return torch, int(torch.cuda.current_stream().cuda_stream)
+
+
 def bench_job(names: Sequence[str], iters: int = 30, seed: int = 0, compile_budget_s: float = 150.0,
               json_path: Optional[str] = None, png_path: Optional[str] = None, variants: bool = False,
               echo: Callable[[str], None] = print, timeline: Optional[str] = None,
@@ -481,24 +503,13 @@ def bench_job(names: Sequence[str], iters: int = 30, seed: int = 0, compile_budg
     holding the stamped call's span. `config`: the interpreter's fields set by hand for warpy's rows
     (`KEY=VALUE,...`, MegaConfig's, as `warpy mega run --config`; checked on every workload before
     any is timed); the variants still change one field of the rule's configuration."""
-    import importlib
-
-    unknown = [n for n in names if n not in WORKLOADS]
-    if unknown:
-        raise WarpyError(f"no workload {unknown[0]!r} (workloads: {', '.join(WORKLOADS)})")
+    _check_workloads(names)
     configs = {name: configure(MegaProblem(WORKLOADS[name][0], WORKLOADS[name][1], units=0), config)
                for name in names}  # (a bad field refused in one line before anything is built)
-    try:
-        torch: Any = importlib.import_module("torch")
-    except ImportError:
-        raise WarpyError("warpy mega bench needs torch with CUDA (pip install -e .[bench])") from None
+    torch, stream = _cuda_torch("warpy mega bench")
     from warpy.bench import gpu_times_us
     from warpy.runtime.launcher import synchronize
 
-    if not torch.cuda.is_available():
-        raise WarpyError("warpy mega bench needs a CUDA GPU for torch")
-    torch.cuda.set_stream(torch.cuda.Stream())  # one stream for everything (not the legacy default stream)
-    stream = torch.cuda.current_stream().cuda_stream
     rows: list[BenchRow] = []
     compile_spent = 0.0
     cache: dict[Any, Any] = {}
@@ -681,11 +692,7 @@ def ab_job(names: Sequence[str], configs: Sequence[str], rounds: int = 3, iters:
     the best and the median round, and the best against the rule's best. Interleaved rounds put the
     GPU's drift on every configuration alike: the way the megakernel's changes were measured
     (docs/performance.md). Every workload and configuration is checked before anything is built."""
-    import importlib
-
-    unknown = [n for n in names if n not in WORKLOADS]
-    if unknown:
-        raise WarpyError(f"no workload {unknown[0]!r} (workloads: {', '.join(WORKLOADS)})")
+    _check_workloads(names)
     if not configs:
         raise WarpyError("warpy mega ab compares configurations with the rule's: give at least one --config")
     if rounds < 1 or iters < 1:
@@ -695,14 +702,7 @@ def ab_job(names: Sequence[str], configs: Sequence[str], rounds: int = 3, iters:
         raise WarpyError(f"--config {twice[0]} is given twice: each configuration once")
     todo = {name: [("rule", None)] + [(c, configure(MegaProblem(WORKLOADS[name][0], WORKLOADS[name][1], units=0), c))
                                       for c in configs] for name in names}  # (a bad field: refused here, in one line)
-    try:
-        torch: Any = importlib.import_module("torch")
-    except ImportError:
-        raise WarpyError("warpy mega ab needs torch with CUDA (pip install -e .[bench])") from None
-    if not torch.cuda.is_available():
-        raise WarpyError("warpy mega ab needs a CUDA GPU for torch")
-    torch.cuda.set_stream(torch.cuda.Stream())
-    stream = torch.cuda.current_stream().cuda_stream
+    torch, stream = _cuda_torch("warpy mega ab")
     cache: dict[Any, Any] = {}
     rows: list[ABRow] = []
     for name in names:
