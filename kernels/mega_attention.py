@@ -1,22 +1,22 @@
 """The megakernel's decode-attention bodies (sm_90a): the partials of one (KV head, chunk of the cache)
 and their combine (`warpy.mega.semantics.attention_partial`, `attention_combine`; the host side and
-the design with its instruction counts are `docs/megakernel.md`'s "Decode attention").
+the design: `docs/megakernel.md`'s "Decode attention").
 
-Math on CUDA cores in fp32 (the byte/flop count and the wgmma body that would replace it: the same
-section).
-
-Attention (opcode 6). Pages: lid 0 q (the T·G rows of D, packed as its box lands: row r = t·G + g),
-lids 1-2 K (one box of `k_step` cache rows each; the second only when `k_stages` is 2), lids 3-4 V
-likewise, lid 5 the partial (T·G rows of D + 4 fp32). Every copy completes on `loaded[slot]`. The
-consumers split the tile's keys, not its rows: the rows in groups of RG = 4, KS of the 8 warps sharing
-a group's keys (8, 4, 2, 1 for 1, 2, 3-4, more groups; 1 for a chunk of one key block), each warp's
-key blocks of 32 (a lane a key) against the group's 4 rows at once: S from 16-byte chunks of K and q
-read with a lane rotation (no
-bank conflict), each K chunk multiplied into the 4 rows; the online softmax in base 2 (exponents
-relative to the running max, or 0 while it is -inf: no -inf - -inf); P·V with the block's weights
-broadcast from shared memory and each V row read once for the 4 rows. Then the KS warps' (m, l, O)
-merge through lid 0 in log2 KS levels (a named barrier of the consumers each), and key part 0 writes
-the rows' records: O (unnormalised), m, l, 0, 0.
+Attention (opcode 6), on the tensor cores. Its pages by physical number (its wgmma descriptors must
+be values ptxas can prove warp-uniform, as the gemm's): 0-1 K (a box of `k_step` cache rows each, the
+second only when `k_stages` is 2), 2-3 V likewise (128-byte swizzle; head_dim 128's columns 64-127
+half a page on), 4 q (the T·G rows of D as its box lands: row r = t·G + g), 5 the partial (T·G rows
+of D + 4 fp32), 6 q as the wgmma's A (64 rows: the tile's, then zeros; 128-byte swizzle), which the
+consumers write from page 4 first. Every copy completes on `loaded[slot]`; the order after the
+instruction is the identity. Per key block of 64 (`k_step` is whole blocks): S = Q·Kᵀ (`HGMMA.64x64`,
+both from shared memory: the rows past T·G compute zeros, never stored), the online softmax in base 2
+in the accumulator's registers (a quad of lanes holds a row; -inf where a row does not see the key,
+only in a block that some row's limit cuts; exponents relative to the running maximum, or to 0 while
+it is -inf), P packed to bf16 pairs and O += P·V (`HGMMA.64x64` with P from registers, V read
+MN-major). At head_dim 64 the two consumer warpgroups take alternate blocks and warpgroup 1's (O, m,
+l) reach warpgroup 0 through the records, which it merges (M = max(m, m'), weights 2^(m - M)) and
+rewrites; at 128 each warpgroup takes every block and 64 of O's columns (an accumulator of all 128
+would not fit the interpreter's registers). Records: O (unnormalised), m, l, 0, 0.
 
 Combine (opcode 7). Pages: lids 0-5 the partials of one head's G rows of one token, `k_step` chunks a
 box (chunk c of a box, row g at (c·G + g)·(D + 4) fp32), `k_stages` boxes of the six; lid 6 the output
@@ -29,20 +29,26 @@ their order are one lane's walk over the chunks, so the result is the reference'
 
 from __future__ import annotations
 
+import contextlib
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
-from warpy.isa.families import alu, control, memory, sync
+from warpy.isa.buffers import SmemBuffer
+from warpy.isa.families import alu, control, memory, sync, wgmma
 from warpy.isa.families.typed import F32, S32, U32
+from warpy.isa.index import Uniform
 from warpy.isa.operands import RZ, URZ, Mem, P, R, RVec, UR
 from warpy.isa.pipes import wait
-from warpy.isa.units.warp import warp_max, warp_sum
+from warpy.isa.units.warp import warp_max, warp_reduce
+from warpy.isa.units.wgmma import hgmma, hgmma_rs
+from warpy.layout import Layout, Swizzle, SwizzledLayout
+from warpy.layout.atoms import wgmma_acc_chunk_as_a
 from warpy.mega import fields as F
 from warpy.mega.semantics import PARTIAL_EXTRA
-from warpy.mega.tiling import (ATTENTION_KEY_SPLITS, ATTENTION_MAX_BOXES, ATTENTION_ROW_GROUP, ATTENTION_WARPS,
-                                COMBINE_MAX_BOXES, PAGE_BYTES)
+from warpy.mega.tiling import ATTENTION_KEY_BLOCK, ATTENTION_MAX_BOXES, ATTENTION_MMA_ROWS, COMBINE_MAX_BOXES, PAGE_BYTES
 
-from .mega_math import pack_bf16, unpack_bf16
-from .mega_ops import Body, MapOp, consumers_done, expect, out_ready, page_addr, store_output
+from .attention_common import pack_pairs, reduce4
+from .mega_math import pack_bf16
+from .mega_ops import Body, MapOp, consumers_done, expect, out_ready, page_addr, phys_addr, store_output
 
 if TYPE_CHECKING:
     from .mega_sm90 import Interp, Role
@@ -98,421 +104,387 @@ def refuse_attention(f: dict[str, int]) -> Optional[str]:
         return f"decode attention of head_dim {d} (the sm_90a body takes {' or '.join(map(str, HEAD_DIMS))})"
     if not 1 <= boxes <= MAX_KV_BOXES:
         return f"a decode-attention chunk of {boxes} K boxes (the sm_90a body takes at most {MAX_KV_BOXES})"
-    if f["op2.box_16"] * 16 != step * d * 2 or f["op3.box_16"] * 16 != step * d * 2 or step * d * 2 > PAGE_BYTES:
-        return "decode-attention K or V boxes that are not k_step rows of one head within a page"
+    if step % KB or step * d * 2 > PAGE_BYTES:
+        return f"decode-attention K boxes of {step} rows (the sm_90a body takes whole blocks of {KB} within a page)"
+    span = min(d, SPAN)
+    if f["op2.box_16"] * 16 != step * span * 2 or f["op3.box_16"] * 16 != step * span * 2:
+        return f"decode-attention K or V boxes that are not k_step rows of {span} columns of one head"
+    if rows > ATTENTION_MMA_ROWS:
+        return f"decode attention of {rows} query rows a KV head (the sm_90a body's wgmma takes {ATTENTION_MMA_ROWS}: T·G)"
     if f["op1.box_16"] * 16 != rows * d * 2 or rows * d * 2 > PAGE_BYTES:
         return f"decode attention of {rows} query rows whose q box is not those rows within a page"
     if f["op0.box_16"] * 16 != rows * (d + PARTIAL_EXTRA) * 4 or rows * (d + PARTIAL_EXTRA) * 4 > PAGE_BYTES:
         return f"decode attention whose partial of {rows} rows is more than a page (one box)"
-    if step % (KEY_BLOCK // 2):
-        return f"decode-attention K boxes of {step} rows (the sm_90a body takes multiples of {KEY_BLOCK // 2})"
     if f["group"] < 1 or rows % f["group"]:
         return f"decode attention of {rows} rows in groups of {f['group']}"
     return None
 
 
-#: the consumer warps, and the rows a warp computes at once (a row group): every K and V element a
-#: warp loads from shared memory serves the group's four rows
-WARPS = ATTENTION_WARPS
-RG = ATTENTION_ROW_GROUP
-KEY_BLOCK = 32
-#: lid 0 past q (q is below 16 KiB: a partial of T·G rows fits a page, so T·G·D·2 < PAGE_BYTES / 2):
-#: the merge's two areas at MERGE_AT (used only when the keys are split over 2-8 warps, T·G <= 16
-#: rows: q then ends by 4 KiB), each of MERGE_WRITERS records of a row group, and each warp's block
-#: of weights (32 keys x RG rows, fp32) at P_AT + 512·warp
-MERGE_AT = 8192
-MERGE_WRITERS = 4  # (8 / KS) row-group slots x KS / 2 writers a level
-P_AT = PAGE_BYTES - WARPS * KEY_BLOCK * RG * 4
+#: the partial body's pages, by physical number (its wgmma descriptors must be values ptxas can
+#: prove warp-uniform, as the gemm's: `kernels/mega_gemm.py`): K boxes 0-1, V boxes 2-3, q as it
+#: lands, the partial, q as the wgmma's A (64 rows, 128-byte swizzle, the rows past the tile zeros)
+K_PAGE, V_PAGE, Q_PAGE, OUT_PAGE, QA_PAGE = 0, 2, 4, 5, 6
+KB = ATTENTION_KEY_BLOCK
+SPAN = 64  # the columns of a 128-byte swizzle span (bf16)
+ROW_BYTES = 2 * SPAN
+PAGE_ROWS = PAGE_BYTES // ROW_BYTES
+#: head_dim 128: a box's columns 64-127 land half a page on (at most 128 rows of 128 bytes a half)
+HALF = PAGE_BYTES // 2
+def _views(ip: Interp) -> tuple[SmemBuffer, SmemBuffer]:
+    """The pages seen as K (rows of 64 columns, 128-byte swizzle: the wgmma's K-major B) and as V
+    (coordinates (page, column, key), 64 columns: the MN-major B of P·V)."""
+    views = ip.decl.get("attention")
+    if views is None:
+        from .mega_sm90 import PAGES
+
+        if ip.pages.base % 1024:
+            raise AssertionError("the pages must be 1024-byte aligned for 128-byte swizzled tiles")
+        sw = Swizzle(3, 4, 3)
+        k = SmemBuffer("att_k", ip.pages.base, PAGES * PAGE_BYTES,
+                       SwizzledLayout(sw, Layout((PAGES, PAGE_ROWS, SPAN), (PAGE_BYTES, ROW_BYTES, 2)), 0), "bf16")
+        v = SmemBuffer("att_v", ip.pages.base, PAGES * PAGE_BYTES,
+                       SwizzledLayout(sw, Layout((PAGES, SPAN, PAGE_ROWS), (PAGE_BYTES, 2, ROW_BYTES)), 0), "bf16")
+        ip.p.buffers.extend([k, v])  # (views of the pages: no memory of their own)
+        views = ip.decl["attention"] = (k, v)
+    return views  # type: ignore[return-value]
 
 
-def _record_bytes(d: int) -> int:
-    return (d + PARTIAL_EXTRA) * 4
-
-
-def _merge_area(d: int) -> int:
-    return MERGE_WRITERS * RG * _record_bytes(d)
-
-
-assert MERGE_AT + 2 * _merge_area(max(HEAD_DIMS)) <= P_AT
+def _phys_r(ip: Interp, page: int, name: str) -> R:
+    """A general register holding physical page `page`'s shared address."""
+    p = ip.p
+    reg, off = p.derive.value_reg("addr", ip.pages.at(page, 0))
+    base = p.r(name)
+    p.emit(alu.mov(base, reg))
+    p.emit(alu.iadd3(base, base, off))
+    return base
 
 
 class _Ctx:
     """What both head-dim paths of the compute step share: the instruction's fields, the pages'
-    addresses, this warp's place in the split of the tile (row-group slot, key part)."""
+    addresses, this thread's place in the accumulator fragments (rows r0 and r0 + 8 of its
+    warpgroup's 64, columns c2, c2 + 1 of each 8) and its rows' causal limits."""
 
     def __init__(self, ip: Interp, r: Role) -> None:
         p = self.p = ip.p
+        self.ip = ip
         self.rows = r.field("tile_m", p.r("att_tm"))
-        self.d = r.field("tile_n", p.r("att_d"))
         self.nbox = r.field("k_stages", p.r("att_nbox"))
         self.step = r.field("k_step", p.r("att_step_r"))
         self.kbeg = r.field("k_begin", p.r("att_kbeg"))
-        self.length = r.field("k_end", p.r("att_len"))
+        length = r.field("k_end", p.r("att_len"))
         grp = r.field("group", p.r("att_g"))
-        self.causal = p.p("att_causal")
-        p.emit(alu.isetp("NE", self.causal, r.field("causal", p.r("att_causal_f")), 0))
+        causal = p.p("att_causal")
+        p.emit(alu.isetp("NE", causal, r.field("causal", p.r("att_causal_f")), 0))
         self.scale = F32.of(r.field("scale", p.r("att_scale")))
-        self.rcp_g = F32.of(p.r("att_rcp_g"))
-        p.emit(alu.i2f(self.rcp_g, U32.of(grp)))
-        p.emit(alu.rcp(self.rcp_g, self.rcp_g))
+        rcp_g = F32.of(p.r("att_rcp_g"))
+        p.emit(alu.i2f(rcp_g, U32.of(grp)))
+        p.emit(alu.rcp(rcp_g, rcp_g))
         tokens = p.r("att_t")
-        _quotient(p, tokens, self.rows, self.rcp_g, "att_tq")
-        self.base_lim = p.r("att_base_lim")  # the causal limit of token 0: length - T + 1
-        p.emit(alu.iadd3(self.base_lim, self.length, 1))
+        _quotient(p, tokens, self.rows, rcp_g, "att_tq")
+        base_lim = p.r("att_base_lim")  # the causal limit of token 0: length - T + 1
+        p.emit(alu.iadd3(base_lim, length, 1))
         neg_t = p.r("att_neg_t")
         p.emit(alu.imad(neg_t, tokens, -1, RZ))
-        p.emit(alu.iadd3(self.base_lim, self.base_lim, neg_t))
-        self.rows_m1, self.step_m1 = p.r("att_rows_m1"), p.r("att_step_m1")
-        p.emit(alu.iadd3(self.rows_m1, self.rows, -1))
-        p.emit(alu.iadd3(self.step_m1, self.step, -1))
-        self.qbase = _page_base(ip, r, 0, "att_qbase")
-        self.kbase = [_page_base(ip, r, 1, "att_kbase0"), _page_base(ip, r, 2, "att_kbase1")]
-        self.vbase = [_page_base(ip, r, 3, "att_vbase0"), _page_base(ip, r, 4, "att_vbase1")]
-        self.obase = _page_base(ip, r, 5, "att_obase")
-        self.cw, self.lane = p.r("att_warp"), p.r("att_lane")
-        p.emit(alu.shf_r(self.cw, r.ctid, 5))
-        p.emit(alu.lop3(self.lane, r.ctid, 31, RZ, 0xC0))
-        self.lane0 = p.p("att_lane0")
-        p.emit(alu.isetp("EQ", self.lane0, self.lane, 0))
+        p.emit(alu.iadd3(base_lim, base_lim, neg_t))
+        self.lim_all = p.r("att_lim_all")  # every row sees the keys below it (the first row's limit)
+        p.emit(alu.sel(self.lim_all, base_lim, length, causal))
+        self.ctid = r.ctid
+        self.qbase = _phys_r(ip, Q_PAGE, "att_qbase")
+        self.obase = _phys_r(ip, OUT_PAGE, "att_obase")
+        t, lane, w = p.r("att_t128"), p.r("att_lane"), p.r("att_w")
+        p.emit(alu.lop3(t, r.ctid, 127, RZ, 0xC0))
+        p.emit(alu.lop3(lane, t, 31, RZ, 0xC0))
+        p.emit(alu.shf_r(w, t, 5))
+        wg = p.r("att_wg")
+        p.emit(alu.shf_r(wg, r.ctid, 7))
+        self.wg_u = p.ur("att_wg_u")
+        p.emit(alu.r2ur(self.wg_u, wg))
+        self.wg0 = p.p("att_wg0")
+        p.emit(alu.isetp("EQ", self.wg0, wg, 0))
+        self.r0 = p.r("att_r0")
+        p.emit(alu.shf_r(self.r0, lane, 2))
+        p.emit(alu.imad(self.r0, w, 16, self.r0))
+        self.c2 = p.r("att_c2")
+        p.emit(alu.lop3(self.c2, lane, 3, RZ, 0xC0))
+        p.emit(alu.shf_l(self.c2, self.c2, 1))
+        # per row h of the thread: whether it is a row of the tile, and its limit less c2 (a column
+        # c of a block at key position pos is seen where c < lim - pos - c2)
+        self.inrow: list[P] = []
+        self.lim: list[R] = []
+        for h in range(2):
+            row = p.r(f"att_row{h}")
+            p.emit(alu.iadd3(row, self.r0, 8 * h))
+            inr = p.p(f"att_in{h}")
+            p.emit(alu.isetp("LT", inr, row, self.rows))
+            tok = p.r("att_tok")
+            _quotient(p, tok, row, rcp_g, "att_rq")
+            lim = p.r(f"att_lim{h}")
+            p.emit(alu.mov(lim, length))
+            p.emit(alu.iadd3(lim, base_lim, tok).guarded(causal))
+            negc = p.r("att_negc")
+            p.emit(alu.imad(negc, self.c2, -1, RZ))
+            p.emit(alu.iadd3(lim, lim, negc))
+            self.inrow.append(inr)
+            self.lim.append(lim)
+        self.nblk = p.r("att_nblk")  # key blocks a box
+        p.emit(alu.shf_r(self.nblk, self.step, KB.bit_length() - 1))
         self.neg_inf = F32.of(p.r("att_neg_inf"))
         p.emit(alu.mov(self.neg_inf, NEG_INF))
-        self.zero = F32.of(p.r("att_zero"))
-        p.emit(alu.mov(self.zero, 0))
-        # the split: NG row groups; KS = 8, 4, 2, 1 warps share a group's keys when NG is 1, 2, 3-4, 5+
-        # (`warpy.mega.tiling.ATTENTION_KEY_SPLITS`, which the split rule's cost model reads too;
-        # warp w: slot w / KS, key part w % KS); the slots take groups slot, slot + 8 / KS, ...
-        self.ng = p.r("att_ng")
-        p.emit(alu.iadd3(self.ng, self.rows, RG - 1))
-        p.emit(alu.shf_r(self.ng, self.ng, 2))
-        self.ks_log = p.r("att_ks_log")
-        p.emit(alu.mov(self.ks_log, 0))
-        few = p.p("att_few")
-        for most, ks in reversed(ATTENTION_KEY_SPLITS):  # (the last that holds: the fewest groups')
-            p.emit(alu.isetp("LE", few, self.ng, most))
-            p.emit(alu.mov(self.ks_log, ks.bit_length() - 1).guarded(few))
-        # a chunk of one key block (one box of at most KEY_BLOCK rows: the appended rows of
-        # `lower.fresh_rows`, a short cache's chunk) is one warp's: no other warp has keys, no merge
-        one = p.p("att_one_block")
-        p.emit(alu.isetp("LE", one, self.step, KEY_BLOCK))
-        p.emit(alu.isetp("EQ", one, self.nbox, 1, c=one))
-        p.emit(alu.mov(self.ks_log, 0).guarded(one))
-        self.ks = p.r("att_ks")
-        p.emit(alu.mov(self.ks, 1))
-        p.emit(alu.shf_l(self.ks, self.ks, self.ks_log))
-        self.part, self.slot = p.r("att_part"), p.r("att_slot")
-        km1 = p.r("att_ks_m1")
-        p.emit(alu.iadd3(km1, self.ks, -1))
-        p.emit(alu.lop3(self.part, self.cw, km1, RZ, 0xC0))
-        p.emit(alu.shf_r(self.slot, self.cw, self.ks_log))
-        sl = p.r("att_slots_log")
-        p.emit(alu.imad(sl, self.ks_log, -1, 3))
-        self.slots = p.r("att_slots")
-        p.emit(alu.mov(self.slots, 1))
-        p.emit(alu.shf_l(self.slots, self.slots, sl))
-        self.iters = p.r("att_iters")  # row groups a slot takes (the same loop count in every warp)
-        p.emit(alu.iadd3(self.iters, self.ng, self.slots, -1))
-        p.emit(alu.shf_r(self.iters, self.iters, sl))
-        # this warp's key blocks: the chunk's blocks numbered across its boxes (box b's block i is
-        # b·nblk + i, nblk = ceil(k_step / 32)), those equal to part mod KS; in box b the first is
-        # i0 = (part - b·nblk) mod KS, then every KS-th below nblk
-        nblk = p.r("att_nblk")
-        p.emit(alu.iadd3(nblk, self.step, KEY_BLOCK - 1))
-        p.emit(alu.shf_r(nblk, nblk, 5))
-        self.first: list[R] = []
-        self.cnt: list[R] = []
-        for b in range(MAX_KV_BOXES):
-            i0, cnt = p.r(f"att_i0_{b}"), p.r(f"att_cnt{b}")
-            p.emit(alu.imad(i0, nblk, -b, self.part))
-            p.emit(alu.lop3(i0, i0, km1, RZ, 0xC0))
-            p.emit(alu.iadd3(cnt, nblk, self.ks, -1))
-            p.emit(alu.imad(cnt, i0, -1, cnt))
-            p.emit(alu.shf_r(cnt, cnt, self.ks_log))
-            self.first.append(i0)
-            self.cnt.append(cnt)
-        self.xl = p.r("att_xl")  # the lane's rotation of 16-byte chunks: (lane & 7)·16
-        p.emit(alu.lop3(self.xl, self.lane, 7, RZ, 0xC0))
-        p.emit(alu.shf_l(self.xl, self.xl, 4))
-        self.pscr = p.r("att_pscr")  # this warp's weights block
-        p.emit(alu.imad(self.pscr, self.cw, KEY_BLOCK * RG * 4, self.qbase))
-        p.emit(alu.iadd3(self.pscr, self.pscr, P_AT))
-        self.merge = p.r("att_merge")
-        p.emit(alu.iadd3(self.merge, self.qbase, MERGE_AT))
-
-
-def _row_stats(c: _Ctx, s: F32, m: F32, name: str) -> tuple[F32, F32]:
-    """(the new running max M of m and the warp's s, -M where M is finite else -0): exponents taken
-    relative to it never form -inf - -inf."""
-    p = c.p
-    bm = F32.of(p.r(f"{name}_bm"))
-    p.emit(alu.mov(bm, s))
-    warp_max(p, bm)
-    p.emit(alu.fmax(bm, bm, m))
-    return bm, _neg_safe(c, bm, name)
 
 
 def _neg_safe(c: _Ctx, big: F32, name: str) -> F32:
+    """-big where big is finite, else 0 (exponents taken relative to it never form -inf - -inf)."""
     p = c.p
     none = p.p("att_none")
     p.emit(alu.fsetp("EQ", none, big, c.neg_inf))
     mu = F32.of(p.r(f"{name}_nmu"))
-    p.emit(alu.fsel(mu, c.zero, big, none))
+    p.emit(alu.fsel(mu, F32.of(RZ), big, none))
     p.emit(alu.lop3(mu, mu, 0x80000000, RZ, 0x3C))  # -mu
     return mu
 
 
-def _tiles(c: _Ctx, d: int) -> None:
-    """The row groups of this warp's slot at head_dim d: per group, the warp's key blocks (S, the
-    online softmax, P·V), the merge of the group's KS warps, the group's records."""
-    p = c.p
-    na = d // KEY_BLOCK  # the columns a lane owns: na·lane ..
-    rowb, rec = 2 * d, _record_bytes(d)
-    m = [F32.of(p.r(f"att_m{i}")) for i in range(RG)]
-    l_ = [F32.of(p.r(f"att_l{i}")) for i in range(RG)]
-    acc = [[F32.of(p.r(f"att_acc{i}_{j}")) for j in range(na)] for i in range(RG)]
-    qrow = [p.r(f"att_qrow{i}") for i in range(RG)]
-    lim = [p.r(f"att_lim{i}") for i in range(RG)]
-    with p.loop(f"att_it{d}", c.iters, max_count=32) as it:
-        g = p.r("att_grp")
-        p.emit(alu.imad(g, it.reg, c.slots, c.slot))
-        active = p.p("att_active")
-        p.emit(alu.isetp("LT", active, g, c.ng))
-        r0 = p.r("att_r0")
-        p.emit(alu.shf_l(r0, g, 2))
-        for i in range(RG):
-            p.emit(alu.mov(m[i], NEG_INF))
-            p.emit(alu.mov(l_[i], 0))
-            for a in acc[i]:
-                p.emit(alu.mov(a, 0))
-        idle = p.fresh_label("ATT_IDLE")
-        p.emit(control.bra(idle).guarded(~active))  # (the same in every lane of the warp)
-        for i in range(RG):
-            row = p.r("att_row")  # rows past the tile read the last row's q (their results are not written)
-            p.emit(alu.iadd3(row, r0, i))
-            p.emit(alu.imin(row, row, c.rows_m1, unsigned=True, arch=p.sm))
-            p.emit(alu.imad(qrow[i], row, rowb, c.qbase))
-            tok = p.r("att_tok")
-            _quotient(p, tok, row, c.rcp_g, "att_rq")
-            p.emit(alu.mov(lim[i], c.length))
-            p.emit(alu.iadd3(lim[i], c.base_lim, tok).guarded(c.causal))
-        for b in range(MAX_KV_BOXES):
-            has = p.p("att_has_box")
-            p.emit(alu.isetp("GT", has, c.nbox, b))
-            p.emit(alu.isetp("GT", has, c.cnt[b], 0, c=has))
-            bskip = p.fresh_label("ATT_BOX_OUT")
-            p.emit(control.bra(bskip).guarded(~has))
-            with p.loop(f"att_blk{d}_{b}", c.cnt[b], max_count=8) as blk:
-                _block(c, d, b, blk.reg, m, l_, acc, qrow, lim)
-            p.label(bskip)
-        p.label(idle)
-        for i in range(RG):
-            warp_sum(p, l_[i])
-        _merge(c, d, m, l_, acc)
-        # the group's records (key part 0): O at columns na·lane.., then m, l, 0, 0
-        first = p.p("att_first")
-        p.emit(alu.isetp("EQ", first, c.part, 0, c=active))
-        with p.when(first):
-            for i in range(RG):
-                row = p.r("att_row")
-                p.emit(alu.iadd3(row, r0, i))
-                inrow, rec0 = p.p("att_inrow"), p.p("att_rec0")
-                p.emit(alu.isetp("LT", inrow, row, c.rows))
-                p.emit(alu.isetp("EQ", rec0, c.lane, 0, c=inrow))
-                orow = p.r("att_orow")
-                p.emit(alu.imad(orow, row, rec, c.obase))
-                oa = p.r("att_oa")
-                p.emit(alu.imad(oa, c.lane, na * 4, orow))
-                o = p.rvec(f"att_o{na}", na)
-                for j in range(na):
-                    p.emit(alu.mov(o[j], acc[i][j]))
-                p.emit(memory.sts(Mem(oa), o).guarded(inrow))
-                stats = p.rvec("att_stats", 4)
-                p.emit(alu.mov(stats[0], m[i]))
-                p.emit(alu.mov(stats[1], l_[i]))
-                p.emit(alu.mov(stats[2], 0))
-                p.emit(alu.mov(stats[3], 0))
-                p.emit(memory.sts(Mem(orow, offset=d * 4), stats).guarded(rec0))
+def _row_values(n: int, h: int) -> list[int]:
+    """The registers of row h (0: the thread's r0, 1: r0 + 8) in an m64nN accumulator."""
+    return [v for v in range(n // 2) if (v // 2) % 2 == h]
 
 
-def _block(c: _Ctx, d: int, b: int, blk: R, m: list[F32], l_: list[F32], acc: list[list[F32]], qrow: list[R],
-           lim: list[R]) -> None:
-    """One key block of box b (32 keys, lane l the key key0 + l) against the group's rows."""
+def _col(v: int) -> int:
+    """Accumulator value v's column, less c2."""
+    return 8 * (v // 4) + v % 2
+
+
+def _partials(c: _Ctx, d: int) -> None:
+    """The consumers' key blocks of the chunk at head_dim d: per block S = Q·Kᵀ (RS form: q from
+    registers, K's block from its page), the online softmax, O += P·V (RS form: P in registers, V
+    MN-major). At head_dim 64 the warpgroups split the blocks (warpgroup w takes blocks w, w + 2,
+    ... of box 0 and 1 - w, 3 - w, ... of box 1), then warpgroup 1's (O, m, l) go through the
+    records to warpgroup 0, which merges them with its own and writes the tile's records. At 128
+    (an accumulator of every column would not fit the registers) each warpgroup takes every block
+    and 64 of O's columns (S is computed twice; m and l are the same in both)."""
     p = c.p
-    na = d // KEY_BLOCK
-    rowb = 2 * d
-    jb = p.r("att_jb")
-    p.emit(alu.imad(jb, blk, c.ks, c.first[b]))
-    key0 = p.r("att_key0")
-    p.emit(alu.shf_l(key0, jb, 5))
-    key = p.r("att_key")
-    p.emit(alu.iadd3(key, key0, c.lane))
-    inbox = p.p("att_inbox")
-    p.emit(alu.isetp("LT", inbox, key, c.step))
-    kcl = p.r("att_kcl")  # keys past the box read its last row (their scores are -inf)
-    p.emit(alu.imin(kcl, key, c.step_m1, unsigned=True, arch=p.sm))
-    krow = p.r("att_krow")
-    p.emit(alu.imad(krow, kcl, rowb, c.kbase[b]))
-    pos = p.r("att_pos")  # the key's cache row, or past every limit when the key is past the box
-    p.emit(alu.imad(pos, c.step, b, c.kbeg))
-    p.emit(alu.iadd3(pos, pos, key))
-    p.emit(alu.sel(pos, pos, 0x7FFFFFFF, inbox))
-    s = [F32.of(p.r(f"att_s{i}")) for i in range(RG)]
-    for x in s:
-        p.emit(alu.mov(x, 0))
-    # S: the key's row in 16-byte chunks (8 dims), chunk (lane & 7) ^ ch so that the 8 lanes of a
-    # quarter warp read 8 different chunks (K's rows and q's rows are 128 or 256 bytes apart: one
-    # chunk of every key would be one bank group); each K chunk serves the RG rows
-    kv, qv = p.rvec("att_kv", 4), p.rvec("att_qv", 4)
-    kf = [F32.of(p.r(f"att_kf{e}")) for e in range(8)]
-    qlo, qhi = F32.of(p.r("att_qlo")), F32.of(p.r("att_qhi"))
-    with p.loop(f"att_dot{d}_{b}", d // 8, max_count=16) as ch:
-        off = p.r("att_off")
-        p.emit(alu.shf_l(off, ch.reg, 4))
-        p.emit(alu.lop3(off, off, c.xl, RZ, 0x3C))
-        ka = p.r("att_ka")
-        p.emit(alu.iadd3(ka, krow, off))
-        p.emit(memory.lds(kv, Mem(ka)))
+    kview, vview = _views(c.ip)
+    split = d == SPAN
+    steps = d // 16
+    rec = (d + PARTIAL_EXTRA) * 4
+    # q as the wgmma's A: its rows from the landed box in 16-byte chunks to their swizzled places
+    # (columns 64-127 of head_dim 128 8 KiB on), the rows past the tile zeros, for the async proxy
+    chunks = ATTENTION_MMA_ROWS * d // 8  # (a multiple of the 256 threads)
+    qt = _phys_r(c.ip, QA_PAGE, "att_qt")
+    ch, row, col, src, dst, t = (p.r(f"att_x{n}") for n in ("ch", "row", "col", "src", "dst", "t"))
+    val = p.rvec("att_xv", 4)
+    inside = p.p("att_xin")
+    for k in range(chunks // 256):
+        p.emit(alu.iadd3(ch, c.ctid, 256 * k))
+        p.emit(alu.shf_r(row, ch, (d // 8).bit_length() - 1))  # chunk = row · D/8 + col
+        p.emit(alu.lop3(col, ch, d // 8 - 1, RZ, 0xC0))
+        p.emit(alu.isetp("LT", inside, row, c.rows))
+        p.emit(alu.imad(src, row, 2 * d, c.qbase))
+        p.emit(alu.imad(src, col, 16, src))
         for e in range(4):
-            unpack_bf16(p, kv[e], kf[2 * e], kf[2 * e + 1])
-        for i in range(RG):
-            qa = p.r("att_qa")
-            p.emit(alu.iadd3(qa, qrow[i], off))
-            p.emit(memory.lds(qv, Mem(qa)))
-            for e in range(4):
-                unpack_bf16(p, qv[e], qlo, qhi)
-                p.emit(alu.ffma(s[i], qlo, kf[2 * e], s[i]))
-                p.emit(alu.ffma(s[i], qhi, kf[2 * e + 1], s[i]))
-    # the online softmax, per row: scores in base 2, -inf where not visible; the running max over
-    # the warp's keys; l is kept per lane (summed over the warp once, after the last block)
-    pv = p.rvec("att_pw", RG)
-    for i in range(RG):
-        p.emit(alu.fmul(s[i], s[i], c.scale))
-        vis = p.p("att_vis")
-        p.emit(alu.isetp("LT", vis, pos, lim[i]))
-        p.emit(alu.fsel(s[i], s[i], c.neg_inf, vis))
-        big, nmu = _row_stats(c, s[i], m[i], "att_row")
-        alpha = F32.of(p.r("att_alpha"))
-        p.emit(alu.fadd(alpha, m[i], nmu))
-        p.emit(alu.ex2(alpha, alpha))
-        pw = F32.of(pv[i])
-        p.emit(alu.fadd(pw, s[i], nmu))
-        p.emit(alu.ex2(pw, pw))
-        p.emit(alu.mov(m[i], big))
-        p.emit(alu.ffma(l_[i], l_[i], alpha, pw))
-        for a in acc[i]:
-            p.emit(alu.fmul(a, a, alpha))
-    # P·V: the weights through this warp's block in shared memory (key k's RG weights: 16 bytes,
-    # read by every lane at once), V's row k read once for the RG rows; lane l owns columns na·l..
-    pa = p.r("att_pa")
-    p.emit(alu.imad(pa, c.lane, RG * 4, c.pscr))
-    p.emit(control.warpsync_all())  # (the previous block's reads of the weights are done)
-    p.emit(memory.sts(Mem(pa), pv))
-    p.emit(control.warpsync_all())
-    vrow = p.r("att_vrow")
-    p.emit(alu.imad(vrow, key0, rowb, c.vbase[b]))
-    p.emit(alu.imad(vrow, c.lane, na * 2, vrow))
-    more = p.p("att_more")  # the block's second 16 keys are in the box (k_step is a multiple of 16)
-    p.emit(alu.iadd3(key, key0, 16))
-    p.emit(alu.isetp("LT", more, key, c.step))
-    pk = p.rvec("att_pk", RG)
-    vw: R | RVec = p.r("att_vw") if na == 2 else p.rvec("att_vw2", na // 2)
-    vf = [F32.of(p.r(f"att_vf{j}")) for j in range(na)]
-    out = p.fresh_label("ATT_PV_OUT")
-    for k in range(KEY_BLOCK):
-        if k == 16:
-            p.emit(control.bra(out).guarded(~more))
-        p.emit(memory.lds(pk, Mem(c.pscr, offset=k * RG * 4)))
-        p.emit(memory.lds(vw, Mem(vrow, offset=k * rowb)))
-        words = [vw] if isinstance(vw, R) else [vw[e] for e in range(na // 2)]
-        for e, wd in enumerate(words):
-            unpack_bf16(p, wd, vf[2 * e], vf[2 * e + 1])
-        for i in range(RG):
-            for j in range(na):
-                p.emit(alu.ffma(acc[i][j], F32.of(pk[i]), vf[j], acc[i][j]))
-    p.label(out)
+            p.emit(alu.mov(val[e], 0))
+        p.emit(memory.lds(val, Mem(src)).guarded(inside))
+        # (row, col) -> (col / 8) · 8 KiB + row · 128 + ((col % 8) ^ (row % 8)) · 16
+        p.emit(alu.lop3(t, row, 7, RZ, 0xC0))
+        p.emit(alu.lop3(t, t, col, RZ, 0x3C))
+        p.emit(alu.lop3(t, t, 7, RZ, 0xC0))
+        p.emit(alu.imad(dst, t, 16, qt))
+        p.emit(alu.imad(dst, row, ROW_BYTES, dst))
+        p.emit(alu.shf_r(t, col, 3))
+        p.emit(alu.imad(dst, t, ATTENTION_MMA_ROWS * ROW_BYTES, dst))
+        p.emit(memory.sts(Mem(dst), val))
+    p.emit(sync.fence_proxy_async())
+    p.emit(sync.bar_sync(1, 256))
+    s = p.rvec("att_s", KB // 2)
+    pf = p.rvec("att_pf", KB // 4)
+    o = p.rvec("att_o", SPAN // 2)
+    mx = [F32.of(p.r(f"att_mx{h}")) for h in range(2)]
+    ls = [F32.of(p.r(f"att_l{h}")) for h in range(2)]
+    for i in range(SPAN // 2):
+        p.emit(alu.mov(o[i], 0))
+    for h in range(2):
+        p.emit(alu.mov(mx[h], NEG_INF))
+        p.emit(alu.mov(ls[h], 0))
+    ub, uj = p.ur("att_ub"), p.ur("att_uj")
+    box_rows = PAGE_ROWS if d == SPAN else HALF // ROW_BYTES  # the most rows a box has (its columns' span)
+    box, blk = Uniform("att_ub", ub, MAX_KV_BOXES), Uniform("att_uj", uj, box_rows // KB)
+    wgi = Uniform("att_wg_u", c.wg_u, 2)
+    p.emit(alu.umov(ub, 0))
+    stride = 2 if split else 1  # (blocks a warpgroup steps)
+    pos = p.r("att_pos")  # the block's first cache row
+    with p.loop(f"att_box{d}", c.nbox, max_count=MAX_KV_BOXES) as bl:
+        if split:
+            p.emit(alu.uiadd3(uj, c.wg_u, ub))
+            p.emit(alu.ulop3(uj, uj, 1, URZ, 0xC0))
+        else:
+            p.emit(alu.umov(uj, 0))
+        j = p.r("att_j")
+        p.emit(alu.mov(j, uj))
+        cnt = p.r("att_cnt")  # this warpgroup's blocks of the box: j, j + stride, ... below nblk
+        p.emit(alu.iadd3(cnt, c.nblk, stride - 1))
+        p.emit(alu.imad(cnt, j, -1, cnt))
+        p.emit(alu.shf_r(cnt, cnt, stride - 1))
+        p.emit(alu.imad(pos, bl.reg, c.step, c.kbeg))
+        p.emit(alu.imad(pos, j, KB, pos))
+        none = p.p("att_no_blk")
+        p.emit(alu.isetp("EQ", none, cnt, 0))
+        skip = p.fresh_label("ATT_BOX_DONE")
+        p.emit(control.bra(skip).guarded(none))
+        with p.loop(f"att_blk{d}", cnt, max_count=box_rows // KB // stride):
+            # S = Q·Kᵀ over the block
+            p.emit(wgmma.warpgroup_arrive())
+            for kk in range(steps):
+                half = (16 * kk) // SPAN
+                qtile = kview.at(QA_PAGE, ATTENTION_MMA_ROWS * half, (16 * kk) % SPAN)
+                kt = kview.at(box + K_PAGE, blk * KB + (HALF // ROW_BYTES) * half, (16 * kk) % SPAN)
+                hgmma(p, s, qtile, kt, KB, kk > 0, end=kk == steps - 1)
+            p.emit(wgmma.wgmma_commit())
+            p.emit(wgmma.warpgroup_wait(0))
+            _softmax(c, d, s, pf, o, mx, ls, pos)
+            # O += P·V
+            p.emit(wgmma.warpgroup_arrive())
+            for kk in range(KB // 16):  # (head_dim 128: this warpgroup's columns, half a page on for 1)
+                vt = vview.at(box + V_PAGE, 0, blk * KB + 16 * kk + (0 if split else (HALF // ROW_BYTES) * wgi))
+                hgmma_rs(p, o, pf.sub(4 * kk, 4), wgmma_acc_chunk_as_a(KB, kk), vt, SPAN, True, end=kk == KB // 16 - 1)
+            p.emit(wgmma.wgmma_commit())
+            # (waited for here: overlapping it with the next block's S = Q·Kᵀ would keep S, P and O
+            # live at once, more registers than the interpreter has)
+            p.emit(wgmma.warpgroup_wait(0))
+            p.emit(alu.uiadd3(uj, uj, stride))
+            p.emit(alu.iadd3(pos, pos, stride * KB))
+        p.label(skip)
+        p.emit(alu.uiadd3(ub, ub, 1))
+    for h in range(2):
+        warp_reduce(p, ls[h], "sum", width=4, tmp=f"att_xl{h}")
+    # the records' addresses of the thread's rows (ra) and its columns of them (ca: head_dim 128,
+    # warpgroup w's columns from 64 w)
+    ra, ca = [], []
+    for h in range(2):
+        a = p.r(f"att_ra{h}")
+        p.emit(alu.iadd3(a, c.r0, 8 * h))
+        p.emit(alu.imad(a, a, rec, c.obase))
+        ra.append(a)
+        b = p.r(f"att_ca{h}")
+        p.emit(alu.imad(b, c.c2, 4, a))
+        if not split:
+            p.emit(alu.iadd3(b, b, 4 * SPAN).guarded(~c.wg0))
+        ca.append(b)
+
+    def write(stats: bool) -> None:
+        """This thread's O values of its rows in the tile, and (lanes of column 0, with `stats`)
+        each row's m, l, 0, 0 after the row's D values."""
+        for h in range(2):
+            for v in _row_values(SPAN, h)[::2]:
+                p.emit(memory.sts(Mem(ca[h], offset=4 * _col(v)), o.sub(v, 2)).guarded(c.inrow[h]))
+            if not stats:
+                continue
+            st = p.rvec("att_st", 4)
+            p.emit(alu.mov(st[0], mx[h]))
+            p.emit(alu.mov(st[1], ls[h]))
+            p.emit(alu.mov(st[2], 0))
+            p.emit(alu.mov(st[3], 0))
+            put = p.p("att_put")
+            p.emit(alu.isetp("EQ", put, c.c2, 0, c=c.inrow[h]))
+            p.emit(memory.sts(Mem(ra[h], offset=4 * d), st).guarded(put))
+
+    if not split:  # (m and l: warpgroup 0's)
+        with p.when(c.wg0):
+            write(True)
+        with p.when(~c.wg0):
+            write(False)
+        return
+    # warpgroup 1's (O, m, l) to the records, warpgroup 0 merges them: M = max(m, m'), O and l
+    # weighed by 2^(m - M) and 2^(m' - M) (M = -inf taken as 0); the same thread of each holds the
+    # same rows and columns
+    with p.when(~c.wg0):
+        write(True)
+    p.emit(sync.bar_sync(1, 256))
+    with p.when(c.wg0):
+        for h in range(2):
+            st = p.rvec("att_st2", 2)
+            p.emit(alu.mov(st[0], NEG_INF))
+            p.emit(alu.mov(st[1], 0))
+            p.emit(memory.lds(st, Mem(ra[h], offset=4 * d)).guarded(c.inrow[h]))
+            mo, lo = F32.of(st[0]), F32.of(st[1])
+            big = F32.of(p.r("att_big"))
+            p.emit(alu.fmax(big, mx[h], mo))
+            nmu = _neg_safe(c, big, "att_mg")
+            wa, wb = F32.of(p.r("att_wa")), F32.of(p.r("att_wb"))
+            p.emit(alu.fadd(wa, mx[h], nmu))
+            p.emit(alu.ex2(wa, wa))
+            p.emit(alu.fadd(wb, mo, nmu))
+            p.emit(alu.ex2(wb, wb))
+            p.emit(alu.fmul(ls[h], ls[h], wa))
+            p.emit(alu.ffma(ls[h], lo, wb, ls[h]))
+            p.emit(alu.mov(mx[h], big))
+            theirs = p.rvec("att_oth", 2)
+            for v in _row_values(SPAN, h)[::2]:
+                p.emit(alu.mov(theirs[0], 0))
+                p.emit(alu.mov(theirs[1], 0))
+                p.emit(memory.lds(theirs, Mem(ca[h], offset=4 * _col(v))).guarded(c.inrow[h]))
+                for e in range(2):
+                    x = F32.of(o[v + e])
+                    p.emit(alu.fmul(x, x, wa))
+                    p.emit(alu.ffma(x, F32.of(theirs[e]), wb, x))
+        write(True)
 
 
-def _merge(c: _Ctx, d: int, m: list[F32], l_: list[F32], acc: list[list[F32]]) -> None:
-    """The KS warps of each row group merged into key part 0, in log2 KS levels (h = KS/2 .. 1): the
-    parts h..2h-1 write (O, m, l) of the group's rows to the level's area (two areas, alternating),
-    a named barrier of the consumers, then part i < h takes part i + h's: M = max(m, m'), O and l
-    weighed by 2^(m - M) and 2^(m' - M) (M = -inf taken as 0). A fixed order: the same bits every run."""
+def _softmax(c: _Ctx, d: int, s: RVec, pf: RVec, o: RVec, mx: list[F32], ls: list[F32], pos: R) -> None:
+    """The online softmax of a block's S (64 keys from cache row `pos`) in base 2: -inf where a row
+    does not see the key (only in a block some row's limit cuts), the rows' maxima (a quad of lanes
+    holds a row), exponents relative to the new maximum (0 while it is -inf), l and O rescaled by
+    2^(old - new), P packed to bf16 pairs (the RS form's A fragments)."""
     p = c.p
-    na = d // KEY_BLOCK
-    rec = _record_bytes(d)
-    skip = p.fresh_label("ATT_NO_MERGE")
-    one = p.p("att_one_part")
-    p.emit(alu.isetp("EQ", one, c.ks_log, 0))
-    p.emit(control.bra(skip).guarded(one))
-    half = p.r("att_half_ks")
-    p.emit(alu.shf_r(half, c.ks, 1))
-    with p.loop(f"att_lv{d}", c.ks_log, max_count=3) as lv:
-        h, t = p.r("att_h"), p.r("att_ht")
-        p.emit(alu.iadd3(t, c.ks_log, -1))
-        p.emit(alu.imad(t, lv.reg, -1, t))
-        p.emit(alu.mov(h, 1))
-        p.emit(alu.shf_l(h, h, t))
-        area = p.r("att_area")
-        p.emit(alu.lop3(t, lv.reg, 1, RZ, 0xC0))
-        p.emit(alu.imad(area, t, _merge_area(d), c.merge))
-        idx = p.r("att_midx")  # part + slot·KS/2: the reader's record set; the writer's is idx - h
-        p.emit(alu.imad(idx, c.slot, half, c.part))
-        writer, reader = p.p("att_writer"), p.p("att_reader")
-        h2 = p.r("att_h2")
-        p.emit(alu.shf_l(h2, h, 1))
-        p.emit(alu.isetp("GE", writer, c.part, h))
-        p.emit(alu.isetp("LT", writer, c.part, h2, c=writer))
-        p.emit(alu.isetp("LT", reader, c.part, h))
-        o = p.rvec(f"att_mo{na}", na)
-        st = p.rvec("att_mst", 2)
-        with p.when(writer):
-            wa = p.r("att_wa")
-            p.emit(alu.imad(t, h, -1, idx))
-            p.emit(alu.imad(wa, t, RG * rec, area))
-            wl = p.r("att_wl")
-            p.emit(alu.imad(wl, c.lane, na * 4, wa))
-            for i in range(RG):
-                for j in range(na):
-                    p.emit(alu.mov(o[j], acc[i][j]))
-                p.emit(memory.sts(Mem(wl, offset=i * rec), o))
-                p.emit(alu.mov(st[0], m[i]))
-                p.emit(alu.mov(st[1], l_[i]))
-                p.emit(memory.sts(Mem(wa, offset=i * rec + d * 4), st).guarded(c.lane0))
-        p.emit(sync.bar_sync(1, 256))
-        with p.when(reader):
-            ra = p.r("att_ra")
-            p.emit(alu.imad(ra, idx, RG * rec, area))
-            rl = p.r("att_rl")
-            p.emit(alu.imad(rl, c.lane, na * 4, ra))
-            for i in range(RG):
-                p.emit(memory.lds(st, Mem(ra, offset=i * rec + d * 4)))
-                p.emit(memory.lds(o, Mem(rl, offset=i * rec)))
-                mo, lo = F32.of(st[0]), F32.of(st[1])
-                big = F32.of(p.r("att_mbig"))
-                p.emit(alu.fmax(big, m[i], mo))
-                nmu = _neg_safe(c, big, "att_mg")
-                wa_, wb_ = F32.of(p.r("att_wa_f")), F32.of(p.r("att_wb_f"))
-                p.emit(alu.fadd(wa_, m[i], nmu))
-                p.emit(alu.ex2(wa_, wa_))
-                p.emit(alu.fadd(wb_, mo, nmu))
-                p.emit(alu.ex2(wb_, wb_))
-                p.emit(alu.fmul(l_[i], l_[i], wa_))
-                p.emit(alu.ffma(l_[i], lo, wb_, l_[i]))
-                for j in range(na):
-                    p.emit(alu.fmul(acc[i][j], acc[i][j], wa_))
-                    p.emit(alu.ffma(acc[i][j], F32.of(o[j]), wb_, acc[i][j]))
-                p.emit(alu.mov(m[i], big))
-    p.emit(sync.bar_sync(1, 256))  # (the areas are free for the next row group)
-    p.label(skip)
+    cut = p.p("att_cut")  # some row of the tile does not see every key of the block
+    end = p.r("att_bend")
+    p.emit(alu.iadd3(end, pos, KB))
+    p.emit(alu.isetp("GT", cut, end, c.lim_all))
+    with p.when(cut):
+        for h in range(2):
+            rem = p.r("att_rem")
+            p.emit(alu.imad(rem, pos, -1, c.lim[h]))
+            keep = p.p("att_keep")
+            for v in _row_values(KB, h):
+                p.emit(alu.isetp("GT", keep, rem, _col(v), unsigned=False))
+                x = F32.of(s[v])
+                p.emit(alu.fsel(x, x, c.neg_inf, keep))
+    for h in range(2):
+        vals = [F32.of(s[v]) for v in _row_values(KB, h)]
+        chains = [F32.of(p.r(f"att_mc{k}")) for k in range(4)]
+        m = reduce4(p, alu.fmax, chains, vals)
+        warp_reduce(p, m, "max", width=4, tmp=f"att_xm{h}")
+        cand = F32.of(p.r("att_cand"))
+        p.emit(alu.fmul(cand, m, c.scale))
+        p.emit(alu.fmax(cand, cand, mx[h]))
+        nmu = _neg_safe(c, cand, "att_sm")
+        alpha = F32.of(p.r(f"att_alpha{h}"))
+        p.emit(alu.fadd(alpha, mx[h], nmu))
+        p.emit(alu.ex2(alpha, alpha))
+        p.emit(alu.mov(mx[h], cand))
+        for x in vals:
+            p.emit(alu.ffma(x, x, c.scale, nmu))
+            p.emit(alu.ex2(x, x))
+        sums = [F32.of(p.r(f"att_sc{k}")) for k in range(4)]
+        total = reduce4(p, alu.fadd, sums, vals)
+        p.emit(alu.ffma(ls[h], ls[h], alpha, total))
+        for v in _row_values(SPAN, h):
+            x = F32.of(o[v])
+            p.emit(alu.fmul(x, x, alpha))
+    pack_pairs(p, s, pf, KB // 4)
 
 
 class Attention(Body):
     opcode: int = F.ATTENTION
     name: str = "attention"
-    pages: int = 6
-    release: tuple[int, ...] = (0, 1, 2, 3, 4, 5)
+    pages: int = 7
+    release: tuple[int, ...] = (0, 1, 2, 3, 4, 5, 6)
+    #: pages addressed by physical number; the order after it is the identity
+    physical_pages: bool = True
 
     def refuse(self, fields: dict[str, int]) -> Optional[str]:
         return refuse_attention(fields)
+
+    def declare(self, ip: Interp) -> None:
+        _views(ip)
 
     @staticmethod
     def _kv_early(ip: Interp, r: Role) -> P:
@@ -537,16 +509,19 @@ class Attention(Body):
         done = p.fresh_label("ATT_LOADED")
         with p.when(self._kv_early(ip, r)):  # (K and V on the way: `load_early`)
             q = MapOp(ip, r, 1, "aq")
-            q.copy(page_addr(ip, r, 0, "att_qpage"), ip.loaded.at(r.cons.ring), guard=r.leader)
+            q.copy(phys_addr(ip, Q_PAGE, "att_qpage"), ip.loaded.at(r.cons.ring), guard=r.leader)
             p.emit(control.bra(done))
         self._copies(ip, r, with_q=True)
         p.label(done)
 
     def _copies(self, ip: Interp, r: Role, with_q: bool) -> None:
         """The pages, the arrival on `loaded[slot]` with the bytes of q and the chunk's K and V boxes,
-        and the copies (q's only `with_q`)."""
+        and the copies (q's only `with_q`): box b of K to page K_PAGE + b, of V to V_PAGE + b, each
+        box's columns 64-127 (head_dim 128) half a page on."""
         p = ip.p
         nbox = r.field("k_stages", p.r("att_nbox"))
+        wide = p.p("att_wide_l")
+        p.emit(alu.isetp("GT", wide, r.field("tile_n", p.r("att_d_l")), SPAN))
         step = p.ur("att_step")
         p.emit(alu.r2ur(step, r.field("k_step", p.r("att_rows"))))
         q = MapOp(ip, r, 1, "aq")
@@ -557,48 +532,55 @@ class Attention(Body):
         total = p.r("att_tx")
         p.emit(alu.mov(total, kv))
         p.emit(alu.imad(total, total, nbox, RZ))
+        p.emit(alu.shf_l(total, total, 1).guarded(wide))
         qb = p.r("att_qb")
         p.emit(alu.mov(qb, q.bytes))
         p.emit(alu.iadd3(total, total, qb))
-        for lid in range(5):
-            r.wait_page(lid)
+        for pg in range(K_PAGE, OUT_PAGE):
+            r.wait_pid(pg)
         expect(ip, r, total)
         bar = ip.loaded.at(r.cons.ring)
         if with_q:
-            q.copy(page_addr(ip, r, 0, "att_qpage"), bar, guard=r.leader)
-        kk.copy(page_addr(ip, r, 1, "att_k0"), bar, guard=r.leader)
-        vv.copy(page_addr(ip, r, 3, "att_v0"), bar, guard=r.leader)
+            q.copy(phys_addr(ip, Q_PAGE, "att_qpage"), bar, guard=r.leader)
+        col = p.ur("att_col")
+        p.emit(alu.umov(col, SPAN))
         two = p.p("att_two")
         p.emit(alu.isetp("GE", two, nbox, 2))
-        with p.when(two):
-            _shift_rows(ip, r, 2, kk, step)
-            _shift_rows(ip, r, 3, vv, step)
-            kk.copy(page_addr(ip, r, 2, "att_k1"), bar, guard=r.leader)
-            vv.copy(page_addr(ip, r, 4, "att_v1"), bar, guard=r.leader)
+        for b in range(MAX_KV_BOXES):
+            with p.when(two) if b else contextlib.nullcontext():
+                if b:
+                    _shift_rows(ip, r, 2, kk, step)
+                    _shift_rows(ip, r, 3, vv, step)
+                kk.copy(phys_addr(ip, K_PAGE + b, f"att_k{b}"), bar, guard=r.leader)
+                vv.copy(phys_addr(ip, V_PAGE + b, f"att_v{b}"), bar, guard=r.leader)
+                with p.when(wide):
+                    kk.copy(phys_addr(ip, K_PAGE + b, f"att_k{b}h", off=HALF), bar, col, guard=r.leader)
+                    vv.copy(phys_addr(ip, V_PAGE + b, f"att_v{b}h", off=HALF), bar, col, guard=r.leader)
 
     def compute(self, ip: Interp, r: Role) -> None:
         p = ip.p
         wait(p, ip.loaded.at(r.cons.ring), r.cons.ring.parity)
-        r.wait_page(5)
+        r.wait_pid(OUT_PAGE)
+        r.wait_pid(QA_PAGE)
         p.label(p.fresh_label("ATT_C_BEGIN"))  # (where the compute step starts: for instruction counts)
         c = _Ctx(ip, r)
         wide = p.p("att_wide")
-        p.emit(alu.isetp("GT", wide, c.d, 64))
+        p.emit(alu.isetp("GT", wide, r.field("tile_n", p.r("att_d")), SPAN))
         d128, done = p.fresh_label("ATT_D128"), p.fresh_label("ATT_DONE")
         p.emit(control.bra(d128).guarded(wide))
-        _tiles(c, 64)
+        _partials(c, 64)
         p.emit(control.bra(done))
         p.label(d128)
-        _tiles(c, 128)
+        _partials(c, 128)
         p.label(done)
         p.label(p.fresh_label("ATT_C_END"))
         consumers_done(ip)
-        for lid in range(5):
-            r.release_page(lid, r.cleader)
+        for pg in (*range(K_PAGE, OUT_PAGE), QA_PAGE):
+            r.release_pid(pg, r.cleader)
         out_ready(ip, r)
 
     def store(self, ip: Interp, r: Role) -> None:
-        store_output(ip, r, 5)
+        store_output(ip, r, OUT_PAGE, physical=True)
 
 
 class AttentionCombine(Body):

@@ -69,7 +69,7 @@ from warpy.mega.tiling import (BOX_MAX, GEMM_K_STEP, GEMM_MAX_K_BOXES, NORM_SCRA
                                gemm_tile_ok)
 
 from .mega_math import Activation, pack_bf16, unpack_bf16
-from .mega_ops import (Body, MapOp, branch_on_fields, consumers_done, descriptor, expect, out_ready, page_addr,
+from .mega_ops import (Body, MapOp, branch_on_fields, consumers_done, descriptor, expect, out_ready, page_addr, phys_addr,
                        store_output)
 
 if TYPE_CHECKING:
@@ -130,19 +130,6 @@ def _shared(ip: Interp) -> GemmShared:
 def epi_offset(bias_bytes: int) -> int:
     """Where the residual box lands in the epilogue page: after the bias box, 128-byte aligned."""
     return -(-bias_bytes // 128) * 128
-
-
-def phys_addr(ip: Interp, page: int, name: str, offset: Optional[R] = None) -> UR:
-    """A uniform register holding the shared address of physical page `page` (+ `offset` bytes)."""
-    p = ip.p
-    reg, off = p.derive.value_reg("addr", ip.pages.at(page, 0))
-    u = p.ur(name)
-    p.emit(alu.uiadd3(u, reg, off))
-    if offset is not None:
-        t = p.ur(f"{name}_off")
-        p.emit(alu.r2ur(t, offset))
-        p.emit(alu.uiadd3(u, u, t))
-    return u
 
 
 class _Loading:

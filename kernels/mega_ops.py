@@ -223,6 +223,20 @@ def page_addr(ip: Interp, r: Role, lid: int, name: str = "page_addr", offset: Op
     return u
 
 
+def phys_addr(ip: Interp, page: int, name: str, offset: Optional[R] = None, off: int = 0) -> UR:
+    """A uniform register holding the shared address of physical page `page` (+ `offset` bytes, +
+    `off`): the bodies that address their pages by number (`physical_pages`)."""
+    p = ip.p
+    reg, o = p.derive.value_reg("addr", ip.pages.at(page, 0))
+    u = p.ur(name)
+    p.emit(alu.uiadd3(u, reg, o + off))
+    if offset is not None:
+        t = p.ur(f"{name}_off")
+        p.emit(alu.r2ur(t, offset))
+        p.emit(alu.uiadd3(u, u, t))
+    return u
+
+
 def load_operand(ip: Interp, r: Role, k: int, lid: int) -> None:
     """Wait for page `lid`, copy operand k's box into it, completing on `loaded[slot]`."""
     r.wait_page(lid)
@@ -245,14 +259,22 @@ def load_boxes(ip: Interp, r: Role, m: MapOp, lid: int, count: R, step: UR) -> N
         p.emit(alu.uiadd3(shift, shift, step))
 
 
-def store_output(ip: Interp, r: Role, lid: int, count: Optional[R] = None, step: Optional[UR] = None) -> None:
-    """Wait for the consumers, store page `lid` through operand 0's map (`count` boxes, box b at b x
-    its bytes and b x `step` along the innermost dimension; one box when None), wait for the
-    writes, release the page."""
+def store_output(ip: Interp, r: Role, lid: int, count: Optional[R] = None, step: Optional[UR] = None,
+                 physical: bool = False) -> None:
+    """Wait for the consumers, store page `lid` (physical page `lid` where `physical`) through operand
+    0's map (`count` boxes, box b at b x its bytes and b x `step` along the innermost dimension; one
+    box when None), wait for the writes, release the page."""
     p = ip.p
     wait(p, ip.out_ready.at(r.cons.ring), r.cons.ring.parity)
     m = MapOp(ip, r, 0, "out")
-    base = page_addr(ip, r, lid, "store_page")
+    base = phys_addr(ip, lid, "store_page") if physical else page_addr(ip, r, lid, "store_page")
+
+    def release() -> None:
+        if physical:
+            r.release_pid(lid)
+        else:
+            r.release_page(lid)
+
     if count is None:
         m.copy(base, None, guard=r.leader)
     else:
@@ -266,11 +288,11 @@ def store_output(ip: Interp, r: Role, lid: int, count: Optional[R] = None, step:
             p.emit(alu.uiadd3(shift, shift, step))
     p.emit(tma.bulk_commit())
     if ip.fault == "early-page-free":  # seeded: the page goes back before the store has read it
-        r.release_page(lid)
+        release()
         p.emit(tma.bulk_wait(0, writes=True))
         return
     p.emit(tma.bulk_wait(0, writes=True))
-    r.release_page(lid)
+    release()
 
 
 def branch_on_fields(p: Program, hit: P, cases: Sequence[tuple[str, Sequence[tuple[R, int]]]], last: str) -> None:

@@ -1,7 +1,7 @@
 """Decode attention through the sm_90a megakernel on an H200 (skipped without an sm_90 GPU): the
 cache append and the attention of `warpy.mega.examples.decode_attention` on every SM, at the
 Llama-3.2-1B shape (32 query heads, 8 KV heads, head_dim 64; context 1k, 8k and 32k, T = 1 and 16), the
-small checker graph, head_dim 128, a combine of three boxes, one query row a tile (G = 1, a cache of 77
+small checker graph, head_dim 128, a combine of two boxes, one query row a tile (G = 1, a cache of 77
 rows) and 64 (T = 16); every output element against an fp32 softmax of the inputs
 (the caches with the new rows), and the caches as the launch leaves them: the new rows appended, the
 caller's rows untouched. Three calls in a row (the counters carried over).

@@ -1,13 +1,11 @@
 """The sm_90a decode-attention bodies (kernels/mega_attention.py) on the host: their one-line
 refusals, and the checker running the interpreter with them on every CTA with values: no protocol,
 ordering or coverage problem, every output value within the tolerance. attn-small (T = 3, G = 2: six
-rows, one row group whose keys four warps split, merged in two levels) in the default run; with
-WARPY_SLOW=1 the other paths of the partials body: one row at T = 1 and G = 1 over a cache of 77 rows
-(graphs/attn_g1.py: a key block past the box, eight warps merged in three levels), T = 16 at G = 4
-(graphs/attn_t16.py: 64 rows, sixteen row groups, no key split, a chunk of 8 visible rows),
-head_dim 128 not causal (graphs/attn_d128.py: 20 rows, five row groups) and a combine of three boxes
-(graphs/attn_combine3.py: 16 rows, two warps a group); and the interpreter's seeded faults still
-caught on attn-small."""
+rows, two chunks of one key block, the warpgroups' merge) in the default run; with WARPY_SLOW=1 the
+other paths: one row at T = 1 and G = 1 over a cache of 77 rows (graphs/attn_g1.py: a block past the
+length), T = 16 at G = 4 (graphs/attn_t16.py: all 64 rows of the wgmma), head_dim 128 not causal
+(graphs/attn_d128.py: the warpgroups' columns split) and a combine of three boxes
+(graphs/attn_combine3.py: G = 8); and the interpreter's seeded faults still caught on attn-small."""
 
 from __future__ import annotations
 
@@ -51,9 +49,9 @@ def test_the_example_graphs_are_accepted() -> None:
     (dict(head_dim=96), "decode attention of head_dim 96 (the sm_90a body takes 64 or 128)"),
     (dict(tokens=16, heads=32, kv_heads=8, head_dim=128, length=32768, cache_rows=32768), "a decode-attention chunk "
      "of 16 K boxes (the sm_90a body takes at most 2)"),
-    (dict(tokens=16, heads=32, kv_heads=2, head_dim=128), "decode attention of 256 query rows whose q box is not "
-     "those rows within a page"),
-    (dict(tokens=16, heads=16, kv_heads=2, head_dim=128), "decode attention whose partial of 128 rows is more than a "
+    (dict(tokens=16, heads=32, kv_heads=2, head_dim=128), "decode attention of 256 query rows a KV head (the sm_90a "
+     "body's wgmma takes 64: T·G)"),
+    (dict(tokens=16, heads=32, kv_heads=8, head_dim=128), "decode attention whose partial of 64 rows is more than a "
      "page (one box)"),
 ])
 def test_refusals_in_one_line(kw: dict[str, Any], msg: str) -> None:
@@ -61,12 +59,12 @@ def test_refusals_in_one_line(kw: dict[str, Any], msg: str) -> None:
     assert why is not None and msg in why and "\n" not in why
 
 
-def test_a_box_of_keys_not_a_multiple_of_16_is_refused() -> None:
+def test_a_box_of_keys_not_whole_key_blocks_is_refused() -> None:
     f = dict(_fields())
-    f["k_step"] = 40  # (the split rule makes boxes of multiples of 16 rows: the P·V walk's halves)
-    f["op2.box_16"] = f["op3.box_16"] = 40 * f["tile_n"] * 2 // 16
+    f["k_step"] = 96  # (the split rule makes boxes of whole blocks of 64 rows: a wgmma's N)
+    f["op2.box_16"] = f["op3.box_16"] = 96 * f["tile_n"] * 2 // 16
     why = refuse_attention(f)
-    assert why == "decode-attention K boxes of 40 rows (the sm_90a body takes multiples of 16)"
+    assert why == "decode-attention K boxes of 96 rows (the sm_90a body takes whole blocks of 64 within a page)"
 
 
 def _problems(rep: Any) -> list[str]:
@@ -101,14 +99,14 @@ def test_seeded_faults_are_caught(fault: str) -> None:
 @pytest.mark.parametrize("per_box", [40, 17])
 def test_the_combine_walks_more_chunks_than_a_warp_has_lanes(monkeypatch: pytest.MonkeyPatch, per_box: int) -> None:
     """The combine's lanes take a group of 32 chunks at once (the maximum, each chunk's weight) and
-    its sums walk the group's chunks in order: 40 chunks of 32 rows in one box (a group of 32, then
+    its sums walk the group's chunks in order: 40 chunks of 64 rows in one box (a group of 32, then
     one of 8), or in three boxes of 17, 17 and 6; every CTA with values against numpy."""
     from warpy.memo import forget_all
     from warpy.mega import tiling
 
     def forced(*args: Any) -> tiling.AttentionSplit:
         boxes = -(-40 // per_box)
-        return tiling.AttentionSplit(40, 32, 32, 1, per_box if boxes > 1 else 40, 0.0)
+        return tiling.AttentionSplit(40, 64, 64, 1, per_box if boxes > 1 else 40, 0.0)
 
     monkeypatch.setattr(tiling, "attention_split", forced)
     forget_all()

@@ -14,8 +14,9 @@ Box rules (one place, for the device interpreter to change with its bodies):
   sm_100a, whose B box is a CTA's half of the tile's weight rows);
   the output's box on sm_90a is one consumer warpgroup's block of the tile (64 rows; every column of
   a 128-row tile, half of a 64-row one's), stored twice a tile;
-- attention (partials): q's box is the head group's T x G rows of D, K's and V's `k_step` cache rows
-  of one KV head, the partial's box the tile's T·G rows of D + 4 fp32 (as many rows as fit a page);
+- attention (partials): q's box is the head group's T x G rows of D; K's and V's `k_step` cache rows
+  of one KV head and 64 of its D columns (128-byte swizzle: the wgmma operands; head_dim 128 takes two
+  copies a box); the partial's box the tile's T·G rows of D + 4 fp32 (as many rows as fit a page);
   the combine: the partials' box is `k_step` chunks of one head's G rows of one token, the output's
   one token's G heads of D;
 - everything else: no swizzle, the tile's extents (rows over the CTAs of a unit), at most 256, the
@@ -115,6 +116,8 @@ def _attention_box(node: Node, role: int, axis: int, view: View, tiling: NodeTil
     if axis == F.AXIS_K:
         return tiling.k_step
     if axis == 0:
+        if node.kind == "attention" and role in (2, 3):
+            return min(view.shape[-1], SWIZZLE // esz)  # (a swizzle span: `_Maps.slot`)
         return view.shape[-1]
     if axis == 1:
         if node.kind == "attention" and role == 0:
@@ -224,7 +227,7 @@ class _Maps:
         # runs along no tile axis: its box is one element (16 bytes innermost), its coordinate fixed
         axes = tuple(F.AXIS_FIXED if m.view is None or (m.extent == 1 and not keep) else view_axes[m.view]
                      for m in mdims)
-        swz = SWIZZLE if node.kind == "gemm" and role in (1, 2) else 0
+        swz = SWIZZLE if (node.kind == "gemm" and role in (1, 2)) or (node.kind == "attention" and role in (2, 3)) else 0
         if attn:
             box = tuple(_attention_box(node, role, a, view, tiling, esz) for a in axes)
         else:

@@ -69,17 +69,18 @@ class CostModel:
     flops: float  # dense bf16 tensor-core flop/s
     bytes: float  # HBM bytes/s when every SM streams
     overhead: float  # seconds an instruction costs regardless of size
-    #: seconds a warp of the decode-attention partial body spends on one key of one row group (its
-    #: math on CUDA cores: `attention_warp_keys`), and a combine tile on one chunk's partial for each
-    #: row a warp takes (its warps a row each, walking the chunks in turn). sm_90a: fitted to the H200's
-    #: Llama decoder stack at context 1k with T = 1 and 16 and 4-32 chunks (docs/performance.md),
-    #: where the bytes alone had made 16 chunks of 64 rows look best at T = 1 (6-8 chunks ran ~2 %
-    #: faster); sm_100a: not measured (0: the bytes alone)
-    attention_key: float = 0.0
+    #: seconds one consumer warpgroup of the decode-attention partial body spends on a key block
+    #: (`ATTENTION_KEY_BLOCK` keys) beyond its tensor-core work (the online softmax and the waits for
+    #: its wgmmas: `partial_cost`), and a combine tile on one chunk's partial for each row a warp takes
+    #: (its warps a row each, walking the chunks in turn). sm_90a: the combine's fitted to the H200's
+    #: Llama decoder stack at context 1k with T = 1 and 16 and 4-32 chunks (docs/performance.md), the
+    #: block's estimated from the body's instruction count (not measured yet); sm_100a: not measured
+    #: (0: the bytes alone)
+    attention_block: float = 0.0
     combine_chunk: float = 0.0
 
 
-COSTS = {"wgmma": CostModel(7.5e12, 36e9, 1.0e-6, 68e-9, 0.29e-6), "tcgen05": CostModel(15e12, 54e9, 1.0e-6)}
+COSTS = {"wgmma": CostModel(7.5e12, 36e9, 1.0e-6, 0.25e-6, 0.29e-6), "tcgen05": CostModel(15e12, 54e9, 1.0e-6)}
 
 
 #: the most K boxes a stage of the sm_90a gemm holds (what its consumers unroll; the field has 4 bits)
@@ -173,14 +174,14 @@ def gemm_tile_ok(tile_m: int, tile_n: int, esz: int = 2, b_ops: int = 1) -> Opti
     return None
 
 
-#: attention chunks are whole multiples of this many cache rows
-ATTENTION_ROW_ALIGN = 16
-#: the sm_90a decode-attention bodies' warps (partials and combine), and the partial body's split of
-#: a tile's rows: row groups of ATTENTION_ROW_GROUP rows, and (at most this many groups, KS): KS of
-#: the warps share a group's keys, the first entry that holds, else 1 (`kernels/mega_attention.py`)
-ATTENTION_WARPS = 8
-ATTENTION_ROW_GROUP = 4
-ATTENTION_KEY_SPLITS = ((1, 8), (2, 4), (4, 2))
+#: the sm_90a decode-attention partial body's key block (`kernels/mega_attention.py`: one wgmma's N,
+#: 64 keys a step of a consumer warpgroup): chunks, and their K and V boxes, are whole blocks
+ATTENTION_KEY_BLOCK = 64
+ATTENTION_ROW_ALIGN = ATTENTION_KEY_BLOCK
+#: the wgmma's M: the partial body computes the tile's T·G query rows padded to it
+ATTENTION_MMA_ROWS = 64
+#: the sm_90a combine body's warps (a row each in turn)
+COMBINE_WARPS = 8
 #: what the sm_90a bodies hold in their pages (kernels/mega_attention.py): a chunk of at most two K
 #: (and V) boxes, a combine of the partials in at most six boxes; the split rule prefers splits that fit
 ATTENTION_MAX_BOXES = 2
@@ -203,32 +204,23 @@ class AttentionSplit:
     cost: float
 
 
-def attention_key_split(rows: int) -> int:
-    """KS: how many of the partial body's warps share a row group's keys, for a tile of `rows` rows."""
-    ng = cdiv(rows, ATTENTION_ROW_GROUP)
-    return next((ks for most, ks in ATTENTION_KEY_SPLITS if ng <= most), 1)
-
-
-def attention_warp_keys(rows: int, keys: int) -> float:
-    """The row groups x keys one warp of the partial body walks for a tile of `rows` rows and `keys`
-    cache rows (each warp: its share of the groups, its share of their keys)."""
-    ks = attention_key_split(rows)
-    return cdiv(cdiv(rows, ATTENTION_ROW_GROUP), ATTENTION_WARPS // ks) * keys / ks
-
-
 def combine_cost(cm: CostModel, splits: int, g: int, d: int, esz: int) -> float:
     """A combine tile's estimated time: the overhead, its bytes (the `splits` partials of the G rows,
     the output rows) and its walk over the chunks (`CostModel.combine_chunk` a chunk for each row a
     warp takes)."""
     return (cm.overhead + (splits * g * (d + PARTIAL_EXTRA) * PARTIAL_BYTES + g * d * esz) / cm.bytes
-            + splits * cdiv(g, ATTENTION_WARPS) * cm.combine_chunk)
+            + splits * cdiv(g, COMBINE_WARPS) * cm.combine_chunk)
 
 
 def partial_cost(cm: CostModel, rows: int, keys: int, d: int, esz: int) -> float:
     """A partial tile's estimated time: the overhead, its bytes (`keys` K and V rows, the rows' queries,
-    its partial) and its math (`CostModel.attention_key` a key a row group of a warp's share)."""
+    its partial) and its math: the key blocks' wgmmas on the SM's tensor cores (S = Q·Kᵀ and P·V, the
+    rows padded to ATTENTION_MMA_ROWS) and each warpgroup's share of the blocks at
+    `CostModel.attention_block` (the two consumer warpgroups take alternate blocks)."""
+    blocks = cdiv(keys, ATTENTION_KEY_BLOCK)
+    mma = blocks * 2 * 2 * ATTENTION_MMA_ROWS * ATTENTION_KEY_BLOCK * d / cm.flops
     return (cm.overhead + (2 * keys * d * esz + rows * d * esz + rows * (d + PARTIAL_EXTRA) * PARTIAL_BYTES) / cm.bytes
-            + attention_warp_keys(rows, keys) * cm.attention_key)
+            + mma + cdiv(blocks, 2) * cm.attention_block)
 
 
 def attention_split(tokens: int, hq: int, hkv: int, d: int, length: int, target: Target, esz: int = 2) -> AttentionSplit:
@@ -557,4 +549,4 @@ def tile_node(prog: Program, node: Node, target: Target) -> NodeTiling:
 __all__ = ["Box", "Tile", "NodeTiling", "tile_node", "gemm_norm_bytes", "NORM_SCRATCH", "out_shape", "operand_boxes", "project", "units", "CLUSTER", "COSTS",
            "GEMM_K_STEP", "BOX_MAX", "cdiv", "CostModel", "PAGE_BYTES", "gemm_k_boxes", "gemm_a_rows",
            "GEMM_MAX_K_BOXES", "gemm_tile_ok", "gemm_pair_k_boxes", "gemm_pair_a_rows", "gemm_stage",
-           "AttentionSplit", "attention_split", "ATTENTION_ROW_ALIGN", "ATTENTION_MAX_BOXES", "COMBINE_MAX_BOXES"]
+           "AttentionSplit", "attention_split", "ATTENTION_ROW_ALIGN", "ATTENTION_KEY_BLOCK", "ATTENTION_MMA_ROWS", "COMBINE_WARPS", "ATTENTION_MAX_BOXES", "COMBINE_MAX_BOXES"]
