@@ -44,6 +44,8 @@ K_INTERLEAVE_LBO_IS_K_STRIDE = True
 MN_INTERLEAVE_LBO_IS_K_STRIDE = True
 #: MN-major, swizzled: LBO = distance between swizzle-span columns along M/N, SBO = distance
 #: between 8-row groups along K (PTX: "stride from the first (swizzle-byte-size/16) rows to the next").
+#: SBO's role holds on the H200 (the megakernel's decode-attention P·V, 128-byte swizzle, one span
+#: column); LBO's is not exercised there.
 MN_SWIZZLED_LBO_IS_MN_STRIDE = True
 #: Value (bytes) put in a field the layout leaves unused (K-major swizzled LBO; SBO or LBO when the
 #: footprint has a single group). CUTLASS writes 1 (16 bytes) for the K-major swizzled LBO.
