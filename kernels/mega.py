@@ -160,6 +160,11 @@ class MegaConfig:
     #: Off: on the H200 the decoder stack ran 1k 1165.6 -> 1170.9 µs, 8k 1285.2 -> 1275.8 with it (the
     #: appended rows' tile ends the level; docs/performance.md)
     fresh: bool = False
+    #: sm_90a: a decode projection viewed as heads writes them itself (`warpy.mega.lower(rope=True)`):
+    #: roped (its rope's tables in the epilogue: q, and k into its cache's rows) or as they are (v
+    #: into its cache's rows): no rope or copy node after the projections, a dependency level less a
+    #: decoder layer
+    rope: bool = False
 
     def describe(self) -> str:
         f = f", seeded fault {self.fault}" if self.fault else ""
@@ -170,6 +175,7 @@ class MegaConfig:
         t += f", counter polls backing off up to {self.backoff} ns" if self.backoff != BACKOFF_MAX_NS else ""
         t += ", the fused gate/up gemm's K steps split between its warpgroups" if self.glu_split else ""
         t += ", decode attention's old and appended rows as two partial nodes" if self.fresh else ""
+        t += ", the rope and the cache appends in the projections' epilogues" if self.rope else ""
         return (f"sm_90a megakernel interpreter: {self.mode} queues, 7 pages of 32 KiB, two instruction slots, "
                 f"descriptors fenced {'once a CTA' if self.fence == 'once' else 'each instruction'}{f}{t}")
 
@@ -228,6 +234,9 @@ def configure(problem: MegaProblem, overrides: Union[str, Mapping[str, object], 
         if out.fresh:
             raise WarpyError("fresh: decode attention's old and appended rows as two partial nodes is the sm_90a "
                              "interpreter's; sm_100a runs one")
+        if out.rope:
+            raise WarpyError("rope: the rope fused into its projection is the sm_90a interpreter's; sm_100a runs it "
+                             "as a node")
         return out
     if out.mode != "static":
         raise WarpyError(f"mode {out.mode!r}: the sm_90a interpreter runs static queues (dynamic mode is not written yet)")
@@ -287,7 +296,7 @@ def plan(problem: MegaProblem, config: MegaConfig) -> Plan:
         table = sm100_bodies()
     units = problem.n_units
     s = schedule(problem.load(), problem.arch, config.mode, units=units, glu=config.glu, norm=config.norm,
-                 fresh=config.fresh)
+                 fresh=config.fresh, rope=config.rope)
     enc = encode(s)
     names = {v: k for k, v in OPCODES.items()}
     for ins, f in zip(s.instrs, decode(enc.words)):
@@ -303,7 +312,8 @@ def plan(problem: MegaProblem, config: MegaConfig) -> Plan:
                   f"_t{problem.tokens or 0}_u{units}" + (f"_{config.fault}" if config.fault else "")
                   + ("_fence1" if config.fence == "once" else "") + ("_tl" if config.timeline else "")
                   + ("_glu" if any(n.glu for n in s.program.nodes) else "")  # (a graph with nothing to fuse: no suffix)
-                  + ("_norm" if any(n.norm for n in s.program.nodes) else ""))
+                  + ("_norm" if any(n.norm for n in s.program.nodes) else "")
+                  + ("_rope" if any(n.rope for n in s.program.nodes) else ""))
     maps = tuple((m.index, m.buffer, m.offset, m.tma) for m in enc.maps)
     bufs = tuple(sorted({(m.buffer, s.buffers[m.buffer].nbytes) for m in enc.maps}))
     gemms = [(n, t) for n, t in zip(s.program.nodes, s.tilings) if n.kind == "gemm"]
@@ -316,10 +326,12 @@ def plan(problem: MegaProblem, config: MegaConfig) -> Plan:
                            mode=config.mode, instructions=len(s.instrs), gemm_tiles=tiles100)
         return Plan(problem, config, s, enc, launch100)
     # sm_90a: a code path per (tile_m, tile_n, rows of A's box)
-    # (tile_m, tile_n, rows of A's box, 1): a fused gate/up gemm's path (`Node.glu`: two weights)
+    # (tile_m, tile_n, rows of A's box, 1): a fused gate/up gemm's path (`Node.glu`: two weights);
+    # (.., glu, 1): a normed gemm's (`Node.norm`); (.., glu, norm, 1): a roped gemm's (`Node.rope`)
     tiles = tuple(sorted({(t.extents[-2], t.extents[-1],
                            gemm_a_rows(t.extents[-2], t.extents[-1], n.operands[0].view.shape[0], 2 if n.glu else 1))
-                          + ((int(n.glu), 1) if n.norm else (1,) if n.glu else ()) for n, t in gemms}))
+                          + ((int(n.glu), int(n.norm), 1) if n.rope else (int(n.glu), 1) if n.norm else (1,) if n.glu
+                             else ()) for n, t in gemms}))
     launch = Launch(name, units, max(s.waves, 1), len(s.counters), maps, bufs, config.fault or None,
                     gemm_tiles=tiles, fence_once=config.fence == "once",
                     instructions=len(s.instrs), timeline=config.timeline, prefetch=config.prefetch,

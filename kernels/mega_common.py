@@ -704,7 +704,20 @@ def conditions(prog: Any, inputs: Mapping[str, Any]) -> dict[int, Any]:
     for n in prog.nodes:
         a = [np.asarray(o.array(vals), dtype=np.float64) for o in n.operands]
         c = [np.asarray(o.array(cond), dtype=np.float64) for o in n.operands]
-        if n.kind == "gemm" and n.norm:  # A is rmsnorm(x, w) (the last operand): the normalised |x·w|
+        if n.kind == "gemm" and n.rope:  # the product's condition (as a plain or normed gemm's), roped
+            from .mega_rope import condition as rope_condition
+
+            if n.norm:
+                rstd = 1.0 / np.sqrt(np.mean(a[0] * a[0], axis=-1, keepdims=True) + n.eps)
+                xn = a[0] * a[-1] * rstd
+                xv, cx = xn @ a[1].T, np.abs(xn) @ np.abs(a[1]).T
+            else:
+                xv, cx = a[0] @ a[1].T, np.abs(a[0]) @ np.abs(a[1]).T
+            d = a[2].shape[-1]
+            heads = (xv.shape[0], -1, d)
+            out = rope_condition([xv.reshape(heads), a[2][0][:, None], a[2][1][:, None]],
+                                 [cx.reshape(heads), c[2][0][:, None], c[2][1][:, None]])
+        elif n.kind == "gemm" and n.norm:  # A is rmsnorm(x, w) (the last operand): the normalised |x·w|
             rstd = 1.0 / np.sqrt(np.mean(a[0] * a[0], axis=-1, keepdims=True) + n.eps)
             an, xn = np.abs(a[0] * a[-1]) * rstd, a[0] * a[-1] * rstd
             if n.glu:
@@ -740,11 +753,13 @@ def conditions(prog: Any, inputs: Mapping[str, Any]) -> dict[int, Any]:
         else:
             raise WarpyError(f"no condition for node kind {n.kind!r}")
         apply(n, vals, prog.tensors[n.out].dtype)
+        # (a gemm writing heads computes its product (M, N): as the heads (M, N / D, D) it writes)
         if n.out_view is not None:  # a cache append's rows, or a tensor its node writes through a view
             view = Operand(n.out, n.out_view)
-            view.assign(cond, np.maximum(out, np.abs(view.array(vals).astype(np.float64))))
+            got = view.array(vals).astype(np.float64)
+            view.assign(cond, np.maximum(np.reshape(out, got.shape), np.abs(got)))
         else:
-            cond[n.out] = np.maximum(out, np.abs(vals[n.out].astype(np.float64)))
+            cond[n.out] = np.maximum(np.reshape(out, vals[n.out].shape), np.abs(vals[n.out].astype(np.float64)))
     return cond
 
 

@@ -58,7 +58,7 @@ from warpy.isa.families import alu, control, memory, sync, tma, wgmma
 from warpy.isa.families._util import ins
 from warpy.isa.families.typed import F32, U32
 from warpy.isa.index import Coord, Uniform
-from warpy.isa.operands import RZ, URZ, Mem, P, R, RVec, UP, UR
+from warpy.isa.operands import PT, RZ, URZ, Mem, P, R, RVec, UP, UR
 from warpy.isa.pipes import ConsumerEnd, Pipe, ProducerEnd, wait
 from warpy.isa.units.dispatch import dispatch
 from warpy.isa.units.warp import warp_sum
@@ -101,6 +101,16 @@ def k_split(tm: int, tn: int, ks: int, glu: bool, glu_split: bool = False) -> Op
     if glu:
         return "steps" if glu_split else None
     return "boxes" if ks % 2 == 0 else None
+
+
+def has_operand3(ip: Interp, r: Role, pred: P, name: str) -> P:
+    """pred = operand 3 lands in the epilogue page (first, at its start): a bias, or a roped gemm's
+    tables (`rope`; read only where the launch has a roped gemm)."""
+    p = ip.p
+    p.emit(alu.isetp("NE", pred, r.field("bias", p.r(f"{name}_bias")), 0))
+    if any(len(t) > 5 and t[5] for t in ip.launch.gemm_tiles):
+        p.emit(ins(alu.ISETP, "NE.U32.OR", pred, PT, r.field("rope", p.r(f"{name}_rope")), 0, pred))
+    return pred
 
 
 def norm_boxes(ip: Interp, r: Role, dst: R) -> R:
@@ -238,8 +248,7 @@ class _Norm:
         p.emit(alu.mov(epi, reg))
         p.emit(alu.iadd3(epi, epi, off))
         nb = r.field("op3.box_16", p.r("gn_nb"))
-        has_bias = p.p("gn_bias")
-        p.emit(alu.isetp("NE", has_bias, r.field("bias", p.r("gn_has_bias")), 0))
+        has_bias = has_operand3(ip, r, p.p("gn_bias"), "gn_has")
         p.emit(alu.mov(nb, 0).guarded(~has_bias))
         p.emit(alu.imad(nb, nb, 16, 127))
         p.emit(alu.lop3(nb, nb, 0xFFFFFF80, RZ, 0xC0))
@@ -379,6 +388,17 @@ class Gemm(Body):
             return "a gemm output box that is not a warpgroup's 64 x wn block"
         epi = 0
         if fields["bias"]:
+            epi = epi_offset(fields["op3.box_16"] * 16)
+        if fields["rope"]:
+            if glu or fields["bias"] or fields["residual"] or fields["activation"] != F.ACT_NONE:
+                return "a roped gemm with an epilogue of its own (its epilogue is the rope)"
+            if tm != 64:
+                return f"a roped gemm of {tm}-row tiles (the decode tiles of 64 rows: each warpgroup half a head)"
+            rows = ar if fields["op3.row_stride"] else 1
+            if (fields["op3.col_stride"] != 1 or fields["op3.row_stride"] not in (0, tn)
+                    or fields["op3.box_16"] * 16 != 2 * rows * tn * 2):
+                return (f"a roped gemm whose tables' box is {fields['op3.box_16'] * 16} bytes (the body takes both "
+                        f"planes of {rows} rows of the tile's {tn} columns)")
             epi = epi_offset(fields["op3.box_16"] * 16)
         if fields["norm"]:
             if fields["residual"]:
@@ -596,7 +616,7 @@ class Gemm(Body):
         norm weight's row after the bias instead, box after box (`norm_boxes`)."""
         p = ip.p
         bias_p, res_p = p.p("g_bias"), p.p("g_res")
-        p.emit(alu.isetp("NE", bias_p, r.field("bias", p.r("g_has_bias")), 0))
+        has_operand3(ip, r, bias_p, "g_has")
         if not norm:
             p.emit(alu.isetp("NE", res_p, r.field("residual", p.r("g_has_res")), 0))
         r.wait_pid(EPI)
@@ -656,8 +676,12 @@ class Gemm(Body):
         # and the norm flag ((tm, tn, ar, glu, 1): a normed gemm's)
         norm_any = any(len(t) > 4 and t[4] for t in shapes)
         norm_c = r.field("norm", p.r("g_norm_c")) if norm_any else RZ
+        # and the rope flag ((tm, tn, ar, glu, norm, 1): a roped gemm's)
+        rope_any = any(len(t) > 5 and t[5] for t in shapes)
+        rope_c = r.field("rope", p.r("g_rope_c")) if rope_any else RZ
         labels = [p.fresh_label(f"GEMM_{t[0]}x{t[1]}" + (f"_A{t[2]}" if t[2] != t[0] else "")
-                                + ("_GLU" if len(t) > 3 and t[3] else "") + ("_NORM" if len(t) > 4 and t[4] else ""))
+                                + ("_GLU" if len(t) > 3 and t[3] else "") + ("_NORM" if len(t) > 4 and t[4] else "")
+                                + ("_ROPE" if len(t) > 5 and t[5] else ""))
                   for t in shapes]
         done = p.fresh_label("GEMM_DONE")
         if len(shapes) > 1:
@@ -677,22 +701,26 @@ class Gemm(Body):
                         conds.append((glu_c, int(glu)))
                     if norm_any:
                         conds.append((norm_c, int(len(shape) > 4 and shape[4] != 0)))
+                    if rope_any:
+                        conds.append((rope_c, int(len(shape) > 5 and shape[5] != 0)))
                     cases.append((label, conds))
             branch_on_fields(p, p.p("g_shape"), cases, labels[-1])
         for shape, label in zip(shapes, labels):
             p.label(label)
             self.tile(ip, r, shape[0], shape[1], shape[2], len(shape) > 3 and shape[3] != 0,
-                      len(shape) > 4 and shape[4] != 0)
+                      len(shape) > 4 and shape[4] != 0, len(shape) > 5 and shape[5] != 0)
             p.emit(control.bra(done))
         p.label(done)
 
-    def tile(self, ip: Interp, r: Role, tm: int, tn: int, ar: int, glu: bool = False, norm: bool = False) -> None:
+    def tile(self, ip: Interp, r: Role, tm: int, tn: int, ar: int, glu: bool = False, norm: bool = False,
+             rope: bool = False) -> None:
         """The consumers' code for tiles of tm x tn whose A boxes have `ar` rows (`gemm_a_rows`: wgmma
         reads 64 from a box's start, what follows a shorter box is the stage's next boxes): the
         mainloop, the ring pages released, the epilogue. `glu`: the fused gate/up gemm: a second
         accumulator (up's, the same fragment layout as gate's) from the up weight's boxes, which
         follow the gate's in the stage; two wgmmas a K step. `norm`: a normed gemm (`_Norm`): each
-        stage's A boxes are transformed in place before its wgmmas, the rows scaled in the epilogue."""
+        stage's A boxes are transformed in place before its wgmmas, the rows scaled in the epilogue.
+        `rope`: a roped gemm (`epilogue`)."""
         p = ip.p
         g = _shared(ip)
         ends = r.state["gemm"]
@@ -763,7 +791,7 @@ class Gemm(Body):
         p.emit(sync.bar_sync(1, 256))
         for q in range(RING):
             r.release_pid(q, r.cleader)
-        self.epilogue(ip, r, tm, tn, wn, wg_r, acc, up, nrm, split is not None)
+        self.epilogue(ip, r, tm, tn, wn, wg_r, acc, up, nrm, split is not None, ar if rope else 0)
 
     def exchange(self, ip: Interp, r: Role, tn: int, wg: R, acc: RVec, again: bool = False) -> RVec:
         """A K-split tile's (`k_split`) two partial sums made one: each warpgroup holds 64 x tn over
@@ -812,8 +840,46 @@ class Gemm(Body):
                 p.emit(alu.fadd(F32.of(acc[k]), F32.of(acc[k]), F32.of(chunk[i])))
         return acc.sub(0, keep)
 
+    def swap(self, ip: Interp, r: Role, tn: int, wg: R, acc: RVec) -> RVec:
+        """A roped tile's partners: each thread's values (its warpgroup's half of the head: warpgroup
+        0 the first D / 2 columns, 1 the second, at the same rows and columns of the half) traded
+        with the same thread of the other warpgroup through the output page past the output tile,
+        in rounds that fit there (a barrier before each round's stores: the other warpgroup may
+        still read the area, the exchange's or the round before's; one after them). Returns the
+        other warpgroup's values, in the layout of `acc`."""
+        p = ip.p
+        n = acc.width
+        xoff = 64 * tn * 2
+        per = min(n, (PAGE_BYTES - xoff) // (2 * 128 * 4)) // 4 * 4  # values a round
+        assert per >= 4 and n % per == 0, (tn, n, per)
+        region = 128 * per * 4
+        part = p.rvec(f"gr_part{n}", n)
+        t, base, mine, theirs, other = (p.r(f"gx_{x}") for x in ("t", "base", "mine", "theirs", "other"))
+        p.emit(alu.lop3(t, r.ctid, 127, RZ, 0xC0))
+        reg, off = p.derive.value_reg("addr", ip.pages.at(OUT, 0))
+        p.emit(alu.mov(base, reg))
+        p.emit(alu.iadd3(base, base, off + xoff))
+        p.emit(alu.imad(base, t, 16, base))
+        p.emit(alu.imad(mine, wg, region, base))
+        p.emit(alu.lop3(other, wg, 1, RZ, 0x3C))
+        p.emit(alu.imad(theirs, other, region, base))
+        for k0 in range(0, n, per):
+            p.emit(sync.bar_sync(1, 256))
+            for c in range(per // 4):
+                p.emit(memory.sts(Mem(mine, offset=16 * 128 * c), acc.sub(k0 + 4 * c, 4)))
+            p.emit(sync.bar_sync(1, 256))
+            for c in range(per // 4):
+                p.emit(memory.lds(part.sub(k0 + 4 * c, 4), Mem(theirs, offset=16 * 128 * c)))
+        return part
+
     def epilogue(self, ip: Interp, r: Role, tm: int, tn: int, wn: int, wg: R, acc: RVec,
-                 up: Optional[RVec] = None, nrm: Optional["_Norm"] = None, ksplit: bool = False) -> None:
+                 up: Optional[RVec] = None, nrm: Optional["_Norm"] = None, ksplit: bool = False,
+                 rope_rows: int = 0) -> None:
+        """The tile's values into the output page (each warpgroup's 64 x wn block). `rope_rows`
+        (a roped gemm: the rows of its tables' box, A's): the norm's row scale first, then each
+        value x of column c paired with its partner p in the other warpgroup (`swap`) and the
+        tables' c: x·cos + sgn·(p·sin), sgn -1 in the first half of the head, +1 in the second (a
+        row past the tables' box rows reads their last row: those rows' values are clipped)."""
         p = ip.p
         wait(p, ip.loaded.at(r.cons.ring), r.cons.ring.parity)  # the bias and residual boxes landed
         r.wait_pid(OUT)
@@ -858,7 +924,9 @@ class Gemm(Body):
         p.emit(alu.iadd3(epi, epi, off))
         res_base = p.r("g_res_base")
         nb = r.field("op3.box_16", p.r("g_nb"))
-        p.emit(alu.mov(nb, 0).guarded(~bias_p))
+        # where the residual lands: past operand 3 (a bias, or a roped gemm's tables)
+        epi3_p = has_operand3(ip, r, p.p("g_epi3"), "g_epi3") if rope_rows else bias_p
+        p.emit(alu.mov(nb, 0).guarded(~epi3_p))
         p.emit(alu.imad(nb, nb, 16, 127))
         p.emit(alu.lop3(nb, nb, 0xFFFFFF80, RZ, 0xC0))
         p.emit(alu.iadd3(res_base, epi, nb))
@@ -883,6 +951,16 @@ class Gemm(Body):
             p.emit(alu.imad(dst, col, cs, dst))
             p.emit(alu.imad(dst, dst, 2, base))
 
+        def load_elem(base: R, cs: R, c: int, extra: Optional[R], name: str) -> F32:
+            """The bf16 element `c` columns (`cs` elements apart) after `base` (+ `extra` bytes), as fp32."""
+            a, e = p.r("g_pair_addr"), p.r(name)
+            p.emit(alu.imad(a, cs, 2 * c, base))
+            if extra is not None:
+                p.emit(alu.iadd3(a, a, extra))
+            p.emit(ins(memory.LDS, "U16", e, Mem(a)))
+            p.emit(alu.shf_l(e, e, 16))
+            return F32.of(e)
+
         def add_pair(base: R, cs: R, j: int, v0: F32, v1: F32, guard: P) -> None:
             a = p.r("g_pair_addr")
             p.emit(alu.imad(a, cs, 16 * j, base).guarded(guard))
@@ -895,10 +973,36 @@ class Gemm(Body):
             p.emit(alu.fadd(v1, v1, f1).guarded(guard))
 
         rr = p.r("g_rr")
+        part: Optional[RVec] = None
+        if rope_rows:
+            if nrm is not None:  # the rows' rstd before the partners are traded
+                for h in range(2):
+                    p.emit(alu.iadd3(rr, row, 8 * h))
+                    nrm.row_scale(rr)
+                    for j in range(wn // 8):
+                        for i in range(2):
+                            v = F32.of(acc[4 * j + 2 * h + i])
+                            p.emit(alu.fmul(v, v, nrm.rstd))
+                nrm = None
+            part = self.swap(ip, r, tn, wg, acc)
+            sgn = F32.of(p.r("g_rope_sgn"))  # -1 for warpgroup 0's columns (the first half), +1 for 1's
+            first = p.p("g_rope_wg0")
+            p.emit(alu.isetp("EQ", first, wg, 0))
+            p.emit(alu.mov(sgn, F.fp32_bits(1.0)))
+            p.emit(alu.mov(sgn, F.fp32_bits(-1.0)).guarded(first))
+            plane = p.r("g_rope_plane")  # the sin plane: half of the tables' box (box_16 x 16 / 2 bytes)
+            p.emit(alu.shf_l(plane, r.field("op3.box_16", p.r("g_rope_box")), 3))
+            last = p.r("g_rope_last")
+            p.emit(alu.mov(last, rope_rows - 1))
+        rt = p.r("g_rt") if rope_rows else rr
         for h in range(2):
             p.emit(alu.iadd3(rr, row, 8 * h))
-            element_addr(bh, epi, brs, bcs, rr)
-            element_addr(rh, res_base, rrs, rcs, rr)
+            if rope_rows:
+                p.emit(alu.imin(rt, rr, last))
+                element_addr(bh, epi, brs, bcs, rt)
+            else:
+                element_addr(bh, epi, brs, bcs, rr)
+                element_addr(rh, res_base, rrs, rcs, rr)
             p.emit(alu.iadd3(oh, wrow, 8 * h))
             p.emit(alu.imad(oh, oh, wn, wcol))
             p.emit(alu.imad(oh, oh, 2, outb))
@@ -906,6 +1010,17 @@ class Gemm(Body):
                 nrm.row_scale(rr)
             for j in range(wn // 8):
                 v0, v1 = F32.of(acc[4 * j + 2 * h]), F32.of(acc[4 * j + 2 * h + 1])
+                if part is not None:
+                    for i, v in enumerate((v0, v1)):
+                        pv = F32.of(part[4 * j + 2 * h + i])
+                        c_ = load_elem(bh, bcs, 8 * j + i, None, "g_rope_c")
+                        s_ = load_elem(bh, bcs, 8 * j + i, plane, "g_rope_s")
+                        p.emit(alu.fmul(s_, s_, sgn))
+                        p.emit(alu.fmul(s_, pv, s_))
+                        p.emit(alu.ffma(v, v, c_, s_))
+                    p.emit(alu.f2fp_bf16(packed, v1, v0))
+                    p.emit(memory.sts(Mem(oh, offset=16 * j), packed))
+                    continue
                 if nrm is not None:  # the row's rstd: (a·w)·Bᵀ scaled as rmsnorm(a)·Bᵀ is
                     for v in (v0, v1):
                         p.emit(alu.fmul(v, v, nrm.rstd))

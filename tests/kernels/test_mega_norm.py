@@ -47,14 +47,14 @@ def test_the_decoder_stack_has_no_rmsnorm_node_and_each_normed_gemm_reads_x_and_
     kinds = [n.kind for n in prog.nodes]
     assert "rmsnorm" not in kinds
     normed = [n for n in prog.nodes if n.norm]
-    assert len(normed) == 4  # per layer: the QKV projection and the fused gate/up
+    assert len(normed) == 8  # per layer: the Q, K and V projections and the fused gate/up
     names = {t.id: t.name for t in prog.tensors}
     for n in normed:
         assert n.eps == pytest.approx(1e-5)
         assert names[n.operands[-1].tensor] in ("attn_norm", "mlp_norm")  # the weight, last
         assert n.operands[0].view.shape == (1, 128)  # x itself, not a normalised copy
         assert not n.residual
-    assert [n.glu for n in normed] == [False, True, False, True]
+    assert [n.glu for n in normed] == [False, False, False, True] * 2
     # unfused: one rmsnorm node for each
     assert [n.kind for n in lower(g, "sm_90a", glu=True).nodes].count("rmsnorm") == 4
 

@@ -8,6 +8,9 @@ moves; a tile may take several (gemm steps K by `k_step`; a row wider than 256 e
 several boxes); the instruction carries the tile's origin, the device steps by the map's box.
 
 Box rules (one place, for the device interpreter to change with its bodies):
+- a gemm writing heads (`tiling.gemm_heads`): the output's map runs (D, heads, rows), its box a
+  warpgroup's block of one head (the head's coordinate fixed by the tile); the rope tables (2, T, D):
+  both planes, A's box rows, the tile's columns;
 - gemm A and B (and the fused gate/up gemm's up weight, slot 3, as B): 128-byte swizzle, K boxes of `k_step`; B's N box is the tile's (x·Wᵀ) or the
   64-element swizzle span (x·W, N contiguous); A's M box is the tile's rows over the CTAs of a unit
   (decode tiles: A's rows rounded up to 8, `gemm_a_rows` on sm_90a, a CTA's box `gemm_pair_a_rows` on
@@ -38,7 +41,8 @@ from warpy.mega.graph import MapDim, View, map_dims
 from warpy.mega.lower import Node, Operand
 from warpy.mega.schedule import Instr, Schedule
 from warpy.mega.semantics import LOG2E
-from warpy.mega.tiling import BOX_MAX, PAGE_BYTES, NodeTiling, cdiv, gemm_a_rows, gemm_stage, operand_boxes
+from warpy.mega.tiling import (BOX_MAX, PAGE_BYTES, NodeTiling, cdiv, gemm_a_rows, gemm_stage, gemm_view_box,
+                               operand_boxes)
 from warpy.target import element_type
 
 SWIZZLE = 128
@@ -91,6 +95,8 @@ def _axes(node: Node, role: int, view: View, out_rank: int) -> list[int]:
     r = len(view.shape)
     if node.kind == "gemm" and node.norm and role == len(node.operands):  # the norm weight: a row of K
         return [F.AXIS_K]
+    if node.kind == "gemm" and role == 0 and r == 3:  # heads (`tiling.gemm_heads`): rows, the head, its columns
+        return [1, F.AXIS_FIXED, 0]
     if node.kind == "gemm" and role in (1, 2):
         if role == 1:
             return [1, F.AXIS_K]
@@ -135,6 +141,8 @@ def _box(node: Node, role: int, axis: int, innermost: bool, tiling: NodeTiling, 
         b = BOX_MAX  # the norm weight: its row in boxes as wide as a box may be (`tiling.gemm_norm_bytes`)
     elif axis == F.AXIS_K:
         b = tiling.k_step
+    elif node.kind == "gemm" and node.rope and role == 3:  # the rope tables: both planes, A's rows, the tile's columns
+        b = 2 if axis == 2 else _a_rows(node, tiling) if axis == 1 else ext[-1]
     elif node.kind == "gemm" and role == 1 and axis == 1 and unit == "wgmma":
         b = _a_rows(node, tiling)
     elif node.kind == "gemm" and role == 1 and axis == 1:  # sm_100a: a CTA's A box (`gemm_pair_a_rows`)
@@ -294,7 +302,7 @@ def instruction_fields(s: Schedule, ins: Instr, slots: Sequence[_Slot], maps: Se
         "n_operands": max(used) + 1, "n_waits": len(ins.waits), "n_arrives": len(ins.arrives),
         "activation": F.ACTIVATIONS[node.act], "binop": F.BINOPS[node.binop], "bias": int(node.bias),
         "residual": int(node.residual), "b_kmajor": int(node.b_kmajor), "eps": F.fp32_bits(node.eps),
-        "glu": int(node.glu), "norm": int(node.norm),
+        "glu": int(node.glu), "norm": int(node.norm), "rope": int(node.rope),
         "tile_m": ext[-2] if len(ext) >= 2 else 1, "tile_n": ext[-1],
         # read k is operand slot used[k + 1] (slot 0 is the output)
         "early": sum(1 << used[k + 1] for k in ins.early),
@@ -317,7 +325,7 @@ def instruction_fields(s: Schedule, ins: Instr, slots: Sequence[_Slot], maps: Se
     elif node.kind == "attention_combine":
         v.update(tile_m=node.group, tile_n=node.head_dim, k_end=node.splits, k_step=tiling.k_step,
                  k_stages=cdiv(node.splits, tiling.k_step), group=node.group)
-    boxes = [ins.box] + operand_boxes(s.program, node, ins.box)
+    boxes = [gemm_view_box(s.program, node, ins.box)] + operand_boxes(s.program, node, ins.box)
     for i, (slot, box) in zip(operand_slots(node, len(slots)), zip(slots, boxes)):
         if len(slot.axes) > F.COORDS:
             raise WarpyError(f"{what}: operand {i}'s map has rank {len(slot.axes)}; an instruction holds {F.COORDS}")

@@ -187,8 +187,8 @@ def llama_decoder(tokens: int = 1, hidden: int = 2048, heads: int = 32, kv_heads
                   intermediate: int = 8192, layers: int = 16, length: int = 1024, cache_rows: int = 8192,
                   eps: float = LLAMA_EPS, name: str = "llama-decoder") -> Graph:
     """A Llama decoder stack for one decode step of T new tokens at positions length-T..length-1:
-    per layer, h = rmsnorm(x); qkv = h·Wqkvᵀ (one weight, the query heads' rows, then the KV heads'
-    K rows, then V rows); q, k, v its column slices viewed as (T, heads, D); RoPE on q and k (tables
+    per layer, h = rmsnorm(x); q, k, v = h·Wᵀ for the three row blocks of one weight Wqkv (the query
+    heads' rows, then the KV heads' K rows, then V rows), each viewed as (T, heads, D); RoPE on q and k (tables
     cos, sin (T, D), shared by the layers); k and v appended to the layer's caches (layers,
     cache_rows, kv_heads, D) at row length-T; causal grouped-query decode attention over the first
     `length` rows; x += (the attention's (T, heads·D) view)·Woᵀ; then the MLP block as `llama_mlp`:
@@ -211,10 +211,10 @@ def llama_decoder(tokens: int = 1, hidden: int = 2048, heads: int = 32, kv_heads
     at = length - tokens
     for i in range(layers):
         h = g.rmsnorm(x, attn_norm[i], eps, name=f"attn_h{i}")
-        qkv = g.linear(h, wqkv[i], name=f"qkv{i}")
-        q = g.rope(g.reshape(qkv[:, :qd], (tokens, heads, d)), cos, sin, name=f"q{i}")
-        k = g.rope(g.reshape(qkv[:, qd:qd + kd], (tokens, kv_heads, d)), cos, sin, name=f"k{i}")
-        v = g.reshape(qkv[:, qd + kd:], (tokens, kv_heads, d), name=f"v{i}")
+        w = wqkv[i]
+        q = g.rope(g.reshape(g.linear(h, w[:qd], name=f"qp{i}"), (tokens, heads, d)), cos, sin, name=f"q{i}")
+        k = g.rope(g.reshape(g.linear(h, w[qd:qd + kd], name=f"kp{i}"), (tokens, kv_heads, d)), cos, sin, name=f"k{i}")
+        v = g.reshape(g.linear(h, w[qd + kd:], name=f"vp{i}"), (tokens, kv_heads, d), name=f"v{i}")
         kc = g.cache_append(k_cache[i], k, at=at, name=f"kc{i}")
         vc = g.cache_append(v_cache[i], v, at=at, name=f"vc{i}")
         o = g.attention(q, kc, vc, length=length, causal=True, name=f"o{i}")

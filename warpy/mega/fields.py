@@ -113,6 +113,9 @@ def _header() -> list[Field]:
         Field("norm", 3, 24, 1, "gemm: the rmsnorm of A's rows fused (decode tiles): operand 4 is the norm weight w "
               "(a row of K), eps its epsilon; A's elements become bf16(a·w) in shared memory and each output row is "
               "scaled by rstd = 1/sqrt(mean(a²) + eps) before the epilogue; no residual"),
+        Field("rope", 3, 25, 1, "gemm: operand 3 is the rope tables (2, T, D: cos, then sin) and the product, "
+              "a whole head of D a tile, is roped before it is rounded: out[c] = x[c]·cos[c] ∓ x[c ± D/2]·sin[c] "
+              "(the first half subtracts); no bias, residual or activation"),
         Field("eps", 4, 0, 32, "rmsnorm, a gemm with `norm`: eps as fp32 bits, taken from the graph"),
         Field("tile_m", 5, 0, 16, "rows of the tile (gemm: M extent; elementwise, rmsnorm: rows; attention: T x G "
               "query rows; attention_combine: G)"),

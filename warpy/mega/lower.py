@@ -141,6 +141,9 @@ class Node:
     glu: bool = False
     #: gemm: A is rmsnorm(a, w) with `eps`: the norm weight w is the last operand (no residual)
     norm: bool = False
+    #: gemm: the product is roped before it is rounded (`semantics.gemm_rope`): operands (a, W, the
+    #: rope tables stacked (2, T, D)[, the norm weight]), the output (T, N/D, D); no bias or residual
+    rope: bool = False
 
     @property
     def head_dim(self) -> int:
@@ -152,6 +155,8 @@ class Node:
         x = f"rmsnorm(x, eps={self.eps:g})" if self.norm else "x"
         if self.kind == "gemm" and self.glu:
             return f"gemm silu({x}·Wgᵀ)·({x}·Wuᵀ)"
+        if self.kind == "gemm" and self.rope:
+            return f"gemm rope({x}·Wᵀ)"
         if self.kind == "gemm":
             s = f"gemm {x}·W{'ᵀ' if self.b_kmajor else ''}"
             s += " + bias" if self.bias else ""
@@ -224,6 +229,9 @@ def compute(n: Node, args: list[np.ndarray], dtype: str, box: Optional[tuple[tup
         return _attention(n, args, box)
     if n.kind == "attention_combine":
         return _combine(n, args[0], dtype, box)
+    if n.kind == "gemm" and n.rope:
+        return S.gemm_rope(args[0], args[1], args[2], dtype,
+                           (args[-1], n.eps, n.operands[0].view.dtype) if n.norm else None)
     if n.kind == "gemm" and n.norm:
         return S.gemm_norm(args[0], args[-1], n.eps, args[1], args[2] if n.bias else None, n.act,
                            args[2] if n.glu else None, dtype, n.operands[0].view.dtype)
@@ -296,7 +304,7 @@ NORM_ROWS = 64
 
 
 def lower(graph: Graph, target: Optional["Target | str"] = None, glu: bool = False, norm: bool = False,
-          fresh: bool = False) -> Program:
+          fresh: bool = False, rope: bool = False) -> Program:
     """The nodes that compute `graph`'s outputs, epilogues and SwiGLU fused; `target` (sm_90a by
     default) sizes the split of decode attention over its SMs; `glu`: gate and up gemms fused with
     their silu_mul into one gemm node; `norm`: an rmsnorm of at most NORM_ROWS rows fused into the
@@ -354,6 +362,9 @@ def lower(graph: Graph, target: Optional["Target | str"] = None, glu: bool = Fal
     if norm and tgt.unit != "wgmma":
         raise WarpyError(f"norm: the rmsnorm fused into its gemms is the sm_90a interpreter's; {tgt.name} runs it "
                          f"as a node")
+    if rope and tgt.unit != "wgmma":
+        raise WarpyError(f"rope: the rope fused into its projection is the sm_90a interpreter's; {tgt.name} runs it "
+                         f"as a node")
     fused = _glu_pairs(live, uses, out_ids) if glu else {}
     glu_of = {x.id: first for first, trio in fused.items() for x in trio}
 
@@ -401,11 +412,77 @@ def lower(graph: Graph, target: Optional["Target | str"] = None, glu: bool = Fal
         return True
 
     normed = {v.id: v for v in live if norm and normable(v)}
+
+    def projection(x: Value) -> Optional[Value]:
+        """The linear whose (M, N) product `x` is, viewed as (M, N / D, D) heads (a reshape that
+        splits the last dimension), where the gemm may write x itself (`rope`): x and the linear
+        each have that one use, neither is an output, M is a decode tile's rows at most."""
+        if x.op != "reshape" or uses[x.id] != 1 or x.id in out_ids or x.rank != 3:
+            return None
+        lin = x.args[0]
+        if lin.op != "linear" or uses[lin.id] != 1 or lin.id in out_ids or lin.id in glu_of or lin.rank != 2:
+            return None
+        if x.shape[0] != lin.shape[0] or x.shape[1] * x.shape[2] != lin.shape[1] or lin.shape[0] > ROPE_ROWS:
+            return None
+        return lin
+
+    def roped(v: Value) -> Optional[Value]:
+        """A rope whose x is a projection (`projection`) and whose result is its own tensor: the linear."""
+        if not rope or v.op != "rope" or base_shape(v) != v.shape:
+            return None
+        return projection(v.args[0])
+
+    tables: dict[tuple[int, int], Operand] = {}
+
+    def table(r: Value) -> Operand:
+        """The rope tables of rope `r` stacked as one (2, T, D) tensor (a gemm has one operand for
+        them): two copy nodes, made once per pair of tables."""
+        cos, sin = (a.args[0] if a.op == "reshape" else a for a in r.args[1:])
+        key = (cos.id, sin.id)
+        if key not in tables:
+            t_tab = new_tensor(f"{cos.name}_{sin.name}", (2,) + cos.shape, cos.dtype, "temp")
+            whole = View.whole(t_tab.shape, cos.dtype)
+            for i, a in enumerate((cos, sin)):
+                plane = View(t_tab.shape, cos.dtype, (1, 2), (i, 0, 0), cos.shape)
+                node = Node(len(prog.nodes), "unary", t_tab.id, (operand(a),), values=(a.name,), where=r.where,
+                            out_view=plane)
+                prog.nodes.append(node)
+            t_tab.producer = prog.nodes[-1].id
+            tables[key] = Operand(t_tab.id, whole)
+        return tables[key]
+
+    def projection_node(lin: Value, out: Tensor, out_view: Optional[View], r: Optional[Value],
+                        chain: tuple[Value, ...]) -> Node:
+        """The gemm of `lin` writing its heads into `out` (through `out_view`), roped by `r`'s tables."""
+        rn = normed.get(lin.args[0].id)  # A an rmsnorm the gemm takes in: its x first, its weight last
+        ops = [operand(lin.args[0] if rn is None else rn.args[0]), operand(lin.args[1])]
+        kw: dict[str, object] = {"b_kmajor": True}
+        if r is not None:
+            ops.append(table(r))
+            kw["rope"] = True
+        if rn is not None:
+            ops.append(operand(rn.args[1]))
+            kw["norm"], kw["eps"] = True, rn.attrs["eps"]
+        node = Node(len(prog.nodes), "gemm", out.id, tuple(ops), values=tuple(c.name for c in chain), where=lin.where,
+                    out_view=out_view, **kw)  # type: ignore[arg-type]
+        prog.nodes.append(node)
+        absorbed.update(c.id for c in chain)
+        return node
+
+    rope_lin = {lin.id for v in live if (lin := roped(v)) is not None}
     # a rope whose one use is a cache append writes the cache's rows itself (no copy node after it)
     rope_rows = {v.args[1].id for v in live if v.op == "cache_append" and v.args[1].op == "rope"
                  and uses[v.args[1].id] == 1 and v.args[1].id not in out_ids}
+    # `rope`: a projection (`projection`) appended as it is (V) writes the cache's rows itself
+    appended_lin = {lin.id for v in live if rope and v.op == "cache_append" and (lin := projection(v.args[1])) is not None}
     for v in live:
-        if v.op == "input" or v.is_view or v.id in absorbed or v.id in rope_rows or v.id in normed:
+        if v.op == "input" or v.is_view or v.id in absorbed or v.id in rope_rows or v.id in normed \
+                or v.id in rope_lin or v.id in appended_lin:
+            continue
+        if v.op == "rope" and (lin := roped(v)) is not None:  # the gemm writes the roped heads
+            t = new_tensor(v.name, v.shape, v.dtype, "output" if v.id in out_ids else "temp")
+            t.producer = projection_node(lin, t, None, v, (lin, v)).id
+            tensor_of[v.id] = t.id
             continue
         chain = [v]
         kw: dict[str, object] = {}
@@ -451,7 +528,13 @@ def lower(graph: Graph, target: Optional["Target | str"] = None, glu: bool = Fal
             t.kind = "state"
             rows = v.args[1]
             rows_view = _rows(cview, v.attrs["at"], v.attrs["at"] + rows.shape[0])
-            if rows.id in rope_rows:  # the rope computes into the cache's rows
+            if rows.id in rope_rows and (lin := roped(rows)) is not None:  # its projection computes into them
+                node = projection_node(lin, t, rows_view, rows, (lin, rows, v))
+                prog.nodes.pop()  # (appended below, as every append's node is)
+            elif rope and (lin := projection(rows)) is not None:  # the projection writes its rows as they are
+                node = projection_node(lin, t, rows_view, None, (lin, v))
+                prog.nodes.pop()
+            elif rows.id in rope_rows:  # the rope computes into the cache's rows
                 node = Node(len(prog.nodes), "rope", t.id, tuple(operand(o) for o in rows.args),
                             values=(rows.name, v.name), where=rows.where, out_view=rows_view)
             else:
@@ -499,6 +582,10 @@ def lower(graph: Graph, target: Optional["Target | str"] = None, glu: bool = Fal
         prog.outputs.append(copy.id)
     return prog
 
+
+#: the most rows a projection that writes roped heads or cache rows itself (`lower(rope=True)`) may
+#: have: one decode tile's (64)
+ROPE_ROWS = 64
 
 #: the node kinds whose output may be written through a view (a reshape merged its tensor's dimensions)
 OUT_VIEW_KINDS = ("unary", "binary", "silu_mul", "rope", "attention_combine")

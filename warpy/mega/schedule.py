@@ -36,7 +36,7 @@ from warpy.errors import WarpyError
 from warpy.mega.fields import ARRIVES, WAITS
 from warpy.mega.graph import Graph
 from warpy.mega.lower import Program, lower
-from warpy.mega.tiling import CLUSTER, Box, NodeTiling, operand_boxes, tile_node
+from warpy.mega.tiling import CLUSTER, Box, NodeTiling, gemm_view_box, operand_boxes, tile_node
 from warpy.mega.tiling import units as units_of
 from warpy.target import Target, element_type, target as get_target
 
@@ -184,7 +184,7 @@ def _dependency_sets(prog: Program, instrs: list[Instr]) -> dict[tuple[int, int]
 
 
 def build(graph: Graph, arch: str | Target = "sm_90a", mode: str = "static", units: Optional[int] = None,
-          glu: bool = False, norm: bool = False, fresh: bool = False) -> Schedule:
+          glu: bool = False, norm: bool = False, fresh: bool = False, rope: bool = False) -> Schedule:
     """Lower, tile and schedule `graph` for `arch`; a one-line error for what cannot be scheduled.
     `units`: schedule for fewer units than the target has (small tests that want reuse and long
     queues from small graphs); tile rules still use the target's. `glu`: SwiGLU's gate and up
@@ -193,7 +193,7 @@ def build(graph: Graph, arch: str | Target = "sm_90a", mode: str = "static", uni
     tgt = get_target(arch)
     if mode not in MODES:
         raise WarpyError(f"schedule mode {mode!r} is not one of {', '.join(MODES)}")
-    prog = lower(graph, tgt, glu, norm, fresh)
+    prog = lower(graph, tgt, glu, norm, fresh, rope)
     cl = CLUSTER[tgt.unit]
     n_units = units_of(tgt) if units is None else units
     if n_units < 1:
@@ -204,7 +204,8 @@ def build(graph: Graph, arch: str | Target = "sm_90a", mode: str = "static", uni
         for tile in tiling.tiles:
             vboxes = operand_boxes(prog, n, tile.box)
             reads = tuple(Access(op.tensor, op.view.base_box(b)) for op, b in zip(n.operands, vboxes))
-            wbox = tile.box if n.out_view is None else n.out_view.base_box(tile.box)
+            vbox = gemm_view_box(prog, n, tile.box)
+            wbox = vbox if n.out_view is None else n.out_view.base_box(vbox)
             instrs.append(Instr(len(instrs), n.id, tile.box, reads, Access(n.out, wbox), tile.cost))
     counters: list[Counter] = []
 

@@ -85,6 +85,26 @@ def gemm_norm(a: np.ndarray, w: np.ndarray, eps: float, b: np.ndarray, bias: Opt
     return store(activation(acc, act), dtype)
 
 
+def gemm_rope(a: np.ndarray, b: np.ndarray, table: np.ndarray, dtype: str,
+              norm: Optional[tuple[np.ndarray, float, str]] = None) -> np.ndarray:
+    """A linear whose product is roped before it is rounded (`Node.rope`): a (M, K), b (N, K), the
+    rope tables stacked as `table` (2, M, D) (cos, then sin); the product (M, N) viewed as (M, N/D,
+    D) heads, rope (`rope_exact`) in float64, rounded once: shape (M, N/D, D). With `norm` (w, eps,
+    A's type) A is rmsnorm(a, w) as `gemm_norm` computes it. (The unfused program rounds the
+    product to bf16 before the rope: the two differ by that rounding.)"""
+    if norm is not None:
+        w, eps, a_dtype = norm
+        af = f64(a)
+        rstd = 1.0 / np.sqrt(np.mean(af * af, axis=-1, keepdims=True) + eps)
+        acc = (f64(store(af * f64(w), a_dtype)) @ f64(b).T) * rstd
+    else:
+        acc = f64(a) @ f64(b).T
+    d = table.shape[-1]
+    x = acc.reshape(acc.shape[0], -1, d)
+    t = f64(table)
+    return store(rope_exact(x, t[0][:, None, :], t[1][:, None, :]), dtype)
+
+
 def unary(x: np.ndarray, act: str, dtype: str) -> np.ndarray:
     return store(activation(f64(x), act), dtype)
 
@@ -107,11 +127,17 @@ def rotate_half(x: np.ndarray) -> np.ndarray:
     return np.concatenate([-x[..., h:], x[..., :h]], axis=-1)
 
 
+def rope_exact(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
+    """Rotary embedding, rotate-half form, in float64, not rounded: x·cos + rotate_half(x)·sin."""
+    xf = f64(x)
+    out: np.ndarray = xf * f64(cos) + rotate_half(xf) * f64(sin)
+    return out
+
+
 def rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, dtype: str) -> np.ndarray:
     """Rotary embedding, rotate-half form: x·cos + rotate_half(x)·sin (numpy broadcasting: x
     (T, H, D), the tables (T, 1, D)), in float64, rounded once; a tile is whole rows of D."""
-    xf = f64(x)
-    return store(xf * f64(cos) + rotate_half(xf) * f64(sin), dtype)
+    return store(rope_exact(x, cos, sin), dtype)
 
 
 def rmsnorm(x: np.ndarray, w: np.ndarray, eps: float, dtype: str) -> np.ndarray:
@@ -246,6 +272,6 @@ def random_values(rng: np.random.Generator, shape: tuple[int, ...], dtype: str, 
     return store(rng.standard_normal(shape, dtype=np.float32) * scale, dtype)
 
 
-__all__ = ["store", "activation", "gemm", "gemm_glu", "gemm_norm", "unary", "binary", "silu_mul", "rmsnorm", "rope", "rotate_half", "evaluate_value", "attention",
+__all__ = ["store", "activation", "gemm", "gemm_glu", "gemm_norm", "gemm_rope", "rope_exact", "unary", "binary", "silu_mul", "rmsnorm", "rope", "rotate_half", "evaluate_value", "attention",
            "attention_partial", "attention_combine", "cache_append", "PARTIAL_EXTRA", "LOG2E",
            "random_values", "view_array"]

@@ -358,6 +358,10 @@ def operand_boxes(prog: Program, node: Node, out_box: Box) -> list[Box]:
                 out.append(((n0, n1), (0, shape[1])))
             else:
                 out.append(((0, shape[0]), (n0, n1)))
+        elif node.kind == "gemm" and node.rope and role == 2:  # the tables (2, T, D): the tile's columns of a head
+            (m0, m1), (n0, n1) = out_box
+            c0 = n0 % shape[-1]
+            out.append(((0, 2), (m0, m1), (c0, c0 + n1 - n0)))
         elif node.kind == "rmsnorm" and role == 1:
             out.append(((0, shape[0]),))
         elif node.kind == "attention":
@@ -376,8 +380,31 @@ def operand_boxes(prog: Program, node: Node, out_box: Box) -> list[Box]:
     return out
 
 
+def gemm_heads(prog: Program, node: Node) -> Optional[int]:
+    """D, where a gemm writes its (M, N) product as (M, N / D, D) heads (`lower(rope=True)`: roped
+    heads, or a cache's rows), else None. Its tiles are 64 rows, and a tile's columns lie in one head
+    (a roped tile is one whole head: each column's partner D / 2 away is in it)."""
+    shape = out_shape(prog, node)
+    return shape[-1] if node.kind == "gemm" and len(shape) == 3 else None
+
+
+def gemm_view_box(prog: Program, node: Node, box: Box) -> Box:
+    """A gemm tile's box (M, N) in its output's coordinates: ((m), (head), (columns of D)) for
+    heads (`gemm_heads`), else the box itself."""
+    d = gemm_heads(prog, node)
+    if d is None:
+        return box
+    (m0, m1), (n0, n1) = box
+    h = n0 // d
+    if (n1 - 1) // d != h:
+        raise WarpyError(f"{node.where}: internal: a gemm tile of columns {n0}..{n1} runs across heads of {d}")
+    return ((m0, m1), (h, h + 1), (n0 - h * d, n1 - h * d))
+
+
 def _gemm(prog: Program, node: Node, target: Target) -> NodeTiling:
-    M, N = prog.tensors[node.out].shape
+    oshape = out_shape(prog, node)
+    M, N = oshape[0], math.prod(oshape[1:])
+    heads = gemm_heads(prog, node)
     K = node.operands[0].view.shape[1]
     esz = element_type(prog.tensors[node.out].dtype).bytes
     cm = COSTS[target.unit]
@@ -392,17 +419,20 @@ def _gemm(prog: Program, node: Node, target: Target) -> NodeTiling:
         return max(flops / cm.flops, moved / (cm.bytes * cl)) + cm.overhead
 
     # the epilogue's operands share a page on sm_90a: a bias row and a residual box together
-    epi_rows = [] if node.glu else [op.view.shape for op in node.operands[2:len(node.operands) - int(node.norm)]]
+    epi_rows = [] if node.glu or node.rope else [op.view.shape for op in node.operands[2:len(node.operands) - int(node.norm)]]
     best: tuple[float, int, int, int, int] | None = None
     for bm in GEMM_M_CHOICES[target.unit]:
         for bn in GEMM_N_CHOICES[target.unit]:
             stage = (bm // cl + nb * bn) * GEMM_K_STEP * esz
             if 2 * stage + (bm // cl) * bn * esz > target.max_dynamic_smem:
                 continue
+            if heads is not None and (bm != 64 or (bn != heads if node.rope else heads % bn)):
+                continue
             if target.unit == "wgmma":
                 if gemm_tile_ok(bm, bn, esz, nb) is not None:
                     continue
-                epi = 0
+                # the rope tables: both planes of the tile's columns, as many rows as A's box
+                epi = 2 * gemm_a_rows(bm, bn, M, nb) * bn * esz if node.rope else 0
                 for shape in epi_rows:
                     box = project(shape, ((0, bm), (0, bn)))
                     epi = -(-epi // 128) * 128 + _elems(box) * esz
@@ -418,7 +448,9 @@ def _gemm(prog: Program, node: Node, target: Target) -> NodeTiling:
             key = (span, waste, -bm * bn, bm, bn)
             if best is None or key < best:
                 best = key
-    assert best is not None
+    if best is None:
+        raise WarpyError(f"{node.where}: no gemm tile writes heads of {heads}" + (" roped" if node.rope else "")
+                         + f" on {target.name}")
     bm, bn = best[3], best[4]
     mt, nt = cdiv(M, bm), cdiv(N, bn)
     group = max(1, min(mt, round(math.sqrt(n_units * bn / bm)) or 1))
@@ -546,7 +578,7 @@ def tile_node(prog: Program, node: Node, target: Target) -> NodeTiling:
     return _elementwise(prog, node, target)
 
 
-__all__ = ["Box", "Tile", "NodeTiling", "tile_node", "gemm_norm_bytes", "NORM_SCRATCH", "out_shape", "operand_boxes", "project", "units", "CLUSTER", "COSTS",
+__all__ = ["Box", "Tile", "NodeTiling", "tile_node", "gemm_heads", "gemm_view_box", "gemm_norm_bytes", "NORM_SCRATCH", "out_shape", "operand_boxes", "project", "units", "CLUSTER", "COSTS",
            "GEMM_K_STEP", "BOX_MAX", "cdiv", "CostModel", "PAGE_BYTES", "gemm_k_boxes", "gemm_a_rows",
            "GEMM_MAX_K_BOXES", "gemm_tile_ok", "gemm_pair_k_boxes", "gemm_pair_a_rows", "gemm_stage",
            "AttentionSplit", "attention_split", "ATTENTION_ROW_ALIGN", "ATTENTION_KEY_BLOCK", "ATTENTION_MMA_ROWS", "COMBINE_WARPS", "ATTENTION_MAX_BOXES", "COMBINE_MAX_BOXES"]
