@@ -36,7 +36,9 @@ took 32 chunks at once (kernels/mega_attention.py; every program holds every bod
 for every program when the partials body copied the K and V of a chunk nothing in the launch writes
 before its counter waits (`Attention.load_early`), and again when a chunk of one key block stopped
 splitting its keys over the warps, and again when the partials body moved onto the tensor cores
-(wgmma key blocks; every program holds every body's code). About 3 s a
+(wgmma key blocks; every program holds every body's code), and a case with the decode projections
+writing their heads themselves (`rope=1`: the roped gemm's path; every other program unchanged)
+was added. About 3 s a
 program: six in the default run, every one with WARPY_SLOW=1."""
 
 from __future__ import annotations
@@ -73,6 +75,7 @@ CASES: dict[tuple[str, Optional[int], str], tuple[str, str]] = {
     ("llama-small", 1, "glu=0"): ("51a0e7384ff8404e10ea455a", "ab0d1d64356ab306f46e39cf"),
     ("mlp-small", None, "backoff=1024"): ("1248aa088ff57a3c54b9b073", "4d53bd0b594927dd73fc4981"),
     ("llama-small", 1, "norm=0"): ("4b0239d2edcefaf88ba10d58", "a3359d9c69b1bc4ddebc638c"),
+    ("decoder-small", None, "rope=1"): ("6c53878c7b3fcacb6b45891a", "fd9aaa18c93efec7e4d423b7"),
 }
 
 #: the default run's (every body, 64-row and decode tiles; ~18 s): the rest with WARPY_SLOW=1

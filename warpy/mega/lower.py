@@ -14,6 +14,13 @@ Fusion (each fused value has exactly one use and is not an output, so nothing el
   output, is no node of its own: each of those gemms reads the rmsnorm's input and weight instead
   (`Node.norm`, the weight its last operand) and computes `semantics.gemm_norm` (the decode tiles
   normalise the rows of A they load anyway; a dependency level less each time).
+- with `rope` (`MegaConfig.rope`, sm_90a only): a linear of at most ROPE_ROWS rows whose one use is
+  a reshape of its product into heads (M, N / D, D), that reshape's one use a rope (its result a
+  tensor of its own) or a cache append, neither an output, is one gemm node writing the heads itself
+  (`tiling.gemm_heads`): roped (`Node.rope`, operands (a, W, the tables)[, the norm weight],
+  `semantics.gemm_rope`: the product roped before it is rounded), into the cache's rows where the
+  rope (K) or the heads themselves (V) are appended. A gemm has one operand for the tables: the
+  rope's cos and sin are stacked as one (2, T, D) tensor by two copy nodes, once per pair.
 Views are no nodes: an operand is a view of a tensor (`Operand`; a reshape's split or merge is a
 view with steps, `graph.View`). A tensor a reshape made coarser than the value its node computes
 (`Graph.reshape` merged its dimensions) is written through a view of the value's shape
@@ -308,8 +315,9 @@ def lower(graph: Graph, target: Optional["Target | str"] = None, glu: bool = Fal
     """The nodes that compute `graph`'s outputs, epilogues and SwiGLU fused; `target` (sm_90a by
     default) sizes the split of decode attention over its SMs; `glu`: gate and up gemms fused with
     their silu_mul into one gemm node; `norm`: an rmsnorm of at most NORM_ROWS rows fused into the
-    gemms that read it; `fresh`: decode attention's old and appended cache rows as two partial nodes
-    (all three sm_90a only: elsewhere a one-line refusal)."""
+    gemms that read it; `fresh`: decode attention's old and appended cache rows as two partial nodes;
+    `rope`: decode projections writing their heads themselves, roped or into a cache (all four sm_90a
+    only: elsewhere a one-line refusal)."""
     graph.check()
     live = graph.live()
     uses: dict[int, int] = {v.id: 0 for v in live}
