@@ -183,7 +183,15 @@ class MegaConfig:
 def choose(problem: MegaProblem) -> MegaConfig:
     """The rule: static queues, descriptors fenced each instruction, SwiGLU fused where the target
     has the fused body (sm_90a), the counter polls' back-off ceiling the target's (`backoff_default`)."""
-    return MegaConfig(glu=glu_default(problem.arch), norm=norm_default(problem.arch), backoff=backoff_default(problem.arch))
+    return MegaConfig(glu=glu_default(problem.arch), norm=norm_default(problem.arch), backoff=backoff_default(problem.arch),
+                      rope=rope_default(problem.arch))
+
+
+def rope_default(arch: str) -> bool:
+    """Whether the rule lets decode projections write their heads (roped, or into a cache's rows;
+    `MegaConfig.rope`) on `arch` (the host's `warpy mega show` and `check` follow it): not yet, until
+    the H200 has timed it."""
+    return False
 
 
 def norm_default(arch: str) -> bool:

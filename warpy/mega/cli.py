@@ -27,23 +27,25 @@ GRAPH_HELP = "A named graph (mlp3, llama-mlp, mlp-small, llama-small) or FILE.py
 
 
 def _schedule(graph: str, tokens: Optional[int], arch: str, mode: str, units: Optional[int] = None,  # type: ignore[no-untyped-def]
-              glu: Optional[bool] = None, norm: Optional[bool] = None):
-    """The schedule the interpreter runs: SwiGLU and decode rmsnorms fused as its rule does (`glu`,
-    `norm` None) or as asked."""
-    from warpy.kernels.mega import glu_default, norm_default
+              glu: Optional[bool] = None, norm: Optional[bool] = None, rope: Optional[bool] = None):
+    """The schedule the interpreter runs: SwiGLU, decode rmsnorms and the projections' ropes fused
+    as its rule does (`glu`, `norm`, `rope` None) or as asked."""
+    from warpy.kernels.mega import glu_default, norm_default, rope_default
     from warpy.mega.examples import load
     from warpy.mega.schedule import build
 
     if tokens is not None and tokens < 1:
         raise WarpyError(f"--tokens {tokens} must be at least 1")
     return build(load(graph, tokens), arch, mode, units, glu=glu_default(arch) if glu is None else glu,
-                 norm=norm_default(arch) if norm is None else norm)
+                 norm=norm_default(arch) if norm is None else norm, rope=rope_default(arch) if rope is None else rope)
 
 
 GLU_HELP = ("SwiGLU's gate and up gemms and their silu_mul as one gemm (default: as the interpreter's rule runs "
             "them, fused on sm_90a; sm_100a runs them unfused).")
 NORM_HELP = ("An rmsnorm of decode rows (at most 64) fused into the gemms that read it (default: as the "
              "interpreter's rule runs it; sm_90a only)")
+ROPE_HELP = ("Decode projections viewed as heads write them themselves: roped in the epilogue, or into a cache's "
+             "rows (default: as the interpreter's rule runs them; sm_90a only)")
 
 
 def _box(box: tuple[tuple[int, int], ...]) -> str:
@@ -60,6 +62,7 @@ def show_cmd(
     png: Optional[str] = typer.Option(None, "--png", help="Draw the per-unit queues and their waits to FILE.png."),
     glu: Optional[bool] = typer.Option(None, "--glu/--no-glu", help=GLU_HELP),
     norm: Optional[bool] = typer.Option(None, "--norm/--no-norm", help=NORM_HELP),
+    rope: Optional[bool] = typer.Option(None, "--rope/--no-rope", help=ROPE_HELP),
 ) -> None:
     """Print the schedule: nodes, instructions, waves, counters, buffer reuse, the validator's verdict."""
     from warpy.mega.encode import encode
@@ -70,7 +73,7 @@ def show_cmd(
             import matplotlib  # type: ignore[import-not-found,unused-ignore]  # noqa: F401
         except ImportError:
             raise WarpyError("--png needs matplotlib (pip install matplotlib)") from None
-    s = _schedule(graph, tokens, arch, mode, glu=glu, norm=norm)
+    s = _schedule(graph, tokens, arch, mode, glu=glu, norm=norm, rope=rope)
     for line in describe(s, every):
         typer.echo(line)
     enc = encode(s)
@@ -150,11 +153,12 @@ def check_cmd(
     seed: int = typer.Option(0, "--seed", help="The VM's interleaving and the inputs."),
     glu: Optional[bool] = typer.Option(None, "--glu/--no-glu", help=GLU_HELP),
     norm: Optional[bool] = typer.Option(None, "--norm/--no-norm", help=NORM_HELP),
+    rope: Optional[bool] = typer.Option(None, "--rope/--no-rope", help=ROPE_HELP),
 ) -> None:
     """Validate the schedule; with --vm run it on the reference VM against numpy on the whole graph."""
     from warpy.mega.validate import validate
 
-    s = _schedule(graph, tokens, arch, mode, glu=glu, norm=norm)
+    s = _schedule(graph, tokens, arch, mode, glu=glu, norm=norm, rope=rope)
     p = validate(s)
     for line in p.lines():
         typer.echo(line)
