@@ -683,7 +683,7 @@ def inexact_output(prog: Any, tensor: int) -> bool:
 
 def conditions(prog: Any, inputs: Mapping[str, Any]) -> dict[int, Any]:
     """For every tensor of a lowered program, elementwise, the magnitude its error scales with
-    (float64): an input's |x|; a gemm's sum of |products| |x|·|W| (+ |bias|, the residual's
+    (float64): an input's |x|; a gemm's sum of |products| max(|x|, cond x)·|W| (+ |bias|, the residual's
     condition: where the sum cancels, its rounding errors and its operands' are in proportion to
     this, not to the result); elementwise ops carry their operands' conditions through their slopes
     (add: the sum; mul: |a| cond b + |b| cond a; activations: their Lipschitz bound; rmsnorm: the
@@ -731,8 +731,10 @@ def conditions(prog: Any, inputs: Mapping[str, Any]) -> dict[int, Any]:
             gv, uv = a[0] @ a[1].T, a[0] @ a[2].T
             out = LIPSCHITZ["silu"] * cg * np.abs(uv) + np.abs(activation(gv, "silu")) * cu
         elif n.kind == "gemm":
+            # (A's own condition carried through |W|, as the elementwise ops carry theirs: an A within
+            # its bound of the reference moves the sum by up to that times |W|)
             w = np.abs(a[1].T if n.b_kmajor else a[1])
-            out = np.abs(a[0]) @ w
+            out = np.maximum(np.abs(a[0]), c[0]) @ w
             for extra in c[2:]:
                 out = out + extra
         elif n.kind == "unary":

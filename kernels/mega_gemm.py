@@ -198,6 +198,17 @@ class _Loading:
             p.emit(alu.uiadd3(self.tx_u, self.tx_u, ub))
             self.u_off = p.ur("g_uoff")
             p.emit(alu.uimad(self.u_off, self.b.bytes, ks_u, self.b_off))
+        # a launch with a roped gemm: B's map may be a pair tile's (`encode`: K inner, rows, the two
+        # halves D / 2 rows apart, K boxes), whose K boxes are its fourth dimension
+        self.b_pair: Optional[UP] = None
+        if any(len(t) > 5 and t[5] for t in ip.launch.gemm_tiles):
+            ax = r.field("op2.axes", p.r("g_b_axes"))
+            p.emit(alu.shf_r(ax, ax, 6))
+            p.emit(alu.lop3(ax, ax, 7, RZ, 0xC0))
+            ax_u = p.ur("g_b_axes_u")
+            p.emit(alu.r2ur(ax_u, ax))
+            self.b_pair = p.up("g_b_pair")
+            p.emit(alu.uisetp("EQ", self.b_pair, ax_u, F.AXIS_PAIR))
         if carry is not None:
             self.shift, self.pre, self.pos0 = carry.shift, carry.pre, carry.pos0
             return
@@ -215,6 +226,12 @@ class _Loading:
         p.emit(alu.ushf_r(s2, shift, GEMM_K_STEP.bit_length() - 1))
         p.emit(alu.usel(s0, URZ, shift, self.chunked))
         p.emit(alu.usel(s2, s2, URZ, self.chunked))
+        if m is self.b and self.b_pair is not None:  # a pair tile's B: K boxes along the fourth dimension
+            s3 = p.ur("g_s3")
+            p.emit(alu.usel(s3, s2, URZ, self.b_pair))
+            p.emit(alu.usel(s2, URZ, s2, self.b_pair))
+            m.copy(dst, bar, s0, guard=guard, shift2=s2, shift3=s3)
+            return
         m.copy(dst, bar, s0, guard=guard, shift2=s2)
 
 
@@ -1061,6 +1078,14 @@ class Gemm(Body):
         p.emit(alu.uiadd3(second, base, m.bytes))
         wn = p.ur("g_store_wn")  # the block's columns: its bytes / 128
         p.emit(alu.ushf_r(wn, m.bytes, 7))
+        if any(len(t) > 5 and t[5] for t in ip.launch.gemm_tiles):  # a roped pair tile: D / 2 columns on
+            half = p.r("g_store_half")
+            r.field("rope_pair", half)
+            p.emit(alu.imad(half, half, 8, RZ))
+            half_u, pair_u = p.ur("g_store_half_u"), p.up("g_store_pair")
+            p.emit(alu.r2ur(half_u, half))
+            p.emit(alu.uisetp("NE", pair_u, half_u, URZ))
+            p.emit(alu.usel(wn, half_u, wn, pair_u))
         d0, d1 = p.ur("g_store_d0"), p.ur("g_store_d1")
         p.emit(alu.usel(d0, URZ, wn, wide_u))
         p.emit(alu.umov(d1, 0))

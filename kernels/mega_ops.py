@@ -173,8 +173,8 @@ class MapOp:
         self.desc = descriptor(ip, r, k, p.urvec(f"{name}_desc", 2))
 
     def copy(self, dst: Optional[UR], bar: Optional[Barrier], shift0: Optional[UR] = None, guard: Optional[P] = None,
-             shift1: Optional[UR] = None, shift2: Optional[UR] = None) -> None:
-        """Load the box at (c0 + shift0, c1 + shift1, c2 + shift2, ...) into shared memory at `dst`
+             shift1: Optional[UR] = None, shift2: Optional[UR] = None, shift3: Optional[UR] = None) -> None:
+        """Load the box at (c0 + shift0, c1 + shift1, c2 + shift2, c3 + shift3) into shared memory at `dst`
         completing on `bar` (None: store the box from `dst` there; `dst` None as well: prefetch the
         box into L2). `guard`: the thread that issues it."""
         p = self.p
@@ -195,7 +195,7 @@ class MapOp:
             if bar is not None:
                 p.derive.into(args[1], "addr", bar)
             for c in range(n):
-                shift = shift0 if c == 0 else shift1 if c == 1 else shift2 if c == 2 else None
+                shift = (shift0, shift1, shift2, shift3)[c] if c < 4 else None
                 if shift is not None:
                     p.emit(alu.uiadd3(args[first + c], self.coords[c], shift))
                 else:

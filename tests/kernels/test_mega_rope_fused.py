@@ -1,10 +1,12 @@
 """Decode projections that write their heads themselves (`MegaConfig.rope`, `lower(rope=True)`,
 `Node.rope`, sm_90a): which ropes and appends the lowering takes into the projection's gemm and which
 it leaves as nodes, the meaning (`semantics.gemm_rope`) against the unfused graph and a literal case,
-the tiles (a roped tile is one whole head), the encoded maps, the reference VM tile by tile with the
+the tiles (a roped tile holds pairs of half-head columns), the encoded maps, the reference VM tile by tile with the
 caches, the sm_90a program proven by the host checker with values, and the refusals."""
 
 from __future__ import annotations
+
+import os
 
 import numpy as np
 import pytest
@@ -23,6 +25,9 @@ from warpy.mega.schedule import build
 from warpy.mega.validate import validate
 from warpy.mega.vm import VM
 from warpy.numeric import from_bits, to_bits
+
+SLOW = os.environ.get("WARPY_SLOW") == "1"
+CHUNKED = os.path.join(os.path.dirname(__file__), "graphs", "rope_chunked.py")
 
 
 def _bf16(x: np.ndarray) -> np.ndarray:
@@ -154,10 +159,12 @@ def test_the_vm_equals_the_reference_tile_by_tile_with_the_caches(tokens: int) -
     assert over == 0, worst
 
 
-def test_a_roped_tile_is_one_head_and_its_maps() -> None:
-    """Q's and K's tiles are 64 x D (one head each: the first half in warpgroup 0, the second in 1);
-    the output map runs (D, heads, rows[, layers]) with a warpgroup's box (D / 2, 1, 64); the tables'
-    box is both planes of A's rows of D columns."""
+def test_a_roped_tile_holds_pairs_and_its_maps() -> None:
+    """Q's and K's tiles hold pairs (`tiling.rope_pairs`): 64 x 16 at D = 64, the columns j·8.. and
+    32 + j·8.. of a head; the weight's map runs (K, rows, halves 32 rows apart), its box 8 rows of
+    each half; the output map (D, heads, rows[, layers]) with a warpgroup's box (8, 1, 64), the second
+    warpgroup's block stored D / 2 on (`rope_pair` = D / 16); the tables' box both planes of both
+    halves' columns, A's rows."""
     g = _small(3, head_dim=64)
     s = build(g, "sm_90a", glu=True, norm=True, rope=True)
     enc = encode(s)
@@ -165,20 +172,25 @@ def test_a_roped_tile_is_one_head_and_its_maps() -> None:
     seen = set()
     for ins, f in zip(s.instrs, fields):
         n = s.program.nodes[ins.node]
-        if n.kind != "gemm" or n.glu or ins.node in seen or not n.norm:
+        if n.kind != "gemm" or n.glu or not n.norm:
             continue
-        seen.add(ins.node)
         tm, tn = s.tilings[ins.node].extents
+        seen.add(ins.node)
         if n.rope:
-            assert (tm, tn) == (64, 64)
-            out = enc.maps[f["op0.tmap"]].tma
-            assert out.box[:3] == (32, 1, 64)
-            tab = enc.maps[f["op3.tmap"]].tma
-            assert tab.box == (64, 8, 2) and (f["op3.row_stride"], f["op3.col_stride"]) == (64, 1)
-            assert f["op0.coord1"] == ins.box[1][0] // 64  # the tile's head
+            assert (tm, tn, f["rope_pair"]) == (64, 16, 4)
+            (n0, n1) = ins.box[1]
+            h, j = n0 // 64, n0 % 64 // 16
+            boxes = [acc.box[-1] for acc in ins.writes]
+            assert boxes == [(8 * j, 8 * j + 8), (32 + 8 * j, 32 + 8 * j + 8)]
+            assert all(acc.box[-2] == (h, h + 1) for acc in ins.writes)
+            out, b, tab = (enc.maps[f[f"op{k}.tmap"]].tma for k in (0, 2, 3))
+            assert out.box[:3] == (8, 1, 64) and (f["op0.coord0"], f["op0.coord1"]) == (8 * j, h)
+            assert b.box[:3] == (64, 8, 2) and b.strides[1] == 32 * b.strides[0]
+            assert f["op2.coord1"] == 64 * h + 8 * j
+            assert tab.box == (8, 2, 8, 2) and (f["op3.row_stride"], f["op3.col_stride"]) == (16, 1)
             assert Gemm().refuse(f) is None
         else:  # V into its cache: a tile within one head
-            assert tm == 64 and 64 % tn == 0
+            assert tm == 64 and 64 % tn == 0 and len(ins.writes) == 1
     assert len(seen) == 6  # two layers of Q, K, V
 
 
@@ -201,9 +213,23 @@ def test_the_body_refuses_roped_fields_it_does_not_take(change: dict[str, int], 
 
 
 def test_decoder_small_with_rope_is_clean_with_values() -> None:
-    """The sm_90a program (every CTA of two units: Q and K roped in their epilogues, K and V written
-    into the caches by their projections) through the host checker with values."""
+    """The sm_90a program (every CTA of two units: Q and K roped in their epilogues, pair tiles, K and V
+    written into the caches by their projections) through the host checker with values."""
     pr = mega.MegaProblem("decoder-small")
     rep = mega.check_launch(pr, mega.configure(pr, "rope=1"), coloured=False)
     assert rep.ok, rep.text()
     assert rep.values_checked == 3 * 128 and rep.values_wrong == 0
+
+
+@pytest.mark.skipif(not SLOW, reason="WARPY_SLOW=1 (~40 s a seed)")
+@pytest.mark.parametrize("seed", [0, 1])
+def test_chunked_pair_tiles_are_clean_with_values(seed: int) -> None:
+    """K 640: a pair tile's weight copies take a stage's ten K boxes at once along the map's fourth
+    dimension (the loader's K shift moves past the halves)."""
+    pr = mega.MegaProblem(CHUNKED)
+    cfg = mega.configure(pr, "rope=1")
+    f = decode(encode(mega.plan(pr, cfg).schedule).words)
+    assert any(x["rope"] and x["op2.rank"] == 4 and x["k_step"] == 640 for x in f)
+    rep = mega.check_launch(pr, cfg, coloured=False, seed=seed)
+    assert rep.ok, rep.text()
+    assert rep.values_wrong == 0

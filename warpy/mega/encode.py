@@ -142,7 +142,9 @@ def _box(node: Node, role: int, axis: int, innermost: bool, tiling: NodeTiling, 
     elif axis == F.AXIS_K:
         b = tiling.k_step
     elif node.kind == "gemm" and node.rope and role == 3:  # the rope tables: both planes, A's rows, the tile's columns
-        b = 2 if axis == 2 else _a_rows(node, tiling) if axis == 1 else ext[-1]
+        b = 2 if axis == 2 else _a_rows(node, tiling) if axis == 1 else ext[-1] // 2 if rope_pair(node, tiling) else ext[-1]
+    elif node.kind == "gemm" and node.rope and role == 2 and axis == 0 and rope_pair(node, tiling):
+        b = ext[-1] // 2  # a pair tile's weight: w rows a half
     elif node.kind == "gemm" and role == 1 and axis == 1 and unit == "wgmma":
         b = _a_rows(node, tiling)
     elif node.kind == "gemm" and role == 1 and axis == 1:  # sm_100a: a CTA's A box (`gemm_pair_a_rows`)
@@ -170,6 +172,15 @@ def _box(node: Node, role: int, axis: int, innermost: bool, tiling: NodeTiling, 
 def _a_rows(node: Node, tiling: NodeTiling) -> int:
     """The sm_90a gemm's A box rows (`gemm_a_rows`: fewer than the tile's for a decode tile)."""
     return gemm_a_rows(tiling.extents[-2], tiling.extents[-1], node.operands[0].view.shape[0], 2 if node.glu else 1)
+
+
+def rope_pair(node: Node, tiling: NodeTiling) -> int:
+    """D, where the node is a roped gemm whose tiles hold pairs of half-head columns (tile_n < D,
+    `tiling.rope_pairs`), else 0."""
+    if node.kind != "gemm" or not node.rope:
+        return 0
+    d = node.operands[2].view.shape[-1]
+    return d if tiling.extents[-1] < d else 0
 
 
 def gemm_stage_of(node: Node, tiling: NodeTiling, unit: str) -> tuple[int, int]:
@@ -225,24 +236,42 @@ class _Maps:
             # coordinate 0 and its stride the row's bytes rounded up to 16 (never followed)
             row = -(-mdims[0].extent * element_type(t.dtype).bytes // 16) * 16
             mdims = (mdims[0], MapDim(PAD_DIM, 1, row, None))
+        pair = rope_pair(node, tiling)
+        at_pair = -1  # the map dimension of a roped pair tile's halves (`tiling.rope_pairs`), D / 2 apart
+        if pair and role == 2:  # the weight: (K, rows, halves[, K boxes]); a selected layer folded into the origin
+            offset += sum(view.start[m.base_dim] * m.stride for m in mdims if m.view is None and m.base_dim != PAD_DIM)
+            # (the rows' extent stops D / 2 short: the halves dimension reaches the rest)
+            mdims = tuple(m for m in mdims if m.view is not None)
+            rows = mdims[1]
+            mdims = (mdims[0], MapDim(rows.base_dim, rows.extent - pair // 2, rows.stride, rows.view),
+                     MapDim(PAD_DIM, 2, pair // 2 * rows.stride, None)) + mdims[2:]
+            at_pair = 2
+        elif pair and role == 3:  # the tables: (D / 2, halves, rows, planes)
+            col = mdims[0]
+            mdims = (MapDim(col.base_dim, pair // 2, col.stride, col.view), MapDim(PAD_DIM, 2, pair // 2 * esz, None)) \
+                + mdims[1:]
+            at_pair = 1
         chunk = _k_chunk(node, tiling, self.s.target.unit) if role in (1, 2) else 1
-        if chunk > 1:  # (K within a box, rows, K boxes, the rest): `_k_chunk`
+        at_chunk = 3 if at_pair == 2 else 2
+        if chunk > 1:  # (K within a box, rows, K boxes, the rest): `_k_chunk` (a pair tile's B: after its halves)
             kd = mdims[0]
             step = tiling.k_step
-            mdims = ((MapDim(kd.base_dim, step, kd.stride, kd.view), mdims[1],
-                      MapDim(PAD_DIM, kd.extent // step, step * esz, None)) + mdims[2:])
+            mdims = ((MapDim(kd.base_dim, step, kd.stride, kd.view),) + mdims[1:at_chunk]
+                     + (MapDim(PAD_DIM, kd.extent // step, step * esz, None),) + mdims[at_chunk:])
         # a selected index, or the single element of a broadcast scalar (a map dimension of extent 1),
         # runs along no tile axis: its box is one element (16 bytes innermost), its coordinate fixed
-        axes = tuple(F.AXIS_FIXED if m.view is None or (m.extent == 1 and not keep) else view_axes[m.view]
-                     for m in mdims)
+        axes = tuple(F.AXIS_PAIR if c == at_pair else
+                     F.AXIS_FIXED if m.view is None or (m.extent == 1 and not keep) else view_axes[m.view]
+                     for c, m in enumerate(mdims))
         swz = SWIZZLE if (node.kind == "gemm" and role in (1, 2)) or (node.kind == "attention" and role in (2, 3)) else 0
         if attn:
             box = tuple(_attention_box(node, role, a, view, tiling, esz) for a in axes)
         else:
-            box = tuple(_box(node, role, a, c == 0, tiling, self.s.cluster, esz, self.s.target.unit)
+            box = tuple(2 if a == F.AXIS_PAIR else _box(node, role, a, c == 0, tiling, self.s.cluster, esz,
+                                                            self.s.target.unit)
                         for c, a in enumerate(axes))
             if chunk > 1:
-                box = box[:2] + (chunk,) + box[3:]
+                box = box[:at_chunk] + (chunk,) + box[at_chunk + 1:]
         key = (tensor, mdims, offset, box, swz)
         if key not in self.index:
             try:
@@ -302,7 +331,7 @@ def instruction_fields(s: Schedule, ins: Instr, slots: Sequence[_Slot], maps: Se
         "n_operands": max(used) + 1, "n_waits": len(ins.waits), "n_arrives": len(ins.arrives),
         "activation": F.ACTIVATIONS[node.act], "binop": F.BINOPS[node.binop], "bias": int(node.bias),
         "residual": int(node.residual), "b_kmajor": int(node.b_kmajor), "eps": F.fp32_bits(node.eps),
-        "glu": int(node.glu), "norm": int(node.norm), "rope": int(node.rope),
+        "glu": int(node.glu), "norm": int(node.norm), "rope": int(node.rope), "rope_pair": rope_pair(node, tiling) // 16,
         "tile_m": ext[-2] if len(ext) >= 2 else 1, "tile_n": ext[-1],
         # read k is operand slot used[k + 1] (slot 0 is the output)
         "early": sum(1 << used[k + 1] for k in ins.early),

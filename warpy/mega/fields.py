@@ -54,6 +54,8 @@ ARRIVES = 8
 
 #: operand axis codes (op[i].axes): 0-3 are output dimensions from the innermost
 AXIS_K = 4
+#: a roped pair tile's halves (two, D / 2 apart: `warpy.mega.tiling.rope_pairs`)
+AXIS_PAIR = 5
 AXIS_FIXED = 7
 
 #: operand slot roles per opcode (slot 0 is always the output)
@@ -116,6 +118,9 @@ def _header() -> list[Field]:
         Field("rope", 3, 25, 1, "gemm: operand 3 is the rope tables (2, T, D: cos, then sin) and the product, "
               "a whole head of D a tile, is roped before it is rounded: out[c] = x[c]·cos[c] ∓ x[c ± D/2]·sin[c] "
               "(the first half subtracts); no bias, residual or activation"),
+        Field("rope_pair", 3, 26, 5, "a roped gemm whose tile holds pairs of w = tile_n / 2 columns of a head "
+              "(tile_n < D): D / 16; its second warpgroup's block is stored D / 2 columns after the first (else 0: "
+              "tile_n / 2 after)"),
         Field("eps", 4, 0, 32, "rmsnorm, a gemm with `norm`: eps as fp32 bits, taken from the graph"),
         Field("tile_m", 5, 0, 16, "rows of the tile (gemm: M extent; elementwise, rmsnorm: rows; attention: T x G "
               "query rows; attention_combine: G)"),
@@ -147,8 +152,8 @@ def _operands() -> list[Field]:
             Field(f"op{i}.tmap", w, 0, 12, "index of the operand's tensor map in the launch's table"),
             Field(f"op{i}.rank", w, 12, 3, "the tensor map's rank (1..4)"),
             Field(f"op{i}.axes", w, 15, 3 * COORDS, "per map dimension c, bits 3c..3c+2: the tile axis it runs "
-                  "along (0-3: output dimension counted from the innermost; 4: gemm K; 7: fixed, a selected "
-                  "index); tile axes no map dimension runs along broadcast"),
+                  "along (0-3: output dimension counted from the innermost; 4: gemm K; 5: a roped pair tile's two "
+                  "halves; 7: fixed, a selected index); tile axes no map dimension runs along broadcast"),
         ]
         out += [Field(f"op{i}.coord{c}", w + 1 + c, 0, 32, "box origin along map dimension c (elements)")
                 for c in range(COORDS)]
@@ -285,5 +290,5 @@ __all__ = [
     "WORDS", "BYTES", "Field", "FIELDS", "BY_NAME", "pack", "unpack", "field_table", "fp32_bits", "fp32_value",
     "OPCODES", "ACTIVATIONS", "BINOPS", "OPERAND_ROLES", "OPERANDS", "COORDS", "WAITS", "ARRIVES",
     "NOOP", "GEMM", "UNARY", "BINARY", "SILU_MUL", "RMSNORM", "ATTENTION", "ATTENTION_COMBINE", "ROPE", "ACT_NONE", "ACT_RELU", "ACT_SILU", "ACT_GELU_TANH",
-    "BIN_ADD", "BIN_MUL", "RESERVED_WORDS", "AXIS_K", "AXIS_FIXED", "BOX_BASE", "SCALE_WORD",
+    "BIN_ADD", "BIN_MUL", "RESERVED_WORDS", "AXIS_K", "AXIS_PAIR", "AXIS_FIXED", "BOX_BASE", "SCALE_WORD",
 ]

@@ -237,8 +237,12 @@ def compute(n: Node, args: list[np.ndarray], dtype: str, box: Optional[tuple[tup
     if n.kind == "attention_combine":
         return _combine(n, args[0], dtype, box)
     if n.kind == "gemm" and n.rope:
-        return S.gemm_rope(args[0], args[1], args[2], dtype,
-                           (args[-1], n.eps, n.operands[0].view.dtype) if n.norm else None)
+        w_, tab = args[1], args[2]
+        if box is not None:  # a tile: its weight rows and tables' columns are two runs D / 2 apart in their hulls
+            d, w = n.operands[2].view.shape[-1], (box[1][1] - box[1][0]) // 2
+            pick = np.r_[0:w, d // 2:d // 2 + w]
+            w_, tab = w_[pick], tab[..., pick]
+        return S.gemm_rope(args[0], w_, tab, dtype, (args[-1], n.eps, n.operands[0].view.dtype) if n.norm else None)
     if n.kind == "gemm" and n.norm:
         return S.gemm_norm(args[0], args[-1], n.eps, args[1], args[2] if n.bias else None, n.act,
                            args[2] if n.glu else None, dtype, n.operands[0].view.dtype)

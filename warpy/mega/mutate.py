@@ -117,7 +117,7 @@ def _mutate(s: Schedule, kind: str, rng: np.random.Generator) -> Optional[tuple[
         first: dict[int, int] = {}
         last: dict[int, int] = {}
         for it in ins:
-            for acc in it.reads + (it.write,):
+            for acc in it.reads + it.writes:
                 first.setdefault(acc.tensor, it.index)
                 last[acc.tensor] = it.index
         ts = [t.id for t in prog.tensors if t.id in first]

@@ -36,7 +36,7 @@ from warpy.errors import WarpyError
 from warpy.mega.fields import ARRIVES, WAITS
 from warpy.mega.graph import Graph
 from warpy.mega.lower import Program, lower
-from warpy.mega.tiling import CLUSTER, Box, NodeTiling, gemm_view_box, operand_boxes, tile_node
+from warpy.mega.tiling import CLUSTER, Box, NodeTiling, gemm_write_boxes, operand_boxes, tile_node
 from warpy.mega.tiling import units as units_of
 from warpy.target import Target, element_type, target as get_target
 
@@ -66,12 +66,20 @@ class Instr:
     reads: tuple[Access, ...]
     write: Access
     cost: float
+    #: more boxes of the write's tensor it writes (a roped gemm's pair tile: the two halves of a head's
+    #: columns it holds, `tiling.gemm_write_boxes`)
+    more: tuple[Access, ...] = ()
     waits: list[Wait] = field(default_factory=list)
     arrives: list[int] = field(default_factory=list)
     #: the read positions whose boxes no instruction of the launch writes (their dependency set is
     #: empty: graph inputs, which are never written and whose buffers are never reused), so a loader
     #: may copy them before its load-stage waits
     early: tuple[int, ...] = ()
+
+    @property
+    def writes(self) -> tuple[Access, ...]:
+        """Every box it writes (one tensor's)."""
+        return (self.write,) + self.more
 
 
 @dataclass(eq=False)
@@ -142,10 +150,11 @@ def _dependency_sets(prog: Program, instrs: list[Instr]) -> dict[tuple[int, int]
     """(instruction, read position) -> the instructions that write the cells the read covers (tensors
     a node writes; reads of inputs have none; a read of state, a cache the launch appends to, has the
     writers of the appended cells it covers, and none where it reads only the caller's rows)."""
-    writes: dict[int, list[Instr]] = {}
+    writes: dict[int, list[tuple[Instr, Box]]] = {}
     reads: dict[int, list[tuple[Instr, int]]] = {}
     for ins in instrs:
-        writes.setdefault(ins.write.tensor, []).append(ins)
+        for w in ins.writes:
+            writes.setdefault(w.tensor, []).append((ins, w.box))
         for k, acc in enumerate(ins.reads):
             if prog.tensors[acc.tensor].kind != "input":
                 reads.setdefault(acc.tensor, []).append((ins, k))
@@ -153,8 +162,8 @@ def _dependency_sets(prog: Program, instrs: list[Instr]) -> dict[tuple[int, int]
     for t, readers in reads.items():
         shape = prog.tensors[t].shape
         cuts = [{0, n} for n in shape]
-        for ins in writes.get(t, []):
-            for d, (lo, hi) in enumerate(ins.write.box):
+        for ins, wb in writes.get(t, []):
+            for d, (lo, hi) in enumerate(wb):
                 cuts[d].update((lo, hi))
         for ins, k in readers:
             for d, (lo, hi) in enumerate(ins.reads[k].box):
@@ -165,8 +174,8 @@ def _dependency_sets(prog: Program, instrs: list[Instr]) -> dict[tuple[int, int]
         def cells(box: Box) -> tuple[slice, ...]:
             return tuple(slice(int(np.searchsorted(e, lo)), int(np.searchsorted(e, hi))) for e, (lo, hi) in zip(edges, box))
 
-        for ins in writes.get(t, []):
-            sl = cells(ins.write.box)
+        for ins, wb in writes.get(t, []):
+            sl = cells(wb)
             if (owner[sl] >= 0).any():
                 raise WarpyError(f"internal: two instructions write the same cells of {prog.tensors[t]}")
             owner[sl] = ins.index
@@ -204,9 +213,9 @@ def build(graph: Graph, arch: str | Target = "sm_90a", mode: str = "static", uni
         for tile in tiling.tiles:
             vboxes = operand_boxes(prog, n, tile.box)
             reads = tuple(Access(op.tensor, op.view.base_box(b)) for op, b in zip(n.operands, vboxes))
-            vbox = gemm_view_box(prog, n, tile.box)
-            wbox = vbox if n.out_view is None else n.out_view.base_box(vbox)
-            instrs.append(Instr(len(instrs), n.id, tile.box, reads, Access(n.out, wbox), tile.cost))
+            wboxes = [vb if n.out_view is None else n.out_view.base_box(vb) for vb in gemm_write_boxes(prog, n, tile.box)]
+            instrs.append(Instr(len(instrs), n.id, tile.box, reads, Access(n.out, wboxes[0]), tile.cost,
+                                tuple(Access(n.out, b) for b in wboxes[1:])))
     counters: list[Counter] = []
 
     # --- counters from access regions -----------------------------------------------------------
@@ -268,7 +277,7 @@ def build(graph: Graph, arch: str | Target = "sm_90a", mode: str = "static", uni
     last: dict[int, int] = {}
     accessors: dict[int, list[int]] = {}
     for ins in instrs:
-        for acc in ins.reads + (ins.write,):
+        for acc in ins.reads + ins.writes:
             first.setdefault(acc.tensor, ins.index)
             last[acc.tensor] = ins.index
             lst = accessors.setdefault(acc.tensor, [])

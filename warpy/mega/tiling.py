@@ -350,6 +350,15 @@ def operand_boxes(prog: Program, node: Node, out_box: Box) -> list[Box]:
         shape = op.view.shape
         if node.kind == "gemm" and node.norm and role == len(node.operands) - 1:  # the norm weight: the row of K
             out.append(((0, shape[0]),))
+        elif node.kind == "gemm" and node.rope and role in (1, 2):
+            # a roped tile's weight rows and tables' columns: the hull of its two runs (`rope_pairs`)
+            (m0, m1), (n0, n1) = out_box
+            d = node.operands[2].view.shape[-1]
+            c, w = rope_pairs(d, n0, n1)
+            if role == 1:
+                out.append(((c, c + d // 2 + w), (0, shape[1])))
+            else:
+                out.append(((0, 2), (m0, m1), (c % d, c % d + d // 2 + w)))
         elif node.kind == "gemm" and (role < 2 or node.glu):  # glu: role 2 is the up weight, B's box
             (m0, m1), (n0, n1) = out_box
             if role == 0:
@@ -358,10 +367,6 @@ def operand_boxes(prog: Program, node: Node, out_box: Box) -> list[Box]:
                 out.append(((n0, n1), (0, shape[1])))
             else:
                 out.append(((0, shape[0]), (n0, n1)))
-        elif node.kind == "gemm" and node.rope and role == 2:  # the tables (2, T, D): the tile's columns of a head
-            (m0, m1), (n0, n1) = out_box
-            c0 = n0 % shape[-1]
-            out.append(((0, 2), (m0, m1), (c0, c0 + n1 - n0)))
         elif node.kind == "rmsnorm" and role == 1:
             out.append(((0, shape[0]),))
         elif node.kind == "attention":
@@ -383,22 +388,44 @@ def operand_boxes(prog: Program, node: Node, out_box: Box) -> list[Box]:
 def gemm_heads(prog: Program, node: Node) -> Optional[int]:
     """D, where a gemm writes its (M, N) product as (M, N / D, D) heads (`lower(rope=True)`: roped
     heads, or a cache's rows), else None. Its tiles are 64 rows, and a tile's columns lie in one head
-    (a roped tile is one whole head: each column's partner D / 2 away is in it)."""
+    (a roped tile's columns are pairs: `rope_pairs`)."""
     shape = out_shape(prog, node)
     return shape[-1] if node.kind == "gemm" and len(shape) == 3 else None
 
 
-def gemm_view_box(prog: Program, node: Node, box: Box) -> Box:
-    """A gemm tile's box (M, N) in its output's coordinates: ((m), (head), (columns of D)) for
-    heads (`gemm_heads`), else the box itself."""
+def rope_pairs(d: int, n0: int, n1: int) -> tuple[int, int]:
+    """A roped gemm's tile of columns n0..n1 of its product in pair order (`Node.rope`): the tile
+    holds w = (n1 - n0) / 2 columns of a head's first half and the w columns D / 2 after them (each
+    value's rope partner), so that the tile of tile_n columns j of head h holds columns h·D + j·w ..
+    + w and h·D + D/2 + j·w .. + w (a whole head when tile_n = D: pair order is the columns' own).
+    Returns (the first column, w)."""
+    w = (n1 - n0) // 2
+    h, q = divmod(n0, d)
+    return h * d + (q // (2 * w)) * w, w
+
+
+def gemm_write_boxes(prog: Program, node: Node, box: Box) -> list[Box]:
+    """A gemm tile's boxes of its output, in the output's coordinates: the box itself, or for heads
+    (`gemm_heads`) ((m), (head), (columns of D)); a roped tile narrower than a head two such boxes,
+    its first and second half's columns (`rope_pairs`)."""
     d = gemm_heads(prog, node)
     if d is None:
-        return box
+        return [box]
     (m0, m1), (n0, n1) = box
+    if node.rope and n1 - n0 < d:
+        c, w = rope_pairs(d, n0, n1)
+        h = c // d
+        return [((m0, m1), (h, h + 1), (c - h * d, c - h * d + w)),
+                ((m0, m1), (h, h + 1), (c - h * d + d // 2, c - h * d + d // 2 + w))]
     h = n0 // d
     if (n1 - 1) // d != h:
         raise WarpyError(f"{node.where}: internal: a gemm tile of columns {n0}..{n1} runs across heads of {d}")
-    return ((m0, m1), (h, h + 1), (n0 - h * d, n1 - h * d))
+    return [((m0, m1), (h, h + 1), (n0 - h * d, n1 - h * d))]
+
+
+def gemm_view_box(prog: Program, node: Node, box: Box) -> Box:
+    """The first of `gemm_write_boxes` (where the output's map is addressed from)."""
+    return gemm_write_boxes(prog, node, box)[0]
 
 
 def _gemm(prog: Program, node: Node, target: Target) -> NodeTiling:
@@ -409,7 +436,14 @@ def _gemm(prog: Program, node: Node, target: Target) -> NodeTiling:
     esz = element_type(prog.tensors[node.out].dtype).bytes
     cm = COSTS[target.unit]
     cl = CLUSTER[target.unit]
-    n_units = units(target)
+    # projections writing heads (`gemm_heads`) that read the same A (a layer's Q, K and V) run side by
+    # side: each is tiled for its share of the units, in proportion to its columns, so that together
+    # they fill one wave (on the H200 the decoder's Q, K and V each tiled for every SM took two waves:
+    # 1k 1184 against 1110 µs; docs/performance.md)
+    mates = [n for n in prog.nodes if n.kind == "gemm" and n.operands[0] == node.operands[0]
+             and gemm_heads(prog, n) is not None] if gemm_heads(prog, node) is not None else []
+    cols = sum(math.prod(out_shape(prog, n)[1:]) for n in mates)
+    n_units = max(1, units(target) * N // cols) if len(mates) > 1 else units(target)
 
     nb = 2 if node.glu else 1  # weights read per output column (the fused gate/up gemm: two)
 
@@ -426,7 +460,8 @@ def _gemm(prog: Program, node: Node, target: Target) -> NodeTiling:
             stage = (bm // cl + nb * bn) * GEMM_K_STEP * esz
             if 2 * stage + (bm // cl) * bn * esz > target.max_dynamic_smem:
                 continue
-            if heads is not None and (bm != 64 or (bn != heads if node.rope else heads % bn)):
+            # a roped tile: pairs of w = bn / 2 columns of one head (`rope_pairs`)
+            if heads is not None and (bm != 64 or heads % bn or (node.rope and (heads // 2) % (bn // 2))):
                 continue
             if target.unit == "wgmma":
                 if gemm_tile_ok(bm, bn, esz, nb) is not None:
@@ -578,7 +613,7 @@ def tile_node(prog: Program, node: Node, target: Target) -> NodeTiling:
     return _elementwise(prog, node, target)
 
 
-__all__ = ["Box", "Tile", "NodeTiling", "tile_node", "gemm_heads", "gemm_view_box", "gemm_norm_bytes", "NORM_SCRATCH", "out_shape", "operand_boxes", "project", "units", "CLUSTER", "COSTS",
+__all__ = ["Box", "Tile", "NodeTiling", "tile_node", "gemm_heads", "gemm_view_box", "gemm_write_boxes", "rope_pairs", "gemm_norm_bytes", "NORM_SCRATCH", "out_shape", "operand_boxes", "project", "units", "CLUSTER", "COSTS",
            "GEMM_K_STEP", "BOX_MAX", "cdiv", "CostModel", "PAGE_BYTES", "gemm_k_boxes", "gemm_a_rows",
            "GEMM_MAX_K_BOXES", "gemm_tile_ok", "gemm_pair_k_boxes", "gemm_pair_a_rows", "gemm_stage",
            "AttentionSplit", "attention_split", "ATTENTION_ROW_ALIGN", "ATTENTION_KEY_BLOCK", "ATTENTION_MMA_ROWS", "COMBINE_WARPS", "ATTENTION_MAX_BOXES", "COMBINE_MAX_BOXES"]

@@ -351,11 +351,15 @@ def _races(s: Schedule, hb: _Order, p: Problems, name: dict[int, str]) -> None:
             race(f"{name[ws[0].index]} writes the caller's input {t.name}")
             continue
         if ws:
-            lo = np.array([[lo for lo, _ in w.write.box] for w in ws])
-            hi = np.array([[hi for _, hi in w.write.box] for w in ws])
+            # (an instruction writing several boxes is a row each: `Instr.writes`)
+            wsb = [(w, acc.box) for w in ws for acc in w.writes]
+            ws = [w for w, _ in wsb]
+            lo = np.array([[lo for lo, _ in b] for _, b in wsb])
+            hi = np.array([[hi for _, hi in b] for _, b in wsb])
             if len(ws) > 1:
                 inter = np.all(np.maximum(lo[:, None], lo[None]) < np.minimum(hi[:, None], hi[None]), axis=2)
                 np.fill_diagonal(inter, False)
+                inter &= np.array([[a is not b for b in ws] for a in ws])  # (an instruction's own boxes)
                 if inter.any():
                     a, b = (int(x) for x in np.argwhere(inter)[0])
                     race(f"{name[ws[a].index]} and {name[ws[b].index]} write the same elements of {t.name}")
@@ -383,7 +387,8 @@ def _races(s: Schedule, hb: _Order, p: Problems, name: dict[int, str]) -> None:
         for e in ins.early:
             t = prog.tensors[ins.reads[e].tensor]
             # state: only the rows an append writes are off limits (the caller's rows are read early)
-            hit = [w for w in writers.get(t.id, []) if t.kind != "state" or _intersect(w.write.box, ins.reads[e].box)]
+            hit = [w for w in writers.get(t.id, []) if t.kind != "state"
+                   or any(_intersect(acc.box, ins.reads[e].box) for acc in w.writes)]
             if hit:
                 race(f"{name[ins.index]} loads {t.name} before its waits (early), but "
                      f"{name[hit[0].index]} writes it")
@@ -437,7 +442,7 @@ def _pair(s: Schedule, hb: _Order, race: Callable[[str], None], a: int, b: int,
 
     def acc(t: int) -> list[tuple[Instr, bool, list[tuple[int, int]]]]:
         shape = prog.tensors[t].shape
-        out = [(w, True, _footprint(shape, w.write.box)) for w in writers.get(t, [])]
+        out = [(w, True, sorted(iv for acc in w.writes for iv in _footprint(shape, acc.box))) for w in writers.get(t, [])]
         out += [(r, False, _footprint(shape, box)) for r, box in readers.get(t, [])]
         return [(i, wr, [(lo, min(hi, shared)) for lo, hi in fp if lo < shared]) for i, wr, fp in out]
 

@@ -201,9 +201,13 @@ class VM:
                     shaped = [a.reshape(tuple(hi - lo for lo, hi in vb))
                               for a, vb in zip(args, operand_boxes(prog, node, ins.box))]
                     res = compute(node, shaped, prog.tensors[ins.write.tensor].dtype, ins.box)
-                    sl = tuple(slice(lo, hi) for lo, hi in ins.write.box)
                     dest = self.array(self.buf, ins.write.tensor)
-                    dest[sl] = res.reshape(dest[sl].shape)  # a view output: the box in its tensor's dimensions
+                    # a view output: the box in its tensor's dimensions; several boxes (`Instr.writes`):
+                    # the result's equal parts along its last dimension, in order
+                    parts = np.split(res, len(ins.writes), axis=-1)
+                    for acc, part in zip(ins.writes, parts):
+                        sl = tuple(slice(lo, hi) for lo, hi in acc.box)
+                        dest[sl] = part.reshape(dest[sl].shape)
                 for c in ins.arrives:
                     self.counter[c] = (self.counter[c] + s.cluster) & MASK32
                     if self.track:
@@ -266,6 +270,8 @@ class VM:
         t = ins.write.tensor
         b = self.s.buffer_of[t]
         m = self._mask(t, ins.write.box)
+        for acc in ins.more:
+            m |= self._mask(t, acc.box)
         tags = self.tag[b][m]
         for old in np.unique(tags):
             if old >= 0 and prog.tensors[int(old)].kind == "input":
