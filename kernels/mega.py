@@ -157,8 +157,9 @@ class MegaConfig:
     #: sm_90a: decode attention whose caches' last rows were just appended runs two partial nodes, one
     #: over the old rows (which nothing in the launch writes: its K and V copies are early, issued
     #: before the tile's counter waits) and one over the appended rows (`warpy.mega.lower.fresh_rows`).
-    #: Off: on the H200 the decoder stack ran 1k 1165.6 -> 1170.9 µs, 8k 1285.2 -> 1275.8 with it (the
-    #: appended rows' tile ends the level; docs/performance.md)
+    #: The rule (`fresh_default`) turns it on for sm_90a since the projections write K and V into the
+    #: caches themselves (`rope`); before, the decoder stack ran 1k 1165.6 -> 1170.9 µs, 8k 1285.2 ->
+    #: 1275.8 with it (the appended rows' tile ended the level; docs/performance.md)
     fresh: bool = False
     #: sm_90a: a decode projection viewed as heads writes them itself (`warpy.mega.lower(rope=True)`):
     #: roped (its rope's tables in the epilogue: q, and k into its cache's rows) or as they are (v
@@ -184,7 +185,16 @@ def choose(problem: MegaProblem) -> MegaConfig:
     """The rule: static queues, descriptors fenced each instruction, SwiGLU fused where the target
     has the fused body (sm_90a), the counter polls' back-off ceiling the target's (`backoff_default`)."""
     return MegaConfig(glu=glu_default(problem.arch), norm=norm_default(problem.arch), backoff=backoff_default(problem.arch),
-                      rope=rope_default(problem.arch))
+                      rope=rope_default(problem.arch), fresh=fresh_default(problem.arch))
+
+
+def fresh_default(arch: str) -> bool:
+    """Whether the rule runs decode attention's old and appended cache rows as two partial nodes
+    (`MegaConfig.fresh`) on `arch`: on sm_90a, where, once the projections wrote K and V into the
+    caches themselves (`rope`), the H200 ran the Llama decoder stack 0.2-0.6 % faster with it (two runs
+    of CUDA graphs of 8 calls: 1k 1105.8 -> 1099.6 µs, 8k 1186.2 -> 1183.8 and 1185.9 -> 1181.8;
+    docs/performance.md)."""
+    return arch == "sm_90a"
 
 
 def rope_default(arch: str) -> bool:

@@ -112,10 +112,10 @@ def test_the_combine_walks_more_chunks_than_a_warp_has_lanes(monkeypatch: pytest
     forget_all()
     try:
         problem = mega.MegaProblem(os.path.join(GRAPHS, "attn_chunks40.py"))
-        node = [n for n in mega.plan(problem, mega.choose(problem)).schedule.program.nodes
-                if n.kind == "attention_combine"][0]
+        cfg = mega.configure(problem, "fresh=0")  # (one partial node: the forced split is all of its chunks)
+        node = [n for n in mega.plan(problem, cfg).schedule.program.nodes if n.kind == "attention_combine"][0]
         assert node.splits == 40
-        rep = mega.check_launch(problem, values=True)
+        rep = mega.check_launch(problem, cfg, values=True)
         assert _problems(rep) == [] and rep.values_checked == 1 * 2 * 64 and rep.values_wrong == 0
     finally:
         forget_all()

@@ -30,14 +30,15 @@ def _schedule(graph: str, tokens: Optional[int], arch: str, mode: str, units: Op
               glu: Optional[bool] = None, norm: Optional[bool] = None, rope: Optional[bool] = None):
     """The schedule the interpreter runs: SwiGLU, decode rmsnorms and the projections' ropes fused
     as its rule does (`glu`, `norm`, `rope` None) or as asked."""
-    from warpy.kernels.mega import glu_default, norm_default, rope_default
+    from warpy.kernels.mega import fresh_default, glu_default, norm_default, rope_default
     from warpy.mega.examples import load
     from warpy.mega.schedule import build
 
     if tokens is not None and tokens < 1:
         raise WarpyError(f"--tokens {tokens} must be at least 1")
     return build(load(graph, tokens), arch, mode, units, glu=glu_default(arch) if glu is None else glu,
-                 norm=norm_default(arch) if norm is None else norm, rope=rope_default(arch) if rope is None else rope)
+                 norm=norm_default(arch) if norm is None else norm, rope=rope_default(arch) if rope is None else rope,
+                 fresh=fresh_default(arch))
 
 
 GLU_HELP = ("SwiGLU's gate and up gemms and their silu_mul as one gemm (default: as the interpreter's rule runs "
