@@ -28,6 +28,7 @@ from warpy.numeric import from_bits, to_bits
 
 SLOW = os.environ.get("WARPY_SLOW") == "1"
 CHUNKED = os.path.join(os.path.dirname(__file__), "graphs", "rope_chunked.py")
+PROJ = os.path.join(os.path.dirname(__file__), "graphs", "rope_proj.py")
 
 
 def _bf16(x: np.ndarray) -> np.ndarray:
@@ -212,6 +213,20 @@ def test_the_body_refuses_roped_fields_it_does_not_take(change: dict[str, int], 
     assert why in (Gemm().refuse({**f, **change}) or "")
 
 
+def test_a_roped_projection_is_clean_with_values() -> None:
+    """The sm_90a program of one normed projection roped in its epilogue (pair tiles, the weight
+    copies chunked along the map's fourth dimension) through the host checker with values (~5 s)."""
+    pr = mega.MegaProblem(PROJ)
+    cfg = mega.choose(pr)
+    assert cfg.rope
+    f = decode(encode(mega.plan(pr, cfg).schedule).words)
+    assert any(x["rope"] and x["rope_pair"] and x["op2.rank"] == 4 for x in f)
+    rep = mega.check_launch(pr, cfg, coloured=False)
+    assert rep.ok, rep.text()
+    assert rep.values_checked == 2 * 4 * 64 and rep.values_wrong == 0
+
+
+@pytest.mark.skipif(not SLOW, reason="WARPY_SLOW=1 (~1 min)")
 def test_decoder_small_with_rope_is_clean_with_values() -> None:
     """The sm_90a program (every CTA of two units: Q and K roped in their epilogues, pair tiles, K and V
     written into the caches by their projections) through the host checker with values."""
