@@ -103,6 +103,24 @@ def k_split(tm: int, tn: int, ks: int, glu: bool, glu_split: bool = False) -> Op
     return "boxes" if ks % 2 == 0 else None
 
 
+def _trade_area(ip: Interp, r: Role, wg: R, xoff: int, region: int) -> tuple[R, R]:
+    """Where the two consumer warpgroups trade values through the output page (`Gemm.exchange`,
+    `Gemm.swap`): from byte `xoff`, a `region` of bytes a warpgroup, thread t's 16-byte chunk c at
+    16 (128 c + t) in it (a warp's 32 chunks in a row); (this thread's address in its own warpgroup's
+    region, the same thread's in the other's)."""
+    p = ip.p
+    t, base, mine, theirs, other = (p.r(f"gx_{n}") for n in ("t", "base", "mine", "theirs", "other"))
+    p.emit(alu.lop3(t, r.ctid, 127, RZ, 0xC0))
+    reg, off = p.derive.value_reg("addr", ip.pages.at(OUT, 0))
+    p.emit(alu.mov(base, reg))
+    p.emit(alu.iadd3(base, base, off + xoff))
+    p.emit(alu.imad(base, t, 16, base))
+    p.emit(alu.imad(mine, wg, region, base))
+    p.emit(alu.lop3(other, wg, 1, RZ, 0x3C))
+    p.emit(alu.imad(theirs, other, region, base))
+    return mine, theirs
+
+
 def has_operand3(ip: Interp, r: Role, pred: P, name: str) -> P:
     """pred = operand 3 lands in the epilogue page (first, at its start): a bias, or a roped gemm's
     tables (`rope`; read only where the launch has a roped gemm)."""
@@ -830,15 +848,7 @@ class Gemm(Body):
         region = 128 * keep * 4
         xoff = 64 * tn * 2  # the output page's bytes the output tile takes (both blocks)
         assert keep % 4 == 0 and xoff + 2 * region <= PAGE_BYTES, (tn, xoff, region)
-        t, base, mine, theirs, other = (p.r(f"gx_{n}") for n in ("t", "base", "mine", "theirs", "other"))
-        p.emit(alu.lop3(t, r.ctid, 127, RZ, 0xC0))
-        reg, off = p.derive.value_reg("addr", ip.pages.at(OUT, 0))
-        p.emit(alu.mov(base, reg))
-        p.emit(alu.iadd3(base, base, off + xoff))
-        p.emit(alu.imad(base, t, 16, base))
-        p.emit(alu.imad(mine, wg, region, base))
-        p.emit(alu.lop3(other, wg, 1, RZ, 0x3C))
-        p.emit(alu.imad(theirs, other, region, base))
+        mine, theirs = _trade_area(ip, r, wg, xoff, region)
         wg0 = p.p("gx_wg0")
         p.emit(alu.isetp("EQ", wg0, wg, 0))
         chunk = p.rvec("gx_chunk", 4)  # a 16-byte chunk at a time (the registers stay few)
@@ -871,15 +881,7 @@ class Gemm(Body):
         assert per >= 4 and n % per == 0, (tn, n, per)
         region = 128 * per * 4
         part = p.rvec(f"gr_part{n}", n)
-        t, base, mine, theirs, other = (p.r(f"gx_{x}") for x in ("t", "base", "mine", "theirs", "other"))
-        p.emit(alu.lop3(t, r.ctid, 127, RZ, 0xC0))
-        reg, off = p.derive.value_reg("addr", ip.pages.at(OUT, 0))
-        p.emit(alu.mov(base, reg))
-        p.emit(alu.iadd3(base, base, off + xoff))
-        p.emit(alu.imad(base, t, 16, base))
-        p.emit(alu.imad(mine, wg, region, base))
-        p.emit(alu.lop3(other, wg, 1, RZ, 0x3C))
-        p.emit(alu.imad(theirs, other, region, base))
+        mine, theirs = _trade_area(ip, r, wg, xoff, region)
         for k0 in range(0, n, per):
             p.emit(sync.bar_sync(1, 256))
             for c in range(per // 4):
