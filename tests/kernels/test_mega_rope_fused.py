@@ -82,6 +82,16 @@ def _rope_graph(case: str) -> Graph:
     return g
 
 
+def test_a_head_no_tile_fits_keeps_its_rope_node() -> None:
+    """D = 72: no tile of 16 columns or more lies in a head, so the rope stays a node (and builds)."""
+    g = Graph("rope-72")
+    x, w = g.input("x", (1, 64)), g.input("w", (144, 64))
+    cos, sin = g.input("cos", (1, 72)), g.input("sin", (1, 72))
+    g.output(g.rope(g.reshape(g.linear(x, w), (1, 2, 72)), cos, sin, name="r"))
+    assert [n.kind for n in lower(g, "sm_90a", rope=True).nodes] == ["gemm", "rope"]
+    assert build(g, "sm_90a", rope=True).instrs
+
+
 @pytest.mark.parametrize("case,ropes", [("plain", 0), ("two-uses", 1), ("rope-of-input", 1)])
 def test_which_ropes_the_projection_takes_in(case: str, ropes: int) -> None:
     prog = lower(_rope_graph(case), "sm_90a", rope=True)

@@ -15,7 +15,7 @@ Fusion (each fused value has exactly one use and is not an output, so nothing el
   (`Node.norm`, the weight its last operand) and computes `semantics.gemm_norm` (the decode tiles
   normalise the rows of A they load anyway; a dependency level less each time).
 - with `rope` (`MegaConfig.rope`, sm_90a only): a linear of at most ROPE_ROWS rows whose one use is
-  a reshape of its product into heads (M, N / D, D), that reshape's one use a rope (its result a
+  a reshape of its product into heads (M, N / D, D), D a multiple of ROPE_HEAD_ALIGN, that reshape's one use a rope (its result a
   tensor of its own) or a cache append, neither an output, is one gemm node writing the heads itself
   (`tiling.gemm_heads`): roped (`Node.rope`, operands (a, W, the tables)[, the norm weight],
   `semantics.gemm_rope`: the product roped before it is rounded), into the cache's rows where the
@@ -436,6 +436,8 @@ def lower(graph: Graph, target: Optional["Target | str"] = None, glu: bool = Fal
             return None
         if x.shape[0] != lin.shape[0] or x.shape[1] * x.shape[2] != lin.shape[1] or lin.shape[0] > ROPE_ROWS:
             return None
+        if x.shape[2] % ROPE_HEAD_ALIGN:  # (no tile lies in such a head: `tiling.gemm_heads`)
+            return None
         return lin
 
     def roped(v: Value) -> Optional[Value]:
@@ -598,6 +600,10 @@ def lower(graph: Graph, target: Optional["Target | str"] = None, glu: bool = Fal
 #: the most rows a projection that writes roped heads or cache rows itself (`lower(rope=True)`) may
 #: have: one decode tile's (64)
 ROPE_ROWS = 64
+
+#: a head dimension such a projection writes is a multiple of this: its tiles are 16 columns at
+#: least (a roped one's halves then 8: a 16-byte box row)
+ROPE_HEAD_ALIGN = 16
 
 #: the node kinds whose output may be written through a view (a reshape merged its tensor's dimensions)
 OUT_VIEW_KINDS = ("unary", "binary", "silu_mul", "rope", "attention_combine")
