@@ -78,3 +78,43 @@ def test_random_graphs_on_the_vm(g: Graph, mode: str, arch: str, units: int, see
     for a, b in zip(out.outputs, g.evaluate(inputs)):
         assert a.shape == b.shape
         assert np.max(np.abs(a - b)) <= 2 ** -4 * max(1.0, float(np.max(np.abs(b))))
+
+
+def _filled(s, w) -> float:  # type: ignore[no-untyped-def]
+    """When the schedule estimates a wait's counter full: its last member's estimated finish."""
+    return max(s.finish[m] for m in s.counters[w.counter].members)
+
+
+@settings(derandomize=True, max_examples=40, deadline=None)
+@given(graphs(), st.sampled_from(["sm_90a", "sm_100a"]), st.integers(1, 6))
+def test_waits_are_polled_in_the_order_their_counters_fill(g: Graph, arch: str, units: int) -> None:
+    """The device polls an instruction's waits one after the other (each a round trip even when it
+    already holds), so the schedule lists each stage's waits by when their counters are estimated to
+    fill: the last to fill is polled last."""
+    s = build(g, arch, "static", units=units)
+    for ins in s.instrs:
+        for stage in (False, True):
+            times = [_filled(s, w) for w in ins.waits if w.before_store == stage]
+            assert times == sorted(times)
+
+
+def test_the_decoder_layer_polls_the_residual_before_the_level_just_done() -> None:
+    """A golden case: in a Llama decoder layer (two layers, a short cache) the output projection and
+    the down projection each wait on the level just before them and on the residual stream written a
+    level or more earlier; the residual's counter comes first, the level just done last."""
+    from warpy.mega.examples import llama_decoder
+
+    s = build(llama_decoder(hidden=256, heads=4, kv_heads=2, head_dim=64, intermediate=512, layers=2, length=128),
+              "sm_90a", "static")
+    residual_gemms = [n for n in s.program.nodes if n.kind == "gemm" and n.residual]
+    assert len(residual_gemms) == 4  # (output and down projections, two layers)
+    two = set()
+    for n in residual_gemms:
+        a_writer = next(m.id for m in s.program.nodes if m.out == n.operands[0].tensor)
+        for ins in (i for i in s.instrs if i.node == n.id):
+            producers = [s.counters[w.counter].producer for w in ins.waits if not w.before_store]
+            # (layer 0's output projection adds the graph's input x: nothing to wait for)
+            assert producers[-1] == a_writer and producers[:-1] in ([], [min(producers)]), (n.id, producers)
+            if len(producers) == 2:
+                two.add(n.id)
+    assert len(two) == 3

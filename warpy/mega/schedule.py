@@ -18,7 +18,9 @@ per-unit queues.
    the number of arrivals (set size x CTAs per unit). A waiter waits for target x call number.
 4. **Placement.** `static`: list scheduling over the global order with the tiles' estimated costs
    (each instruction to the unit that frees first, its start no earlier than its producers'
-   estimated finish), so each queue is a subsequence of the global order. `dynamic`: no queues; on
+   estimated finish), so each queue is a subsequence of the global order. An instruction's waits of
+   a stage are in the order their counters are estimated to fill (the device polls them one after
+   the other: a wait that already holds still costs a round trip, so it goes before the last one). `dynamic`: no queues; on
    sm_90a the units take the next index from a global work counter (monotonic too: call c's indices
    are the counter minus (N + units) x (c - 1)); on sm_100a cluster launch control hands out
    clusters, one per instruction, in launch order.
@@ -332,6 +334,9 @@ def build(graph: Graph, arch: str | Target = "sm_90a", mode: str = "static", uni
         finish[ins.index] = max(t0, ready) + ins.cost
         queues[u].append(ins.index)
         heapq.heappush(heap, (finish[ins.index], u))
+        # a role polls its waits one after the other, each a round trip to the L2 even when it holds
+        # already: the counter estimated to fill last goes last, so that once it holds none is left
+        ins.waits.sort(key=lambda w: (w.before_store, done_at[w.counter]))
     return Schedule(tgt, prog, mode, cl, n_units, tilings, instrs, counters, buffers, buffer_of, reuses,
                     queues if mode == "static" else None, finish)
 
