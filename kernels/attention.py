@@ -161,8 +161,8 @@ def choose(prob: AttentionProblem) -> Config:
     """The configuration for a problem.
 
     sm_90a: 128 queries a CTA (two consumer warpgroups of 64, ping-ponging), key/value blocks of
-    128, and the deepest rings shared memory holds: head_dim 128 fits two stages of K, of V as
-    loaded and of V transposed (224 KiB with Q); head_dim 64 fits more.
+    128, V's ring read MN-major by the P·V wgmma (no Vᵀ ring), and the deepest rings shared memory
+    holds: head_dim 128 fits three stages of K and of V (224 KiB with Q); head_dim 64 four each.
     sm_100a: two tiles of 128 queries a CTA (a softmax warpgroup each, the MMA warp alternating
     between them; S, P and O in tensor memory), key/value blocks of 128, the deepest rings the same
     way: head_dim 128 fits K and V two stages and Vᵀ one (224 KiB with the two Q tiles)."""
@@ -170,7 +170,7 @@ def choose(prob: AttentionProblem) -> Config:
         return deepest(Sm100AttentionConfig(bn=128, k_stages=2, v_stages=2, t_stages=1, tiles=2), prob.D)
     if prob.arch != "sm_90a":
         raise WarpyError(f"no {prob.arch} attention program exists (sm_90a and sm_100a)")
-    return deepest(Sm90AttentionConfig(bn=128, k_stages=2, v_stages=2, t_stages=2), prob.D)
+    return deepest(Sm90AttentionConfig(bn=128, k_stages=2, v_stages=2, t_stages=2, v_mn=True), prob.D)
 
 
 def _smem(cfg: Config, d: int) -> int:
@@ -180,13 +180,13 @@ def _smem(cfg: Config, d: int) -> int:
 
 
 def deepest(cfg: Config, d: int) -> Config:
-    """`cfg` with its rings deepened a stage at a time, K then V transposed, while shared memory
-    allows (at most 4 stages each)."""
+    """`cfg` with its rings deepened a stage at a time, K then V transposed (V itself where it is
+    read MN-major), while shared memory allows (at most 4 stages each)."""
     limit = (SM100A if isinstance(cfg, Sm100AttentionConfig) else SM90A).max_dynamic_smem
     grew = True
     while grew:
         grew = False
-        for field in ("k_stages", "t_stages"):
+        for field in ("k_stages", "v_stages" if getattr(cfg, "v_mn", False) else "t_stages"):
             more = attrs.evolve(cfg, **{field: getattr(cfg, field) + 1})
             if getattr(more, field) <= 4 and _smem(more, d) <= limit:
                 cfg, grew = more, True

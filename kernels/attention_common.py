@@ -61,11 +61,11 @@ class RingConfig(Protocol):
     def describe(self) -> str: ...
 
 
-def ring_smem_bytes(cfg: RingConfig, d: int, q_rows: int) -> int:
-    """Dynamic shared memory: Q (q_rows x D; O is staged over it), the K, V and Vᵀ rings (BN x D a
-    stage), barriers."""
+def ring_smem_bytes(cfg: RingConfig, d: int, q_rows: int, transposed: bool = True) -> int:
+    """Dynamic shared memory: Q (q_rows x D; O is staged over it), the K, V and (`transposed`) Vᵀ
+    rings (BN x D a stage), barriers."""
     tile = cfg.bn * d * 2
-    return q_rows * d * 2 + (cfg.k_stages + cfg.v_stages + cfg.t_stages) * tile + 1024
+    return q_rows * d * 2 + (cfg.k_stages + cfg.v_stages + (cfg.t_stages if transposed else 0)) * tile + 1024
 
 
 @attrs.frozen
@@ -188,11 +188,11 @@ class AttentionBuilder:
         p = problem
         if cfg.bn not in (64, 128):
             raise WarpyError(f"bn={cfg.bn}: the key block is 64 or 128 keys")
-        for name in ("k_stages", "v_stages", "t_stages"):
+        for name in ("k_stages", "v_stages") + (("t_stages",) if transposers else ()):
             if not 1 <= getattr(cfg, name) <= 8:
                 raise WarpyError(f"{name}={getattr(cfg, name)}: a ring has 1 to 8 stages")
         if cfg.v_stages < 2:
-            raise WarpyError("v_stages=1: the loader would wait on the stage the transposers have not freed; use 2 or more")
+            raise WarpyError("v_stages=1: the loader would wait on the stage the block before still reads; use 2 or more")
         if not 1 <= cfg.rescale_threshold <= 16:
             raise WarpyError(f"rescale_threshold={cfg.rescale_threshold}: P's values reach 2^threshold in bf16; "
                              "give 1..16")
@@ -212,7 +212,7 @@ class AttentionBuilder:
         """The program's name up to its target's own fields."""
         p, c = self.p, self.cfg
         return (f"attention_{self.target.short}_b{p.B}h{p.H_q}k{p.H_kv}_q{p.S_q}_kv{p.S_kv}_d{p.D}_{p.layout}"
-                f"{'_causal' if p.causal else ''}_bn{c.bn}_s{c.k_stages}{c.v_stages}{c.t_stages}")
+                f"{'_causal' if p.causal else ''}_bn{c.bn}_s{c.k_stages}{c.v_stages}{c.t_stages if self.transposers else ''}")
 
     # -- global tensors ------------------------------------------------------------------------
     def global_layout(self, operand: str) -> Layout:
@@ -229,9 +229,11 @@ class AttentionBuilder:
             return [0, row, 0, head, batch]
         return [0, row, head, batch]
 
-    def operands(self, p: Program, q_rows: int, q_tiles: int) -> Operands:
+    def operands(self, p: Program, q_rows: int, q_tiles: int, transposed: bool = True) -> Operands:
         """The tensor maps (Q and O in boxes of q_rows x D, K and V of BN x D; 128-byte swizzle), O's
-        global buffer, and the shared buffers: Q's q_tiles tiles, the K, V and Vᵀ rings."""
+        global buffer, and the shared buffers: Q's q_tiles tiles, the K and V rings, and P·V's B: the
+        Vᵀ ring (`transposed`), or else V's ring itself seen MN-major (coordinates (stage, head_dim,
+        key): the same bytes, no memory of its own), which the 16-bit wgmma reads transposed."""
         cfg, d, bn = self.cfg, self.d, self.bn
         q_tile = smem_tile(q_rows, d, "bf16", "K", 128)
         kv_tile = smem_tile(bn, d, "bf16", "K", 128)
@@ -245,7 +247,11 @@ class AttentionBuilder:
         sq = p.smem_ring("q", q_tiles, q_tile.layout, "bf16")  # a "stage" a tile of Q
         sk = p.smem_ring("k", cfg.k_stages, kv_tile.layout, "bf16")
         sv = p.smem_ring("vraw", cfg.v_stages, kv_tile.layout, "bf16")
-        st = p.smem_ring("vt", cfg.t_stages, vt_tile.layout, "bf16")
+        if transposed:
+            st = p.smem_ring("vt", cfg.t_stages, vt_tile.layout, "bf16")
+        else:
+            st = TileRing("vmn", sv.base, cfg.v_stages, smem_tile(d, bn, "bf16", "MN", 128).layout, "bf16")
+            p.buffers.append(st)
         return Operands(tq, tk, tv, to, sq, sk, sv, st)
 
     # -- the CTA's tile ------------------------------------------------------------------------

@@ -6,10 +6,12 @@ Warp-specialised, 384 threads:
 
 - warpgroup 0 gives its registers back (`USETMAXREG.DEALLOC`). Its warp 0 is the **loader**: Q's
   two 64-row halves once, then for each key/value block a K tile and a V tile by TMA into their
-  rings (128-byte swizzle; rows past the sequence arrive as zeros). Its warps 1-3 are the
-  **transposers**: the wgmma reads B K-major, and V's rows are the P·V product's K, so each V tile is
-  turned into Vᵀ (head_dim rows, keys contiguous) with `LDSM.T` from the landed tile and `STSM` into
-  a third ring, then handed to the consumers (fence to the async proxy, one arrival a warp).
+  rings (128-byte swizzle; rows past the sequence arrive as zeros). V's rows are the P·V product's K:
+  by the rule (`v_mn`) the P·V wgmma reads V's ring MN-major (the 16-bit wgmma's transposed B; the
+  ring seen as (stage, head_dim, key), the same bytes) and warps 1-3 have nothing to do. With
+  `v_mn=0` they are the **transposers**: each V tile is turned into Vᵀ (head_dim rows, keys
+  contiguous) with `LDSM.T` from the landed tile and `STSM` into a third ring, then handed to the
+  consumers (fence to the async proxy, one arrival a warp), which read it K-major.
 - warpgroups 1 and 2 are **consumers**, each 64 of the 128 queries (`USETMAXREG.TRY_ALLOC`): for
   each key block n, S = Q·Kₙᵀ (`HGMMA.64xBNx16`, both from shared memory) and, in the same
   issue, O += Pₙ₋₁·Vₙ₋₁ (`HGMMA.64xDx16` with P from registers: the RS form); then the online
@@ -27,7 +29,7 @@ Warp-specialised, 384 threads:
   over the warpgroup's half of Q's buffer and stored by TMA (clipped at the sequence's end).
 
 Every shared-memory address and descriptor is derived from the buffers' layouts; the transposers'
-per-lane addresses are the layouts' swizzled offsets split into a per-lane register and an
+(`v_mn=0`) per-lane addresses are the layouts' swizzled offsets split into a per-lane register and an
 immediate (checked against the layout for every lane at build time, noted for the checker).
 """
 
@@ -77,18 +79,23 @@ class Sm90AttentionConfig:
     t_stages: int = 2
     pingpong: bool = True
     rescale_threshold: int = 8
+    #: P·V's wgmma reads V MN-major straight from its ring (the 16-bit wgmma's transposed B): no
+    #: transposer warps and no Vᵀ ring (`t_stages` unused), the consumers free V's stages
+    v_mn: bool = False
 
     def describe(self) -> str:
         turns = "ping-pong between the consumer warpgroups" if self.pingpong else "no ping-pong"
+        rings = (f"K {self.k_stages} / V {self.v_stages} stages (V read MN-major by the P·V wgmma)" if self.v_mn else
+                 f"K {self.k_stages} / V {self.v_stages} / Vᵀ {self.t_stages} stages (V transposed by LDSM.T/STSM)")
         return (f"sm_90a warp-specialised attention: {BM} queries x {self.bn} keys a step, {CONSUMERS} consumer "
-                f"warpgroups (HGMMA 64xBNx16 SS for S, 64xDx16 RS for P·V), TMA rings K {self.k_stages} / V "
-                f"{self.v_stages} / Vᵀ {self.t_stages} stages (V transposed by LDSM.T/STSM), {turns}, "
+                f"warpgroups (HGMMA 64xBNx16 SS for S, 64xDx16 RS for P·V), TMA rings {rings}, {turns}, "
                 f"rescale when the maximum grows past 2^{self.rescale_threshold}")
 
 
 def smem_bytes(cfg: Sm90AttentionConfig, d: int) -> int:
-    """Dynamic shared memory: Q (128 x D), the K, V and Vᵀ rings (BN x D each stage), barriers."""
-    return ring_smem_bytes(cfg, d, BM)
+    """Dynamic shared memory: Q (128 x D), the K, V and (unless `v_mn`) Vᵀ rings (BN x D each stage),
+    barriers."""
+    return ring_smem_bytes(cfg, d, BM, transposed=not cfg.v_mn)
 
 
 @attrs.frozen
@@ -108,24 +115,27 @@ class Sm90Attention(AttentionBuilder):
     """The program builder for one problem and configuration."""
 
     def __init__(self, problem: AttentionProblem, cfg: Sm90AttentionConfig) -> None:
-        self.setup(problem, cfg, SM90A, BM, smem_bytes(cfg, problem.D), TRANSPOSERS)
+        self.setup(problem, cfg, SM90A, BM, smem_bytes(cfg, problem.D), 0 if cfg.v_mn else TRANSPOSERS)
         self.cfg: Sm90AttentionConfig = cfg
 
     @property
     def name(self) -> str:
         c = self.cfg
-        return f"{self.name_stem}{'' if c.pingpong else '_nopp'}_t{c.rescale_threshold}"
+        return f"{self.name_stem}{'' if c.pingpong else '_nopp'}_t{c.rescale_threshold}{'_vmn' if c.v_mn else ''}"
 
     # -- the program ---------------------------------------------------------------------------
     def build(self) -> Program:
         cfg = self.cfg
         p = Program(self.name, SM90A.name, threads=THREADS, grid=(self.grid, 1, 1),
                     maxnreg=(65536 // THREADS) // 8 * 8)
-        ops = self.operands(p, 64, CONSUMERS)  # a Q "stage" per consumer warpgroup's 64 rows
+        ops = self.operands(p, 64, CONSUMERS, transposed=not cfg.v_mn)  # a Q "stage" per consumer warpgroup's 64 rows
         q_full = p.barriers("q_full", CONSUMERS, count=1)
         kpipe = p.pipe("kv_k", cfg.k_stages, fills=1, frees=4 * CONSUMERS)
-        vpipe = p.pipe("kv_v", cfg.v_stages, fills=1, frees=TRANSPOSERS)
-        tpipe = p.pipe("kv_vt", cfg.t_stages, fills=TRANSPOSERS, frees=4 * CONSUMERS)
+        if cfg.v_mn:  # the consumers read V's ring themselves: its pipe is P·V's
+            vpipe = tpipe = p.pipe("kv_v", cfg.v_stages, fills=1, frees=4 * CONSUMERS)
+        else:
+            vpipe = p.pipe("kv_v", cfg.v_stages, fills=1, frees=TRANSPOSERS)
+            tpipe = p.pipe("kv_vt", cfg.t_stages, fills=TRANSPOSERS, frees=4 * CONSUMERS)
         init_barriers(p)
         res = AttentionResources.of(ops, q_full=q_full, kpipe=kpipe, vpipe=vpipe, tpipe=tpipe)
         with p.role("producer", range(0, 4)):
@@ -145,7 +155,7 @@ class Sm90Attention(AttentionBuilder):
         p.emit(alu.isetp("EQ", is_loader, warp, 0))
         with p.when(is_loader):
             self.loader(p, res, t)
-        for i in range(TRANSPOSERS):
+        for i in range(self.transposers):
             mine = p.p("is_transposer")
             p.emit(alu.isetp("EQ", mine, warp, 1 + i))
             with p.when(mine):

@@ -6,7 +6,7 @@
   online softmax rescale;
 - the checker with values catches a program that skips the rescale of O or the mask;
 - ptxas assembles it with no spill and no wgmma serialisation, and the disassembly shows HGMMA in
-  both forms (A from shared memory and from registers), the transposing LDSM, STSM, the TMA loads
+  both forms (A from shared memory and from registers; V's ring read MN-major, or transposed by LDSM.T), STSM, the TMA loads
   and store, MUFU.EX2 and the ping-pong's named-barrier arrivals;
 - the CTA -> tile schedule the program emits is its model, and the model is the mask's meaning;
 - problems and configurations it cannot run are refused in one line; `warpy check attention`
@@ -55,6 +55,17 @@ def test_a_configuration_the_rule_does_not_pick_runs_clean_named_and_coloured() 
     assert ok and wrong == 0 and checked > 0, summary
 
 
+@pytest.mark.parametrize("name", list(VALUE_CASES))
+def test_v_transposed_in_shared_memory_computes_o_within_the_tolerance(name: str) -> None:
+    """`v_mn=0`: three warps turn each V tile into Vᵀ (LDSM.T, STSM) in a ring of its own, which P·V
+    reads K-major (the rule reads V's ring MN-major instead: the cases above)."""
+    prob = VALUE_CASES[name]
+    program = A.build(prob, A.configure(prob, "v_mn=0,k_stages=2,v_stages=2,t_stages=2"))
+    assert "LDSM" in str(program.kernel()) and "vmn" not in program.name
+    checked, wrong, ok, summary = _check(prob, program=program)
+    assert ok and wrong == 0 and checked > 0, summary
+
+
 class _NoRescale(Sm90Attention):
     def rescale_o(self, p: Program, o: object, rescale: object) -> None:  # type: ignore[override]
         pass
@@ -89,9 +100,11 @@ def test_the_tolerance_is_tight_enough_to_matter() -> None:
     assert np.mean(np.abs(dropped - ref[0, :, 0]) > tol[0, :, 0]) > 0.5
 
 
-def test_assembles_without_spills_and_shows_both_hgmma_forms() -> None:
+@pytest.mark.parametrize("config", ["", "v_mn=0,k_stages=2,v_stages=2,t_stages=2"])
+def test_assembles_without_spills_and_shows_both_hgmma_forms(config: str) -> None:
+    """The rule (V's ring read MN-major: no LDSM) and the transposers (LDSM.T into Vᵀ)."""
     for prob in (A.problem(4, 16, 4096, 128, causal=True), A.problem(4, 16, 4096, 64, H_kv=4)):
-        kernel = A.build(prob).kernel()
+        kernel = A.build(prob, A.configure(prob, config)).kernel()
         cubin = assemble(kernel, "sm_90a")  # fails on spills and wgmma serialisation; checks the opcodes
         res = cubin.resource(kernel.header.kernel)
         assert res.spill_stores == 0 and res.spill_loads == 0 and res.registers == 168
@@ -102,7 +115,8 @@ def test_assembles_without_spills_and_shows_both_hgmma_forms() -> None:
         assert ss and rs, [i.operands for i in hgmma[:4]]
         assert any(f"64x{prob.D}x16" in i.opcode for i in rs) and any("64x128x16" in i.opcode for i in ss)
         ops = {i.opcode for i in ins}
-        for want in ("LDSM.16.MT88.4", "STSM.16.M88.4", "UTMALDG", "UTMASTG", "MUFU.EX2", "MUFU.RCP", "BAR.ARV",
+        assert any(o.startswith("LDSM.16.MT88.4") for o in ops) == bool(config)
+        for want in ("STSM.16.M88.4", "UTMALDG", "UTMASTG", "MUFU.EX2", "MUFU.RCP", "BAR.ARV",
                      "USETMAXREG", "F2FP.BF16.F32.PACK_AB", "SHFL.BFLY", "FMNMX"):
             assert any(o == want or o.startswith(want + ".") for o in ops), (want, sorted(ops))
 
@@ -131,7 +145,8 @@ def test_problems_it_cannot_run_are_refused_in_one_line(kw: dict[str, object], m
 
 def test_configurations_it_cannot_run_are_refused_in_one_line() -> None:
     prob = A.problem(1, 2, 256, 128)
-    for over, match in (("bn=96", "key block"), ("k_stages=3", "shared memory"), ("v_stages=1", "v_stages=1"),
+    for over, match in (("bn=96", "key block"), ("k_stages=4", "shared memory"), ("v_stages=1", "v_stages=1"),
+                        ("v_mn=0", "shared memory"),  # (the rule's K and V rings and a Vᵀ ring of two)
                         ("rescale_threshold=40", "threshold"), ("bogus=1", "no field")):
         with pytest.raises(WarpyError, match=match) as e:
             A.build(prob, A.configure(prob, over))
@@ -141,7 +156,9 @@ def test_configurations_it_cannot_run_are_refused_in_one_line() -> None:
 
 
 def test_the_rule_fills_shared_memory_and_counts_flops() -> None:
-    assert (A.choose(A.problem(1, 1, 64, 128)).k_stages, A.choose(A.problem(1, 1, 64, 64)).k_stages) == (2, 4)
+    # V's ring read MN-major, no Vᵀ ring: D = 128 fits K and V three stages (Q 32 KiB + 6 x 32 KiB), D = 64 four
+    rule = [A.choose(A.problem(1, 1, 64, d)) for d in (128, 64)]
+    assert [(c.v_mn, c.k_stages, c.v_stages) for c in rule] == [(True, 3, 3), (True, 4, 4)]
     p = A.problem(2, 3, 5, 64, causal=True, S_kv=3)
     assert p.pairs == sum(min(i + 1, 3) for i in range(5)) and p.flops == 4 * 2 * 3 * p.pairs * 64
     assert A.problem(2, 3, 5, 64, S_kv=3).pairs == 15

@@ -28,6 +28,11 @@ def _gemm(m: int, n: int, k: int, out: str = "fp32", arch: str = "sm_90a", confi
     return make
 
 
+#: the sm_90a attention programs with V transposed in shared memory (the rule before V's ring was read
+#: MN-major): their hashes are the ones taken before
+OLD128, OLD64 = "v_mn=0,k_stages=2,v_stages=2,t_stages=2", "v_mn=0,k_stages=4,v_stages=2,t_stages=4"
+
+
 def _attention(arch: str, B: int, H: int, S: int, D: int, config: str = "", **kw: Any) -> Callable[[], Any]:
     def make() -> Any:
         p = attention.problem(B, H, S, D, arch=arch, **kw)
@@ -63,19 +68,28 @@ CASES: dict[str, tuple[Callable[[], Any], tuple[str, str]]] = {
                                       ("e4858ed334b674b132ce7be8", "b7c99cd8d716dfbaca32156b")),
     "probe umma_2cta sm_100a": (lambda: PROBES["umma_2cta"].build("sm_100a"), ("a7394f2d49a9b28988090e7b", "7320a0d5fa0456c39612d394")),
     # attention: both head dims, causal or not, GQA, ragged S_q/S_kv, both layouts, one or two tiles on sm_100a
-    "attention sm_90a B=1 H=2 S=256 D=128": (_attention("sm_90a", 1, 2, 256, 128),
+    "attention sm_90a B=1 H=2 S=256 D=128": (_attention("sm_90a", 1, 2, 256, 128, OLD128),
                                              ("aadc237b0cc23dc7d507a902", "0a227e3817270600692c056f")),
-    "attention sm_90a B=1 H=2 S=256 D=64 causal": (_attention("sm_90a", 1, 2, 256, 64, causal=True),
+    "attention sm_90a B=1 H=2 S=256 D=64 causal": (_attention("sm_90a", 1, 2, 256, 64, OLD64, causal=True),
                                                    ("9cc1c5e8bd96daa5caca3b07", "befe7a4a8d1b94dcc456accc")),
     "attention sm_90a B=2 H=8/2 S=200/333 D=128 causal bhsd": (
-        _attention("sm_90a", 2, 8, 200, 128, causal=True, H_kv=2, S_kv=333, layout="bhsd"),
+        _attention("sm_90a", 2, 8, 200, 128, OLD128, causal=True, H_kv=2, S_kv=333, layout="bhsd"),
         ("91ef93b17cbd0654f6211597", "b480a4fa5f29ea1d733bc9d6")),
     "attention sm_90a B=1 H=4/1 S=300/130 D=64 bhsd": (
-        _attention("sm_90a", 1, 4, 300, 64, H_kv=1, S_kv=130, layout="bhsd"),
+        _attention("sm_90a", 1, 4, 300, 64, OLD64, H_kv=1, S_kv=130, layout="bhsd"),
         ("155b3b513e5b8ae4fd657844", "c1dda6e069c91e2700e37ce6")),
     "attention sm_90a B=1 H=2 S=1024 D=128 causal k_stages=2,t_stages=1": (
-        _attention("sm_90a", 1, 2, 1024, 128, "k_stages=2,t_stages=1", causal=True),
+        _attention("sm_90a", 1, 2, 1024, 128, "v_mn=0,k_stages=2,v_stages=2,t_stages=1", causal=True),
         ("198f2bd3456104cee13e1e50", "246094536fc79b2ee4bdcf0e")),
+    # the rule's: V's ring read MN-major by the P·V wgmma (hashes taken when it became the rule)
+    "attention sm_90a B=1 H=2 S=256 D=128 v_mn": (_attention("sm_90a", 1, 2, 256, 128),
+                                                  ("9730f930a90f39b27471887e", "80f3fbb00ed5160ae5df226d")),
+    "attention sm_90a B=2 H=8/2 S=200/333 D=128 causal bhsd v_mn": (
+        _attention("sm_90a", 2, 8, 200, 128, causal=True, H_kv=2, S_kv=333, layout="bhsd"),
+        ("50a98dcdff91df9300fe3568", "e39613f14d3449663c850c40")),
+    "attention sm_90a B=1 H=4/1 S=300/130 D=64 bhsd v_mn": (
+        _attention("sm_90a", 1, 4, 300, 64, H_kv=1, S_kv=130, layout="bhsd"),
+        ("e0ab11aaa6cc51b99a68db39", "7ce2491b99f9f2c7e0bb695f")),
     "attention sm_100a B=1 H=2 S=256 D=128": (_attention("sm_100a", 1, 2, 256, 128),
                                               ("c68b0c79673d10067c78c1e4", "bbd75d99026f7a59b4a9d679")),
     "attention sm_100a B=1 H=2 S=256 D=64 causal": (_attention("sm_100a", 1, 2, 256, 64, causal=True),
