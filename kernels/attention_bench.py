@@ -321,10 +321,24 @@ def torch_check(torch: Any, prob: AttentionProblem, q: Any, k: Any, v: Any, o: A
     return "ok" if bad == 0 else f"FAIL ({bad} of {total}; worst {worst:.2f}x the tolerance)"
 
 
+def _configured_launcher(prob: AttentionProblem, config: str, q: Any, k: Any, v: Any, o: Any,
+                         stream: Any) -> Callable[[int], None]:
+    """Launches of `config`'s plan (the rule's configuration with fields set by hand) on the torch
+    tensors q, k, v and o ((B, S, H, D) memory), on `stream`."""
+    from warpy.runtime.bind import DeviceSpan, FastLaunch
+
+    pl = plan_for(prob, config)
+    fast = FastLaunch(kernel_of(pl), pl.header)
+    spans = [DeviceSpan(t.data_ptr(), t.numel() * t.element_size()) for t in (q, k, v, o)]
+    return lambda _i: fast(0, lambda _scratch: bind(pl.header, *spans), stream)
+
+
 def bench_attention(shapes: Sequence[Shape], iters: int = 20, backends: Sequence[str] = ("flash",),
-                    echo: Callable[[str], None] = print) -> list[BenchRow]:
+                    echo: Callable[[str], None] = print, config: Optional[str] = None) -> list[BenchRow]:
     """warpy.attention against torch's scaled_dot_product_attention per shape and backend, interleaved,
-    on the same bf16 tensors ((B, S, H, D) memory seen as (B, H, S, D)); prints each row as it lands."""
+    on the same bf16 tensors ((B, S, H, D) memory seen as (B, H, S, D)); prints each row as it lands.
+    With `config` (fields of the rule's configuration set by hand) warpy's side launches that
+    configuration's plan instead."""
     import warpy
     from warpy import runtime as rt
     from warpy.runtime.driver import cuda
@@ -355,8 +369,10 @@ def bench_attention(shapes: Sequence[Shape], iters: int = 20, backends: Sequence
             q, k, v = make(shape.H), make(shape.H_kv), make(shape.H_kv)
             o = torch.empty((shape.B, shape.S, shape.H, shape.D), device=dev, dtype=torch.bfloat16).transpose(1, 2)
 
-            def run_w(_i: int) -> None:
+            def run_rule(_i: int) -> None:
                 warpy.attention(q, k, v, causal=shape.causal, out=o)
+
+            run_w = _configured_launcher(prob, config, q, k, v, o, stream_handle) if config else run_rule
 
             run_w(0)  # plan + load before timing
             torch.cuda.synchronize()
@@ -426,9 +442,9 @@ def run_cli(what: str, shapes: Sequence[str], *, iters: int, backends: str, stat
         return (1 if failed else 0), {"shapes": [dict(zip(["shape"] + STATIC_HEADERS, r)) for r in static],
                                       "ok": not failed}
     if config:
-        raise WarpyError("--config: the timed benchmark runs warpy.attention, which takes the rule's configuration "
-                         "(use warpy attention B H S D --config ... to time a configuration)")
-    rows = bench_attention(todo, iters, parse_backends(backends), echo=echo)
+        for shape in todo[1:]:  # (a field or value a shape cannot take: refused before anything runs)
+            FAMILY.configure(shape.problem(), config)
+    rows = bench_attention(todo, iters, parse_backends(backends), echo=echo, config=config)
     ok = all(r.check == "ok" for r in rows)
     return (0 if ok else 1), {"iters": iters, "shapes": bench_json(rows), "ok": ok}
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import numpy as np
 import pytest
 
 import warpy
@@ -53,6 +54,12 @@ class Tensor:
 
     def data_ptr(self) -> int:
         return self._ptr
+
+    def numel(self) -> int:
+        return int(np.prod(self.shape))
+
+    def element_size(self) -> int:
+        return 2
 
     def transpose(self, a: int, b: int) -> "Tensor":
         sh, st = list(self.shape), list(self._strides)
@@ -161,3 +168,23 @@ def test_warpy_attention_is_the_module_and_calls_attention() -> None:
     assert warpy.attention is wa and callable(warpy.attention) and "attention" in dir(warpy)
     with pytest.raises(WarpyError, match="torch GPU tensors"):
         warpy.attention([1], [2], [3])
+
+
+def test_bench_with_a_configuration_launches_that_plan_on_the_tensors(gpu: SimpleNamespace) -> None:
+    """`warpy bench attention --config ...`: warpy's side is the configured plan (here the
+    transposers' version, `v_mn=0`), bound to the benchmark's (B, S, H, D) tensors, on its stream."""
+    from warpy.kernels.attention_bench import _configured_launcher, plan_for
+
+    config = "v_mn=0,k_stages=2,v_stages=2,t_stages=1"  # (less shared memory than the rule's: told apart below)
+    prob = family.problem(B, H, S, D, causal=True)
+    q, k, v, o = (Tensor((B, S, H, D)) for _ in range(4))
+    run = _configured_launcher(prob, config, q, k, v, o, 9)
+    h = plan_for(prob, config).header
+    gpu.header.append(h)
+    assert "vmn" not in h.kernel and "vmn" in wa.launches().plan(prob).header.kernel  # (not the rule's program)
+    for i in range(2):
+        run(i)
+    assert [(x["q"], x["k"], x["v"], x["o"], x["stream"]) for x in gpu.launches] == \
+        [tuple(t.data_ptr() for t in (q, k, v, o)) + (9,)] * 2
+    rule = wa.launches().plan(prob).header
+    assert gpu.launches[0]["grid"] == h.grid and gpu.launches[0]["smem"] == h.dynsmem != rule.dynsmem
