@@ -244,37 +244,36 @@ def tile_work(bm: int, bn: int, swap: bool, streaming: bool) -> float:
     return bm * bn / (128 * 256)
 
 
-def model_efficiencies(problem: GemmProblem, derived: Mapping[tuple[Kind, bool], float]) -> dict[Kind, float]:
+def model_efficiencies(problem: GemmProblem, derived: Mapping[tuple[Kind, str], float]) -> dict[Kind, float]:
     """The efficiency of each kind of tile the model may pick for `problem`: the ones derived from the
-    sweep's table for its regime (M <= 64 or not: `gemm_sweep.efficiencies`) where the table has
-    measured that regime at all, else the hand-fitted TILE_EFFICIENCY. A and B swapped only where M <= 64 and the
-    problem is plain (no fused epilogue, batch, MN-major operand or 8-bit floats). 8-bit float problems
-    keep the hand-fitted efficiencies (the sweep times 16-bit inputs)."""
-    from .gemm_sweep import SKINNY_M
+    sweep's table for its regime (skinny, narrow or wide: `gemm_sweep.regime`, `efficiencies`) where the
+    table has measured that regime at all, else the hand-fitted TILE_EFFICIENCY. A and B swapped only
+    where M <= 64 and the problem is plain (no fused epilogue, batch, MN-major operand or 8-bit floats).
+    8-bit float problems keep the hand-fitted efficiencies (the sweep times 16-bit inputs)."""
+    from .gemm_sweep import regime
 
-    skinny = problem.M <= SKINNY_M
+    reg = regime(problem)
     out: dict[Kind, float] = {(bm, bn, False): e for (bm, bn), e in TILE_EFFICIENCY.items()}
-    swap_ok = (skinny and problem.epilogue.identity and problem.batch == 1 and problem.a_major == "K"
+    swap_ok = (reg == "skinny" and problem.epilogue.identity and problem.batch == 1 and problem.a_major == "K"
                and problem.b_major == "K" and dtype_bytes(problem.dtype) == 2)
     if dtype_bytes(problem.dtype) != 2:  # the sweep measures 16-bit inputs: 8-bit floats keep the hand-fitted model
         return out
-    mine = {k: e for (k, reg), e in derived.items() if reg == skinny and e > 0 and (not k[2] or swap_ok)}
+    mine = {k: e for (k, r), e in derived.items() if r == reg and e > 0 and (not k[2] or swap_ok)}
     # where the table covers the regime, its measured kinds replace the hand-fitted ones: a decode GEMM
     # streams its weight, and a kind measured there is priced at that rate while an unmeasured one would
     # keep the compute-bound fit and look faster than anything measured
     return mine if mine else out
 
 
-def streams(problem: GemmProblem, derived: Mapping[tuple[Kind, bool], float]) -> bool:
+def streams(problem: GemmProblem, derived: Mapping[tuple[Kind, str], float]) -> bool:
     """Whether the model prices `problem` by the weight it streams (`tile_work`): a skinny problem
     (M <= 64) of 16-bit inputs whose regime the sweep's table measured."""
-    from .gemm_sweep import SKINNY_M
+    from .gemm_sweep import regime
 
-    skinny = problem.M <= SKINNY_M
-    return skinny and dtype_bytes(problem.dtype) == 2 and any(reg == skinny for _, reg in derived)
+    return regime(problem) == "skinny" and dtype_bytes(problem.dtype) == 2 and any(r == "skinny" for _, r in derived)
 
 
-def model_choose(problem: GemmProblem, derived: Mapping[tuple[Kind, bool], float]) -> Sm90Config:
+def model_choose(problem: GemmProblem, derived: Mapping[tuple[Kind, str], float]) -> Sm90Config:
     """The cost model's configuration: over the kinds of tile (`model_efficiencies`) and whole tiles
     or stream-K, the one whose busiest SM does the least predicted work (`sm90_cost`)."""
     # an MN-major B lands in 64-column boxes: its tile is whole boxes wide; an 8-bit float problem whose

@@ -228,11 +228,9 @@ def bench_gemm(shapes: Sequence[tuple[int, int, int]], dtype: str = "bf16", out_
     from warpy import runtime as rt
 
     if dtype in ("e4m3", "e5m2"):  # 8-bit floats: against torch._scaled_mm (kernels/gemm_fp8_bench.py)
-        if config:
-            raise WarpyError("--config with 8-bit float inputs is not wired into the fp8 bench yet: drop --config")
         from .gemm_fp8_bench import bench_fp8
 
-        return bench_fp8(shapes, dtype, out_dtype, iters, echo=echo)
+        return bench_fp8(shapes, dtype, out_dtype, iters, echo=echo, config=config)
     why = gpu_reason("sm_90a")
     if why is not None:
         raise NoGPU(f"warpy bench needs an sm_90 GPU: {why.rstrip('.')}; without one, `warpy bench gemm --static` builds, "
@@ -291,20 +289,23 @@ def bench_gemm(shapes: Sequence[tuple[int, int, int]], dtype: str = "bf16", out_
 
 
 def _configured_launcher(shape: tuple[int, int, int], dtype: str, odt: str, config: str, A: list[Any], B: list[Any],
-                         C: list[Any], stream: int) -> Callable[[int], None]:
-    """Launches of `config`'s plan on the i-th (mod len) torch tensors, on `stream`."""
+                         C: list[Any], stream: int, scales: Optional[tuple[Any, Any]] = None) -> Callable[[int], None]:
+    """Launches of `config`'s plan on the i-th (mod len) torch tensors, on `stream`. `scales`: 8-bit
+    float inputs' (scale_a, scale_b) tensors of one value each (per tensor), bound to every launch."""
     from warpy.runtime.bind import DeviceSpan, FastLaunch
-
-    M, N, K = shape
-    plan = plan_for(GemmProblem(M, N, K, dtype=dtype, out_dtype=odt, arch="sm_90a"), config)
-    fast = FastLaunch(kernel_of(plan), plan.header)
 
     def span(t: Any) -> DeviceSpan:
         return DeviceSpan(t.data_ptr(), t.numel() * t.element_size())
 
+    M, N, K = shape
+    fp8: dict[str, Any] = {} if scales is None else {"b_dtype": dtype, "scale_a": "tensor", "scale_b": "tensor"}
+    aux: dict[str, Any] = {} if scales is None else {"scale_a": span(scales[0]), "scale_b": span(scales[1])}
+    plan = plan_for(GemmProblem(M, N, K, dtype=dtype, out_dtype=odt, arch="sm_90a", **fp8), config)
+    fast = FastLaunch(kernel_of(plan), plan.header)
+
     def run(i: int) -> None:
         j = i % len(A)
-        fast(j, lambda scratch: bind(plan.header, span(A[j]), span(B[j]), span(C[j]), M, N, K, scratch=scratch),
+        fast(j, lambda scratch: bind(plan.header, span(A[j]), span(B[j]), span(C[j]), M, N, K, scratch=scratch, **aux),
              stream)
 
     return run

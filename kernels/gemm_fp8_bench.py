@@ -25,7 +25,7 @@ from warpy.bench import Progress, cell as _num, gpu_reason, interleaved, l2_byte
 from warpy.errors import NoGPU, WarpyError
 from warpy.target import dtype_bytes
 
-from .gemm_bench import BenchRow, bench_table, operand_bytes, shape_text
+from .gemm_bench import BenchRow, _configured_launcher, bench_table, operand_bytes, shape_text
 from .gemm_fp8 import FP8_DTYPES
 
 
@@ -66,8 +66,9 @@ def fp8_check(torch: Any, a: Any, b: Any, sa: Any, sb: Any, c: Any, ref_c: Any) 
 
 
 def bench_fp8(shapes: Sequence[tuple[int, int, int]], dtype: str = "e4m3", out_dtype: Optional[str] = None,
-              iters: int = 50, echo: Callable[[str], None] = print) -> list[BenchRow]:
-    """warpy.gemm of 8-bit floats against torch._scaled_mm, interleaved, per shape (module docstring)."""
+              iters: int = 50, echo: Callable[[str], None] = print, config: Optional[str] = None) -> list[BenchRow]:
+    """warpy.gemm of 8-bit floats against torch._scaled_mm, interleaved, per shape (module docstring).
+    With `config`, warpy's side launches that configuration's plan on the same tensors and scales."""
     import warpy
     from warpy import runtime as rt
     from warpy.bench import cuda_torch
@@ -103,9 +104,12 @@ def bench_fp8(shapes: Sequence[tuple[int, int, int]], dtype: str = "e4m3", out_d
             Cw = [torch.empty((M, N), device=dev, dtype=todt) for _ in range(sets)]
             Cc = [torch.empty((M, N), device=dev, dtype=todt) for _ in range(sets)]
 
-            def run_w(i: int) -> None:
-                j = i % sets
-                warpy.gemm(A[j], B[j], out=Cw[j], scale_a=SA, scale_b=SB)
+            if config:
+                run_w = _configured_launcher(shape, dtype, odt, config, A, B, Cw, stream_handle, scales=(SA, SB))
+            else:
+                def run_w(i: int) -> None:
+                    j = i % sets
+                    warpy.gemm(A[j], B[j], out=Cw[j], scale_a=SA, scale_b=SB)
 
             def run_slow(i: int) -> None:
                 j = i % sets

@@ -6,7 +6,7 @@ Hopper program per shape against cuBLAS (one process, interleaved) and writes th
 - a shape the table holds runs the fastest configuration measured for it (checked "ok");
 - every other shape goes through the rule's cost model, whose tile efficiencies are *derived* from
   the table (`efficiencies`): for each kind of tile (BM x BN, A and B swapped or not) and each regime
-  (M <= 64, "skinny", or not), the median over the table's shapes of the model's predicted time at
+  (`regime`: M <= 64 "skinny", M <= 256 "narrow", or "wide"), the median over the table's shapes of the model's predicted time at
   efficiency 1 over the measured time, a launch's fixed cost taken off; kinds the table has not
   measured keep the hand-fitted `TILE_EFFICIENCY`, and kinds with neither are not candidates.
 
@@ -16,7 +16,7 @@ fastest configuration measured there: how often and by how much the rule misses.
 
 The sweep's configurations per shape (`candidates`): for every kind the model knows, its best
 schedule (whole tiles, K split, stream-K) under the model; the 2x1-cluster twin of the model's pick;
-the 192-row tiles (three consumer warpgroups) and, for M <= 64, A and B swapped with BN 16..64, which
+the 192-row tiles (three consumer warpgroups, above M = 256) and, for M <= 64, A and B swapped with BN 16..64, which
 the hand-fitted model has no efficiency for; the L2 promotions where rows of A and B are not 32-byte
 aligned. Ranked by the model, at most `per_shape` of them (the rule's own pick always among them).
 """
@@ -52,8 +52,13 @@ REFERENCE = (128, 256, False)
 #: µs a unit of the model's work takes (a k block of a 128 x 256 tile on one SM) where the table has
 #: no 128 x 256 whole-tile measurement: 4096³ ran 172.7 µs for 4 waves x 64 k blocks (H200, 2026-12-01)
 US_PER_UNIT = 0.675
-#: the regime boundary: rows of C at which a GEMM streams its weight rather than computes (decode)
+#: the regimes' boundaries, in rows of C: at or below SKINNY_M a GEMM streams its weight (decode:
+#: "skinny"); up to NARROW_M it sits near the H200's ridge ("narrow": 2·M flops a weight element of
+#: 2 bytes against ~206 flops a byte of HBM; M = 128 ran 0.68-0.88 of cuBLAS on efficiencies fitted
+#: at M >= 512, 2026-12-03); above it the tensor cores are the limit ("wide"). Each is fitted apart.
 SKINNY_M = 64
+NARROW_M = 256
+REGIMES = ("skinny", "narrow", "wide")
 
 Kind = tuple[int, int, bool]  # (BM, BN, A and B swapped)
 
@@ -61,14 +66,15 @@ Kind = tuple[int, int, bool]  # (BM, BN, A and B swapped)
 def _llama() -> list[tuple[int, int, int]]:
     """Llama-style linear layers (N, K): QKV (hidden + 2 KV heads' widths), the attention output, the
     gate+up projection (fused: twice the MLP width) and the down projection, for 1B-, 8B- and
-    70B-class models; M = tokens: decode 1, 16, 64, prefill 512, 2048, 8192 (the 1B-class at two)."""
+    70B-class models; M = tokens: decode 1, 16, 64, short prefill 128, 256 (the narrow regime),
+    prefill 512, 2048, 8192 (the 1B-class at 16, 128, 256 and 4096)."""
     models = {  # hidden, MLP width, QKV width
         "1B": (2048, 8192, 3072), "8B": (4096, 14336, 6144), "70B": (8192, 28672, 10240),
     }
     out = []
     for name, (h, i, qkv) in models.items():
         layers = [(qkv, h), (h, h), (2 * i, h) if 2 * i <= 28672 else (i, h), (h, i)]
-        ms = (1, 16, 64, 512, 2048, 8192) if name != "1B" else (16, 4096)
+        ms = (1, 16, 64, 128, 256, 512, 2048, 8192) if name != "1B" else (16, 128, 256, 4096)
         out += [(m, n, k) for m in ms for (n, k) in layers]
     return out
 
@@ -222,7 +228,7 @@ def write_table(t: SweepTable, path: os.PathLike[str] | str) -> None:
 
 
 _cache: dict[str, tuple[float, SweepTable]] = {}
-_derived: dict[int, tuple[SweepTable, dict[tuple[Kind, bool], float]]] = {}
+_derived: dict[int, tuple[SweepTable, dict[tuple[Kind, str], float]]] = {}
 
 
 def table_path() -> Optional[Path]:
@@ -233,7 +239,7 @@ def table_path() -> Optional[Path]:
     return TABLE_PATH
 
 
-def current_efficiencies(table: SweepTable) -> dict[tuple[Kind, bool], float]:
+def current_efficiencies(table: SweepTable) -> dict[tuple[Kind, str], float]:
     """`efficiencies(table)`, derived once a table (the rule asks for them at every plan it builds)."""
     hit = _derived.get(id(table))
     if hit is None or hit[0] is not table:
@@ -259,9 +265,14 @@ def kind(cfg: Sm90Config) -> Kind:
     return (cfg.bm, cfg.bn, cfg.swap_ab)
 
 
-def regime(problem: Any) -> bool:
-    """True where the GEMM is skinny (M <= SKINNY_M: decode), which is fitted apart."""
-    return bool(problem.M <= SKINNY_M)
+def regime_of(m: int) -> str:
+    """The regime of a GEMM of M rows (`REGIMES`; SKINNY_M, NARROW_M)."""
+    return "skinny" if m <= SKINNY_M else "narrow" if m <= NARROW_M else "wide"
+
+
+def regime(problem: Any) -> str:
+    """The problem's regime (`regime_of` its M), each fitted apart."""
+    return regime_of(problem.M)
 
 
 def work_units(problem: Any, cfg: Sm90Config) -> float:
@@ -275,7 +286,7 @@ def work_units(problem: Any, cfg: Sm90Config) -> float:
     rows, cols = (problem.N, problem.M) if cfg.swap_ab else (problem.M, problem.N)
     tiles = cdiv(rows, cfg.bm) * cdiv(cols, cfg.bn) * problem.batch
     kt = cdiv(problem.K, _bk(problem))
-    per = tile_work(cfg.bm, cfg.bn, cfg.swap_ab, regime(problem))  # (skinny: the weight it streams)
+    per = tile_work(cfg.bm, cfg.bn, cfg.swap_ab, regime(problem) == "skinny")  # (skinny: the weight it streams)
     if cfg.cluster_m == 2:  # pairs of M-blocks: the busiest cluster's waves
         pairs = cdiv(cdiv(rows, cfg.bm), 2) * cdiv(cols, cfg.bn)
         return cdiv(pairs, SM90A.sms // 2) * kt * per
@@ -302,14 +313,14 @@ def _model_row(row: SweepRow) -> list[Measured]:
     return out
 
 
-def efficiencies(table: SweepTable, leave_out: Optional[tuple[int, int, int]] = None) -> dict[tuple[Kind, bool], float]:
-    """Each kind's efficiency per regime (skinny or not), derived from the table (rows of `leave_out`'s
+def efficiencies(table: SweepTable, leave_out: Optional[tuple[int, int, int]] = None) -> dict[tuple[Kind, str], float]:
+    """Each kind's efficiency per regime (`regime`), derived from the table (rows of `leave_out`'s
     shape skipped): the median over shapes of work_units x µs-per-unit / (measured µs - LAUNCH_US),
     with µs-per-unit the median over the table's 128 x 256 whole-tile measurements of
     (µs - LAUNCH_US) / work_units (US_PER_UNIT where there are none)."""
     from .gemm import GemmProblem
 
-    samples: dict[tuple[Kind, bool], list[tuple[float, float]]] = {}  # (units, busy µs)
+    samples: dict[tuple[Kind, str], list[tuple[float, float]]] = {}  # (units, busy µs)
     for row in table.rows:
         if row.shape == leave_out:
             continue
@@ -336,11 +347,14 @@ def candidates(problem: Any, per_shape: int = 10) -> list[Sm90Config]:
     if not isinstance(pick, Sm90Config):
         raise WarpyError(f"the sweep times sm_90a programs, not {problem.arch}'s")
     kinds: list[Kind] = [(bm, bn, False) for (bm, bn) in TILE_EFFICIENCY]
-    skinny = problem.M <= SKINNY_M
+    reg = regime(problem)
+    skinny = reg == "skinny"
     # (the first H200 sweep, 2026-12-02: at M <= 64 the 192-row tiles and 2x1 clusters ran 1.3-4x slower
     # than the fastest at every shape, while A and B swapped was fastest at 17 of 18: a skinny shape's
-    # places go to the swapped kinds' schedules instead)
-    extra: list[Kind] = [] if skinny else [(64 * MAX_CONSUMERS, bn, False) for bn in WIDE_BNS]
+    # places go to the swapped kinds' schedules instead; a narrow shape's M is one or two 128-row tiles,
+    # which 192-row tiles and M-block pairs would leave a third or half empty: its places go to the
+    # known kinds, ranked both as computing and as streaming their weight)
+    extra: list[Kind] = [] if reg != "wide" else [(64 * MAX_CONSUMERS, bn, False) for bn in WIDE_BNS]
     if skinny:  # BN: the narrowest that holds M, and the next
         narrow = [bn for bn in SWAP_BNS if bn >= problem.M][:2]
         extra += [(bm, bn, True) for bn in narrow for bm in (64, 128)]
@@ -359,6 +373,10 @@ def candidates(problem: Any, per_shape: int = 10) -> list[Sm90Config]:
                 ranked[new].append((cost, cfg))
     for v in ranked.values():
         v.sort(key=lambda c: c[0])
+    if reg == "narrow":  # the compute-bound ranking's and the streaming one's, alternately
+        streamed = sorted(ranked[False], key=lambda c: sm90_cost(problem, c[1].bm, c[1].bn, c[1].stream_k,
+                                                                  eff=TILE_EFFICIENCY[c[1].bm, c[1].bn], streaming=True))
+        ranked[False] = [c for pair in zip(ranked[False], streamed) for c in pair]
     out: list[Sm90Config] = [pick]
 
     def add(cfg: Sm90Config) -> None:
@@ -380,7 +398,7 @@ def candidates(problem: Any, per_shape: int = 10) -> list[Sm90Config]:
                 # in 2x1 clusters, B multicast (cuBLAS's "coopB" kernels at large shapes, issue 18)
                 add(deepest_ring(attrs.evolve(cfg, staged_epilogue=False)))
                 add(deepest_ring(attrs.evolve(cfg, cluster_m=2, stream_k=False, split=0)))
-    if not pick.stream_k and not pick.swap_ab and problem.batch == 1 and not skinny:
+    if not pick.stream_k and not pick.swap_ab and problem.batch == 1 and reg == "wide":
         add(deepest_ring(attrs.evolve(pick, cluster_m=2)))  # coopB-like: B multicast over 2x1 clusters
     if (problem.K * 2) % 32:  # rows 16- but not 32-byte aligned: the L2 promotion decides much (issue 18)
         for l2 in (256, 64, 0):
@@ -472,7 +490,7 @@ def nearest(table: SweepTable, problem: Any, leave_out: Optional[tuple[int, int,
         return None
     shape = (problem.M, problem.N, problem.K)
     rows = [r for r in table.rows if r.shape != leave_out and r.dtype == problem.dtype and r.best is not None
-            and (r.shape[0] <= SKINNY_M) == regime(problem)]
+            and regime_of(r.shape[0]) == regime(problem)]
     if not rows:
         return None
     row = min(rows, key=lambda r: (_distance(r.shape, shape) + (0.5 if r.out_dtype != problem.out_dtype else 0.0),
@@ -594,8 +612,10 @@ def run_sweep(shapes: Sequence[tuple[int, int, int]], out: Optional[str], dtype:
     echo(f"sweep: {len(todo)} shapes, {n_cfg} configurations ({dtype} in, {out_dtype} out); built by "
          f"{workers or 'a thread of this'} process{'es' if workers else ''} while the GPU times")
     time_one = timer or gpu_timer()  # (torch and the GPU first: a refusal leaves no pool behind)
-    rows: list[SweepRow] = []
-    table = SweepTable((), gpu or _gpu_name(), time.strftime("%Y-%m-%d"), command)
+    gpu = gpu or _gpu_name()
+    kept = _kept_rows(out, gpu, {((p.M, p.N, p.K), dtype, out_dtype) for p in problems}, echo)
+    rows: list[SweepRow] = list(kept)
+    table = SweepTable(tuple(rows), gpu, time.strftime("%Y-%m-%d"), command)
     pool: cf.Executor = (cf.ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
                          if workers else cf.ThreadPoolExecutor(max_workers=1))
     try:
@@ -626,15 +646,17 @@ def run_sweep(shapes: Sequence[tuple[int, int, int]], out: Optional[str], dtype:
         # a second pass: the model's pick at each shape with the others' efficiencies (what the report
         # judges) where the first pass did not time it
         extra: dict[tuple[int, int, int], list[Sm90Config]] = {}
-        for v in verdicts(table):
+        alike = attrs.evolve(table, rows=tuple(r for r in rows if (r.dtype, r.out_dtype) == (dtype, out_dtype)))
+        for v in verdicts(alike):
             for c, us in ((v.pick, v.pick_us), (v.near, v.near_us)):
                 if c is not None and us is None and c not in extra.setdefault(v.shape, []):
                     extra[v.shape].append(c)
-        todo2 = [(shape, cfgs) for shape, cfgs in extra.items() if cfgs]
+        swept = {(p.M, p.N, p.K) for p in problems}  # (a kept row's picks are its own sweep's to time)
+        todo2 = [(shape, cfgs) for shape, cfgs in extra.items() if cfgs and shape in swept]
         if todo2:
             echo(f"sweep: timing {sum(len(c) for _, c in todo2)} picks (the model's, the nearest shape's) the first "
                  "pass did not")
-        by_shape = {r.shape: i for i, r in enumerate(rows)}
+        by_shape = {r.shape: i for i, r in enumerate(rows) if (r.dtype, r.out_dtype) == (dtype, out_dtype)}
         for shape, cfgs in todo2:
             j = by_shape[shape]
             p = GemmProblem(*shape, dtype=dtype, out_dtype=out_dtype)
@@ -656,6 +678,22 @@ def run_sweep(shapes: Sequence[tuple[int, int, int]], out: Optional[str], dtype:
     finally:
         pool.shutdown(cancel_futures=True)
     return table
+
+
+def _kept_rows(out: Optional[str], gpu: str, swept: set[tuple[tuple[int, int, int], str, str]],
+               echo: Callable[[str], None]) -> tuple[SweepRow, ...]:
+    """The rows of an existing table at `out` that this sweep does not measure again, so that a sweep of
+    a few shapes adds to a table rather than replacing it: none where there is no table there; a table
+    of another GPU is refused in one line (its times do not mix with this one's)."""
+    if out is None or not Path(out).exists():
+        return ()
+    old = read_table(out)
+    if old.gpu and old.gpu != gpu:
+        raise WarpyError(f"{out} holds a sweep of {old.gpu}, not {gpu}: give another --out")
+    kept = tuple(r for r in old.rows if (r.shape, r.dtype, r.out_dtype) not in swept)
+    if kept:
+        echo(f"sweep: keeping {len(kept)} rows of {out} that this sweep does not measure")
+    return kept
 
 
 def _gpu_name() -> str:

@@ -109,3 +109,24 @@ def test_bench_with_a_configuration_launches_that_plan_on_the_tensors(gpu: Simpl
         [(A[i % 2].data_ptr(), B[i % 2].data_ptr(), C[i % 2].data_ptr(), 7) for i in range(3)]
     assert gpu.launches[0]["flags"] == gpu.launches[2]["flags"] != 0  # one scratch set for the stream
     assert gpu.launches[0]["grid"] == h.grid
+
+
+def test_fp8_bench_with_a_configuration_binds_the_scales(gpu: SimpleNamespace) -> None:
+    """`warpy bench gemm --dtype e4m3 --config ...`: the configured 8-bit float plan, its per-tensor
+    scales bound to every launch beside the rotated operands."""
+    from warpy.kernels.gemm_bench import _configured_launcher, plan_for
+
+    M, N, K = 256, 384, 1024
+    A = [FakeTensor(0x7F0000000000 + i * 0x1000000, M * K, 1) for i in range(2)]
+    B = [FakeTensor(0x7F0010000000 + i * 0x1000000, N * K, 1) for i in range(2)]
+    C = [FakeTensor(0x7F0020000000 + i * 0x1000000, M * N, 2) for i in range(2)]
+    SA, SB = FakeTensor(0x7F0030000000, 1, 4), FakeTensor(0x7F0030000100, 1, 4)
+    run = _configured_launcher((M, N, K), "e4m3", "bf16", "bn=128", A, B, C, 5, scales=(SA, SB))
+    h = plan_for(gemm_family.GemmProblem(M, N, K, dtype="e4m3", out_dtype="bf16", b_dtype="e4m3", scale_a="tensor",
+                                         scale_b="tensor"), "bn=128").header
+    gpu.header.append(h)
+    assert "_sat_sbt" in h.kernel and "128x128" in h.kernel
+    for i in range(2):
+        run(i)
+    assert [(x["a"], x["b"], x["c"], x["scale_a"], x["scale_b"], x["stream"]) for x in gpu.launches] == \
+        [(A[i].data_ptr(), B[i].data_ptr(), C[i].data_ptr(), SA.data_ptr(), SB.data_ptr(), 5) for i in range(2)]

@@ -103,10 +103,10 @@ def test_efficiencies_are_derived_from_the_measured_times(e192: float, e128: flo
                  attrs.evolve(_cfg(sh, 128, 128), group=4): 1.0}
         rows.append(_row(sh, times))
     eff = S.efficiencies(S.SweepTable(tuple(rows)))
-    assert set(eff) == {((128, 256, False), False), ((192, 192, False), False), ((128, 128, False), False)}
-    assert eff[(128, 256, False), False] == pytest.approx(1.0)
-    assert eff[(192, 192, False), False] == pytest.approx(e192)
-    assert eff[(128, 128, False), False] == pytest.approx(e128)
+    assert set(eff) == {((128, 256, False), "wide"), ((192, 192, False), "wide"), ((128, 128, False), "wide")}
+    assert eff[(128, 256, False), "wide"] == pytest.approx(1.0)
+    assert eff[(192, 192, False), "wide"] == pytest.approx(e192)
+    assert eff[(128, 128, False), "wide"] == pytest.approx(e128)
 
 
 def test_the_rule_looks_a_measured_shape_up_and_models_the_others(tmp_path: Path, monkeypatch: Any) -> None:
@@ -292,3 +292,29 @@ def test_a_carried_configuration_is_configured_for_its_new_shape() -> None:
     assert S.carry(_cfg((4096, 4096, 4096), 128, 256), GemmProblem(3000, 3000, 3000)) == \
         model_config(GemmProblem(3000, 3000, 3000), 128, 256, False)
     assert S.carry(attrs.evolve(swapped, bn=16), GemmProblem(16, 4096, 4096, epilogue=parse_words(["bias=n"]))) is None
+
+
+def test_a_sweep_of_a_few_shapes_adds_to_the_table_at_out(tmp_path: Path) -> None:
+    """`--sweep SHAPE... --out FILE` over an existing table: the rows of shapes it does not measure
+    are kept (and not timed again), the swept shape's row is replaced; a table of another GPU is
+    refused in one line."""
+    out = tmp_path / "sweep.json"
+    kept = [_row(sh, {_cfg(sh, 128, 256): _model_time(sh, _cfg(sh, 128, 256), 1.0)})
+            for sh in ((4096, 4096, 4096), (8192, 8192, 2048))]
+    stale = _row((6144, 6144, 2048), {_cfg((6144, 6144, 2048), 128, 256): 999.0})
+    S.write_table(S.SweepTable(tuple(kept) + (stale,), gpu="none"), out)
+    timed: list[tuple[int, int, int]] = []
+
+    def timer(p: Any, cfgs: Sequence[Sm90Config], entries: Sequence[Any]) -> tuple[Optional[float], list[S.Measured]]:
+        timed.append((p.M, p.N, p.K))
+        return 50.0, [S.Measured(c, _model_time((p.M, p.N, p.K), c, 1.0), "ok") for c in cfgs]
+
+    table = S.run_sweep([(6144, 6144, 2048)], str(out), per_shape=2, timer=timer, workers=0, echo=lambda _l: None,
+                        command="test", gpu="none")
+    assert set(timed) == {(6144, 6144, 2048)}
+    assert [r.shape for r in table.rows] == [(4096, 4096, 4096), (8192, 8192, 2048), (6144, 6144, 2048)]
+    assert table.rows[:2] == tuple(kept) and S.read_table(out) == table
+    assert all(m.us != 999.0 for m in table.rows[2].measured)
+    with pytest.raises(WarpyError, match="holds a sweep of none, not NVIDIA H100"):
+        S.run_sweep([(6144, 6144, 2048)], str(out), per_shape=1, timer=timer, workers=0, echo=lambda _l: None,
+                    gpu="NVIDIA H100")

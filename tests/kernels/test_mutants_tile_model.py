@@ -19,11 +19,13 @@ from warpy.kernels.gemm import (TILE_EFFICIENCY, GemmProblem, model_choose, mode
 from warpy.kernels.gemm_epilogue import Epilogue
 
 HAND = {(bm, bn, False): e for (bm, bn), e in TILE_EFFICIENCY.items()}
-# a table's derived efficiencies: ((BM, BN, swapped), skinny regime) -> efficiency (0: not measurable)
-DERIVED = {((64, 16, True), True): 0.5, ((128, 64, False), True): 0.6, ((64, 128, False), True): 0.0,
-           ((128, 128, False), False): 0.9, ((128, 256, False), False): 0.95}
+# a table's derived efficiencies: ((BM, BN, swapped), regime) -> efficiency (0: not measurable)
+DERIVED = {((64, 16, True), "skinny"): 0.5, ((128, 64, False), "skinny"): 0.6, ((64, 128, False), "skinny"): 0.0,
+           ((128, 64, False), "narrow"): 0.7, ((64, 128, False), "narrow"): 0.65,
+           ((128, 128, False), "wide"): 0.9, ((128, 256, False), "wide"): 0.95}
 SKINNY = {(64, 16, True): 0.5, (128, 64, False): 0.6}
 SKINNY_UNSWAPPED = {(128, 64, False): 0.6}
+NARROW = {(128, 64, False): 0.7, (64, 128, False): 0.65}
 WIDE = {(128, 128, False): 0.9, (128, 256, False): 0.95}
 
 
@@ -38,7 +40,9 @@ def test_tile_work_literal() -> None:
 @pytest.mark.parametrize("p,effs", [
     (GemmProblem(32, 4096, 4096), SKINNY),
     (GemmProblem(64, 4096, 4096, "fp16", "fp16"), SKINNY),                 # M = 64 is still skinny
-    (GemmProblem(65, 4096, 4096), WIDE),
+    (GemmProblem(65, 4096, 4096), NARROW),                                 # 64 < M <= 256: narrow, fitted apart
+    (GemmProblem(256, 4096, 4096), NARROW),
+    (GemmProblem(257, 4096, 4096), WIDE),
     (GemmProblem(32, 4096, 4096, batch=2), SKINNY_UNSWAPPED),
     (GemmProblem(32, 4096, 4096, a_major="MN"), SKINNY_UNSWAPPED),
     (GemmProblem(32, 4096, 4096, b_major="MN"), SKINNY_UNSWAPPED),
@@ -51,20 +55,21 @@ def test_the_kinds_the_model_may_pick(p: GemmProblem, effs: dict[tuple[int, int,
 
 
 def test_an_unmeasured_regime_keeps_the_hand_fit() -> None:
-    wide_only = {k: e for k, e in DERIVED.items() if not k[1]}
-    skinny_only = {k: e for k, e in DERIVED.items() if k[1]}
+    wide_only = {k: e for k, e in DERIVED.items() if k[1] == "wide"}
+    skinny_only = {k: e for k, e in DERIVED.items() if k[1] == "skinny"}
     assert model_efficiencies(GemmProblem(32, 4096, 4096), wide_only) == HAND
-    assert model_efficiencies(GemmProblem(256, 4096, 4096), skinny_only) == HAND
+    assert model_efficiencies(GemmProblem(512, 4096, 4096), skinny_only) == HAND
+    assert model_efficiencies(GemmProblem(128, 4096, 4096), wide_only) == HAND   # the wide fit is not the narrow one
     assert model_efficiencies(GemmProblem(256, 4096, 4096), {}) == HAND
     # a regime whose every kind measured 0 is no measurement
-    assert model_efficiencies(GemmProblem(32, 4096, 4096), {((64, 128, False), True): 0.0}) == HAND
+    assert model_efficiencies(GemmProblem(32, 4096, 4096), {((64, 128, False), "skinny"): 0.0}) == HAND
 
 
 def test_which_problems_stream() -> None:
-    wide_only = {k: e for k, e in DERIVED.items() if not k[1]}
-    skinny_only = {k: e for k, e in DERIVED.items() if k[1]}
+    wide_only = {k: e for k, e in DERIVED.items() if k[1] == "wide"}
+    skinny_only = {k: e for k, e in DERIVED.items() if k[1] == "skinny"}
     assert streams(GemmProblem(32, 4096, 4096), DERIVED) and streams(GemmProblem(64, 4096, 4096, "fp16"), skinny_only)
-    assert not streams(GemmProblem(65, 4096, 4096), DERIVED)
+    assert not streams(GemmProblem(65, 4096, 4096), DERIVED) and not streams(GemmProblem(300, 4096, 4096), DERIVED)
     assert not streams(GemmProblem(32, 4096, 4096), wide_only) and not streams(GemmProblem(32, 4096, 4096), {})
     assert not streams(GemmProblem(32, 4096, 4096, "e4m3", "bf16"), DERIVED)
 
@@ -74,16 +79,16 @@ def test_literal_picks_worked_by_hand() -> None:
     a k block: 53.3; 64 x 16 swapped tiles (N by 64, M by 16) are 128 of 64 / 256 / 0.5: 64 (stream-K
     costs more for either: 125 k blocks a CTA + 16); at 0.7 the swapped tile costs 45.7 and wins."""
     p = GemmProblem(1, 8192, 8192)
-    plain = model_choose(p, {((64, 16, True), True): 0.5, ((128, 64, False), True): 0.6})
+    plain = model_choose(p, {((64, 16, True), "skinny"): 0.5, ((128, 64, False), "skinny"): 0.6})
     assert (plain.bm, plain.bn, plain.swap_ab, plain.stream_k, plain.split) == (128, 64, False, False, 0)
-    swapped = model_choose(p, {((64, 16, True), True): 0.7, ((128, 64, False), True): 0.6})
+    swapped = model_choose(p, {((64, 16, True), "skinny"): 0.7, ((128, 64, False), "skinny"): 0.6})
     assert (swapped.bm, swapped.bn, swapped.swap_ab, swapped.stream_k) == (64, 16, True, False)
     assert swapped.stages == 16 and plain.stages == 8   # a swapped ring may be 16 deep (MAX_STAGES_SWAPPED)
     assert model_config(GemmProblem(64, 8192, 8192), 64, 128, False, swap=True).stages == 9  # past 8, short of 16
     assert not swapped.staged_epilogue and plain.staged_epilogue is False  # fp32 C: from the registers
     # a batch of the same is never swapped (and never stream-K)
-    batched = model_choose(GemmProblem(1, 8192, 8192, batch=2), {((64, 16, True), True): 0.7,
-                                                                  ((128, 64, False), True): 0.6})
+    batched = model_choose(GemmProblem(1, 8192, 8192, batch=2), {((64, 16, True), "skinny"): 0.7,
+                                                                  ((128, 64, False), "skinny"): 0.6})
     assert (batched.bn, batched.swap_ab, batched.stream_k) == (64, False, False)
 
 
@@ -112,8 +117,8 @@ def test_model_config_literal() -> None:
 
 
 @st.composite
-def _cases(draw: st.DrawFn) -> tuple[GemmProblem, dict[tuple[tuple[int, int, bool], bool], float]]:
-    m = draw(st.one_of(st.integers(1, 64), st.integers(65, 4096)))
+def _cases(draw: st.DrawFn) -> tuple[GemmProblem, dict[tuple[tuple[int, int, bool], str], float]]:
+    m = draw(st.one_of(st.integers(1, 64), st.integers(65, 256), st.integers(257, 4096)))
     n = 8 * draw(st.integers(1, 2048))
     k = 16 * draw(st.integers(1, 1024))
     options: list[dict[str, Any]] = [{}, {"batch": 2}, {"b_major": "MN"}, {"dtype": "e4m3", "out_dtype": "bf16"}, {}]
@@ -122,13 +127,13 @@ def _cases(draw: st.DrawFn) -> tuple[GemmProblem, dict[tuple[tuple[int, int, boo
     kinds = [(64, 16, True), (64, 32, True), (128, 64, False), (64, 128, False), (128, 128, False), (128, 256, False),
              (128, 192, False)]
     derived = {(kind, reg): draw(st.sampled_from([0.0, 0.3, 0.6, 0.9]))
-               for kind in kinds for reg in (False, True) if draw(st.booleans())}
+               for kind in kinds for reg in ("skinny", "narrow", "wide") if draw(st.booleans())}
     return p, derived
 
 
 @settings(max_examples=60, deadline=None)
 @given(_cases())
-def test_the_pick_is_the_cheapest_allowed_candidate(case: tuple[GemmProblem, dict[tuple[tuple[int, int, bool], bool],
+def test_the_pick_is_the_cheapest_allowed_candidate(case: tuple[GemmProblem, dict[tuple[tuple[int, int, bool], str],
                                                                                   float]]) -> None:
     """No allowed kind, whole tiles or stream-K, is predicted cheaper than the pick; the pick keeps
     the problem's limits: an MN-major B's tiles whole 64-column boxes, a batch whole tiles, A and B
