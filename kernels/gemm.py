@@ -219,13 +219,13 @@ def choose(problem: GemmProblem) -> Config:
         return cfg100
     if problem.arch != "sm_90a":
         raise WarpyError(f"no {problem.arch} GEMM program exists yet")
-    from .gemm_sweep import current_efficiencies, current_table, lookup, nearest
+    from .gemm_sweep import current_efficiencies, current_table, lookup, nearest, regime
 
     table = current_table()
     measured = lookup(problem, table)  # the fastest configuration the sweep measured at this very shape
     if measured is not None:
         return measured
-    if table.strategy == "nearest":  # where the sweep found the nearest shape's pick the better guess
+    if table.strategy_for(regime(problem)) == "nearest":  # where the sweep found the nearest shape's pick the better guess
         near = nearest(table, problem)
         if near is not None:
             return near

@@ -159,16 +159,32 @@ class SweepRow:
 STRATEGIES = ("model", "nearest")
 
 
+def _strategies(value: Any) -> tuple[tuple[str, str], ...]:
+    """A table's strategies, regime by regime: one name for every regime (as tables before the narrow
+    regime wrote it), or a mapping from regime to name; anything else is refused in one line."""
+    pairs = [(r, value) for r in REGIMES] if isinstance(value, str) else list(dict(value).items())
+    for r, v in pairs:
+        if r not in REGIMES:
+            raise WarpyError(f"strategy for {r!r}: the regimes are {', '.join(REGIMES)}")
+        if v not in STRATEGIES:
+            raise WarpyError(f"strategy {v!r} is not one of {', '.join(STRATEGIES)}")
+    return tuple(sorted(pairs, key=lambda rv: REGIMES.index(rv[0])))
+
+
 @attrs.frozen
 class SweepTable:
-    """A sweep's rows, where and how it ran, and how the rule picks for shapes it did not measure
-    (`strategy`: the one that did better with each shape left out, set by the sweep)."""
+    """A sweep's rows, where and how it ran, and how the rule picks for shapes it did not measure,
+    regime by regime (`strategy`: the one that did better there with each shape left out, set by the
+    sweep; "model" where it says nothing)."""
 
     rows: tuple[SweepRow, ...] = ()
     gpu: str = ""
     date: str = ""
     command: str = ""
-    strategy: str = "model"
+    strategy: tuple[tuple[str, str], ...] = attrs.field(default="model", converter=_strategies)
+
+    def strategy_for(self, reg: str) -> str:
+        return dict(self.strategy).get(reg, "model")
 
     def row(self, shape: tuple[int, int, int], dtype: str, out_dtype: str) -> Optional[SweepRow]:
         for r in self.rows:
@@ -178,7 +194,7 @@ class SweepTable:
 
 
 def table_json(t: SweepTable) -> dict[str, Any]:
-    return {"version": TABLE_VERSION, "gpu": t.gpu, "date": t.date, "command": t.command, "strategy": t.strategy,
+    return {"version": TABLE_VERSION, "gpu": t.gpu, "date": t.date, "command": t.command, "strategy": dict(t.strategy),
             "rows": [{"shape": list(r.shape), "dtype": r.dtype, "out_dtype": r.out_dtype, "cublas_us": r.cublas_us,
                       "measured": [{"config": config_dict(m.config), "us": m.us, "check": m.check}
                                    for m in r.measured]} for r in t.rows]}
@@ -198,9 +214,10 @@ def parse_table(data: Any, where: str = "the GEMM table") -> SweepTable:
             cu = r.get("cublas_us")
             rows.append(SweepRow((shape[0], shape[1], shape[2]), str(r["dtype"]), str(r["out_dtype"]),
                                  None if cu is None else float(cu), ms))
-        strat = str(data.get("strategy", "model"))
-        if strat not in STRATEGIES:
-            raise WarpyError(f"{where}: strategy {strat!r} is not one of {', '.join(STRATEGIES)}")
+        try:
+            strat = _strategies(data.get("strategy", "model"))
+        except WarpyError as e:
+            raise WarpyError(f"{where}: {e}") from None
         return SweepTable(tuple(rows), str(data.get("gpu", "")), str(data.get("date", "")), str(data.get("command", "")),
                           strat)
     except WarpyError:
@@ -500,14 +517,25 @@ def nearest(table: SweepTable, problem: Any, leave_out: Optional[tuple[int, int,
     return carry(best.config, problem)
 
 
-def strategy(table: SweepTable, tolerance: float = 0.03) -> str:
-    """How the rule picks for a shape the table has not measured: "nearest" where carrying the
-    nearest shape's fastest configuration was within `tolerance` of the fastest at more of the table's
-    shapes than the model's pick (each shape left out of what it learns from), else "model"."""
-    vs = verdicts(table)
-    model = sum(v.miss is not None and v.miss <= tolerance for v in vs)
-    near = sum(v.near_miss is not None and v.near_miss <= tolerance for v in vs)
-    return "nearest" if near > model else "model"
+def strategy(table: SweepTable, tolerance: float = 0.03) -> dict[str, str]:
+    """How the rule picks for a shape the table has not measured, per regime the table holds:
+    "nearest" where carrying the nearest shape's fastest configuration was within `tolerance` of the
+    fastest at more of the regime's shapes than the model's pick (each shape left out of what it
+    learns from), else "model"."""
+    out = {}
+    every = verdicts(table)
+    for reg in REGIMES:
+        vs = [v for v in every if regime_of(v.shape[0]) == reg]
+        if vs:
+            model = sum(v.miss is not None and v.miss <= tolerance for v in vs)
+            near = sum(v.near_miss is not None and v.near_miss <= tolerance for v in vs)
+            out[reg] = "nearest" if near > model else "model"
+    return out
+
+
+def _rule_miss(v: "Verdict", strategies: dict[str, str]) -> Optional[float]:
+    """The miss of what the rule would run at the verdict's shape had the table not measured it."""
+    return v.near_miss if strategies.get(regime_of(v.shape[0])) == "nearest" and v.near is not None else v.miss
 
 
 def report(table: SweepTable, tolerance: float = 0.03) -> tuple[str, dict[str, Any]]:
@@ -528,6 +556,9 @@ def report(table: SweepTable, tolerance: float = 0.03) -> tuple[str, dict[str, A
                      cell(v.pick_us, ".1f"), miss(v.miss), miss(v.near_miss),
                      cell(None if v.cublas_us is None else v.cublas_us / v.best.us, ".3f")])
     near_within = sum(v.near_miss is not None and v.near_miss <= tolerance for v in vs)
+    strategies = strategy(table, tolerance)
+    rule_misses = [_rule_miss(v, strategies) for v in vs]
+    rule_within = sum(m is not None and m <= tolerance for m in rule_misses)
     within = [v for v in vs if v.miss is not None and v.miss <= tolerance]
     measured = [v for v in vs if v.miss is not None]
     misses = sorted((v.miss for v in measured if v.miss is not None), reverse=True)
@@ -536,7 +567,8 @@ def report(table: SweepTable, tolerance: float = 0.03) -> tuple[str, dict[str, A
                "worst_miss": misses[0] if misses else None,
                "geomean_best_vs_cublas": _geomean([v.cublas_us / v.best.us for v in vs if v.cublas_us]),
                "min_best_vs_cublas": min((v.cublas_us / v.best.us for v in vs if v.cublas_us), default=None),
-               "nearest_within": near_within, "strategy": strategy(table, tolerance)}
+               "nearest_within": near_within, "strategy": strategies, "rule_within": rule_within,
+               "rule_share_within": (rule_within / len(vs)) if vs else None}
     head = ["shape", "fastest measured", "µs", "model's pick (this shape left out)", "µs", "miss",
             "nearest shape's pick: miss", "cuBLAS / fastest"]
     text = format_table(head, body, [False, False, True, False, True, True, True, True])
@@ -546,8 +578,10 @@ def report(table: SweepTable, tolerance: float = 0.03) -> tuple[str, dict[str, A
              + (f" ({100 * len(within) / len(vs):.0f}%)" if vs else "")
              + f"; picks not measured: {len(vs) - len(measured)}"
              + (f"; worst miss {100 * misses[0]:+.1f}%" if misses else "")
-             + f"\nthe nearest shape's pick within {100 * tolerance:.0f}% at {near_within} of {len(vs)}; unmeasured shapes "
-             f"get the {summary['strategy']}'s pick\n")
+             + f"\nthe nearest shape's pick within {100 * tolerance:.0f}% at {near_within} of {len(vs)}"
+             + "\nunmeasured shapes get, by regime: " + ", ".join(f"{r} the {s}'s pick" for r, s in strategies.items())
+             + f"; that pick within {100 * tolerance:.0f}% at {rule_within} of {len(vs)}"
+             + (f" ({100 * rule_within / len(vs):.0f}%)" if vs else "") + "\n")
     return text, summary
 
 

@@ -223,7 +223,7 @@ def _sweep_with_a_timer(tmp_path: Path, workers: int) -> None:
     assert S.read_table(out) == table and [r.shape for r in table.rows] == shapes
     assert calls[:2] == [(shapes[0], 2), (shapes[1], 2)] and len(calls) > 2 and all(n >= 1 for _, n in calls[2:])
     assert all(v.pick_us is not None and (v.near is None or v.near_us is not None) for v in S.verdicts(table))
-    assert table.strategy == S.strategy(table) and S.read_table(out).strategy == table.strategy
+    assert dict(table.strategy) == S.strategy(table) and S.read_table(out).strategy == table.strategy
     assert S.report(table)[1]["pick_measured"] == 2
 
 
@@ -266,7 +266,8 @@ def test_the_nearest_shape_wins_where_the_model_cannot_say_what_was_fastest(tmp_
     table = S.SweepTable(tuple(rows))
     vs = S.verdicts(table)
     assert all(v.miss == pytest.approx(0.08) for v in vs) and all(v.near_miss == 0 for v in vs)
-    assert S.strategy(table) == "nearest" and S.report(table)[1]["strategy"] == "nearest"
+    assert S.strategy(table) == {"wide": "nearest"} and S.report(table)[1]["strategy"] == {"wide": "nearest"}
+    assert S.report(table)[1]["rule_within"] == len(shapes)  # the rule's strategy carries: every pick the fastest
     f = tmp_path / "t.json"
     S.write_table(attrs.evolve(table, strategy="nearest"), f)
     monkeypatch.setenv("WARPY_GEMM_TABLE", str(f))
@@ -278,6 +279,16 @@ def test_the_nearest_shape_wins_where_the_model_cannot_say_what_was_fastest(tmp_
     data["strategy"] = "guess"
     f.write_text(json.dumps(data))
     with pytest.raises(WarpyError, match="strategy 'guess'"):
+        S.read_table(f)
+    # regime by regime: the narrow regime's own strategy, the model's where the table says nothing
+    data["strategy"] = {"narrow": "nearest"}
+    f.write_text(json.dumps(data))
+    t = S.read_table(f)
+    assert [t.strategy_for(r) for r in S.REGIMES] == ["model", "nearest", "model"]
+    assert choose(GemmProblem(5000, 7000, 3072, out_dtype="bf16")).cluster_m == 1  # wide: the model's now
+    data["strategy"] = {"tall": "model"}
+    f.write_text(json.dumps(data))
+    with pytest.raises(WarpyError, match="strategy for 'tall'"):
         S.read_table(f)
 
 
