@@ -647,9 +647,12 @@ def run_sweep(shapes: Sequence[tuple[int, int, int]], out: Optional[str], dtype:
          f"{workers or 'a thread of this'} process{'es' if workers else ''} while the GPU times")
     time_one = timer or gpu_timer()  # (torch and the GPU first: a refusal leaves no pool behind)
     gpu = gpu or _gpu_name()
-    kept = _kept_rows(out, gpu, {((p.M, p.N, p.K), dtype, out_dtype) for p in problems}, echo)
+    kept, before = _kept_rows(out, gpu, {((p.M, p.N, p.K), dtype, out_dtype) for p in problems}, echo)
     rows: list[SweepRow] = list(kept)
-    table = SweepTable(tuple(rows), gpu, time.strftime("%Y-%m-%d"), command)
+    today = time.strftime("%Y-%m-%d")
+    # a table that kept rows says every sweep it holds: its commands, in order, rebuild it
+    table = SweepTable(tuple(rows), gpu, today if before is None or before.date in ("", today) else f"{before.date}, {today}",
+                       command if before is None or not before.command else f"{before.command} ; {command}")
     pool: cf.Executor = (cf.ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
                          if workers else cf.ThreadPoolExecutor(max_workers=1))
     try:
@@ -715,19 +718,20 @@ def run_sweep(shapes: Sequence[tuple[int, int, int]], out: Optional[str], dtype:
 
 
 def _kept_rows(out: Optional[str], gpu: str, swept: set[tuple[tuple[int, int, int], str, str]],
-               echo: Callable[[str], None]) -> tuple[SweepRow, ...]:
+               echo: Callable[[str], None]) -> tuple[tuple[SweepRow, ...], Optional[SweepTable]]:
     """The rows of an existing table at `out` that this sweep does not measure again, so that a sweep of
-    a few shapes adds to a table rather than replacing it: none where there is no table there; a table
+    a few shapes adds to a table rather than replacing it, and that table (None: none kept); a table
     of another GPU is refused in one line (its times do not mix with this one's)."""
     if out is None or not Path(out).exists():
-        return ()
+        return (), None
     old = read_table(out)
     if old.gpu and old.gpu != gpu:
         raise WarpyError(f"{out} holds a sweep of {old.gpu}, not {gpu}: give another --out")
     kept = tuple(r for r in old.rows if (r.shape, r.dtype, r.out_dtype) not in swept)
-    if kept:
-        echo(f"sweep: keeping {len(kept)} rows of {out} that this sweep does not measure")
-    return kept
+    if not kept:
+        return (), None
+    echo(f"sweep: keeping {len(kept)} rows of {out} that this sweep does not measure")
+    return kept, old
 
 
 def _gpu_name() -> str:

@@ -313,7 +313,7 @@ def test_a_sweep_of_a_few_shapes_adds_to_the_table_at_out(tmp_path: Path) -> Non
     kept = [_row(sh, {_cfg(sh, 128, 256): _model_time(sh, _cfg(sh, 128, 256), 1.0)})
             for sh in ((4096, 4096, 4096), (8192, 8192, 2048))]
     stale = _row((6144, 6144, 2048), {_cfg((6144, 6144, 2048), 128, 256): 999.0})
-    S.write_table(S.SweepTable(tuple(kept) + (stale,), gpu="none"), out)
+    S.write_table(S.SweepTable(tuple(kept) + (stale,), gpu="none", date="2026-01-02", command="first"), out)
     timed: list[tuple[int, int, int]] = []
 
     def timer(p: Any, cfgs: Sequence[Sm90Config], entries: Sequence[Any]) -> tuple[Optional[float], list[S.Measured]]:
@@ -326,6 +326,7 @@ def test_a_sweep_of_a_few_shapes_adds_to_the_table_at_out(tmp_path: Path) -> Non
     assert [r.shape for r in table.rows] == [(4096, 4096, 4096), (8192, 8192, 2048), (6144, 6144, 2048)]
     assert table.rows[:2] == tuple(kept) and S.read_table(out) == table
     assert all(m.us != 999.0 for m in table.rows[2].measured)
+    assert table.command == "first ; test" and table.date.startswith("2026-01-02, ")  # both sweeps rebuild it
     with pytest.raises(WarpyError, match="holds a sweep of none, not NVIDIA H100"):
         S.run_sweep([(6144, 6144, 2048)], str(out), per_shape=1, timer=timer, workers=0, echo=lambda _l: None,
                     gpu="NVIDIA H100")
