@@ -244,8 +244,7 @@ class Sm90Gemm:
             why = ("a fused epilogue" if not problem.epilogue.identity else "a batch" if problem.batch > 1
                    else "an MN-major operand" if "MN" in (problem.a_major, problem.b_major)
                    else "8-bit float inputs" if dtype_bytes(dtype) != 2
-                   else "the staged epilogue (C^T leaves through the registers)" if cfg.staged_epilogue
-                   else "2x1 clusters" if cfg.cluster_m != 1 else "")
+                   else "the staged epilogue (C^T leaves through the registers)" if cfg.staged_epilogue else "")
             if why:
                 raise WarpyError(f"swap_ab (C^T = B·A^T) does not take {why} yet")
             ldc_bytes = problem.pitches[2] * dtype_bytes(out_dtype)
@@ -362,21 +361,24 @@ class Sm90Gemm:
         try:
             a_box = tma_box(self.glob(self.m, self.k, self.lda, self.sa, self.a_major), self.box_tile(a_tile),
                             l2_promotion=l2)
-            if self.swap:  # the narrow operand (A's memory, `a`) first, as the unswapped program declares its maps
-                tb = p.tmap("a", tma_box(self.glob(self.n, self.k, self.ldb, self.sb), b_tile, l2_promotion=l2))
-            ta = p.tmap(self.op_names[0], a_box)
             b_glob = self.glob(self.n, self.k, self.ldb, self.sb, self.b_major)
-            if self.swap:
-                pass
-            elif cl == 1 or self.b_major == "MN":  # (clusters: an MN-major B's boxes are multicast whole)
-                tb = p.tmap("b", tma_box(b_glob, self.box_tile(b_tile), l2_promotion=l2))
-            else:
+
+            def b_map(name: str) -> TensorMap:
+                """The map of the MMA's B operand (A's memory where A and B are swapped)."""
+                if cl == 1 or self.b_major == "MN":  # (clusters: an MN-major B's boxes are multicast whole)
+                    return p.tmap(name, tma_box(b_glob, self.box_tile(b_tile), l2_promotion=l2))
                 # each CTA of the pair loads rows [r * BN/2, (r + 1) * BN/2) of B's tile, multicast to both
-                tb = p.tmap("b", tma_box(b_glob, b_tile, multicast=2, l2_promotion=l2))
                 for sl in tma_multicast_slices(b_glob, b_tile, 2):
                     want = int(b_tile.layout((sl.cta * cfg.bn // 2, 0)))
                     if sl.smem_offset != want or sl.coord_offset != (0, sl.cta * cfg.bn // 2):
                         raise WarpyError(f"multicast slice {sl} is not rows {sl.cta * cfg.bn // 2}.. of B's tile")
+                return p.tmap(name, tma_box(b_glob, b_tile, multicast=2, l2_promotion=l2))
+
+            if self.swap:  # the narrow operand (A's memory, `a`) first, as the unswapped program declares its maps
+                tb = b_map("a")
+            ta = p.tmap(self.op_names[0], a_box)
+            if not self.swap:
+                tb = b_map("b")
         except LayoutError as e:
             raise WarpyError(f"{self.name}: {e}") from None
         tail = epi_tail(cfg.bn) if cfg.staged_epilogue else 0

@@ -417,6 +417,8 @@ def candidates(problem: Any, per_shape: int = 10) -> list[Sm90Config]:
                 add(deepest_ring(attrs.evolve(cfg, cluster_m=2, stream_k=False, split=0)))
     if not pick.stream_k and not pick.swap_ab and problem.batch == 1 and reg == "wide":
         add(deepest_ring(attrs.evolve(pick, cluster_m=2)))  # coopB-like: B multicast over 2x1 clusters
+    if skinny and ranked[True]:  # the best swapped schedule in 2x1 clusters of N-blocks: A's box multicast
+        add(deepest_ring(attrs.evolve(ranked[True][0][1], cluster_m=2, stream_k=False, split=0)))
     if (problem.K * 2) % 32:  # rows 16- but not 32-byte aligned: the L2 promotion decides much (issue 18)
         for l2 in (256, 64, 0):
             add(attrs.evolve(pick, l2_promotion=l2))

@@ -64,6 +64,8 @@ def test_three_consumers_refuse_what_would_spill_and_four() -> None:
 
 @pytest.mark.parametrize("M,N,K,config,out", [
     (1, 300, 136, "swap_ab=1,bn=16,consumers=1", "bf16"),  # one row (decode), ragged N
+    # 2x1 clusters of N-blocks sharing A's box (multicast halves); 5 N-blocks: the last pair's second past N
+    (20, 300, 200, "swap_ab=1,bn=32,consumers=1,cluster_m=2", "bf16"),
     *_slow((37, 301, 520, "swap_ab=1,bn=32,consumers=2", "fp32"),  # odd N: C's rows 301 elements apart
            (5, 200, 1024, "swap_ab=1,bn=16,consumers=1,stream_k=1,split=4", "bf16")),  # K split 4 ways
 ])
@@ -80,6 +82,9 @@ def test_swapped_operands_are_exact_on_ragged_shapes(M: int, N: int, K: int, con
     assert f".tmap a dtype=bf16 dims={K},{M} " in text and f".tmap b dtype=bf16 dims={K},{N} " in text
     eb = 2 if out == "bf16" else 4
     assert f"layout=({N},{M}):({eb},{N * eb})" in text
+    if cfg.cluster_m == 2:  # A's map (the MMA's B) is the multicast one: each CTA's box is half its BN rows
+        assert f"box=64,{cfg.bn // 2} " in text.split(".tmap a ")[1].split("\n")[0]
+        assert "UTMALDG.2D.MULTICAST [tma_a], tmap[a]" in text and "MULTICAST [tma_b]" not in text
     with options(CheckOptions(all_ctas=True)):  # every CTA: every element of C computed and compared
         rep = check_kernel(kernel, prog.coloured(), values=True, expect=GEMM.expectation(prob))
     assert rep.ok, "\n".join(list(rep.messages())[:5])
