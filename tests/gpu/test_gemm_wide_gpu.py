@@ -34,6 +34,8 @@ SWAPPED = [
     "config:37:8191:136:bf16:swap_ab=1,bn=48,consumers=1",
     "config:64:28672:8192:bf16:swap_ab=1,bn=64,consumers=2",
     "config:5:1000:65536:f32:swap_ab=1,bn=16,consumers=1,stream_k=1",
+    "config:20:4160:4096:bf16:swap_ab=1,bn=32,consumers=1,cluster_m=2",  # clusters share A's box; 65 N-blocks
+    "config:64:5120:5120:bf16:swap_ab=1,bn=64,consumers=2,cluster_m=2",
 ]
 UNALIGNED = [f"config:3000:3000:3000:bf16:l2_promotion={l2}" for l2 in (0, 64, 256)]
 
