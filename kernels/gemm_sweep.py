@@ -480,15 +480,28 @@ def _distance(a: tuple[int, int, int], b: tuple[int, int, int]) -> float:
     return sum(abs(math.log2(x / y)) for x, y in zip(a, b))
 
 
-def carry(cfg: Sm90Config, problem: Any) -> Optional[Sm90Config]:
-    """A configuration measured at another shape carried to `problem`: its kind of tile and schedule
-    (whole tiles, K split, stream-K) as the model configures them for this problem (split, staged
-    epilogue, ring depth), with the measured clusters, group height and L2 promotion where rows are
-    aligned alike; None where that does not build for it."""
+def _swap_bn(m: int, src_m: int, src_bn: int) -> int:
+    """A swapped tile's BN (M's side) carried from a shape of `src_m` rows to one of `m`: as many steps
+    of SWAP_BNS past the narrowest that holds M as it was past the narrowest that held `src_m` (a BN of
+    16 carried from M = 16 to M = 32 would split M in two and read the weight twice)."""
+    def narrowest(x: int) -> int:
+        return next((i for i, b in enumerate(SWAP_BNS) if b >= x), len(SWAP_BNS) - 1)
+
+    step = SWAP_BNS.index(src_bn) - narrowest(src_m) if src_bn in SWAP_BNS else 0
+    return SWAP_BNS[min(max(narrowest(m) + step, 0), len(SWAP_BNS) - 1)]
+
+
+def carry(cfg: Sm90Config, problem: Any, src_m: Optional[int] = None) -> Optional[Sm90Config]:
+    """A configuration measured at another shape (of `src_m` rows, where known) carried to `problem`:
+    its kind of tile and schedule (whole tiles, K split, stream-K) as the model configures them for
+    this problem (split, staged epilogue, ring depth; with A and B swapped, BN as far past the
+    narrowest holding M as it was: `_swap_bn`), with the measured clusters, group height and L2
+    promotion where rows are aligned alike; None where that does not build for it."""
     from .gemm import deepest_ring, model_config
 
+    bn = _swap_bn(problem.M, src_m, cfg.bn) if cfg.swap_ab and src_m is not None else cfg.bn
     try:
-        out = model_config(problem, cfg.bm, cfg.bn, cfg.stream_k, cfg.swap_ab)
+        out = model_config(problem, cfg.bm, bn, cfg.stream_k, cfg.swap_ab)
         same_rows = (cfg.l2_promotion == 256) == (out.l2_promotion == 256)
         out = attrs.evolve(out, cluster_m=cfg.cluster_m, group=cfg.group,
                            l2_promotion=cfg.l2_promotion if same_rows else out.l2_promotion,
@@ -516,7 +529,7 @@ def nearest(table: SweepTable, problem: Any, leave_out: Optional[tuple[int, int,
                                    r.shape))
     best = row.best
     assert best is not None
-    return carry(best.config, problem)
+    return carry(best.config, problem, row.shape[0])
 
 
 def strategy(table: SweepTable, tolerance: float = 0.03) -> dict[str, str]:

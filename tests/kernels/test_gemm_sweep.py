@@ -303,6 +303,12 @@ def test_a_carried_configuration_is_configured_for_its_new_shape() -> None:
     assert S.carry(_cfg((4096, 4096, 4096), 128, 256), GemmProblem(3000, 3000, 3000)) == \
         model_config(GemmProblem(3000, 3000, 3000), 128, 256, False)
     assert S.carry(attrs.evolve(swapped, bn=16), GemmProblem(16, 4096, 4096, epilogue=parse_words(["bias=n"]))) is None
+    # from M = 16 to M = 32 a swapped BN of 16 (the narrowest holding 16) becomes 32 (the narrowest holding 32),
+    # and one step wider stays one step wider; M = 1 keeps the narrowest, 16
+    m32 = GemmProblem(32, 8192, 4096, out_dtype="bf16")
+    assert [getattr(S.carry(attrs.evolve(swapped, bn=b), m32, 16), "bn", None) for b in (16, 32)] == [32, 48]
+    assert getattr(S.carry(attrs.evolve(swapped, bn=64), GemmProblem(1, 8192, 4096), 64), "bn", None) == 16
+    assert getattr(S.carry(attrs.evolve(swapped, bn=16), m32), "bn", None) == 16  # no source M: BN as measured
 
 
 def test_a_sweep_of_a_few_shapes_adds_to_the_table_at_out(tmp_path: Path) -> None:
