@@ -225,7 +225,7 @@ def choose(problem: GemmProblem) -> Config:
     measured = lookup(problem, table)  # the fastest configuration the sweep measured at this very shape
     if measured is not None:
         return measured
-    if table.strategy_for(regime(problem)) == "nearest":  # where the sweep found the nearest shape's pick the better guess
+    if table.strategy_for(regime(problem)) == "nearest":  # where the sweep found the nearest shape's pick better
         near = nearest(table, problem)
         if near is not None:
             return near

@@ -6,19 +6,21 @@ Hopper program per shape against cuBLAS (one process, interleaved) and writes th
 - a shape the table holds runs the fastest configuration measured for it (checked "ok");
 - every other shape goes through the rule's cost model, whose tile efficiencies are *derived* from
   the table (`efficiencies`): for each kind of tile (BM x BN, A and B swapped or not) and each regime
-  (`regime`: M <= 64 "skinny", M <= 256 "narrow", or "wide"), the median over the table's shapes of the model's predicted time at
-  efficiency 1 over the measured time, a launch's fixed cost taken off; kinds the table has not
-  measured keep the hand-fitted `TILE_EFFICIENCY`, and kinds with neither are not candidates.
+  (`regime`: M <= 64 "skinny", M <= 256 "narrow", or "wide"), the median over the table's shapes of
+  the model's predicted time at efficiency 1 over the measured time, a launch's fixed cost taken off;
+  kinds the table has not measured keep the hand-fitted `TILE_EFFICIENCY`, and kinds with neither
+  are not candidates.
 
 `report` compares, shape by shape, the model's pick (its efficiencies derived from the *other*
 shapes of the table: leave one out, so a shape never teaches the rule its own answer) with the
 fastest configuration measured there: how often and by how much the rule misses.
 
 The sweep's configurations per shape (`candidates`): for every kind the model knows, its best
-schedule (whole tiles, K split, stream-K) under the model; the 2x1-cluster twin of the model's pick;
-the 192-row tiles (three consumer warpgroups, above M = 256) and, for M <= 64, A and B swapped with BN 16..64, which
-the hand-fitted model has no efficiency for; the L2 promotions where rows of A and B are not 32-byte
-aligned. Ranked by the model, at most `per_shape` of them (the rule's own pick always among them).
+schedule (whole tiles, K split, stream-K) under the model; above M = 256 the 192-row tiles (three
+consumer warpgroups) and the 2x1-cluster twin of the model's pick; for M <= 64, A and B swapped with
+BN 16..64, which the hand-fitted model has no efficiency for, and the best of them in 2x1 clusters;
+the L2 promotions where rows of A and B are not 32-byte aligned. Ranked by the model, at most
+`per_shape` of them (the rule's own pick always among them).
 """
 
 from __future__ import annotations
