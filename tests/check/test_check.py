@@ -3,6 +3,8 @@ the checker's message formats (docs/checker.md)."""
 
 from __future__ import annotations
 
+import os
+
 import re
 
 import pytest
@@ -66,9 +68,11 @@ GEMMS = [
     ("sm_90a", 256, 512, 128, "bf16"), ("sm_90a", 1000, 520, 264, "fp16"),
     ("sm_100a", 256, 256, 128, "fp32"), ("sm_100a", 200, 136, 96, "fp32"), ("sm_100a", 1024, 1024, 1024, "fp32"),
     ("sm_100a", 2048, 2048, 2048, "fp32"),
-    # stream-K and split-K adding in the L2 (flags); the 2x4 multicast clusters with cluster launch
+    # stream-K and split-K adding in the L2 (flags): behind WARPY_SLOW=1, as tests/kernels/test_gemm_sm100_check.py
+    # checks those programs with values in the default run; the 2x4 multicast clusters with cluster launch
     # control (3072 x 1280 x 2048) are test_values_agree_with_numpy's, whose run with values is clean too
-    ("sm_100a", 2048, 2048, 16384, "fp32"), ("sm_100a", 1024, 1024, 65536, "fp32"),
+    *[pytest.param(*g, marks=pytest.mark.skipif(os.environ.get("WARPY_SLOW") != "1", reason="WARPY_SLOW=1"))
+      for g in (("sm_100a", 2048, 2048, 16384, "fp32"), ("sm_100a", 1024, 1024, 65536, "fp32"))],
 ]
 
 

@@ -96,7 +96,7 @@ def test_seeded_faults_are_caught(fault: str) -> None:
     assert _problems(rep), fault
 
 
-@pytest.mark.parametrize("per_box", [40, 17])
+@pytest.mark.parametrize("per_box", [40, pytest.param(17, marks=pytest.mark.skipif(not SLOW, reason="WARPY_SLOW=1 (20 s)"))])
 def test_the_combine_walks_more_chunks_than_a_warp_has_lanes(monkeypatch: pytest.MonkeyPatch, per_box: int) -> None:
     """The combine's lanes take a group of 32 chunks at once (the maximum, each chunk's weight) and
     its sums walk the group's chunks in order: 40 chunks of 64 rows in one box (a group of 32, then
