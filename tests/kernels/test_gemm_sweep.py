@@ -170,7 +170,8 @@ def test_the_report_leaves_each_shape_out_of_its_own_pick() -> None:
     assert summary["within"] == 3 and summary["pick_measured"] == 4 and "picks not measured: 1" in text
 
 
-@pytest.mark.parametrize("shape", [(1, 8192, 8192), (16, 4096, 4096), (3000, 3000, 3000), (8192, 28672, 8192)])
+@pytest.mark.parametrize("shape", [(1, 8192, 8192), (16, 4096, 4096), (128, 8192, 8192), (256, 3072, 2048),
+                                   (3000, 3000, 3000), (8192, 28672, 8192)])
 def test_each_shape_gets_the_rules_pick_first_and_the_new_kinds(shape: tuple[int, int, int]) -> None:
     p = GemmProblem(*shape, out_dtype="bf16")
     cands = S.candidates(p, per_shape=10)
@@ -178,8 +179,12 @@ def test_each_shape_gets_the_rules_pick_first_and_the_new_kinds(shape: tuple[int
     for c in cands:
         Sm90Gemm(p, c)  # every one builds for the shape (constructed; refusals would raise)
     kinds = {S.kind(c) for c in cands}
-    if shape[0] <= S.SKINNY_M:  # A and B swapped, BN the narrowest holding M
+    if shape[0] <= S.SKINNY_M:  # A and B swapped, BN the narrowest holding M, and the best of them in clusters
         assert (64, 16, True) in kinds and (128, 16, True) in kinds
+        assert any(c.swap_ab and c.cluster_m == 2 and not c.stream_k for c in cands)
+    elif shape[0] <= S.NARROW_M:  # one or two 128-row tiles of M: no 192-row tiles, no M pairs; 64-row tiles
+        assert all(c.bm < 192 and c.cluster_m == 1 and not c.swap_ab for c in cands)
+        assert any(c.bm == 64 for c in cands) and any(c.bm == 128 for c in cands)
     else:
         assert (192, 192, False) in kinds and (192, 128, False) in kinds
         assert any(c.bm == c.bn == 192 and c.cluster_m == 2 for c in cands)  # "coopB": 192 x 192 in 2x1 clusters
