@@ -51,6 +51,31 @@ def parse_shape(text: str) -> tuple[int, int, int]:
     return (dims[0], dims[0], dims[0]) if len(dims) == 1 else (dims[0], dims[1], dims[2])
 
 
+def layer_shapes(layers: str, tokens: Optional[str] = None) -> list[tuple[int, int, int]]:
+    """`--layers HIDDEN:MLP:QKV[,...]` at `--tokens M[,M...]` (default `gemm_sweep.LAYER_TOKENS`): each
+    model's Llama-style linear layers (`gemm_sweep.llama_layers`) at each M, each shape once, in
+    order; one-line WarpyError for anything else."""
+    from .gemm_sweep import LAYER_TOKENS, llama_layers
+
+    models = []
+    for spec in layers.split(","):
+        parts = spec.strip().split(":")
+        if len(parts) != 3 or not all(re.fullmatch(r"[0-9]+", p) and int(p) > 0 for p in parts):
+            raise WarpyError(f"--layers {spec!r} is not HIDDEN:MLP:QKV (e.g. 4096:14336:6144, a Llama-3-8B's)")
+        models.append(tuple(int(p) for p in parts))
+    ms: tuple[int, ...] = LAYER_TOKENS
+    if tokens is not None:
+        if not all(re.fullmatch(r"[0-9]+", t.strip()) and int(t) > 0 for t in tokens.split(",")):
+            raise WarpyError(f"--tokens {tokens!r} is not a list of row counts (e.g. 1,128,4096)")
+        ms = tuple(int(t) for t in tokens.split(","))
+    seen: dict[tuple[int, int, int], None] = {}
+    for h, i, qkv in models:
+        for m in ms:
+            for n, k in llama_layers(h, i, qkv):
+                seen.setdefault((m, n, k), None)
+    return list(seen)
+
+
 def shape_text(shape: tuple[int, int, int]) -> str:
     M, N, K = shape
     return f"{M}³" if M == N == K else f"{M}x{N}x{K}"

@@ -65,19 +65,27 @@ REGIMES = ("skinny", "narrow", "wide")
 Kind = tuple[int, int, bool]  # (BM, BN, A and B swapped)
 
 
+#: tokens (M) a Llama-style layer is timed at by default: decode, short prefill (the narrow regime), prefill
+LAYER_TOKENS = (1, 16, 64, 128, 256, 512, 2048, 8192)
+
+
+def llama_layers(hidden: int, mlp: int, qkv: int) -> list[tuple[int, int]]:
+    """A Llama-style model's linear layers as (N, K): QKV (`qkv`: hidden + 2 KV heads' widths), the
+    attention output, the gate+up projection (fused, twice the MLP width, where that is at most
+    28672; else one of the two) and the down projection."""
+    return [(qkv, hidden), (hidden, hidden), (2 * mlp, hidden) if 2 * mlp <= 28672 else (mlp, hidden), (hidden, mlp)]
+
+
 def _llama() -> list[tuple[int, int, int]]:
-    """Llama-style linear layers (N, K): QKV (hidden + 2 KV heads' widths), the attention output, the
-    gate+up projection (fused: twice the MLP width) and the down projection, for 1B-, 8B- and
-    70B-class models; M = tokens: decode 1, 16, 64, short prefill 128, 256 (the narrow regime),
-    prefill 512, 2048, 8192 (the 1B-class at 16, 128, 256 and 4096)."""
+    """The sweep's Llama-style layers (`llama_layers`) of 1B-, 8B- and 70B-class models at LAYER_TOKENS
+    (the 1B-class at 16, 128, 256 and 4096)."""
     models = {  # hidden, MLP width, QKV width
         "1B": (2048, 8192, 3072), "8B": (4096, 14336, 6144), "70B": (8192, 28672, 10240),
     }
     out = []
-    for name, (h, i, qkv) in models.items():
-        layers = [(qkv, h), (h, h), (2 * i, h) if 2 * i <= 28672 else (i, h), (h, i)]
-        ms = (1, 16, 64, 128, 256, 512, 2048, 8192) if name != "1B" else (16, 128, 256, 4096)
-        out += [(m, n, k) for m in ms for (n, k) in layers]
+    for name, dims in models.items():
+        ms = LAYER_TOKENS if name != "1B" else (16, 128, 256, 4096)
+        out += [(m, n, k) for m in ms for (n, k) in llama_layers(*dims)]
     return out
 
 
@@ -897,6 +905,6 @@ def lookup(problem: Any, table: Optional[SweepTable] = None) -> Optional[Sm90Con
 __all__ = [
     "ISSUE_SHAPES", "LAUNCH_US", "Measured", "REFERENCE", "SKINNY_M", "SweepRow", "SweepTable", "TABLE_PATH",
     "Verdict", "candidates", "config_dict", "config_of", "config_text", "current_table", "default_shapes",
-    "carry", "efficiencies", "kind", "lookup", "nearest", "parse_table", "strategy", "read_table", "regime", "report", "run_sweep", "table_json",
+    "carry", "efficiencies", "kind", "llama_layers", "LAYER_TOKENS", "lookup", "nearest", "parse_table", "strategy", "read_table", "regime", "report", "run_sweep", "table_json",
     "table_path", "verdicts", "work_units", "write_table",
 ]

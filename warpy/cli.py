@@ -241,6 +241,11 @@ def bench_cmd(
     epilogue: Optional[str] = typer.Option(None, "--epilogue", metavar="WORDS", help="gemm: time this fused "
                                            "epilogue (e.g. bias=n,act=gelu_erf) against the GEMM followed by "
                                            "torch's epilogue; default shapes 4096³ and 8192³."),
+    layers: Optional[str] = typer.Option(None, "--layers", metavar="HIDDEN:MLP:QKV,...", help="gemm: the shapes "
+                                         "of these Llama-style models' linear layers (QKV, attention output, "
+                                         "gate+up, down), after any SHAPE given, e.g. 4096:14336:6144."),
+    tokens: Optional[str] = typer.Option(None, "--tokens", metavar="M,...", help="gemm --layers: the rows (tokens) "
+                                         "each layer is timed at (default 1,16,64,128,256,512,2048,8192)."),
     sweep: bool = typer.Option(False, "--sweep", help="gemm: time many configurations of the sm_90a program per "
                                "shape against cuBLAS (default shapes: the bench table, issue 18's and Llama-style "
                                "layers) and write the tile rule's table (--out); kernels/gemm_sweep.py."),
@@ -271,6 +276,10 @@ def bench_cmd(
         raise WarpyError(f"nothing to benchmark called {what!r} (gemm or attention)")
     if iters < 1:
         raise WarpyError(f"--iters {iters} must be at least 1")
+    if tokens is not None and layers is None:
+        raise WarpyError("--tokens says the rows --layers' shapes are timed at: add --layers HIDDEN:MLP:QKV")
+    if layers is not None:
+        shapes = list(shapes or []) + ["x".join(map(str, s)) for s in B.layer_shapes(layers, tokens)]
     if sweep_report is not None or sweep or sweep_out is not None:
         code = _gemm_sweep(shapes, sweep, sweep_out, sweep_report, per_shape, dtype, out_dtype, arch, json,
                            [png, host_overhead, static_only, layout, epilogue, config])

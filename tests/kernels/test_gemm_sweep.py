@@ -341,3 +341,26 @@ def test_a_sweep_of_a_few_shapes_adds_to_the_table_at_out(tmp_path: Path) -> Non
     with pytest.raises(WarpyError, match="holds a sweep of none, not NVIDIA H100"):
         S.run_sweep([(6144, 6144, 2048)], str(out), per_shape=1, timer=timer, workers=0, echo=lambda _l: None,
                     gpu="NVIDIA H100")
+
+
+def test_layer_shapes_are_a_models_linear_layers_at_each_token_count() -> None:
+    """`warpy bench gemm --layers HIDDEN:MLP:QKV --tokens M,...`: QKV, output, gate+up (fused while
+    twice the MLP width is at most 28672), down, at each M; each shape once; bad input in one line."""
+    from warpy.cli import app
+    from warpy.kernels.gemm_bench import layer_shapes
+
+    assert layer_shapes("4096:14336:6144", "1,128") == [
+        (1, 6144, 4096), (1, 4096, 4096), (1, 28672, 4096), (1, 4096, 14336),
+        (128, 6144, 4096), (128, 4096, 4096), (128, 28672, 4096), (128, 4096, 14336)]
+    # a 70B-class MLP: gate and up apart (2 x 28672 is past 28672); two models sharing a layer: once
+    assert layer_shapes("8192:28672:10240", "16") == [(16, 10240, 8192), (16, 8192, 8192), (16, 28672, 8192),
+                                                      (16, 8192, 28672)]
+    assert len(layer_shapes("4096:14336:6144,4096:11008:12288", "1")) == 7  # (the 4096 x 4096 output once)
+    assert [m for m, _, _ in layer_shapes("2048:8192:3072")][::4] == list(S.LAYER_TOKENS)
+    # the sweep's own Llama rows are these layers
+    assert set(layer_shapes("4096:14336:6144")) <= set(S.default_shapes())
+    for args, why in ((["--layers", "4096:14336"], "is not HIDDEN:MLP:QKV"),
+                      (["--layers", "4096:14336:6144", "--tokens", "1,x"], "is not a list of row counts"),
+                      (["--tokens", "1"], "add --layers")):
+        r = CliRunner().invoke(app, ["bench", "gemm", *args])
+        assert isinstance(r.exception, WarpyError) and why in str(r.exception), (args, r.output)
