@@ -121,6 +121,20 @@ def bench_table(rows: Sequence[BenchRow]) -> str:
 
 
 
+def bench_summary(rows: Sequence[BenchRow], floor: float = 0.97) -> Optional[str]:
+    """One line over the rows that ran: the geometric mean of the ratios (cuBLAS / warpy), the lowest
+    and its shape, and how many lie below `floor` (issue 18's line); None for fewer than two rows."""
+    ran = [r for r in rows if r.ratio is not None]
+    if len(ran) < 2:
+        return None
+    ratios = [r.ratio for r in ran if r.ratio is not None]
+    low = min(ran, key=lambda r: r.ratio or 0.0)
+    geo = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
+    below = sum(x < floor for x in ratios)
+    return (f"{len(ran)} shapes: geometric mean ratio {geo:.3f}, lowest {low.ratio:.3f} ({shape_text(low.shape)}), "
+            f"{below} below {floor:g}")
+
+
 def _size(n: int) -> str:
     for unit, scale in (("TB", 10 ** 12), ("GB", 10 ** 9), ("MB", 10 ** 6)):
         if n >= scale:
@@ -310,6 +324,9 @@ def bench_gemm(shapes: Sequence[tuple[int, int, int]], dtype: str = "bf16", out_
         print(f"{shape_text(shape)}: warpy {_num(row.warpy_us, '.1f')} µs, cuBLAS {_num(row.cublas_us, '.1f')} µs, "
               f"{row.check}", file=sys.stderr, flush=True)
     echo(bench_table(rows).rstrip("\n"))
+    summary = bench_summary(rows)
+    if summary:
+        echo(summary)
     return rows
 
 
@@ -570,7 +587,7 @@ def operand_bytes(shape: tuple[int, int, int], elem: int, out_elem: int) -> int:
 
 __all__ = [
     "DEFAULT_SHAPES", "HOST_OVERHEAD_SHAPES", "BenchRow", "CheckFailed", "OverheadRow", "bench_gemm", "bench_json",
-    "bench_table", "check_bench_args", "gemm_job", "have_matplotlib", "host_overhead", "overhead_table", "parse_shape",
+    "bench_summary", "bench_table", "check_bench_args", "gemm_job", "have_matplotlib", "host_overhead", "overhead_table", "parse_shape",
     "plan_for", "refuse_unless_it_fits", "run_check", "shape_text", "static_json", "static_rows", "static_table",
     "time_plan", "tflops", "writable", "write_png",
 ]

@@ -25,7 +25,7 @@ from warpy.bench import Progress, cell as _num, gpu_reason, interleaved, l2_byte
 from warpy.errors import NoGPU, WarpyError
 from warpy.target import dtype_bytes
 
-from .gemm_bench import BenchRow, _configured_launcher, bench_table, operand_bytes, shape_text
+from .gemm_bench import BenchRow, _configured_launcher, bench_summary, bench_table, operand_bytes, shape_text
 from .gemm_fp8 import FP8_DTYPES
 
 
@@ -136,6 +136,9 @@ def bench_fp8(shapes: Sequence[tuple[int, int, int]], dtype: str = "e4m3", out_d
         progress.done()
         rows.append(row)
     echo(bench_table(rows).rstrip("\n"))
+    summary = bench_summary(rows)
+    if summary:
+        echo(summary)
     return rows
 
 

@@ -74,6 +74,18 @@ def test_bench_table_golden() -> None:
     )
 
 
+def test_bench_summary_golden() -> None:
+    """The line under the table: the rows that ran, their ratios' geometric mean, the lowest, and how
+    many are below 0.97; nothing for fewer than two rows that ran."""
+    rows = [G.BenchRow((4096, 4096, 4096), 200.0, 190.0, "ok"),
+            G.BenchRow((1024, 1024, 65536), None, 500.0, "error: no GPU"),
+            G.BenchRow((8192, 2048, 4096), 160.0, 170.0, "ok"),
+            G.BenchRow((64, 4096, 4096), 10.0, 8.0, "ok")]
+    assert G.bench_summary(rows) == ("3 shapes: geometric mean ratio 0.931, lowest 0.800 (64x4096x4096), "
+                                     "2 below 0.97")
+    assert G.bench_summary(rows[:2]) is None
+
+
 def test_ratio_is_cublas_over_warpy() -> None:
     assert G.BenchRow((1, 1, 1), 2.0, 3.0, "ok").ratio == 1.5
     assert G.BenchRow((1, 1, 1), None, 3.0, "ok").ratio is None
