@@ -16,7 +16,7 @@ import numpy as np
 
 from .gemm_epilogue import AUX_PARAMS, Epilogue, parse_words, reference
 from . import gemm_fp8
-from .gemm_sm90 import Sm90Config, Sm90Gemm, smem_bytes
+from .gemm_sm90 import MAX_CLUSTER_K, Sm90Config, Sm90Gemm, smem_bytes
 from .gemm_sm100 import Sm100Config, Sm100Gemm, choose_sm100, for_majors
 from .family import checked_overrides
 from .schedule import cdiv
@@ -283,22 +283,33 @@ def model_choose(problem: GemmProblem, derived: Mapping[tuple[Kind, str], float]
     streaming = streams(problem, derived)
     kinds = [k for k in effs if (problem.b_major == "K" or k[1] % 64 == 0)
              and (not promote or k[1] <= gemm_fp8.PROMOTE_MAX_BN)]
-    (bm, bn, swap), stream_k = min(((k, sk) for k in kinds for sk in (False, True)[:2 if problem.batch == 1 else 1]),
-                                   key=lambda c: sm90_cost(problem, c[0][0], c[0][1], c[1], swap=c[0][2],
-                                                           eff=effs[c[0]], streaming=streaming))
-    return model_config(problem, bm, bn, stream_k, swap)
+    (bm, bn, swap), (stream_k, cluster_k) = min(
+        ((k, sch) for k in kinds for sch in MODEL_SCHEDULES[:len(MODEL_SCHEDULES) if problem.batch == 1 else 1]),
+        key=lambda c: sm90_cost(problem, c[0][0], c[0][1], c[1][0], swap=c[0][2], eff=effs[c[0]],
+                                streaming=streaming, cluster_k=c[1][1]))
+    return model_config(problem, bm, bn, stream_k, swap, cluster_k)
 
 
-def model_config(problem: GemmProblem, bm: int, bn: int, stream_k: bool, swap: bool = False) -> Sm90Config:
+#: the schedules, as (stream_k, cluster_k): whole tiles, stream-K / a K split through the workspace, a K
+#: split in clusters. The sweep times all three; the model weighs the first two (MODEL_SCHEDULES): priced
+#: with one efficiency a kind of tile, a K split in clusters won where measured (up to 12% at decode
+#: shapes of 2048-4096) but, picked by the model at the held-out shapes, lost up to 27% (64 x 5120 x 5120;
+#: docs/performance.md, 2026-12-03): it runs where the sweep measured it fastest (the table's lookups).
+SCHEDULES = ((False, False), (True, False), (False, True))
+MODEL_SCHEDULES = SCHEDULES[:2]
+
+
+def model_config(problem: GemmProblem, bm: int, bn: int, stream_k: bool, swap: bool = False,
+                 cluster_k: bool = False) -> Sm90Config:
     """The configuration the model gives a kind of tile and schedule: the split `sm90_split` gives
-    (stream-K), the staged epilogue where C's rows allow (not with A and B swapped), the L2
-    promotion by the rows' alignment, the deepest ring."""
+    (stream-K) or `cluster_split` (`cluster_k`: C then from the registers), the staged epilogue where
+    C's rows allow (not with A and B swapped), the L2 promotion by the rows' alignment, the deepest ring."""
     promote = gemm_fp8.promotes(problem)
     split = sm90_split(problem, bm, bn, swap) if stream_k else 0
     # 16-bit C through TMA stores where its rows are whole 16 bytes (a store clips a row only to 16
     # bytes: a ragged row's slice of a wider C would have the bytes after its end overwritten)
     staged = (problem.out_dtype in ("bf16", "fp16") and (problem.pitches[2] * 2) % 16 == 0
-              and store_clips_exactly(problem.N * 2)) and not swap
+              and store_clips_exactly(problem.N * 2)) and not swap and not cluster_k
 
     # Rows of A and B that are 16-byte but not 32-byte aligned (K * 2 bytes an odd multiple of 16)
     # are read slowly by TMA: 3072 x 3072 x K with BN 192 took 128 us at K = 3016 and 3064 against
@@ -308,7 +319,8 @@ def model_config(problem: GemmProblem, bm: int, bn: int, stream_k: bool, swap: b
 
     # a stage's K is one 128-byte swizzle row: 64 16-bit elements, 128 8-bit ones
     return deepest_ring(Sm90Config(bn=bn, consumers=bm // 64, stages=3, group=8, staged_epilogue=staged, bk=_bk(problem),
-                                   stream_k=stream_k, split=split, l2_promotion=l2, promote=promote, swap_ab=swap))
+                                   stream_k=stream_k, split=split, l2_promotion=l2, promote=promote, swap_ab=swap,
+                                   cluster_k=max(1, cluster_split(problem, bm, bn, swap)) if cluster_k else 1))
 
 
 def _bk(problem: GemmProblem) -> int:
@@ -344,6 +356,16 @@ def configure(problem: GemmProblem, overrides: Union[str, Mapping[str, object], 
         return cfg
     if isinstance(cfg, Sm90Config) and overrides.get("cluster_m") == 2 and "stream_k" not in overrides:
         overrides = {**overrides, "stream_k": False, "split": 0}
+    if isinstance(cfg, Sm90Config) and cfg.cluster_k > 1 and "cluster_k" not in overrides and (
+            overrides.get("cluster_m") == 2 or overrides.get("stream_k") or overrides.get("split")):
+        # the rule's K split in clusters gives way to the schedule asked for, with the epilogue the model
+        # gives that tile
+        whole = model_config(problem, cfg.bm, cfg.bn, False, cfg.swap_ab)
+        overrides = {"cluster_k": 1, "staged_epilogue": whole.staged_epilogue, **overrides}
+    ck = overrides.get("cluster_k", 1)
+    if isinstance(cfg, Sm90Config) and isinstance(ck, int) and ck > 1:  # (cluster_k: S-way clusters along K)
+        # a tile's k blocks split in a cluster: no workspace schedule, C from the registers, unless asked
+        overrides = {"stream_k": False, "split": 0, "staged_epilogue": False, **overrides}
     if isinstance(cfg, Sm90Config) and overrides.get("swap_ab") and "staged_epilogue" not in overrides:
         overrides = {**overrides, "staged_epilogue": False}  # C^T leaves through the registers
     out: Config = attrs.evolve(cfg, **overrides)  # type: ignore[arg-type]  # (checked field by field above)
@@ -385,16 +407,40 @@ def sm90_split(problem: GemmProblem, bm: int, bn: int, swap: bool = False) -> in
     return min(SM90A.sms // tiles, cdiv(problem.K, _bk(problem))) if 2 * tiles <= SM90A.sms else 0
 
 
+# The cluster split's cost over whole tiles', in k blocks of one CTA: storing the partial sums in shared
+# memory, the copies between the cluster's CTAs and their waits, adding the share (measured on the H200:
+# docs/performance.md, 2026-12-03).
+CLUSTER_K_OVERHEAD = 20
+
+
+def cluster_split(problem: GemmProblem, bm: int, bn: int, swap: bool = False) -> int:
+    """`cluster_k`'s S for a kind of tile: the most CTAs (2 to MAX_CLUSTER_K) a tile's cluster may have
+    with the whole grid in one wave of the SMs, at most the k blocks and the tile's shares, and its
+    exchange beside a ring of 3 stages in shared memory; 0 where none fits (or the problem is a batch)."""
+    if problem.batch != 1:
+        return 0
+    tiles = _tiles(problem, bm, bn, swap)
+    s = min(MAX_CLUSTER_K, SM90A.sms // tiles, cdiv(problem.K, _bk(problem)), (bm // 64) * bn // 8)
+    while s >= 2 and smem_bytes(Sm90Config(bn=bn, consumers=bm // 64, stages=3, bk=_bk(problem), cluster_k=s),
+                                max(1, 128 // _bk(problem))) > SM90A.max_dynamic_smem:
+        s -= 1
+    return s if s >= 2 else 0
+
+
 def sm90_cost(problem: GemmProblem, bm: int, bn: int, stream_k: bool, *, swap: bool = False,
-              eff: Optional[float] = None, streaming: bool = False) -> float:
+              eff: Optional[float] = None, streaming: bool = False, cluster_k: bool = False) -> float:
     """Predicted time of the busiest SM, in k blocks of a 128 x 256 tile: whole tiles take
     ceil(tiles / 132) waves of kt k blocks; stream-K shares the tiles' k blocks out (`sm90_split`)
-    and pays STREAM_K_OVERHEAD more, and must beat whole tiles by STREAM_K_MARGIN. `eff`: the kind's
-    efficiency (TILE_EFFICIENCY's by default; the rule passes the sweep's where it has one);
-    `streaming`: a tile's work is the weight it reads (`tile_work`)."""
+    and pays STREAM_K_OVERHEAD more, and must beat whole tiles by STREAM_K_MARGIN; `cluster_k`, a K
+    split S ways in clusters (`cluster_split`), pays CLUSTER_K_OVERHEAD on its k/S blocks, by the same
+    margin. `eff`: the kind's efficiency (TILE_EFFICIENCY's by default; the rule passes the sweep's
+    where it has one); `streaming`: a tile's work is the weight it reads (`tile_work`)."""
     tiles = _tiles(problem, bm, bn, swap)
     kt = cdiv(problem.K, _bk(problem))
     per = tile_work(bm, bn, swap, streaming) / (TILE_EFFICIENCY[bm, bn] if eff is None else eff)
+    if cluster_k:
+        s = cluster_split(problem, bm, bn, swap)
+        return (cdiv(kt, s) + CLUSTER_K_OVERHEAD) * per / STREAM_K_MARGIN if s else float("inf")
     if not stream_k:
         return cdiv(tiles, SM90A.sms) * kt * per
     if tiles * kt < SM90A.sms:

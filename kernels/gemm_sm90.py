@@ -43,10 +43,10 @@ from warpy.errors import WarpyError
 from warpy.isa.families import alu, control, memory, sync, tma, wgmma
 from warpy.isa.families._util import ins
 from warpy.isa.families.typed import F32
-from warpy.isa.operands import RZ, UR, URZ, CBank, GMem, P, R, RVec, URVec
-from warpy.isa.buffers import Param, SmemBuffer, TensorMap, Tile, TileRing
+from warpy.isa.operands import RZ, UR, URZ, CBank, GMem, Mem, P, R, RVec, URVec
+from warpy.isa.buffers import BarrierArray, Param, SmemBuffer, TensorMap, Tile, TileRing
 from warpy.isa.index import Coord, Ix, Lane, Uniform
-from warpy.isa.pipes import ConsumerEnd, Pipe, ProducerEnd, init_barriers
+from warpy.isa.pipes import ConsumerEnd, Pipe, ProducerEnd, init_barriers, wait
 from warpy.isa.program import Program
 from warpy.isa.units.tma import tma_box, tma_load, tma_multicast_slices, tma_store
 from warpy.isa.units.wgmma import hgmma
@@ -107,6 +107,11 @@ class Sm90Config:
     # a short M (decode: M <= 64) takes BN 8..64 and the tiles split N finely over the SMs; the
     # accumulator holds C transposed, stored element by element (register epilogue only)
     swap_ab: bool = False
+    # CTAs a cluster along K: the S CTAs of an S x 1 cluster share one tile's k blocks (S even
+    # slices), then trade partial sums through shared memory: each owns S-th of the tile's
+    # accumulator (`exchange_shares`), receives the others' sums of it by bulk copies into its
+    # shared memory and stores it. No global workspace, flags or waits on another cluster.
+    cluster_k: int = 1
 
     @property
     def bm(self) -> int:
@@ -118,6 +123,9 @@ class Sm90Config:
         if self.stream_k:
             over = f"K split {self.split} ways a tile" if self.split else f"stream-K over {self.sms} SMs"
             walk = f"{over} (partial sums through an fp32 workspace)"
+        if self.cluster_k > 1:
+            walk = (f"K split {self.cluster_k} ways a tile in {self.cluster_k}x1 clusters (partial sums traded "
+                    "through shared memory)")
         cl = ", 2x1 clusters (B multicast)" if self.cluster_m == 2 else ""
         cl += ", each k block's sums added in fp32 (promotion)" if self.promote else ""
         mma = f"HGMMA 64x{self.bn}x16" if self.bk == 64 else f"QGMMA 64x{self.bn}x32"  # (BK: 128 bytes of K)
@@ -176,7 +184,36 @@ class Sm90Resources:
     stage: Pipe
     rank: Optional[UR]
     aux: dict[str, Param] = attrs.field(factory=dict)  # the fused epilogue's inputs (bias, c_in, residual)
+    exchange: Optional["Exchange"] = None  # cluster_k: the shared memory and barriers the CTAs trade sums through
     scales: dict[str, Param] = attrs.field(factory=dict)  # an 8-bit float problem's scales (scale_a, scale_b)
+
+
+@attrs.frozen
+class Exchange:
+    """cluster_k's shared memory: `send` (unit, thread, 4 fp32) holds every unit of this CTA's
+    partial sums; `recv` (sender rank, unit of the share, thread, 4 fp32) the copies of this CTA's
+    share from the others; `recv_bar` completes when they have all landed; `done_bar` when every
+    other CTA has received this one's copies (its shared memory may then go)."""
+
+    send: SmemBuffer
+    recv: SmemBuffer
+    recv_bar: BarrierArray
+    done_bar: BarrierArray
+
+
+@attrs.frozen
+class Share:
+    """cluster_k: which vectors of a consumer warpgroup's accumulator this CTA owns: vector j where
+    the CTA's rank (`rank`, a register) is owner[j]."""
+
+    rank: R
+    owner: tuple[int, ...]
+
+    def mine(self, p: Program, j: int) -> P:
+        """A predicate (set here, just before its use: predicates are few) that this CTA owns vector j."""
+        q = p.p("x_mine")
+        p.emit(alu.isetp("EQ", q, self.rank, self.owner[j]))
+        return q
 
 
 @attrs.frozen
@@ -229,7 +266,48 @@ def smem_bytes(cfg: Sm90Config, elem: int = 0) -> int:
     staging = 2 * cfg.consumers * 64 * EPI_COLS * 2 if cfg.staged_epilogue else 0
     if cfg.staged_epilogue and epi_tail(cfg.bn):  # one more buffer a warpgroup, 1024-byte aligned
         staging += -(-cfg.consumers * 64 * epi_tail(cfg.bn) * 2 // 1024) * 1024
-    return cfg.stages * (cfg.bm + cfg.bn) * cfg.bk * elem + staging + 1024
+    return cfg.stages * (cfg.bm + cfg.bn) * cfg.bk * elem + staging + exchange_bytes(cfg) + 1024
+
+
+#: a unit of the cluster exchange: one 16-byte vector (4 accumulators) of every thread of a consumer warpgroup
+UNIT_BYTES = 128 * 16
+MAX_CLUSTER_K = 8  # the portable cluster size
+EXCHANGE_BAR = 1 + MAX_CONSUMERS  # the named barrier of every consumer warpgroup (0: the CTA's; 1 + c: each one's)
+
+
+def exchange_shares(cfg: Sm90Config) -> list[tuple[int, int]]:
+    """With `cluster_k` = S: the units [lo, hi) of the tile's accumulator each rank owns. Unit
+    u = c * BN/8 + j is vector j (accumulators 4j .. 4j + 3, columns 8j .. 8j + 7 of the fragment) of
+    every thread of consumer warpgroup c; rank r owns [r U / S, (r + 1) U / S) of the U units."""
+    s = cfg.cluster_k
+    units = cfg.consumers * cfg.bn // 8
+    return [(r * units // s, (r + 1) * units // s) for r in range(s)]
+
+
+def cluster_k_refusal(cfg: Sm90Config) -> None:
+    """Refuse, in one line, a `cluster_k` out of range or combined with what it cannot run beside."""
+    s = cfg.cluster_k
+    if isinstance(s, bool) or not isinstance(s, int) or not 1 <= s <= MAX_CLUSTER_K:
+        raise WarpyError(f"cluster_k {s!r}: a tile's k blocks split over 2 to {MAX_CLUSTER_K} CTAs of a cluster "
+                         "(1: none)")
+    if s == 1:
+        return
+    why = ("stream-K / split (the workspace's schedule)" if cfg.stream_k or cfg.split
+           else "2x1 clusters along M" if cfg.cluster_m != 1
+           else "the staged epilogue (each CTA stores its share of the tile from the registers)"
+           if cfg.staged_epilogue else "")
+    if why:
+        raise WarpyError(f"cluster_k {s}: a tile's k blocks split in a cluster do not combine with {why}")
+
+
+def exchange_bytes(cfg: Sm90Config) -> int:
+    """Shared memory of the cluster exchange: every unit's partial sums to send, a slot of the
+    largest share for each rank's copy to receive (its own unused, so every address is static)."""
+    if cfg.cluster_k <= 1:
+        return 0
+    units = cfg.consumers * cfg.bn // 8
+    most = max(hi - lo for lo, hi in exchange_shares(cfg))
+    return (units + cfg.cluster_k * most) * UNIT_BYTES + 16
 
 
 class Sm90Gemm:
@@ -262,6 +340,7 @@ class Sm90Gemm:
         if cfg.staged_epilogue and epi_tail(cfg.bn) not in (0,) + EPI_TAILS:
             raise WarpyError(f"the staged epilogue stores 64 columns at a time and then {' or '.join(map(str, EPI_TAILS))}"
                              f"; BN {cfg.bn} leaves {epi_tail(cfg.bn)}")
+        cluster_k_refusal(cfg)
         if smem_bytes(cfg) > SM90A.max_dynamic_smem:
             raise WarpyError(f"{cfg.describe()} needs {smem_bytes(cfg)} bytes of shared memory, more than "
                              f"{SM90A.max_dynamic_smem}")
@@ -333,6 +412,21 @@ class Sm90Gemm:
             self.clusters = min(cfg.sms // 2, self.cluster_tiles)
             self.grid = 2 * self.clusters
             self.order = TileOrder(self.mpairs, self.nt, max(1, cfg.group // 2))
+        if cfg.cluster_k != 1:
+            self.check_cluster_k()
+            self.grid = self.tiles * cfg.cluster_k  # one tile a cluster, its k blocks split S ways
+
+    def check_cluster_k(self) -> None:
+        """Refuse, in one line, a `cluster_k` the problem cannot take (`cluster_k_refusal`: the configuration)."""
+        cfg = self.cfg
+        s = cfg.cluster_k
+        if self.batch > 1:
+            raise WarpyError(f"cluster_k {s}: a batch of GEMMs runs whole tiles on single CTAs")
+        if s > self.kt:
+            raise WarpyError(f"cluster_k {s}: K = {self.k} is {self.kt} k blocks of {cfg.bk}, fewer than the cluster's CTAs")
+        if s > cfg.consumers * cfg.bn // 8:
+            raise WarpyError(f"cluster_k {s}: a {cfg.bm} x {cfg.bn} tile has {cfg.consumers * cfg.bn // 8} shares of "
+                             "8 columns a warpgroup to hand out, fewer than the cluster's CTAs")
 
     @property
     def name(self) -> str:
@@ -340,7 +434,8 @@ class Sm90Gemm:
         mnk = f"{self.n}x{self.m}x{self.k}" if self.swap else f"{self.m}x{self.n}x{self.k}"
         return (f"gemm_sm90_{mnk}_{self.dtype}_{self.out_dtype}"
                 f"_{c.bm}x{c.bn}x{c.bk}_s{c.stages}_g{c.group}" + ("_sk" if c.stream_k else "") + (f"{c.split}" if c.split else "")
-                + ("_c2" if c.cluster_m == 2 else "") + ("_p" if c.promote else "") + ("_swab" if self.swap else "") + self.ep.tag()
+                + ("_c2" if c.cluster_m == 2 else "") + (f"_ck{c.cluster_k}" if c.cluster_k > 1 else "")
+                + ("_p" if c.promote else "") + ("_swab" if self.swap else "") + self.ep.tag()
                 + (f"_ld{self.lda}x{self.ldb}x{self.ldc}" if self.pitched else "")
                 + (f"_x{self.batch}s{self.sa}x{self.sb}x{self.sc}" if self.batch > 1 else "")
                 + ("_akm" if self.a_major == "MN" else "") + ("_bkn" if self.b_major == "MN" else "")
@@ -351,7 +446,7 @@ class Sm90Gemm:
         cfg = self.cfg
         threads = 128 * (1 + cfg.consumers)
         cl = cfg.cluster_m
-        p = Program(self.name, SM90A.name, threads=threads, grid=(self.grid, 1, 1), cluster=(cl, 1, 1),
+        p = Program(self.name, SM90A.name, threads=threads, grid=(self.grid, 1, 1), cluster=(cl * cfg.cluster_k, 1, 1),
                     maxnreg=min((65536 // threads) // 8 * 8, register_split(cfg.consumers)[1]))
         # an MN-major operand (stored K x M / K x N) lands M / N innermost, one box per 64 rows (a
         # 128-byte swizzle span of M or N by BK), and is read transposed (`.tnspA` / `.tnspB`)
@@ -424,16 +519,25 @@ class Sm90Gemm:
         # a stage is free once every consumer warp has freed it: with clusters, those of both CTAs
         # (each consumer warp frees its own CTA's stage and the peer's, whose producer multicasts into it)
         stage = p.pipe("stage", cfg.stages, fills=1, frees=4 * cfg.consumers * cl)
+        exchange: Optional[Exchange] = None
+        if cfg.cluster_k > 1:
+            s_ = cfg.cluster_k
+            units = cfg.consumers * cfg.bn // 8
+            most = max(hi - lo for lo, hi in exchange_shares(cfg))
+            exchange = Exchange(
+                p.smem("x_send", Layout((units, 128, 4), (UNIT_BYTES, 16, 4)), "fp32"),
+                p.smem("x_recv", Layout((s_, most, 128, 4), (most * UNIT_BYTES, UNIT_BYTES, 16, 4)), "fp32"),
+                p.barriers("x_recv_full", 1, count=1), p.barriers("x_sent", 1, count=s_ - 1))
         rank: Optional[UR] = None
-        if cl == 1:
+        if cl == 1 and cfg.cluster_k == 1:
             init_barriers(p)
         else:
-            # the cluster barrier orders both CTAs' barrier inits before any remote arrival or multicast
+            # the cluster barrier orders the CTAs' barrier inits before any remote arrival, multicast or copy
             init_barriers(p, cluster_sync=True)
             rank = p.ur("cta_rank")
             p.emit(alu.s2ur(rank, "SR_CgaCtaId"))
         res = Sm90Resources(ta=ta, tb=tb, c=c, staged=staged, staged_tail=staged_tail, workspace=workspace,
-                            sa=sa, sb=sb, stage=stage, rank=rank, aux=aux, scales=scales)
+                            sa=sa, sb=sb, stage=stage, rank=rank, aux=aux, scales=scales, exchange=exchange)
         with p.role("producer", range(0, 4)):
             self.producer(p, res)
         for wg in range(cfg.consumers):
@@ -504,6 +608,22 @@ class Sm90Gemm:
                 m_blk, n_blk = self.order.emit(p, t)
                 p.emit(alu.imad(m_blk, m_blk, 2, rank_r))
                 yield Work(m_blk, n_blk, t, None, self.kt)
+            return
+        if self.cfg.cluster_k > 1:
+            # S x 1 clusters along K: cluster t (CTAs tS .. tS + S - 1) takes tile t, CTA rank r its
+            # k blocks [r kt / S, (r + 1) kt / S)
+            s_ = self.cfg.cluster_k
+            t, r, k_lo, k_cnt = p.r("tile"), p.r("k_rank"), p.r("k_lo"), p.r("k_cnt")
+            divide(p, t, ctaid, s_, self.grid)
+            p.emit(alu.imad(r, t, (1 << 32) - s_, ctaid))
+            p.emit(alu.imad(r, r, self.kt, RZ))
+            divide(p, k_lo, r, s_, s_ * self.kt)
+            p.emit(alu.iadd3(r, r, self.kt))
+            hi = p.r("k_hi")
+            divide(p, hi, r, s_, s_ * self.kt)
+            p.emit(alu.imad(k_cnt, k_lo, (1 << 32) - 1, hi))
+            m_blk, n_blk = self.order.emit(p, t)
+            yield Work(m_blk, n_blk, t, k_lo, k_cnt)
             return
         if self.sk is None and self.batch > 1:
             # tile t of the batch: matrix t // tiles_per, its tile t % tiles_per in the grouped order
@@ -672,6 +792,7 @@ class Sm90Gemm:
                 assert res.workspace is not None
                 done = p.fresh_label("SEGMENT_DONE")
                 self.fixup(p, res.workspace, fix, w, acc, done)
+            share = self.exchange_sums(p, res, c, acc) if res.exchange is not None else None
             with self.real_tile(p, m_blk):
                 if res.scales:
                     gemm_fp8.emit_scales(p, self.problem, res.scales, c, cfg.bm, cfg.bn, acc, m_blk, n_blk)
@@ -681,11 +802,107 @@ class Sm90Gemm:
                     self.staged_epilogue(p, res, c, staged, acc, m_blk, n_blk, w)
                 else:
                     assert epi is not None
-                    self.epilogue(p, epi, acc, m_blk, n_blk, w.bt)
+                    self.epilogue(p, epi, acc, m_blk, n_blk, w.bt, share)
             if done is not None:
                 p.label(done)
         if staged is not None:  # the last stores must have read shared memory before the CTA exits
             p.emit(tma.bulk_wait(0).guarded(staged.lead))
+        if res.exchange is not None:  # every other CTA has this one's copies: its shared memory may go
+            wait(p, res.exchange.done_bar.at(0), self.zero(p))
+
+    # -- cluster_k: a tile's partial sums traded through shared memory ------------------------------
+    def zero(self, p: Program) -> R:
+        z = p.r("zero")
+        p.emit(alu.mov(z, 0))
+        return z
+
+    def exchange_sums(self, p: Program, res: Sm90Resources, c: int, acc: RVec) -> Share:
+        """cluster_k = S, after this CTA's k blocks: consumer warpgroup c's accumulators go to the
+        send buffer (a unit a 16-byte vector of each thread); once every consumer warpgroup's are
+        there, one thread copies each other rank's share of the units into that rank's receive
+        buffer (a slot a sender, completing on its `recv_bar`). Then this CTA waits for the others'
+        copies of its own share, tells each sender its copy is done (`done_bar`), and adds them, in
+        the order of the ranks, into the accumulators of its share. Returns which vectors of the
+        accumulator this CTA owns (and stores)."""
+        cfg = self.cfg
+        x = res.exchange
+        assert x is not None
+        s_ = cfg.cluster_k
+        v = cfg.bn // 8
+        shares = exchange_shares(cfg)
+        owner = [next(r for r, (lo, hi) in enumerate(shares) if lo <= u < hi) for u in range(cfg.consumers * v)]
+        most = max(hi - lo for lo, hi in shares)
+        rank = p.ur("x_rank")
+        p.emit(alu.s2ur(rank, "SR_CgaCtaId"))
+        rank_r = p.r("x_rank_r")
+        p.emit(alu.mov(rank_r, rank))
+        off = p.r("x_off")  # this thread's 16 bytes of a unit
+        p.emit(alu.iadd3(off, R("tid"), (1 << 32) - 128 * (c + 1)))
+        p.emit(alu.imad(off, off, 16, RZ))
+        sbase, soff = p.derive.value_reg("addr", x.send.at(0, 0, 0))
+        for j in range(v):
+            p.emit(memory.sts(Mem(off, sbase, soff + (c * v + j) * UNIT_BYTES), acc.sub(4 * j, 4)))
+        p.emit(sync.fence_proxy_async())  # the copies read the units through the async proxy
+        p.emit(sync.bar_sync(EXCHANGE_BAR, 128 * cfg.consumers))
+        first: Optional[P] = None
+        if c == 0:
+            first = p.p("x_first_warp")
+            p.emit(alu.isetp("EQ", first, p.warp_index(), 4))
+            with p.when(first):
+                leader = p.elect("x_leader")
+                # this CTA's share arrives from S - 1 senders: arm its barrier with their bytes
+                tx = p.r("x_tx")
+                p.emit(alu.mov(tx, (s_ - 1) * (shares[0][1] - shares[0][0]) * UNIT_BYTES))
+                for r in range(1, s_):
+                    if shares[r][1] - shares[r][0] != shares[0][1] - shares[0][0]:
+                        is_r, nb = p.p("x_is_rank"), p.r("x_tx_r")
+                        p.emit(alu.isetp("EQ", is_r, rank_r, r))
+                        p.emit(alu.mov(nb, (s_ - 1) * (shares[r][1] - shares[r][0]) * UNIT_BYTES))
+                        p.emit(alu.sel(tx, nb, tx, is_r))
+                p.derive.emit_at(x.recv_bar.at(0), lambda m: sync.arrive_expect_tx(m, tx), guard=leader)
+                args, src, size, peer = p.urvec("x_args", 2), p.ur("x_src"), p.ur("x_size"), p.ur("x_peer")
+                for r in range(s_):
+                    other = p.p("x_other")
+                    p.emit(alu.isetp("NE", other, rank_r, r))
+                    with p.when(other):
+                        lo, hi = shares[r]
+                        p.emit(alu.umov(peer, r))
+                        p.derive.into(args[0], "addr", x.recv.at(0, 0, 0, 0))
+                        p.emit(alu.uimad(args[0], rank, most * UNIT_BYTES, args[0]))  # this sender's slot
+                        p.emit(alu.mapa(args[0], peer, args[0]))
+                        p.derive.into(args[1], "addr", x.recv_bar.at(0))
+                        p.emit(alu.mapa(args[1], peer, args[1]))
+                        p.derive.into(src, "addr", x.send.at(lo, 0, 0))
+                        p.emit(alu.umov(size, (hi - lo) * UNIT_BYTES))
+                        p.emit(tma.bulk_copy_s_s(Mem(args), Mem(src), size).guarded(leader))
+        wait(p, x.recv_bar.at(0), self.zero(p))
+        if first is not None:
+            with p.when(first):
+                leader = p.elect("x_leader")
+                bar, peer = p.ur("x_sent_bar"), p.ur("x_peer")
+                for r in range(s_):
+                    other = p.p("x_other")
+                    p.emit(alu.isetp("NE", other, rank_r, r))
+                    with p.when(other):
+                        p.emit(alu.umov(peer, r))
+                        p.derive.into(bar, "addr", x.done_bar.at(0))
+                        p.emit(alu.mapa(bar, peer, bar))
+                        p.emit(sync.arrive_remote(Mem(bar)).guarded(leader))
+        rbase, roff = p.derive.value_reg("addr", x.recv.at(0, 0, 0, 0))
+        part = p.rvec("x_part", 4 * (s_ - 1))
+        share = Share(rank_r, tuple(owner[c * v: (c + 1) * v]))
+        for j in range(v):
+            u = c * v + j
+            o = owner[u]
+            senders = [q for q in range(s_) if q != o]
+            with p.when(share.mine(p, j)):
+                for i, q in enumerate(senders):
+                    at = roff + q * most * UNIT_BYTES + (u - shares[o][0]) * UNIT_BYTES
+                    p.emit(memory.lds(part.sub(4 * i, 4), Mem(off, rbase, at)))
+                for i in range(len(senders)):
+                    for e in range(4):
+                        p.emit(alu.fadd(acc[4 * j + e], acc[4 * j + e], part[4 * i + e]))
+        return share
 
     def free(self, p: Program, rel: ConsumerEnd, leader: P, peer: Optional[UR]) -> None:
         """Free a stage: one arrival a warp on this CTA's empty barrier, and with clusters one on the
@@ -909,7 +1126,8 @@ class Sm90Gemm:
         p.emit(alu.mov(pitch, 8 * self.c_strides()[0]))
         return EpilogueThread(row, col, cptr, memdesc, pitch)
 
-    def epilogue(self, p: Program, e: EpilogueThread, acc: RVec, m_blk: R, n_blk: R, bt: Optional[R] = None) -> None:
+    def epilogue(self, p: Program, e: EpilogueThread, acc: RVec, m_blk: R, n_blk: R, bt: Optional[R] = None,
+                 share: Optional[Share] = None) -> None:
         cfg = self.cfg
         row0, col0 = p.r("row0"), p.r("col0")
         p.emit(alu.imad(row0, m_blk, cfg.bm, e.row))
@@ -923,23 +1141,24 @@ class Sm90Gemm:
         p.emit(alu.imad_wide(addr[1], e.pitch8, 1, addr[0]))
         ragged = self.m % cfg.bm or self.n % cfg.bn
         if not ragged:
-            self.stores(p, e, acc, addr, None, None)
+            self.stores(p, e, acc, addr, None, None, share)
             return
         inside = p.p("tile_inside")
         p.emit(alu.isetp("LT", inside, m_blk, self.m // cfg.bm))
         p.emit(alu.isetp("LT", inside, n_blk, self.n // cfg.bn, c=inside))
         edge, done = p.fresh_label("EDGE_TILE"), p.fresh_label("STORED")
         p.emit(control.bra(edge).guarded(~inside))
-        self.stores(p, e, acc, addr, None, None)
+        self.stores(p, e, acc, addr, None, None, share)
         p.emit(control.bra(done))
         p.label(edge)
-        self.stores(p, e, acc, addr, row0, col0)
+        self.stores(p, e, acc, addr, row0, col0, share)
         p.label(done)
 
     def stores(self, p: Program, e: EpilogueThread, acc: RVec, addr: list[RVec],
-               row0: R | None, col0: R | None) -> None:
+               row0: R | None, col0: R | None, share: Optional[Share] = None) -> None:
         """Store the accumulator: value 4j + 2h + i is row + 8h, column 8j + i of this thread's
-        fragment. With row0/col0, every store is guarded by the problem's edges."""
+        fragment. With row0/col0, every store is guarded by the problem's edges; with `share`, vector
+        j only where this CTA owns it (cluster_k: the CTA's share of the tile)."""
         cfg, oeb = self.cfg, self.oeb
         md = e.memdesc
         guarded = row0 is not None and col0 is not None
@@ -958,34 +1177,35 @@ class Sm90Gemm:
                 if self.m <= 8 * h:
                     continue
             for j in range(cfg.bn // 8):
-                v = acc.sub(4 * j + 2 * h, 2)
-                g0 = GMem(md, addr[h], 8 * j * col_b)
-                g1 = GMem(md, addr[h], (8 * j + 1) * col_b)
-                ok0 = ok1 = None
-                if guarded:
-                    assert col0 is not None and row_ok is not None
-                    if self.n - 8 * j <= 0:
-                        break
-                    ok0 = p.p("col_ok")
-                    p.emit(alu.isetp("LT", ok0, col0, self.n - 8 * j, c=row_ok))
-                    if not pair_ok:
-                        ok1 = p.p("col1_ok")
-                        p.emit(alu.isetp("LT", ok1, col0, self.n - 8 * j - 1, c=row_ok))
-                if self.out_dtype == "fp32":
+                if guarded and self.n - 8 * j <= 0:
+                    break
+                with p.when(share.mine(p, j)) if share is not None else contextlib.nullcontext():
+                    v = acc.sub(4 * j + 2 * h, 2)
+                    g0 = GMem(md, addr[h], 8 * j * col_b)
+                    g1 = GMem(md, addr[h], (8 * j + 1) * col_b)
+                    ok0 = ok1 = None
+                    if guarded:
+                        assert col0 is not None and row_ok is not None
+                        ok0 = p.p("col_ok")
+                        p.emit(alu.isetp("LT", ok0, col0, self.n - 8 * j, c=row_ok))
+                        if not pair_ok:
+                            ok1 = p.p("col1_ok")
+                            p.emit(alu.isetp("LT", ok1, col0, self.n - 8 * j - 1, c=row_ok))
+                    if self.out_dtype == "fp32":
+                        if pair_ok:
+                            p.emit(memory.stg(GMem(md, addr[h], 8 * j * oeb), v).guarded(ok0))
+                        else:
+                            p.emit(memory.stg(g0, v[0]).guarded(ok0))
+                            p.emit(memory.stg(g1, v[1]).guarded(ok1))
+                        continue
+                    kind = "BF16" if self.out_dtype == "bf16" else "F16"
+                    p.emit(ins(alu.F2FP, f"{kind}.F32.PACK_AB", packed, v[1], v[0]))
                     if pair_ok:
-                        p.emit(memory.stg(GMem(md, addr[h], 8 * j * oeb), v).guarded(ok0))
+                        p.emit(memory.stg(g0, packed).guarded(ok0))
                     else:
-                        p.emit(memory.stg(g0, v[0]).guarded(ok0))
-                        p.emit(memory.stg(g1, v[1]).guarded(ok1))
-                    continue
-                kind = "BF16" if self.out_dtype == "bf16" else "F16"
-                p.emit(ins(alu.F2FP, f"{kind}.F32.PACK_AB", packed, v[1], v[0]))
-                if pair_ok:
-                    p.emit(memory.stg(g0, packed).guarded(ok0))
-                else:
-                    p.emit(ins(memory.STG, "E.U16", g0, packed).guarded(ok0))
-                    p.emit(alu.shf_r(hi_half, packed, 16))
-                    p.emit(ins(memory.STG, "E.U16", g1, hi_half).guarded(ok1))
+                        p.emit(ins(memory.STG, "E.U16", g0, packed).guarded(ok0))
+                        p.emit(alu.shf_r(hi_half, packed, 16))
+                        p.emit(ins(memory.STG, "E.U16", g1, hi_half).guarded(ok1))
 
     # -- staged epilogue: registers -> STSM -> shared memory -> TMA store, 64 columns at a time ------
     def staged_setup(self, p: Program, c: int) -> StagedThread:

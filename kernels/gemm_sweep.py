@@ -16,7 +16,8 @@ shapes of the table: leave one out, so a shape never teaches the rule its own an
 fastest configuration measured there: how often and by how much the rule misses.
 
 The sweep's configurations per shape (`candidates`): for every kind the model knows, its best
-schedule (whole tiles, K split, stream-K) under the model; above M = 256 the 192-row tiles (three
+schedule (whole tiles, K split, stream-K, or a K split in clusters: `cluster_k`, which the model
+does not weigh itself, so a table's row runs it only where measured fastest) under the model; above M = 256 the 192-row tiles (three
 consumer warpgroups) and the 2x1-cluster twin of the model's pick; for M <= 64, A and B swapped with
 BN 16..64, which the hand-fitted model has no efficiency for, and the best of them in 2x1 clusters;
 the L2 promotions where rows of A and B are not 32-byte aligned. Ranked by the model, at most
@@ -308,7 +309,7 @@ def work_units(problem: Any, cfg: Sm90Config) -> float:
     work is the weight it reads, `tile_work`): whole tiles take
     ceil(tiles / SMs) waves of kt k blocks; split / stream-K their share of k blocks and the
     overhead. A and B swapped tile N by BM and M by BN."""
-    from .gemm import STREAM_K_OVERHEAD, _bk, tile_work
+    from .gemm import CLUSTER_K_OVERHEAD, STREAM_K_OVERHEAD, _bk, tile_work
 
     rows, cols = (problem.N, problem.M) if cfg.swap_ab else (problem.M, problem.N)
     tiles = cdiv(rows, cfg.bm) * cdiv(cols, cfg.bn) * problem.batch
@@ -317,6 +318,8 @@ def work_units(problem: Any, cfg: Sm90Config) -> float:
     if cfg.cluster_m == 2:  # pairs of M-blocks: the busiest cluster's waves
         pairs = cdiv(cdiv(rows, cfg.bm), 2) * cdiv(cols, cfg.bn)
         return cdiv(pairs, SM90A.sms // 2) * kt * per
+    if cfg.cluster_k > 1:  # one wave of clusters, each CTA k / S of a tile's blocks
+        return (cdiv(kt, cfg.cluster_k) + CLUSTER_K_OVERHEAD) * per
     if not cfg.stream_k:
         return cdiv(tiles, min(cfg.sms, SM90A.sms)) * kt * per
     share = cdiv(kt, cfg.split) if cfg.split else cdiv(tiles * kt, SM90A.sms)
@@ -331,6 +334,8 @@ def _model_row(row: SweepRow) -> list[Measured]:
     p = GemmProblem(*row.shape, dtype=row.dtype, out_dtype=row.out_dtype)
     out = []
     for m in row.ok:
+        if m.config.cluster_k > 1:  # (a K split in clusters: only in lookups, as the model does not weigh it)
+            continue
         try:
             want = model_config(p, m.config.bm, m.config.bn, m.config.stream_k, m.config.swap_ab)
         except WarpyError:
@@ -368,7 +373,7 @@ WIDE_BNS = (128, 192)
 
 def candidates(problem: Any, per_shape: int = 10) -> list[Sm90Config]:
     """The configurations the sweep times at a shape (see the module's docstring), the rule's pick first."""
-    from .gemm import TILE_EFFICIENCY, choose, deepest_ring, model_config, sm90_cost
+    from .gemm import SCHEDULES, TILE_EFFICIENCY, choose, deepest_ring, model_config, sm90_cost
 
     pick = choose(problem)
     if not isinstance(pick, Sm90Config):
@@ -389,11 +394,11 @@ def candidates(problem: Any, per_shape: int = 10) -> list[Sm90Config]:
     for k in kinds + extra:
         new = k in extra
         eff = 0.9 if new else TILE_EFFICIENCY[k[0], k[1]]  # (new kinds: a placeholder, only to rank them here)
-        for sk in (False, True):
-            cost = sm90_cost(problem, k[0], k[1], sk, swap=k[2], eff=eff)
+        for sk, ck in SCHEDULES:
+            cost = sm90_cost(problem, k[0], k[1], sk, swap=k[2], eff=eff, cluster_k=ck)
             if math.isfinite(cost):
                 try:
-                    cfg = model_config(problem, k[0], k[1], sk, k[2])
+                    cfg = model_config(problem, k[0], k[1], sk, k[2], ck)
                     Sm90Gemm(problem, cfg)
                 except WarpyError:
                     continue
@@ -402,7 +407,8 @@ def candidates(problem: Any, per_shape: int = 10) -> list[Sm90Config]:
         v.sort(key=lambda c: c[0])
     if reg == "narrow":  # the compute-bound ranking's and the streaming one's, alternately
         streamed = sorted(ranked[False], key=lambda c: sm90_cost(problem, c[1].bm, c[1].bn, c[1].stream_k,
-                                                                  eff=TILE_EFFICIENCY[c[1].bm, c[1].bn], streaming=True))
+                                                                  eff=TILE_EFFICIENCY[c[1].bm, c[1].bn], streaming=True,
+                                                                  cluster_k=c[1].cluster_k > 1))
         ranked[False] = [c for pair in zip(ranked[False], streamed) for c in pair]
     out: list[Sm90Config] = [pick]
 
@@ -424,11 +430,11 @@ def candidates(problem: Any, per_shape: int = 10) -> list[Sm90Config]:
                 # 192 x 192's staged epilogue leaves room for 3 stages; C from the registers, for 4; and
                 # in 2x1 clusters, B multicast (cuBLAS's "coopB" kernels at large shapes, issue 18)
                 add(deepest_ring(attrs.evolve(cfg, staged_epilogue=False)))
-                add(deepest_ring(attrs.evolve(cfg, cluster_m=2, stream_k=False, split=0)))
+                add(deepest_ring(attrs.evolve(cfg, cluster_m=2, stream_k=False, split=0, cluster_k=1)))
     if not pick.stream_k and not pick.swap_ab and problem.batch == 1 and reg == "wide":
-        add(deepest_ring(attrs.evolve(pick, cluster_m=2)))  # coopB-like: B multicast over 2x1 clusters
+        add(deepest_ring(attrs.evolve(pick, cluster_m=2, cluster_k=1)))  # coopB-like: B multicast over 2x1 clusters
     if skinny and ranked[True]:  # the best swapped schedule in 2x1 clusters of N-blocks: A's box multicast
-        add(deepest_ring(attrs.evolve(ranked[True][0][1], cluster_m=2, stream_k=False, split=0)))
+        add(deepest_ring(attrs.evolve(ranked[True][0][1], cluster_m=2, stream_k=False, split=0, cluster_k=1)))
     if (problem.K * 2) % 32:  # rows 16- but not 32-byte aligned: the L2 promotion decides much (issue 18)
         for l2 in (256, 64, 0):
             add(attrs.evolve(pick, l2_promotion=l2))
@@ -511,7 +517,7 @@ def carry(cfg: Sm90Config, problem: Any, src_m: Optional[int] = None) -> Optiona
 
     bn = _swap_bn(problem.M, src_m, cfg.bn) if cfg.swap_ab and src_m is not None else cfg.bn
     try:
-        out = model_config(problem, cfg.bm, bn, cfg.stream_k, cfg.swap_ab)
+        out = model_config(problem, cfg.bm, bn, cfg.stream_k, cfg.swap_ab, cfg.cluster_k > 1)
         same_rows = (cfg.l2_promotion == 256) == (out.l2_promotion == 256)
         out = attrs.evolve(out, cluster_m=cfg.cluster_m, group=cfg.group,
                            l2_promotion=cfg.l2_promotion if same_rows else out.l2_promotion,

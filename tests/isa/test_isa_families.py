@@ -96,3 +96,17 @@ def test_the_examples_use_every_opcode_of_their_target(arch: str) -> None:
     used = {families.record(i).key for build in EXAMPLES.values() for i in build(arch).kernel().instrs()}
     assert sorted(k for k, op in ALL.items() if arch in op.archs and k not in used) == []
     assert all(arch in ALL[k].archs for k in used)
+
+
+def test_the_bulk_copy_builders_spell_what_ptxas_prints() -> None:
+    """UBLKCP's builders, global to shared (`.S.G`) and shared to a CTA of the cluster (`.S.S`), spell
+    the modifiers nvdisasm prints for the probes' cp.async.bulk (tests/isa/probes/sm_90a*.ptx)."""
+    from warpy.isa.families import tma
+    from warpy.isa.operands import UR, Mem, URVec
+
+    printed = {text.partition(" ")[0] for _, text in probe_disassembly() if text.startswith("UBLKCP")}
+    args, size = Mem(URVec("UR6", 2)), UR("UR8")
+    built = [tma.bulk_copy_s_g(args, Mem(URVec("UR4", 2)), size), tma.bulk_copy_s_s(args, Mem(UR("UR5")), size)]
+    assert [i.mnemonic for i in built] == ["UBLKCP.S.G", "UBLKCP.S.S"]
+    assert {i.mnemonic for i in built} <= printed
+    assert all(families.record(i).key == "UBLKCP" for i in built)

@@ -137,6 +137,7 @@ def test_the_schedulers_magic_division_through_the_lifted_ptx(d: int, x_max: int
 #   ld/ldmatrix/tcgen05.ld d, [addr]        st/stmatrix/tcgen05.st [addr], value
 #   atom d, [addr], b[, c]                  red [addr], b
 #   cp.async.bulk.shared::cluster.global...  [dstMem], [srcMem], size, [mbar]
+#   cp.async.bulk.shared::cluster.shared::cta... [dstMem], [srcMem], size, [mbar]
 #   cp.async.bulk.global.shared::cta...      [dstMem], [srcMem], size
 #   cp.async.bulk.tensor (load)             [dstMem], [tensorMap, coords], [mbar]
 #   cp.async.bulk.tensor / cp.reduce (store) [tensorMap, coords], [srcMem]
@@ -164,6 +165,8 @@ ROLES = [
      ["[UR4]", "[UR6:UR7]", "UR8", "[UR5]"]),
     ("UBLKCP.G.S [UR6], [UR4], UR8", "sm_90a", "cp.async.bulk.global.shared::cta.bulk_group",
      ["[UR6:UR7]", "[UR4]", "UR8"]),
+    ("UBLKCP.S.S [UR6], [UR5], UR8", "sm_90a", "cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes",
+     ["[UR6]", "[UR5]", "UR8", "[UR7]"]),
     ("UTMALDG.3D [UR8], tmap[a]", "sm_90a", "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes",
      ["[UR8]", "[a,{UR10,UR11,UR12}]", "[UR9]"]),
     ("UTMASTG.2D [UR8], tmap[a]", "sm_90a", "cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group",

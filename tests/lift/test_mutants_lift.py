@@ -298,6 +298,12 @@ TMA_PTX = [
     # the fence runs on every lane (no @%pe): whichever lane issues the copies has fenced
     ("UTMACCTL.IV tmap[a]", "sm_90a", ["fence.proxy.tensormap::generic.acquire.sys [%tm0], 128;"]),
     ("UTMACCTL.PF tmap[a]", "sm_90a", ["@%pe prefetch.tensormap [%tm0];"]),
+    # a bulk copy to a CTA of the cluster: the pair (destination, barrier), the source a shared::cta address
+    ("UBLKCP.S.S [UR6], [UR5+0x10], UR8", "sm_90a",
+     ["@%pe cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [%ur6], [%ur5+16], %ur8, [%ur7];"]),
+    ("UBLKCP.S.S [UR6], [R2+UR5], UR8", "sm_100a",
+     ["add.u32 %t0, %r2, %ur5;",
+      "@%pe cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [%ur6], [%t0], %ur8, [%ur7];"]),
     ("DEPBAR.LE.WRITES SB0, 0x1", "sm_90a",
      ["@%pe cp.async.bulk.wait_group 1;", "activemask.b32 %t0;", "bar.warp.sync %t0;"]),
     ("DEPBAR.LE SB0, 0x2", "sm_90a",
@@ -312,8 +318,9 @@ def test_tma_rules_word_for_word(sass: str, sm: str, want: list[str]) -> None:
 
 @pytest.mark.parametrize("sass,message", [
     ("UBLKCP.G.S [0x0], [UR4], UR8", "UBLKCP.G.S: a bulk copy's global address is [pair], not [0x0]"),
-    ("UBLKCP.S.S [UR4], [UR6], UR8", "UBLKCP.S.S: UBLKCP copies .S.G (global to shared) or .G.S (shared to global)"),
-    ("UBLKCP.G.G [UR4], [UR6], UR8", "UBLKCP.G.G: UBLKCP copies .S.G (global to shared) or .G.S (shared to global)"),
+    ("UBLKCP.S.S [0x0], [UR4], UR8", "UBLKCP.S.S: the TMA argument tuple must be [vector], not [0x0]"),
+    ("UBLKCP.G.G [UR4], [UR6], UR8", "UBLKCP.G.G: UBLKCP copies .S.G (global to shared), .S.S (shared to a CTA of "
+                                     "the cluster) or .G.S (shared to global)"),
 ])
 def test_bulk_copy_refusals(sass: str, message: str) -> None:
     with pytest.raises(WarpyError) as e:

@@ -31,6 +31,7 @@ The known differences between the two sides, handled here:
 | `LDC/ULDC/LDCU c[0x0][name or offset]` | `ld.param` of that parameter; the memory descriptor word (0x208 / 0x358) reads as 0 |
 | `UMOV d, `(dsmem)`` | `mov.u32 d, dsmem` |
 | `PRMT d, rank, 0x654, addr` | `prmt.b32` (what ptxas emits for `mapa`: `(rank << 24) | addr`) |
+| `UBLKCP.S.S [dst, bar], [src], size` (`dst`, `bar` mapa'd) | `cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [dst], [src], size, [bar]`; the text's `size` is bytes, for every `UBLKCP` (ptxas's SASS holds size / 16) |
 | `HGMMA ... RZ, !UPT` | `wgmma ... scale-d 0`; imm-trans-a/b 1 for `gdesc[..].tnspA`/`.tnspB` (MN-major), else 0 |
 | kernel naming both `.cta_group`s | refused: `kernel K names both cta_groups (...); PTX allows one .cta_group per kernel` |
 

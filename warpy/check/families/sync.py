@@ -323,8 +323,9 @@ def _fence_async(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     if "S" in c.instr.mods:
         now = w.vc[w.agent]
         for a in w.unfenced:
-            a.fenced = True
-            a.fence_clock = now
+            if not a.fenced:  # (a later fence must not re-stamp an access an earlier one already ordered)
+                a.fenced = True
+                a.fence_clock = now
         w.unfenced = []
 
 
@@ -333,8 +334,9 @@ def _fence_init(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     """fence.mbarrier_init: this thread's barrier inits become visible to the async proxy (and cluster)."""
     now = w.vc[w.agent]
     for a in w.unfenced_init:
-        a.fenced = True
-        a.fence_clock = now
+        if not a.fenced:
+            a.fenced = True
+            a.fence_clock = now
     w.unfenced_init = []
 
 

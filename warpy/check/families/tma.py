@@ -3,7 +3,9 @@ and bulk-group commit/wait.
 
 A load lands its box in each CTA it names and completes its bytes on the mbarrier there; its write
 is stamped with that barrier's phase, so a warp is ordered after it exactly when it has seen the
-phase complete. Stores read shared memory and write global memory as the warp's open bulk group.
+phase complete. Stores read shared memory and write global memory as the warp's open bulk group. A
+bulk copy to a CTA of the cluster (`UBLKCP.S.S`) reads this CTA's shared memory as part of the
+transfer the destination barrier's phase completes (ordered for whoever has seen that phase).
 A box wholly outside its tensor is memory no buffer declares (a box partly outside is how ragged
 tiles are loaded: the engine fills with zeros).
 
@@ -138,16 +140,19 @@ def inner_start(m: Machine, w: Warp, c: Compiled, name: str, box: TmaBox, coords
 
 
 def land(m: Machine, w: Warp, c: Compiled, dest: Optional[Cta], bar_cta: Optional[Cta], dst: int, bar_addr: int,
-         nbytes: int, issue_vc: VC, image: Optional[np.ndarray], prov: Optional[tuple[str, list[int]]] = None) -> None:
+         nbytes: int, issue_vc: VC, image: Optional[np.ndarray], prov: Optional[tuple[str, list[int]]] = None
+         ) -> Optional[tuple[Agent, int]]:
     """`nbytes` the copy engine (or cluster launch control) writes at `dst` in `dest`, completing
-    them on the barrier at `bar_addr` in `bar_cta`; `prov`: the tensor map and coordinates they came from."""
+    them on the barrier at `bar_addr` in `bar_cta`; `prov`: the tensor map and coordinates they came from.
+    Returns the barrier phase the bytes complete (its agent and clock; None where the copy is refused)."""
     if bar_cta is None or dest is None:
         m.problems.add("protocol", f"{w.cta.name} warp {w.wid}: {c.mnem} names a CTA the cluster has not")
-        return
+        return None
     if not m.places.check_barrier_addr(w, c, bar_addr):
-        return
+        return None
     mb = m.mbarriers
     bar = mb.at(bar_cta, bar_addr)
+    done = (bar.agent, bar.phase + 1)
     if prov is not None:
         smem_aligned(m, w, c, dst, m.global_memory.tmaps[prov[0]].swizzle, "lands its box at")
         stale = [d for d, (_, _, n) in dest.landed.items() if d != dst and d < dst + nbytes and dst < d + n]
@@ -165,6 +170,7 @@ def land(m: Machine, w: Warp, c: Compiled, dest: Optional[Cta], bar_cta: Optiona
         if image is not None and dest.smem is not None:
             dest.smem[dst:dst + nbytes] = image
     mb.complete_tx(bar, nbytes, issue_vc)
+    return done
 
 
 def _tmap(m: Machine, w: Warp, c: Compiled, k: int = 1) -> Optional[str]:
@@ -349,11 +355,16 @@ def _bulk_copy(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
     ops = c.instr.ops
     size = first(c.get[2](w))
     gm = m.global_memory
-    gm.pdl_check(w, c)
     to_shared = c.instr.mods[0] == "S"
+    from_shared = c.instr.mods[1] == "S"
+    if not (to_shared and from_shared):  # (.S.S reaches no global memory)
+        gm.pdl_check(w, c)
     if size % 16 or size <= 0:
         m.problems.add("memory", f"{w.cta.name} warp {w.wid}: {c.mnem} copies {size} bytes: a bulk copy moves a positive "
                                  f"multiple of 16 bytes")
+    if to_shared and from_shared:
+        _bulk_copy_peer(m, w, c, size)
+        return
     if to_shared:
         dst, bar = _args(w, ops[0], 2)
         gaddr = pair64(w, _mem_base(ops[1]))
@@ -404,6 +415,35 @@ def _bulk_copy(m: Machine, w: Warp, c: Compiled, lanes: Lanes) -> None:
             gm.gwritten[dsrc][o:o + n] = True
             if w.cta.foreign:
                 gm.greduced[dsrc][o:o + n] = True
+
+
+def _bulk_copy_peer(m: Machine, w: Warp, c: Compiled, size: int) -> None:
+    """.S.S: `size` bytes of this CTA's shared memory at src land at dst in a CTA of the cluster,
+    completing on bar there (dst, bar: shared::cluster addresses). The engine reads the source through
+    the async proxy (the generic writes before it need a proxy fence) as part of the transfer the
+    barrier's phase completes: only whoever has seen that phase (the receiver's wait, then e.g. a
+    cluster barrier back) is ordered after the read, this CTA too before it rewrites the source or
+    exits (`HappensBefore.exits`)."""
+    dst, bar = _args(w, c.instr.ops[0], 2)
+    src = first(c.get[1](w))
+    dest, dl = w.cta.resolve(dst)
+    bar_cta, bl = w.cta.resolve(bar)
+    smem_aligned(m, w, c, src, 0, "copies from")
+    smem_aligned(m, w, c, dl, 0, "lands at")
+    issue_vc = w.tick()
+    read = m.places.check_smem_range(w, c, src, src + size)
+    smem = w.cta.smem
+    image = smem[src:src + size].copy() if read and m.values and smem is not None else None
+    if read and dest is not None:
+        for k in range(0, size - size % 4, 4):  # without values: the words the machine keeps (a CLC answer)
+            if src + k in w.cta.shadow:
+                dest.shadow[dl + k] = w.cta.shadow[src + k]
+            else:
+                dest.shadow.pop(dl + k, None)
+    done = land(m, w, c, dest, bar_cta, dl, bl, size, issue_vc, image)
+    if read and done is not None:
+        m.order.access("smem", w.cta, None, "r", issue_vc, done[0], done[1], c.mnem, w, proxy="async",
+                       footprint=_fp(m, src, size))
 
 
 @semantics(isa.UTMACMDFLUSH)

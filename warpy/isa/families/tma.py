@@ -40,8 +40,11 @@ UTMACCTL = Opcode("UTMACCTL", F, "tma-prefetch", ((a("map", "tmap"),),), mods=(r
         "descriptor in global memory (the host's table of maps) before this thread's tensor-map-proxy reads of it "
         "(drops the cached copy; every lane of the warp fences; ptxas emits DEPBAR {5,4,3,2,1,0} before it)")
 UBLKCP = Opcode("UBLKCP", F, "bulk-copy", ((a("args", "mem"), a("src", "mem"), a("size", "UR")),), mods=(r"!S|G", r"!S|G"),
-    single_issue=True, ptx="cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [dst], [src], size, [bar]",
-    doc="copy size bytes from global src (a uniform pair) to shared: args = (dst, bar), completing on bar (.S.G); .G.S: back", bulk_group=True)
+    single_issue=True, ptx="cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [dst], [src], size, [bar]; "
+    ".S.S: cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes; .G.S: cp.async.bulk.global.shared::cta.bulk_group",
+    doc="copy size bytes from global src (a uniform pair) to shared: args = (dst, bar), completing on bar (.S.G); .S.S: "
+        "from this CTA's shared src to a CTA of the cluster (dst, bar: shared::cluster addresses, mapa); .G.S: back",
+    bulk_group=True)
 UTMACMDFLUSH = Opcode("UTMACMDFLUSH", F, "bulk-commit", ((),), single_issue=True, ptx="cp.async.bulk.commit_group",
     doc="close the group of bulk stores issued so far", bulk_group=True)
 DEPBAR = Opcode("DEPBAR", F, "bulk-wait", ((a("sb", "kw:SB0"), a("n", "I")),), mods=(r"!LE", r"WRITES"),
@@ -115,3 +118,10 @@ def bulk_copy_s_g(args: Mem, src: Mem, size: UR) -> Instr:
     """Copy size bytes from global (src: a uniform pair holding the address) to shared:
     args = (dst, bar) consecutive uniform registers, completing size bytes on bar."""
     return ins(UBLKCP, "S.G", args, src, size)
+
+
+def bulk_copy_s_s(args: Mem, src: Mem, size: UR) -> Instr:
+    """Copy size bytes from this CTA's shared memory (src: a shared::cta address) to a CTA of the
+    cluster: args = (dst, bar) consecutive uniform registers holding shared::cluster addresses
+    (mapa), completing size bytes on bar in the destination CTA."""
+    return ins(UBLKCP, "S.S", args, src, size)

@@ -90,17 +90,23 @@ def _tmap_prefetch(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
 @rule(isa.UBLKCP)
 def _bulk_copy(c: LiftContext, i: Instr, rest: tuple[str, ...]) -> None:
     # UBLKCP.S.G [dst, bar], [src.lo, src.hi], size: global -> shared, completing on bar;
+    # UBLKCP.S.S [dst, bar], [src], size: this CTA's shared -> a CTA of the cluster (dst, bar: mapa'd);
     # UBLKCP.G.S [dst.lo, dst.hi], [src], size: shared -> global (a bulk group).
     dst, src, size = i.ops
     if rest[:2] == ("S", "G"):
         d, bar = c.args(dst, 2)
         g = c.wide(_pair(c, src))
         c.issue(f"cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [{d}], [{g}], {c.src(size)}, [{bar}]")
+    elif rest[:2] == ("S", "S"):
+        d, bar = c.args(dst, 2)
+        c.issue(f"cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [{d}], {c.smem_addr(src)}, "
+                f"{c.src(size)}, [{bar}]")
     elif rest[:2] == ("G", "S"):
         g = c.wide(_pair(c, dst))
         c.issue(f"cp.async.bulk.global.shared::cta.bulk_group [{g}], {c.smem_addr(src)}, {c.src(size)}")
     else:
-        raise c.error("UBLKCP copies .S.G (global to shared) or .G.S (shared to global)")
+        raise c.error("UBLKCP copies .S.G (global to shared), .S.S (shared to a CTA of the cluster) or .G.S "
+                      "(shared to global)")
 
 
 def _pair(c: LiftContext, m: object):  # type: ignore[no-untyped-def]
