@@ -16,7 +16,7 @@ import numpy as np
 
 from .gemm_epilogue import AUX_PARAMS, Epilogue, parse_words, reference
 from . import gemm_fp8
-from .gemm_sm90 import MAX_CLUSTER_K, Sm90Config, Sm90Gemm, smem_bytes
+from .gemm_sm90 import MAX_CLUSTER_K, Sm90Config, Sm90Gemm, cluster_refusal, resident_clusters, smem_bytes
 from .gemm_sm100 import Sm100Config, Sm100Gemm, choose_sm100, for_majors
 from .family import checked_overrides
 from .schedule import cdiv
@@ -232,7 +232,33 @@ def choose(problem: GemmProblem) -> Config:
     return model_choose(problem, current_efficiencies(table) if table.rows else {})
 
 
-Kind = tuple[int, int, bool]  # (BM, BN, A and B swapped)
+#: a kind of tile: (BM, BN, A and B swapped); in multicast clusters (BM, BN, swapped, cluster_m,
+#: cluster_n); split in clusters along K (BM, BN, swapped, 1, 1, True). Each has an efficiency of its
+#: own (a clustered kind's CTAs load slices of the operands; a K split's trade partial sums)
+Kind = tuple[Any, ...]
+
+
+def kind_cluster(k: Kind) -> tuple[int, int]:
+    """(cluster_m, cluster_n) of a kind of tile ((1, 1): no multicast cluster)."""
+    return (k[3], k[4]) if len(k) > 3 else (1, 1)
+
+
+def kind_schedules(k: Kind, problem: GemmProblem) -> tuple[tuple[bool, bool], ...]:
+    """The schedules (stream_k, cluster_k) the model weighs for a kind: whole tiles and stream-K for a
+    plain kind (whole tiles only for a batch), whole tiles for a clustered kind, the K split in
+    clusters for its own kind."""
+    if len(k) > 5 and k[5]:
+        return ((False, True),)
+    return MODEL_SCHEDULES if len(k) == 3 and problem.batch == 1 else MODEL_SCHEDULES[:1]
+
+
+def cluster_waves(problem: GemmProblem, bm: int, bn: int, swap: bool, cluster: tuple[int, int]) -> int:
+    """Waves of whole tiles: ceil(tiles / 132), or in cm x cn clusters ceil(cluster tiles / the
+    clusters the grid holds at once: `resident_clusters`). A and B swapped tile N by BM, M by BN."""
+    rows, cols = (problem.N, problem.M) if swap else (problem.M, problem.N)
+    cm, cn = cluster
+    ctiles = cdiv(cdiv(rows, bm), cm) * cdiv(cdiv(cols, bn), cn) * problem.batch
+    return cdiv(ctiles, min(SM90A.sms // (cm * cn), resident_clusters(cm * cn)))
 
 
 def tile_work(bm: int, bn: int, swap: bool, streaming: bool) -> float:
@@ -258,7 +284,12 @@ def model_efficiencies(problem: GemmProblem, derived: Mapping[tuple[Kind, str], 
                and problem.b_major == "K" and dtype_bytes(problem.dtype) == 2)
     if dtype_bytes(problem.dtype) != 2:  # the sweep measures 16-bit inputs: 8-bit floats keep the hand-fitted model
         return out
-    mine = {k: e for (k, r), e in derived.items() if r == reg and e > 0 and (not k[2] or swap_ok)}
+    # clustered kinds where the sweep times them at every shape (skinny, narrow) and on what it measures
+    # (plain problems); in the wide regime it times one clustered twin of the pick, so their fit there
+    # would come from the shapes where clusters won
+    cluster_ok = reg != "wide" and problem.epilogue.identity and problem.batch == 1
+    mine = {k: e for (k, r), e in derived.items() if r == reg and e > 0 and (not k[2] or swap_ok)
+            and (len(k) == 3 or cluster_ok)}
     # where the table covers the regime, its measured kinds replace the hand-fitted ones: a decode GEMM
     # streams its weight, and a kind measured there is priced at that rate while an unmeasured one would
     # keep the compute-bound fit and look faster than anything measured
@@ -283,27 +314,30 @@ def model_choose(problem: GemmProblem, derived: Mapping[tuple[Kind, str], float]
     streaming = streams(problem, derived)
     kinds = [k for k in effs if (problem.b_major == "K" or k[1] % 64 == 0)
              and (not promote or k[1] <= gemm_fp8.PROMOTE_MAX_BN)]
-    (bm, bn, swap), (stream_k, cluster_k) = min(
-        ((k, sch) for k in kinds for sch in MODEL_SCHEDULES[:len(MODEL_SCHEDULES) if problem.batch == 1 else 1]),
+    # (a clustered kind walks whole tiles)
+    k, (stream_k, cluster_k) = min(
+        ((k, sch) for k in kinds for sch in kind_schedules(k, problem)),
         key=lambda c: sm90_cost(problem, c[0][0], c[0][1], c[1][0], swap=c[0][2], eff=effs[c[0]],
-                                streaming=streaming, cluster_k=c[1][1]))
-    return model_config(problem, bm, bn, stream_k, swap, cluster_k)
+                                streaming=streaming, cluster_k=c[1][1], cluster=kind_cluster(c[0])))
+    return model_config(problem, k[0], k[1], stream_k, k[2], cluster_k, kind_cluster(k))
 
 
 #: the schedules, as (stream_k, cluster_k): whole tiles, stream-K / a K split through the workspace, a K
-#: split in clusters. The sweep times all three; the model weighs the first two (MODEL_SCHEDULES): priced
-#: with one efficiency a kind of tile, a K split in clusters won where measured (up to 12% at decode
-#: shapes of 2048-4096) but, picked by the model at the held-out shapes, lost up to 27% (64 x 5120 x 5120;
-#: docs/performance.md, 2026-12-03): it runs where the sweep measured it fastest (the table's lookups).
+#: split in clusters. The sweep times all three; the model weighs the first two for a plain kind of tile
+#: (MODEL_SCHEDULES): priced with the plain kind's efficiency, a K split in clusters won where measured
+#: (up to 12% at decode shapes of 2048-4096) but, picked by the model at the held-out shapes, lost up to
+#: 27% (64 x 5120 x 5120; docs/performance.md, 2026-12-03). A K split in clusters is instead a kind of
+#: its own (`kind_schedules`), with the efficiency the table's measurements of it give.
 SCHEDULES = ((False, False), (True, False), (False, True))
 MODEL_SCHEDULES = SCHEDULES[:2]
 
 
 def model_config(problem: GemmProblem, bm: int, bn: int, stream_k: bool, swap: bool = False,
-                 cluster_k: bool = False) -> Sm90Config:
+                 cluster_k: bool = False, cluster: tuple[int, int] = (1, 1)) -> Sm90Config:
     """The configuration the model gives a kind of tile and schedule: the split `sm90_split` gives
     (stream-K) or `cluster_split` (`cluster_k`: C then from the registers), the staged epilogue where
-    C's rows allow (not with A and B swapped), the L2 promotion by the rows' alignment, the deepest ring."""
+    C's rows allow (not with A and B swapped), the L2 promotion by the rows' alignment, the deepest
+    ring; `cluster`: (cluster_m, cluster_n) of multicast clusters (whole tiles)."""
     promote = gemm_fp8.promotes(problem)
     split = sm90_split(problem, bm, bn, swap) if stream_k else 0
     # 16-bit C through TMA stores where its rows are whole 16 bytes (a store clips a row only to 16
@@ -320,7 +354,8 @@ def model_config(problem: GemmProblem, bm: int, bn: int, stream_k: bool, swap: b
     # a stage's K is one 128-byte swizzle row: 64 16-bit elements, 128 8-bit ones
     return deepest_ring(Sm90Config(bn=bn, consumers=bm // 64, stages=3, group=8, staged_epilogue=staged, bk=_bk(problem),
                                    stream_k=stream_k, split=split, l2_promotion=l2, promote=promote, swap_ab=swap,
-                                   cluster_k=max(1, cluster_split(problem, bm, bn, swap)) if cluster_k else 1))
+                                   cluster_k=max(1, cluster_split(problem, bm, bn, swap)) if cluster_k else 1,
+                                   cluster_m=cluster[0], cluster_n=cluster[1]))
 
 
 def _bk(problem: GemmProblem) -> int:
@@ -348,16 +383,18 @@ def deepest_ring(cfg: Sm90Config) -> Sm90Config:
 def configure(problem: GemmProblem, overrides: Union[str, Mapping[str, object], None]) -> Config:
     """The rule's configuration for `problem` with some fields set by hand: `overrides` is a dict or
     text `key=value,...` (ints, true/false). On sm_90a a changed tile or epilogue gets the deepest
-    ring that fits unless `stages` is given, and clusters (`cluster_m=2`) walk whole tiles unless
-    stream-K is asked for too. An unknown field or a bad value is refused in one line."""
+    ring that fits unless `stages` is given, and multicast clusters (`cluster_m` / `cluster_n` above 1)
+    walk whole tiles unless stream-K is asked for too. An unknown field or a bad value is refused in one line."""
     cfg = choose(problem)
     overrides = checked_overrides(cfg, overrides)
     if not overrides:
         return cfg
-    if isinstance(cfg, Sm90Config) and overrides.get("cluster_m") == 2 and "stream_k" not in overrides:
+    multicast = any(isinstance(overrides.get(f), int) and overrides.get(f) != 1  # type: ignore[comparison-overlap]
+                    for f in ("cluster_m", "cluster_n"))
+    if isinstance(cfg, Sm90Config) and multicast and "stream_k" not in overrides:
         overrides = {**overrides, "stream_k": False, "split": 0}
     if isinstance(cfg, Sm90Config) and cfg.cluster_k > 1 and "cluster_k" not in overrides and (
-            overrides.get("cluster_m") == 2 or overrides.get("stream_k") or overrides.get("split")):
+            multicast or overrides.get("stream_k") or overrides.get("split")):
         # the rule's K split in clusters gives way to the schedule asked for, with the epilogue the model
         # gives that tile
         whole = model_config(problem, cfg.bm, cfg.bn, False, cfg.swap_ab)
@@ -429,16 +466,24 @@ def cluster_split(problem: GemmProblem, bm: int, bn: int, swap: bool = False) ->
 
 
 def sm90_cost(problem: GemmProblem, bm: int, bn: int, stream_k: bool, *, swap: bool = False,
-              eff: Optional[float] = None, streaming: bool = False, cluster_k: bool = False) -> float:
+              eff: Optional[float] = None, streaming: bool = False, cluster_k: bool = False,
+              cluster: tuple[int, int] = (1, 1)) -> float:
     """Predicted time of the busiest SM, in k blocks of a 128 x 256 tile: whole tiles take
     ceil(tiles / 132) waves of kt k blocks; stream-K shares the tiles' k blocks out (`sm90_split`)
     and pays STREAM_K_OVERHEAD more, and must beat whole tiles by STREAM_K_MARGIN; `cluster_k`, a K
     split S ways in clusters (`cluster_split`), pays CLUSTER_K_OVERHEAD on its k/S blocks, by the same
     margin. `eff`: the kind's efficiency (TILE_EFFICIENCY's by default; the rule passes the sweep's
-    where it has one); `streaming`: a tile's work is the weight it reads (`tile_work`)."""
+    where it has one); `streaming`: a tile's work is the weight it reads (`tile_work`); `cluster`:
+    whole tiles in multicast clusters (`cluster_waves`; infinite where the cluster cannot run)."""
     tiles = _tiles(problem, bm, bn, swap)
     kt = cdiv(problem.K, _bk(problem))
     per = tile_work(bm, bn, swap, streaming) / (TILE_EFFICIENCY[bm, bn] if eff is None else eff)
+    if cluster != (1, 1):
+        try:
+            cluster_refusal(Sm90Config(bn=bn, consumers=bm // 64, cluster_m=cluster[0], cluster_n=cluster[1]))
+        except WarpyError:
+            return float("inf")
+        return float("inf") if stream_k or cluster_k else cluster_waves(problem, bm, bn, swap, cluster) * kt * per
     if cluster_k:
         s = cluster_split(problem, bm, bn, swap)
         return (cdiv(kt, s) + CLUSTER_K_OVERHEAD) * per / STREAM_K_MARGIN if s else float("inf")

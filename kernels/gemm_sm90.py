@@ -19,11 +19,15 @@ Warp-specialised and persistent:
 - or, with `stream_k`, the tiles' k blocks are shared out over the grid (kernels.schedule.StreamK):
   CTAs that hold part of a tile leave fp32 partial sums in scratch memory and raise flags; the CTA
   holding its last k block adds them and stores C (`fixup`);
-- with `cluster_m = 2`, 2x1 clusters: the two CTAs take M-blocks 2i and 2i + 1 of one N column in
-  lockstep (cluster tiles in the grouped order); each producer loads its own A box and half of B's
-  box, multicast into that half of both CTAs' stage; a stage is refilled once both CTAs' consumers
-  have freed it (each consumer warp arrives on its own and the peer's empty barrier); the producer
-  drains the ring before it exits so no remote arrival reaches an exited CTA.
+- with `cluster_m` x `cluster_n` > 1, multicast clusters (1, 2, 4 or 8 CTAs a side, 8 at most): CTA
+  (i, j) of a cluster takes M-block cluster_m I + i and N-block cluster_n J + j of cluster tile (I, J),
+  all in lockstep (cluster tiles in the grouped order; those past M or N compute zeros and store
+  nothing). Each producer loads slice j of its A box (BM / cluster_n rows), multicast to the CTAs of
+  its row (same M-block), and slice i of its B box (BN / cluster_m rows), multicast to its column; a
+  stage is refilled once every CTA writing into it has had it freed (each consumer warp arrives on
+  its own empty barrier and those of its row's and column's CTAs); the producer drains the ring
+  before it exits so no remote arrival reaches an exited CTA. A grid holds no more clusters than the
+  H200 runs at once (`RESIDENT_CLUSTERS`).
 
 docs/wgmma.md describes the program and the rule that configures it.
 
@@ -43,7 +47,7 @@ from warpy.errors import WarpyError
 from warpy.isa.families import alu, control, memory, sync, tma, wgmma
 from warpy.isa.families._util import ins
 from warpy.isa.families.typed import F32
-from warpy.isa.operands import RZ, UR, URZ, CBank, GMem, Mem, P, R, RVec, URVec
+from warpy.isa.operands import PT, RZ, UR, URZ, CBank, GMem, Mem, P, R, RVec, URVec
 from warpy.isa.buffers import BarrierArray, Param, SmemBuffer, TensorMap, Tile, TileRing
 from warpy.isa.index import Coord, Ix, Lane, Uniform
 from warpy.isa.pipes import ConsumerEnd, Pipe, ProducerEnd, init_barriers, wait
@@ -85,8 +89,9 @@ MN_BOX_ROWS = 64  # rows (M or N) of an MN-major operand's TMA box: one 128-byte
 class Sm90Config:
     """One configuration of the program: tile BM x BN x BK (BM = 64 per consumer warpgroup), ring
     depth, grid (persistent CTAs) and the tile order's group height (in M-blocks). With
-    `cluster_m = 2` the CTAs run as clusters of two along M: a cluster's tile is two M-blocks of one
-    N column, each CTA loads its own A box and half of B's box, multicast to both CTAs."""
+    `cluster_m` x `cluster_n` > 1 the CTAs run in clusters: a cluster's tile is cluster_m M-blocks by
+    cluster_n N-blocks, each CTA loads a slice of its A box and of its B box, multicast to the CTAs of
+    the cluster that share it."""
 
     bn: int = 256
     consumers: int = 2
@@ -98,7 +103,11 @@ class Sm90Config:
     staged_epilogue: bool = False  # C through shared memory (STSM) and TMA stores; 16-bit C only
     stream_k: bool = False  # the tiles' k blocks shared out evenly over the grid (kernels.schedule.StreamK)
     split: int = 0  # with stream_k: a grid of tiles x split CTAs, so every tile splits at the same k blocks
-    cluster_m: int = 1  # CTAs a cluster along M: 2 = pairs of M-blocks sharing B's tile by TMA multicast
+    # CTAs a cluster along M and along N (1, 2, 4 or 8; at most MAX_CLUSTER a cluster): the cluster_m
+    # CTAs of a column of the cluster share B's tile (each loads BN / cluster_m of its rows, multicast to
+    # the column), the cluster_n CTAs of a row share A's tile likewise
+    cluster_m: int = 1
+    cluster_n: int = 1
     # 8-bit floats: each k block's products summed by the tensor core into a second register set
     # (`part`), then added into the fp32 accumulator on the CUDA cores (FADD): the tensor core's fp8
     # adder keeps fewer bits than fp32, so long K loses precision without it (docs/fp8.md)
@@ -117,6 +126,11 @@ class Sm90Config:
     def bm(self) -> int:
         return 64 * self.consumers
 
+    @property
+    def cluster_size(self) -> int:
+        """CTAs of a multicast cluster (cluster_m x cluster_n; 1: none)."""
+        return self.cluster_m * self.cluster_n
+
     def describe(self) -> str:
         epi = "STSM + TMA-store epilogue" if self.staged_epilogue else "epilogue stored from registers"
         walk = f"persistent over {self.sms} SMs"
@@ -126,7 +140,8 @@ class Sm90Config:
         if self.cluster_k > 1:
             walk = (f"K split {self.cluster_k} ways a tile in {self.cluster_k}x1 clusters (partial sums traded "
                     "through shared memory)")
-        cl = ", 2x1 clusters (B multicast)" if self.cluster_m == 2 else ""
+        shared = " and ".join(op for op, ways in (("A", self.cluster_n), ("B", self.cluster_m)) if ways > 1)
+        cl = f", {self.cluster_m}x{self.cluster_n} clusters ({shared} multicast)" if self.cluster_size > 1 else ""
         cl += ", each k block's sums added in fp32 (promotion)" if self.promote else ""
         mma = f"HGMMA 64x{self.bn}x16" if self.bk == 64 else f"QGMMA 64x{self.bn}x32"  # (BK: 128 bytes of K)
         if self.swap_ab:
@@ -293,11 +308,48 @@ def cluster_k_refusal(cfg: Sm90Config) -> None:
     if s == 1:
         return
     why = ("stream-K / split (the workspace's schedule)" if cfg.stream_k or cfg.split
-           else "2x1 clusters along M" if cfg.cluster_m != 1
+           else "multicast clusters" if cfg.cluster_size != 1
            else "the staged epilogue (each CTA stores its share of the tile from the registers)"
            if cfg.staged_epilogue else "")
     if why:
         raise WarpyError(f"cluster_k {s}: a tile's k blocks split in a cluster do not combine with {why}")
+
+
+#: the sides a multicast cluster may have (CTAs along M or N) and its most CTAs (the portable size)
+CLUSTER_SIDES = (1, 2, 4, 8)
+MAX_CLUSTER = 8
+#: clusters of each size the H200 holds at once at one CTA an SM (cuOccupancyMaxActiveClusters, measured:
+#: docs/hopper.md). A grid of more clusters than this does not run at once: the rest wait for a
+#: whole cluster's SMs, and a persistent walk takes twice as long.
+RESIDENT_CLUSTERS = {1: SM90A.sms, 2: 66, 4: 30, 8: 15}
+
+
+def resident_clusters(size: int) -> int:
+    """Clusters of `size` CTAs (one CTA an SM) the H200 runs at once."""
+    return RESIDENT_CLUSTERS[size]
+
+
+def cluster_refusal(cfg: Sm90Config) -> None:
+    """Refuse, in one line, a multicast cluster out of range, whose slices are not whole 8-row groups,
+    or combined with what it cannot run beside."""
+    cm, cn = cfg.cluster_m, cfg.cluster_n
+    for side, name in ((cm, "cluster_m"), (cn, "cluster_n")):
+        if isinstance(side, bool) or side not in CLUSTER_SIDES:
+            raise WarpyError(f"{name} {side!r}: the sm_90a GEMM runs clusters of {', '.join(map(str, CLUSTER_SIDES))} "
+                             "CTAs along M and along N")
+    size = cm * cn
+    if size == 1:
+        return
+    if size > MAX_CLUSTER:
+        raise WarpyError(f"a {cm}x{cn} cluster has {size} CTAs, more than {MAX_CLUSTER} (the portable size)")
+    if cfg.sms < size:
+        raise WarpyError(f"a grid of {cfg.sms} CTAs cannot hold a cluster of {size} ({cm}x{cn} needs sms >= {size})")
+    if (cfg.bn // cm) % 8 or cfg.bn % cm:
+        raise WarpyError(f"BN {cfg.bn}: each CTA's slice of B's box (BN / {cm} rows) is not whole 8-row groups")
+    if (cfg.bm // cn) % 8 or cfg.bm % cn:
+        raise WarpyError(f"BM {cfg.bm}: each CTA's slice of A's box (BM / {cn} rows) is not whole 8-row groups")
+    if cfg.stream_k or cfg.split:
+        raise WarpyError(f"{cm}x{cn} clusters walk whole tiles; stream-K / split is not combined with them")
 
 
 def exchange_bytes(cfg: Sm90Config) -> int:
@@ -361,15 +413,7 @@ class Sm90Gemm:
         if cfg.consumers == MAX_CONSUMERS and cfg.bn > 192:
             raise WarpyError(f"three consumer warpgroups hold {register_split(3)[1]} registers a thread: a 64 x {cfg.bn} "
                              "accumulator would spill; BN at most 192")
-        if cfg.cluster_m not in (1, 2):
-            raise WarpyError(f"cluster_m {cfg.cluster_m}: the sm_90a GEMM runs clusters of 1 or 2 CTAs along M")
-        if cfg.cluster_m == 2:
-            if cfg.sms < 2:
-                raise WarpyError(f"a grid of {cfg.sms} CTA cannot hold a cluster of 2 (cluster_m=2 needs sms >= 2)")
-            if (cfg.bn // 2) % 8:
-                raise WarpyError(f"BN {cfg.bn}: each CTA's half of B's box ({cfg.bn // 2} rows) is not whole 8-row groups")
-            if cfg.stream_k:
-                raise WarpyError("2x1 clusters walk whole tiles; stream-K / split is not combined with them")
+        cluster_refusal(cfg)
         self.m, self.n, self.k = m, n, k
         self.dtype, self.out_dtype, self.cfg = dtype, out_dtype, cfg
         self.problem = problem
@@ -383,7 +427,7 @@ class Sm90Gemm:
         self.batch = problem.batch
         self.sa, self.sb, self.sc = problem.batch_strides
         self.a_major, self.b_major = problem.a_major, problem.b_major
-        if self.batch > 1 and (cfg.stream_k or cfg.cluster_m != 1):
+        if self.batch > 1 and (cfg.stream_k or cfg.cluster_size != 1):
             raise WarpyError("a batch of GEMMs runs whole tiles on single CTAs: no stream-K, split or clusters")
         self.oeb = dtype_bytes(out_dtype)
         self.mt, self.nt = cdiv(m, cfg.bm), cdiv(n, cfg.bn)
@@ -404,14 +448,16 @@ class Sm90Gemm:
             self.sk = StreamK(self.tiles, self.kt, workers)
             self.grid = self.sk.workers
         self.order = TileOrder(self.mt, self.nt, cfg.group)
-        if cfg.cluster_m == 2:
-            # cluster tiles: pairs of M-blocks (the second past M when mt is odd) in one N column;
-            # the grouped order walks pairs, `group` M-blocks (group // 2 pairs) a sweep over N
-            self.mpairs = cdiv(self.mt, 2)
-            self.cluster_tiles = self.mpairs * self.nt
-            self.clusters = min(cfg.sms // 2, self.cluster_tiles)
-            self.grid = 2 * self.clusters
-            self.order = TileOrder(self.mpairs, self.nt, max(1, cfg.group // 2))
+        if cfg.cluster_size > 1:
+            # cluster tiles: cluster_m M-blocks by cluster_n N-blocks (those past M or N compute zeros
+            # and store nothing); the grouped order walks cluster tiles, `group` M-blocks
+            # (group // cluster_m cluster rows) a sweep over N; no more clusters than the GPU holds at once
+            cm, cn = cfg.cluster_m, cfg.cluster_n
+            self.cluster_grid = (cdiv(self.mt, cm), cdiv(self.nt, cn))
+            self.cluster_tiles = self.cluster_grid[0] * self.cluster_grid[1]
+            self.clusters = min(cfg.sms // cfg.cluster_size, resident_clusters(cfg.cluster_size), self.cluster_tiles)
+            self.grid = cfg.cluster_size * self.clusters
+            self.order = TileOrder(*self.cluster_grid, max(1, cfg.group // cm))
         if cfg.cluster_k != 1:
             self.check_cluster_k()
             self.grid = self.tiles * cfg.cluster_k  # one tile a cluster, its k blocks split S ways
@@ -434,7 +480,7 @@ class Sm90Gemm:
         mnk = f"{self.n}x{self.m}x{self.k}" if self.swap else f"{self.m}x{self.n}x{self.k}"
         return (f"gemm_sm90_{mnk}_{self.dtype}_{self.out_dtype}"
                 f"_{c.bm}x{c.bn}x{c.bk}_s{c.stages}_g{c.group}" + ("_sk" if c.stream_k else "") + (f"{c.split}" if c.split else "")
-                + ("_c2" if c.cluster_m == 2 else "") + (f"_ck{c.cluster_k}" if c.cluster_k > 1 else "")
+                + (f"_c{c.cluster_m}" if c.cluster_size > 1 else "") + (f"x{c.cluster_n}" if c.cluster_n > 1 else "") + (f"_ck{c.cluster_k}" if c.cluster_k > 1 else "")
                 + ("_p" if c.promote else "") + ("_swab" if self.swap else "") + self.ep.tag()
                 + (f"_ld{self.lda}x{self.ldb}x{self.ldc}" if self.pitched else "")
                 + (f"_x{self.batch}s{self.sa}x{self.sb}x{self.sc}" if self.batch > 1 else "")
@@ -445,8 +491,9 @@ class Sm90Gemm:
     def build(self) -> Program:
         cfg = self.cfg
         threads = 128 * (1 + cfg.consumers)
-        cl = cfg.cluster_m
-        p = Program(self.name, SM90A.name, threads=threads, grid=(self.grid, 1, 1), cluster=(cl * cfg.cluster_k, 1, 1),
+        cm, cn = cfg.cluster_m, cfg.cluster_n
+        p = Program(self.name, SM90A.name, threads=threads, grid=(self.grid, 1, 1),
+                    cluster=(cfg.cluster_size * cfg.cluster_k, 1, 1),
                     maxnreg=min((65536 // threads) // 8 * 8, register_split(cfg.consumers)[1]))
         # an MN-major operand (stored K x M / K x N) lands M / N innermost, one box per 64 rows (a
         # 128-byte swizzle span of M or N by BK), and is read transposed (`.tnspA` / `.tnspB`)
@@ -454,26 +501,33 @@ class Sm90Gemm:
         b_tile = smem_tile(cfg.bn, cfg.bk, self.b_dtype, self.b_major, 128)
         l2 = cfg.l2_promotion
         try:
-            a_box = tma_box(self.glob(self.m, self.k, self.lda, self.sa, self.a_major), self.box_tile(a_tile),
-                            l2_promotion=l2)
+            a_glob = self.glob(self.m, self.k, self.lda, self.sa, self.a_major)
             b_glob = self.glob(self.n, self.k, self.ldb, self.sb, self.b_major)
 
-            def b_map(name: str) -> TensorMap:
-                """The map of the MMA's B operand (A's memory where A and B are swapped)."""
-                if cl == 1 or self.b_major == "MN":  # (clusters: an MN-major B's boxes are multicast whole)
-                    return p.tmap(name, tma_box(b_glob, self.box_tile(b_tile), l2_promotion=l2))
-                # each CTA of the pair loads rows [r * BN/2, (r + 1) * BN/2) of B's tile, multicast to both
-                for sl in tma_multicast_slices(b_glob, b_tile, 2):
-                    want = int(b_tile.layout((sl.cta * cfg.bn // 2, 0)))
-                    if sl.smem_offset != want or sl.coord_offset != (0, sl.cta * cfg.bn // 2):
-                        raise WarpyError(f"multicast slice {sl} is not rows {sl.cta * cfg.bn // 2}.. of B's tile")
-                return p.tmap(name, tma_box(b_glob, b_tile, multicast=2, l2_promotion=l2))
+            def op_map(name: str, glob: Layout, tile: SmemTileT, ways: int) -> TensorMap:
+                """The map of an MMA operand shared `ways` ways in a cluster: each CTA loads rows
+                [r * rows/ways, (r + 1) * rows/ways) of the tile, multicast to the CTAs sharing it (an
+                MN-major operand: its slice's 64-row boxes, each multicast whole)."""
+                if ways == 1 or tile.major == "MN":
+                    if tile.major == "MN" and (tile.rows // ways) % MN_BOX_ROWS:
+                        raise WarpyError(f"{name}: each CTA's slice of an MN-major tile ({tile.rows // ways} rows) is "
+                                         f"not whole {MN_BOX_ROWS}-row boxes")
+                    return p.tmap(name, tma_box(glob, self.box_tile(tile), l2_promotion=l2))
+                rows = tile.rows // ways
+                for sl in tma_multicast_slices(glob, tile, ways):
+                    want = int(tile.layout((sl.cta * rows, 0)))
+                    if sl.smem_offset != want or sl.coord_offset != (0, sl.cta * rows):
+                        raise WarpyError(f"multicast slice {sl} is not rows {sl.cta * rows}.. of {name}'s tile")
+                return p.tmap(name, tma_box(glob, tile, multicast=ways, l2_promotion=l2))
 
-            if self.swap:  # the narrow operand (A's memory, `a`) first, as the unswapped program declares its maps
-                tb = b_map("a")
-            ta = p.tmap(self.op_names[0], a_box)
-            if not self.swap:
-                tb = b_map("b")
+            # (the narrow operand, A's memory `a`, first where A and B are swapped, as the unswapped
+            # program declares its maps)
+            if self.swap:
+                tb = op_map("a", b_glob, b_tile, cm)
+                ta = op_map("b", a_glob, a_tile, cn)
+            else:
+                ta = op_map("a", a_glob, a_tile, cn)
+                tb = op_map("b", b_glob, b_tile, cm)
         except LayoutError as e:
             raise WarpyError(f"{self.name}: {e}") from None
         tail = epi_tail(cfg.bn) if cfg.staged_epilogue else 0
@@ -516,9 +570,10 @@ class Sm90Gemm:
         if tc_tail is not None:
             staged_tail = StagedChunks(tc_tail, p.smem("c_stage_tail", SwizzledLayout(t_tile.layout.swizzle, Layout(
                 (cfg.consumers, 64, tail), (64 * tail * 2, tail * 2, 2))), self.out_dtype))
-        # a stage is free once every consumer warp has freed it: with clusters, those of both CTAs
-        # (each consumer warp frees its own CTA's stage and the peer's, whose producer multicasts into it)
-        stage = p.pipe("stage", cfg.stages, fills=1, frees=4 * cfg.consumers * cl)
+        # a stage is free once every consumer warp has freed it: with clusters, those of every CTA whose
+        # producer multicasts into it (each consumer warp frees its own CTA's stage and those of the
+        # CTAs sharing its A or B slices: the cluster_m + cluster_n - 1 of its row and column)
+        stage = p.pipe("stage", cfg.stages, fills=1, frees=4 * cfg.consumers * (cm + cn - 1))
         exchange: Optional[Exchange] = None
         if cfg.cluster_k > 1:
             s_ = cfg.cluster_k
@@ -529,7 +584,7 @@ class Sm90Gemm:
                 p.smem("x_recv", Layout((s_, most, 128, 4), (most * UNIT_BYTES, UNIT_BYTES, 16, 4)), "fp32"),
                 p.barriers("x_recv_full", 1, count=1), p.barriers("x_sent", 1, count=s_ - 1))
         rank: Optional[UR] = None
-        if cl == 1 and cfg.cluster_k == 1:
+        if cfg.cluster_size == 1 and cfg.cluster_k == 1:
             init_barriers(p)
         else:
             # the cluster barrier orders the CTAs' barrier inits before any remote arrival, multicast or copy
@@ -597,16 +652,28 @@ class Sm90Gemm:
         grouped order."""
         ctaid = p.r("ctaid")
         p.emit(alu.s2r(ctaid, "SR_CTAID.X"))
-        if self.cfg.cluster_m == 2:
-            # clusters of two along M: cluster c takes cluster tiles c, c + clusters, ... (both CTAs the
-            # same ones, in lockstep); CTA rank r of the pair computes M-block 2 * pair + r
+        cm, cn = self.cfg.cluster_m, self.cfg.cluster_n
+        if cm * cn > 1:
+            # clusters of cm x cn: cluster c takes cluster tiles c, c + clusters, ... (all its CTAs the
+            # same ones, in lockstep); CTA rank r = i + cm j computes M-block cm I + i, N-block cn J + j
+            # of cluster tile (I, J)
             assert res.rank is not None
-            cid, rank_r = p.r("cluster_id"), p.r("rank_r")
-            p.emit(alu.shf_r(cid, ctaid, 1))
-            p.emit(alu.mov(rank_r, res.rank))
+            cid = p.r("cluster_id")
+            p.emit(alu.shf_r(cid, ctaid, (cm * cn).bit_length() - 1))
+            ri, rj = self.cluster_coords(p, res.rank)
+            rank_i = rank_j = None
+            if cm > 1:
+                rank_i = p.r("rank_r")
+                p.emit(alu.mov(rank_i, ri))
+            if cn > 1:
+                rank_j = p.r("rank_c")
+                p.emit(alu.mov(rank_j, rj))
             with strided_tiles(p, cid, self.clusters, self.cluster_tiles) as t:
                 m_blk, n_blk = self.order.emit(p, t)
-                p.emit(alu.imad(m_blk, m_blk, 2, rank_r))
+                if rank_i is not None:
+                    p.emit(alu.imad(m_blk, m_blk, cm, rank_i))
+                if rank_j is not None:
+                    p.emit(alu.imad(n_blk, n_blk, cn, rank_j))
                 yield Work(m_blk, n_blk, t, None, self.kt)
             return
         if self.cfg.cluster_k > 1:
@@ -643,6 +710,19 @@ class Sm90Gemm:
             m_blk, n_blk = self.order.emit(p, seg.t)
             yield Work(m_blk, n_blk, seg.t, seg.k_lo, seg.k_cnt)
 
+    def cluster_coords(self, p: Program, rank: UR) -> tuple[UR, UR]:
+        """(i, j) of the CTA of cluster rank `rank` = i + cluster_m j in its cluster (uniform
+        registers; the rank itself and URZ where the cluster is one column or one row)."""
+        cm, cn = self.cfg.cluster_m, self.cfg.cluster_n
+        if cm == 1:
+            return URZ, rank
+        if cn == 1:
+            return rank, URZ
+        ri, rj = p.ur("rank_i"), p.ur("rank_j")
+        p.emit(alu.ulop3(ri, rank, cm - 1, URZ, 0xC0))
+        p.emit(alu.ushf_r(rj, rank, cm.bit_length() - 1))
+        return ri, rj
+
     # -- producer --------------------------------------------------------------------------
     def producer(self, p: Program, res: Sm90Resources) -> None:
         cfg = self.cfg
@@ -655,7 +735,7 @@ class Sm90Gemm:
                 for tm in (res.ta, res.tb) + ((res.staged.tmap,) if res.staged is not None else ()):
                     p.emit(tma.tmap_prefetch(tm.name))
             out = res.stage.producer("ps")
-            if cfg.cluster_m == 2:
+            if cfg.cluster_size > 1:
                 self.cluster_producer(p, res, leader, out)
                 return
             with self.work_loop(p, res) as w:
@@ -681,44 +761,69 @@ class Sm90Gemm:
                                      self.operand_coords(w, self.b_major, kc, row), out.full, guard=leader)
 
     def cluster_producer(self, p: Program, res: Sm90Resources, leader: P, out: ProducerEnd) -> None:
-        """The producer of a CTA of a 2x1 cluster: its own A box, and its half of B's box (rows
-        rank * BN/2..) multicast into that half of the stage in both CTAs. The stage's empty barrier
-        takes both CTAs' frees (the peer's B half lands here too), the full barrier the whole stage's
-        bytes (own A, both B halves: the peer's half may complete before the arm, which tx counts
-        allow). Then it drains the ring: every stage freed by both CTAs' consumers, so no remote
-        arrival is still on its way to this CTA's barriers when it exits."""
+        """The producer of CTA (i, j) of a cluster_m x cluster_n cluster (rank i + cluster_m j): its
+        slice j of A's box (rows j * BM/cluster_n..) multicast into that slice of the stage in the
+        CTAs of its row (those sharing the M-block), and its slice i of B's box (rows i * BN/cluster_m..)
+        into the CTAs of its column. The stage's empty barrier takes the frees of all of them, the
+        full barrier the whole stage's bytes (a peer's slice may complete before the arm, which tx
+        counts allow). Then it drains the ring: every stage freed by every sharing CTA's consumers, so
+        no remote arrival is still on its way to this CTA's barriers when it exits."""
         cfg = self.cfg
         assert res.rank is not None
-        half = cfg.bn // 2
-        mask = p.ur("b_mask")
-        p.emit(alu.umov(mask, 0b11))
-        b_half = Uniform("b_half", res.rank, 2)
-        half_row = p.r("b_half_row")
-        p.emit(alu.mov(half_row, res.rank))
-        p.emit(alu.imad(half_row, half_row, half, RZ))
-        if self.b_major == "MN" and half % MN_BOX_ROWS:
-            raise WarpyError(f"BN {cfg.bn}: each CTA's half of an MN-major B ({half} rows) is not whole "
-                             f"{MN_BOX_ROWS}-row boxes")
-        # (an MN-major B: each CTA multicasts its half's 64-row boxes whole)
-        b_boxes = half // MN_BOX_ROWS if self.b_major == "MN" else 1
-        a_boxes = cfg.bm // MN_BOX_ROWS if self.a_major == "MN" else 1
-        tx = a_boxes * res.ta.box.box_bytes + 2 * b_boxes * res.tb.box.box_bytes
+        cm, cn = cfg.cluster_m, cfg.cluster_n
+        ri, rj = self.cluster_coords(p, res.rank)
+
+        def share(ways: int, rows: int, own: UR, peers_mask: int, shift: UR, major: str,
+                  name: str) -> tuple[int, Optional[UR], Optional[Uniform], int]:
+            """(rows of this CTA's slice, its multicast mask, its slice number, boxes of the whole tile)."""
+            if ways == 1:
+                return rows, None, None, (rows // MN_BOX_ROWS if major == "MN" else 1)
+            mask = p.ur(f"{name}_mask")
+            p.emit(alu.umov(mask, peers_mask))
+            if shift is not URZ:
+                p.emit(alu.ushf_l(mask, mask, shift))
+            whole = rows // MN_BOX_ROWS if major == "MN" else ways
+            return rows // ways, mask, Uniform(f"{name}_slice", own, ways), whole
+
+        # A's slice: shared by the CTAs of this row (ranks i + cm j' for every j'): the mask 0b..0001
+        # every cm bits, shifted by i. B's: the CTAs of this column (ranks cm j .. cm j + cm - 1)
+        shift_b = URZ  # cluster_m j
+        if cn > 1 and cm > 1:
+            shift_b = p.ur("rank_col")
+            p.emit(alu.ushf_l(shift_b, rj, cm.bit_length() - 1))
+        a_rows, a_mask, a_slice, a_boxes = share(cn, cfg.bm, rj, sum(1 << (cm * j) for j in range(cn)), ri,
+                                                 self.a_major, "a")
+        b_rows, b_mask, b_slice, b_boxes = share(cm, cfg.bn, ri, (1 << cm) - 1, shift_b, self.b_major, "b")
+        tx = a_boxes * res.ta.box.box_bytes + b_boxes * res.tb.box.box_bytes
+        # the first row of this CTA's slice in the tile (RZ: the whole tile)
+        a_off: Union[R, int] = RZ
+        b_off: Union[R, int] = RZ
+        if a_slice is not None:
+            a_off = p.r("a_slice_row")
+            p.emit(alu.mov(a_off, rj))
+            p.emit(alu.imad(a_off, a_off, a_rows, RZ))
+        if b_slice is not None:
+            b_off = p.r("b_slice_row")
+            p.emit(alu.mov(b_off, ri))
+            p.emit(alu.imad(b_off, b_off, b_rows, RZ))
         with self.work_loop(p, res) as w:
             m0, n0 = p.r("m0"), p.r("n0")
-            p.emit(alu.imad(m0, w.m_blk, cfg.bm, RZ))
-            p.emit(alu.imad(n0, w.n_blk, cfg.bn, half_row))
-            ra = self.row_boxes(p, self.a_major, cfg.bm, m0, "a")
-            rb = self.row_boxes(p, self.b_major, half, n0, "b")
+            p.emit(alu.imad(m0, w.m_blk, cfg.bm, a_off))
+            p.emit(alu.imad(n0, w.n_blk, cfg.bn, b_off))
+            ra = self.row_boxes(p, self.a_major, a_rows, m0, "a")
+            rb = self.row_boxes(p, self.b_major, b_rows, n0, "b")
             with p.loop("k", self.kt) as k:
                 with out.stage():
                     out.wait_empty()
                     out.arrive_full(leader, tx_bytes=tx)
-                    for r0, row in ra:
-                        tma_load(p, out.slot(res.sa, r0, 0) if r0 else out.slot(res.sa), res.ta,
-                                 self.operand_coords(w, self.a_major, k * cfg.bk, row), out.full, guard=leader)
-                    for r0, row in rb:
-                        tma_load(p, out.slot(res.sb, b_half * half + r0 if r0 else b_half * half, 0), res.tb,
-                                 self.operand_coords(w, self.b_major, k * cfg.bk, row), out.full, mask=mask, guard=leader)
+                    for ring, tm, rows_of, sl, rows, mask, major in (
+                            (res.sa, res.ta, ra, a_slice, a_rows, a_mask, self.a_major),
+                            (res.sb, res.tb, rb, b_slice, b_rows, b_mask, self.b_major)):
+                        for r0, row in rows_of:
+                            at = (sl * rows + r0 if r0 else sl * rows) if sl is not None else r0
+                            dst = out.slot(ring, at, 0) if (sl is not None or r0) else out.slot(ring)
+                            tma_load(p, dst, tm, self.operand_coords(w, major, k * cfg.bk, row), out.full, mask=mask,
+                                     guard=leader)
         with p.loop("drain", cfg.stages):
             with out.stage():
                 out.wait_empty()
@@ -735,11 +840,13 @@ class Sm90Gemm:
         part = p.rvec("part_acc", cfg.bn // 2) if cfg.promote else None  # a k block's sums (promotion)
         leader = p.elect()
         first, accumulate = p.ur("first"), p.up("accumulate")
-        peer: Optional[UR] = None
-        if cfg.cluster_m == 2:
+        # the CTAs whose producers multicast into this one's stages: rank ^ e for e < cluster_m (its
+        # column, sharing B) and rank ^ cluster_m e (its row, sharing A)
+        peers: list[UR] = []
+        for x in [e for e in range(1, cfg.cluster_m)] + [cfg.cluster_m * e for e in range(1, cfg.cluster_n)]:
             assert res.rank is not None
-            peer = p.ur("peer_rank")
-            p.emit(alu.ulop3(peer, res.rank, 1, URZ, 0x3C))  # rank ^ 1
+            peers.append(p.ur(f"peer_rank{len(peers)}" if len(peers) else "peer_rank"))
+            p.emit(alu.ulop3(peers[-1], res.rank, x, URZ, 0x3C))  # rank ^ x
         cons = res.stage.consumer("cs")
         rel = res.stage.consumer("rel")
         staged = self.staged_setup(p, c) if res.staged is not None else None
@@ -775,25 +882,25 @@ class Sm90Gemm:
                     p.emit(alu.umov(first, 1))
                 if part is not None:  # this block's group is retired: its stage is free
                     with rel.stage():
-                        self.free(p, rel, leader, peer)
+                        self.free(p, rel, leader, peers)
                 else:
                     # the group before this one has finished reading its stage: free that stage
                     not_first = p.p("not_first_k")
                     p.emit(alu.isetp("NE", not_first, k.reg, 0))
                     with p.when(not_first):
                         with rel.stage():
-                            self.free(p, rel, leader, peer)
+                            self.free(p, rel, leader, peers)
             if part is None:
                 p.emit(wgmma.warpgroup_wait(0))
                 with rel.stage():
-                    self.free(p, rel, leader, peer)
+                    self.free(p, rel, leader, peers)
             done = None
             if fix is not None:
                 assert res.workspace is not None
                 done = p.fresh_label("SEGMENT_DONE")
                 self.fixup(p, res.workspace, fix, w, acc, done)
             share = self.exchange_sums(p, res, c, acc) if res.exchange is not None else None
-            with self.real_tile(p, m_blk):
+            with self.real_tile(p, m_blk, n_blk):
                 if res.scales:
                     gemm_fp8.emit_scales(p, self.problem, res.scales, c, cfg.bm, cfg.bn, acc, m_blk, n_blk)
                 if not self.ep.identity:
@@ -904,23 +1011,29 @@ class Sm90Gemm:
                         p.emit(alu.fadd(acc[4 * j + e], acc[4 * j + e], part[4 * i + e]))
         return share
 
-    def free(self, p: Program, rel: ConsumerEnd, leader: P, peer: Optional[UR]) -> None:
-        """Free a stage: one arrival a warp on this CTA's empty barrier, and with clusters one on the
-        peer's too (rank `peer`: its producer's multicast writes this CTA's half of the stage)."""
+    def free(self, p: Program, rel: ConsumerEnd, leader: P, peers: list[UR]) -> None:
+        """Free a stage: one arrival a warp on this CTA's empty barrier, and with clusters one on each
+        peer's too (the CTAs of ranks `peers`, whose producers' multicasts write slices of this
+        CTA's stage)."""
         rel.free(leader)
-        if peer is not None:
+        for peer in peers:
             rel.free_remote(peer, leader)
 
     @contextlib.contextmanager
-    def real_tile(self, p: Program, m_blk: R) -> Iterator[None]:
-        """The epilogue, skipped for the second CTA's tile of a cluster tile past M (M-blocks odd):
-        that CTA loaded zeros (TMA fills rows past the tensor) and its consumers freed the stages, so
-        the pair stayed in lockstep; it stores nothing."""
-        if self.cfg.cluster_m == 1 or self.mt % 2 == 0:
+    def real_tile(self, p: Program, m_blk: R, n_blk: R) -> Iterator[None]:
+        """The epilogue, skipped for a CTA's tile of a cluster tile past M or N (M-blocks not a
+        multiple of cluster_m, N-blocks of cluster_n): that CTA loaded zeros (TMA fills rows past the
+        tensor) and its consumers freed the stages, so the cluster stayed in lockstep; it stores nothing."""
+        past_m = self.cfg.cluster_m > 1 and self.mt % self.cfg.cluster_m
+        past_n = self.cfg.cluster_n > 1 and self.nt % self.cfg.cluster_n
+        if not (past_m or past_n):
             yield
             return
-        real = p.p("tile_in_m")
-        p.emit(alu.isetp("LT", real, m_blk, self.mt))
+        real = p.p("tile_in_c")
+        if past_m:
+            p.emit(alu.isetp("LT", real, m_blk, self.mt))
+        if past_n:
+            p.emit(alu.isetp("LT", real, n_blk, self.nt, c=real if past_m else PT))
         with p.when(real):
             yield
 

@@ -40,7 +40,7 @@ import attrs
 from warpy.errors import WarpyError
 from warpy.target import SM90A
 
-from .gemm_sm90 import MAX_CONSUMERS, Sm90Config, Sm90Gemm
+from .gemm_sm90 import CLUSTER_SIDES, MAX_CLUSTER, MAX_CONSUMERS, Sm90Config, Sm90Gemm
 from .schedule import cdiv
 
 #: the committed table (the H200's); `WARPY_GEMM_TABLE` names another file (or "none": the hand-fitted model alone)
@@ -63,7 +63,7 @@ SKINNY_M = 64
 NARROW_M = 256
 REGIMES = ("skinny", "narrow", "wide")
 
-Kind = tuple[int, int, bool]  # (BM, BN, A and B swapped)
+Kind = tuple[Any, ...]  # (BM, BN, A and B swapped[, cluster_m, cluster_n]): kernels/gemm.py's Kind
 
 
 #: tokens (M) a Llama-style layer is timed at by default: decode, short prefill (the narrow regime), prefill
@@ -290,7 +290,11 @@ def current_table() -> SweepTable:
 # -- the model's work and the efficiencies derived from the table -------------------------------------
 
 def kind(cfg: Sm90Config) -> Kind:
-    return (cfg.bm, cfg.bn, cfg.swap_ab)
+    """A configuration's kind of tile: (BM, BN, swapped), with (cluster_m, cluster_n) in multicast clusters."""
+    base = (cfg.bm, cfg.bn, cfg.swap_ab)
+    if cfg.cluster_k > 1:
+        return base + (1, 1, True)
+    return base if cfg.cluster_size == 1 else base + (cfg.cluster_m, cfg.cluster_n)
 
 
 def regime_of(m: int) -> str:
@@ -309,15 +313,14 @@ def work_units(problem: Any, cfg: Sm90Config) -> float:
     work is the weight it reads, `tile_work`): whole tiles take
     ceil(tiles / SMs) waves of kt k blocks; split / stream-K their share of k blocks and the
     overhead. A and B swapped tile N by BM and M by BN."""
-    from .gemm import CLUSTER_K_OVERHEAD, STREAM_K_OVERHEAD, _bk, tile_work
+    from .gemm import CLUSTER_K_OVERHEAD, STREAM_K_OVERHEAD, _bk, cluster_waves, tile_work
 
     rows, cols = (problem.N, problem.M) if cfg.swap_ab else (problem.M, problem.N)
     tiles = cdiv(rows, cfg.bm) * cdiv(cols, cfg.bn) * problem.batch
     kt = cdiv(problem.K, _bk(problem))
     per = tile_work(cfg.bm, cfg.bn, cfg.swap_ab, regime(problem) == "skinny")  # (skinny: the weight it streams)
-    if cfg.cluster_m == 2:  # pairs of M-blocks: the busiest cluster's waves
-        pairs = cdiv(cdiv(rows, cfg.bm), 2) * cdiv(cols, cfg.bn)
-        return cdiv(pairs, SM90A.sms // 2) * kt * per
+    if cfg.cluster_size > 1:  # cluster tiles: the busiest cluster's waves
+        return cluster_waves(problem, cfg.bm, cfg.bn, cfg.swap_ab, (cfg.cluster_m, cfg.cluster_n)) * kt * per
     if cfg.cluster_k > 1:  # one wave of clusters, each CTA k / S of a tile's blocks
         return (cdiv(kt, cfg.cluster_k) + CLUSTER_K_OVERHEAD) * per
     if not cfg.stream_k:
@@ -328,16 +331,16 @@ def work_units(problem: Any, cfg: Sm90Config) -> float:
 
 def _model_row(row: SweepRow) -> list[Measured]:
     """The measurements of a row that the model's configurations are: what `model_config` gives
-    for their kind and schedule (other knobs, clusters, group heights, L2 promotions, only in lookups)."""
+    for their kind (clustered or not) and schedule (other knobs, group heights, L2 promotions, only
+    in lookups)."""
     from .gemm import GemmProblem, model_config
 
     p = GemmProblem(*row.shape, dtype=row.dtype, out_dtype=row.out_dtype)
     out = []
     for m in row.ok:
-        if m.config.cluster_k > 1:  # (a K split in clusters: only in lookups, as the model does not weigh it)
-            continue
         try:
-            want = model_config(p, m.config.bm, m.config.bn, m.config.stream_k, m.config.swap_ab)
+            want = model_config(p, m.config.bm, m.config.bn, m.config.stream_k, m.config.swap_ab,
+                                m.config.cluster_k > 1, (m.config.cluster_m, m.config.cluster_n))
         except WarpyError:
             continue
         if want == m.config:
@@ -433,8 +436,17 @@ def candidates(problem: Any, per_shape: int = 10) -> list[Sm90Config]:
                 add(deepest_ring(attrs.evolve(cfg, cluster_m=2, stream_k=False, split=0, cluster_k=1)))
     if not pick.stream_k and not pick.swap_ab and problem.batch == 1 and reg == "wide":
         add(deepest_ring(attrs.evolve(pick, cluster_m=2, cluster_k=1)))  # coopB-like: B multicast over 2x1 clusters
-    if skinny and ranked[True]:  # the best swapped schedule in 2x1 clusters of N-blocks: A's box multicast
-        add(deepest_ring(attrs.evolve(ranked[True][0][1], cluster_m=2, stream_k=False, split=0, cluster_k=1)))
+    # multicast clusters (`cluster_shapes`): of the best swapped kind (skinny: clusters of N-blocks sharing
+    # A's box), of the two best known kinds' whole tiles and of 64 x 64 and 64 x 128 tiles (narrow: M's
+    # one to four blocks sharing the weight's box, runs of N-blocks sharing A's; the H200's first 4 x 2
+    # clusters, 2026-12-03, ran 128 x 3072 x 8192 13% faster than the table's pick)
+    whole = [c for _, c in (ranked[True] if skinny else ranked[False] if reg == "narrow" else [])
+             if not c.stream_k and c.cluster_k == 1][:1 if skinny else 2]
+    if reg == "narrow":
+        whole += [model_config(problem, 64, bn, False) for bn in (64, 128)]
+    for i, cfg in enumerate(whole):
+        for cm, cn in cluster_shapes(problem, cfg, 2 if i == 0 else 1):
+            add(deepest_ring(attrs.evolve(cfg, cluster_m=cm, cluster_n=cn)))
     if (problem.K * 2) % 32:  # rows 16- but not 32-byte aligned: the L2 promotion decides much (issue 18)
         for l2 in (256, 64, 0):
             add(attrs.evolve(pick, l2_promotion=l2))
@@ -444,6 +456,32 @@ def candidates(problem: Any, per_shape: int = 10) -> list[Sm90Config]:
             break
         add(cfg)
     return out[:max(per_shape, 1)]
+
+
+def cluster_shapes(problem: Any, cfg: Sm90Config, count: int = 2) -> list[tuple[int, int]]:
+    """The `count` multicast clusters (cluster_m, cluster_n) worth timing for a whole-tile
+    configuration: those whose CTAs issue the fewest rows of TMA loads a k block (BM / cluster_n of A's
+    box, BN / cluster_m of B's; the larger cluster first where they tie), no wider along M or N than
+    its blocks there (rounded up to a power of 2), the program builds, and no more waves than
+    without clusters (`cluster_waves`: clusters of 4 and 8 do not all fit on the H200 at once)."""
+    from .gemm import cluster_waves
+
+    rows, cols = (problem.N, problem.M) if cfg.swap_ab else (problem.M, problem.N)
+    mt, nt = cdiv(rows, cfg.bm), cdiv(cols, cfg.bn)
+    whole = cluster_waves(problem, cfg.bm, cfg.bn, cfg.swap_ab, (1, 1))
+    opts = []
+    for cm in CLUSTER_SIDES:
+        for cn in CLUSTER_SIDES:
+            if not 2 <= cm * cn <= MAX_CLUSTER or cm >= 2 * mt or cn >= 2 * nt:
+                continue
+            if cluster_waves(problem, cfg.bm, cfg.bn, cfg.swap_ab, (cm, cn)) > whole:
+                continue
+            try:
+                Sm90Gemm(problem, attrs.evolve(cfg, cluster_m=cm, cluster_n=cn))
+            except WarpyError:
+                continue
+            opts.append((cfg.bm / cn + cfg.bn / cm, -cm * cn, (cm, cn)))
+    return [o[2] for o in sorted(opts)[:count]]
 
 
 # -- the report ----------------------------------------------------------------------------------------
@@ -519,7 +557,7 @@ def carry(cfg: Sm90Config, problem: Any, src_m: Optional[int] = None) -> Optiona
     try:
         out = model_config(problem, cfg.bm, bn, cfg.stream_k, cfg.swap_ab, cfg.cluster_k > 1)
         same_rows = (cfg.l2_promotion == 256) == (out.l2_promotion == 256)
-        out = attrs.evolve(out, cluster_m=cfg.cluster_m, group=cfg.group,
+        out = attrs.evolve(out, cluster_m=cfg.cluster_m, cluster_n=cfg.cluster_n, group=cfg.group,
                            l2_promotion=cfg.l2_promotion if same_rows else out.l2_promotion,
                            staged_epilogue=out.staged_epilogue and cfg.staged_epilogue)
         out = deepest_ring(out)

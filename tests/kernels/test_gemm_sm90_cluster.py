@@ -1,6 +1,7 @@
-"""The Hopper GEMM in 2x1 clusters (`Sm90Config.cluster_m = 2`), without a GPU: each CTA loads its own
-A box and half of B's box multicast to both CTAs of the pair; both CTAs' consumers free a stage in
-both CTAs; the producer drains the ring before it exits.
+"""The Hopper GEMM in multicast clusters (`Sm90Config.cluster_m` x `cluster_n`), without a GPU. In 2x1
+clusters each CTA loads its own A box and half of B's box multicast to both CTAs of the pair; both
+CTAs' consumers free a stage in both CTAs; the producer drains the ring before it exits. Clusters of 4
+and 8 CTAs along M, and 2-D clusters (A's box sliced and multicast along N too), run the same way.
 
 - the host checker runs it clean and C agrees with numpy (even and odd M-block counts, where the
   pair's second tile lies past M; ragged M, N and K; fp32, bf16 and fp16 C; both epilogues);
@@ -8,7 +9,9 @@ both CTAs; the producer drains the ring before it exits.
   arrival that may reach a CTA after it exited), and the standard faults;
 - ptxas assembles it with no spill or wgmma serialisation and its disassembly shows the multicast
   loads and remote arrivals, with no GPU-scope fence in the main loop;
-- a configuration the program cannot run is refused in one line; cluster_m = 1 has no cluster in it.
+- a configuration the program cannot run is refused in one line; cluster_m = 1 has no cluster in it;
+- clusters of 4 and 8 and 2-D clusters: clean and exact in the checker, their cluster tiles cover C
+  once (hypothesis), and a consumer freeing the wrong peers' stages is caught.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from typing import Iterator
 
 import attrs
 import pytest
+from hypothesis import given, strategies as st
 
 from warpy.check import report as check
 from warpy.check.report import Report
@@ -88,13 +92,16 @@ def test_cluster_program_is_clean_and_right(name: str) -> None:
 
 def _tiles_of_grid(g: Sm90Gemm) -> list[tuple[int, int]]:
     """(m_blk, n_blk) of every tile every CTA runs, by the program's model: cluster c takes cluster
-    tiles c, c + clusters, ...; CTA rank r of it takes M-block 2 * pair + r."""
+    tiles c, c + clusters, ...; CTA rank r = i + cluster_m j of it takes M-block cluster_m I + i and
+    N-block cluster_n J + j of cluster tile (I, J)."""
+    cm, cn = g.cfg.cluster_m, g.cfg.cluster_n
     out = []
     for cta in range(g.grid):
-        cid, rank = divmod(cta, 2)
+        cid, rank = divmod(cta, cm * cn)
+        i, j = rank % cm, rank // cm
         for t in range(cid, g.cluster_tiles, g.clusters):
-            pair, n_blk = g.order.tile_of(t)
-            out.append((2 * pair + rank, n_blk))
+            big_i, big_j = g.order.tile_of(t)
+            out.append((cm * big_i + i, cn * big_j + j))
     return out
 
 
@@ -267,3 +274,81 @@ def test_assembles_with_multicast_loads_and_remote_arrives(shape: tuple[int, int
     assert inner.count == loop_instruction_count(sass, holding=MMA_OPCODES)
     assert any(i.opcode == "SYNCS.ARRIVE.TRANS64.RED.A1T0" for i in inner.instructions)
     assert not any(i.opcode.startswith(("MEMBAR", "ERRBAR", "CGAERRBAR")) for i in inner.instructions)
+
+
+# -- clusters of 4 and 8 CTAs, and 2-D clusters ----------------------------------------------------
+
+# (M, N, K), configuration, C's type; the grid is the whole of what the checker simulates (8 CTAs)
+WIDE_CASES = {
+    "2x2-bf16": ((256, 512, 256), C(bn=128, stages=3, sms=8, cluster_m=2, cluster_n=2), "bf16"),
+    "4x1-swapped": ((64, 640, 256), C(swap_ab=True, bn=64, consumers=1, stages=4, sms=8, cluster_m=4), "bf16"),
+    "4x2-ragged-fp32": ((200, 300, 136), C(bn=64, consumers=1, stages=4, sms=8, cluster_m=4, cluster_n=2), "fp32"),
+    "1x4-ragged": ((130, 500, 200), C(bn=128, stages=4, sms=8, cluster_n=4), "bf16"),
+    "8x1-past-m-fp32": ((520, 200, 136), C(bn=64, consumers=1, stages=4, sms=8, cluster_m=8), "fp32"),
+}
+WIDE_SLOW = ("1x4-ragged", "8x1-past-m-fp32")  # (suite time: 2-D and 4-wide clusters cover the same code)
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.skipif(
+    n in WIDE_SLOW and os.environ.get("WARPY_SLOW") != "1", reason="WARPY_SLOW=1")) for n in WIDE_CASES])
+def test_wider_clusters_are_clean_and_right(name: str) -> None:
+    (m, n, k), cfg, out = WIDE_CASES[name]
+    prob = GemmProblem(m, n, k, "bf16", out)
+    prog = build(prob, cfg)
+    assert prog.cluster == (cfg.cluster_size, 1, 1) and prog.grid[0] == 8
+    rep = _check(prob, prog.kernel(), prog.coloured())
+    assert rep.ok, "\n".join(list(rep.messages())[:10])
+    assert rep.values_wrong == 0 and rep.values_checked == m * n
+
+
+@given(m=st.integers(1, 20000), n=st.integers(1, 20000), sides=st.sampled_from(
+    [(cm, cn) for cm in (1, 2, 4, 8) for cn in (1, 2, 4, 8) if 1 < cm * cn <= 8]), group=st.integers(1, 16),
+    sms=st.integers(8, 132))
+def test_any_cluster_shape_covers_c_once(m: int, n: int, sides: tuple[int, int], group: int, sms: int) -> None:
+    from warpy.kernels.gemm_sm90 import resident_clusters
+
+    cm, cn = sides
+    g = Sm90Gemm(GemmProblem(m, n, 64, "bf16", "bf16"), C(bn=64, consumers=1, group=group, sms=sms,
+                                                          cluster_m=cm, cluster_n=cn))
+    tiles = _tiles_of_grid(g)
+    real = [t for t in tiles if t[0] < g.mt and t[1] < g.nt]
+    assert sorted(real) == sorted((mb, nb) for mb in range(g.mt) for nb in range(g.nt))
+    assert all(t[0] < cdiv(g.mt, cm) * cm and t[1] < cdiv(g.nt, cn) * cn for t in tiles)
+    assert len(tiles) == cdiv(g.mt, cm) * cdiv(g.nt, cn) * cm * cn  # every cluster tile once, by all its CTAs
+    assert g.clusters <= min(sms // (cm * cn), resident_clusters(cm * cn)) and g.grid == g.clusters * cm * cn
+
+
+@pytest.mark.parametrize("cfg, why", [
+    (C(cluster_n=3), "cluster_n 3"),
+    (C(cluster_m=4, cluster_n=4), "more than 8"),
+    (C(bn=16, consumers=1, cluster_m=4), "slice of B's box"),
+    (C(bn=64, consumers=1, cluster_n=16), "cluster_n 16"),
+    (C(bn=64, consumers=1, cluster_m=4, sms=3), "cannot hold a cluster of 4"),
+    (C(cluster_n=2, stream_k=True), "stream-K"),
+    (C(cluster_n=2, cluster_k=2), "cluster_k 2"),
+])
+def test_what_wider_clusters_cannot_run_is_refused_in_one_line(cfg: C, why: str) -> None:
+    with pytest.raises(WarpyError) as e:
+        build(GemmProblem(1024, 1024, 1024), cfg)
+    assert why in str(e.value) and "\n" not in str(e.value)
+
+
+def test_frees_sent_to_one_peer_thrice_race_with_the_others_multicast() -> None:
+    """In a 4x1 cluster each consumer warp frees the stage in its own CTA and in the three others; a
+    program whose three remote frees all reach one peer (e.g. the three peer ranks held in one
+    register) keeps the barrier counts right, so it does not hang: the checker finds the multicast
+    refilling a stage the starved peer's consumers may still read."""
+    (m, n, k), cfg, out = WIDE_CASES["4x1-swapped"]
+
+    class OnePeer(Sm90Gemm):
+        def free(self, p, rel, leader, peers):  # type: ignore[no-untyped-def]
+            rel.free(leader)
+            for _ in peers:
+                rel.free_remote(peers[-1], leader)
+
+    prob = GemmProblem(m, n, k, "bf16", out)
+    prog = OnePeer(prob, cfg).build()
+    rep = _check(prob, prog.kernel(), prog.coloured())
+    assert not rep.ok
+    assert any(x.startswith("sb[") and "UTMALDG.2D.MULTICAST, warp 0 writes it, and nothing orders the two" in x
+               for x in rep.messages())

@@ -113,7 +113,7 @@ def test_configure_gives_the_deepest_ring_that_fits_beside_the_exchange() -> Non
 @pytest.mark.parametrize("kw,words", [
     (dict(cluster_k=9), "2 to 8"),
     (dict(cluster_k=2, stream_k=True), "stream-K"),
-    (dict(cluster_k=2, cluster_m=2), "along M"),
+    (dict(cluster_k=2, cluster_m=2), "multicast clusters"),
     (dict(cluster_k=2, staged_epilogue=True), "staged epilogue"),
     (dict(cluster_k=8, bn=16, consumers=1, swap_ab=True), "shares"),
 ])

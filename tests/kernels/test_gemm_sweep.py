@@ -182,9 +182,11 @@ def test_each_shape_gets_the_rules_pick_first_and_the_new_kinds(shape: tuple[int
     if shape[0] <= S.SKINNY_M:  # A and B swapped, BN the narrowest holding M, and the best of them in clusters
         assert (64, 16, True) in kinds and (128, 16, True) in kinds
         assert any(c.swap_ab and c.cluster_m == 2 and not c.stream_k for c in cands)
-    elif shape[0] <= S.NARROW_M:  # one or two 128-row tiles of M: no 192-row tiles, no M pairs; 64-row tiles
-        assert all(c.bm < 192 and c.cluster_m == 1 and not c.swap_ab for c in cands)
+    elif shape[0] <= S.NARROW_M:  # one or two 128-row tiles of M: no 192-row tiles; 64-row tiles; clusters no
+        # taller than M's blocks, among them of 64-row tiles (cluster_shapes)
+        assert all(c.bm < 192 and not c.swap_ab and c.cluster_m < 2 * -(-shape[0] // c.bm) for c in cands)
         assert any(c.bm == 64 for c in cands) and any(c.bm == 128 for c in cands)
+        assert any(c.bm == 64 and c.cluster_size > 1 for c in cands)
     else:
         assert (192, 192, False) in kinds and (192, 128, False) in kinds
         assert any(c.bm == c.bn == 192 and c.cluster_m == 2 for c in cands)  # "coopB": 192 x 192 in 2x1 clusters
@@ -192,6 +194,25 @@ def test_each_shape_gets_the_rules_pick_first_and_the_new_kinds(shape: tuple[int
         assert {c.l2_promotion for c in cands} >= {0, 64, 128, 256}
     if shape == (8192, 28672, 8192):  # the rule's pick in 2x1 clusters
         assert attrs.evolve(cands[0], cluster_m=2) in cands
+
+
+@given(m=st.integers(1, 512), n=st.integers(256, 32768), k=st.integers(8, 2048).map(lambda x: 8 * x),
+       tile=st.sampled_from([(64, 64, False), (64, 128, False), (128, 128, False), (64, 16, True), (64, 64, True)]))
+def test_the_clusters_a_sweep_times_fit_and_load_the_fewest_rows(m: int, n: int, k: int,
+                                                                 tile: tuple[int, int, bool]) -> None:
+    from warpy.kernels.gemm import cluster_waves, model_config
+
+    p = GemmProblem(m, n, k, out_dtype="bf16")
+    bm, bn, swap = tile
+    cfg = model_config(p, bm, bn, False, swap)
+    shapes = S.cluster_shapes(p, cfg, 3)
+    rows, cols = (n, m) if swap else (m, n)
+    loads = [bm / cn + bn / cm for cm, cn in shapes]
+    assert loads == sorted(loads) and len(set(shapes)) == len(shapes)
+    for cm, cn in shapes:
+        assert 2 <= cm * cn <= 8 and cm < 2 * -(-rows // bm) and cn < 2 * -(-cols // bn)
+        assert cluster_waves(p, bm, bn, swap, (cm, cn)) <= cluster_waves(p, bm, bn, swap, (1, 1))
+        Sm90Gemm(p, attrs.evolve(cfg, cluster_m=cm, cluster_n=cn))  # builds
 
 
 def test_the_model_ranks_swapped_tiles_by_n_and_m() -> None:
@@ -364,3 +385,39 @@ def test_layer_shapes_are_a_models_linear_layers_at_each_token_count() -> None:
                       (["--tokens", "1"], "add --layers")):
         r = CliRunner().invoke(app, ["bench", "gemm", *args])
         assert isinstance(r.exception, WarpyError) and why in str(r.exception), (args, r.output)
+
+
+@pytest.mark.parametrize("shapes, twin", [
+    ([(128, 3072, 3072), (128, 4096, 4096), (128, 2048, 8192), (256, 3072, 2048)], dict(cluster_m=2, cluster_n=4)),
+    ([(16, 4096, 4096), (1, 4096, 4096), (64, 2048, 2048), (16, 2048, 8192)], dict(cluster_k=2)),
+], ids=["narrow-multicast", "skinny-k-split"])
+def test_clusters_are_kinds_of_their_own_where_the_sweep_times_them(shapes: list[tuple[int, int, int]],
+                                                                    twin: dict[str, int]) -> None:
+    """Outside the wide regime a configuration in multicast clusters, or split along K in clusters, is a
+    kind of the model's with an efficiency of its own, priced as it is fitted (`work_units` and
+    `sm90_cost` agree): where every shape's times are the model's predictions (the plain kind at
+    efficiency 1, whole tiles and stream-K; the clustered kind at 1.25), the model (each shape left
+    out) picks the fastest at every shape, the clustered kind at some."""
+    from warpy.kernels.gemm import model_config
+
+    rows = []
+    for sh in shapes:
+        p = GemmProblem(*sh, out_dtype="bf16")
+        swap = sh[0] <= S.SKINNY_M
+        base = model_config(p, 64, 64, False, swap)
+        fast = model_config(p, 64, 64, False, swap, "cluster_k" in twin,
+                            (twin.get("cluster_m", 1), twin.get("cluster_n", 1)))
+        assert S.kind(fast) != S.kind(base) and len(S.kind(fast)) > 3
+        times = {base: _model_time(sh, base, 1.0), fast: _model_time(sh, fast, 1.25)}
+        if sm90_cost(p, 64, 64, True, swap=swap, eff=1.0) < float("inf"):
+            sk = model_config(p, 64, 64, True, swap)
+            times[sk] = _model_time(sh, sk, 1.0)
+        rows.append(_row(sh, times))
+    table = S.SweepTable(tuple(rows))
+    vs = S.verdicts(table)
+    for v in vs:
+        assert v.pick_us is not None and v.pick_us == pytest.approx(v.best.us), v
+    assert any(len(S.kind(v.pick)) > 3 for v in vs)
+    eff = S.efficiencies(table)
+    plain = {e for (k, _), e in eff.items() if len(k) == 3}
+    assert len(plain) == 1 and all(e == pytest.approx(1.25 * min(plain)) for (k, _), e in eff.items() if len(k) > 3)
