@@ -1,7 +1,8 @@
 """Issue 18's new configurations of the sm_90a GEMM on the GPU, every element of C checked (inputs in
 [-3, 3], exact against the float64 product; one rounding for 16-bit C): 192-row tiles (three
 consumer warpgroups) whole, staged, in 2x1 clusters and with stream-K; A and B swapped for short M
-(one row, ragged N, K split); the L2 promotions the sweep tries where rows are not 32-byte aligned.
+(one row, ragged N, K split); the L2 promotions the sweep tries where rows are not 32-byte aligned;
+multicast clusters of 4 and 8 CTAs and 2-D clusters.
 Each case runs in its own subprocess through tests/gpu/test_gemm.py's `config:` cases.
 
     python -m pytest -q tests/gpu/test_gemm_wide_gpu.py
@@ -38,9 +39,18 @@ SWAPPED = [
     "config:64:5120:5120:bf16:swap_ab=1,bn=64,consumers=2,cluster_m=2",
 ]
 UNALIGNED = [f"config:3000:3000:3000:bf16:l2_promotion={l2}" for l2 in (0, 64, 256)]
+# multicast clusters of 4 and 8 CTAs and 2-D ones: slices of A's box along a cluster's rows, of B's along
+# its columns; cluster tiles past M or N; more cluster tiles than resident clusters
+MULTICAST = [
+    "config:64:5120:5120:bf16:swap_ab=1,bn=64,consumers=1,cluster_m=4",
+    "config:128:3072:8192:bf16:swap_ab=1,bn=64,consumers=1,cluster_m=4,cluster_n=2",
+    "config:200:4000:1000:bf16:bn=64,consumers=1,cluster_m=2,cluster_n=4",  # staged, past M and N
+    "config:1000:1000:1000:f32:bn=64,consumers=1,cluster_m=8",  # 16 M-blocks, 16 N-blocks: 32 tiles of 15 clusters
+    "config:3000:3000:3000:bf16:consumers=3,bn=192,cluster_m=1,cluster_n=2",
+]
 
 
-@pytest.mark.parametrize("case", WIDE + SWAPPED + UNALIGNED)
+@pytest.mark.parametrize("case", WIDE + SWAPPED + UNALIGNED + MULTICAST)
 def test_new_configurations_are_exact(case: str) -> None:
     r = run_case(GEMM_CASES, [case])
     assert r.get("ok"), f"{case}: {json.dumps(r)}"
