@@ -177,6 +177,13 @@ class GemmProblem:
     def flops(self) -> int:
         return 2 * self.M * self.N * self.K
 
+    def plan_key(self) -> str:
+        """What a plan of this problem depends on beyond its fields and the sources (`warpy.plan`):
+        the configuration this GPU tuned for it, if any (kernels/gemm_tune.py)."""
+        from .gemm_tune import plan_key
+
+        return plan_key(self)
+
     def __str__(self) -> str:
         ep = "" if self.epilogue.identity else f" ({self.epilogue})"
         ld = " lda={} ldb={} ldc={}".format(*self.pitches) if self.pitched else ""
@@ -221,8 +228,12 @@ def choose(problem: GemmProblem) -> Config:
         raise WarpyError(f"no {problem.arch} GEMM program exists yet")
     from .gemm_sweep import current_efficiencies, current_table, lookup, nearest, regime
 
+    from .gemm_tune import tuned
+
     table = current_table()
     measured = lookup(problem, table)  # the fastest configuration the sweep measured at this very shape
+    if measured is None:
+        measured = tuned(problem)  # or that this GPU measured on the shape's first use (kernels/gemm_tune.py)
     if measured is not None:
         return measured
     if table.strategy_for(regime(problem)) == "nearest":  # where the sweep found the nearest shape's pick better
@@ -389,8 +400,7 @@ def configure(problem: GemmProblem, overrides: Union[str, Mapping[str, object], 
     overrides = checked_overrides(cfg, overrides)
     if not overrides:
         return cfg
-    multicast = any(isinstance(overrides.get(f), int) and overrides.get(f) != 1  # type: ignore[comparison-overlap]
-                    for f in ("cluster_m", "cluster_n"))
+    multicast = any(isinstance(overrides.get(f), int) and overrides.get(f) != 1 for f in ("cluster_m", "cluster_n"))
     if isinstance(cfg, Sm90Config) and multicast and "stream_k" not in overrides:
         overrides = {**overrides, "stream_k": False, "split": 0}
     if isinstance(cfg, Sm90Config) and cfg.cluster_k > 1 and "cluster_k" not in overrides and (

@@ -29,6 +29,7 @@ from warpy.plan import Plan
 from warpy.target import dtype_bytes, target
 
 from .gemm import FAMILY, GemmProblem, bind, input_type, output_type
+from .gemm_tune import ensure_tuned
 
 
 DEFAULT_SHAPES: tuple[tuple[int, int, int], ...] = (
@@ -189,6 +190,8 @@ def gemm_job(M: int, N: int, K: int, arch: str = "sm_90a", dtype: str = "bf16", 
     artifact, echo = echo, report_echo(emit, output, echo)  # stdout may carry the artifact, the report stderr
     progress = Progress()
     try:
+        if run and not config:
+            ensure_tuned(problem)  # on an sm_90 GPU, a shape the table has not measured (kernels/gemm_tune.py)
         progress("planning")
         plan = plan_for(problem, config, progress=progress, keep_program=emit == "sass")
         progress.done()
@@ -342,7 +345,10 @@ def _configured_launcher(shape: tuple[int, int, int], dtype: str, odt: str, conf
     M, N, K = shape
     fp8: dict[str, Any] = {} if scales is None else {"b_dtype": dtype, "scale_a": "tensor", "scale_b": "tensor"}
     aux: dict[str, Any] = {} if scales is None else {"scale_a": span(scales[0]), "scale_b": span(scales[1])}
-    plan = plan_for(GemmProblem(M, N, K, dtype=dtype, out_dtype=odt, arch="sm_90a", **fp8), config)
+    problem = GemmProblem(M, N, K, dtype=dtype, out_dtype=odt, arch="sm_90a", **fp8)
+    if not config:
+        ensure_tuned(problem)  # what warpy.gemm runs: a shape the table has not measured is tuned first
+    plan = plan_for(problem, config)
     fast = FastLaunch(kernel_of(plan), plan.header)
 
     def run(i: int) -> None:

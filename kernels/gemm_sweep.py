@@ -681,6 +681,15 @@ def _iters_for(us_guess: float, target_us: float = 3000.0) -> int:
     return max(3, min(20, int(target_us / max(us_guess, 1.0))))
 
 
+_sweeps = [0]  # sweeps running in this process
+
+
+def sweeping() -> bool:
+    """Whether a sweep is running here: its rule (the first candidate of a shape) is the committed
+    table's and the model's, not what this machine tuned (kernels/gemm_tune.py)."""
+    return _sweeps[0] > 0
+
+
 #: what times one shape: (the problem, its configurations, each one's built entry (describe, SASS,
 #: PTX) or the error that stopped it) -> (cuBLAS's µs, a Measured a configuration)
 Timer = Callable[[Any, Sequence[Sm90Config], Sequence[Any]], tuple[Optional[float], list[Measured]]]
@@ -688,17 +697,14 @@ Timer = Callable[[Any, Sequence[Sm90Config], Sequence[Any]], tuple[Optional[floa
 
 def run_sweep(shapes: Sequence[tuple[int, int, int]], out: Optional[str], dtype: str = "bf16", out_dtype: str = "bf16",
               per_shape: int = 10, echo: Callable[[str], None] = print, command: str = "",
-              timer: Optional[Timer] = None, workers: Optional[int] = None, gpu: str = "") -> SweepTable:
+              timer: Optional[Timer] = None, workers: Optional[int] = None, gpu: str = "",
+              second_pass: bool = True) -> SweepTable:
     """Time `candidates` of every shape and cuBLAS (`timer`; the GPU's by default: `gpu_timer`), the
     table written to `out` after every shape (a run cut short keeps what it measured). The programs
     are built and assembled by a pool of `workers` processes (None: one a core but one; 0: a thread
-    of this process) while the GPU times the shapes before."""
-    import concurrent.futures as cf
-    import multiprocessing
-
-    from .gemm import GemmProblem
-    from .gemm_bench import shape_text
-
+    of this process) while the GPU times the shapes before. `second_pass`: then time the model's and
+    the nearest shape's picks (each shape left out) that the first pass did not, and set the table's
+    strategy (what `--sweep-report` judges; a shape tuned on first use needs neither)."""
     if timer is None:
         from warpy.bench import gpu_reason
         from warpy.errors import NoGPU
@@ -707,6 +713,22 @@ def run_sweep(shapes: Sequence[tuple[int, int, int]], out: Optional[str], dtype:
         if why is not None:
             raise NoGPU(f"warpy bench gemm --sweep needs an sm_90 GPU: {why.rstrip('.')}; `warpy bench gemm "
                         "--sweep-report FILE` reads a table without one")
+    _sweeps[0] += 1
+    try:
+        return _run_sweep(shapes, out, dtype, out_dtype, per_shape, echo, command, timer, workers, gpu, second_pass)
+    finally:
+        _sweeps[0] -= 1
+
+
+def _run_sweep(shapes: Sequence[tuple[int, int, int]], out: Optional[str], dtype: str, out_dtype: str, per_shape: int,
+               echo: Callable[[str], None], command: str, timer: Optional[Timer], workers: Optional[int], gpu: str,
+               second_pass: bool) -> SweepTable:
+    import concurrent.futures as cf
+    import multiprocessing
+
+    from .gemm import GemmProblem
+    from .gemm_bench import shape_text
+
     start = time.monotonic()
     problems = [GemmProblem(*s, dtype=dtype, out_dtype=out_dtype) for s in shapes]
     todo = [(p, candidates(p, per_shape)) for p in problems]
@@ -749,6 +771,8 @@ def run_sweep(shapes: Sequence[tuple[int, int, int]], out: Optional[str], dtype:
                   f"{'—' if best is None else f'{best.us:.1f} µs ({config_text(best.config)})'}"
                   f", rule {_fmt(row.time_of(cfgs[0]))} µs; {sum(m.check != 'ok' for m in measured)} not ok",
                   file=sys.stderr, flush=True)
+        if not second_pass:
+            return table
         # a second pass: the model's pick at each shape with the others' efficiencies (what the report
         # judges) where the first pass did not time it
         extra: dict[tuple[int, int, int], list[Sm90Config]] = {}

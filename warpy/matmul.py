@@ -52,7 +52,7 @@ from warpy.errors import WarpyError
 from warpy.interop import (Matrix, as_matrix, as_transposed, as_vector, byte_span, check_row_major, check_rows, current_stream, dtype_name, host_dtype,
                            overlap, overlap_error)
 from warpy.kernels import gemm as gemm_family
-from warpy.kernels import gemm_fp8
+from warpy.kernels import gemm_fp8, gemm_tune
 from warpy.kernels.gemm_epilogue import Epilogue
 from warpy.plan import Plan, make_plan
 from warpy.runtime import driver as _driver
@@ -449,7 +449,9 @@ class Launches:
             with self._lock:
                 p = self._plans.get(full)
                 if p is None:
-                    p = self._plans[full] = make_plan(gemm_family.FAMILY, problem_of(key, arch))
+                    problem = problem_of(key, arch)
+                    gemm_tune.ensure_tuned(problem)  # a shape the table has not measured: timed on first use
+                    p = self._plans[full] = make_plan(gemm_family.FAMILY, problem)
         return p
 
     def loaded(self, key: tuple[Any, ...], ordinal: int = 0) -> _Loaded:

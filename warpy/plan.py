@@ -74,6 +74,9 @@ def problem_key(problem: Any) -> str:
     fields = {f.name: getattr(problem, f.name) for f in attrs.fields(type(problem))}
     h = hashlib.sha256(json.dumps(fields, sort_keys=True, default=str).encode())
     h.update(source_fingerprint().encode())
+    extra = getattr(problem, "plan_key", None)  # (a family's problem may depend on more: a GEMM's tuned row)
+    if callable(extra):
+        h.update(str(extra()).encode())
     table = os.environ.get("WARPY_GEMM_TABLE")
     if table:  # another GEMM table than the committed one (kernels/gemm_sweep.py): its path and bytes
         h.update(table.encode())
