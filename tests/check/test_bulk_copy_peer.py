@@ -154,3 +154,16 @@ CASES = [
 def test_mutants_are_reported(name: str, kw: dict[str, object], want: list[str]) -> None:
     p = peer_copy(**kw)  # type: ignore[arg-type]
     assert check_kernel(p.kernel(), p.coloured()).messages(20) == want
+
+
+def test_a_copy_between_ctas_shared_memories_is_no_global_access_for_the_faults() -> None:
+    """`global-before-wait` moves the dependent-launch wait after the first global access: a bulk copy
+    into another CTA's shared memory (UBLKCP.S.S) reaches no global memory, one from global
+    (UBLKCP.S.G) does."""
+    from warpy.check.faults import _reaches_global
+    from warpy.isa.families import tma
+    from warpy.isa.operands import Mem, UR
+
+    args, src, size = Mem(UR("args")), Mem(UR("src")), UR("size")
+    assert not _reaches_global(tma.bulk_copy_s_s(args, src, size))
+    assert _reaches_global(tma.bulk_copy_s_g(args, src, size))

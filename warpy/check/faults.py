@@ -157,10 +157,16 @@ def _no_fence(named: list[Line], col: list[Line], arch: str) -> str:
 _GLOBAL = ("UTMALDG", "UTMASTG", "UTMAREDG", "UBLKCP", "LDG", "STG")
 
 
+def _reaches_global(i: Instr) -> bool:
+    """Whether an instruction reads or writes global memory (a bulk copy between CTAs' shared
+    memories, UBLKCP.S.S, does not)."""
+    return i.name in _GLOBAL and not (i.name == "UBLKCP" and i.mods[:2] == ("S", "S"))
+
+
 def _global_before_wait(named: list[Line], col: list[Line], arch: str) -> str:
     ins = _instrs(named)
     acq = [k for k, i in ins if i.name == "ACQBULK"]
-    firstg = next((k for k, i in ins if i.name in _GLOBAL and (not acq or k > acq[0])), None)
+    firstg = next((k for k, i in ins if _reaches_global(i) and (not acq or k > acq[0])), None)
     if firstg is None:
         raise FaultDoesNotApply("global-before-wait: the program reaches no global memory")
     if acq:
