@@ -435,6 +435,19 @@ def configure(problem: GemmProblem, overrides: Union[str, Mapping[str, object], 
 # And the margin by which stream-K must be predicted to win (its sums are ordered differently; a
 # near tie keeps whole tiles).
 STREAM_K_OVERHEAD = 16
+# In the narrow regime (64 < M <= 256) the same overhead priced stream-K 7-45% too cheap: with it the
+# model picked stream-K at 5 of the 24 narrow shapes of the committed table where whole tiles ran
+# faster (256 x 28672 x 4096: 126.4 against 87.8 us). `--sweep-report` (each shape left out of the
+# efficiencies) over the narrow overhead: 12 -> 16 of 24 narrow shapes within 3%, 16 -> 19, 20 -> 21,
+# 22, 24 and 26 -> 24 of 24, 28 -> 23, 32 -> 21, 40 -> 20 (2026-12-03): the middle of the plateau.
+STREAM_K_OVERHEAD_NARROW = 24
+
+
+def stream_k_overhead(problem: GemmProblem) -> int:
+    """Stream-K's overhead in k blocks for `problem`'s regime (`gemm_sweep.regime`)."""
+    from .gemm_sweep import regime
+
+    return STREAM_K_OVERHEAD_NARROW if regime(problem) == "narrow" else STREAM_K_OVERHEAD
 STREAM_K_MARGIN = 0.95
 
 
@@ -480,7 +493,7 @@ def sm90_cost(problem: GemmProblem, bm: int, bn: int, stream_k: bool, *, swap: b
               cluster: tuple[int, int] = (1, 1)) -> float:
     """Predicted time of the busiest SM, in k blocks of a 128 x 256 tile: whole tiles take
     ceil(tiles / 132) waves of kt k blocks; stream-K shares the tiles' k blocks out (`sm90_split`)
-    and pays STREAM_K_OVERHEAD more, and must beat whole tiles by STREAM_K_MARGIN; `cluster_k`, a K
+    and pays `stream_k_overhead` more, and must beat whole tiles by STREAM_K_MARGIN; `cluster_k`, a K
     split S ways in clusters (`cluster_split`), pays CLUSTER_K_OVERHEAD on its k/S blocks, by the same
     margin. `eff`: the kind's efficiency (TILE_EFFICIENCY's by default; the rule passes the sweep's
     where it has one); `streaming`: a tile's work is the weight it reads (`tile_work`); `cluster`:
@@ -503,7 +516,7 @@ def sm90_cost(problem: GemmProblem, bm: int, bn: int, stream_k: bool, *, swap: b
         return float("inf")
     split = sm90_split(problem, bm, bn, swap)
     share = cdiv(kt, split) if split else cdiv(tiles * kt, SM90A.sms)
-    return (share + STREAM_K_OVERHEAD) * per / STREAM_K_MARGIN
+    return (share + stream_k_overhead(problem)) * per / STREAM_K_MARGIN
 
 
 def build(problem: GemmProblem, config: Config | None = None) -> Program:

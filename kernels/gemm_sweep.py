@@ -313,7 +313,7 @@ def work_units(problem: Any, cfg: Sm90Config) -> float:
     work is the weight it reads, `tile_work`): whole tiles take
     ceil(tiles / SMs) waves of kt k blocks; split / stream-K their share of k blocks and the
     overhead. A and B swapped tile N by BM and M by BN."""
-    from .gemm import CLUSTER_K_OVERHEAD, STREAM_K_OVERHEAD, _bk, cluster_waves, tile_work
+    from .gemm import CLUSTER_K_OVERHEAD, _bk, cluster_waves, stream_k_overhead, tile_work
 
     rows, cols = (problem.N, problem.M) if cfg.swap_ab else (problem.M, problem.N)
     tiles = cdiv(rows, cfg.bm) * cdiv(cols, cfg.bn) * problem.batch
@@ -326,7 +326,7 @@ def work_units(problem: Any, cfg: Sm90Config) -> float:
     if not cfg.stream_k:
         return cdiv(tiles, min(cfg.sms, SM90A.sms)) * kt * per
     share = cdiv(kt, cfg.split) if cfg.split else cdiv(tiles * kt, SM90A.sms)
-    return (share + STREAM_K_OVERHEAD) * per
+    return (share + stream_k_overhead(problem)) * per
 
 
 def _model_row(row: SweepRow) -> list[Measured]:
