@@ -72,6 +72,7 @@ def tuned_table(path: Optional[Path] = None) -> SweepTable:
 
 
 _path_memo: dict[str, Optional[Path]] = {}
+_no_table: set[str] = set()  # cache folders holding no tuned table when this process looked
 
 
 def _known_path(tuning: bool = False) -> Optional[Path]:
@@ -80,8 +81,13 @@ def _known_path(tuning: bool = False) -> Optional[Path]:
     from warpy.cache import cache_root
 
     if "path" not in _path_memo:
-        if not tuning and not any(cache_root().glob("gemm_tuned_*.json")):
-            return None
+        if not tuning:  # (looked for once a cache folder and process: `choose` asks at every plan)
+            root = str(cache_root())
+            if root in _no_table:
+                return None
+            if not any(cache_root().glob("gemm_tuned_*.json")):
+                _no_table.add(root)
+                return None
         from warpy.bench import gpu_reason
 
         _path_memo["path"] = tuned_path() if gpu_reason("sm_90a") is None else None
