@@ -435,6 +435,7 @@ def configure(problem: GemmProblem, overrides: Union[str, Mapping[str, object], 
 # And the margin by which stream-K must be predicted to win (its sums are ordered differently; a
 # near tie keeps whole tiles).
 STREAM_K_OVERHEAD = 16
+STREAM_K_MARGIN = 0.95
 # In the narrow regime (64 < M <= 256) the same overhead priced stream-K 7-45% too cheap: with it the
 # model picked stream-K at 5 of the 24 narrow shapes of the committed table where whole tiles ran
 # faster (256 x 28672 x 4096: 126.4 against 87.8 us). `--sweep-report` (each shape left out of the
@@ -448,7 +449,6 @@ def stream_k_overhead(problem: GemmProblem) -> int:
     from .gemm_sweep import regime
 
     return STREAM_K_OVERHEAD_NARROW if regime(problem) == "narrow" else STREAM_K_OVERHEAD
-STREAM_K_MARGIN = 0.95
 
 
 def _tiles(problem: GemmProblem, bm: int, bn: int, swap: bool = False) -> int:
