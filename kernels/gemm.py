@@ -444,11 +444,14 @@ STREAM_K_MARGIN = 0.95
 STREAM_K_OVERHEAD_NARROW = 24
 
 
-def stream_k_overhead(problem: GemmProblem) -> int:
-    """Stream-K's overhead in k blocks for `problem`'s regime (`gemm_sweep.regime`)."""
-    from .gemm_sweep import regime
+def stream_k_overhead(problem: GemmProblem, swap: bool = False) -> int:
+    """Stream-K's overhead in k blocks: STREAM_K_OVERHEAD_NARROW where the rows the program tiles (M,
+    or N with A and B swapped; a batch's stacked) are in the narrow regime (`gemm_sweep.regime_of`),
+    so a swapped or batched problem costs what its transpose or its stacked rows cost."""
+    from .gemm_sweep import regime_of
 
-    return STREAM_K_OVERHEAD_NARROW if regime(problem) == "narrow" else STREAM_K_OVERHEAD
+    rows = (problem.N if swap else problem.M) * problem.batch
+    return STREAM_K_OVERHEAD_NARROW if regime_of(rows) == "narrow" else STREAM_K_OVERHEAD
 
 
 def _tiles(problem: GemmProblem, bm: int, bn: int, swap: bool = False) -> int:
@@ -516,7 +519,7 @@ def sm90_cost(problem: GemmProblem, bm: int, bn: int, stream_k: bool, *, swap: b
         return float("inf")
     split = sm90_split(problem, bm, bn, swap)
     share = cdiv(kt, split) if split else cdiv(tiles * kt, SM90A.sms)
-    return (share + stream_k_overhead(problem)) * per / STREAM_K_MARGIN
+    return (share + stream_k_overhead(problem, swap)) * per / STREAM_K_MARGIN
 
 
 def build(problem: GemmProblem, config: Config | None = None) -> Program:

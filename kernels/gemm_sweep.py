@@ -326,7 +326,7 @@ def work_units(problem: Any, cfg: Sm90Config) -> float:
     if not cfg.stream_k:
         return cdiv(tiles, min(cfg.sms, SM90A.sms)) * kt * per
     share = cdiv(kt, cfg.split) if cfg.split else cdiv(tiles * kt, SM90A.sms)
-    return (share + stream_k_overhead(problem)) * per
+    return (share + stream_k_overhead(problem, cfg.swap_ab)) * per
 
 
 def _model_row(row: SweepRow) -> list[Measured]:
