@@ -68,9 +68,10 @@ def _chosen(prob: GemmProblem, cluster_m: int = 1) -> C:
     return attrs.evolve(cfg, cluster_m=cluster_m)
 
 
-#: behind WARPY_SLOW=1 (suite time): fp16 in clusters over many tiles; "even-fp32" and
-#: "ragged-odd-staged-bf16" cover the clusters' tile walk, the fp16 path is the bf16 one's
-SLOW_CASES = ("many-tiles-fp16",)
+#: behind WARPY_SLOW=1 (suite time): fp16 in clusters over many tiles, and two staged 2x1 cases; "even-fp32"
+#: and "odd-mblocks-staged-bf16" cover the clusters' tile walk and the staged epilogue in pairs,
+#: "2x2-staged-bf16" and "4x2-ragged-fp32" (WIDE_CASES) ragged tiles in clusters, the fp16 path is the bf16 one's
+SLOW_CASES = ("many-tiles-fp16", "ragged-odd-staged-bf16", "bn64-staged-bf16")
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.skipif(
@@ -280,7 +281,8 @@ def test_assembles_with_multicast_loads_and_remote_arrives(shape: tuple[int, int
 
 # (M, N, K), configuration, C's type; the grid is the whole of what the checker simulates (8 CTAs)
 WIDE_CASES = {
-    "2x2-bf16": ((256, 512, 256), C(bn=128, stages=3, sms=8, cluster_m=2, cluster_n=2), "bf16"),
+    "2x2-staged-bf16": ((256, 512, 256), C(bn=128, stages=3, sms=8, cluster_m=2, cluster_n=2, staged_epilogue=True),
+                        "bf16"),
     "4x1-swapped": ((64, 640, 256), C(swap_ab=True, bn=64, consumers=1, stages=4, sms=8, cluster_m=4), "bf16"),
     "4x2-ragged-fp32": ((200, 300, 136), C(bn=64, consumers=1, stages=4, sms=8, cluster_m=4, cluster_n=2), "fp32"),
     "1x4-ragged": ((130, 500, 200), C(bn=128, stages=4, sms=8, cluster_n=4), "bf16"),
