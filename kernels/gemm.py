@@ -374,19 +374,20 @@ def _bk(problem: GemmProblem) -> int:
     return 128 // dtype_bytes(problem.dtype)
 
 
-#: the ring's depth at most: 8 stages, 16 where A and B are swapped (a decode GEMM streams the weight
-#: from DRAM: a 64 x 16 stage holds 8 KiB of it, and 16 stages keep 128 KiB in flight an SM, above the
-#: ~36 KiB that 4.8 TB/s over 132 SMs at ~1 µs of latency asks)
-MAX_STAGES = 8
-MAX_STAGES_SWAPPED = 16
+#: the ring's depth at most, as shared memory allows. A ring must cover the loads' latency: a decode
+#: GEMM with A and B swapped streams the weight from DRAM (a 64 x 16 stage holds 8 KiB of it, and 16
+#: stages keep 128 KiB in flight an SM, above the ~36 KiB that 4.8 TB/s over 132 SMs at ~1 µs of
+#: latency asks), and small whole tiles are bound by the L2's latency, not the tensor cores (H200,
+#: 2026-12-03: 128 x 3072 x 3072 in 64 x 64 tiles ran 12.4 µs with 8 stages, 12.0 with 10, 11.6 with
+#: 13; 128 x 5120 x 3072 20.2, 19.0, 18.5)
+MAX_STAGES = 16
 
 
 def deepest_ring(cfg: Sm90Config) -> Sm90Config:
     """`cfg` with the deepest ring (3 to MAX_STAGES stages; MAX_STAGES_SWAPPED with A and B swapped)
     its shared memory allows."""
-    most = MAX_STAGES_SWAPPED if cfg.swap_ab else MAX_STAGES
     stages = 3
-    while stages < most and smem_bytes(attrs.evolve(cfg, stages=stages + 1)) <= SM90A.max_dynamic_smem:
+    while stages < MAX_STAGES and smem_bytes(attrs.evolve(cfg, stages=stages + 1)) <= SM90A.max_dynamic_smem:
         stages += 1
     return attrs.evolve(cfg, stages=stages)
 

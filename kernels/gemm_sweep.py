@@ -19,7 +19,10 @@ The sweep's configurations per shape (`candidates`): for every kind the model kn
 schedule (whole tiles, K split, stream-K, or a K split in clusters: `cluster_k`, which the model
 does not weigh itself, so a table's row runs it only where measured fastest) under the model; above M = 256 the 192-row tiles (three
 consumer warpgroups) and the 2x1-cluster twin of the model's pick; for M <= 64, A and B swapped with
-BN 16..64, which the hand-fitted model has no efficiency for, and the best of them in 2x1 clusters;
+BN 16..64, which the hand-fitted model has no efficiency for; up to M = 256 the best whole tiles in the
+multicast clusters `cluster_shapes` gives;
+for 64 < M <= 256, 64-row whole tiles of every width in `NARROW_BNS` (and 192-row ones where M fills
+them), whose tile counts fill the SMs where the known kinds leave a wave ragged;
 the L2 promotions where rows of A and B are not 32-byte aligned. Ranked by the model, at most
 `per_shape` of them (the rule's own pick always among them).
 """
@@ -372,6 +375,10 @@ def efficiencies(table: SweepTable, leave_out: Optional[tuple[int, int, int]] = 
 
 SWAP_BNS = (16, 32, 48, 64)
 WIDE_BNS = (128, 192)
+#: the widths of the 64-row whole tiles a narrow shape also times (H200, 2026-12-03, 140 configurations
+#: a shape: 64 x 64 was fastest at 128 x 3072 x 3072, 64 x 96 at 128 x 5120 x 3072, 64 x 160 at
+#: 256 x 5120 x 5120 and 96 x 8192 x 8192: a tile count that fills the SMs in one wave, deep rings)
+NARROW_BNS = (64, 96, 128, 160, 192)
 
 
 def candidates(problem: Any, per_shape: int = 10) -> list[Sm90Config]:
@@ -447,6 +454,12 @@ def candidates(problem: Any, per_shape: int = 10) -> list[Sm90Config]:
     for i, cfg in enumerate(whole):
         for cm, cn in cluster_shapes(problem, cfg, 2 if i == 0 else 1):
             add(deepest_ring(attrs.evolve(cfg, cluster_m=cm, cluster_n=cn)))
+    if reg == "narrow":  # the 64-row whole tiles of every width, and 192-row ones where they waste no more rows
+        for bn in NARROW_BNS:
+            add(model_config(problem, 64, bn, False))
+        if cdiv(problem.M, 192) * 192 <= cdiv(problem.M, 128) * 128:
+            for bn in WIDE_BNS:
+                add(model_config(problem, 64 * MAX_CONSUMERS, bn, False))
     if (problem.K * 2) % 32:  # rows 16- but not 32-byte aligned: the L2 promotion decides much (issue 18)
         for l2 in (256, 64, 0):
             add(attrs.evolve(pick, l2_promotion=l2))

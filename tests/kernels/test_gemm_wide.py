@@ -93,17 +93,19 @@ def test_swapped_operands_are_exact_on_ragged_shapes(M: int, N: int, K: int, con
     assert res.spill_stores == 0 and res.spill_loads == 0
 
 
-def test_swapped_operands_take_a_deeper_ring() -> None:
-    from warpy.kernels.gemm import MAX_STAGES, MAX_STAGES_SWAPPED, model_config
+def test_rings_run_as_deep_as_shared_memory_allows() -> None:
+    from warpy.kernels.gemm import MAX_STAGES, model_config
     from warpy.kernels.gemm_sm90 import smem_bytes
     from warpy.target import SM90A
 
     prob = GemmProblem(1, 8192, 8192, out_dtype="bf16")
     cfg = model_config(prob, 64, 16, False, True)
-    assert cfg.stages == MAX_STAGES_SWAPPED == 16 and smem_bytes(cfg) <= SM90A.max_dynamic_smem
-    wide = model_config(prob, 128, 64, False, True)  # 24.5 KiB a stage: what shared memory holds
-    assert MAX_STAGES < wide.stages < 16 and smem_bytes(attrs.evolve(wide, stages=wide.stages + 1)) > SM90A.max_dynamic_smem
-    assert model_config(prob, 64, 128, False).stages == MAX_STAGES
+    assert cfg.stages == MAX_STAGES == 16 and smem_bytes(cfg) <= SM90A.max_dynamic_smem
+    for c in (model_config(prob, 128, 64, False, True), model_config(prob, 64, 128, False),
+              model_config(prob, 64, 64, False), model_config(prob, 128, 256, False)):
+        assert 3 <= c.stages < MAX_STAGES and smem_bytes(c) <= SM90A.max_dynamic_smem < smem_bytes(
+            attrs.evolve(c, stages=c.stages + 1)), c  # each as deep as shared memory holds
+    assert model_config(prob, 64, 64, False).stages == 13  # 16 KiB a stage, 64 x 64 fp32 C from the registers
     kernel = Sm90Gemm(prob, cfg).build().kernel()
     res = assemble(kernel, "sm_90a").resource(kernel.header.kernel)
     assert res.spill_stores == 0 and res.spill_loads == 0

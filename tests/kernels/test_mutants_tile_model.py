@@ -83,7 +83,8 @@ def test_literal_picks_worked_by_hand() -> None:
     assert (plain.bm, plain.bn, plain.swap_ab, plain.stream_k, plain.split) == (128, 64, False, False, 0)
     swapped = model_choose(p, {((64, 16, True), "skinny"): 0.7, ((128, 64, False), "skinny"): 0.6})
     assert (swapped.bm, swapped.bn, swapped.swap_ab, swapped.stream_k) == (64, 16, True, False)
-    assert swapped.stages == 16 and plain.stages == 8   # a swapped ring may be 16 deep (MAX_STAGES_SWAPPED)
+    # 16 stages of 64 x 16 + 16 x 64 (8 KiB and 2 KiB: MAX_STAGES); 9 of 128 x 64 + 64 x 64 (24 KiB: 216 of 227 KiB)
+    assert swapped.stages == 16 and plain.stages == 9
     assert model_config(GemmProblem(64, 8192, 8192), 64, 128, False, swap=True).stages == 9  # past 8, short of 16
     assert not swapped.staged_epilogue and plain.staged_epilogue is False  # fp32 C: from the registers
     # a batch of the same is never swapped (and never stream-K)

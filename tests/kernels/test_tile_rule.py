@@ -21,7 +21,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from warpy.kernels.gemm import TILE_EFFICIENCY, GemmProblem, choose, sm90_cost, sm90_split
+from warpy.kernels.gemm import MAX_STAGES, TILE_EFFICIENCY, GemmProblem, choose, sm90_cost, sm90_split
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -61,8 +61,8 @@ def test_the_rule_keeps_its_promises(prob: GemmProblem) -> None:
     whole = -(-tiles // SM90A.sms) * -(-prob.K // 64) * cfg.bm * cfg.bn / (128 * 256) / TILE_EFFICIENCY[tile]
     assert math.isclose(sm90_cost(prob, cfg.bm, cfg.bn, False), whole)
     assert cfg.split == (sm90_split(prob, cfg.bm, cfg.bn) if cfg.stream_k else 0)
-    assert 3 <= cfg.stages <= 8 and smem_bytes(cfg) <= SM90A.max_dynamic_smem
-    assert cfg.stages == 8 or smem_bytes(attrs.evolve(cfg, stages=cfg.stages + 1)) > SM90A.max_dynamic_smem
+    assert 3 <= cfg.stages <= MAX_STAGES and smem_bytes(cfg) <= SM90A.max_dynamic_smem
+    assert cfg.stages == MAX_STAGES or smem_bytes(attrs.evolve(cfg, stages=cfg.stages + 1)) > SM90A.max_dynamic_smem
     assert cfg.staged_epilogue == (prob.out_dtype != "fp32" and prob.N * 2 % 16 == 0)
     assert cfg.l2_promotion == (256 if prob.K * 2 % 32 == 0 else 128)
 
