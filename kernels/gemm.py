@@ -501,7 +501,8 @@ def sm90_cost(problem: GemmProblem, bm: int, bn: int, stream_k: bool, *, swap: b
     split S ways in clusters (`cluster_split`), pays CLUSTER_K_OVERHEAD on its k/S blocks, by the same
     margin. `eff`: the kind's efficiency (TILE_EFFICIENCY's by default; the rule passes the sweep's
     where it has one); `streaming`: a tile's work is the weight it reads (`tile_work`); `cluster`:
-    whole tiles in multicast clusters (`cluster_waves`; infinite where the cluster cannot run)."""
+    whole tiles in multicast clusters (`cluster_waves`; infinite where the cluster cannot run).
+    Stream-K's even shares are infinite where blocks are shared (`even_shares_fit`)."""
     tiles = _tiles(problem, bm, bn, swap)
     kt = cdiv(problem.K, _bk(problem))
     per = tile_work(bm, bn, swap, streaming) / (TILE_EFFICIENCY[bm, bn] if eff is None else eff)
@@ -519,8 +520,21 @@ def sm90_cost(problem: GemmProblem, bm: int, bn: int, stream_k: bool, *, swap: b
     if tiles * kt < SM90A.sms:
         return float("inf")
     split = sm90_split(problem, bm, bn, swap)
+    if not split and not even_shares_fit(problem, bm, bn, swap):
+        return float("inf")
     share = cdiv(kt, split) if split else cdiv(tiles * kt, SM90A.sms)
     return (share + stream_k_overhead(problem, swap)) * per / STREAM_K_MARGIN
+
+
+def even_shares_fit(problem: GemmProblem, bm: int, bn: int, swap: bool = False) -> bool:
+    """Whether stream-K's even shares over the grid (no `split`) are worth weighing: only where the
+    tiles are one row or one column of blocks, so that no block of A or B is read by several tiles at
+    unrelated k (a decode GEMM's weight, each block read by one tile). Elsewhere the tiles sharing a
+    block read it at different k and it comes from DRAM again: in the H200's sweeps of 2026-12-02 and
+    12-03 (about 170 shapes) even shares were fastest at 6 shapes, by 1% or less but at two decode shapes
+    (7%), and ran 1.3-1.7x the fastest time at dozens of others (777 x 2048 x 8192: 1.42x)."""
+    rows, cols = (problem.N, problem.M) if swap else (problem.M, problem.N)
+    return min(cdiv(rows, bm), cdiv(cols, bn)) == 1
 
 
 def build(problem: GemmProblem, config: Config | None = None) -> Program:

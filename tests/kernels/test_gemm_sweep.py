@@ -163,10 +163,10 @@ def test_the_report_leaves_each_shape_out_of_its_own_pick() -> None:
     assert summary["within"] == 3 and summary["shapes"] == 4 and summary["worst_miss"] == pytest.approx(0.1)
     assert "pick within 3% of the fastest at 3 of 4 shapes (75%); picks not measured: 0" in text and "+10.0%" in text
     # a pick the sweep did not time is counted apart, not as a hit
-    sh = (8192, 4096, 4096)  # 946 tiles of 192 x 192: the model shares the last wave out (stream-K)
+    sh = (1024, 1024, 65536)  # 36 tiles of 192 x 192 on 132 SMs: the model splits K (stream-K's split)
     rows.append(_row(sh, {_cfg(sh, 192, 192): _model_time(sh, _cfg(sh, 192, 192), 1.2)}))
     text, summary = S.report(S.SweepTable(tuple(rows)))
-    assert S.verdicts(S.SweepTable(tuple(rows)))[-1].pick.stream_k
+    assert S.verdicts(S.SweepTable(tuple(rows)))[-1].pick.split > 1
     assert summary["within"] == 3 and summary["pick_measured"] == 4 and "picks not measured: 1" in text
 
 
@@ -194,6 +194,25 @@ def test_each_shape_gets_the_rules_pick_first_and_the_new_kinds(shape: tuple[int
         assert {c.l2_promotion for c in cands} >= {0, 64, 128, 256}
     if shape == (8192, 28672, 8192):  # the rule's pick in 2x1 clusters
         assert attrs.evolve(cands[0], cluster_m=2) in cands
+
+
+@settings(max_examples=25, deadline=None)
+@given(m=st.integers(S.SKINNY_M + 1, S.NARROW_M), n=st.integers(64, 32768).map(lambda x: 8 * (x // 8)),
+       k=st.integers(8, 4096).map(lambda x: 8 * x))
+def test_a_narrow_shape_times_64_row_tiles_of_every_width(m: int, n: int, k: int) -> None:
+    """Where the known kinds leave a wave ragged, a 64-row tile of some width fills it (the H200's
+    broad sweep, 2026-12-03): a tuned narrow shape times every width of NARROW_BNS, and 192-row
+    tiles exactly where M fills them no worse than 128-row ones."""
+    from warpy.kernels.gemm import model_config
+    from warpy.kernels.gemm_tune import TUNE_CANDIDATES
+
+    p = GemmProblem(m, n, k, out_dtype="bf16")
+    cands = S.candidates(p, per_shape=TUNE_CANDIDATES)
+    whole = {c.bn for c in cands if c.bm == 64 and c.cluster_size == 1 and not c.stream_k and c.cluster_k == 1}
+    assert whole >= set(S.NARROW_BNS), (p, whole)
+    assert model_config(p, 64, 64, False) in cands  # (as the model configures it: the deepest ring)
+    fills = -(-m // 192) * 192 <= -(-m // 128) * 128
+    assert any(c.bm == 192 for c in cands) == fills, (m, fills)
 
 
 @given(m=st.integers(1, 512), n=st.integers(256, 32768), k=st.integers(8, 2048).map(lambda x: 8 * x),
@@ -228,7 +247,7 @@ def _sweep_with_a_timer(tmp_path: Path, workers: int) -> None:
     where the model's pick at a shape (fitted on the other shapes) has no good time there (here the
     first run of each shape's first configuration fails its check), the sweep times it again."""
     out = tmp_path / "sweep.json"
-    shapes = [(4096, 4096, 4096), (6144, 6144, 2048)]
+    shapes = [(4096, 4096, 4096), (2048, 2048, 16384)]
     calls: list[tuple[tuple[int, int, int], int]] = []
 
     def timer(p: Any, cfgs: Sequence[Sm90Config], entries: Sequence[Any]) -> tuple[Optional[float], list[S.Measured]]:

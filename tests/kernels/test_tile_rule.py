@@ -61,6 +61,8 @@ def test_the_rule_keeps_its_promises(prob: GemmProblem) -> None:
     whole = -(-tiles // SM90A.sms) * -(-prob.K // 64) * cfg.bm * cfg.bn / (128 * 256) / TILE_EFFICIENCY[tile]
     assert math.isclose(sm90_cost(prob, cfg.bm, cfg.bn, False), whole)
     assert cfg.split == (sm90_split(prob, cfg.bm, cfg.bn) if cfg.stream_k else 0)
+    if cfg.stream_k and not cfg.split:  # even shares only where no block of A or B is shared by tiles
+        assert min(-(-prob.M // cfg.bm), -(-prob.N // cfg.bn)) == 1
     assert 3 <= cfg.stages <= MAX_STAGES and smem_bytes(cfg) <= SM90A.max_dynamic_smem
     assert cfg.stages == MAX_STAGES or smem_bytes(attrs.evolve(cfg, stages=cfg.stages + 1)) > SM90A.max_dynamic_smem
     assert cfg.staged_epilogue == (prob.out_dtype != "fp32" and prob.N * 2 % 16 == 0)
@@ -77,3 +79,17 @@ def test_stream_k_only_where_whole_tiles_leave_sms_idle(prob: GemmProblem) -> No
         return
     tiles = -(-prob.M // cfg.bm) * -(-prob.N // cfg.bn)
     assert tiles % SM90A.sms != 0
+
+
+def test_even_shares_only_where_no_block_is_shared() -> None:
+    """Stream-K's even shares start CTAs at unrelated k: where tiles share blocks of A or B the
+    blocks come from DRAM again (200 x 3584 x 18944 in 64 x 128 tiles ran 1.74x the fastest on the
+    H200), so the model prices them only for one row or one column of tiles."""
+    from warpy.kernels.gemm import even_shares_fit
+
+    p = GemmProblem(200, 3584, 18944)
+    assert not even_shares_fit(p, 64, 128) and sm90_cost(p, 64, 128, True) == math.inf
+    assert math.isfinite(sm90_cost(p, 128, 224, True))  # 32 tiles: split 4 ways at the same k blocks instead
+    decode = GemmProblem(1, 10240, 8192)  # swapped: 160 tiles of the weight's rows, one column of M
+    assert even_shares_fit(decode, 64, 16, swap=True) and math.isfinite(sm90_cost(decode, 64, 16, True, swap=True, eff=0.5))
+    assert even_shares_fit(GemmProblem(96, 5120, 5120), 128, 64) and not even_shares_fit(GemmProblem(96, 5120, 5120), 64, 64)
