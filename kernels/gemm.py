@@ -384,8 +384,7 @@ MAX_STAGES = 16
 
 
 def deepest_ring(cfg: Sm90Config) -> Sm90Config:
-    """`cfg` with the deepest ring (3 to MAX_STAGES stages; MAX_STAGES_SWAPPED with A and B swapped)
-    its shared memory allows."""
+    """`cfg` with the deepest ring (3 to MAX_STAGES stages) its shared memory allows."""
     stages = 3
     while stages < MAX_STAGES and smem_bytes(attrs.evolve(cfg, stages=stages + 1)) <= SM90A.max_dynamic_smem:
         stages += 1

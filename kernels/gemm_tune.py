@@ -97,7 +97,7 @@ def _known_path(tuning: bool = False) -> Optional[Path]:
 def tuned(problem: Any) -> Optional[Sm90Config]:
     """The tuned table's configuration for exactly this problem, if it builds for it: the fastest
     timed, unless the rule's own pick (the row's first: `candidates` puts it first) ran within
-    TUNE_MARGIN of it (a near tie is timing noise, and the fastest of a dozen noisy times is
+    TUNE_MARGIN of it (a near tie is timing noise, and the fastest of many noisy times is
     optimistic)."""
     if problem.arch != "sm_90a" or not plain(problem) or not enabled() or sweeping():
         return None

@@ -37,7 +37,7 @@ def _mn_gemm(arch: str) -> str:
     innermost, 128-byte swizzled, and the MMAs read them through transposed descriptors)."""
     prob = G.FAMILY.problem([128, 64, 64, "a=km", "b=kn"], arch=arch, out_dtype="fp32")
     # sm_90a: 64 x 128 tiles, whatever the rule's table says (the anchors below are that program's lines)
-    return str(G.build(prob, G.configure(prob, "bn=128,consumers=1") if arch == "sm_90a" else None).kernel())
+    return str(G.build(prob, G.configure(prob, "bn=128,consumers=1,stages=8") if arch == "sm_90a" else None).kernel())
 
 
 @functools.lru_cache(maxsize=None)
@@ -45,7 +45,7 @@ def _one_box_tiles(*words: str, k: int = 128) -> str:
     """A 128 x 128 x k GEMM in 64-column tiles on 4 CTAs: each MMA's A and B tiles lie in one box, so
     the accumulator is tagged with their rows, and each CTA's stores are checked against them."""
     prob = G.FAMILY.problem([128, 128, k, *words], arch="sm_90a", out_dtype="fp32")
-    return str(G.build(prob, G.configure(prob, "bn=64,consumers=1")).kernel())  # 64 x 64 tiles, whatever the table
+    return str(G.build(prob, G.configure(prob, "bn=64,consumers=1,stages=8")).kernel())  # 64 x 64 tiles, whatever the table
 
 
 @functools.lru_cache(maxsize=None)
@@ -149,7 +149,7 @@ def _ring() -> tuple[Any, str]:
     """The MN-major GEMM with K = 640: 10 k-blocks through an 8-stage ring, so the boxes of the first
     two stages land again over ones the MMAs read (18 refills)."""
     prob = G.FAMILY.problem([128, 64, 640, "a=km", "b=kn"], arch="sm_90a", out_dtype="fp32")
-    return prob, str(G.build(prob, G.configure(prob, "bn=128,consumers=1")).kernel())  # (64 x 128, as `_mn_gemm`)
+    return prob, str(G.build(prob, G.configure(prob, "bn=128,consumers=1,stages=8")).kernel())  # (64 x 128, as `_mn_gemm`)
 
 
 def test_a_ring_of_mn_major_boxes_lands_each_k_block_once() -> None:

@@ -10,10 +10,10 @@ from tests.check.corpus import (Case, Edit, case, declare, drop, drop_all, heade
 
 # the sm_90a bases pin the tile (64 columns, two consumer warpgroups) the cases' edits were written
 # against: the tile rule's own choice moves with the sweep's measurements
-G90 = "gemm sm_90a 256x256x128 fp32 bn=64,consumers=2"
-G90M = "gemm sm_90a 256x512x128 fp32 sms=2,bn=64,consumers=2"  # 2 CTAs, 4 tiles each
+G90 = "gemm sm_90a 256x256x128 fp32 bn=64,consumers=2,stages=8"
+G90M = "gemm sm_90a 256x512x128 fp32 sms=2,bn=64,consumers=2,stages=8"  # 2 CTAs, 4 tiles each
 G90S = "gemm sm_90a 256x512x128 bf16 sms=2,staged_epilogue=true,bn=64,consumers=2"  # STSM + TMA-store epilogue, named barriers
-G90K = "gemm sm_90a 256x128x1024 fp32 sms=3,stream_k=true,bn=64,consumers=2"  # stream-K over 3 CTAs: flags between CTAs
+G90K = "gemm sm_90a 256x128x1024 fp32 sms=3,stream_k=true,bn=64,consumers=2,stages=8"  # stream-K over 3 CTAs: flags between CTAs
 G100 = "gemm sm_100a 256x256x128 fp32"
 G100H = "gemm sm_100a 300x301x512 bf16"  # odd N, 16-bit C from registers
 G100M = "gemm sm_100a 512x512x256 fp32 sms=4,persistent=true,accs=2"  # several tiles a CTA, 2 accumulators
