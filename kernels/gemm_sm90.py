@@ -77,11 +77,16 @@ def register_split(consumers: int) -> tuple[int, int]:
     warpgroups take ACC_FULL_REGS beside a producer of PRODUCER_REGS; three share what the register
     file (65536 a CTA at one CTA an SM) leaves beside a producer of 32, in multiples of 8:
     (65536 - 128 x 32) / (3 x 128) = 160 exactly, enough for a 64 x 192 fp32 accumulator (96 a
-    thread) and the addresses. (24, USETMAXREG's least, would leave 162.7: still 160 a consumer.)"""
+    thread) and the addresses. (24, USETMAXREG's least, would leave 162.7: still 160 a consumer.)
+    The pool USETMAXREG shares out is what the CTA was launched with, (65536 / threads) rounded down
+    to 8 a thread (65536 for 512 threads; four consumer warpgroups, 640 threads, would launch with
+    96 a thread, 61440 in all, and take 112 each)."""
     if consumers <= 2:
         return PRODUCER_REGS, ACC_FULL_REGS
     prod = PRODUCER_REGS_WIDE
-    return prod, (65536 - 128 * prod) // (128 * consumers) // 8 * 8
+    threads = 128 * (1 + consumers)
+    pool = (65536 // threads) // 8 * 8 * threads
+    return prod, (pool - 128 * prod) // (128 * consumers) // 8 * 8
 MN_BOX_ROWS = 64  # rows (M or N) of an MN-major operand's TMA box: one 128-byte swizzle span of 16-bit elements
 
 

@@ -22,7 +22,8 @@ consumer warpgroups) and the 2x1-cluster twin of the model's pick; for M <= 64, 
 BN 16..64, which the hand-fitted model has no efficiency for; up to M = 256 the best whole tiles in the
 multicast clusters `cluster_shapes` gives;
 for 64 < M <= 256, 64-row whole tiles of every width in `NARROW_BNS` (and 192-row ones where M fills
-them), whose tile counts fill the SMs where the known kinds leave a wave ragged;
+them), whose tile counts fill the SMs where the known kinds leave a wave ragged, and, where M is not a
+multiple of 64, A and B swapped with BN fitted to M (`fitted_swaps`);
 the L2 promotions where rows of A and B are not 32-byte aligned. Ranked by the model, at most
 `per_shape` of them (the rule's own pick always among them).
 """
@@ -379,6 +380,9 @@ WIDE_BNS = (128, 192)
 #: a shape: 64 x 64 was fastest at 128 x 3072 x 3072, 64 x 96 at 128 x 5120 x 3072, 64 x 160 at
 #: 256 x 5120 x 5120 and 96 x 8192 x 8192: a tile count that fills the SMs in one wave, deep rings)
 NARROW_BNS = (64, 96, 128, 160, 192)
+#: the swapped configurations with BN fitted to M that a narrow shape times (`fitted_swaps`): on the
+#: H200 the fastest of them was among the model's first four at each of 4 shapes where one won
+FITTED_SWAPS = 4
 
 
 def candidates(problem: Any, per_shape: int = 10) -> list[Sm90Config]:
@@ -460,6 +464,9 @@ def candidates(problem: Any, per_shape: int = 10) -> list[Sm90Config]:
         if cdiv(problem.M, 192) * 192 <= cdiv(problem.M, 128) * 128:
             for bn in WIDE_BNS:
                 add(model_config(problem, 64 * MAX_CONSUMERS, bn, False))
+    if reg == "narrow" and problem.M % 64:  # A and B swapped, BN fitted to M (`fitted_swaps`)
+        for cfg in fitted_swaps(problem)[:FITTED_SWAPS]:
+            add(cfg)
     if (problem.K * 2) % 32:  # rows 16- but not 32-byte aligned: the L2 promotion decides much (issue 18)
         for l2 in (256, 64, 0):
             add(attrs.evolve(pick, l2_promotion=l2))
@@ -469,6 +476,38 @@ def candidates(problem: Any, per_shape: int = 10) -> list[Sm90Config]:
             break
         add(cfg)
     return out[:max(per_shape, 1)]
+
+
+def fitted_bns(m: int, blocks: Sequence[int] = (1, 2)) -> list[int]:
+    """The BNs that hold `m` rows in each number of `blocks`, rounded up to whole 8-row groups (the
+    MMA's N step): at most 7 rows of padding a block, where 64-row tiles may leave up to 63."""
+    return sorted({bn for b in blocks if 16 <= (bn := cdiv(cdiv(m, b), 8) * 8) <= 256})
+
+
+def fitted_swaps(problem: Any) -> list[Sm90Config]:
+    """A and B swapped with BN fitted to M (`fitted_bns`; B's rows along 64- or 128-row tiles), each
+    schedule, ranked by the model at a placeholder efficiency; those that build. For a narrow M that
+    64-row tiles do not fill: on the H200 (2026-12-03) 64 x 96 swapped ran 96 x 4608 x 3584 in 14.7 µs
+    against 15.9 for the fastest of the 16 tuned candidates (cuBLAS 15.0), 64 x 200 split 2 ways
+    200 x 3584 x 18944 in 49.8 against 55.4 (cuBLAS 51.5); cuBLAS itself swaps at such shapes (64 x 96,
+    64 x 104 tiles)."""
+    from .gemm import SCHEDULES, model_config, sm90_cost
+
+    ranked: list[tuple[float, Sm90Config]] = []
+    for bn in fitted_bns(problem.M):
+        for bm in (64, 128):
+            for sk, ck in SCHEDULES:
+                cost = sm90_cost(problem, bm, bn, sk, swap=True, eff=0.9, cluster_k=ck)
+                if not math.isfinite(cost):
+                    continue
+                try:
+                    cfg = model_config(problem, bm, bn, sk, True, ck)
+                    Sm90Gemm(problem, cfg)
+                except WarpyError:
+                    continue
+                ranked.append((cost, cfg))
+    ranked.sort(key=lambda c: c[0])
+    return [c for _, c in ranked]
 
 
 def cluster_shapes(problem: Any, cfg: Sm90Config, count: int = 2) -> list[tuple[int, int]]:

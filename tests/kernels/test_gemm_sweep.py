@@ -215,6 +215,36 @@ def test_a_narrow_shape_times_64_row_tiles_of_every_width(m: int, n: int, k: int
     assert any(c.bm == 192 for c in cands) == fills, (m, fills)
 
 
+@settings(max_examples=25, deadline=None)
+@given(m=st.integers(S.SKINNY_M + 1, S.NARROW_M), n=st.integers(64, 32768).map(lambda x: 8 * (x // 8)),
+       k=st.integers(8, 4096).map(lambda x: 8 * x))
+def test_a_narrow_m_that_64_row_tiles_do_not_fill_times_swapped_tiles_fitted_to_it(m: int, n: int, k: int) -> None:
+    """A tuned narrow shape whose M is not a multiple of 64 times A and B swapped with BN holding M
+    in one or two blocks of at most 7 padded rows each (cuBLAS's own kind there); M a multiple of 64
+    times no swapped tile."""
+    from warpy.kernels.gemm_tune import TUNE_CANDIDATES
+
+    p = GemmProblem(m, n, k, out_dtype="bf16")
+    cands = S.candidates(p, per_shape=TUNE_CANDIDATES)
+    swapped = [c for c in cands if c.swap_ab]
+    if m % 64 == 0:
+        assert not swapped
+        return
+    assert 1 <= len(swapped) <= S.FITTED_SWAPS, (p, swapped)
+    for c in swapped:
+        blocks = -(-m // c.bn)
+        assert blocks in (1, 2) and c.bn % 8 == 0 and blocks * c.bn - m < 8 * blocks, (m, c)
+        assert c in S.fitted_swaps(p)
+
+
+def test_fitted_bns_golden() -> None:
+    assert S.fitted_bns(200) == [104, 200]
+    assert S.fitted_bns(96) == [48, 96]
+    assert S.fitted_bns(777, range(4, 9)) == [104, 112, 136, 160, 200]
+    assert S.fitted_bns(20) == [16, 24]  # (10 rows round to 16: the MMA's least BN here)
+    assert S.fitted_bns(600) == []  # past 256 in one or two blocks
+
+
 @given(m=st.integers(1, 512), n=st.integers(256, 32768), k=st.integers(8, 2048).map(lambda x: 8 * x),
        tile=st.sampled_from([(64, 64, False), (64, 128, False), (128, 128, False), (64, 16, True), (64, 64, True)]))
 def test_the_clusters_a_sweep_times_fit_and_load_the_fewest_rows(m: int, n: int, k: int,
