@@ -87,6 +87,7 @@ def register_split(consumers: int) -> tuple[int, int]:
     threads = 128 * (1 + consumers)
     pool = (65536 // threads) // 8 * 8 * threads
     return prod, (pool - 128 * prod) // (128 * consumers) // 8 * 8
+STORE_OFFSET_LIMIT = 1 << 23  # a global store's immediate offset: 24 bits, signed
 MN_BOX_ROWS = 64  # rows (M or N) of an MN-major operand's TMA box: one 128-byte swizzle span of 16-bit elements
 
 
@@ -382,10 +383,6 @@ class Sm90Gemm:
                    else "the staged epilogue (C^T leaves through the registers)" if cfg.staged_epilogue else "")
             if why:
                 raise WarpyError(f"swap_ab (C^T = B·A^T) does not take {why} yet")
-            ldc_bytes = problem.pitches[2] * dtype_bytes(out_dtype)
-            if (cfg.bn - 1) * ldc_bytes >= 1 << 23:
-                raise WarpyError(f"swap_ab: BN {cfg.bn} columns of C^T are rows of C {ldc_bytes} bytes apart, past a "
-                                 "store's 24-bit offset; a narrower BN")
             m, n = n, m
         if cfg.bk * dtype_bytes(dtype) != 128:
             raise WarpyError(f"BK {cfg.bk} of {dtype} is not one 128-byte swizzle row")
@@ -1286,7 +1283,12 @@ class Sm90Gemm:
         col_b = self.c_strides()[1]
         packed = p.r("packed")
         hi_half = p.r("hi_half")
+        # a store's immediate offset is 24 bits, signed: where the tile's columns reach past it (A and
+        # B swapped: its columns are C's rows, ldc apart), the stores go from an address moved on to the
+        # first column past the reach, a window at a time
+        window: Optional[tuple[RVec, R]] = None
         for h in range(2):
+            base, base_j = addr[h], 0
             row_ok: P | None = None
             if guarded:
                 assert row0 is not None
@@ -1297,10 +1299,15 @@ class Sm90Gemm:
             for j in range(cfg.bn // 8):
                 if guarded and self.n - 8 * j <= 0:
                     break
+                if (8 * (j - base_j) + 1) * col_b >= STORE_OFFSET_LIMIT:
+                    window = window or (p.rvec("c_window", 2), p.r("c_window_col"))
+                    base, base_j = window[0], j
+                    p.emit(alu.mov(window[1], 8 * j))
+                    p.emit(alu.imad_wide(window[0], window[1], col_b, addr[h]))
                 with p.when(share.mine(p, j)) if share is not None else contextlib.nullcontext():
                     v = acc.sub(4 * j + 2 * h, 2)
-                    g0 = GMem(md, addr[h], 8 * j * col_b)
-                    g1 = GMem(md, addr[h], (8 * j + 1) * col_b)
+                    g0 = GMem(md, base, 8 * (j - base_j) * col_b)
+                    g1 = GMem(md, base, (8 * (j - base_j) + 1) * col_b)
                     ok0 = ok1 = None
                     if guarded:
                         assert col0 is not None and row_ok is not None
@@ -1311,7 +1318,7 @@ class Sm90Gemm:
                             p.emit(alu.isetp("LT", ok1, col0, self.n - 8 * j - 1, c=row_ok))
                     if self.out_dtype == "fp32":
                         if pair_ok:
-                            p.emit(memory.stg(GMem(md, addr[h], 8 * j * oeb), v).guarded(ok0))
+                            p.emit(memory.stg(g0, v).guarded(ok0))
                         else:
                             p.emit(memory.stg(g0, v[0]).guarded(ok0))
                             p.emit(memory.stg(g1, v[1]).guarded(ok1))

@@ -62,17 +62,21 @@ def test_three_consumers_refuse_what_would_spill_and_four() -> None:
 
 # -- A and B swapped (C^T = B·A^T) for short M: N along the MMA's 64-row side, M along its BN side -----
 
-@pytest.mark.parametrize("M,N,K,config,out", [
-    (1, 300, 136, "swap_ab=1,bn=16,consumers=1", "bf16"),  # one row (decode), ragged N
+@pytest.mark.parametrize("M,N,K,config,out,ldc", [
+    (1, 300, 136, "swap_ab=1,bn=16,consumers=1", "bf16", 0),  # one row (decode), ragged N
     # 2x1 clusters of N-blocks sharing A's box (multicast halves); 5 N-blocks: the last pair's second past N
-    (20, 300, 200, "swap_ab=1,bn=32,consumers=1,cluster_m=2", "bf16"),
-    *_slow((37, 301, 520, "swap_ab=1,bn=32,consumers=2", "fp32"),  # odd N: C's rows 301 elements apart
-           (5, 200, 1024, "swap_ab=1,bn=16,consumers=1,stream_k=1,split=4", "bf16")),  # K split 4 ways
+    (20, 300, 200, "swap_ab=1,bn=32,consumers=1,cluster_m=2", "bf16", 0),
+    *_slow((37, 301, 520, "swap_ab=1,bn=32,consumers=2", "fp32", 0),  # odd N: C's rows 301 elements apart
+           (5, 200, 1024, "swap_ab=1,bn=16,consumers=1,stream_k=1,split=4", "bf16", 0)),  # K split 4 ways
+    # C's rows 2 MiB apart: the tile's columns (C's rows) reach past a store's 24-bit offset, so the
+    # stores move the address on a window at a time (a BN fitted to a narrow M beside a wide N)
+    (20, 200, 64, "swap_ab=1,bn=24,consumers=1", "bf16", (1 << 20) + 8),
 ])
-def test_swapped_operands_are_exact_on_ragged_shapes(M: int, N: int, K: int, config: str, out: str) -> None:
+def test_swapped_operands_are_exact_on_ragged_shapes(M: int, N: int, K: int, config: str, out: str,
+                                                     ldc: int) -> None:
     from warpy.check.report import CheckOptions, options
 
-    prob = GemmProblem(M, N, K, out_dtype=out)
+    prob = GemmProblem(M, N, K, out_dtype=out, ldc=ldc)
     cfg = configure(prob, config)
     assert isinstance(cfg, Sm90Config) and cfg.swap_ab and not cfg.staged_epilogue  # (configure drops the staged epilogue for swap_ab)
     prog = Sm90Gemm(prob, cfg).build()
@@ -81,7 +85,8 @@ def test_swapped_operands_are_exact_on_ragged_shapes(M: int, N: int, K: int, con
     # the maps keep their memory: `a` is A (M rows of K), `b` is B (N rows); C is written transposed
     assert f".tmap a dtype=bf16 dims={K},{M} " in text and f".tmap b dtype=bf16 dims={K},{N} " in text
     eb = 2 if out == "bf16" else 4
-    assert f"layout=({N},{M}):({eb},{N * eb})" in text
+    assert f"layout=({N},{M}):({eb},{(ldc or N) * eb})" in text
+    assert ("IMAD.WIDE.U32 c_window" in text) == ((cfg.bn - 7) * (ldc or N) * eb >= 1 << 23)  # (the windows)
     if cfg.cluster_m == 2:  # A's map (the MMA's B) is the multicast one: each CTA's box is half its BN rows
         assert f"box=64,{cfg.bn // 2} " in text.split(".tmap a ")[1].split("\n")[0]
         assert "UTMALDG.2D.MULTICAST [tma_a], tmap[a]" in text and "MULTICAST [tma_b]" not in text
