@@ -87,6 +87,8 @@ def register_split(consumers: int) -> tuple[int, int]:
     threads = 128 * (1 + consumers)
     pool = (65536 // threads) // 8 * 8 * threads
     return prod, (pool - 128 * prod) // (128 * consumers) // 8 * 8
+
+
 STORE_OFFSET_LIMIT = 1 << 23  # a global store's immediate offset: 24 bits, signed
 MN_BOX_ROWS = 64  # rows (M or N) of an MN-major operand's TMA box: one 128-byte swizzle span of 16-bit elements
 
