@@ -30,7 +30,7 @@ from .gemm_sweep import SweepRow, SweepTable, config_text, current_table, lookup
 TUNE_CANDIDATES = 20
 #: how much faster than the rule's pick a tuned configuration must have run to replace it
 TUNE_MARGIN = 0.02
-#: processes that build the candidates (each imports warpy: more cost more than they save for 16)
+#: processes that build the candidates (each imports warpy: for 16 candidates more cost more than they saved)
 TUNE_WORKERS = 6
 
 _tables: dict[str, tuple[float, SweepTable]] = {}
