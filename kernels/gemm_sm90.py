@@ -175,11 +175,12 @@ class Work:
 @attrs.frozen
 class StagedChunks:
     """A map over C and the consumer warpgroups' staging tiles of C it stores from (the staged
-    epilogue): 64-column chunks through two tiles a warpgroup (`c`), or the narrower last chunk
-    through one (`c_tail`)."""
+    epilogue): 64-column chunks through two tiles a warpgroup (`c`), or one of the narrower last
+    chunks (`epi_tails`: 32, 16 or 8 columns) through one (`c_tail32`, `c_tail16`, `c_tail8`)."""
 
     tmap: TensorMap
     tiles: SmemBuffer
+    cols: int = 64  # columns of C a store moves
 
 
 @attrs.frozen
@@ -194,13 +195,13 @@ class Workspace:
 class Sm90Resources:
     """What the roles share, declared in `build` before any role: the operand maps and rings, the
     stage pipe, and where C goes (a pointer `c` for the register-stored epilogue; `staged` and
-    `staged_tail` for the staged one); the stream-K workspace; the CTA's cluster rank (2x1 clusters)."""
+    `staged_tails` for the staged one); the stream-K workspace; the CTA's cluster rank (2x1 clusters)."""
 
     ta: TensorMap
     tb: TensorMap
     c: Optional[Param]
     staged: Optional[StagedChunks]
-    staged_tail: Optional[StagedChunks]
+    staged_tails: tuple[StagedChunks, ...]
     workspace: Optional[Workspace]
     sa: TileRing
     sb: TileRing
@@ -273,12 +274,18 @@ class StagedThread:
 
 
 EPI_COLS = 64  # columns of C one TMA store moves (64 16-bit values: one 128-byte swizzle row)
-EPI_TAILS = (16, 32)  # a tile's last, narrower chunk: 32 or 64 bytes a row, that span's swizzle
+EPI_TAILS = (32, 16, 8)  # the narrower last chunks: 64, 32 or 16 bytes a row, that span's swizzle (16: none)
 
 
-def epi_tail(bn: int) -> int:
-    """Columns of the staged epilogue's last chunk past the whole 64-column ones (0: none)."""
-    return bn % EPI_COLS
+def epi_tails(bn: int) -> tuple[int, ...]:
+    """The staged epilogue's last chunks past the whole 64-column ones, widest first: BN % 64 as a
+    sum of distinct EPI_TAILS (every multiple of 8 is one; () where BN is whole 64-column chunks)."""
+    return tuple(w for w in EPI_TAILS if bn % EPI_COLS & w)
+
+
+def tail_bytes(consumers: int, width: int) -> int:
+    """Shared memory of one narrower chunk's staging tiles (64 rows a consumer warpgroup), 1024-byte aligned."""
+    return -(-consumers * 64 * width * 2 // 1024) * 1024
 
 
 def smem_bytes(cfg: Sm90Config, elem: int = 0) -> int:
@@ -287,8 +294,8 @@ def smem_bytes(cfg: Sm90Config, elem: int = 0) -> int:
     stage's K is one 128-byte swizzle row of either type, as the program requires)."""
     elem = elem or max(1, 128 // cfg.bk)
     staging = 2 * cfg.consumers * 64 * EPI_COLS * 2 if cfg.staged_epilogue else 0
-    if cfg.staged_epilogue and epi_tail(cfg.bn):  # one more buffer a warpgroup, 1024-byte aligned
-        staging += -(-cfg.consumers * 64 * epi_tail(cfg.bn) * 2 // 1024) * 1024
+    if cfg.staged_epilogue:  # one more buffer a warpgroup for each narrower chunk
+        staging += sum(tail_bytes(cfg.consumers, w) for w in epi_tails(cfg.bn))
     return cfg.stages * (cfg.bm + cfg.bn) * cfg.bk * elem + staging + exchange_bytes(cfg) + 1024
 
 
@@ -393,9 +400,6 @@ class Sm90Gemm:
             raise WarpyError(f"the staged epilogue needs 16-bit C with rows a multiple of 16 bytes (N={n}, {out_dtype}"
                              f"{f', ldc={problem.ldc}' if problem.ldc else ''}): a TMA store writes a ragged row's "
                              "last 16 bytes whole, past its end")
-        if cfg.staged_epilogue and epi_tail(cfg.bn) not in (0,) + EPI_TAILS:
-            raise WarpyError(f"the staged epilogue stores 64 columns at a time and then {' or '.join(map(str, EPI_TAILS))}"
-                             f"; BN {cfg.bn} leaves {epi_tail(cfg.bn)}")
         cluster_k_refusal(cfg)
         if smem_bytes(cfg) > SM90A.max_dynamic_smem:
             raise WarpyError(f"{cfg.describe()} needs {smem_bytes(cfg)} bytes of shared memory, more than "
@@ -534,18 +538,19 @@ class Sm90Gemm:
                 tb = op_map("b", b_glob, b_tile, cm)
         except LayoutError as e:
             raise WarpyError(f"{self.name}: {e}") from None
-        tail = epi_tail(cfg.bn) if cfg.staged_epilogue else 0
+        tails = epi_tails(cfg.bn) if cfg.staged_epilogue else ()
         c: Optional[Param] = None
         tc: Optional[TensorMap] = None
-        tc_tail: Optional[TensorMap] = None
+        tc_tails: list[tuple[int, TensorMap, SmemTileT]] = []
         if cfg.staged_epilogue:
             c_tile = smem_tile(64, EPI_COLS, self.out_dtype, "K", 128)
             tc = p.tmap("c", tma_box(self.glob(self.m, self.n, self.ldc, self.sc), c_tile))
         else:
             c = p.param("c", "u64")
-        if tail:  # the last chunk: a map of its own over C (box 64 x tail, a swizzle of its row)
-            t_tile = smem_tile(64, tail, self.out_dtype, "K", 2 * tail)
-            tc_tail = p.tmap("c_tail", tma_box(self.glob(self.m, self.n, self.ldc, self.sc), t_tile), over="c")
+        for tail in tails:  # each narrower chunk: a map of its own over C (box 64 x tail, its row's swizzle)
+            t_tile = smem_tile(64, tail, self.out_dtype, "K", 2 * tail if tail > 8 else 0)
+            tc_tails.append((tail, p.tmap(f"c_tail{tail}", tma_box(self.glob(self.m, self.n, self.ldc, self.sc), t_tile),
+                                          over="c"), t_tile))
         oeb = self.oeb
         p.global_buffer("c_out", Layout((self.m, self.n), self.c_strides()) if self.batch == 1 else
                         Layout((self.m, self.n, self.batch), (self.ldc * oeb, oeb, self.sc * oeb)), self.out_dtype, "c")
@@ -566,14 +571,12 @@ class Sm90Gemm:
         sa = p.smem_ring("sa", cfg.stages, a_tile.layout, self.dtype)
         sb = p.smem_ring("sb", cfg.stages, b_tile.layout, self.b_dtype)
         staged: Optional[StagedChunks] = None
-        staged_tail: Optional[StagedChunks] = None
         if tc is not None:  # per consumer warpgroup, two 64 x 64 tiles of C (128-byte swizzle)
             staged = StagedChunks(tc, p.smem("c_stage", SwizzledLayout(Swizzle(3, 4, 3), Layout(
                 (cfg.consumers, 2, 64, EPI_COLS), (2 * 64 * EPI_COLS * 2, 64 * EPI_COLS * 2, EPI_COLS * 2, 2))),
                 self.out_dtype))
-        if tc_tail is not None:
-            staged_tail = StagedChunks(tc_tail, p.smem("c_stage_tail", SwizzledLayout(t_tile.layout.swizzle, Layout(
-                (cfg.consumers, 64, tail), (64 * tail * 2, tail * 2, 2))), self.out_dtype))
+        staged_tails = tuple(StagedChunks(tm, p.smem(f"c_stage_tail{tail}", SwizzledLayout(t.layout.swizzle, Layout(
+            (cfg.consumers, 64, tail), (64 * tail * 2, tail * 2, 2))), self.out_dtype), tail) for tail, tm, t in tc_tails)
         # a stage is free once every consumer warp has freed it: with clusters, those of every CTA whose
         # producer multicasts into it (each consumer warp frees its own CTA's stage and those of the
         # CTAs sharing its A or B slices: the cluster_m + cluster_n - 1 of its row and column)
@@ -595,7 +598,7 @@ class Sm90Gemm:
             init_barriers(p, cluster_sync=True)
             rank = p.ur("cta_rank")
             p.emit(alu.s2ur(rank, "SR_CgaCtaId"))
-        res = Sm90Resources(ta=ta, tb=tb, c=c, staged=staged, staged_tail=staged_tail, workspace=workspace,
+        res = Sm90Resources(ta=ta, tb=tb, c=c, staged=staged, staged_tails=staged_tails, workspace=workspace,
                             sa=sa, sb=sb, stage=stage, rank=rank, aux=aux, scales=scales, exchange=exchange)
         with p.role("producer", range(0, 4)):
             self.producer(p, res)
@@ -1358,25 +1361,27 @@ class Sm90Gemm:
                         n_blk: R, w: Work) -> None:
         cfg = self.cfg
         assert res.staged is not None
-        main, tail = res.staged, res.staged_tail
+        main = res.staged
         lead = e.lead
         kind = "BF16" if self.out_dtype == "bf16" else "F16"
         v = p.rvec("stsm_v", 4)
+        v2 = v.sub(0, 2)  # an 8-column chunk's two 8 x 8 matrices (STSM .x2)
         row0, col = p.r("tile_row"), p.r("tile_col")
         p.emit(alu.imad(row0, m_blk, cfg.bm, 64 * c))
         bar = 1 + c  # named barrier of this consumer warpgroup (0 is the CTA's)
-        # chunks of 64 columns through two alternating buffers, then (BN % 64) columns through the
-        # tail's own buffer and map
+        # chunks of 64 columns through two alternating buffers, then the narrower ones (`epi_tails`:
+        # BN % 64 as 32, 16 and 8 columns) each through its own buffer and map (buffer -1 - i)
         chunks = [(q * EPI_COLS, EPI_COLS, q % 2) for q in range(cfg.bn // EPI_COLS)]
-        if epi_tail(cfg.bn):
-            chunks.append((cfg.bn - epi_tail(cfg.bn), epi_tail(cfg.bn), -1))
+        c0 = cfg.bn // EPI_COLS * EPI_COLS
+        for i, t in enumerate(res.staged_tails):
+            chunks.append((c0, t.cols, -1 - i))
+            c0 += t.cols
         bufs = [b for _, _, b in chunks]
         for i, (c0, width, b) in enumerate(chunks):
             def at(col_: Coord) -> Tile:
                 if b >= 0:
                     return main.tiles.at(c, b, e.row, col_)
-                assert tail is not None
-                return tail.tiles.at(c, e.row, col_)
+                return res.staged_tails[-1 - b].tiles.at(c, e.row, col_)
 
             # the store that last read this buffer must be done with it: `back` stores ago, counting
             # into the previous tile's chunks (one 64-column chunk, or three: the next tile's first
@@ -1389,6 +1394,11 @@ class Sm90Gemm:
                 for r, (jv, h) in enumerate(((j, 0), (j, 1), (j + 1, 0), (j + 1, 1))):
                     p.emit(ins(alu.F2FP, f"{kind}.F32.PACK_AB", v[r], acc[4 * jv + 2 * h + 1], acc[4 * jv + 2 * h]))
                 p.derive.emit_swizzled_at(at(e.col + 16 * jj), lambda m: memory.stsm(m, v))
+            if width % 16:  # 8 columns: rows 0-7 and 8-15 of the group, addressed by lanes 0-15 (column 0)
+                j = c0 // 8 + width // 8 - 1
+                for r, h in enumerate((0, 1)):
+                    p.emit(ins(alu.F2FP, f"{kind}.F32.PACK_AB", v2[r], acc[4 * j + 2 * h + 1], acc[4 * j + 2 * h]))
+                p.derive.emit_swizzled_at(at(0), lambda m: memory.stsm(m, v2))
             p.emit(sync.fence_proxy_async())
             p.emit(sync.bar_sync(bar, 128))
             p.emit(alu.imad(col, n_blk, cfg.bn, c0))
@@ -1396,6 +1406,6 @@ class Sm90Gemm:
                 if b >= 0:
                     tma_store(p, main.tiles.at(c, b, 0, 0), main.tmap, self.coords(w, col, row0))
                 else:
-                    assert tail is not None
-                    tma_store(p, tail.tiles.at(c, 0, 0), tail.tmap, self.coords(w, col, row0))
+                    t = res.staged_tails[-1 - b]
+                    tma_store(p, t.tiles.at(c, 0, 0), t.tmap, self.coords(w, col, row0))
                 p.emit(tma.bulk_commit())

@@ -383,6 +383,9 @@ NARROW_BNS = (64, 96, 128, 160, 192)
 #: the swapped configurations with BN fitted to M that a narrow shape times (`fitted_swaps`): on the
 #: H200 the fastest of them was among the model's first four at each of 4 shapes where one won
 FITTED_SWAPS = 4
+#: the whole-tile configurations with BN fitted to whole waves that a shape above M = 64 times
+#: (`fitted_tiles`, the model's first ones)
+FITTED_TILES = 3
 
 
 def candidates(problem: Any, per_shape: int = 10) -> list[Sm90Config]:
@@ -442,9 +445,12 @@ def candidates(problem: Any, per_shape: int = 10) -> list[Sm90Config]:
             add(cfg)
             if cfg.bm == 64 * MAX_CONSUMERS and cfg.bn == max(WIDE_BNS) and cfg.staged_epilogue:
                 # 192 x 192's staged epilogue leaves room for 3 stages; C from the registers, for 4; and
-                # in 2x1 clusters, B multicast (cuBLAS's "coopB" kernels at large shapes, issue 18)
+                # in 2x1 clusters, B multicast, and in 1x2, A multicast (cuBLAS's "coopB" kernels at
+                # large shapes, issue 18: 192 x 192 in 2x1 clusters at 8192 x 28672 x 8192, in 1x2 at 3000^3)
                 add(deepest_ring(attrs.evolve(cfg, staged_epilogue=False)))
-                add(deepest_ring(attrs.evolve(cfg, cluster_m=2, stream_k=False, split=0, cluster_k=1)))
+                for cm, cn in ((2, 1), (1, 2)):
+                    add(deepest_ring(attrs.evolve(cfg, cluster_m=cm, cluster_n=cn, stream_k=False, split=0,
+                                                  cluster_k=1)))
     if not pick.stream_k and not pick.swap_ab and problem.batch == 1 and reg == "wide":
         add(deepest_ring(attrs.evolve(pick, cluster_m=2, cluster_k=1)))  # coopB-like: B multicast over 2x1 clusters
     # multicast clusters (`cluster_shapes`): of the best swapped kind (skinny: clusters of N-blocks sharing
@@ -470,6 +476,9 @@ def candidates(problem: Any, per_shape: int = 10) -> list[Sm90Config]:
     if (problem.K * 2) % 32:  # rows 16- but not 32-byte aligned: the L2 promotion decides much (issue 18)
         for l2 in (256, 64, 0):
             add(attrs.evolve(pick, l2_promotion=l2))
+    if reg != "skinny":  # whole tiles with BN fitted to whole waves of the SMs (`fitted_tiles`)
+        for cfg in fitted_tiles(problem)[:FITTED_TILES]:
+            add(cfg)
     # then the known kinds by the model's rank and the new kinds' other schedules (those first where skinny)
     for _, cfg in (ranked[True] + ranked[False] if skinny else ranked[False] + ranked[True]):
         if len(out) >= per_shape:
@@ -506,6 +515,65 @@ def fitted_swaps(problem: Any) -> list[Sm90Config]:
                 except WarpyError:
                     continue
                 ranked.append((cost, cfg))
+    ranked.sort(key=lambda c: c[0])
+    return [c for _, c in ranked]
+
+
+def wave_bns(rows: int, cols: int, bm: int, top: int = 256, waves: int = 8) -> list[int]:
+    """The BNs, 64..`top` in whole 8-column groups, that cut `cols` into as few blocks as fill 1 to
+    `waves` whole waves of the SMs beside cdiv(rows, bm) blocks of rows: w waves hold w·SMs // mt
+    blocks of N, BN the narrowest 8 columns that many cover. The table's widths (64, 128, ..., 256)
+    leave a last wave ragged wherever their tile count is just past a multiple of the SMs (128 x 192
+    tiles at 256 x 22016: 230 tiles, 1.74 waves)."""
+    mt = cdiv(rows, bm)
+    out = set()
+    for w in range(1, waves + 1):
+        nt = w * SM90A.sms // mt
+        if nt >= 1 and 64 <= (bn := cdiv(cdiv(cols, nt), 8) * 8) <= top:
+            out.add(bn)
+    return sorted(out)
+
+
+def interpolated_efficiency(bm: int, bn: int) -> float:
+    """The hand-fitted efficiency (`TILE_EFFICIENCY`) of a BM x BN tile, interpolated linearly in BN
+    between the widths measured at that BM (128's for 192-row tiles), held flat past the ends: a
+    placeholder that ranks widths the table has no kind for."""
+    from .gemm import TILE_EFFICIENCY
+
+    rows = bm if any(b == bm for b, _ in TILE_EFFICIENCY) else 128
+    pts = sorted((n, e) for (b, n), e in TILE_EFFICIENCY.items() if b == rows)
+    if bn <= pts[0][0]:
+        return pts[0][1]
+    for (n0, e0), (n1, e1) in zip(pts, pts[1:]):
+        if bn <= n1:
+            return e0 + (e1 - e0) * (bn - n0) / (n1 - n0)
+    return pts[-1][1]
+
+
+def fitted_tiles(problem: Any) -> list[Sm90Config]:
+    """Whole tiles of 64, 128 or 192 rows with BN fitted to whole waves (`wave_bns`), widths the
+    table's kinds lack, ranked by the model at the interpolated efficiency (`interpolated_efficiency`);
+    configured as the model configures any tile (`model_config`; C from the registers where that does
+    not build); those that build. cuBLAS cuts N so at 256 x 22016 x 4096 (168-column blocks: 264 tiles,
+    2 waves)."""
+    from .gemm import TILE_EFFICIENCY, deepest_ring, model_config, sm90_cost
+
+    known = {bn for _, bn in TILE_EFFICIENCY} | set(WIDE_BNS) | set(NARROW_BNS)  # widths timed anyway
+    ranked: list[tuple[float, Sm90Config]] = []
+    for consumers in range(1, MAX_CONSUMERS + 1):
+        bm = 64 * consumers
+        for bn in wave_bns(problem.M, problem.N, bm, 192 if consumers == MAX_CONSUMERS else 256):
+            if bn in known:
+                continue
+            cost = sm90_cost(problem, bm, bn, False, eff=interpolated_efficiency(bm, bn))
+            cfg = model_config(problem, bm, bn, False)
+            for c in (cfg, attrs.evolve(cfg, staged_epilogue=False)):
+                try:
+                    Sm90Gemm(problem, c)
+                except WarpyError:
+                    continue
+                ranked.append((cost, deepest_ring(c) if c is not cfg else c))
+                break
     ranked.sort(key=lambda c: c[0])
     return [c for _, c in ranked]
 

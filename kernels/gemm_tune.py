@@ -27,7 +27,7 @@ from .gemm_sm90 import Sm90Config
 from .gemm_sweep import SweepRow, SweepTable, config_text, current_table, lookup, plain, read_table, run_sweep, sweeping
 
 #: configurations timed when a shape is tuned (the sweep's default table was swept with 10 to 20)
-TUNE_CANDIDATES = 20
+TUNE_CANDIDATES = 24
 #: how much faster than the rule's pick a tuned configuration must have run to replace it
 TUNE_MARGIN = 0.02
 #: processes that build the candidates (each imports warpy: for 16 candidates more cost more than they saved)

@@ -99,26 +99,37 @@ def test_the_main_loop_is_the_innermost_loop_holding_the_mma() -> None:
         loop_instruction_count(sass, holding=("UTCHMMA",))
 
 
-@pytest.mark.parametrize("M,N,K,bn,out", [(256, 288, 256, 144, "bf16"), (200, 328, 200, 160, "fp16"), (130, 416, 64, 208, "bf16")])
-def test_staged_epilogue_with_a_narrower_last_chunk_is_exact(M: int, N: int, K: int, bn: int, out: str) -> None:
+# tails of 16 and 32 columns (144, 160, 208), 32 + 8 (168: 128 x 168 tiles fill two waves at
+# 256 x 22016), 32 + 16 (176), 8 alone (200), and 32 + 16 + 8 with no whole chunk (56)
+@pytest.mark.parametrize("M,N,K,bn,out", [(256, 288, 256, 144, "bf16"), (200, 328, 200, 160, "fp16"),
+                                          (130, 416, 64, 208, "bf16"), (128, 336, 64, 168, "bf16"),
+                                          (100, 352, 64, 176, "fp16"), (72, 400, 64, 200, "bf16"),
+                                          (128, 112, 64, 56, "bf16")])
+def test_staged_epilogue_with_narrower_last_chunks_is_exact(M: int, N: int, K: int, bn: int, out: str) -> None:
     from warpy.check.report import check_kernel
     from warpy.kernels.gemm import FAMILY as GEMM
+    from warpy.kernels.gemm_sm90 import epi_tails
 
     prob = GemmProblem(M, N, K, out_dtype=out)
     prog = Sm90Gemm(GemmProblem(M, N, K, "bf16", prob.out_dtype), Sm90Config(bn=bn, stages=4, staged_epilogue=True)).build()
     kernel = prog.kernel()
-    assert [(t.name, t.over) for t in kernel.header.tmaps][-2:] == [("c", None), ("c_tail", "c")]
+    tails = epi_tails(bn)
+    assert sum(tails) == bn % 64 and list(tails) == sorted(set(tails), reverse=True)
+    assert [(t.name, t.over) for t in kernel.header.tmaps][-1 - len(tails):] == (
+        [("c", None)] + [(f"c_tail{w}", "c") for w in tails])
     rep = check_kernel(kernel, prog.coloured(), values=True, expect=GEMM.expectation(prob))
     assert rep.ok, rep.messages()
     assert rep.values_wrong == 0
-    written = rep.data["written"]  # the first and last CTAs' tiles, the tail chunk's columns too
+    written = rep.data["written"]  # the first and last CTAs' tiles, the tail chunks' columns too
     assert written[:64, :bn].all() and written[:64, bn - bn % 64:bn].all()
     assemble(kernel, "sm_90a")
 
 
-def test_a_last_chunk_of_48_columns_is_refused() -> None:
-    with pytest.raises(WarpyError, match="leaves 48"):
-        Sm90Gemm(GemmProblem(1024, 1024, 1024, "bf16", "bf16"), Sm90Config(bn=176, stages=4, staged_epilogue=True))
+def test_epi_tails_golden() -> None:
+    from warpy.kernels.gemm_sm90 import epi_tails
+
+    assert [epi_tails(bn) for bn in (64, 144, 160, 168, 176, 200, 56, 8)] == [
+        (), (16,), (32,), (32, 8), (32, 16), (8,), (32, 16, 8), (8,)]
 
 
 def _slow(*bns: int) -> list[object]:
@@ -126,9 +137,10 @@ def _slow(*bns: int) -> list[object]:
             for b in bns]
 
 
-# BN 32 (a lone tail), 64 (an odd count of whole chunks), 144 (whole chunks and a tail), 256 (an even
-# count) in the default run; 80, 192, 208 (the same cases at other counts) with WARPY_SLOW=1
-@pytest.mark.parametrize("bn", [32, 64, 144, 256, *_slow(80, 192, 208)])
+# BN 32 (a lone tail), 64 (an odd count of whole chunks), 144 (whole chunks and a tail), 168 (whole
+# chunks and two tails), 256 (an even count) in the default run; 56 (three tails), 80, 192, 208 (the
+# same cases at other counts) with WARPY_SLOW=1
+@pytest.mark.parametrize("bn", [32, 64, 144, 168, 256, *_slow(56, 80, 192, 208)])
 def test_the_staged_epilogue_reuses_a_buffer_only_after_its_store_read_it(bn: int) -> None:
     """Chunks of 64 columns alternate two staging buffers, a narrower last one has its own: with an
     odd number of 64-column chunks (BN 64, 192) the next tile's first chunk reuses the buffer of this

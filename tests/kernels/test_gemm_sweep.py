@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from warpy.errors import WarpyError
+from warpy.target import SM90A
 from warpy.kernels import gemm_sweep as S
 from warpy.kernels.gemm import GemmProblem, TILE_EFFICIENCY, model_choose, model_config, sm90_cost
 from warpy.kernels.gemm import choose as choose_any
@@ -190,6 +191,7 @@ def test_each_shape_gets_the_rules_pick_first_and_the_new_kinds(shape: tuple[int
     else:
         assert (192, 192, False) in kinds and (192, 128, False) in kinds
         assert any(c.bm == c.bn == 192 and c.cluster_m == 2 for c in cands)  # "coopB": 192 x 192 in 2x1 clusters
+        assert any(c.bm == c.bn == 192 and c.cluster_n == 2 for c in cands)  # and in 1x2 (A multicast)
     if shape == (3000, 3000, 3000):  # rows 6000 bytes apart: each L2 promotion
         assert {c.l2_promotion for c in cands} >= {0, 64, 128, 256}
     if shape == (8192, 28672, 8192):  # the rule's pick in 2x1 clusters
@@ -243,6 +245,38 @@ def test_fitted_bns_golden() -> None:
     assert S.fitted_bns(777, range(4, 9)) == [104, 112, 136, 160, 200]
     assert S.fitted_bns(20) == [16, 24]  # (10 rows round to 16: the MMA's least BN here)
     assert S.fitted_bns(600) == []  # past 256 in one or two blocks
+
+
+@given(rows=st.integers(1, 20000), cols=st.integers(8, 40000), consumers=st.integers(1, 3))
+def test_wave_bns_are_the_narrowest_widths_that_fill_whole_waves(rows: int, cols: int, consumers: int) -> None:
+    """Each width `wave_bns` gives is whole 8-column groups in 64..top, and the narrowest of them whose
+    tiles fit some whole number of waves (1 to 8) of the SMs: 8 columns narrower needs more tiles than
+    that many waves hold."""
+    bm, top, sms = 64 * consumers, 192 if consumers == 3 else 256, SM90A.sms
+    mt = -(-rows // bm)
+    for bn in S.wave_bns(rows, cols, bm, top):
+        assert bn % 8 == 0 and 64 <= bn <= top
+        assert any(mt * -(-cols // bn) <= w * sms < mt * -(-cols // (bn - 8)) for w in range(1, 9)), (bn, mt)
+
+
+def test_wave_bns_golden() -> None:
+    # 256 x 22016: two 128-row blocks, 168 columns make 132 blocks of N, 264 tiles, two waves (cuBLAS's 168)
+    assert S.wave_bns(256, 22016, 128) == [72, 88, 112, 168]
+    assert S.wave_bns(777, 3584, 128) == [64, 104, 200]  # 7 blocks of M: 18 of 200 columns, 126 tiles
+    assert S.wave_bns(8192, 28672, 128) == []  # 64 blocks of M: no width up to 256 fills a whole wave
+
+
+def test_a_shape_whose_waves_the_known_widths_leave_ragged_times_fitted_tiles() -> None:
+    """256 x 22016 x 4096: 128 x 192 tiles make 230 (1.74 waves); the tuned candidates hold the model's
+    first fitted tiles, 128 x 168 (staged: 64 + 64 + 32 + 8 columns) first."""
+    from warpy.kernels.gemm_tune import TUNE_CANDIDATES
+
+    p = GemmProblem(256, 22016, 4096, out_dtype="bf16")
+    fitted = S.fitted_tiles(p)
+    assert (fitted[0].bm, fitted[0].bn, fitted[0].staged_epilogue) == (128, 168, True)
+    assert all(c.bn not in S.NARROW_BNS + S.WIDE_BNS and not c.stream_k and c.cluster_size == 1 for c in fitted)
+    cands = S.candidates(p, per_shape=TUNE_CANDIDATES)
+    assert all(c in cands for c in fitted[:S.FITTED_TILES])
 
 
 @given(m=st.integers(1, 512), n=st.integers(256, 32768), k=st.integers(8, 2048).map(lambda x: 8 * x),
