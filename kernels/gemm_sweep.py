@@ -476,9 +476,14 @@ def candidates(problem: Any, per_shape: int = 10) -> list[Sm90Config]:
     if (problem.K * 2) % 32:  # rows 16- but not 32-byte aligned: the L2 promotion decides much (issue 18)
         for l2 in (256, 64, 0):
             add(attrs.evolve(pick, l2_promotion=l2))
-    if reg != "skinny":  # whole tiles with BN fitted to whole waves of the SMs (`fitted_tiles`)
-        for cfg in fitted_tiles(problem)[:FITTED_TILES]:
+    if reg != "skinny":  # whole tiles with BN fitted to whole waves of the SMs (`fitted_tiles`), the
+        # first also in the multicast cluster that loads the fewest rows (cuBLAS's 168-column tiles at
+        # 256 x 22016 x 4096 run in pairs sharing the weight's box)
+        fitted = fitted_tiles(problem)[:FITTED_TILES]
+        for i, cfg in enumerate(fitted):
             add(cfg)
+            for cm, cn in cluster_shapes(problem, cfg, 1) if i == 0 else ():
+                add(deepest_ring(attrs.evolve(cfg, cluster_m=cm, cluster_n=cn)))
     # then the known kinds by the model's rank and the new kinds' other schedules (those first where skinny)
     for _, cfg in (ranked[True] + ranked[False] if skinny else ranked[False] + ranked[True]):
         if len(out) >= per_shape:
