@@ -479,8 +479,8 @@ def candidates(problem: Any, per_shape: int = 10) -> list[Sm90Config]:
         for l2 in (256, 64, 0):
             add(attrs.evolve(pick, l2_promotion=l2))
     if reg != "skinny":  # whole tiles with BN fitted to whole waves of the SMs (`fitted_tiles`), the
-        # first also in the multicast cluster that loads the fewest rows (cuBLAS's 168-column tiles at
-        # 256 x 22016 x 4096 run in pairs sharing the weight's box)
+        # first also in the multicast cluster that loads the fewest rows (`cluster_shapes`; cuBLAS runs
+        # its 168-column tiles at 256 x 22016 x 4096 in clusters of 2)
         fitted = fitted_tiles(problem)[:FITTED_TILES]
         for i, cfg in enumerate(fitted):
             add(cfg)
