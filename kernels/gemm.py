@@ -343,18 +343,26 @@ SCHEDULES = ((False, False), (True, False), (False, True))
 MODEL_SCHEDULES = SCHEDULES[:2]
 
 
+def warpgroups(bm: int) -> tuple[int, int]:
+    """(consumer warpgroups, rows each computes) of a BM-row tile: one per 64 rows up to 192, two of
+    128 rows for 256."""
+    return (2, 128) if bm == 256 else (bm // 64, 64)
+
+
 def model_config(problem: GemmProblem, bm: int, bn: int, stream_k: bool, swap: bool = False,
-                 cluster_k: bool = False, cluster: tuple[int, int] = (1, 1)) -> Sm90Config:
+                 cluster_k: bool = False, cluster: tuple[int, int] = (1, 1),
+                 staged_swap: bool = False) -> Sm90Config:
     """The configuration the model gives a kind of tile and schedule: the split `sm90_split` gives
     (stream-K) or `cluster_split` (`cluster_k`: C then from the registers), the staged epilogue where
-    C's rows allow (not with A and B swapped), the L2 promotion by the rows' alignment, the deepest
-    ring; `cluster`: (cluster_m, cluster_n) of multicast clusters (whole tiles)."""
+    C's rows allow (with A and B swapped only if `staged_swap`: the sweep's table timed them with C^T
+    from the registers), the L2 promotion by the rows' alignment, the deepest ring; `cluster`:
+    (cluster_m, cluster_n) of multicast clusters (whole tiles)."""
     promote = gemm_fp8.promotes(problem)
     split = sm90_split(problem, bm, bn, swap) if stream_k else 0
     # 16-bit C through TMA stores where its rows are whole 16 bytes (a store clips a row only to 16
     # bytes: a ragged row's slice of a wider C would have the bytes after its end overwritten)
     staged = (problem.out_dtype in ("bf16", "fp16") and (problem.pitches[2] * 2) % 16 == 0
-              and store_clips_exactly(problem.N * 2)) and not swap and not cluster_k
+              and store_clips_exactly(problem.N * 2)) and (staged_swap or not swap) and not cluster_k
 
     # Rows of A and B that are 16-byte but not 32-byte aligned (K * 2 bytes an odd multiple of 16)
     # are read slowly by TMA: 3072 x 3072 x K with BN 192 took 128 us at K = 3016 and 3064 against
@@ -363,8 +371,10 @@ def model_config(problem: GemmProblem, bm: int, bn: int, stream_k: bool, swap: b
     l2 = 256 if (problem.K * dtype_bytes(problem.dtype)) % 32 == 0 else 128
 
     # a stage's K is one 128-byte swizzle row: 64 16-bit elements, 128 8-bit ones
-    return deepest_ring(Sm90Config(bn=bn, consumers=bm // 64, stages=3, group=8, staged_epilogue=staged, bk=_bk(problem),
-                                   stream_k=stream_k, split=split, l2_promotion=l2, promote=promote, swap_ab=swap,
+    consumers, wg_rows = warpgroups(bm)
+    return deepest_ring(Sm90Config(bn=bn, consumers=consumers, wg_rows=wg_rows, stages=3, group=8,
+                                   staged_epilogue=staged, bk=_bk(problem), stream_k=stream_k, split=split,
+                                   l2_promotion=l2, promote=promote, swap_ab=swap,
                                    cluster_k=max(1, cluster_split(problem, bm, bn, swap)) if cluster_k else 1,
                                    cluster_m=cluster[0], cluster_n=cluster[1]))
 
@@ -414,7 +424,9 @@ def configure(problem: GemmProblem, overrides: Union[str, Mapping[str, object], 
         # a tile's k blocks split in a cluster: no workspace schedule, C from the registers, unless asked
         overrides = {"stream_k": False, "split": 0, "staged_epilogue": False, **overrides}
     if isinstance(cfg, Sm90Config) and overrides.get("swap_ab") and "staged_epilogue" not in overrides:
-        overrides = {**overrides, "staged_epilogue": False}  # C^T leaves through the registers
+        # C^T from the registers, as the model configures A and B swapped (staged_epilogue=1 asks for
+        # STSM.MT88 and TMA stores)
+        overrides = {**overrides, "staged_epilogue": False}
     out: Config = attrs.evolve(cfg, **overrides)  # type: ignore[arg-type]  # (checked field by field above)
     if isinstance(out, Sm90Config) and out.split and "split" not in overrides:
         # the rule's split was for its tile: where the tile given by hand cannot take it, the split the
@@ -507,7 +519,9 @@ def sm90_cost(problem: GemmProblem, bm: int, bn: int, stream_k: bool, *, swap: b
     per = tile_work(bm, bn, swap, streaming) / (TILE_EFFICIENCY[bm, bn] if eff is None else eff)
     if cluster != (1, 1):
         try:
-            cluster_refusal(Sm90Config(bn=bn, consumers=bm // 64, cluster_m=cluster[0], cluster_n=cluster[1]))
+            consumers, wg_rows = warpgroups(bm)
+            cluster_refusal(Sm90Config(bn=bn, consumers=consumers, wg_rows=wg_rows, cluster_m=cluster[0],
+                                       cluster_n=cluster[1]))
         except WarpyError:
             return float("inf")
         return float("inf") if stream_k or cluster_k else cluster_waves(problem, bm, bn, swap, cluster) * kt * per

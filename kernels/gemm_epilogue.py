@@ -381,18 +381,19 @@ def emit_element(p: Program, ep: Epilogue, k: Consts, t: F32, c_in: Optional[F32
 
 
 def fragment_origin(p: Program, prefix: str, c: int, bm: int, bn: int, m_blk: R,
-                    n_blk: R) -> tuple[URVec, R, R, R, R]:
-    """For an sm_90a epilogue on consumer warpgroup `c`'s accumulators: (the memory descriptor, the
-    thread's index in the warpgroup, a scratch register, `row`, `col`), `row` and `col` the thread's
-    first element of C in the wgmma fragment (value 4j + 2h + i at row + 8h, col + 8j + i) of the
-    tile (m_blk, n_blk) of bm x bn; registers named `prefix`_..."""
+                    n_blk: R, rows: Optional[int] = None) -> tuple[URVec, R, R, R, R]:
+    """For an sm_90a epilogue on an accumulator of consumer warpgroup `c`, the 64-row block at row
+    `rows` of the tile (64 c where each warpgroup has one): (the memory descriptor, the thread's index
+    in the warpgroup, a scratch register, `row`, `col`), `row` and `col` the thread's first element of
+    C in the wgmma fragment (value 4j + 2h + i at row + 8h, col + 8j + i) of the tile (m_blk, n_blk) of
+    bm x bn; registers named `prefix`_..."""
     md = p.urvec(f"{prefix}_md", 2)
     p.emit(alu.uldc(md, CBank(0, 0x208), p.sm))
     t, tmp = p.r(f"{prefix}_tid"), p.r(f"{prefix}_tmp")
     row, col = p.r(f"{prefix}_row"), p.r(f"{prefix}_col")
     p.emit(alu.iadd3(t, R("tid"), (1 << 32) - 128 * (c + 1)))
     p.emit(alu.shf_r(row, t, 5))
-    p.emit(alu.imad(row, row, 16, 64 * c))
+    p.emit(alu.imad(row, row, 16, 64 * c if rows is None else rows))
     p.emit(alu.lop3(tmp, t, 31, RZ, 0xC0))
     p.emit(alu.shf_r(tmp, tmp, 2))
     p.emit(alu.iadd3(row, row, tmp))

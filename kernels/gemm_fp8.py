@@ -132,12 +132,13 @@ def declare(p: Program, problem: GemmProblem) -> dict[str, Param]:
 
 
 def emit_scales(p: Program, problem: GemmProblem, scales: dict[str, Param], c: int, bm: int, bn: int, acc: RVec,
-                m_blk: R, n_blk: R) -> None:
-    """acc · scale_a[row] · scale_b[col] on the sm_90a accumulators of consumer warpgroup `c`: value
+                m_blk: R, n_blk: R, rows: Optional[int] = None) -> None:
+    """acc · scale_a[row] · scale_b[col] on an sm_90a accumulator of consumer warpgroup `c` (the 64-row
+    block at row `rows` of the tile: `fragment_origin`): value
     4j + 2h + i is row `row` + 8h, column `col` + 8j + i (the wgmma fragment). Loads are guarded by C's
     edges on ragged problems (a scale past them reads 0; its element is not stored)."""
     M, N = problem.M, problem.N
-    md, t, tmp, row, col = fragment_origin(p, "sc", c, bm, bn, m_blk, n_blk)
+    md, t, tmp, row, col = fragment_origin(p, "sc", c, bm, bn, m_blk, n_blk, rows)
     ragged = bool(M % bm or N % bn)
     even = N % 2 == 0
 

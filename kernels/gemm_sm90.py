@@ -70,6 +70,8 @@ ACC_FULL_REGS = 232  # consumer warpgroups' registers after USETMAXREG (one or t
 PRODUCER_REGS = 40
 PRODUCER_REGS_WIDE = 32  # the producer's registers beside three consumer warpgroups (what they leave: 65536 exactly)
 MAX_CONSUMERS = 3  # 192-row tiles: three consumer warpgroups of 64 rows (4 x 128 threads a CTA)
+WG_ROWS = (64, 128)  # rows a consumer warpgroup computes (Sm90Config.wg_rows)
+WIDE_WG_MAX_BN = 128  # a 128-row warpgroup's accumulator: 128 x BN fp32 = BN registers a thread, as 64 x 256's
 
 
 def register_split(consumers: int) -> tuple[int, int]:
@@ -129,10 +131,19 @@ class Sm90Config:
     # accumulator (`exchange_shares`), receives the others' sums of it by bulk copies into its
     # shared memory and stores it. No global workspace, flags or waits on another cluster.
     cluster_k: int = 1
+    # rows of the tile each consumer warpgroup computes: 64 (one HGMMA 64 x BN a k step) or 128 (two, at
+    # rows 0 and 64 of its slice, over the same B: 256 x BN tiles from two warpgroups, each holding a
+    # 128 x BN accumulator, BN <= WIDE_WG_MAX_BN); whole tiles only (no stream-K, cluster_k or promote)
+    wg_rows: int = 64
 
     @property
     def bm(self) -> int:
-        return 64 * self.consumers
+        return self.wg_rows * self.consumers
+
+    @property
+    def subs(self) -> int:
+        """64-row blocks of a consumer warpgroup's slice of the tile (one accumulator each)."""
+        return self.wg_rows // 64
 
     @property
     def cluster_size(self) -> int:
@@ -152,6 +163,7 @@ class Sm90Config:
         cl = f", {self.cluster_m}x{self.cluster_n} clusters ({shared} multicast)" if self.cluster_size > 1 else ""
         cl += ", each k block's sums added in fp32 (promotion)" if self.promote else ""
         mma = f"HGMMA 64x{self.bn}x16" if self.bk == 64 else f"QGMMA 64x{self.bn}x32"  # (BK: 128 bytes of K)
+        mma = mma if self.subs == 1 else f"{self.subs} x {mma} a k step"
         if self.swap_ab:
             cl += f", A and B swapped (C^T tiles: {self.bm} rows of N x {self.bn} of M)"
         return (f"sm_90a warp-specialised: {self.bm}x{self.bn}x{self.bk} tiles, {self.consumers} consumer "
@@ -271,6 +283,7 @@ class StagedThread:
     lead: P
     row: Lane
     col: Lane
+    row8: Optional[Lane] = None  # (transposed) lanes 0-15's row of an .x2 store's two matrices: l % 8
 
 
 EPI_COLS = 64  # columns of C one TMA store moves (64 16-bit values: one 128-byte swizzle row)
@@ -294,7 +307,9 @@ def smem_bytes(cfg: Sm90Config, elem: int = 0) -> int:
     stage's K is one 128-byte swizzle row of either type, as the program requires)."""
     elem = elem or max(1, 128 // cfg.bk)
     staging = 2 * cfg.consumers * 64 * EPI_COLS * 2 if cfg.staged_epilogue else 0
-    if cfg.staged_epilogue:  # one more buffer a warpgroup for each narrower chunk
+    if cfg.staged_epilogue and cfg.swap_ab:  # C^T: a BN x 64 tile of C a 64-row block of a warpgroup
+        staging = cfg.consumers * cfg.subs * cfg.bn * EPI_COLS * 2
+    elif cfg.staged_epilogue:  # one more buffer a warpgroup for each narrower chunk
         staging += sum(tail_bytes(cfg.consumers, w) for w in epi_tails(cfg.bn))
     return cfg.stages * (cfg.bm + cfg.bn) * cfg.bk * elem + staging + exchange_bytes(cfg) + 1024
 
@@ -367,6 +382,22 @@ def cluster_refusal(cfg: Sm90Config) -> None:
         raise WarpyError(f"{cm}x{cn} clusters walk whole tiles; stream-K / split is not combined with them")
 
 
+def wide_wg_refusal(cfg: Sm90Config) -> None:
+    """Refuse, in one line, a `wg_rows` out of range or combined with what it cannot run beside."""
+    w = cfg.wg_rows
+    if isinstance(w, bool) or w not in WG_ROWS:
+        raise WarpyError(f"wg_rows {w!r}: a consumer warpgroup computes {' or '.join(map(str, WG_ROWS))} rows of the tile")
+    if w == 64:
+        return
+    why = ("more than two consumer warpgroups (a TMA box is at most 256 rows)" if cfg.consumers > 2
+           else f"BN {cfg.bn} (a 128 x BN accumulator past BN {WIDE_WG_MAX_BN} would spill)" if cfg.bn > WIDE_WG_MAX_BN
+           else "stream-K / split (the workspace's slots hold 64-row warpgroups)" if cfg.stream_k or cfg.split
+           else "cluster_k (the exchange's shares are 64-row warpgroups')" if cfg.cluster_k > 1
+           else "promote (a second accumulator would spill)" if cfg.promote else "")
+    if why:
+        raise WarpyError(f"wg_rows {w}: 128-row consumer warpgroups do not take {why}")
+
+
 def exchange_bytes(cfg: Sm90Config) -> int:
     """Shared memory of the cluster exchange: every unit's partial sums to send, a slot of the
     largest share for each rank's copy to receive (its own unused, so every address is static)."""
@@ -388,16 +419,15 @@ class Sm90Gemm:
             # (A's memory is still bound as `a`) and C is written transposed
             why = ("a fused epilogue" if not problem.epilogue.identity else "a batch" if problem.batch > 1
                    else "an MN-major operand" if "MN" in (problem.a_major, problem.b_major)
-                   else "8-bit float inputs" if dtype_bytes(dtype) != 2
-                   else "the staged epilogue (C^T leaves through the registers)" if cfg.staged_epilogue else "")
+                   else "8-bit float inputs" if dtype_bytes(dtype) != 2 else "")
             if why:
                 raise WarpyError(f"swap_ab (C^T = B·A^T) does not take {why} yet")
             m, n = n, m
         if cfg.bk * dtype_bytes(dtype) != 128:
             raise WarpyError(f"BK {cfg.bk} of {dtype} is not one 128-byte swizzle row")
         if cfg.staged_epilogue and (dtype_bytes(out_dtype) != 2 or (problem.pitches[2] * 2) % 16
-                                    or not store_clips_exactly(n * 2)):
-            raise WarpyError(f"the staged epilogue needs 16-bit C with rows a multiple of 16 bytes (N={n}, {out_dtype}"
+                                    or not store_clips_exactly(problem.N * 2)):
+            raise WarpyError(f"the staged epilogue needs 16-bit C with rows a multiple of 16 bytes (N={problem.N}, {out_dtype}"
                              f"{f', ldc={problem.ldc}' if problem.ldc else ''}): a TMA store writes a ragged row's "
                              "last 16 bytes whole, past its end")
         cluster_k_refusal(cfg)
@@ -415,6 +445,7 @@ class Sm90Gemm:
         if not 1 <= cfg.consumers <= MAX_CONSUMERS:
             raise WarpyError(f"consumers {cfg.consumers}: the sm_90a GEMM runs 1 to {MAX_CONSUMERS} consumer warpgroups "
                              "(tiles of 64 to 192 rows)")
+        wide_wg_refusal(cfg)
         if cfg.consumers == MAX_CONSUMERS and cfg.promote:
             raise WarpyError(f"three consumer warpgroups hold {register_split(3)[1]} registers a thread: promote's second "
                              "accumulator would spill; one or two consumer warpgroups")
@@ -489,7 +520,7 @@ class Sm90Gemm:
         return (f"gemm_sm90_{mnk}_{self.dtype}_{self.out_dtype}"
                 f"_{c.bm}x{c.bn}x{c.bk}_s{c.stages}_g{c.group}" + ("_sk" if c.stream_k else "") + (f"{c.split}" if c.split else "")
                 + (f"_c{c.cluster_m}" if c.cluster_size > 1 else "") + (f"x{c.cluster_n}" if c.cluster_n > 1 else "") + (f"_ck{c.cluster_k}" if c.cluster_k > 1 else "")
-                + ("_p" if c.promote else "") + ("_swab" if self.swap else "") + self.ep.tag()
+                + ("_p" if c.promote else "") + (f"_w{c.wg_rows}" if c.wg_rows != 64 else "") + ("_swab" if self.swap else "") + self.ep.tag()
                 + (f"_ld{self.lda}x{self.ldb}x{self.ldc}" if self.pitched else "")
                 + (f"_x{self.batch}s{self.sa}x{self.sb}x{self.sc}" if self.batch > 1 else "")
                 + ("_akm" if self.a_major == "MN" else "") + ("_bkn" if self.b_major == "MN" else "")
@@ -538,11 +569,14 @@ class Sm90Gemm:
                 tb = op_map("b", b_glob, b_tile, cm)
         except LayoutError as e:
             raise WarpyError(f"{self.name}: {e}") from None
-        tails = epi_tails(cfg.bn) if cfg.staged_epilogue else ()
+        tails = epi_tails(cfg.bn) if cfg.staged_epilogue and not self.swap else ()
         c: Optional[Param] = None
         tc: Optional[TensorMap] = None
         tc_tails: list[tuple[int, TensorMap, SmemTileT]] = []
-        if cfg.staged_epilogue:
+        if cfg.staged_epilogue and self.swap:  # C^T: each 64-row block lands as BN rows of C by 64 columns
+            c_tile = smem_tile(cfg.bn, EPI_COLS, self.out_dtype, "K", 128)
+            tc = p.tmap("c", tma_box(self.glob(self.n, self.m, self.ldc, self.sc), c_tile))
+        elif cfg.staged_epilogue:
             c_tile = smem_tile(64, EPI_COLS, self.out_dtype, "K", 128)
             tc = p.tmap("c", tma_box(self.glob(self.m, self.n, self.ldc, self.sc), c_tile))
         else:
@@ -552,7 +586,9 @@ class Sm90Gemm:
             tc_tails.append((tail, p.tmap(f"c_tail{tail}", tma_box(self.glob(self.m, self.n, self.ldc, self.sc), t_tile),
                                           over="c"), t_tile))
         oeb = self.oeb
-        p.global_buffer("c_out", Layout((self.m, self.n), self.c_strides()) if self.batch == 1 else
+        # (C as it lies in memory: where A and B are swapped, the program's columns by its rows)
+        p.global_buffer("c_out", Layout((self.n, self.m), (self.ldc * oeb, oeb)) if self.swap else
+                        Layout((self.m, self.n), self.c_strides()) if self.batch == 1 else
                         Layout((self.m, self.n, self.batch), (self.ldc * oeb, oeb, self.sc * oeb)), self.out_dtype, "c")
         aux: dict[str, Param] = {}
         for name in self.ep.params():  # the fused epilogue's inputs, of C's type
@@ -571,7 +607,11 @@ class Sm90Gemm:
         sa = p.smem_ring("sa", cfg.stages, a_tile.layout, self.dtype)
         sb = p.smem_ring("sb", cfg.stages, b_tile.layout, self.b_dtype)
         staged: Optional[StagedChunks] = None
-        if tc is not None:  # per consumer warpgroup, two 64 x 64 tiles of C (128-byte swizzle)
+        if tc is not None and self.swap:  # per 64-row block of each consumer warpgroup, a BN x 64 tile of C
+            staged = StagedChunks(tc, p.smem("c_stage", SwizzledLayout(Swizzle(3, 4, 3), Layout(
+                (cfg.consumers, cfg.subs, cfg.bn, EPI_COLS),
+                (cfg.subs * cfg.bn * EPI_COLS * 2, cfg.bn * EPI_COLS * 2, EPI_COLS * 2, 2))), self.out_dtype))
+        elif tc is not None:  # per consumer warpgroup, two 64 x 64 tiles of C (128-byte swizzle)
             staged = StagedChunks(tc, p.smem("c_stage", SwizzledLayout(Swizzle(3, 4, 3), Layout(
                 (cfg.consumers, 2, 64, EPI_COLS), (2 * 64 * EPI_COLS * 2, 64 * EPI_COLS * 2, EPI_COLS * 2, 2))),
                 self.out_dtype))
@@ -843,7 +883,9 @@ class Sm90Gemm:
         p.label(grow)
         p.emit(control.setmaxnreg_try_alloc(ok, register_split(cfg.consumers)[1]))
         p.emit(control.bra(grow).guarded(~ok), mark="~")
-        acc = p.rvec("acc", cfg.bn // 2)
+        # an accumulator a 64-row block of the warpgroup's slice (rows wg_rows c + 64 s of the tile)
+        accs = [p.rvec("acc" if s == 0 else f"acc{s}", cfg.bn // 2) for s in range(cfg.subs)]
+        acc = accs[0]
         part = p.rvec("part_acc", cfg.bn // 2) if cfg.promote else None  # a k block's sums (promotion)
         leader = p.elect()
         first, accumulate = p.ur("first"), p.up("accumulate")
@@ -856,7 +898,7 @@ class Sm90Gemm:
             p.emit(alu.ulop3(peers[-1], res.rank, x, URZ, 0x3C))  # rank ^ x
         cons = res.stage.consumer("cs")
         rel = res.stage.consumer("rel")
-        staged = self.staged_setup(p, c) if res.staged is not None else None
+        staged = self.staged_setup(p, c, self.swap) if res.staged is not None else None
         epi = self.epilogue_setup(p, res, c) if res.staged is None else None
         fix = self.fixup_setup(p, c) if self.sk is not None else None
         with self.work_loop(p, res) as w:
@@ -877,8 +919,10 @@ class Sm90Gemm:
                             hgmma(p, part, cons.slot(res.sa, 64 * c, ks * j), cons.slot(res.sb, 0, ks * j), cfg.bn,
                                   j != 0, end=j == steps - 1)
                             continue
-                        hgmma(p, acc, cons.slot(res.sa, 64 * c, ks * j), cons.slot(res.sb, 0, ks * j), cfg.bn,
-                              accumulate if j == 0 else True, end=j == steps - 1)
+                        for s, acc_s in enumerate(accs):  # (the sub-blocks' MMAs read the same B)
+                            hgmma(p, acc_s, cons.slot(res.sa, cfg.wg_rows * c + 64 * s, ks * j),
+                                  cons.slot(res.sb, 0, ks * j), cfg.bn, accumulate if j == 0 else True,
+                                  end=j == steps - 1 and s == cfg.subs - 1)
                     p.emit(wgmma.wgmma_commit())
                     if part is not None:  # the block's sums are in part: add them in fp32, free the stage
                         p.emit(wgmma.warpgroup_wait(0))
@@ -908,15 +952,20 @@ class Sm90Gemm:
                 self.fixup(p, res.workspace, fix, w, acc, done)
             share = self.exchange_sums(p, res, c, acc) if res.exchange is not None else None
             with self.real_tile(p, m_blk, n_blk):
-                if res.scales:
-                    gemm_fp8.emit_scales(p, self.problem, res.scales, c, cfg.bm, cfg.bn, acc, m_blk, n_blk)
-                if not self.ep.identity:
-                    self.fused_epilogue(p, res, c, acc, m_blk, n_blk)
-                if staged is not None:
-                    self.staged_epilogue(p, res, c, staged, acc, m_blk, n_blk, w)
+                for s, acc_s in enumerate(accs):
+                    rows = cfg.wg_rows * c + 64 * s  # the block's first row in the tile
+                    if res.scales:
+                        gemm_fp8.emit_scales(p, self.problem, res.scales, c, cfg.bm, cfg.bn, acc_s, m_blk, n_blk, rows)
+                    if not self.ep.identity:
+                        self.fused_epilogue(p, res, c, acc_s, m_blk, n_blk, rows)
+                if staged is not None and self.swap:
+                    self.staged_epilogue_swapped(p, res, c, staged, accs, m_blk, n_blk)
+                elif staged is not None:
+                    self.staged_epilogue(p, res, c, staged, accs, m_blk, n_blk, w)
                 else:
                     assert epi is not None
-                    self.epilogue(p, epi, acc, m_blk, n_blk, w.bt, share)
+                    for s, acc_s in enumerate(accs):
+                        self.epilogue(p, epi, acc_s, m_blk, n_blk, w.bt, share, 64 * s)
             if done is not None:
                 p.label(done)
         if staged is not None:  # the last stores must have read shared memory before the CTA exits
@@ -1141,7 +1190,7 @@ class Sm90Gemm:
         p.label(gather_done)
 
     # -- the fused epilogue: alpha, beta·C_in, bias, activation, residual on the accumulators -------
-    def fused_epilogue(self, p: Program, res: Sm90Resources, c: int, acc: RVec, m_blk: R, n_blk: R) -> None:
+    def fused_epilogue(self, p: Program, res: Sm90Resources, c: int, acc: RVec, m_blk: R, n_blk: R, rows: int) -> None:
         """acc = act(alpha·acc + beta·C_in + bias) + residual (kernels/gemm_epilogue.py), each value
         4j + 2h + i at row `row` + 8h, column `col` + 8j + i of C (the wgmma fragment); the inputs
         loaded with the accumulator's pattern (pairs of columns, one access each where N is even),
@@ -1149,7 +1198,7 @@ class Sm90Gemm:
         cfg, ep, oeb, od = self.cfg, self.ep, self.oeb, self.out_dtype
         M, N = self.m, self.n
         k = emit_consts(p, ep)
-        md, t, tmp, row, col = fragment_origin(p, "ep", c, cfg.bm, cfg.bn, m_blk, n_blk)
+        md, t, tmp, row, col = fragment_origin(p, "ep", c, cfg.bm, cfg.bn, m_blk, n_blk, rows)
         ragged = bool(M % cfg.bm or N % cfg.bn)
         even = N % 2 == 0
         row_ok: list[Optional[P]] = [None, None]
@@ -1227,11 +1276,11 @@ class Sm90Gemm:
         """Per-thread constants: this thread's first row and column in the tile, C's pointer."""
         t = p.r("wg_tid")
         p.emit(alu.iadd3(t, R("tid"), (1 << 32) - 128 * (c + 1)))
-        row = p.r("frag_row")  # 64c + 16 * warp + lane / 4
+        row = p.r("frag_row")  # wg_rows c + 16 * warp + lane / 4
         col = p.r("frag_col")  # 2 * (lane % 4)
         tmp = p.r("frag_tmp")
         p.emit(alu.shf_r(row, t, 5))
-        p.emit(alu.imad(row, row, 16, 64 * c))
+        p.emit(alu.imad(row, row, 16, self.cfg.wg_rows * c))
         p.emit(alu.lop3(tmp, t, 31, RZ, 0xC0))
         p.emit(alu.shf_r(tmp, tmp, 2))
         p.emit(alu.iadd3(row, row, tmp))
@@ -1247,10 +1296,13 @@ class Sm90Gemm:
         return EpilogueThread(row, col, cptr, memdesc, pitch)
 
     def epilogue(self, p: Program, e: EpilogueThread, acc: RVec, m_blk: R, n_blk: R, bt: Optional[R] = None,
-                 share: Optional[Share] = None) -> None:
+                 share: Optional[Share] = None, sub_row: int = 0) -> None:
+        """Store `acc`, the block `sub_row` rows into the warpgroup's slice of tile (m_blk, n_blk)."""
         cfg = self.cfg
         row0, col0 = p.r("row0"), p.r("col0")
         p.emit(alu.imad(row0, m_blk, cfg.bm, e.row))
+        if sub_row:
+            p.emit(alu.iadd3(row0, row0, sub_row, RZ))
         p.emit(alu.imad(col0, n_blk, cfg.bn, e.col))
         addr = [p.rvec("c_addr0", 2), p.rvec("c_addr1", 2)]
         row_b, col_b = self.c_strides()
@@ -1338,15 +1390,66 @@ class Sm90Gemm:
                         p.emit(ins(memory.STG, "E.U16", g1, hi_half).guarded(ok1))
 
     # -- staged epilogue: registers -> STSM -> shared memory -> TMA store, 64 columns at a time ------
-    def staged_setup(self, p: Program, c: int) -> StagedThread:
+    def staged_epilogue_swapped(self, p: Program, res: Sm90Resources, c: int, e: StagedThread, accs: list[RVec],
+                                m_blk: R, n_blk: R) -> None:
+        """A and B swapped: each 64-row block of the warpgroup's accumulators is 64 columns of C by BN
+        of its rows; STSM.16.MT88 stores it transposed into its BN x 64 tile of C, one TMA store moves
+        it (C's edges clip it). A block's tile is reused a tile later: the store that read it then
+        must be done (the lead's bulk wait), before any thread writes it again (the barrier)."""
+        cfg = self.cfg
+        assert res.staged is not None
+        main, lead = res.staged, e.lead
+        kind = "BF16" if self.out_dtype == "bf16" else "F16"
+        v = p.rvec("stsm_v", 4)
+        v2 = v.sub(0, 2)
+        c_row, c_col = p.r("tile_row"), p.r("tile_col")
+        bar = 1 + c
+        p.emit(alu.imad(c_row, n_blk, cfg.bn, RZ))  # C's first row: the program's column
+        for s, acc in enumerate(accs):
+            p.emit(tma.bulk_wait(len(accs) - 1).guarded(lead))
+            p.emit(sync.bar_sync(bar, 128))
+            for j in range(0, cfg.bn // 8 - 1, 2):  # 16 rows of C at a time: 8-column groups j, j + 1
+                for r, (jv, h) in enumerate(((j, 0), (j, 1), (j + 1, 0), (j + 1, 1))):
+                    p.emit(ins(alu.F2FP, f"{kind}.F32.PACK_AB", v[r], acc[4 * jv + 2 * h + 1], acc[4 * jv + 2 * h]))
+                p.derive.emit_swizzled_at(main.tiles.at(c, s, e.row + 8 * j, e.col),
+                                          lambda m: memory.stsm(m, v, trans=True))
+            if cfg.bn // 8 % 2:  # the last 8 rows: matrices (j, 0), (j, 1), addressed by lanes 0-15
+                j = cfg.bn // 8 - 1
+                for r, h in enumerate((0, 1)):
+                    p.emit(ins(alu.F2FP, f"{kind}.F32.PACK_AB", v2[r], acc[4 * j + 2 * h + 1], acc[4 * j + 2 * h]))
+                assert e.row8 is not None
+                p.derive.emit_swizzled_at(main.tiles.at(c, s, e.row8 + 8 * j, e.col),
+                                          lambda m: memory.stsm(m, v2, trans=True))
+            p.emit(sync.fence_proxy_async())
+            p.emit(sync.bar_sync(bar, 128))
+            p.emit(alu.imad(c_col, m_blk, cfg.bm, cfg.wg_rows * c + 64 * s))  # C's column: the program's row
+            with p.when(lead):
+                tma_store(p, main.tiles.at(c, s, 0, 0), main.tmap, [c_col, c_row])
+                p.emit(tma.bulk_commit())
+
+    def staged_setup(self, p: Program, c: int, trans: bool = False) -> StagedThread:
         """Per-thread constants of STSM.16.M88.4: lane l gives the address of row l % 8 of matrix
         l // 8; matrices (0, 1, 2, 3) are (rows 0-7, rows 8-15) x (columns 0-7, 8-15) of the warp's
-        16 x 16 block. The TMA stores are issued by the warpgroup's first thread."""
+        16 x 16 block. With `trans` (STSM.16.MT88.4, A and B swapped) each matrix is stored
+        transposed: row l % 8 of the stored matrix l // 8 is the fragment's column, so the lane's row
+        of C is l % 8 + 8 (l // 16) and its column 16 warp + 8 ((l // 8) % 2). The TMA stores are
+        issued by the warpgroup's first thread."""
         t = p.r("wg_tid")
         p.emit(alu.iadd3(t, R("tid"), (1 << 32) - 128 * (c + 1)))
         lead = p.p("epi_lead")
         p.emit(alu.isetp("EQ", lead, t, 0))
         srow, scol, tmp = p.r("stsm_row"), p.r("stsm_col"), p.r("stsm_tmp")
+        if trans:
+            srow8 = p.r("stsm_row8")
+            p.emit(alu.lop3(srow8, t, 7, RZ, 0xC0))  # l % 8
+            p.emit(alu.lop3(tmp, t, 16, RZ, 0xC0))  # 16 * (l // 16)
+            p.emit(alu.shf_r(tmp, tmp, 1))
+            p.emit(alu.iadd3(srow, srow8, tmp))
+            p.emit(alu.shf_r(scol, t, 5))  # warp in the warpgroup
+            p.emit(alu.imad(scol, scol, 16, RZ))
+            p.emit(alu.lop3(tmp, t, 8, RZ, 0xC0))  # 8 * ((l // 8) % 2)
+            p.emit(alu.iadd3(scol, scol, tmp))
+            return StagedThread(lead, Lane("stsm_row", srow, 16), Lane("stsm_col", scol, 64), Lane("stsm_row8", srow8, 8))
         p.emit(alu.shf_r(srow, t, 5))  # warp in the warpgroup
         p.emit(alu.imad(srow, srow, 16, RZ))
         p.emit(alu.lop3(tmp, t, 7, RZ, 0xC0))  # l % 8
@@ -1357,8 +1460,10 @@ class Sm90Gemm:
         p.emit(alu.shf_r(scol, scol, 1))
         return StagedThread(lead, Lane("stsm_row", srow, 64), Lane("stsm_col", scol, 16))
 
-    def staged_epilogue(self, p: Program, res: Sm90Resources, c: int, e: StagedThread, acc: RVec, m_blk: R,
+    def staged_epilogue(self, p: Program, res: Sm90Resources, c: int, e: StagedThread, accs: list[RVec], m_blk: R,
                         n_blk: R, w: Work) -> None:
+        """Store the warpgroup's accumulators (one a 64-row block of its slice, `accs`), each chunk by
+        chunk through the warpgroup's staging tiles."""
         cfg = self.cfg
         assert res.staged is not None
         main = res.staged
@@ -1367,17 +1472,22 @@ class Sm90Gemm:
         v = p.rvec("stsm_v", 4)
         v2 = v.sub(0, 2)  # an 8-column chunk's two 8 x 8 matrices (STSM .x2)
         row0, col = p.r("tile_row"), p.r("tile_col")
-        p.emit(alu.imad(row0, m_blk, cfg.bm, 64 * c))
         bar = 1 + c  # named barrier of this consumer warpgroup (0 is the CTA's)
-        # chunks of 64 columns through two alternating buffers, then the narrower ones (`epi_tails`:
-        # BN % 64 as 32, 16 and 8 columns) each through its own buffer and map (buffer -1 - i)
-        chunks = [(q * EPI_COLS, EPI_COLS, q % 2) for q in range(cfg.bn // EPI_COLS)]
+        # each block's chunks of 64 columns through two alternating buffers, then the narrower ones
+        # (`epi_tails`: BN % 64 as 32, 16 and 8 columns) each through its own buffer and map (buffer
+        # -1 - i); a warpgroup of two blocks stores the second's after the first's, through the same buffers
+        one = [(q * EPI_COLS, EPI_COLS, q % 2) for q in range(cfg.bn // EPI_COLS)]
         c0 = cfg.bn // EPI_COLS * EPI_COLS
         for i, t in enumerate(res.staged_tails):
-            chunks.append((c0, t.cols, -1 - i))
+            one.append((c0, t.cols, -1 - i))
             c0 += t.cols
-        bufs = [b for _, _, b in chunks]
-        for i, (c0, width, b) in enumerate(chunks):
+        chunks = [(s, c0, width, b) for s in range(len(accs)) for c0, width, b in one]
+        bufs = [b for _, _, _, b in chunks]
+        for i, (s, c0, width, b) in enumerate(chunks):
+            acc = accs[s]
+            if c0 == 0:  # the block's first row of C
+                p.emit(alu.imad(row0, m_blk, cfg.bm, cfg.wg_rows * c + 64 * s))
+
             def at(col_: Coord) -> Tile:
                 if b >= 0:
                     return main.tiles.at(c, b, e.row, col_)

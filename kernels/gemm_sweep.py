@@ -438,6 +438,11 @@ def candidates(problem: Any, per_shape: int = 10) -> list[Sm90Config]:
             except WarpyError:
                 return
             out.append(cfg)
+        twin = staged_twin(problem, cfg)
+        if twin is not None and twin not in out:
+            out.append(twin)
+
+    add(pick)
 
     # the new kinds' best schedule each (no hand-fitted efficiency: the sweep is where they are measured first)
     seen: set[Kind] = set()
@@ -472,7 +477,7 @@ def candidates(problem: Any, per_shape: int = 10) -> list[Sm90Config]:
         if cdiv(problem.M, 192) * 192 <= cdiv(problem.M, 128) * 128:
             for bn in WIDE_BNS:
                 add(model_config(problem, 64 * MAX_CONSUMERS, bn, False))
-    if reg == "narrow" and problem.M % 64:  # A and B swapped, BN fitted to M (`fitted_swaps`)
+    if reg == "narrow" and problem.M % 64 or padded_rows(problem.M):  # A and B swapped, BN fitted to M
         for cfg in fitted_swaps(problem)[:FITTED_SWAPS]:
             add(cfg)
     if (problem.K * 2) % 32:  # rows 16- but not 32-byte aligned: the L2 promotion decides much (issue 18)
@@ -494,6 +499,36 @@ def candidates(problem: Any, per_shape: int = 10) -> list[Sm90Config]:
     return out[:max(per_shape, 1)]
 
 
+def staged_twin(problem: Any, cfg: Sm90Config) -> Optional[Sm90Config]:
+    """A and B swapped with C^T from the registers, above the skinny regime: the same tile with the
+    staged epilogue (STSM.MT88 and TMA stores, the deepest ring beside it) where that builds. On the
+    H200 (2026-12-04) it ran 777 x 3584 x 3584's 256 x 88 swapped tile in 32.2 µs against 34.8,
+    150 x 28672 x 4096's 128 x 152 in 70.5 against 73.0, 200 x 18944 x 3584's 128 x 200 stream-K in
+    51.7 against 54.0; at M <= 64 (C^T 16 to 48 columns) it moved nothing (docs/performance.md)."""
+    if regime(problem) == "skinny" or not cfg.swap_ab or cfg.staged_epilogue or cfg.cluster_k > 1:
+        return None
+    from .gemm import deepest_ring
+
+    twin = deepest_ring(attrs.evolve(cfg, staged_epilogue=True))
+    try:
+        Sm90Gemm(problem, twin)
+    except WarpyError:
+        return None
+    return twin
+
+
+#: a wide M that 128-row tiles pad by more than this share of its rows also times A and B swapped
+#: with BN fitted to M (`fitted_swaps`): 777 rows pad to 896 (15%), where cuBLAS runs 256 x 88 swapped
+PADDING_SWAP = 0.04
+#: a wide M's swapped tiles cut M into at most this many blocks of BN
+WIDE_SWAP_BLOCKS = 12
+
+
+def padded_rows(m: int) -> bool:
+    """Whether a wide M is worth A and B swapped: 128-row tiles pad it by more than PADDING_SWAP."""
+    return regime_of(m) == "wide" and cdiv(m, 128) * 128 - m > PADDING_SWAP * m
+
+
 def fitted_bns(m: int, blocks: Sequence[int] = (1, 2)) -> list[int]:
     """The BNs that hold `m` rows in each number of `blocks`, rounded up to whole 8-row groups (the
     MMA's N step): at most 7 rows of padding a block, where 64-row tiles may leave up to 63."""
@@ -501,23 +536,27 @@ def fitted_bns(m: int, blocks: Sequence[int] = (1, 2)) -> list[int]:
 
 
 def fitted_swaps(problem: Any) -> list[Sm90Config]:
-    """A and B swapped with BN fitted to M (`fitted_bns`; B's rows along 64- or 128-row tiles), each
-    schedule, ranked by the model at a placeholder efficiency; those that build. For a narrow M that
-    64-row tiles do not fill: on the H200 (2026-12-03) 64 x 96 swapped ran 96 x 4608 x 3584 in 14.7 µs
-    against 15.9 for the fastest of the 16 tuned candidates (cuBLAS 15.0), 64 x 200 split 2 ways
-    200 x 3584 x 18944 in 49.8 against 55.4 (cuBLAS 51.5); cuBLAS itself swaps at such shapes (64 x 96,
-    64 x 104 tiles)."""
+    """A and B swapped with BN fitted to M (`fitted_bns`), ranked by the model at a placeholder
+    efficiency; those that build. A narrow M (one or two blocks): B's rows along 64- or 128-row tiles,
+    each schedule, C^T from the registers (as the sweep's table timed them). On the H200 (2026-12-03)
+    64 x 96 swapped ran 96 x 4608 x 3584 in 14.7 µs against 15.9 for the fastest of the 16 tuned
+    candidates (cuBLAS 15.0), 64 x 200 split 2 ways 200 x 3584 x 18944 in 49.8 against 55.4 (cuBLAS
+    51.5); cuBLAS itself swaps at such shapes (64 x 96, 64 x 104 tiles). A wide M that 128-row tiles
+    pad (`padded_rows`): up to WIDE_SWAP_BLOCKS blocks, 128- or 256-row whole tiles (two warpgroups of
+    128 rows: cuBLAS's 256 x 88 at 777 x 3584 x 3584), C^T staged."""
     from .gemm import SCHEDULES, model_config, sm90_cost
 
     ranked: list[tuple[float, Sm90Config]] = []
-    for bn in fitted_bns(problem.M):
-        for bm in (64, 128):
-            for sk, ck in SCHEDULES:
+    wide = regime(problem) == "wide"
+    bns = fitted_bns(problem.M, range(2, WIDE_SWAP_BLOCKS + 1)) if wide else fitted_bns(problem.M)
+    for bn in bns:
+        for bm in (128, 256) if wide else (64, 128):
+            for sk, ck in SCHEDULES[:1] if wide else SCHEDULES:
                 cost = sm90_cost(problem, bm, bn, sk, swap=True, eff=0.9, cluster_k=ck)
                 if not math.isfinite(cost):
                     continue
                 try:
-                    cfg = model_config(problem, bm, bn, sk, True, ck)
+                    cfg = model_config(problem, bm, bn, sk, True, ck, staged_swap=wide)
                     Sm90Gemm(problem, cfg)
                 except WarpyError:
                     continue

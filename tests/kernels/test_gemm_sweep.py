@@ -232,11 +232,48 @@ def test_a_narrow_m_that_64_row_tiles_do_not_fill_times_swapped_tiles_fitted_to_
     if m % 64 == 0:
         assert not swapped
         return
-    assert 1 <= len(swapped) <= S.FITTED_SWAPS, (p, swapped)
+    fitted = S.fitted_swaps(p)
+    assert 1 <= len([c for c in swapped if not c.staged_epilogue]) <= S.FITTED_SWAPS, (p, swapped)
     for c in swapped:
         blocks = -(-m // c.bn)
         assert blocks in (1, 2) and c.bn % 8 == 0 and blocks * c.bn - m < 8 * blocks, (m, c)
+        # each one fitted, or the staged twin of one (C^T through STSM.MT88 and TMA stores)
+        assert c in fitted or any(S.staged_twin(p, f) == c for f in fitted), c
+
+
+@settings(max_examples=20, deadline=None)
+@given(m=st.integers(S.NARROW_M + 1, 2048), n=st.integers(64, 16384).map(lambda x: 8 * (x // 8)),
+       k=st.integers(8, 1024).map(lambda x: 8 * x))
+def test_a_wide_m_that_128_row_tiles_pad_times_staged_swapped_tiles_fitted_to_it(m: int, n: int, k: int) -> None:
+    """A wide M that 128-row tiles pad by more than PADDING_SWAP of its rows (777: 896, 15%) times A
+    and B swapped with BN cutting M into at most WIDE_SWAP_BLOCKS blocks of at most 7 padded rows,
+    in 128- or 256-row whole tiles (cuBLAS's 256 x 88 at 777 x 3584 x 3584), C^T staged; others none."""
+    from warpy.kernels.gemm_tune import TUNE_CANDIDATES
+
+    p = GemmProblem(m, n, k, out_dtype="bf16")
+    cands = S.candidates(p, per_shape=TUNE_CANDIDATES)
+    swapped = [c for c in cands if c.swap_ab]
+    assert S.padded_rows(m) == (-(-m // 128) * 128 - m > S.PADDING_SWAP * m)
+    if not S.padded_rows(m):
+        assert not swapped
+        return
+    assert 1 <= len(swapped) <= S.FITTED_SWAPS, (p, swapped)
+    for c in swapped:
+        blocks = -(-m // c.bn)
+        assert 2 <= blocks <= S.WIDE_SWAP_BLOCKS and blocks * c.bn - m < 8 * blocks, (m, c)
+        assert c.bm in (128, 256) and c.wg_rows == c.bm // 2 and c.staged_epilogue and not c.stream_k, c
         assert c in S.fitted_swaps(p)
+
+
+def test_padded_rows_and_staged_twins_golden() -> None:
+    assert [m for m in (257, 320, 384, 600, 777, 1000, 1500, 3000) if S.padded_rows(m)] == [257, 320, 600, 777]
+    p = GemmProblem(200, 3584, 3584, out_dtype="bf16")
+    reg = Sm90Config(bn=104, consumers=1, stages=10, swap_ab=True)
+    assert S.staged_twin(p, reg) == attrs.evolve(reg, staged_epilogue=True, stages=10)
+    assert S.staged_twin(p, attrs.evolve(reg, swap_ab=False)) is None
+    assert S.staged_twin(GemmProblem(16, 4096, 4096, out_dtype="bf16"), attrs.evolve(reg, bn=16)) is None  # skinny
+    wide = S.fitted_swaps(GemmProblem(777, 3584, 3584, out_dtype="bf16"))
+    assert {(c.bm, c.bn) for c in wide[:4]} == {(128, 88), (256, 88), (128, 200), (128, 104)}
 
 
 def test_fitted_bns_golden() -> None:

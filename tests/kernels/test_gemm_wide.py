@@ -1,9 +1,11 @@
-"""192-row tiles (three consumer warpgroups of 64 rows each, `consumers=3`): what fits the register
-file, exact values on ragged shapes, no spills, and the refusals."""
+"""192-row tiles (three consumer warpgroups of 64 rows each, `consumers=3`), 256-row tiles (two of
+128 rows, `wg_rows=128`) and A and B swapped (C^T from the registers or staged): what fits the
+register file, exact values on ragged shapes, no spills, and the refusals."""
 
 from __future__ import annotations
 
 import os
+import re
 
 import attrs
 import pytest
@@ -85,7 +87,7 @@ def test_swapped_operands_are_exact_on_ragged_shapes(M: int, N: int, K: int, con
     # the maps keep their memory: `a` is A (M rows of K), `b` is B (N rows); C is written transposed
     assert f".tmap a dtype=bf16 dims={K},{M} " in text and f".tmap b dtype=bf16 dims={K},{N} " in text
     eb = 2 if out == "bf16" else 4
-    assert f"layout=({N},{M}):({eb},{(ldc or N) * eb})" in text
+    assert f"layout=({M},{N}):({(ldc or N) * eb},{eb})" in text  # (C as it lies in memory)
     assert ("IMAD.WIDE.U32 c_window" in text) == ((cfg.bn - 7) * (ldc or N) * eb >= 1 << 23)  # (the windows)
     if cfg.cluster_m == 2:  # A's map (the MMA's B) is the multicast one: each CTA's box is half its BN rows
         assert f"box=64,{cfg.bn // 2} " in text.split(".tmap a ")[1].split("\n")[0]
@@ -117,10 +119,93 @@ def test_rings_run_as_deep_as_shared_memory_allows() -> None:
 
 
 def test_swapped_operands_refuse_what_they_do_not_take() -> None:
-    with pytest.raises(WarpyError, match="swap_ab .* does not take the staged epilogue"):
-        Sm90Gemm(GemmProblem(16, 4096, 4096, out_dtype="bf16"), Sm90Config(bn=16, consumers=1, swap_ab=True,
+    # C^T staged: each C row a whole 16 bytes (N = 4100 bf16 is 8200 bytes), the map over C's own rows
+    with pytest.raises(WarpyError, match=r"staged epilogue needs 16-bit C .*N=4100"):
+        Sm90Gemm(GemmProblem(16, 4100, 4096, out_dtype="bf16"), Sm90Config(bn=16, consumers=1, swap_ab=True,
                                                                            staged_epilogue=True))
     with pytest.raises(WarpyError, match="does not take a batch"):
         Sm90Gemm(GemmProblem(16, 4096, 4096, batch=2), Sm90Config(bn=16, consumers=1, swap_ab=True))
     with pytest.raises(WarpyError, match="at least 16"):
         Sm90Gemm(GemmProblem(1, 4096, 4096), Sm90Config(bn=8, consumers=1, swap_ab=True))
+
+
+# -- C^T staged: STSM.MT88 writes each 64-row block transposed, a TMA store moves BN rows of C ----------
+
+@pytest.mark.parametrize("M,N,K,config,out", [
+    (200, 776, 192, "swap_ab=1,bn=104,consumers=1,staged_epilogue=1", "bf16"),  # 13 groups: the last .x2
+    # two CTAs, four tiles each: a block's staging tile reused only after its store has read it
+    (100, 1024, 256, "swap_ab=1,bn=88,consumers=2,staged_epilogue=1,sms=2", "fp16"),
+    *_slow((777, 520, 128, "swap_ab=1,bn=88,wg_rows=128,staged_epilogue=1", "bf16"),  # 256-row swapped tiles
+           (40, 304, 64, "swap_ab=1,bn=48,consumers=1,staged_epilogue=1,cluster_m=2", "bf16")),
+])
+def test_swapped_staged_epilogue_is_exact_on_ragged_shapes(M: int, N: int, K: int, config: str, out: str) -> None:
+    from warpy.check.report import CheckOptions, options
+
+    prob = GemmProblem(M, N, K, out_dtype=out)
+    cfg = configure(prob, config)
+    assert isinstance(cfg, Sm90Config) and cfg.swap_ab and cfg.staged_epilogue
+    prog = Sm90Gemm(prob, cfg).build()
+    kernel = prog.kernel()
+    text = str(kernel)
+    # C's map is over C as it lies in memory (M rows of N), its box BN rows of M by 64 columns of N
+    assert f".tmap c dtype={out} dims={N},{M} " in text and f"box=64,{cfg.bn} " in text.split(".tmap c ")[1].split("\n")[0]
+    assert "STSM.16.M88.T.4" in text and ("STSM.16.M88.T.2" in text) == bool(cfg.bn // 8 % 2)
+    assert not re.search(r"^\s*(@\S+ )?STG", text, re.M)  # (nothing stored from the registers)
+    with options(CheckOptions(all_ctas=True)):  # every CTA: every element of C computed and compared
+        rep = check_kernel(kernel, prog.coloured(), values=True, expect=GEMM.expectation(prob))
+    assert rep.ok, "\n".join(list(rep.messages())[:5])
+    assert rep.values_wrong == 0 and rep.values_checked == M * N
+    res = assemble(kernel, "sm_90a").resource(kernel.header.kernel)
+    assert res.spill_stores == 0 and res.spill_loads == 0
+
+
+# -- 256-row tiles: two consumer warpgroups of 128 rows, two HGMMAs a k step over the same B -----------
+
+@pytest.mark.parametrize("M,N,K,config,out", [
+    (600, 520, 192, "bn=128,wg_rows=128,consumers=2,staged_epilogue=1", "bf16"),  # ragged M and N, staged
+    (300, 200, 128, "bn=96,wg_rows=128,consumers=1", "fp32"),  # 128-row tiles of one warpgroup, from registers
+    *_slow((600, 520, 192, "bn=112,wg_rows=128,consumers=2,cluster_m=2", "bf16"),  # 2x1 clusters, B multicast
+           (520, 296, 256, "bn=72,wg_rows=128,consumers=2,cluster_n=2,staged_epilogue=1", "fp16")),
+])
+def test_128_row_warpgroups_are_exact_on_ragged_shapes(M: int, N: int, K: int, config: str, out: str) -> None:
+    prob = GemmProblem(M, N, K, out_dtype=out)
+    cfg = configure(prob, config)
+    assert isinstance(cfg, Sm90Config) and cfg.wg_rows == 128 and cfg.bm == 128 * cfg.consumers
+    prog = Sm90Gemm(prob, cfg).build()
+    kernel = prog.kernel()
+    text = str(kernel)
+    # each consumer: two accumulators, each BK / 16 HGMMAs a stage, the group's last one closing it
+    assert text.count(f"HGMMA.64x{cfg.bn}x16") == 2 * 4 * cfg.consumers
+    assert len(re.findall(r"HGMMA[^\n]*gsb0", text)) == cfg.consumers and f"_{cfg.bm}x{cfg.bn}x64_" in kernel.header.kernel
+    rep = check_kernel(kernel, prog.coloured(), values=True, expect=GEMM.expectation(prob))
+    assert rep.ok, "\n".join(list(rep.messages())[:5])
+    assert rep.values_wrong == 0 and rep.values_checked > 0
+    res = assemble(kernel, "sm_90a").resource(kernel.header.kernel)
+    assert res.spill_stores == 0 and res.spill_loads == 0
+
+
+def test_128_row_warpgroups_with_scales_and_a_fused_epilogue_are_exact() -> None:
+    from warpy.kernels import gemm as G
+    from warpy.kernels.gemm_epilogue import Epilogue
+
+    fp8 = G.FAMILY.problem([300, 136, 256, "scale_a=row", "scale_b=col"], arch="sm_90a", dtype="e4m3",
+                           out_dtype="bf16")
+    fused = GemmProblem(300, 136, 128, out_dtype="bf16", epilogue=Epilogue(0.5, 0.0, "m", "relu", False))
+    for prob, config in ((fp8, "bn=64,wg_rows=128,consumers=2"), (fused, "bn=72,wg_rows=128,consumers=2")):
+        prog = G.build(prob, configure(prob, config))
+        rep = check_kernel(prog.kernel(), None, values=True, expect=GEMM.expectation(prob))
+        assert rep.ok, "\n".join(list(rep.messages())[:5])
+        assert rep.values_wrong == 0 and rep.values_checked > 0
+
+
+def test_128_row_warpgroups_refuse_what_they_cannot_take() -> None:
+    prob = GemmProblem(1024, 1024, 1024, out_dtype="bf16")
+    for cfg, why in ((Sm90Config(bn=64, wg_rows=96), "wg_rows 96: a consumer warpgroup computes 64 or 128 rows"),
+                     (Sm90Config(bn=64, wg_rows=128, consumers=3), "more than two consumer warpgroups"),
+                     (Sm90Config(bn=136, wg_rows=128), "BN 136 .* would spill"),
+                     (Sm90Config(bn=128, wg_rows=128, stream_k=True), "stream-K"),
+                     (Sm90Config(bn=64, wg_rows=128, stages=2, cluster_k=2), "cluster_k")):
+        with pytest.raises(WarpyError, match=why):
+            Sm90Gemm(prob, cfg)
+    with pytest.raises(WarpyError, match="promote"):
+        Sm90Gemm(GemmProblem(1024, 1024, 8192, "e4m3", "bf16"), Sm90Config(bn=64, wg_rows=128, bk=128, promote=True))
