@@ -307,8 +307,8 @@ def smem_bytes(cfg: Sm90Config, elem: int = 0) -> int:
     stage's K is one 128-byte swizzle row of either type, as the program requires)."""
     elem = elem or max(1, 128 // cfg.bk)
     staging = 2 * cfg.consumers * 64 * EPI_COLS * 2 if cfg.staged_epilogue else 0
-    if cfg.staged_epilogue and cfg.swap_ab:  # C^T: a BN x 64 tile of C a 64-row block of a warpgroup
-        staging = cfg.consumers * cfg.subs * cfg.bn * EPI_COLS * 2
+    if cfg.staged_epilogue and cfg.swap_ab:  # C^T: a BN x 64 tile of C a warpgroup (its blocks in turn)
+        staging = cfg.consumers * cfg.bn * EPI_COLS * 2
     elif cfg.staged_epilogue:  # one more buffer a warpgroup for each narrower chunk
         staging += sum(tail_bytes(cfg.consumers, w) for w in epi_tails(cfg.bn))
     return cfg.stages * (cfg.bm + cfg.bn) * cfg.bk * elem + staging + exchange_bytes(cfg) + 1024
@@ -607,10 +607,9 @@ class Sm90Gemm:
         sa = p.smem_ring("sa", cfg.stages, a_tile.layout, self.dtype)
         sb = p.smem_ring("sb", cfg.stages, b_tile.layout, self.b_dtype)
         staged: Optional[StagedChunks] = None
-        if tc is not None and self.swap:  # per 64-row block of each consumer warpgroup, a BN x 64 tile of C
+        if tc is not None and self.swap:  # per consumer warpgroup, a BN x 64 tile of C (its 64-row blocks in turn)
             staged = StagedChunks(tc, p.smem("c_stage", SwizzledLayout(Swizzle(3, 4, 3), Layout(
-                (cfg.consumers, cfg.subs, cfg.bn, EPI_COLS),
-                (cfg.subs * cfg.bn * EPI_COLS * 2, cfg.bn * EPI_COLS * 2, EPI_COLS * 2, 2))), self.out_dtype))
+                (cfg.consumers, cfg.bn, EPI_COLS), (cfg.bn * EPI_COLS * 2, EPI_COLS * 2, 2))), self.out_dtype))
         elif tc is not None:  # per consumer warpgroup, two 64 x 64 tiles of C (128-byte swizzle)
             staged = StagedChunks(tc, p.smem("c_stage", SwizzledLayout(Swizzle(3, 4, 3), Layout(
                 (cfg.consumers, 2, 64, EPI_COLS), (2 * 64 * EPI_COLS * 2, 64 * EPI_COLS * 2, EPI_COLS * 2, 2))),
@@ -1394,8 +1393,9 @@ class Sm90Gemm:
                                 m_blk: R, n_blk: R) -> None:
         """A and B swapped: each 64-row block of the warpgroup's accumulators is 64 columns of C by BN
         of its rows; STSM.16.MT88 stores it transposed into its BN x 64 tile of C, one TMA store moves
-        it (C's edges clip it). A block's tile is reused a tile later: the store that read it then
-        must be done (the lead's bulk wait), before any thread writes it again (the barrier)."""
+        it (C's edges clip it). The warpgroup's one staging tile takes its blocks in turn (a ring stage
+        is worth more than a second tile): the store that last read it must be done (the lead's bulk
+        wait), before any thread writes it again (the barrier)."""
         cfg = self.cfg
         assert res.staged is not None
         main, lead = res.staged, e.lead
@@ -1406,25 +1406,25 @@ class Sm90Gemm:
         bar = 1 + c
         p.emit(alu.imad(c_row, n_blk, cfg.bn, RZ))  # C's first row: the program's column
         for s, acc in enumerate(accs):
-            p.emit(tma.bulk_wait(len(accs) - 1).guarded(lead))
+            p.emit(tma.bulk_wait(0).guarded(lead))
             p.emit(sync.bar_sync(bar, 128))
             for j in range(0, cfg.bn // 8 - 1, 2):  # 16 rows of C at a time: 8-column groups j, j + 1
                 for r, (jv, h) in enumerate(((j, 0), (j, 1), (j + 1, 0), (j + 1, 1))):
                     p.emit(ins(alu.F2FP, f"{kind}.F32.PACK_AB", v[r], acc[4 * jv + 2 * h + 1], acc[4 * jv + 2 * h]))
-                p.derive.emit_swizzled_at(main.tiles.at(c, s, e.row + 8 * j, e.col),
+                p.derive.emit_swizzled_at(main.tiles.at(c, e.row + 8 * j, e.col),
                                           lambda m: memory.stsm(m, v, trans=True))
             if cfg.bn // 8 % 2:  # the last 8 rows: matrices (j, 0), (j, 1), addressed by lanes 0-15
                 j = cfg.bn // 8 - 1
                 for r, h in enumerate((0, 1)):
                     p.emit(ins(alu.F2FP, f"{kind}.F32.PACK_AB", v2[r], acc[4 * j + 2 * h + 1], acc[4 * j + 2 * h]))
                 assert e.row8 is not None
-                p.derive.emit_swizzled_at(main.tiles.at(c, s, e.row8 + 8 * j, e.col),
+                p.derive.emit_swizzled_at(main.tiles.at(c, e.row8 + 8 * j, e.col),
                                           lambda m: memory.stsm(m, v2, trans=True))
             p.emit(sync.fence_proxy_async())
             p.emit(sync.bar_sync(bar, 128))
             p.emit(alu.imad(c_col, m_blk, cfg.bm, cfg.wg_rows * c + 64 * s))  # C's column: the program's row
             with p.when(lead):
-                tma_store(p, main.tiles.at(c, s, 0, 0), main.tmap, [c_col, c_row])
+                tma_store(p, main.tiles.at(c, 0, 0), main.tmap, [c_col, c_row])
                 p.emit(tma.bulk_commit())
 
     def staged_setup(self, p: Program, c: int, trans: bool = False) -> StagedThread:

@@ -537,7 +537,7 @@ def fitted_bns(m: int, blocks: Sequence[int] = (1, 2)) -> list[int]:
 
 def fitted_swaps(problem: Any) -> list[Sm90Config]:
     """A and B swapped with BN fitted to M (`fitted_bns`), ranked by the model at a placeholder
-    efficiency; those that build. A narrow M (one or two blocks): B's rows along 64- or 128-row tiles,
+    efficiency (a wide M's: `interpolated_efficiency`); those that build. A narrow M (one or two blocks): B's rows along 64- or 128-row tiles,
     each schedule, C^T from the registers (as the sweep's table timed them). On the H200 (2026-12-03)
     64 x 96 swapped ran 96 x 4608 x 3584 in 14.7 µs against 15.9 for the fastest of the 16 tuned
     candidates (cuBLAS 15.0), 64 x 200 split 2 ways 200 x 3584 x 18944 in 49.8 against 55.4 (cuBLAS
@@ -552,7 +552,9 @@ def fitted_swaps(problem: Any) -> list[Sm90Config]:
     for bn in bns:
         for bm in (128, 256) if wide else (64, 128):
             for sk, ck in SCHEDULES[:1] if wide else SCHEDULES:
-                cost = sm90_cost(problem, bm, bn, sk, swap=True, eff=0.9, cluster_k=ck)
+                # (a wide M's narrow BN feeds few products a loaded byte: priced by `interpolated_efficiency`)
+                eff = interpolated_efficiency(bm, bn) if wide else 0.9
+                cost = sm90_cost(problem, bm, bn, sk, swap=True, eff=eff, cluster_k=ck)
                 if not math.isfinite(cost):
                     continue
                 try:
@@ -582,14 +584,17 @@ def wave_bns(rows: int, cols: int, bm: int, top: int = 256, waves: int = 8) -> l
 
 def interpolated_efficiency(bm: int, bn: int) -> float:
     """The hand-fitted efficiency (`TILE_EFFICIENCY`) of a BM x BN tile, interpolated linearly in BN
-    between the widths measured at that BM (128's for 192-row tiles), held flat past the ends: a
-    placeholder that ranks widths the table has no kind for."""
+    between the widths measured at that BM (128's for 192- and 256-row tiles), held flat past the
+    widest; below the narrowest, scaled by the products a loaded element feeds (1 / (1/BM + 1/BN)):
+    a 128 x 32 tile loads 2.5 times the bytes a product of 128 x 256's. A placeholder that ranks
+    widths the table has no kind for."""
     from .gemm import TILE_EFFICIENCY
 
     rows = bm if any(b == bm for b, _ in TILE_EFFICIENCY) else 128
     pts = sorted((n, e) for (b, n), e in TILE_EFFICIENCY.items() if b == rows)
     if bn <= pts[0][0]:
-        return pts[0][1]
+        n0, e0 = pts[0]
+        return e0 * (1 / rows + 1 / n0) / (1 / rows + 1 / bn)
     for (n0, e0), (n1, e1) in zip(pts, pts[1:]):
         if bn <= n1:
             return e0 + (e1 - e0) * (bn - n0) / (n1 - n0)

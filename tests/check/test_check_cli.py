@@ -25,7 +25,8 @@ def test_check_gemm_clean_and_progress() -> None:
 
 
 def test_check_fault_exits_nonzero_with_the_hang_message_format() -> None:
-    r = _warpy("check", "gemm", "256", "256", "128", "--fault", "drop-arrive")
+    # 128 x 64 tiles (set here: the rule's pick moves with the sweep's table), a stage of 24576 bytes
+    r = _warpy("check", "gemm", "256", "256", "128", "--fault", "drop-arrive", "--config", "bn=64,consumers=2")
     assert r.returncode == 1
     assert "hang: CTA 0 warp 4 waits on stage_full[0] for the phase of parity 0: it is in phase 0, 1 of 1 arrivals " \
            "to come, -24576 bytes" in r.stdout

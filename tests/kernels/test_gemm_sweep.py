@@ -541,3 +541,25 @@ def test_clusters_are_kinds_of_their_own_where_the_sweep_times_them(shapes: list
     eff = S.efficiencies(table)
     plain = {e for (k, _), e in eff.items() if len(k) == 3}
     assert len(plain) == 1 and all(e == pytest.approx(1.25 * min(plain)) for (k, _), e in eff.items() if len(k) > 3)
+
+
+@settings(max_examples=50, deadline=None)
+@given(bm=st.sampled_from([64, 128, 192, 256]), bn=st.integers(2, 32).map(lambda x: 8 * x))
+def test_interpolated_efficiency_below_the_narrowest_kind_falls_with_the_width(bm: int, bn: int) -> None:
+    """Below the narrowest width measured at its rows a narrower tile feeds fewer products a loaded
+    byte, so it is priced lower, continuously down from the measured kind; at a measured kind the
+    value is the hand-fitted one."""
+    rows = bm if bm in (64, 128) else 128
+    narrowest = min(n for b, n in TILE_EFFICIENCY if b == rows)
+    e = S.interpolated_efficiency(bm, bn)
+    assert 0 < e <= 1
+    if bn < narrowest:
+        assert e < S.interpolated_efficiency(bm, bn + 8)
+    if (rows, bn) in TILE_EFFICIENCY:
+        assert e == pytest.approx(TILE_EFFICIENCY[rows, bn])
+
+
+def test_interpolated_efficiency_golden() -> None:
+    got = [round(S.interpolated_efficiency(bm, bn), 4) for bm, bn in ((128, 32), (64, 32), (128, 64), (128, 200),
+                                                                     (256, 88), (192, 168))]
+    assert got == [0.45, 0.36, 0.75, 0.965, 0.8063, 0.9325]

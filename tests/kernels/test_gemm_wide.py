@@ -209,3 +209,23 @@ def test_128_row_warpgroups_refuse_what_they_cannot_take() -> None:
             Sm90Gemm(prob, cfg)
     with pytest.raises(WarpyError, match="promote"):
         Sm90Gemm(GemmProblem(1024, 1024, 8192, "e4m3", "bf16"), Sm90Config(bn=64, wg_rows=128, bk=128, promote=True))
+
+
+def test_the_swapped_staged_epilogue_is_refused_without_its_waits() -> None:
+    """C^T staged through one tile a warpgroup: without the bulk wait before a block's STSMs (the
+    store of the one before may still be reading the tile) or without the proxy fence (the TMA store
+    may read before the STSMs land), the checker finds the unordered accesses to the staging tile."""
+    from warpy.isa.text import parse
+    from warpy.plan import check_problem
+
+    prob = GemmProblem(100, 1024, 256, out_dtype="bf16")
+    cfg = configure(prob, "swap_ab=1,bn=40,wg_rows=128,consumers=2,staged_epilogue=1,sms=3")
+    assert check_problem(GEMM, prob, config=cfg).ok
+    rep = check_problem(GEMM, prob, fault="no-proxy-fence", config=cfg)
+    assert any(x.startswith("c_stage[") and "no proxy fence orders the two" in x for x in rep.messages())
+    lines = str(Sm90Gemm(prob, cfg).build().kernel()).splitlines()
+    waits = [i for i, x in enumerate(lines) if "DEPBAR.LE SB0" in x and any("STSM" in y for y in lines[i:i + 12])]
+    assert len(waits) == 2 * cfg.consumers  # (each warpgroup's two blocks)
+    rep = check_kernel(parse("\n".join(x for i, x in enumerate(lines) if i not in waits)), None,
+                       expect=GEMM.expectation(prob))
+    assert any(x.startswith("c_stage[") and "nothing orders the two" in x for x in rep.messages())
