@@ -2,7 +2,7 @@
 [-3, 3], exact against the float64 product; one rounding for 16-bit C): 192-row tiles (three
 consumer warpgroups) whole, staged, in 2x1 clusters and with stream-K; A and B swapped for short M
 (one row, ragged N, K split); the L2 promotions the sweep tries where rows are not 32-byte aligned;
-multicast clusters of 4 and 8 CTAs and 2-D clusters.
+multicast clusters of 4 and 8 CTAs and 2-D clusters; C^T staged and 256-row tiles of 128-row warpgroups.
 Each case runs in its own subprocess through tests/gpu/test_gemm.py's `config:` cases.
 
     python -m pytest -q tests/gpu/test_gemm_wide_gpu.py
@@ -48,9 +48,18 @@ MULTICAST = [
     "config:1000:1000:1000:f32:bn=64,consumers=1,cluster_m=8",  # 16 M-blocks, 16 N-blocks: 32 tiles of 15 clusters
     "config:3000:3000:3000:bf16:consumers=3,bn=192,cluster_m=1,cluster_n=2",
 ]
+# C^T staged (STSM.MT88 + TMA stores over C's own rows) and 128-row consumer warpgroups (256-row tiles)
+STAGED_SWAPPED = [
+    "config:777:3584:3584:bf16:swap_ab=1,bn=88,wg_rows=128,consumers=2,staged_epilogue=1",  # one tile a CTA
+    "config:200:18944:3584:bf16:swap_ab=1,bn=200,consumers=2,staged_epilogue=1,stream_k=1",  # fixup, then staged
+    "config:300:8192:1024:fp16:swap_ab=1,bn=152,consumers=2,staged_epilogue=1",  # many tiles a CTA, odd 8-row groups
+    "config:301:1000:520:bf16:swap_ab=1,bn=40,wg_rows=128,consumers=2,staged_epilogue=1,cluster_n=2",
+    "config:1000:1000:1000:bf16:bn=128,wg_rows=128,consumers=2,staged_epilogue=1",  # ragged 256 x 128
+    "config:4096:4096:4096:f32:bn=128,wg_rows=128,consumers=2,cluster_m=2",
+]
 
 
-@pytest.mark.parametrize("case", WIDE + SWAPPED + UNALIGNED + MULTICAST)
+@pytest.mark.parametrize("case", WIDE + SWAPPED + UNALIGNED + MULTICAST + STAGED_SWAPPED)
 def test_new_configurations_are_exact(case: str) -> None:
     r = run_case(GEMM_CASES, [case])
     assert r.get("ok"), f"{case}: {json.dumps(r)}"
