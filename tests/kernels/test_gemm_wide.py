@@ -12,6 +12,7 @@ import pytest
 
 from warpy.check.report import check_kernel
 from warpy.errors import WarpyError
+from warpy.isa.program import Program
 from warpy.kernels.gemm import FAMILY as GEMM, GemmProblem, configure
 from warpy.kernels.gemm_sm90 import Sm90Config, Sm90Gemm, register_split
 from warpy.lift.lifter import build as assemble
@@ -62,6 +63,19 @@ def test_three_consumers_refuse_what_would_spill_and_four() -> None:
         Sm90Gemm(prob, Sm90Config(bn=64, consumers=4, stages=3))
 
 
+def _exact_in_every_cta(prob: GemmProblem, prog: Program) -> None:
+    """Every CTA run on the CPU: every element of C computed and compared with numpy; no spills."""
+    from warpy.check.report import CheckOptions, options
+
+    kernel = prog.kernel()
+    with options(CheckOptions(all_ctas=True)):
+        rep = check_kernel(kernel, prog.coloured(), values=True, expect=GEMM.expectation(prob))
+    assert rep.ok, "\n".join(list(rep.messages())[:5])
+    assert rep.values_wrong == 0 and rep.values_checked == prob.M * prob.N
+    res = assemble(kernel, "sm_90a").resource(kernel.header.kernel)
+    assert res.spill_stores == 0 and res.spill_loads == 0
+
+
 # -- A and B swapped (C^T = B·A^T) for short M: N along the MMA's 64-row side, M along its BN side -----
 
 @pytest.mark.parametrize("M,N,K,config,out,ldc", [
@@ -76,8 +90,6 @@ def test_three_consumers_refuse_what_would_spill_and_four() -> None:
 ])
 def test_swapped_operands_are_exact_on_ragged_shapes(M: int, N: int, K: int, config: str, out: str,
                                                      ldc: int) -> None:
-    from warpy.check.report import CheckOptions, options
-
     prob = GemmProblem(M, N, K, out_dtype=out, ldc=ldc)
     cfg = configure(prob, config)
     assert isinstance(cfg, Sm90Config) and cfg.swap_ab and not cfg.staged_epilogue  # (configure drops the staged epilogue for swap_ab)
@@ -92,12 +104,7 @@ def test_swapped_operands_are_exact_on_ragged_shapes(M: int, N: int, K: int, con
     if cfg.cluster_m == 2:  # A's map (the MMA's B) is the multicast one: each CTA's box is half its BN rows
         assert f"box=64,{cfg.bn // 2} " in text.split(".tmap a ")[1].split("\n")[0]
         assert "UTMALDG.2D.MULTICAST [tma_a], tmap[a]" in text and "MULTICAST [tma_b]" not in text
-    with options(CheckOptions(all_ctas=True)):  # every CTA: every element of C computed and compared
-        rep = check_kernel(kernel, prog.coloured(), values=True, expect=GEMM.expectation(prob))
-    assert rep.ok, "\n".join(list(rep.messages())[:5])
-    assert rep.values_wrong == 0 and rep.values_checked == M * N
-    res = assemble(kernel, "sm_90a").resource(kernel.header.kernel)
-    assert res.spill_stores == 0 and res.spill_loads == 0
+    _exact_in_every_cta(prob, prog)
 
 
 def test_rings_run_as_deep_as_shared_memory_allows() -> None:
@@ -139,8 +146,6 @@ def test_swapped_operands_refuse_what_they_do_not_take() -> None:
            (40, 304, 64, "swap_ab=1,bn=48,consumers=1,staged_epilogue=1,cluster_m=2", "bf16")),
 ])
 def test_swapped_staged_epilogue_is_exact_on_ragged_shapes(M: int, N: int, K: int, config: str, out: str) -> None:
-    from warpy.check.report import CheckOptions, options
-
     prob = GemmProblem(M, N, K, out_dtype=out)
     cfg = configure(prob, config)
     assert isinstance(cfg, Sm90Config) and cfg.swap_ab and cfg.staged_epilogue
@@ -151,12 +156,7 @@ def test_swapped_staged_epilogue_is_exact_on_ragged_shapes(M: int, N: int, K: in
     assert f".tmap c dtype={out} dims={N},{M} " in text and f"box=64,{cfg.bn} " in text.split(".tmap c ")[1].split("\n")[0]
     assert "STSM.16.M88.T.4" in text and ("STSM.16.M88.T.2" in text) == bool(cfg.bn // 8 % 2)
     assert not re.search(r"^\s*(@\S+ )?STG", text, re.M)  # (nothing stored from the registers)
-    with options(CheckOptions(all_ctas=True)):  # every CTA: every element of C computed and compared
-        rep = check_kernel(kernel, prog.coloured(), values=True, expect=GEMM.expectation(prob))
-    assert rep.ok, "\n".join(list(rep.messages())[:5])
-    assert rep.values_wrong == 0 and rep.values_checked == M * N
-    res = assemble(kernel, "sm_90a").resource(kernel.header.kernel)
-    assert res.spill_stores == 0 and res.spill_loads == 0
+    _exact_in_every_cta(prob, prog)
 
 
 # -- 256-row tiles: two consumer warpgroups of 128 rows, two HGMMAs a k step over the same B -----------
