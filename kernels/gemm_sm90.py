@@ -9,11 +9,13 @@ Warp-specialised and persistent:
   every tile this CTA owns and every K block, it waits for an empty stage of the ring, arms the
   stage's full barrier with the stage's bytes and issues two TMA loads (A's BM x 64 box, B's
   BN x 64 box, 128-byte swizzle);
-- warpgroups 1.. are consumers, one per 64 rows of the tile (1 to 3: 64- to 192-row tiles;
+- warpgroups 1.. are consumers, one per 64 rows of the tile (1 to 3: 64- to 192-row tiles; or two of
+  128 rows, `wg_rows`, each issuing two HGMMAs a k step into two accumulators: 256-row tiles;
   `USETMAXREG.TRY_ALLOC` up to 232 registers beside one or two, 160 beside three: `register_split`): each waits for a full stage, issues BK/16 `HGMMA.64xBNx16` into its accumulator
   registers, keeps one group in flight (`WARPGROUP.DEPBAR.LE gsb0, 0x1`) and frees the stage
-  before it; at the end of the tile it stores its accumulators straight from registers (the
-  producer meanwhile fills the ring for the next tile);
+  before it; at the end of the tile it stores its accumulators straight from registers, or through
+  shared memory and TMA stores (`staged_epilogue`; the producer meanwhile fills the ring for the
+  next tile);
 - tiles are walked in a grouped order (`group` M-tiles share a sweep over N, so a wave of CTAs
   reuses A and B through the L2); a CTA takes tiles ctaid, ctaid + grid, ...;
 - or, with `stream_k`, the tiles' k blocks are shared out over the grid (kernels.schedule.StreamK):
@@ -124,7 +126,8 @@ class Sm90Config:
     promote: bool = False
     # C^T = B · A^T: B's rows (N) run along the MMA's 64-row side and A's (M) along its narrow BN side, so
     # a short M (decode: M <= 64) takes BN 8..64 and the tiles split N finely over the SMs; the
-    # accumulator holds C transposed, stored element by element (register epilogue only)
+    # accumulator holds C transposed, stored element by element, or staged (`staged_epilogue`:
+    # STSM.16.MT88 writes it transposed into a tile of C, a TMA store moves it)
     swap_ab: bool = False
     # CTAs a cluster along K: the S CTAs of an S x 1 cluster share one tile's k blocks (S even
     # slices), then trade partial sums through shared memory: each owns S-th of the tile's
