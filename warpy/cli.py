@@ -252,6 +252,9 @@ def bench_cmd(
     sweep_out: Optional[str] = typer.Option(None, "--out", metavar="FILE", help="gemm --sweep: the JSON table to "
                                             "write (after every shape), e.g. kernels/data/gemm_sweep_h200.json."),
     per_shape: int = typer.Option(10, "--per-shape", metavar="N", help="gemm --sweep: configurations timed a shape."),
+    regimes: Optional[str] = typer.Option(None, "--regimes", metavar="LIST", help="gemm --sweep: only the shapes of "
+                                          "these regimes (skinny: M <= 64, narrow: M <= 256, wide), e.g. narrow,wide: "
+                                          "the rows of the others at --out are kept."),
     sweep_report: Optional[str] = typer.Option(None, "--sweep-report", metavar="FILE", help="gemm: no GPU needed: "
                                                "the rule's pick against the fastest configuration of each shape "
                                                "of a sweep's table."),
@@ -280,9 +283,11 @@ def bench_cmd(
         raise WarpyError("--tokens says the rows --layers' shapes are timed at: add --layers HIDDEN:MLP:QKV")
     if layers is not None:
         shapes = list(shapes or []) + ["x".join(map(str, s)) for s in B.layer_shapes(layers, tokens)]
+    if regimes is not None and not sweep:
+        raise WarpyError("--regimes says which shapes --sweep times: add --sweep")
     if sweep_report is not None or sweep or sweep_out is not None:
         code = _gemm_sweep(shapes, sweep, sweep_out, sweep_report, per_shape, dtype, out_dtype, arch, json,
-                           [png, host_overhead, static_only, layout, epilogue, config])
+                           [png, host_overhead, static_only, layout, epilogue, config], regimes)
         raise typer.Exit(code)
     parsed = [B.parse_shape(s) for s in shapes] if shapes else None
     target_of(arch)
@@ -350,7 +355,8 @@ def bench_cmd(
 
 
 def _gemm_sweep(shapes: Optional[list[str]], sweep: bool, out: Optional[str], report_of: Optional[str], per_shape: int,
-                dtype: str, out_dtype: str, arch: str, json: bool, others: list[object]) -> int:
+                dtype: str, out_dtype: str, arch: str, json: bool, others: list[object],
+                regimes: Optional[str] = None) -> int:
     """`warpy bench gemm --sweep [SHAPE]... [--out FILE]` and `--sweep-report FILE` (kernels/gemm_sweep.py)."""
     from warpy.kernels import gemm_bench as B
     from warpy.kernels import gemm_sweep as S
@@ -375,6 +381,14 @@ def _gemm_sweep(shapes: Optional[list[str]], sweep: bool, out: Optional[str], re
     if out is not None:
         _output_folder(out, "--out")
     todo = [B.parse_shape(s) for s in shapes] if shapes else S.default_shapes()
+    if regimes is not None:  # only the shapes of these regimes (`gemm_sweep.regime_of`)
+        want = [r.strip() for r in regimes.split(",")]
+        bad = [r for r in want if r not in S.REGIMES]
+        if bad or not want:
+            raise WarpyError(f"--regimes {regimes!r}: a list of {', '.join(S.REGIMES)}")
+        todo = [s for s in todo if S.regime_of(s[0]) in want]
+        if not todo:
+            raise WarpyError(f"--regimes {regimes}: none of the shapes is in those regimes")
     from warpy.kernels.gemm import input_type, output_type
 
     odt, idt = output_type(out_dtype), input_type(dtype)

@@ -563,3 +563,27 @@ def test_interpolated_efficiency_golden() -> None:
     got = [round(S.interpolated_efficiency(bm, bn), 4) for bm, bn in ((128, 32), (64, 32), (128, 64), (128, 200),
                                                                      (256, 88), (192, 168))]
     assert got == [0.45, 0.36, 0.75, 0.965, 0.8063, 0.9325]
+
+
+def test_a_sweep_of_some_regimes_times_only_their_shapes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--sweep --regimes narrow,wide`: the default shapes above M = 64 and nothing else (what the
+    committed table's last sweep ran); bad lists and --regimes without --sweep in one line."""
+    from warpy.cli import app
+
+    swept: list[list[tuple[int, int, int]]] = []
+
+    def run_sweep(shapes: Sequence[tuple[int, int, int]], *_a: Any, **_k: Any) -> S.SweepTable:
+        swept.append(list(shapes))
+        return S.SweepTable()
+
+    monkeypatch.setattr(S, "run_sweep", run_sweep)
+    r = CliRunner().invoke(app, ["bench", "gemm", "--sweep", "--regimes", "narrow,wide"])
+    assert r.exit_code == 0, r.output
+    assert swept == [[s for s in S.default_shapes() if s[0] > S.SKINNY_M]] and len(swept[0]) == 65
+    r = CliRunner().invoke(app, ["bench", "gemm", "--sweep", "--regimes", "skinny", "1x4096x4096", "4096"])
+    assert swept[-1] == [(1, 4096, 4096)]
+    for args, why in ((["--sweep", "--regimes", "tall"], "a list of skinny, narrow, wide"),
+                      (["--regimes", "wide"], "add --sweep"),
+                      (["--sweep", "--regimes", "skinny", "4096"], "none of the shapes")):
+        r = CliRunner().invoke(app, ["bench", "gemm", *args])
+        assert isinstance(r.exception, WarpyError) and why in str(r.exception), (args, r.output)
