@@ -383,8 +383,8 @@ def _gemm_sweep(shapes: Optional[list[str]], sweep: bool, out: Optional[str], re
     todo = [B.parse_shape(s) for s in shapes] if shapes else S.default_shapes()
     if regimes is not None:  # only the shapes of these regimes (`gemm_sweep.regime_of`)
         want = [r.strip() for r in regimes.split(",")]
-        bad = [r for r in want if r not in S.REGIMES]
-        if bad or not want:
+        unknown = [r for r in want if r not in S.REGIMES]
+        if unknown or not want:
             raise WarpyError(f"--regimes {regimes!r}: a list of {', '.join(S.REGIMES)}")
         todo = [s for s in todo if S.regime_of(s[0]) in want]
         if not todo:
