@@ -16,7 +16,7 @@ import numpy as np
 
 from .gemm_epilogue import AUX_PARAMS, Epilogue, parse_words, reference
 from . import gemm_fp8
-from .gemm_sm90 import MAX_CLUSTER_K, Sm90Config, Sm90Gemm, cluster_refusal, resident_clusters, smem_bytes
+from .gemm_sm90 import MAX_CLUSTER_K, Sm90Config, Sm90Gemm, cluster_refusal, even_slices, resident_clusters, smem_bytes
 from .gemm_sm100 import Sm100Config, Sm100Gemm, choose_sm100, for_majors
 from .family import checked_overrides
 from .schedule import cdiv
@@ -518,11 +518,13 @@ def sm90_cost(problem: GemmProblem, bm: int, bn: int, stream_k: bool, *, swap: b
     kt = cdiv(problem.K, _bk(problem))
     per = tile_work(bm, bn, swap, streaming) / (TILE_EFFICIENCY[bm, bn] if eff is None else eff)
     if cluster != (1, 1):
+        consumers, wg_rows = warpgroups(bm)
+        clustered = Sm90Config(bn=bn, consumers=consumers, wg_rows=wg_rows, cluster_m=cluster[0], cluster_n=cluster[1])
         try:
-            consumers, wg_rows = warpgroups(bm)
-            cluster_refusal(Sm90Config(bn=bn, consumers=consumers, wg_rows=wg_rows, cluster_m=cluster[0],
-                                       cluster_n=cluster[1]))
+            cluster_refusal(clustered)
         except WarpyError:
+            return float("inf")
+        if not even_slices(clustered):  # (uneven slices: not yet timed on the GPU)
             return float("inf")
         return float("inf") if stream_k or cluster_k else cluster_waves(problem, bm, bn, swap, cluster) * kt * per
     if cluster_k:

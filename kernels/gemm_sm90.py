@@ -54,9 +54,10 @@ from warpy.isa.buffers import BarrierArray, Param, SmemBuffer, TensorMap, Tile, 
 from warpy.isa.index import Coord, Ix, Lane, Uniform
 from warpy.isa.pipes import ConsumerEnd, Pipe, ProducerEnd, init_barriers, wait
 from warpy.isa.program import Program
-from warpy.isa.units.tma import tma_box, tma_load, tma_multicast_slices, tma_store
+from warpy.isa.units.tma import tma_box, tma_load, tma_multicast_slices, tma_store, tma_uneven_slices
 from warpy.isa.units.wgmma import hgmma
 from warpy.layout import Layout, LayoutError, Swizzle, SwizzledLayout
+from warpy.layout.desc import multicast_rows
 from warpy.layout.tma import store_clips_exactly
 from warpy.layout.smem import SmemTile as SmemTileT, smem_tile
 from warpy.target import SM90A, dtype_bytes
@@ -225,6 +226,9 @@ class Sm90Resources:
     aux: dict[str, Param] = attrs.field(factory=dict)  # the fused epilogue's inputs (bias, c_in, residual)
     exchange: Optional["Exchange"] = None  # cluster_k: the shared memory and barriers the CTAs trade sums through
     scales: dict[str, Param] = attrs.field(factory=dict)  # an 8-bit float problem's scales (scale_a, scale_b)
+    # the last CTA's box of an operand shared in uneven slices (`uneven_slices`; None: equal slices)
+    ta_last: Optional[TensorMap] = None
+    tb_last: Optional[TensorMap] = None
 
 
 @attrs.frozen
@@ -377,10 +381,10 @@ def cluster_refusal(cfg: Sm90Config) -> None:
         raise WarpyError(f"a {cm}x{cn} cluster has {size} CTAs, more than {MAX_CLUSTER} (the portable size)")
     if cfg.sms < size:
         raise WarpyError(f"a grid of {cfg.sms} CTAs cannot hold a cluster of {size} ({cm}x{cn} needs sms >= {size})")
-    if (cfg.bn // cm) % 8 or cfg.bn % cm:
-        raise WarpyError(f"BN {cfg.bn}: each CTA's slice of B's box (BN / {cm} rows) is not whole 8-row groups")
-    if (cfg.bm // cn) % 8 or cfg.bm % cn:
-        raise WarpyError(f"BM {cfg.bm}: each CTA's slice of A's box (BM / {cn} rows) is not whole 8-row groups")
+    if not multicast_rows(cfg.bn, cm)[1]:
+        raise WarpyError(f"BN {cfg.bn}: {cm} CTAs' slices of B's box in whole 8-row groups leave the last none")
+    if not multicast_rows(cfg.bm, cn)[1]:
+        raise WarpyError(f"BM {cfg.bm}: {cn} CTAs' slices of A's box in whole 8-row groups leave the last none")
     if cfg.stream_k or cfg.split:
         raise WarpyError(f"{cm}x{cn} clusters walk whole tiles; stream-K / split is not combined with them")
 
@@ -399,6 +403,13 @@ def wide_wg_refusal(cfg: Sm90Config) -> None:
            else "promote (a second accumulator would spill)" if cfg.promote else "")
     if why:
         raise WarpyError(f"wg_rows {w}: 128-row consumer warpgroups do not take {why}")
+
+
+def even_slices(cfg: Sm90Config) -> bool:
+    """Whether a multicast cluster's CTAs load equal slices of A's and B's boxes. Uneven ones (the
+    last CTA's box the shorter: `multicast_rows`) are proven by the checker but not yet timed on the
+    GPU, so the sweep's candidates and the rule keep to equal ones; `--config` reaches the others."""
+    return all(a == b for a, b in (multicast_rows(cfg.bn, cfg.cluster_m), multicast_rows(cfg.bm, cfg.cluster_n)))
 
 
 def exchange_bytes(cfg: Sm90Config) -> int:
@@ -546,30 +557,40 @@ class Sm90Gemm:
             a_glob = self.glob(self.m, self.k, self.lda, self.sa, self.a_major)
             b_glob = self.glob(self.n, self.k, self.ldb, self.sb, self.b_major)
 
-            def op_map(name: str, glob: Layout, tile: SmemTileT, ways: int) -> TensorMap:
+            def op_map(name: str, glob: Layout, tile: SmemTileT, ways: int) -> tuple[TensorMap, Optional[TensorMap]]:
                 """The map of an MMA operand shared `ways` ways in a cluster: each CTA loads rows
                 [r * rows/ways, (r + 1) * rows/ways) of the tile, multicast to the CTAs sharing it (an
-                MN-major operand: its slice's 64-row boxes, each multicast whole)."""
+                MN-major operand: its slice's 64-row boxes, each multicast whole); where the rows do
+                not cut into equal slices of whole 8-row groups, uneven ones (`tma_uneven_slices`:
+                the last CTA's box, map NAME_last, is the shorter), else None for the second."""
                 if ways == 1 or tile.major == "MN":
-                    if tile.major == "MN" and (tile.rows // ways) % MN_BOX_ROWS:
-                        raise WarpyError(f"{name}: each CTA's slice of an MN-major tile ({tile.rows // ways} rows) is "
+                    if tile.major == "MN" and (tile.rows % ways or (tile.rows // ways) % MN_BOX_ROWS):
+                        raise WarpyError(f"{name}: each CTA's slice of an MN-major tile ({tile.rows} / {ways} rows) is "
                                          f"not whole {MN_BOX_ROWS}-row boxes")
-                    return p.tmap(name, tma_box(glob, self.box_tile(tile), l2_promotion=l2))
+                    return p.tmap(name, tma_box(glob, self.box_tile(tile), l2_promotion=l2)), None
+                per, last = multicast_rows(tile.rows, ways)
+                if per != last:
+                    main, tail, sls = tma_uneven_slices(glob, tile, ways, l2_promotion=l2)
+                    for sl in sls:
+                        want = int(tile.layout((sl.cta * per, 0)))
+                        if sl.smem_offset != want or sl.coord_offset != (0, sl.cta * per):
+                            raise WarpyError(f"multicast slice {sl} is not rows {sl.cta * per}.. of {name}'s tile")
+                    return p.tmap(name, main), p.tmap(f"{name}_last", tail, over=name)
                 rows = tile.rows // ways
                 for sl in tma_multicast_slices(glob, tile, ways):
                     want = int(tile.layout((sl.cta * rows, 0)))
                     if sl.smem_offset != want or sl.coord_offset != (0, sl.cta * rows):
                         raise WarpyError(f"multicast slice {sl} is not rows {sl.cta * rows}.. of {name}'s tile")
-                return p.tmap(name, tma_box(glob, tile, multicast=ways, l2_promotion=l2))
+                return p.tmap(name, tma_box(glob, tile, multicast=ways, l2_promotion=l2)), None
 
             # (the narrow operand, A's memory `a`, first where A and B are swapped, as the unswapped
             # program declares its maps)
             if self.swap:
-                tb = op_map("a", b_glob, b_tile, cm)
-                ta = op_map("b", a_glob, a_tile, cn)
+                tb, tb_last = op_map("a", b_glob, b_tile, cm)
+                ta, ta_last = op_map("b", a_glob, a_tile, cn)
             else:
-                ta = op_map("a", a_glob, a_tile, cn)
-                tb = op_map("b", b_glob, b_tile, cm)
+                ta, ta_last = op_map("a", a_glob, a_tile, cn)
+                tb, tb_last = op_map("b", b_glob, b_tile, cm)
         except LayoutError as e:
             raise WarpyError(f"{self.name}: {e}") from None
         tails = epi_tails(cfg.bn) if cfg.staged_epilogue and not self.swap else ()
@@ -640,7 +661,7 @@ class Sm90Gemm:
             init_barriers(p, cluster_sync=True)
             rank = p.ur("cta_rank")
             p.emit(alu.s2ur(rank, "SR_CgaCtaId"))
-        res = Sm90Resources(ta=ta, tb=tb, c=c, staged=staged, staged_tails=staged_tails, workspace=workspace,
+        res = Sm90Resources(ta=ta, tb=tb, ta_last=ta_last, tb_last=tb_last, c=c, staged=staged, staged_tails=staged_tails, workspace=workspace,
                             sa=sa, sb=sb, stage=stage, rank=rank, aux=aux, scales=scales, exchange=exchange)
         with p.role("producer", range(0, 4)):
             self.producer(p, res)
@@ -823,16 +844,17 @@ class Sm90Gemm:
         ri, rj = self.cluster_coords(p, res.rank)
 
         def share(ways: int, rows: int, own: UR, peers_mask: int, shift: UR, major: str,
-                  name: str) -> tuple[int, Optional[UR], Optional[Uniform], int]:
-            """(rows of this CTA's slice, its multicast mask, its slice number, boxes of the whole tile)."""
+                  name: str) -> tuple[int, Optional[UR], Optional[Uniform]]:
+            """(rows of this CTA's slice (every CTA's but the last's where slices are uneven), its
+            multicast mask, its slice number)."""
             if ways == 1:
-                return rows, None, None, (rows // MN_BOX_ROWS if major == "MN" else 1)
+                return rows, None, None
             mask = p.ur(f"{name}_mask")
             p.emit(alu.umov(mask, peers_mask))
             if shift is not URZ:
                 p.emit(alu.ushf_l(mask, mask, shift))
-            whole = rows // MN_BOX_ROWS if major == "MN" else ways
-            return rows // ways, mask, Uniform(f"{name}_slice", own, ways), whole
+            per = rows // ways if major == "MN" else multicast_rows(rows, ways)[0]
+            return per, mask, Uniform(f"{name}_slice", own, ways)
 
         # A's slice: shared by the CTAs of this row (ranks i + cm j' for every j'): the mask 0b..0001
         # every cm bits, shifted by i. B's: the CTAs of this column (ranks cm j .. cm j + cm - 1)
@@ -840,10 +862,24 @@ class Sm90Gemm:
         if cn > 1 and cm > 1:
             shift_b = p.ur("rank_col")
             p.emit(alu.ushf_l(shift_b, rj, cm.bit_length() - 1))
-        a_rows, a_mask, a_slice, a_boxes = share(cn, cfg.bm, rj, sum(1 << (cm * j) for j in range(cn)), ri,
-                                                 self.a_major, "a")
-        b_rows, b_mask, b_slice, b_boxes = share(cm, cfg.bn, ri, (1 << cm) - 1, shift_b, self.b_major, "b")
-        tx = a_boxes * res.ta.box.box_bytes + b_boxes * res.tb.box.box_bytes
+        a_rows, a_mask, a_slice = share(cn, cfg.bm, rj, sum(1 << (cm * j) for j in range(cn)), ri, self.a_major, "a")
+        b_rows, b_mask, b_slice = share(cm, cfg.bn, ri, (1 << cm) - 1, shift_b, self.b_major, "b")
+        # every slice lands in every sharing CTA: the stage's bytes are the whole tiles'
+        tx = cfg.bk * (cfg.bm * dtype_bytes(self.dtype) + cfg.bn * dtype_bytes(self.b_dtype))
+
+        def last_guards(ways: int, own: UR, name: str) -> Optional[tuple[P, P]]:
+            """Where an operand's slices are uneven: (leader and not the last slice, leader and the last)."""
+            if ways == 1:
+                return None
+            at = p.r(f"{name}_slice_no")
+            p.emit(alu.mov(at, own))
+            g = p.p(f"{name}_lead_main"), p.p(f"{name}_lead_last")
+            p.emit(alu.isetp("NE", g[0], at, ways - 1, c=leader))
+            p.emit(alu.isetp("EQ", g[1], at, ways - 1, c=leader))
+            return g
+
+        a_guards = last_guards(cn, rj, "a") if res.ta_last is not None else None
+        b_guards = last_guards(cm, ri, "b") if res.tb_last is not None else None
         # the first row of this CTA's slice in the tile (RZ: the whole tile)
         a_off: Union[R, int] = RZ
         b_off: Union[R, int] = RZ
@@ -865,14 +901,19 @@ class Sm90Gemm:
                 with out.stage():
                     out.wait_empty()
                     out.arrive_full(leader, tx_bytes=tx)
-                    for ring, tm, rows_of, sl, rows, mask, major in (
-                            (res.sa, res.ta, ra, a_slice, a_rows, a_mask, self.a_major),
-                            (res.sb, res.tb, rb, b_slice, b_rows, b_mask, self.b_major)):
+                    for ring, tm, tm_last, guards, rows_of, sl, rows, mask, major in (
+                            (res.sa, res.ta, res.ta_last, a_guards, ra, a_slice, a_rows, a_mask, self.a_major),
+                            (res.sb, res.tb, res.tb_last, b_guards, rb, b_slice, b_rows, b_mask, self.b_major)):
                         for r0, row in rows_of:
                             at = (sl * rows + r0 if r0 else sl * rows) if sl is not None else r0
                             dst = out.slot(ring, at, 0) if (sl is not None or r0) else out.slot(ring)
-                            tma_load(p, dst, tm, self.operand_coords(w, major, k * cfg.bk, row), out.full, mask=mask,
-                                     guard=leader)
+                            crd = self.operand_coords(w, major, k * cfg.bk, row)
+                            if tm_last is None or guards is None:
+                                tma_load(p, dst, tm, crd, out.full, mask=mask, guard=leader)
+                                continue
+                            # uneven slices: the last CTA's box is the shorter one
+                            tma_load(p, dst, tm, crd, out.full, mask=mask, guard=guards[0])
+                            tma_load(p, dst, tm_last, crd, out.full, mask=mask, guard=guards[1])
         with p.loop("drain", cfg.stages):
             with out.stage():
                 out.wait_empty()

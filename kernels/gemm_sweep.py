@@ -45,7 +45,7 @@ import attrs
 from warpy.errors import WarpyError
 from warpy.target import SM90A
 
-from .gemm_sm90 import CLUSTER_SIDES, MAX_CLUSTER, MAX_CONSUMERS, Sm90Config, Sm90Gemm
+from .gemm_sm90 import CLUSTER_SIDES, MAX_CLUSTER, MAX_CONSUMERS, Sm90Config, Sm90Gemm, even_slices
 from .schedule import cdiv
 
 #: the committed table (the H200's); `WARPY_GEMM_TABLE` names another file (or "none": the hand-fitted model alone)
@@ -432,6 +432,8 @@ def candidates(problem: Any, per_shape: int = 10) -> list[Sm90Config]:
     out: list[Sm90Config] = [pick]
 
     def add(cfg: Sm90Config) -> None:
+        if not even_slices(cfg):
+            return
         if cfg not in out:
             try:
                 Sm90Gemm(problem, cfg)
@@ -647,6 +649,8 @@ def cluster_shapes(problem: Any, cfg: Sm90Config, count: int = 2) -> list[tuple[
                 continue
             if cluster_waves(problem, cfg.bm, cfg.bn, cfg.swap_ab, (cm, cn)) > whole:
                 continue
+            if not even_slices(attrs.evolve(cfg, cluster_m=cm, cluster_n=cn)):
+                continue
             try:
                 Sm90Gemm(problem, attrs.evolve(cfg, cluster_m=cm, cluster_n=cn))
             except WarpyError:
@@ -735,7 +739,7 @@ def carry(cfg: Sm90Config, problem: Any, src_m: Optional[int] = None) -> Optiona
         Sm90Gemm(problem, out)
     except WarpyError:
         return None
-    return out
+    return out if even_slices(out) else None
 
 
 def nearest(table: SweepTable, problem: Any, leave_out: Optional[tuple[int, int, int]] = None) -> Optional[Sm90Config]:

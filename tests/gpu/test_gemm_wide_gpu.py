@@ -2,7 +2,8 @@
 [-3, 3], exact against the float64 product; one rounding for 16-bit C): 192-row tiles (three
 consumer warpgroups) whole, staged, in 2x1 clusters and with stream-K; A and B swapped for short M
 (one row, ragged N, K split); the L2 promotions the sweep tries where rows are not 32-byte aligned;
-multicast clusters of 4 and 8 CTAs and 2-D clusters; C^T staged and 256-row tiles of 128-row warpgroups.
+multicast clusters of 4 and 8 CTAs and 2-D clusters; C^T staged and 256-row tiles of 128-row
+warpgroups; multicast slices of unequal rows.
 Each case runs in its own subprocess through tests/gpu/test_gemm.py's `config:` cases.
 
     python -m pytest -q tests/gpu/test_gemm_wide_gpu.py
@@ -57,9 +58,15 @@ STAGED_SWAPPED = [
     "config:1000:1000:1000:bf16:bn=128,wg_rows=128,consumers=2,staged_epilogue=1",  # ragged 256 x 128
     "config:4096:4096:4096:f32:bn=128,wg_rows=128,consumers=2,cluster_m=2",
 ]
+# multicast slices of unequal rows (the last CTA's box the shorter): cuBLAS's clusters at M = 777 and 200
+UNEVEN = [
+    "config:777:3584:3584:bf16:swap_ab=1,bn=88,wg_rows=128,consumers=2,staged_epilogue=1,cluster_m=2",
+    "config:200:3584:3584:bf16:swap_ab=1,bn=104,consumers=1,staged_epilogue=1,cluster_m=4,cluster_n=2",
+    "config:300:1000:136:f32:bn=200,consumers=2,cluster_m=2",
+]
 
 
-@pytest.mark.parametrize("case", WIDE + SWAPPED + UNALIGNED + MULTICAST + STAGED_SWAPPED)
+@pytest.mark.parametrize("case", WIDE + SWAPPED + UNALIGNED + MULTICAST + STAGED_SWAPPED + UNEVEN)
 def test_new_configurations_are_exact(case: str) -> None:
     r = run_case(GEMM_CASES, [case])
     assert r.get("ok"), f"{case}: {json.dumps(r)}"

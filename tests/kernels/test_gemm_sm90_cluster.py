@@ -323,7 +323,7 @@ def test_any_cluster_shape_covers_c_once(m: int, n: int, sides: tuple[int, int],
 @pytest.mark.parametrize("cfg, why", [
     (C(cluster_n=3), "cluster_n 3"),
     (C(cluster_m=4, cluster_n=4), "more than 8"),
-    (C(bn=16, consumers=1, cluster_m=4), "slice of B's box"),
+    (C(bn=16, consumers=1, cluster_m=4), "slices of B's box in whole 8-row groups leave the last none"),
     (C(bn=64, consumers=1, cluster_n=16), "cluster_n 16"),
     (C(bn=64, consumers=1, cluster_m=4, sms=3), "cannot hold a cluster of 4"),
     (C(cluster_n=2, stream_k=True), "stream-K"),
@@ -354,3 +354,54 @@ def test_frees_sent_to_one_peer_thrice_race_with_the_others_multicast() -> None:
     assert not rep.ok
     assert any(x.startswith("sb[") and "UTMALDG.2D.MULTICAST, warp 0 writes it, and nothing orders the two" in x
                for x in rep.messages())
+
+
+# -- uneven slices: a box whose rows do not cut into equal slices of whole 8-row groups ----------------
+
+@pytest.mark.parametrize("shape, config, main, last", [
+    # cuBLAS's own clusters at a narrow and an odd M: 256 x 88 swapped in 2x1 (B's 88 rows as 48 + 40),
+    # 64 x 104 swapped in 4x2 (104 as 32 + 32 + 32 + 8, A's 64 as 32 + 32)
+    ((200, 1024, 256), "swap_ab=1,bn=88,wg_rows=128,consumers=2,staged_epilogue=1,cluster_m=2", 48, 40),
+    ((200, 1024, 256), "swap_ab=1,bn=104,consumers=1,staged_epilogue=1,cluster_m=4,cluster_n=2", 32, 8),
+    ((300, 1000, 136), "bn=200,consumers=2,cluster_m=2", 104, 96),  # unswapped, ragged, C from the registers
+])
+def test_uneven_slices_are_exact_and_refused_when_the_last_box_is_wrong(shape: tuple[int, int, int], config: str,
+                                                                        main: int, last: int) -> None:
+    from warpy.isa.text import parse
+    from warpy.kernels.gemm import configure
+    from warpy.kernels.gemm_sm90 import even_slices
+
+    prob = GemmProblem(*shape, out_dtype="bf16")
+    cfg = configure(prob, config)
+    assert isinstance(cfg, C) and not even_slices(cfg)
+    prog = Sm90Gemm(prob, cfg).build()
+    named = prog.kernel()
+    text = str(named)
+    b = "a" if cfg.swap_ab else "b"  # (the MMA's B operand's map: A's memory where A and B are swapped)
+    maps = {ln.split()[1]: ln for ln in text.splitlines() if ln.startswith(".tmap ")}
+    assert f"box=64,{main} " in maps[b] and f"box=64,{last} " in maps[f"{b}_last"] and "over=" + b in maps[f"{b}_last"]
+    assert text.count(f"tmap[{b}_last]") == 1 and "b_lead_last" in text  # the last CTA's load, the others'
+    rep = _check(prob, named, prog.coloured())
+    assert rep.ok, "\n".join(list(rep.messages())[:5])
+    assert rep.values_wrong == 0 and rep.values_checked > 0
+    # every CTA loading the longer box: the last one's overruns its slice and its barrier's bytes
+    rep = check.check_kernel(parse(text.replace(f"tmap[{b}_last]", f"tmap[{b}]")), None,
+                             expect=GEMM.expectation(prob))
+    assert not rep.ok and any(m.startswith("hang: ") for m in rep.messages())
+
+
+def test_the_sweep_and_the_rule_keep_to_equal_slices() -> None:
+    """Uneven slices are proven here, not yet timed on the GPU: no tuned candidate, no carried
+    configuration and no model price takes them."""
+    from warpy.kernels import gemm_sweep as S
+    from warpy.kernels.gemm import sm90_cost
+    from warpy.kernels.gemm_sm90 import even_slices
+
+    for shape in ((777, 3584, 3584), (200, 3584, 3584), (8192, 28672, 8192), (16, 4096, 4096)):
+        p = GemmProblem(*shape, out_dtype="bf16")
+        assert all(even_slices(c) for c in S.candidates(p, per_shape=24)), shape
+    p = GemmProblem(200, 3584, 3584, out_dtype="bf16")
+    assert sm90_cost(p, 64, 104, False, swap=True, eff=0.9, cluster=(4, 2)) == float("inf")
+    assert sm90_cost(p, 64, 128, False, swap=True, eff=0.9, cluster=(4, 2)) < float("inf")
+    clustered = C(bn=104, consumers=1, swap_ab=True, cluster_m=4, cluster_n=2)
+    assert S.carry(clustered, p) is None and S.carry(attrs.evolve(clustered, bn=128), p) is not None

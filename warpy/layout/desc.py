@@ -29,6 +29,7 @@ from warpy.layout.smem import (
     canonical_dtype,
     element_bytes,
     repeat_bytes,
+    smem_tile,
     span_of_swizzle,
     swizzle_for_span,
 )
@@ -681,6 +682,48 @@ def tma_multicast_slices(global_layout: Layout, smem_tile: SmemTile, multicast: 
     return _tma_plan(global_layout, smem_tile, multicast, "zero", 0)[1]
 
 
+def multicast_rows(rows: int, ways: int, atom: int = 8) -> tuple[int, int]:
+    """(rows of each CTA's slice but the last, rows of the last) of a box of `rows` shared `ways`
+    ways in whole swizzle atoms of `atom` rows: ceil(atoms / ways) atoms a slice, the rest to the last
+    (equal where the atoms divide evenly); (0, 0) where the last would get none or `rows` is not whole atoms."""
+    atoms, part = divmod(rows, atom)
+    per = -(-atoms // ways)
+    last = atoms - (ways - 1) * per
+    return (atom * per, atom * last) if not part and ways >= 1 and last >= 1 else (0, 0)
+
+
+def tma_uneven_slices(global_layout: Layout, tile: SmemTile, ways: int, oob_fill: str = "zero",
+                      l2_promotion: int = 0) -> tuple[TmaBox, TmaBox, tuple[TmaSlice, ...]]:
+    """A K-major tile's box shared `ways` ways where its rows do not divide into equal slices of whole
+    swizzle atoms (88 rows two ways, 104 four ways): CTA j < ways - 1 loads rows [j s, (j + 1) s) with
+    box `main` (s = `multicast_rows`' first), the last CTA the rest with box `last`. Each slice starts
+    on a whole atom, so it lands as a tile of its own rows would at that address (the decider proves
+    each box against such a tile, swizzled on the absolute address, and that tile against the rows of
+    `tile` it stands for). Returns (main, last, the slices)."""
+    if tile.major != "K":
+        raise LayoutError("uneven multicast slices are cut from a K-major tile's rows")
+    atom = max(1, repeat_bytes(tile.swizzle) // (tile.cols * tile.elem_bytes)) if tile.swizzle else 1
+    atom = max(atom, 8)
+    per, last = multicast_rows(tile.rows, ways, atom)
+    if not last:
+        raise LayoutError(f"{tile.rows} rows do not cut into {ways} slices of whole {atom}-row swizzle atoms")
+    lin_rows, lin_ks = tile.linear_tables()
+    boxes: dict[int, TmaBox] = {}
+    slices = []
+    for j in range(ways):
+        start, n = j * per, per if j < ways - 1 else last
+        sub = smem_tile(n, tile.cols, tile.dtype, "K", tile.swizzle)
+        sub_rows, sub_ks = sub.linear_tables()
+        base = lin_rows[start] - sub_rows[0]
+        if sub_ks != lin_ks or any(lin_rows[start + r] != base + sub_rows[r] for r in range(n)):
+            raise LayoutError(f"rows {start}.. of the tile are not laid out as a tile of their own")
+        if n not in boxes:
+            boxes[n] = _tma_plan(global_layout, sub, 1, oob_fill, l2_promotion)[0]
+        check_tma_box(boxes[n], global_layout, sub, 1, addr=base - tile.offset)
+        slices.append(TmaSlice(j, base - tile.offset, (0, start)))
+    return boxes[per], boxes[last], tuple(slices)
+
+
 __all__ = [
     "SmemDescFields",
     "IdescFields",
@@ -700,6 +743,8 @@ __all__ = [
     "check_umma_shape",
     "tma_box",
     "tma_multicast_slices",
+    "multicast_rows",
+    "tma_uneven_slices",
     "check_tma_box",
     "mma_k_elems",
     "K_INTERLEAVE_LBO_IS_K_STRIDE",

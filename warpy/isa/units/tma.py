@@ -48,6 +48,17 @@ def tma_multicast_slices(global_layout: Layout, smem_tile: SmemTile, multicast: 
 forgettable(tma_multicast_slices.cache_clear)
 
 
+@functools.lru_cache(maxsize=64)
+def tma_uneven_slices(global_layout: Layout, smem_tile: SmemTile, multicast: int,
+                      l2_promotion: int = 0) -> tuple[TmaBox, TmaBox, tuple[TmaSlice, ...]]:
+    """`warpy.layout.desc.tma_uneven_slices` (the boxes of a multicast cut into unequal slices of
+    whole swizzle atoms), remembered likewise."""
+    return _desc.tma_uneven_slices(global_layout, smem_tile, multicast, l2_promotion=l2_promotion)
+
+
+forgettable(tma_uneven_slices.cache_clear)
+
+
 def tma_load(p: Program, dst: Tile, tmap: TensorMap, coords: Sequence[TmaCoord], bar: Barrier,
              mask: Optional[UR] = None, two_cta: bool = False, guard: Union[P, UP, None] = None,
              bar_rank: Optional[UR] = None) -> None:
