@@ -539,8 +539,9 @@ def fitted_bns(m: int, blocks: Sequence[int] = (1, 2)) -> list[int]:
 
 def fitted_swaps(problem: Any) -> list[Sm90Config]:
     """A and B swapped with BN fitted to M (`fitted_bns`), ranked by the model at a placeholder
-    efficiency (a wide M's: `interpolated_efficiency`); those that build. A narrow M (one or two blocks): B's rows along 64- or 128-row tiles,
-    each schedule, C^T from the registers (as the sweep's table timed them). On the H200 (2026-12-03)
+    efficiency (a wide M's: `interpolated_efficiency`); those that build. A narrow M (one or two
+    blocks): B's rows along 64- or 128-row tiles, each schedule, C^T from the registers (as the
+    sweep's table timed them). On the H200 (2026-12-03)
     64 x 96 swapped ran 96 x 4608 x 3584 in 14.7 µs against 15.9 for the fastest of the 16 tuned
     candidates (cuBLAS 15.0), 64 x 200 split 2 ways 200 x 3584 x 18944 in 49.8 against 55.4 (cuBLAS
     51.5); cuBLAS itself swaps at such shapes (64 x 96, 64 x 104 tiles). A wide M that 128-row tiles
