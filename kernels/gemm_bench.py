@@ -89,13 +89,15 @@ def tflops(shape: tuple[int, int, int], us: float) -> float:
 
 @attrs.frozen
 class BenchRow:
-    """One shape's result: median per-call GPU times (µs; None when that side did not run), and
-    the correctness check's verdict ("ok", "FAIL ...", or an error's line)."""
+    """One shape's result: median per-call GPU times (µs; None when that side did not run), the
+    correctness check's verdict ("ok", "FAIL ...", or an error's line) and the configuration warpy
+    ran (its fields apart from the defaults, `gemm_sweep.config_text`; "" where none is known)."""
 
     shape: tuple[int, int, int]
     warpy_us: Optional[float]
     cublas_us: Optional[float]
     check: str
+    config: str = ""
 
     @property
     def ratio(self) -> Optional[float]:
@@ -317,7 +319,7 @@ def bench_gemm(shapes: Sequence[tuple[int, int, int]], dtype: str = "bf16", out_
             progress(f"{shape_text(shape)}: timing")
             w_us, c_us = interleaved(run_w, {"cublas": run_c}, cu_stream, iters)
             check = _bench_check(torch, A[0], B[0], Cw[0], K)
-            row = BenchRow(shape, w_us, c_us["cublas"], check)
+            row = BenchRow(shape, w_us, c_us["cublas"], check, _ran(shape, dtype, odt, config))
             del A, B, Cw, Cc
             torch.cuda.empty_cache()
         except WarpyError as e:
@@ -325,7 +327,7 @@ def bench_gemm(shapes: Sequence[tuple[int, int, int]], dtype: str = "bf16", out_
         progress.done()
         rows.append(row)
         print(f"{shape_text(shape)}: warpy {_num(row.warpy_us, '.1f')} µs, cuBLAS {_num(row.cublas_us, '.1f')} µs, "
-              f"{row.check}", file=sys.stderr, flush=True)
+              f"{row.check}" + (f" ({row.config})" if row.config else ""), file=sys.stderr, flush=True)
     echo(bench_table(rows).rstrip("\n"))
     summary = bench_summary(rows)
     if summary:
@@ -581,8 +583,20 @@ def bench_json(rows: Sequence[BenchRow]) -> list[dict[str, Any]]:
     """The timed rows as records (`warpy bench gemm --json`)."""
     return [{"shape": list(r.shape), "warpy_us": r.warpy_us, "cublas_us": r.cublas_us, "ratio": r.ratio,
              "warpy_tflops": None if r.warpy_us is None else tflops(r.shape, r.warpy_us),
-             "cublas_tflops": None if r.cublas_us is None else tflops(r.shape, r.cublas_us), "check": r.check}
+             "cublas_tflops": None if r.cublas_us is None else tflops(r.shape, r.cublas_us), "check": r.check,
+             "config": r.config}
             for r in rows]
+
+
+def _ran(shape: tuple[int, int, int], dtype: str, out_dtype: str, config: Optional[str]) -> str:
+    """The configuration warpy ran at `shape` (after its first call, which tuned it where it tunes):
+    the rule's, with `config`'s fields set by hand, as `gemm_sweep.config_text` spells it."""
+    from .gemm import configure
+    from .gemm_sm90 import Sm90Config
+    from .gemm_sweep import config_text
+
+    cfg = configure(GemmProblem(*shape, dtype=dtype, out_dtype=out_dtype), config)
+    return config_text(cfg) if isinstance(cfg, Sm90Config) else ""
 
 
 def operand_bytes(shape: tuple[int, int, int], elem: int, out_elem: int) -> int:

@@ -322,3 +322,18 @@ def test_cli_check_gemm_with_an_epilogue_proves_its_values() -> None:
     assert "7200 output values computed, 0 differ from numpy" in r.stdout
     r = _warpy("check", "gemm", "64", "64", "16", "b=kn", "--arch", "sm_100a", "--config", "pairs=2")
     assert r.returncode == 2 and r.stderr == "error: B is MN-major: its tile is not multicast in slices (pairs=1)\n"
+
+
+def test_the_json_rows_say_what_warpy_ran() -> None:
+    """`warpy bench gemm --json`: each row names the configuration warpy ran (the rule's, with
+    `--config`'s fields set by hand), spelled as the sweep's tables spell it."""
+    from warpy.kernels.gemm import GemmProblem, configure
+    from warpy.kernels.gemm_sweep import config_text
+
+    row = G.BenchRow((777, 3584, 3584), 32.0, 31.0, "ok", "bn=88,staged_epilogue=1,swap_ab=1,wg_rows=128")
+    rec = G.bench_json([row, G.BenchRow((1, 1, 1), None, 3.0, "error: no GPU")])
+    assert rec[0]["config"] == row.config and rec[1]["config"] == "" and rec[0]["ratio"] == pytest.approx(31 / 32)
+    ran = G._ran((777, 3584, 3584), "bf16", "bf16", "bn=88,swap_ab=1,wg_rows=128,staged_epilogue=1")
+    assert ran == "bn=88,staged_epilogue=1,swap_ab=1,wg_rows=128"
+    assert G._ran((4096, 4096, 4096), "bf16", "fp32", None) == config_text(
+        configure(GemmProblem(4096, 4096, 4096, out_dtype="fp32"), None))
